@@ -1,0 +1,90 @@
+package importgraph
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/apogeemq/apogee"
+
+// allowed lists, for each package of the module, the packages of the module it
+// may import (its non-test imports). It mirrors the table in design.md:
+// imports point up the table, and siblings on one layer never import each other.
+// Packages under internal/ may import what sits below their user; they are
+// listed as they appear.
+var allowed = map[string][]string{
+	"mmap":         {},
+	"message":      {},
+	"protocol":     {},
+	"commitlog":    {"mmap", "message"},
+	"consumequeue": {"mmap"},
+	"index":        {"mmap"},
+	"store":        {"commitlog", "consumequeue", "index", "message", "mmap"},
+	"remoting":     {"protocol"},
+	"namesrv":      {"remoting", "protocol"},
+	"broker":       {"store", "remoting", "protocol", "namesrv", "message"},
+	"client":       {"remoting", "protocol", "message"},
+	"benchmark":    {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
+
+	"cmd/apogee-broker": {"broker", "namesrv", "store", "remoting", "protocol"},
+	"cmd/apogee-bench":  {"benchmark", "broker", "store", "client"},
+
+	"internal/importgraph": {},
+}
+
+// internalAllowed lists the internal helper packages each package may use in
+// addition to the table above.
+var internalAllowed = map[string][]string{}
+
+func TestImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	seen := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		seen++
+		ok, known := allowed[pkg]
+		if !known && !strings.HasPrefix(pkg, "internal/") {
+			t.Errorf("package %q is not in the design's table; add it to design.md and to this test", pkg)
+			continue
+		}
+		permitted := map[string]bool{}
+		for _, p := range ok {
+			permitted[p] = true
+		}
+		for _, p := range internalAllowed[pkg] {
+			permitted[p] = true
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if permitted[dep] {
+				continue
+			}
+			// Small shared helpers under internal/ may be used by anything that
+			// sits above them, unless they are test harnesses.
+			if strings.HasPrefix(dep, "internal/") && !strings.HasPrefix(pkg, "internal/") && !strings.Contains(dep, "harness") {
+				continue
+			}
+			t.Errorf("%s imports %s, which the design's package table forbids", pkg, dep)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("go list listed no packages")
+	}
+}

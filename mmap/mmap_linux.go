@@ -1,0 +1,50 @@
+//go:build linux
+
+package mmap
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14).
+const madvPopulateWrite = 23
+
+// populateWrite asks the kernel to fault in b's pages writable. It reports
+// false when the kernel does not support the call.
+func populateWrite(b []byte) bool {
+	return unix.Madvise(b, madvPopulateWrite) == nil
+}
+
+// Fallocate reserves disk blocks for [off, off+n) of f and extends the file to
+// cover them, so that later writes through a mapping cannot fail for lack of
+// space. On a full disk it returns an error wrapping unix.ENOSPC.
+func Fallocate(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EOPNOTSUPP {
+			return fallocateByWrite(f, off, n)
+		}
+		if err != nil {
+			return fmt.Errorf("mmap: fallocate %s [%d,+%d): %w", f.Name(), off, n, err)
+		}
+		return nil
+	}
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package mmap
+
+import (
+	"os"
+)
+
+// populateWrite is not available outside Linux; callers fall back to touching pages.
+func populateWrite(b []byte) bool { return false }
+
+// Fallocate reserves [off, off+n) of f. Outside Linux there is no portable
+// fallocate, so blocks are reserved by writing zeros.
+func Fallocate(f *os.File, off, n int64) error { return fallocateByWrite(f, off, n) }
+
+func fdatasync(f *os.File) error { return f.Sync() }

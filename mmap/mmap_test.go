@@ -1,0 +1,175 @@
+package mmap
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func newFile(t *testing.T, size int64) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "seg"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := Fallocate(f, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestWriteThroughMappingReachesFile(t *testing.T) {
+	size := 4 * PageSize()
+	f := newFile(t, int64(size))
+	m, err := Map(f, 0, size, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Prefault(0, size); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("apogee commitlog")
+	copy(m.Bytes()[PageSize()+10:], want)
+	if err := m.Sync(PageSize()+10, len(want)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Fdatasync(f); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := f.ReadAt(got, int64(PageSize()+10)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("file has %q, want %q", got, want)
+	}
+	if err := m.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadOnlyMappingSeesFileWrites(t *testing.T) {
+	size := PageSize()
+	f := newFile(t, int64(size))
+	m, err := Map(f, 0, size, ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if _, err := f.WriteAt([]byte("xyz"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(m.Bytes()[100:103]); got != "xyz" {
+		t.Fatalf("mapping shows %q after pwrite, want xyz", got)
+	}
+	if err := m.Prefault(0, size); err != nil {
+		t.Fatal(err)
+	}
+	if m.Mode() != ReadOnly {
+		t.Fatal("mode not recorded")
+	}
+}
+
+func TestFallocateExtendsFile(t *testing.T) {
+	f := newFile(t, 0)
+	if err := Fallocate(f, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != 1<<20 {
+		t.Fatalf("size %d after fallocate, want %d", st.Size(), 1<<20)
+	}
+	if err := fallocateByWrite(f, 0, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ = f.Stat(); st.Size() != 2<<20 {
+		t.Fatalf("size %d after fallback fallocate, want %d", st.Size(), 2<<20)
+	}
+}
+
+func TestReferenceCounting(t *testing.T) {
+	f := newFile(t, int64(PageSize()))
+	m, err := Map(f, 0, PageSize(), ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 1000; j++ {
+				if !m.Acquire() {
+					t.Error("acquire failed while the owner holds a reference")
+					return
+				}
+				_ = m.Bytes()[j%PageSize()]
+				if err := m.Release(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := m.Refs(); got != 1 {
+		t.Fatalf("refs = %d after balanced use, want 1", got)
+	}
+	if err := m.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Acquire() {
+		t.Fatal("acquire succeeded on an unmapped region")
+	}
+	if err := m.Release(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("extra release = %v, want ErrClosed", err)
+	}
+}
+
+func TestRangeChecks(t *testing.T) {
+	f := newFile(t, int64(PageSize()))
+	m, err := Map(f, 0, PageSize(), ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if err := m.Sync(PageSize()-1, 2); err == nil {
+		t.Fatal("sync past the end succeeded")
+	}
+	if err := m.Advise(-1, 2, Sequential); err == nil {
+		t.Fatal("advise at a negative offset succeeded")
+	}
+	for _, a := range []Advice{Normal, Sequential, Random, WillNeed, DontNeed} {
+		if err := m.Advise(0, PageSize(), a); err != nil {
+			t.Fatalf("advise %d: %v", a, err)
+		}
+	}
+	if _, err := Map(f, 1, PageSize(), ReadOnly); err == nil {
+		t.Fatal("unaligned map succeeded")
+	}
+	if _, err := Map(f, 0, 0, ReadOnly); err == nil {
+		t.Fatal("empty map succeeded")
+	}
+}
+
+func TestLockUnlock(t *testing.T) {
+	f := newFile(t, int64(PageSize()))
+	m, err := Map(f, 0, PageSize(), ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if err := m.Lock(); err != nil {
+		t.Skipf("mlock not permitted here: %v", err)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
