@@ -19,7 +19,19 @@ func fallocateByWrite(f *os.File, off, n int64) error {
 	if start >= end {
 		return nil
 	}
-	zeros := make([]byte, 1<<20)
+	return writeZeros(f, start, end)
+}
+
+// zeroByWrite overwrites [off, off+n) of f with zeros.
+func zeroByWrite(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	return writeZeros(f, off, off+n)
+}
+
+func writeZeros(f *os.File, start, end int64) error {
+	zeros := make([]byte, min(1<<20, end-start))
 	for pos := start; pos < end; {
 		chunk := min(int64(len(zeros)), end-pos)
 		if _, err := f.WriteAt(zeros[:chunk], pos); err != nil {

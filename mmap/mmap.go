@@ -42,9 +42,10 @@ var ErrClosed = errors.New("mmap: mapping is closed")
 
 // Mapping is a reference-counted mapped region of a file.
 type Mapping struct {
-	data []byte
-	refs atomic.Int64
-	mode Mode
+	data       []byte
+	refs       atomic.Int64
+	mode       Mode
+	afterUnmap func()
 }
 
 // pageSize is the system page size, read once.
@@ -114,11 +115,21 @@ func (m *Mapping) Release() error {
 		return ErrClosed
 	}
 	data := m.data
-	if err := unix.Munmap(data); err != nil {
+	err := unix.Munmap(data)
+	if m.afterUnmap != nil {
+		m.afterUnmap()
+	}
+	if err != nil {
 		return fmt.Errorf("mmap: munmap: %w", err)
 	}
 	return nil
 }
+
+// AfterUnmap registers fn to run once, right after the region is unmapped by
+// the last Release. The owner sets it before sharing the mapping (it is not
+// synchronised with Release); a segment uses it to close and delete its file
+// only when the last reader has let go.
+func (m *Mapping) AfterUnmap(fn func()) { m.afterUnmap = fn }
 
 // pageRange widens [off, off+n) to whole pages inside the mapping.
 func (m *Mapping) pageRange(off, n int) ([]byte, error) {

@@ -48,3 +48,26 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// ZeroRange makes [off, off+n) of f read as zeros while keeping its blocks
+// reserved (FALLOC_FL_ZERO_RANGE, a metadata operation on ext4 and xfs). Where
+// the file system lacks it, zeros are written. Pages of the range cached for a
+// mapping of f are dropped, so the mapping sees zeros too.
+func ZeroRange(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EOPNOTSUPP {
+			return zeroByWrite(f, off, n)
+		}
+		if err != nil {
+			return fmt.Errorf("mmap: zero range %s [%d,+%d): %w", f.Name(), off, n, err)
+		}
+		return nil
+	}
+}

@@ -14,3 +14,6 @@ func populateWrite(b []byte) bool { return false }
 func Fallocate(f *os.File, off, n int64) error { return fallocateByWrite(f, off, n) }
 
 func fdatasync(f *os.File) error { return f.Sync() }
+
+// ZeroRange makes [off, off+n) of f read as zeros by writing zeros.
+func ZeroRange(f *os.File, off, n int64) error { return zeroByWrite(f, off, n) }

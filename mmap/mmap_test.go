@@ -173,3 +173,51 @@ func TestLockUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestZeroRangeThroughMapping(t *testing.T) {
+	size := 4 * PageSize()
+	f := newFile(t, int64(size))
+	m, err := Map(f, 0, size, ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	b := m.Bytes()
+	for i := range b {
+		b[i] = 0xAB
+	}
+	if err := ZeroRange(f, int64(PageSize()), int64(2*PageSize())); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range b {
+		inside := i >= PageSize() && i < 3*PageSize()
+		if inside && c != 0 || !inside && c != 0xAB {
+			t.Fatalf("byte %d = %#x after zeroing pages 1-2", i, c)
+		}
+	}
+	if err := zeroByWrite(f, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 0 || b[10] != 0xAB {
+		t.Fatal("zeroByWrite did not zero exactly the range")
+	}
+}
+
+func TestAfterUnmapRunsOnLastRelease(t *testing.T) {
+	f := newFile(t, int64(PageSize()))
+	m, err := Map(f, 0, PageSize(), ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	m.AfterUnmap(func() { calls++ })
+	m.Acquire()
+	m.Release()
+	if calls != 0 {
+		t.Fatal("cleanup ran while a reference remained")
+	}
+	m.Release()
+	if calls != 1 {
+		t.Fatalf("cleanup ran %d times, want 1", calls)
+	}
+}
