@@ -18,6 +18,6 @@
 //
 // Linux uses the native calls through golang.org/x/sys/unix. Other Unix systems
 // (darwin) compile and degrade: madvise hints that do not exist are ignored,
-// MADV_POPULATE_WRITE falls back to touching one byte per page, and fallocate
+// MADV_POPULATE_WRITE falls back to reading one byte per page, and fallocate
 // falls back to writing through ftruncate plus a touch of every block.
 package mmap

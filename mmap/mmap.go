@@ -193,10 +193,12 @@ func adviceFlag(a Advice) (int, bool) {
 	return 0, false
 }
 
-// Prefault makes the pages of [off, off+n) resident so that later writes do not
-// take page faults. A read-write mapping uses MADV_POPULATE_WRITE where the
-// kernel has it (Linux 5.14+) and otherwise writes each page's first byte back
-// to itself; a read-only mapping reads one byte per page.
+// Prefault makes the pages of [off, off+n) resident so that later accesses do
+// not take major faults. A read-write mapping uses MADV_POPULATE_WRITE where
+// the kernel has it (Linux 5.14+), which also spares later writes their minor
+// faults. Elsewhere, and for read-only mappings, it reads one byte per page: a
+// read never races with a concurrent writer of the same bytes, so Prefault is
+// safe to run ahead of a writer.
 func (m *Mapping) Prefault(off, n int) error {
 	if n == 0 {
 		return nil
@@ -208,35 +210,20 @@ func (m *Mapping) Prefault(off, n int) error {
 	if m.mode == ReadWrite && populateWrite(b) {
 		return nil
 	}
-	touchPages(b, m.mode == ReadWrite)
+	touchPages(b)
 	return nil
 }
 
-// touchPages faults in each page of b. Writing a byte back to itself dirties
-// the page without changing it; that is safe only while no other goroutine
-// writes the same byte, which callers guarantee by prefaulting ahead of the
-// written position.
-func touchPages(b []byte, write bool) {
+// touchPages reads one byte of each page of b.
+func touchPages(b []byte) {
 	var sink byte
 	for i := 0; i < len(b); i += pageSize {
-		if write {
-			rewrite(&b[i])
-		} else {
-			sink += b[i]
-		}
+		sink += b[i]
 	}
 	touchSink.Add(int64(sink))
 }
 
-// rewrite stores a byte's own value back, dirtying its page.
-//
-//go:noinline
-func rewrite(p *byte) {
-	v := *p
-	*p = v
-}
-
-// touchSink keeps read touches from being optimised away.
+// touchSink keeps the reads of touchPages from being optimised away.
 var touchSink atomic.Int64
 
 // Lock pins the region's pages in memory (mlock).

@@ -1,0 +1,63 @@
+package commitlog
+
+import (
+	"fmt"
+
+	"github.com/apogeemq/apogee/message"
+)
+
+// Cursor walks the log's records in order, skipping blank markers. It pins
+// one segment at a time. A record returned by Next is valid until the next
+// call to Next or Close. A Cursor is used by one goroutine.
+type Cursor struct {
+	l   *Log
+	seg *segment
+	pos int64
+}
+
+// NewCursor returns a cursor positioned at offset, which must be a record
+// boundary (a record's offset, a segment base, or the written position).
+func (l *Log) NewCursor(offset int64) *Cursor { return &Cursor{l: l, pos: offset} }
+
+// Offset is the position of the next record.
+func (c *Cursor) Offset() int64 { return c.pos }
+
+// Next returns the next record and its offset. It returns ErrOffsetNotWritten
+// at the written position (call again after more appends) and
+// ErrOffsetDeleted when retention removed the cursor's position.
+func (c *Cursor) Next() ([]byte, int64, error) {
+	for {
+		w := c.l.written.Load()
+		if c.pos >= w {
+			return nil, c.pos, ErrOffsetNotWritten
+		}
+		if c.seg == nil || c.pos < c.seg.base || c.pos >= c.seg.end() {
+			c.Close()
+			seg, err := c.l.pin(c.pos)
+			if err != nil {
+				return nil, c.pos, err
+			}
+			c.seg = seg
+		}
+		buf := c.seg.data[c.pos-c.seg.base:]
+		if size, ok := message.IsBlank(buf); ok && int64(size) == c.seg.end()-c.pos {
+			c.pos = c.seg.end()
+			continue
+		}
+		size := int64(message.ReadTotalSize(buf))
+		if size < message.MinRecordSize || c.pos+size > w {
+			return nil, c.pos, fmt.Errorf("commitlog: corrupt record header at %d (size %d)", c.pos, size)
+		}
+		off := c.pos
+		c.pos += size
+		return buf[:size], off, nil
+	}
+}
+
+// Close releases the pinned segment. The cursor may be used again afterwards.
+func (c *Cursor) Close() {
+	if c.seg != nil {
+		c.seg.m.Release()
+		c.seg = nil
+	}
+}

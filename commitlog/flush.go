@@ -1,0 +1,181 @@
+package commitlog
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// flusher moves the flushed position up to the written one: on demand and
+// with group commit in FlushSync mode, on a timer in FlushAsync mode. One
+// goroutine does every sync, so syncs never overlap and never run under the
+// append lock.
+type flusher struct {
+	l *Log
+
+	kick chan struct{} // a waiter wants a sync (cap 1)
+
+	mu      sync.Mutex
+	done    chan struct{} // closed after each sync round; replaced under mu
+	failed  error         // sticky: the first failed sync, wrapped in ErrLogFailed
+	lastCkp time.Time     // when the checkpoint was last written
+
+	timers sync.Pool // *time.Timer for WaitFlushed deadlines
+}
+
+func (f *flusher) init(l *Log) {
+	f.l = l
+	f.kick = make(chan struct{}, 1)
+	f.done = make(chan struct{})
+	f.lastCkp = l.opts.now()
+}
+
+// failure returns the sticky error, if any.
+func (f *flusher) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+// wait blocks until flushed ≥ end, the deadline passes, or the log fails.
+func (f *flusher) wait(end int64) error {
+	if f.l.flushed.Load() >= end {
+		return nil
+	}
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+			f.timers.Put(t)
+		}
+	}()
+	for {
+		f.mu.Lock()
+		if f.failed != nil {
+			f.mu.Unlock()
+			return f.failed
+		}
+		if f.l.flushed.Load() >= end {
+			f.mu.Unlock()
+			return nil
+		}
+		done := f.done
+		f.mu.Unlock()
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+		if t == nil {
+			if v := f.timers.Get(); v != nil {
+				t = v.(*time.Timer)
+				t.Reset(f.l.opts.SyncFlushTimeout)
+			} else {
+				t = time.NewTimer(f.l.opts.SyncFlushTimeout)
+			}
+		}
+		select {
+		case <-done:
+		case <-t.C:
+			return fmt.Errorf("%w: offset %d not flushed after %v (flushed %d)", ErrFlushTimeout, end, f.l.opts.SyncFlushTimeout, f.l.flushed.Load())
+		case <-f.l.stop:
+			// Close flushes everything before it returns; wait for that round.
+			<-done
+		}
+	}
+}
+
+// loop is the flusher goroutine.
+func (f *flusher) loop() {
+	defer f.l.wg.Done()
+	l := f.l
+	var tick <-chan time.Time
+	if l.opts.FlushMode == FlushAsync {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	lastFull := l.opts.now()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-f.kick:
+			f.round(l.written.Load())
+		case <-tick:
+			now := l.opts.now()
+			dirty := l.written.Load() - l.flushed.Load()
+			if now.Sub(lastFull) >= l.opts.FlushThoroughInterval {
+				lastFull = now
+				f.round(l.written.Load())
+			} else if dirty >= int64(l.opts.FlushLeastPages)*4096 {
+				f.round(l.written.Load())
+			}
+			f.maybeCheckpoint()
+		}
+	}
+}
+
+// round syncs everything below target and wakes every waiter.
+func (f *flusher) round(target int64) {
+	l := f.l
+	if f.failure() != nil {
+		return
+	}
+	from := l.flushed.Load()
+	var err error
+	if target > from {
+		err = l.syncRange(from, target)
+	}
+	f.mu.Lock()
+	if err != nil {
+		f.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
+	} else if target > from {
+		l.flushed.Store(target)
+	}
+	close(f.done)
+	f.done = make(chan struct{})
+	f.mu.Unlock()
+	if err == nil && l.opts.FlushMode == FlushSync {
+		f.maybeCheckpoint()
+	}
+}
+
+// maybeCheckpoint records the flushed offset if the interval has passed.
+func (f *flusher) maybeCheckpoint() {
+	l := f.l
+	now := l.opts.now()
+	if now.Sub(f.lastCkp) < l.opts.CheckpointInterval || f.failure() != nil {
+		return
+	}
+	f.lastCkp = now
+	// A failed checkpoint only means recovery scans more; it is not a data error.
+	_ = l.ckpt.write(checkpointState{flushed: l.flushed.Load(), written: l.written.Load(), time: now.UnixMilli()})
+}
+
+// final is the last round, run by Close after the goroutine stopped.
+func (f *flusher) final() error {
+	f.round(f.l.written.Load())
+	return f.failure()
+}
+
+// syncRange makes [from, to) durable: an msync of the dirty range of each
+// segment it touches (on Linux, msync MS_SYNC of a shared mapping is an
+// fdatasync of that file range).
+func (l *Log) syncRange(from, to int64) error {
+	for off := from; off < to; {
+		seg, err := l.pin(off)
+		if err != nil {
+			// Retention removed it: nothing left to sync there.
+			off = (off/l.opts.SegmentSize + 1) * l.opts.SegmentSize
+			continue
+		}
+		end := min(to, seg.end())
+		err = seg.m.Sync(int(off-seg.base), int(end-off))
+		seg.m.Release()
+		if err != nil {
+			return fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
+		}
+		off = end
+	}
+	return nil
+}

@@ -1,0 +1,446 @@
+package commitlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"golang.org/x/sys/unix"
+)
+
+var testHost = netip.MustParseAddrPort("127.0.0.1:10911")
+
+// encode returns one encoded record whose body is body.
+func encode(t testing.TB, topic string, body []byte) []byte {
+	t.Helper()
+	r := message.Record{Topic: topic, BornHost: testHost, StoreHost: testHost, BornTimestamp: 1, Body: body}
+	b, err := message.AppendRecord(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func bodyOf(i, size int) []byte {
+	b := make([]byte, size)
+	for j := range b {
+		b[j] = byte(i*7 + j)
+	}
+	copy(b, fmt.Sprintf("rec-%d-", i))
+	return b
+}
+
+func openLog(t testing.TB, o Options) *Log {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = MinSegmentSize
+	}
+	l, _, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// readAll walks the log from its minimum offset and returns every record's body.
+func readAll(t testing.TB, l *Log) [][]byte {
+	t.Helper()
+	var out [][]byte
+	c := l.NewCursor(l.MinOffset())
+	defer c.Close()
+	for {
+		rec, _, err := c.Next()
+		if errors.Is(err, ErrOffsetNotWritten) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := message.Decode(rec, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bytes.Clone(v.Body()))
+	}
+}
+
+func TestAppendReadAcrossSegments(t *testing.T) {
+	l := openLog(t, Options{})
+	defer l.Close()
+	var res Result
+	var want [][]byte
+	var offsets []int64
+	for i := 0; i < 500; i++ {
+		body := bodyOf(i, 100+i%700)
+		rec := encode(t, "T", body)
+		res.Offsets = res.Offsets[:0]
+		if err := l.Append(rec, nil, &res); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, body)
+		offsets = append(offsets, res.Offsets[0])
+		if res.End != res.Offsets[0]+int64(len(rec)) {
+			t.Fatalf("end %d, offset %d, size %d", res.End, res.Offsets[0], len(rec))
+		}
+	}
+	if n := len(l.Segments()); n < 3 {
+		t.Fatalf("%d segments, want the records to span several", n)
+	}
+	for i, off := range offsets {
+		v, err := l.ReadRecord(off)
+		if err != nil {
+			t.Fatalf("record %d at %d: %v", i, off, err)
+		}
+		m, err := message.Decode(v.Bytes(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.PhysicalOffset() != off || !bytes.Equal(m.Body(), want[i]) {
+			t.Fatalf("record %d: offset %d body %q", i, m.PhysicalOffset(), m.Body()[:8])
+		}
+		if (off / l.SegmentSize()) != (off+int64(m.TotalSize())-1)/l.SegmentSize() {
+			t.Fatalf("record %d at %d spans two segments", i, off)
+		}
+		v.Release()
+	}
+	got := readAll(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("cursor read %d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("cursor record %d differs", i)
+		}
+	}
+}
+
+func TestReadPastWrittenFails(t *testing.T) {
+	l := openLog(t, Options{})
+	defer l.Close()
+	if _, err := l.Read(0, 1); !errors.Is(err, ErrOffsetNotWritten) {
+		t.Fatalf("read of an empty log = %v, want ErrOffsetNotWritten", err)
+	}
+	var res Result
+	rec := encode(t, "T", []byte("x"))
+	if err := l.Append(rec, nil, &res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(0, len(rec)+1); !errors.Is(err, ErrOffsetNotWritten) {
+		t.Fatalf("read past the end = %v", err)
+	}
+	if _, err := l.ReadRecord(res.End); !errors.Is(err, ErrOffsetNotWritten) {
+		t.Fatalf("ReadRecord at the end = %v", err)
+	}
+	if _, err := l.Read(1<<40, 1); !errors.Is(err, ErrOffsetNotWritten) {
+		t.Fatalf("read far past the end = %v", err)
+	}
+	v, err := l.Read(0, len(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(v.Bytes(), rec) {
+		t.Fatal("view differs from the appended (patched) record")
+	}
+	v.Release()
+}
+
+type recordingAssigner struct{ offsets []int64 }
+
+func (a *recordingAssigner) Assign(rec []byte, off int64) {
+	message.SetQueueOffset(rec, int64(len(a.offsets)))
+	a.offsets = append(a.offsets, off)
+}
+
+func TestBatchIsOneUnitInOneSegment(t *testing.T) {
+	l := openLog(t, Options{})
+	defer l.Close()
+	var batch []byte
+	for i := 0; i < 10; i++ {
+		batch = append(batch, encode(t, "T", bodyOf(i, 1000))...)
+	}
+	var a recordingAssigner
+	var res Result
+	for round := 0; round < 20; round++ {
+		res.Offsets = res.Offsets[:0]
+		if err := l.Append(bytes.Clone(batch), &a, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Offsets) != 10 {
+			t.Fatalf("%d offsets for a batch of 10", len(res.Offsets))
+		}
+		first, last := res.Offsets[0], res.End-1
+		if first/l.SegmentSize() != last/l.SegmentSize() {
+			t.Fatalf("batch [%d,%d) spans segments", first, res.End)
+		}
+	}
+	for i, off := range a.offsets {
+		v, err := l.ReadRecord(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := message.Decode(v.Bytes(), true)
+		if m.QueueOffset() != int64(i) {
+			t.Fatalf("record %d has queue offset %d: assigner patch lost", i, m.QueueOffset())
+		}
+		v.Release()
+	}
+}
+
+func TestAppendRejectsBadInput(t *testing.T) {
+	l := openLog(t, Options{})
+	defer l.Close()
+	var res Result
+	if err := l.Append(nil, nil, &res); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("empty = %v", err)
+	}
+	rec := encode(t, "T", []byte("abc"))
+	if err := l.Append(rec[:len(rec)-1], nil, &res); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("truncated = %v", err)
+	}
+	big := encode(t, "T", make([]byte, MinSegmentSize))
+	if err := l.Append(big, nil, &res); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversized = %v", err)
+	}
+	if l.WrittenOffset() != 0 {
+		t.Fatalf("written %d after rejected appends", l.WrittenOffset())
+	}
+}
+
+func TestCleanReopenKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Options{Dir: dir})
+	var res Result
+	for i := 0; i < 300; i++ {
+		if err := l.Append(encode(t, "T", bodyOf(i, 500)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := l.WrittenOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, rep, err := Open(Options{Dir: dir, SegmentSize: MinSegmentSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if !rep.Clean || rep.End != end || rep.Lost() {
+		t.Fatalf("reopen report %+v, want clean at %d", rep, end)
+	}
+	if got := readAll(t, l2); len(got) != 300 {
+		t.Fatalf("%d records after reopen, want 300", len(got))
+	}
+	if err := l2.Append(encode(t, "T", []byte("after")), nil, &res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSyncFlushGroupCommit(t *testing.T) {
+	l := openLog(t, Options{FlushMode: FlushSync})
+	defer l.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var res Result
+			for i := 0; i < 50; i++ {
+				res.Offsets = res.Offsets[:0]
+				if err := l.Append(encode(t, "T", bodyOf(w*1000+i, 200)), nil, &res); err != nil {
+					errs <- err
+					return
+				}
+				if err := l.WaitFlushed(res.End); err != nil {
+					errs <- err
+					return
+				}
+				if l.FlushedOffset() < res.End {
+					errs <- fmt.Errorf("flushed %d < end %d after WaitFlushed", l.FlushedOffset(), res.End)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if l.FlushedOffset() != l.WrittenOffset() {
+		t.Fatalf("flushed %d, written %d", l.FlushedOffset(), l.WrittenOffset())
+	}
+}
+
+func TestAsyncFlushCatchesUp(t *testing.T) {
+	l := openLog(t, Options{FlushInterval: 5 * time.Millisecond, FlushLeastPages: 1})
+	defer l.Close()
+	var res Result
+	for i := 0; i < 100; i++ {
+		if err := l.Append(encode(t, "T", bodyOf(i, 300)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.FlushedOffset() < res.End {
+		if time.Now().After(deadline) {
+			t.Fatalf("async flusher stuck at %d, written %d", l.FlushedOffset(), res.End)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFailedSyncIsSticky(t *testing.T) {
+	l := openLog(t, Options{FlushMode: FlushSync})
+	defer l.Close()
+	var res Result
+	if err := l.Append(encode(t, "T", []byte("a")), nil, &res); err != nil {
+		t.Fatal(err)
+	}
+	l.fl.mu.Lock()
+	l.fl.failed = fmt.Errorf("%w: %w", ErrLogFailed, unix.EIO)
+	l.fl.mu.Unlock()
+	if err := l.WaitFlushed(res.End); !errors.Is(err, ErrLogFailed) || !errors.Is(err, unix.EIO) {
+		t.Fatalf("wait after a failed sync = %v", err)
+	}
+	if err := l.Append(encode(t, "T", []byte("b")), nil, &res); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append after a failed sync = %v", err)
+	}
+}
+
+func TestDiskFullRefusesThenRecovers(t *testing.T) {
+	var full sync.Mutex
+	diskFull := false
+	fallocate := func(f *os.File, off, n int64) error {
+		full.Lock()
+		defer full.Unlock()
+		if diskFull {
+			return unix.ENOSPC
+		}
+		return unix.Fallocate(int(f.Fd()), 0, off, n)
+	}
+	l := openLog(t, Options{fallocate: fallocate, PrefaultAhead: -1})
+	defer l.Close()
+	// Let the allocator prepare the next segment, then fill the disk and use
+	// it up so that the one after cannot be created.
+	time.Sleep(50 * time.Millisecond)
+	full.Lock()
+	diskFull = true
+	full.Unlock()
+	var res Result
+	var appended int
+	var err error
+	for i := 0; i < 1000; i++ {
+		if err = l.Append(encode(t, "T", bodyOf(i, 4000)), nil, &res); err != nil {
+			break
+		}
+		appended++
+	}
+	if !errors.Is(err, ErrDiskFull) || !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("append on a full disk = %v, want ErrDiskFull wrapping ENOSPC", err)
+	}
+	written := l.WrittenOffset()
+	if err := l.Append(encode(t, "T", bodyOf(0, 4000)), nil, &res); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("second append on a full disk = %v", err)
+	}
+	if l.WrittenOffset() != written {
+		t.Fatal("a refused append moved the written position")
+	}
+	if got := len(readAll(t, l)); got != appended {
+		t.Fatalf("%d readable records, want the %d acknowledged", got, appended)
+	}
+	full.Lock()
+	diskFull = false
+	full.Unlock()
+	if err := l.Append(encode(t, "T", bodyOf(0, 4000)), nil, &res); err != nil {
+		t.Fatalf("append after space returned: %v", err)
+	}
+	if got := len(readAll(t, l)); got != appended+1 {
+		t.Fatalf("%d readable records after recovery, want %d", got, appended+1)
+	}
+}
+
+func TestRetentionWaitsForReaders(t *testing.T) {
+	now := time.Now()
+	var clockMu sync.Mutex
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	l := openLog(t, Options{now: clock, RetentionInterval: -1, RetentionTime: time.Hour})
+	defer l.Close()
+	l.usageFn = func(string) (float64, error) { return 0.1, nil }
+	var res Result
+	for l.WrittenOffset() < 3*l.SegmentSize() {
+		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := l.Retain(); err != nil || n != 0 {
+		t.Fatalf("retain of fresh segments deleted %d (%v)", n, err)
+	}
+	pinned, err := l.ReadRecord(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(l.Dir(), segmentName(0))
+	clockMu.Lock()
+	now = now.Add(2 * time.Hour)
+	clockMu.Unlock()
+	n, err := l.Retain()
+	if err != nil || n != 3 {
+		t.Fatalf("retain deleted %d (%v), want the 3 sealed segments", n, err)
+	}
+	if l.MinOffset() != 3*l.SegmentSize() {
+		t.Fatalf("min offset %d after retention", l.MinOffset())
+	}
+	if _, err := l.ReadRecord(0); !errors.Is(err, ErrOffsetDeleted) {
+		t.Fatalf("read below min = %v", err)
+	}
+	if _, err := os.Stat(first); err != nil {
+		t.Fatalf("segment file gone while a view pins it: %v", err)
+	}
+	if _, err := message.Decode(pinned.Bytes(), true); err != nil {
+		t.Fatalf("pinned view unreadable after retention: %v", err)
+	}
+	pinned.Release()
+	if _, err := os.Stat(first); !os.IsNotExist(err) {
+		t.Fatalf("segment file still there after the last view was released: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir(), segmentName(l.SegmentSize()))); !os.IsNotExist(err) {
+		t.Fatal("an unpinned deleted segment's file remains")
+	}
+}
+
+func TestRetentionByDiskUsage(t *testing.T) {
+	l := openLog(t, Options{RetentionInterval: -1})
+	defer l.Close()
+	var res Result
+	for l.WrittenOffset() < 2*l.SegmentSize() {
+		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := 0
+	l.usageFn = func(string) (float64, error) {
+		calls++
+		if calls == 1 {
+			return 0.9, nil
+		}
+		return 0.5, nil
+	}
+	n, err := l.Retain()
+	if err != nil || n != 1 {
+		t.Fatalf("retain over the usage ratio deleted %d (%v), want 1", n, err)
+	}
+	if l.MinOffset() != l.SegmentSize() {
+		t.Fatalf("min offset %d", l.MinOffset())
+	}
+}

@@ -1,0 +1,139 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/apogeemq/apogee/mmap"
+)
+
+// FlushMode selects when appended records reach stable storage.
+type FlushMode int
+
+const (
+	// FlushAsync syncs in the background: every FlushInterval when at least
+	// FlushLeastPages pages are dirty, and fully at least every
+	// FlushThoroughInterval. A crash of the process loses nothing (the pages are
+	// in the kernel's cache); a crash of the machine loses what was not synced.
+	FlushAsync FlushMode = iota
+	// FlushSync makes WaitFlushed block until an fdatasync covers the offset.
+	// One sync serves every writer waiting at that moment (group commit).
+	FlushSync
+)
+
+// String returns "async" or "sync".
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "sync"
+	}
+	return "async"
+}
+
+// ParseFlushMode accepts "async"/"ASYNC_FLUSH" and "sync"/"SYNC_FLUSH".
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "async", "ASYNC_FLUSH":
+		return FlushAsync, nil
+	case "sync", "SYNC_FLUSH":
+		return FlushSync, nil
+	}
+	return FlushAsync, fmt.Errorf("commitlog: unknown flush mode %q (want async or sync)", s)
+}
+
+// Options configure a Log. The zero value of every field means its default.
+type Options struct {
+	// Dir holds the segment files and the checkpoint. Required; created if missing.
+	Dir string
+	// SegmentSize is the size of every segment file. Default 1 GiB; at least
+	// 64 KiB and a multiple of the page size. It must not change for an existing log.
+	SegmentSize int64
+	// FlushMode: FlushAsync (default) or FlushSync.
+	FlushMode FlushMode
+	// FlushInterval is how often the async flusher looks for dirty pages. Default 500 ms.
+	FlushInterval time.Duration
+	// FlushLeastPages is how many dirty pages make the async flusher sync. Default 4.
+	FlushLeastPages int
+	// FlushThoroughInterval forces a full async flush at least this often. Default 10 s.
+	FlushThoroughInterval time.Duration
+	// SyncFlushTimeout bounds how long WaitFlushed waits before returning
+	// ErrFlushTimeout. Default 5 s.
+	SyncFlushTimeout time.Duration
+	// CheckpointInterval is the least time between checkpoint writes (the flushed
+	// offset recovery scans from). Default 1 s.
+	CheckpointInterval time.Duration
+	// RetentionTime: segments whose last write is older are deleted by
+	// Retain. Default 72 h.
+	RetentionTime time.Duration
+	// DiskUsageRatio: while the file system's used fraction is above it, Retain
+	// deletes the oldest segments whatever their age. Default 0.75.
+	DiskUsageRatio float64
+	// RetentionInterval is how often the log runs Retain by itself; negative
+	// disables the background run. Default 10 s.
+	RetentionInterval time.Duration
+	// PrefaultAhead is how far ahead of the written position the background
+	// goroutine faults pages of the active segment in. Default 8 MiB; negative
+	// disables pre-faulting.
+	PrefaultAhead int64
+
+	// fallocate is the fault-injection seam for tests (disk full); nil means mmap.Fallocate.
+	fallocate func(f *os.File, off, n int64) error
+	// now is the clock; nil means time.Now.
+	now func() time.Time
+}
+
+// MinSegmentSize is the smallest segment size accepted.
+const MinSegmentSize = 64 << 10
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("commitlog: Options.Dir is required")
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = 1 << 30
+	}
+	if o.SegmentSize < MinSegmentSize || o.SegmentSize%int64(mmap.PageSize()) != 0 {
+		return o, fmt.Errorf("commitlog: segment size %d must be ≥ %d and a multiple of the page size", o.SegmentSize, MinSegmentSize)
+	}
+	if o.FlushMode != FlushAsync && o.FlushMode != FlushSync {
+		return o, fmt.Errorf("commitlog: unknown flush mode %d", o.FlushMode)
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 500 * time.Millisecond
+	}
+	if o.FlushLeastPages <= 0 {
+		o.FlushLeastPages = 4
+	}
+	if o.FlushThoroughInterval <= 0 {
+		o.FlushThoroughInterval = 10 * time.Second
+	}
+	if o.SyncFlushTimeout <= 0 {
+		o.SyncFlushTimeout = 5 * time.Second
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.RetentionTime <= 0 {
+		o.RetentionTime = 72 * time.Hour
+	}
+	if o.DiskUsageRatio == 0 {
+		o.DiskUsageRatio = 0.75
+	}
+	if o.DiskUsageRatio < 0 || o.DiskUsageRatio > 1 {
+		return o, fmt.Errorf("commitlog: disk usage ratio %v must be within (0, 1]", o.DiskUsageRatio)
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = 10 * time.Second
+	}
+	if o.PrefaultAhead == 0 {
+		o.PrefaultAhead = 8 << 20
+	}
+	if o.fallocate == nil {
+		o.fallocate = mmap.Fallocate
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return o, nil
+}
