@@ -12,11 +12,11 @@ func TestJavaHashCode(t *testing.T) {
 	}{
 		{"empty", "", 0},
 		{"a", "a", 97},
-		{"TagA", "TagA", 2598919},                // ((84*31+97)*31+103)*31+65
-		{"hello", "hello", 99162322},             // java: "hello".hashCode()
-		{"wraps", "Hello World", -862545276},     // int32 overflow
-		{"latin-1", "é", 233},                    // U+00E9, 2 UTF-8 bytes, 1 unit
-		{"CJK", "中文标签", 622041809},               // 3-byte UTF-8, 1 unit each
+		{"TagA", "TagA", 2598919},                  // ((84*31+97)*31+103)*31+65
+		{"hello", "hello", 99162322},               // java: "hello".hashCode()
+		{"wraps", "Hello World", -862545276},       // int32 overflow
+		{"latin-1", "é", 233},                      // U+00E9, 2 UTF-8 bytes, 1 unit
+		{"CJK", "中文标签", 622041809},                 // 3-byte UTF-8, 1 unit each
 		{"surrogate pair", "a\U0001F600", 1866116}, // 97*31 + 0xD83D, *31 + 0xDE00
 		{"invalid byte", "\xff", 0xFFFD},
 		{"two invalid bytes", "\xc0\x80", 0xFFFD*31 + 0xFFFD},

@@ -107,7 +107,7 @@ func TestUniqIDCounterAndMonth(t *testing.T) {
 		t.Errorf("month rollover: %s", c)
 	}
 	now = time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC) // clock stepped back a month
-	if c := g.Next(); c[20:28] != "48190800" {          // 14 days in ms
+	if c := g.Next(); c[20:28] != "48190800" {         // 14 days in ms
 		t.Errorf("clock step back: %s", c)
 	}
 }

@@ -105,8 +105,9 @@ func splitPair(item []byte) (key, value []byte, ok bool) {
 
 // LookupProperty returns the value of key in props, with the parsing rules of
 // ForEachProperty. When a key appears more than once the last value wins, as
-// it does for both clients (they parse into a map). The value aliases props.
-// It does not allocate.
+// it does for both clients (they parse into a map). An empty value is found
+// (the Go client keeps it; Java readers drop the pair). The value aliases
+// props. It does not allocate.
 func LookupProperty(props []byte, key string) ([]byte, bool) {
 	var (
 		val   []byte

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"net/netip"
+	"slices"
 )
 
 // Magic codes.
@@ -132,12 +133,7 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	}
 
 	start := len(dst)
-	if cap(dst)-start < n {
-		grown := make([]byte, start, start+n)
-		copy(grown, dst)
-		dst = grown
-	}
-	dst = dst[:start+n]
+	dst = slices.Grow(dst, n)[:start+n]
 	b := dst[start:]
 
 	be := binary.BigEndian
