@@ -34,6 +34,11 @@ func TestZeroAllocs(t *testing.T) {
 			}
 			sink += int64(len(v.Tags())) + v.QueueOffset() + int64(v.BornHost().Port())
 		},
+		"Decode error": func() {
+			if _, err := Decode(rec[:len(rec)-1], true); err != ErrTruncated {
+				panic(err)
+			}
+		},
 		"LookupProperty": func() {
 			v, _ := LookupProperty(props, PropTags)
 			sink += int64(len(v))

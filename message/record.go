@@ -446,3 +446,22 @@ func hostAt(b []byte) netip.AddrPort {
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[:4])), uint16(binary.BigEndian.Uint32(b[4:])))
 }
+
+// ForEachRecord decodes the records packed back to back in buf (a pull
+// response body, or a run of a commit-log segment without blank markers) and
+// calls fn for each one, stopping at fn's first error, which it returns as
+// is. A record that does not decode stops the walk with that Decode error
+// wrapped with its byte offset; fn has already seen the records before it.
+func ForEachRecord(buf []byte, checkCRC bool, fn func(v View) error) error {
+	for pos := 0; pos < len(buf); {
+		v, err := Decode(buf[pos:], checkCRC)
+		if err != nil {
+			return fmt.Errorf("message: record at byte %d: %w", pos, err)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+		pos += v.TotalSize()
+	}
+	return nil
+}

@@ -481,3 +481,33 @@ func TestSysFlag(t *testing.T) {
 		t.Errorf("SetTxType = %#x", got)
 	}
 }
+
+func TestForEachRecord(t *testing.T) {
+	var body []byte
+	for i := range 3 {
+		r := baseRecord()
+		r.QueueOffset = int64(i)
+		if i == 1 {
+			r.BornHost = hostV6
+		}
+		body, _ = AppendRecord(body, &r)
+	}
+	var offs []int64
+	err := ForEachRecord(body, true, func(v View) error { offs = append(offs, v.QueueOffset()); return nil })
+	if err != nil || len(offs) != 3 || offs[0] != 0 || offs[1] != 1 || offs[2] != 2 {
+		t.Fatalf("offsets %v, err %v", offs, err)
+	}
+	n := 0
+	err = ForEachRecord(append(body, AppendBlank(nil, 8)...), true, func(View) error { n++; return nil })
+	if !errors.Is(err, ErrBlank) || n != 3 {
+		t.Fatalf("blank after records: %v after %d", err, n)
+	}
+	err = ForEachRecord(body[:len(body)-1], true, func(View) error { return nil })
+	if !errors.Is(err, ErrTruncated) {
+		t.Fatalf("truncated: %v", err)
+	}
+	stop := errors.New("stop")
+	if err := ForEachRecord(body, false, func(View) error { return stop }); err != stop {
+		t.Fatalf("fn error: %v", err)
+	}
+}
