@@ -188,10 +188,11 @@ func (l *Log) truncateAfter(end int64, rep *Recovery) error {
 		}
 	}
 	for _, later := range segs[i+1:] {
-		if !rep.Clean {
-			rep.DroppedBytes += nonZeroExtent(later.data, 0)
+		// An unused preallocated segment (all zeros) is not a loss.
+		if n := nonZeroExtent(later.data, 0); n > 0 {
+			rep.DroppedBytes += n
+			rep.DroppedSegments++
 		}
-		rep.DroppedSegments++
 		later.release(true)
 	}
 	kept := segs[:i+1:i+1]
