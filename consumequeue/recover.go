@@ -1,0 +1,262 @@
+package consumequeue
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/apogeemq/apogee/mmap"
+)
+
+// scan finds every <topic>/<queueId> directory under the root and recovers it.
+func (s *Set) scan() error {
+	topics, err := os.ReadDir(s.root)
+	if err != nil {
+		return fmt.Errorf("consumequeue: %w", err)
+	}
+	buf := make([]byte, s.opts.RecoveryWindow*EntrySize)
+	for _, t := range topics {
+		if !t.IsDir() || checkName(t.Name()) != nil {
+			continue
+		}
+		qdirs, err := os.ReadDir(filepath.Join(s.root, t.Name()))
+		if err != nil {
+			return fmt.Errorf("consumequeue: %w", err)
+		}
+		for _, qd := range qdirs {
+			id, err := strconv.ParseInt(qd.Name(), 10, 32)
+			if !qd.IsDir() || err != nil || id < 0 || strconv.FormatInt(id, 10) != qd.Name() {
+				continue
+			}
+			k := queueKey{t.Name(), int32(id)}
+			q, err := s.recoverQueue(k.topic, k.id, buf)
+			switch {
+			case err != nil:
+				s.damaged[k] = err
+			case q != nil:
+				s.queues[k] = q
+			}
+		}
+	}
+	return nil
+}
+
+type fileInfo struct {
+	byteStart int64
+	path      string
+	size      int64
+}
+
+// isFileName reports whether name looks like a queue file: 20 decimal digits.
+func isFileName(name string) bool {
+	if len(name) != 20 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// recoverQueue rebuilds a queue's state from its directory: nil, nil when it
+// holds no files; an error wrapping ErrDamaged when it is unusable.
+//
+// The end of the data is found in the last file by a binary search for the
+// first all-zero entry (entries are written densely, so written entries are a
+// prefix), then the RecoveryWindow entries before it are validated in order:
+// the queue ends before the first torn or corrupt entry, a blank entry after a
+// message, or an entry whose commitlog offset goes backwards. What follows the
+// end is zeroed, so later appends are again a clean prefix.
+func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
+	q := newQueue(s, topic, id)
+	damaged := func(format string, args ...any) error {
+		return fmt.Errorf("consumequeue: %s/%d: %w: %s", topic, id, ErrDamaged, fmt.Sprintf(format, args...))
+	}
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, damaged("%v", err)
+	}
+	var files []fileInfo
+	for _, e := range ents {
+		if !isFileName(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		start, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil {
+			return nil, damaged("file name %s: %v", e.Name(), err)
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, damaged("%v", err)
+		}
+		files = append(files, fileInfo{byteStart: start, path: filepath.Join(q.dir, e.Name()), size: info.Size()})
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(files, func(a, b fileInfo) int { return cmp.Compare(a.byteStart, b.byteStart) })
+	fs := s.fileSize
+	for i, f := range files {
+		switch {
+		case f.byteStart%fs != 0:
+			return nil, damaged("file %s does not start at a multiple of the file size %d", f.path, fs)
+		case i > 0 && f.byteStart != files[i-1].byteStart+fs:
+			return nil, damaged("file missing before %s", f.path)
+		case f.size > fs || (i < len(files)-1 && f.size != fs):
+			return nil, damaged("file %s is %d bytes, want %d", f.path, f.size, fs)
+		}
+	}
+
+	last := files[len(files)-1]
+	lf, err := os.OpenFile(last.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, damaged("%v", err)
+	}
+	defer lf.Close()
+	n := last.size / EntrySize
+	end, err := searchFile(lf, n, func(e Entry) bool { return e == Entry{} })
+	if err != nil {
+		return nil, damaged("%v", err)
+	}
+	w0 := max(0, end-int64(len(buf)/EntrySize))
+	win := buf[:(end-w0)*EntrySize]
+	if _, err := lf.ReadAt(win, w0*EntrySize); err != nil {
+		return nil, damaged("read %s: %v", last.path, err)
+	}
+	valid, lastEnd := validPrefix(win, w0, len(files) == 1)
+	if valid == 0 && len(files) > 1 {
+		// The last file is empty: the previous one must end with a written entry.
+		prev := files[len(files)-2]
+		e, err := readEntry(prev.path, fs/EntrySize-1)
+		if err != nil {
+			return nil, damaged("%v", err)
+		}
+		switch classify(e) {
+		case kindMessage:
+			lastEnd = e.End()
+		case kindBlank:
+		default:
+			return nil, damaged("file %s ends with an unwritten or corrupt entry though %s follows", prev.path, last.path)
+		}
+	}
+	// Zero from the end of the valid entries to the end of what was read,
+	// including a partial entry at the end of a short file.
+	zeroEnd := end * EntrySize
+	if end == n {
+		zeroEnd = last.size
+	}
+	if zeroEnd > valid*EntrySize || last.size < fs {
+		if zeroEnd > valid*EntrySize {
+			if _, err := lf.WriteAt(make([]byte, zeroEnd-valid*EntrySize), valid*EntrySize); err != nil {
+				return nil, damaged("zero torn tail of %s: %v", last.path, err)
+			}
+		}
+		if err := mmap.Fallocate(lf, 0, fs); err != nil {
+			return nil, damaged("%v", err)
+		}
+		if err := mmap.Fdatasync(lf); err != nil {
+			return nil, damaged("%v", err)
+		}
+	}
+
+	per := fs / EntrySize
+	first := files[0]
+	floor := first.byteStart / EntrySize
+	limit := per
+	if len(files) == 1 {
+		limit = valid
+	}
+	if limit > 0 {
+		ff, err := os.Open(first.path)
+		if err != nil {
+			return nil, damaged("%v", err)
+		}
+		idx, err := searchFile(ff, limit, func(e Entry) bool { return e != blankEntry })
+		ff.Close()
+		if err != nil {
+			return nil, damaged("%v", err)
+		}
+		floor += idx
+	}
+
+	segs := make([]*segment, len(files))
+	for i, f := range files {
+		segs[i] = &segment{start: f.byteStart / EntrySize, path: f.path}
+	}
+	q.segs.Store(&segList{base: segs[0].start, segs: segs})
+	q.tail = segs[len(segs)-1]
+	q.tail.writable.Store(true)
+	maxOff := last.byteStart/EntrySize + valid
+	q.min.Store(floor)
+	q.max.Store(maxOff)
+	q.lastEnd.Store(lastEnd)
+	q.floor = floor
+	q.flushed = maxOff
+	q.dirMade = true
+	return q, nil
+}
+
+// validPrefix scans the entries in win (entry w0 of its file onwards) and
+// returns the file index just past the last valid one and the End() of the
+// last message among them (0 if none). Blank entries are valid only in the
+// queue's first file and before any message.
+func validPrefix(win []byte, w0 int64, blanksAllowed bool) (valid, lastEnd int64) {
+	valid = w0
+	sawMsg := false
+	for off := 0; off+EntrySize <= len(win); off += EntrySize {
+		e := getEntry(win[off:])
+		switch classify(e) {
+		case kindBlank:
+			if !blanksAllowed || sawMsg {
+				return valid, lastEnd
+			}
+		case kindMessage:
+			if sawMsg && e.CommitLogOffset < lastEnd {
+				return valid, lastEnd
+			}
+			sawMsg = true
+			lastEnd = e.End()
+		default:
+			return valid, lastEnd
+		}
+		valid++
+	}
+	return valid, lastEnd
+}
+
+// searchFile returns the first entry index in [0, n) of f for which pred is
+// true, assuming pred is false then true along the file; n if none.
+func searchFile(f *os.File, n int64, pred func(Entry) bool) (int64, error) {
+	var b [EntrySize]byte
+	lo, hi := int64(0), n
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if _, err := f.ReadAt(b[:], mid*EntrySize); err != nil {
+			return 0, fmt.Errorf("read %s at entry %d: %w", f.Name(), mid, err)
+		}
+		if pred(getEntry(b[:])) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+func readEntry(path string, idx int64) (Entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	var b [EntrySize]byte
+	if _, err := f.ReadAt(b[:], idx*EntrySize); err != nil {
+		return Entry{}, fmt.Errorf("read %s at entry %d: %w", path, idx, err)
+	}
+	return getEntry(b[:]), nil
+}

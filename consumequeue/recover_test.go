@@ -1,0 +1,181 @@
+package consumequeue
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestRecoveryTail damages the tail of a closed queue on disk and checks where
+// OpenSet ends it, that the damage is zeroed, and that appends continue.
+func TestRecoveryTail(t *testing.T) {
+	const per = 64
+	const n = 150 // files 0, 64, 128; the last holds entries 128..149
+	lastFile := "00000000000000002560"
+	for _, tc := range []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		wantMax int64
+	}{
+		{"clean", func(*testing.T, string) {}, n},
+		{"torn last entry: offset written, size not", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 149-128, encode(Entry{CommitLogOffset: ent(149).CommitLogOffset}))
+		}, 149},
+		{"torn last entry: half of the offset", func(t *testing.T, dir string) {
+			raw := make([]byte, EntrySize)
+			raw[3] = 0x44
+			writeRawAt(t, filepath.Join(dir, lastFile), 149-128, raw)
+		}, 149},
+		{"negative commitlog offset", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 140-128, encode(Entry{CommitLogOffset: -5, Size: 10}))
+		}, 140},
+		{"commitlog offset goes backwards", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 145-128, encode(ent(3)))
+		}, 145},
+		{"blank after messages", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 146-128, encode(blankEntry))
+		}, 146},
+		{"zeroed tail", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 135-128, make([]byte, 15*EntrySize))
+		}, 135},
+		{"zeroed whole last file", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 0, make([]byte, per*EntrySize))
+		}, 128},
+		{"garbage after a zero entry", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, lastFile), 149-128, make([]byte, EntrySize))
+			writeRawAt(t, filepath.Join(dir, lastFile), 150-128, encode(ent(150)))
+			writeRawAt(t, filepath.Join(dir, lastFile), 160-128, encode(Entry{CommitLogOffset: 7}))
+		}, 149},
+		{"last file shorter than full (crash before fallocate)", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, lastFile), 10*EntrySize+7); err != nil {
+				t.Fatal(err)
+			}
+		}, 138},
+		{"last file empty", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, lastFile), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, 128},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			s := openSet(t, root, per)
+			appendRange(t, mustQueue(t, s, "T", 0), 0, n)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dir := queueDir(root, "T", 0)
+			tc.damage(t, dir)
+			s = openSet(t, root, per)
+			if d := s.Damaged(); len(d) != 0 {
+				t.Fatalf("damaged: %+v", d)
+			}
+			q := mustQueue(t, s, "T", 0)
+			checkRange(t, q, 0, tc.wantMax)
+			if got, want := s.MaxCommitLogEnd(), ent(tc.wantMax-1).End(); got != want {
+				t.Fatalf("max commitlog end %d, want %d", got, want)
+			}
+			raw, err := os.ReadFile(filepath.Join(dir, lastFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(raw) != per*EntrySize {
+				t.Fatalf("last file is %d bytes after recovery", len(raw))
+			}
+			if tail := raw[(tc.wantMax-128)*EntrySize:]; tc.name != "garbage after a zero entry" && !bytes.Equal(tail, make([]byte, len(tail))) {
+				t.Fatal("bytes after the recovered end are not zero")
+			}
+			appendRange(t, q, tc.wantMax, n+20)
+			s.Close()
+			s = openSet(t, root, per)
+			checkRange(t, mustQueue(t, s, "T", 0), 0, n+20)
+		})
+	}
+}
+
+func TestRecoveryDamaged(t *testing.T) {
+	const per = 16
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+	}{
+		{"missing middle file", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "00000000000000000640")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"middle file short", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "00000000000000000320"), 100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"misaligned file name", func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "00000000000000001280"), filepath.Join(dir, "00000000000000001290")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"last file too long", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "00000000000000001280"), 2*per*EntrySize); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"empty last file after an unwritten end", func(t *testing.T, dir string) {
+			writeRawAt(t, filepath.Join(dir, "00000000000000000960"), per-1, make([]byte, EntrySize))
+			writeRawAt(t, filepath.Join(dir, "00000000000000001280"), 0, make([]byte, per*EntrySize))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			s := openSet(t, root, per)
+			appendRange(t, mustQueue(t, s, "T", 0), 0, 70) // 5 files
+			appendRange(t, mustQueue(t, s, "T", 1), 0, 70)
+			s.Close()
+			tc.damage(t, queueDir(root, "T", 0))
+			s = openSet(t, root, per)
+			d := s.Damaged()
+			if len(d) != 1 || d[0].Topic != "T" || d[0].QueueID != 0 || !errors.Is(d[0].Err, ErrDamaged) {
+				t.Fatalf("damaged: %+v", d)
+			}
+			t.Logf("reported: %v", d[0].Err)
+			if _, err := s.Queue("T", 0); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Queue on damaged: %v", err)
+			}
+			if _, ok := s.Lookup("T", 0); ok {
+				t.Fatal("damaged queue listed")
+			}
+			checkRange(t, mustQueue(t, s, "T", 1), 0, 70) // the other queue is fine
+			// The store drops it and rebuilds from the commitlog.
+			if err := s.DropQueue("T", 0); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Damaged()) != 0 {
+				t.Fatal("still damaged after drop")
+			}
+			q := mustQueue(t, s, "T", 0)
+			appendRange(t, q, 0, 70)
+			s.Close()
+			s = openSet(t, root, per)
+			checkRange(t, mustQueue(t, s, "T", 0), 0, 70)
+		})
+	}
+}
+
+func TestOpenSetIgnoresStrangers(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"T/notanumber", "T/-1", "T/007", "T/1/readme.txt", "U"} {
+		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "file-at-root"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openSet(t, root, 16)
+	n := 0
+	s.ForEach(func(string, int32, *Queue) bool { n++; return true })
+	if n != 0 || len(s.Damaged()) != 0 {
+		t.Fatalf("%d queues, damaged %+v", n, s.Damaged())
+	}
+}

@@ -1,0 +1,195 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apogeemq/apogee/mmap"
+)
+
+// errSegmentGone: the file was deleted or its queue dropped after the caller
+// loaded the segment list. Callers turn it into ErrOutOfRange or ErrClosed.
+var errSegmentGone = errors.New("consumequeue: file removed")
+
+// segment is one file of a queue. Its mapping is created on first use (by the
+// writer or a reader) and held by the segment itself (the "cache reference")
+// until Sweep finds it idle or the file is retired. Everyone who touches the
+// bytes holds a reference of their own for that time.
+type segment struct {
+	start int64  // queue offset of the file's first entry
+	path  string // immutable
+
+	writable atomic.Bool                  // the writer's tail: map it read-write
+	used     atomic.Bool                  // touched since the last Sweep
+	m        atomic.Pointer[mmap.Mapping] // nil when not mapped; non-nil => the cache reference is held
+
+	mu        sync.Mutex // serialises mapping, unmapping and retiring
+	dead      bool       // retired: never map again; under mu
+	idleSince int64      // unix nanos of the Sweep that last saw it unused; under mu
+}
+
+// segList is an immutable, contiguous list of a queue's files, published with
+// an atomic pointer and replaced (copy on write) when files come or go.
+type segList struct {
+	base int64 // queue offset of segs[0].start (meaningless when empty)
+	segs []*segment
+}
+
+// find returns the segment holding queue offset off, or nil.
+func (l *segList) find(off int64, per int64) *segment {
+	if len(l.segs) == 0 || off < l.base {
+		return nil
+	}
+	i := (off - l.base) / per
+	if i >= int64(len(l.segs)) {
+		return nil
+	}
+	return l.segs[i]
+}
+
+// acquire returns the segment's mapping with a reference held for the caller,
+// mapping the file first if needed. write asks for a read-write mapping.
+// The fast path is two atomic loads and a CAS: no syscall, no allocation.
+func (s *Set) acquire(sg *segment, write bool) (*mmap.Mapping, error) {
+	if m := sg.m.Load(); m != nil && (!write || m.Mode() == mmap.ReadWrite) && m.Acquire() {
+		if !sg.used.Load() {
+			sg.used.Store(true)
+		}
+		return m, nil
+	}
+	return s.acquireSlow(sg, write)
+}
+
+func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.dead {
+		return nil, errSegmentGone
+	}
+	old := sg.m.Load()
+	if old != nil && (!write || old.Mode() == mmap.ReadWrite) {
+		// The cache reference is only dropped under mu, so this cannot fail.
+		if old.Acquire() {
+			sg.used.Store(true)
+			return old, nil
+		}
+	}
+	rw := write || sg.writable.Load()
+	flag, mode := os.O_RDONLY, mmap.ReadOnly
+	if rw {
+		flag, mode = os.O_RDWR, mmap.ReadWrite
+	}
+	f, err := os.OpenFile(sg.path, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue: stat %s: %w", sg.path, err)
+	}
+	if st.Size() < s.fileSize {
+		// Never map past the end of a file (SIGBUS). Recovery and creation
+		// preallocate every file, so this is a file changed behind our back.
+		if !rw {
+			return nil, fmt.Errorf("consumequeue: %s is %d bytes, want %d: %w", sg.path, st.Size(), s.fileSize, ErrDamaged)
+		}
+		if err := mmap.Fallocate(f, 0, s.fileSize); err != nil {
+			return nil, fmt.Errorf("consumequeue: %w", err)
+		}
+	}
+	m, err := mmap.Map(f, 0, int(s.fileSize), mode)
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue: %w", err)
+	}
+	m.Acquire() // the caller's reference; the creator's one is the cache reference
+	if old != nil {
+		// Upgrading a read-only mapping: readers holding it keep it alive.
+		old.Release()
+	} else {
+		s.mapped.Add(1)
+	}
+	sg.m.Store(m)
+	sg.used.Store(true)
+	sg.idleSince = s.epoch.Load()
+	return m, nil
+}
+
+// install stores a freshly created mapping (one reference, which becomes the
+// cache reference) in a segment nobody else can see yet.
+func (s *Set) install(sg *segment, m *mmap.Mapping) {
+	sg.m.Store(m)
+	sg.used.Store(true)
+	sg.idleSince = s.epoch.Load()
+	s.mapped.Add(1)
+}
+
+// retire marks sg dead and drops its cache reference; the mapping goes away
+// when the last reader releases it. With unlink, the file is removed too
+// (safe while mapped: the inode lives until the last mapping is gone).
+func (s *Set) retire(sg *segment, unlink bool) error {
+	sg.mu.Lock()
+	sg.dead = true
+	if m := sg.m.Swap(nil); m != nil {
+		m.Release()
+		s.mapped.Add(-1)
+	}
+	sg.mu.Unlock()
+	if unlink {
+		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("consumequeue: remove %s: %w", sg.path, err)
+		}
+	}
+	return nil
+}
+
+// sweep drops sg's cache reference if nobody touched it for idle nanoseconds.
+func (s *Set) sweep(sg *segment, now, idle int64) {
+	if sg.m.Load() == nil {
+		return
+	}
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	m := sg.m.Load()
+	if m == nil {
+		return
+	}
+	if sg.used.Swap(false) {
+		sg.idleSince = now
+		return
+	}
+	if now-sg.idleSince < idle {
+		return
+	}
+	sg.m.Store(nil)
+	m.Release()
+	s.mapped.Add(-1)
+}
+
+// syncRange makes entries [from, to) of sg durable: msync through the mapping
+// when it is mapped, fdatasync of the file otherwise.
+func (s *Set) syncRange(sg *segment, from, to int64) error {
+	if m := sg.m.Load(); m != nil && m.Acquire() {
+		err := m.Sync(int((from-sg.start)*EntrySize), int((to-from)*EntrySize))
+		m.Release()
+		if err != nil {
+			return fmt.Errorf("consumequeue: sync %s: %w", sg.path, err)
+		}
+		return nil
+	}
+	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // deleted meanwhile: nothing left to make durable
+		}
+		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	}
+	defer f.Close()
+	if err := mmap.Fdatasync(f); err != nil {
+		return fmt.Errorf("consumequeue: %w", err)
+	}
+	return nil
+}
