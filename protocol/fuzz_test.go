@@ -84,3 +84,56 @@ func sameCommand(t *testing.T, a, b *Command) {
 		}
 	}
 }
+
+// FuzzHeartbeat feeds arbitrary heartbeat bodies. A body that decodes must encode, and
+// the encoding must be a fixed point of decode+encode.
+func FuzzHeartbeat(f *testing.F) {
+	f.Add([]byte(gocHeartbeat))
+	f.Add([]byte(javaHeartbeat))
+	f.Add([]byte(`{"clientID":"c","consumerDataSet":[{"subscriptionDataSet":[{"codeSet":["x",null,"4294967297",1.5],"subVersion":"42"}]}]}`))
+	f.Add([]byte(`{"clientID":"\ud800","producerDataSet":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var h HeartbeatData
+		if err := h.Decode(body); err != nil {
+			return
+		}
+		enc1, err := h.Encode()
+		if err != nil {
+			t.Fatalf("decoded heartbeat does not encode: %v", err)
+		}
+		var h2 HeartbeatData
+		if err := h2.Decode(enc1); err != nil {
+			t.Fatalf("encoded heartbeat does not decode: %v\n%s", err, enc1)
+		}
+		enc2, err := h2.Encode()
+		if err != nil || !bytes.Equal(enc1, enc2) {
+			t.Fatalf("not a fixed point:\n%s\n%s", enc1, enc2)
+		}
+	})
+}
+
+// FuzzTopicRouteData feeds arbitrary route bodies through the lenient decoder and checks
+// that quoteBareKeys leaves valid JSON untouched.
+func FuzzTopicRouteData(f *testing.F) {
+	r := sampleRoute()
+	f.Add(r.AppendJSON(nil, false))
+	f.Add(r.AppendJSON(nil, true))
+	f.Add([]byte(`{"offsetTable":{"T@g":{0:123,1:98}}}`))
+	f.Add([]byte(`{"a\"{7:":{8:9}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		q := quoteBareKeys(body)
+		if json.Valid(body) && !bytes.Equal(q, body) {
+			t.Fatalf("valid JSON changed:\n%q\n%q", body, q)
+		}
+		var rd TopicRouteData
+		if err := rd.Decode(body); err != nil {
+			return
+		}
+		for _, standard := range []bool{false, true} {
+			var back TopicRouteData
+			if err := back.Decode(rd.AppendJSON(nil, standard)); err != nil {
+				t.Fatalf("re-encoded route does not decode: %v\n%s", err, rd.AppendJSON(nil, standard))
+			}
+		}
+	})
+}
