@@ -448,6 +448,9 @@ func copyDir(t testing.TB, src string) string {
 	dst := t.TempDir()
 	for _, n := range listFiles(t, src) {
 		b, err := os.ReadFile(filepath.Join(src, n))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a .tmp renamed while copying
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
