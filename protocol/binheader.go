@@ -95,7 +95,7 @@ func decodeBinaryHeader(h []byte, c *Command) error {
 		if vl < 0 || vl > int64(len(ext)-q) {
 			return errHeader("extFields value length out of range", p+q-4)
 		}
-		c.Ext.addRaw(k, ext[q:q+int(vl)])
+		addPair(&c.Ext, k, ext[q:q+int(vl)])
 		q += int(vl)
 	}
 	return nil

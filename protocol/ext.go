@@ -121,23 +121,14 @@ func (e *ExtFields) GetBool(key string) (bool, error) {
 
 // Set sets key to a copy of value, replacing the last existing occurrence if any.
 // value may alias this ExtFields' own buffer.
-func (e *ExtFields) Set(key string, value []byte) {
-	if i := e.find(key); i >= 0 {
-		en := &e.ents[i]
-		if len(value) <= int(en.vlen) {
-			copy(e.buf[en.voff:], value)
-		} else {
-			en.voff = uint32(len(e.buf))
-			e.buf = append(e.buf, value...)
-		}
-		en.vlen = uint32(len(value))
-		return
-	}
-	e.add(key, value)
-}
+func (e *ExtFields) Set(key string, value []byte) { setPair(e, key, value) }
 
 // SetString sets key to value.
-func (e *ExtFields) SetString(key, value string) {
+func (e *ExtFields) SetString(key, value string) { setPair(e, key, value) }
+
+// setPair replaces the value of the last occurrence of key (in place when the new value
+// fits, so that steady-state reuse does not grow the buffer), or appends a new pair.
+func setPair[V string | []byte](e *ExtFields, key string, value V) {
 	if i := e.find(key); i >= 0 {
 		en := &e.ents[i]
 		if len(value) <= int(en.vlen) {
@@ -149,6 +140,12 @@ func (e *ExtFields) SetString(key, value string) {
 		en.vlen = uint32(len(value))
 		return
 	}
+	addPair(e, key, value)
+}
+
+// addPair appends a pair without looking for an existing key (decoders use it: duplicates
+// are kept and the last one wins on lookup).
+func addPair[K, V string | []byte](e *ExtFields, key K, value V) {
 	koff := uint32(len(e.buf))
 	e.buf = append(e.buf, key...)
 	voff := uint32(len(e.buf))
@@ -188,22 +185,4 @@ func (e *ExtFields) CopyFrom(src *ExtFields) {
 	}
 	e.buf = append(e.buf[:0], src.buf...)
 	e.ents = append(e.ents[:0], src.ents...)
-}
-
-// add appends a pair without looking for an existing key.
-func (e *ExtFields) add(key string, value []byte) {
-	koff := uint32(len(e.buf))
-	e.buf = append(e.buf, key...)
-	voff := uint32(len(e.buf))
-	e.buf = append(e.buf, value...)
-	e.ents = append(e.ents, extEntry{koff: koff, klen: uint32(len(key)), voff: voff, vlen: uint32(len(value))})
-}
-
-// addRaw appends a decoded pair without looking for an existing key.
-func (e *ExtFields) addRaw(key, value []byte) {
-	koff := uint32(len(e.buf))
-	e.buf = append(e.buf, key...)
-	voff := uint32(len(e.buf))
-	e.buf = append(e.buf, value...)
-	e.ents = append(e.ents, extEntry{koff: koff, klen: uint32(len(key)), voff: voff, vlen: uint32(len(value))})
 }

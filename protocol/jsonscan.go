@@ -51,32 +51,32 @@ func (s *scanner) str() (raw []byte, esc bool, err error) {
 		return nil, false, errHeader("expected string", s.i)
 	}
 	start := s.i + 1
-	for j := start; j < len(s.b); j++ {
-		switch s.b[j] {
-		case '"':
-			s.i = j + 1
-			return s.b[start:j], esc, nil
-		case '\\':
-			esc = true
+	b := s.b
+	for j := start; j < len(b); {
+		c := b[j]
+		if c != '"' && c != '\\' {
 			j++
-			if j >= len(s.b) {
-				return nil, false, errHeader("unterminated string", start-1)
+			continue
+		}
+		if c == '"' {
+			s.i = j + 1
+			return b[start:j], esc, nil
+		}
+		esc = true
+		k := j + 1 // the escaped character
+		if k >= len(b) {
+			break
+		}
+		switch b[k] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j = k + 1
+		case 'u':
+			if hex4(b[k+1:]) < 0 {
+				return nil, false, errHeader("invalid \\u escape", k)
 			}
-			switch s.b[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(s.b) {
-					return nil, false, errHeader("truncated \\u escape", j)
-				}
-				for k := j + 1; k <= j+4; k++ {
-					if unhex(s.b[k]) < 0 {
-						return nil, false, errHeader("invalid \\u escape", j)
-					}
-				}
-				j += 4
-			default:
-				return nil, false, errHeader("invalid escape", j)
-			}
+			j = k + 5
+		default:
+			return nil, false, errHeader("invalid escape", k)
 		}
 	}
 	return nil, false, errHeader("unterminated string", start-1)
