@@ -88,3 +88,33 @@ func BenchmarkQuery(b *testing.B) {
 		b.Fatal("nothing found")
 	}
 }
+
+// BenchmarkOpen measures Open's validation of the newest file (default
+// size) holding 2M entries: one pass over the entries and the slot table.
+// The cost grows linearly with the entries, to ~10x this for a full file.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	x, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := benchKeys(200_000)
+	for i := range 2_000_000 {
+		if err := x.Put("TopicTest", keys[i%len(keys)], int64(i)*100, ts0+int64(i)/100); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := x.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		x, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := x.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

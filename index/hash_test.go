@@ -1,7 +1,11 @@
 package index
 
 import (
+	"encoding/hex"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -27,15 +31,17 @@ func TestJavaHash(t *testing.T) {
 		{"pair inside", "T#\U0001F600x", 133578438},
 		{"min int32", "polygenelubricants", math.MinInt32},
 		{"replacement char", "T#\uFFFD", 147342},
-		{"invalid byte", "T#\xffa", 4567699}, // Java decodes 0xFF as U+FFFD
+		{"invalid byte", "T#\xffa", 4567699},         // Java decodes 0xFF as U+FFFD
+		{"cut short at the end", "\xe4\xb8", 65533},  // one U+FFFD, Go would give two
+		{"encoded surrogate", "\xed\xa0\x80", 65533}, // one U+FFFD, Go would give three
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := javaHash(tt.s); got != tt.want {
 				t.Errorf("javaHash(%q) = %d, want %d", tt.s, got, tt.want)
 			}
-			if got := javaHashBytes(0, []byte(tt.s)); got != tt.want {
-				t.Errorf("javaHashBytes(%q) = %d, want %d", tt.s, got, tt.want)
+			if got := javaHashOf(0, []byte(tt.s)); got != tt.want {
+				t.Errorf("javaHashOf(bytes)(%q) = %d, want %d", tt.s, got, tt.want)
 			}
 		})
 	}
@@ -74,5 +80,48 @@ func TestKeyHashFoldsLikeConcatenation(t *testing.T) {
 		if got := keyHash(p[0], p[1]); got != want {
 			t.Errorf("keyHash(%q, %q) = %d, want %d", p[0], p[1], got, want)
 		}
+	}
+}
+
+// TestJavaHashCorpus compares with String.hashCode as computed by a JDK
+// (testdata/JavaHash.java) for byte strings built from the bytes that
+// matter to a UTF-8 decoder: every string of up to two of them, and random
+// longer ones. (Checked once against 511,737 such strings, including every
+// two-byte string; javahash.txt keeps a sample.)
+func TestJavaHashCorpus(t *testing.T) {
+	data, err := os.ReadFile("testdata/javahash.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		hx, want, ok := strings.Cut(line, " ")
+		if !ok {
+			t.Fatalf("bad line %q", line)
+		}
+		if hx == "-" {
+			hx = ""
+		}
+		b, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("bad line %q: %v", line, err)
+		}
+		w, err := strconv.ParseInt(want, 10, 32)
+		if err != nil {
+			t.Fatalf("bad line %q: %v", line, err)
+		}
+		if got := javaHashOf(0, b); got != int32(w) {
+			t.Errorf("% x: got %d, java %d", b, got, w)
+		}
+		if got := javaHash(string(b)); got != int32(w) {
+			t.Errorf("% x as string: got %d, java %d", b, got, w)
+		}
+		n++
+	}
+	if n < 800 {
+		t.Fatalf("only %d cases", n)
 	}
 }
