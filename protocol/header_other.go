@@ -558,3 +558,84 @@ func (h *ResetOffsetRequest) Encode(ext *ExtFields) {
 		ext.SetInt("offset", h.Offset)
 	}
 }
+
+// GetConsumerRunningInfoRequest is the header of GET_CONSUMER_RUNNING_INFO (307), broker
+// (on behalf of an admin tool) to client.
+type GetConsumerRunningInfoRequest struct {
+	ConsumerGroup string // consumerGroup (required)
+	ClientID      string // clientId (required)
+	JstackEnable  bool   // jstackEnable
+}
+
+// Decode reads the header. Required: consumerGroup, clientId.
+func (h *GetConsumerRunningInfoRequest) Decode(ext *ExtFields) error {
+	r := fieldReader{header: "GetConsumerRunningInfoRequest", ext: ext}
+	*h = GetConsumerRunningInfoRequest{
+		ConsumerGroup: r.str("consumerGroup", true),
+		ClientID:      r.str("clientId", true),
+		JstackEnable:  r.boolean("jstackEnable", false),
+	}
+	return r.err
+}
+
+// Encode writes all keys.
+func (h *GetConsumerRunningInfoRequest) Encode(ext *ExtFields) {
+	ext.SetString("consumerGroup", h.ConsumerGroup)
+	ext.SetString("clientId", h.ClientID)
+	ext.SetBool("jstackEnable", h.JstackEnable)
+}
+
+// ConsumeMessageDirectlyRequest is the header of CONSUME_MESSAGE_DIRECTLY (309), broker to
+// client; the body is one stored record.
+type ConsumeMessageDirectlyRequest struct {
+	ConsumerGroup string // consumerGroup (required)
+	ClientID      string // clientId
+	MsgID         string // msgId
+	BrokerName    string // brokerName
+}
+
+// Decode reads the header. Required: consumerGroup.
+func (h *ConsumeMessageDirectlyRequest) Decode(ext *ExtFields) error {
+	r := fieldReader{header: "ConsumeMessageDirectlyRequest", ext: ext}
+	*h = ConsumeMessageDirectlyRequest{
+		ConsumerGroup: r.str("consumerGroup", true),
+		ClientID:      r.str("clientId", false),
+		MsgID:         r.str("msgId", false),
+		BrokerName:    r.str("brokerName", false),
+	}
+	return r.err
+}
+
+// Encode writes consumerGroup, clientId and msgId, and brokerName when set.
+func (h *ConsumeMessageDirectlyRequest) Encode(ext *ExtFields) {
+	ext.SetString("consumerGroup", h.ConsumerGroup)
+	ext.SetString("clientId", h.ClientID)
+	ext.SetString("msgId", h.MsgID)
+	setOpt(ext, "brokerName", h.BrokerName)
+}
+
+// GetConsumerStatusRequest is the header of GET_CONSUMER_STATUS_FROM_CLIENT (221) and
+// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223).
+type GetConsumerStatusRequest struct {
+	Topic      string // topic (required)
+	Group      string // group (required)
+	ClientAddr string // clientAddr (optional)
+}
+
+// Decode reads the header. Required: topic, group.
+func (h *GetConsumerStatusRequest) Decode(ext *ExtFields) error {
+	r := fieldReader{header: "GetConsumerStatusRequest", ext: ext}
+	*h = GetConsumerStatusRequest{
+		Topic:      r.str("topic", true),
+		Group:      r.str("group", true),
+		ClientAddr: r.str("clientAddr", false),
+	}
+	return r.err
+}
+
+// Encode writes topic and group, and clientAddr when set.
+func (h *GetConsumerStatusRequest) Encode(ext *ExtFields) {
+	ext.SetString("topic", h.Topic)
+	ext.SetString("group", h.Group)
+	setOpt(ext, "clientAddr", h.ClientAddr)
+}

@@ -201,6 +201,9 @@ func TestTypedHeaderRoundTrips(t *testing.T) {
 		{&UnregisterClientRequest{ClientID: "1.2.3.4@1", ProducerGroup: "pg", ConsumerGroup: "cg"}, &UnregisterClientRequest{}},
 		{&ResetOffsetRequest{Topic: "T", Group: "g", Timestamp: 5, IsForce: true, QueueID: 2, Offset: 100}, &ResetOffsetRequest{}},
 		{&ResetOffsetRequest{Topic: "T", Group: "g", Timestamp: 5, QueueID: -1, Offset: -1}, &ResetOffsetRequest{}},
+		{&GetConsumerRunningInfoRequest{ConsumerGroup: "g", ClientID: "c", JstackEnable: true}, &GetConsumerRunningInfoRequest{}},
+		{&ConsumeMessageDirectlyRequest{ConsumerGroup: "g", ClientID: "c", MsgID: "m", BrokerName: "b"}, &ConsumeMessageDirectlyRequest{}},
+		{&GetConsumerStatusRequest{Topic: "T", Group: "g", ClientAddr: "1.2.3.4:5"}, &GetConsumerStatusRequest{}},
 	}
 	for _, tc := range cases {
 		name := reflect.TypeOf(tc.in).Elem().Name()
@@ -255,6 +258,9 @@ func TestTypedHeaderRequiredFields(t *testing.T) {
 		{&DeleteTopicRequest{}, "topic"},
 		{&UnregisterClientRequest{}, "clientID"},
 		{&ResetOffsetRequest{}, "topic"},
+		{&GetConsumerRunningInfoRequest{}, "consumerGroup"},
+		{&ConsumeMessageDirectlyRequest{}, "consumerGroup"},
+		{&GetConsumerStatusRequest{}, "topic"},
 	}
 	for _, tc := range cases {
 		var e ExtFields
