@@ -713,3 +713,59 @@ func TestEmptyNewestFileIsDropped(t *testing.T) {
 		t.Errorf("Query = %v", got)
 	}
 }
+
+func TestTimeDiff(t *testing.T) {
+	tests := []struct {
+		begin, ts int64
+		want      int32
+	}{
+		{ts0, ts0, 0},
+		{ts0, ts0 + 999, 0},
+		{ts0, ts0 + 1000, 1},
+		{ts0, ts0 - 5000, 0},                     // clock stepped back: clamped
+		{ts0, ts0 + 1000*(1<<31) + 5, 1<<31 - 1}, // clamped to MaxInt32
+		{0, ts0, 0},                              // no begin timestamp: 0, as RocketMQ
+		{-1, ts0, 0},
+	}
+	for _, tt := range tests {
+		if got := timeDiff(tt.begin, tt.ts); got != tt.want {
+			t.Errorf("timeDiff(%d, %d) = %d, want %d", tt.begin, tt.ts, got, tt.want)
+		}
+	}
+}
+
+// An older file whose header was damaged after it was synced is re-derived
+// from its entries.
+func TestOlderFileBadHeader(t *testing.T) {
+	o := Options{SlotCount: 8, MaxEntries: 50}
+	src := t.TempDir()
+	m := newModel()
+	m.gen(rand.New(rand.NewPCG(11, 12)), 100, 30)
+	x := openT(t, src, o)
+	m.putAll(t, x, 0)
+	x.Close()
+	names := listFiles(t, src)
+	slices.Sort(names)
+	if len(names) < 3 {
+		t.Fatalf("%d files", len(names))
+	}
+	for _, tt := range []struct {
+		name     string
+		complete bool
+		mutate   func(b []byte)
+	}{
+		{"counters zeroed", true, func(b []byte) { clear(b[hdrSlotsUsed:headerSize]) }},
+		{"count too big", true, func(b []byte) { be.PutUint32(b[hdrCount:], 51) }},
+		{"end before begin", true, func(b []byte) { be.PutUint64(b[hdrEndPhy:], 0) }},
+		{"whole header zeroed", false, func(b []byte) { clear(b[:headerSize]) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyDir(t, src)
+			p := filepath.Join(dir, names[1])
+			b, _ := os.ReadFile(p)
+			tt.mutate(b)
+			os.WriteFile(p, b, 0o644)
+			m.check(t, openT(t, dir, o), tt.complete)
+		})
+	}
+}
