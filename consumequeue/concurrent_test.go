@@ -253,7 +253,7 @@ func TestTruncateWithConcurrentReaders(t *testing.T) {
 // 2,000 queues of small files: Sweep keeps the number of mapped files bounded
 // by what was touched in the last two sweep intervals.
 func TestSweepKeepsMappedFilesBounded(t *testing.T) {
-	const per, queues, n, batch = 64, 2000, 200, 100
+	const per, queues, n, batch = 64, 2000, 150, 100
 	const filesPerQueue = (n + per - 1) / per
 	root := t.TempDir()
 	s, err := OpenSet(root, Options{EntriesPerFile: per, IdleUnmap: 30 * time.Minute})

@@ -93,8 +93,8 @@ func (q *Queue) errorf(format string, args ...any) error {
 //     commitlog offset must not go below the previous entry's end
 //     (ErrInvalidEntry), since entries follow commitlog order.
 //   - off < MaxOffset(): a re-dispatch after recovery. A no-op if the stored
-//     entry is identical (or below MinOffset, already cleaned up); ErrConflict
-//     if it differs.
+//     entry is identical (or below MinOffset, already cleaned up); an all-zero
+//     stored entry (lost in a crash) is filled in; ErrConflict if it differs.
 //   - off > MaxOffset(): ErrGap, except on an empty queue (MinOffset ==
 //     MaxOffset, e.g. new, or rebuilt after its files were dropped): the queue
 //     then restarts at off, writing RocketMQ's blank entries from the start of
@@ -144,6 +144,9 @@ func (q *Queue) appendSlow(off int64, e Entry) error {
 		if err != nil {
 			return err
 		}
+		if old == (Entry{}) {
+			return q.fillHole(off, e)
+		}
 		if old != e {
 			return q.errorf("append at %d: stored %+v, given %+v: %w", off, old, e, ErrConflict)
 		}
@@ -168,6 +171,28 @@ func (q *Queue) appendSlow(off int64, e Entry) error {
 		}
 	}
 	return q.write(t, off, e)
+}
+
+// fillHole writes e over an all-zero entry below max: one lost in a crash
+// (e.g. a page that never reached the disk) and given again by re-dispatch.
+// Readers may be reading there, so it runs under the sequence lock.
+func (q *Queue) fillHole(off int64, e Entry) error {
+	sg := q.segs.Load().find(off, q.per)
+	if sg == nil {
+		return q.errorf("offset %d: no file: %w", off, ErrOutOfRange)
+	}
+	m, err := q.set.acquire(sg, true)
+	if err != nil {
+		return err
+	}
+	defer m.Release()
+	q.gen.Add(1)
+	putEntry(m.Bytes()[(off-sg.start)*EntrySize:], e)
+	q.gen.Add(1)
+	q.flushMu.Lock()
+	q.flushed = min(q.flushed, off)
+	q.flushMu.Unlock()
+	return nil
 }
 
 // roll creates, preallocates and maps the file holding queue offset off and
@@ -567,8 +592,26 @@ func (q *Queue) deleteBelow(minPhy int64) (int, error) {
 
 // Flush makes the entries written since the last Flush durable (msync of the
 // dirty range through the mapping, or fdatasync of a file no longer mapped),
-// and fsyncs the directory when files were created or removed.
+// and fsyncs the directory when files were created or removed (and its
+// parents when it was created).
 func (q *Queue) Flush() error {
+	newDir, err := q.flush()
+	if err != nil || !newDir {
+		return err
+	}
+	for _, d := range []string{filepath.Dir(q.dir), q.set.root} {
+		if err := syncDir(d); err != nil {
+			q.newDir.Store(true)
+			return err
+		}
+	}
+	return nil
+}
+
+// flush syncs the queue's new entries and its directory. It reports whether
+// the directory was created since the last flush: its parents then need an
+// fsync too, which the caller does (once for many queues, in Set.Flush).
+func (q *Queue) flush() (newDir bool, err error) {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
 	hi := q.max.Load()
@@ -584,27 +627,20 @@ func (q *Queue) Flush() error {
 		}
 		to := min(hi, sg.start+q.per)
 		if err := q.set.syncRange(sg, lo, to); err != nil {
-			return q.errorf("flush: %w", err)
+			return false, q.errorf("flush: %w", err)
 		}
 		lo = to
 	}
 	q.flushed = hi
-	if q.newDir.Swap(false) {
-		for _, d := range []string{q.dir, filepath.Dir(q.dir), q.set.root} {
-			if err := syncDir(d); err != nil {
-				q.newDir.Store(true)
-				return err
-			}
-		}
-		q.dirDirty.Store(false)
-	}
-	if q.dirDirty.Swap(false) {
+	newDir = q.newDir.Swap(false)
+	if dirty := q.dirDirty.Swap(false); dirty || newDir {
 		if err := syncDir(q.dir); err != nil {
-			q.dirDirty.Store(true)
-			return err
+			q.dirDirty.Store(dirty)
+			q.newDir.Store(newDir)
+			return false, err
 		}
 	}
-	return nil
+	return newDir, nil
 }
 
 // close marks the queue closed and drops the set's references on its files

@@ -2,11 +2,13 @@ package consumequeue
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/apogeemq/apogee/mmap"
 )
@@ -70,8 +72,11 @@ func isFileName(name string) bool {
 // first all-zero entry (entries are written densely, so written entries are a
 // prefix), then the RecoveryWindow entries before it are validated in order:
 // the queue ends before the first torn or corrupt entry, a blank entry after a
-// message, or an entry whose commitlog offset goes backwards. What follows the
-// end is zeroed, so later appends are again a clean prefix.
+// message, or an entry whose commitlog offset goes backwards. If the very first
+// entry of the window is bad, the search landed past a hole and is repeated
+// below the window. What lies between the end and the search's boundary is
+// zeroed, as are non-zero bytes in a window after it (in the whole rest of the
+// file if the tail was damaged), so later appends form a clean prefix again.
 func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 	q := newQueue(s, topic, id)
 	damaged := func(format string, args ...any) error {
@@ -119,18 +124,14 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 	}
 	defer lf.Close()
 	n := last.size / EntrySize
-	end, err := searchFile(lf, n, func(e Entry) bool { return e == Entry{} })
+	end, err := searchFile(lf, n, isZero)
 	if err != nil {
 		return nil, damaged("%v", err)
 	}
-	w0 := max(0, end-int64(len(buf)/EntrySize))
-	win := buf[:(end-w0)*EntrySize]
-	if _, err := lf.ReadAt(win, w0*EntrySize); err != nil {
-		return nil, damaged("read %s: %v", last.path, err)
-	}
-	valid, lastEnd := validPrefix(win, w0, len(files) == 1)
-	if valid == 0 && len(files) > 1 {
-		// The last file is empty: the previous one must end with a written entry.
+	// The previous file's last entry: a full file ends with a written one,
+	// and it seeds the order check of the last file's first entries.
+	var prevEnd int64 = -1 // -1: no message before the last file
+	if len(files) > 1 {
 		prev := files[len(files)-2]
 		e, err := readEntry(prev.path, fs/EntrySize-1)
 		if err != nil {
@@ -138,27 +139,57 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 		}
 		switch classify(e) {
 		case kindMessage:
-			lastEnd = e.End()
+			prevEnd = e.End()
 		case kindBlank:
 		default:
 			return nil, damaged("file %s ends with an unwritten or corrupt entry though %s follows", prev.path, last.path)
 		}
 	}
-	// Zero from the end of the valid entries to the end of what was read,
-	// including a partial entry at the end of a short file.
-	zeroEnd := end * EntrySize
-	if end == n {
-		zeroEnd = last.size
-	}
-	if zeroEnd > valid*EntrySize || last.size < fs {
-		if zeroEnd > valid*EntrySize {
-			if _, err := lf.WriteAt(make([]byte, zeroEnd-valid*EntrySize), valid*EntrySize); err != nil {
-				return nil, damaged("zero torn tail of %s: %v", last.path, err)
-			}
+	var valid, lastEnd int64
+	window := int64(len(buf) / EntrySize)
+	for hi := end; ; {
+		w0 := max(0, hi-window)
+		win := buf[:(hi-w0)*EntrySize]
+		if _, err := lf.ReadAt(win, w0*EntrySize); err != nil {
+			return nil, damaged("read %s: %v", last.path, err)
 		}
+		before := int64(-1)
+		if w0 == 0 {
+			before = prevEnd
+		}
+		valid, lastEnd = validPrefix(win, w0, len(files) == 1, before)
+		if valid > w0 || w0 == 0 {
+			break
+		}
+		// The window's first entry is already unwritten or bad: the
+		// binary search landed past a hole (say, pages lost in a power
+		// failure), so the data ends before the window. Search again there.
+		if hi, err = searchFile(lf, w0, isZero); err != nil {
+			return nil, damaged("%v", err)
+		}
+	}
+	// Non-zero bytes after the valid entries (a torn entry, stale entries
+	// after a hole) are zeroed, so that later appends form a clean prefix and
+	// cannot join up with stale entries: up to a window past the search's
+	// boundary normally (a clean or killed process leaves a clean prefix), the
+	// whole rest of the file when the tail was found damaged.
+	if valid == 0 && prevEnd >= 0 {
+		lastEnd = prevEnd
+	}
+	scrubTo := min(last.size, (end+window)*EntrySize)
+	if valid < end {
+		scrubTo = last.size
+	}
+	scrubbed, err := scrub(lf, valid*EntrySize, scrubTo, buf)
+	if err != nil {
+		return nil, damaged("%v", err)
+	}
+	if last.size < fs {
 		if err := mmap.Fallocate(lf, 0, fs); err != nil {
 			return nil, damaged("%v", err)
 		}
+	}
+	if scrubbed || last.size < fs {
 		if err := mmap.Fdatasync(lf); err != nil {
 			return nil, damaged("%v", err)
 		}
@@ -204,10 +235,12 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 // validPrefix scans the entries in win (entry w0 of its file onwards) and
 // returns the file index just past the last valid one and the End() of the
 // last message among them (0 if none). Blank entries are valid only in the
-// queue's first file and before any message.
-func validPrefix(win []byte, w0 int64, blanksAllowed bool) (valid, lastEnd int64) {
+// queue's first file and before any message. prevEnd >= 0 is the End() of the
+// message just before win, for the order check of its first entry.
+func validPrefix(win []byte, w0 int64, blanksAllowed bool, prevEnd int64) (valid, lastEnd int64) {
 	valid = w0
-	sawMsg := false
+	sawMsg := prevEnd >= 0
+	lastEnd = max(prevEnd, 0)
 	for off := 0; off+EntrySize <= len(win); off += EntrySize {
 		e := getEntry(win[off:])
 		switch classify(e) {
@@ -228,6 +261,8 @@ func validPrefix(win []byte, w0 int64, blanksAllowed bool) (valid, lastEnd int64
 	}
 	return valid, lastEnd
 }
+
+func isZero(e Entry) bool { return e == Entry{} }
 
 // searchFile returns the first entry index in [0, n) of f for which pred is
 // true, assuming pred is false then true along the file; n if none.
@@ -259,4 +294,58 @@ func readEntry(path string, idx int64) (Entry, error) {
 		return Entry{}, fmt.Errorf("read %s at entry %d: %w", path, idx, err)
 	}
 	return getEntry(b[:]), nil
+}
+
+// scrub zeroes every non-zero byte of f in [from, size), reading only the
+// regions SEEK_DATA reports (preallocated, never written blocks are holes to
+// it, though ext4 reports a file written through a mapping as data through
+// and through) or, without it, the whole range. It reports whether it wrote.
+func scrub(f *os.File, from, size int64, buf []byte) (bool, error) {
+	buf = buf[:len(buf)-len(buf)%EntrySize]
+	var zeros []byte
+	wrote := false
+	for pos := from; pos < size; {
+		start, end := pos, size
+		if seekDataHole {
+			d, err := f.Seek(pos, seekData)
+			if errors.Is(err, syscall.ENXIO) {
+				break // no data after pos
+			}
+			if err == nil {
+				h, err := f.Seek(d, seekHole)
+				if err != nil {
+					h = size
+				}
+				start, end = max(pos, d), min(size, h)
+			}
+		}
+		for start < end {
+			n := min(int64(len(buf)), end-start)
+			chunk := buf[:n]
+			if _, err := f.ReadAt(chunk, start); err != nil {
+				return wrote, fmt.Errorf("read %s at %d: %w", f.Name(), start, err)
+			}
+			if !allZero(chunk) {
+				if zeros == nil {
+					zeros = make([]byte, len(buf))
+				}
+				if _, err := f.WriteAt(zeros[:n], start); err != nil {
+					return wrote, fmt.Errorf("zero %s at %d: %w", f.Name(), start, err)
+				}
+				wrote = true
+			}
+			start += n
+		}
+		pos = end
+	}
+	return wrote, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

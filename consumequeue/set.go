@@ -270,9 +270,33 @@ func (s *Set) DeleteTopic(topic string) error {
 // rebuilt from the commitlog.
 func (s *Set) Flush() error {
 	var errs []error
+	var created []*Queue
+	parents := map[string]bool{}
 	for _, q := range s.snapshot() {
-		if err := q.Flush(); err != nil {
+		newDir, err := q.flush()
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if newDir {
+			created = append(created, q)
+			parents[filepath.Dir(q.dir)] = true
+		}
+	}
+	if len(created) > 0 {
+		var err error
+		for d := range parents {
+			if err = syncDir(d); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = syncDir(s.root)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			for _, q := range created {
+				q.newDir.Store(true)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -312,12 +336,7 @@ func (s *Set) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	qs := s.snapshot()
-	var errs []error
-	for _, q := range qs {
-		if err := q.Flush(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{s.Flush()}
 	for _, q := range qs {
 		errs = append(errs, q.close(false))
 	}
