@@ -22,8 +22,9 @@
 //   - MaxOffset is published (atomically) after the entry's bytes are written;
 //     readers read only below the MaxOffset they loaded, so they never see a
 //     half-written entry. MinOffset is raised before files are deleted.
-//   - TruncateAfter, the only rewrite below a published MaxOffset, runs under
-//     a sequence lock: readers retry a read that overlapped it.
+//   - TruncateAfter and the filling of an all-zero hole by Append, the only
+//     rewrites below a published MaxOffset, run under a sequence lock: readers
+//     retry a read that overlapped one.
 //   - Every touch of a file's bytes happens under an mmap reference
 //     (Acquire/Release). A file's mapping is created on first use (read-only
 //     for readers, read-write for the tail the writer appends to) and is also
@@ -49,13 +50,25 @@
 // # Recovery
 //
 // OpenSet lists the directories and, per queue, checks the file names and
-// sizes (a missing middle file, a misaligned name or a wrong size marks the
-// queue damaged: see Set.Damaged and Set.DropQueue), binary-searches the last
-// file for the end of its data and validates the Options.RecoveryWindow
-// entries before it, zeroing any torn or corrupt tail. Damage further back
-// (e.g. pages lost in a power failure more than a window before the end) is
-// not detected there; the store's recovery truncates queues to the commitlog
-// (TruncateAfter) and re-dispatches, which reports conflicts (ErrConflict).
+// sizes (a missing middle file, a misaligned name, a wrong size, or a full
+// file ending in an unwritten entry marks the queue damaged: see Set.Damaged
+// and Set.DropQueue). It binary-searches the last file for the first all-zero
+// entry and validates the Options.RecoveryWindow entries before it (and the
+// previous file's last entry when the window reaches the file's start): the
+// queue ends before the first torn or corrupt entry, blank after a message,
+// or commitlog offset going backwards. If the window's first entry is already
+// bad, the search landed past a hole and is repeated below it. Non-zero bytes
+// after the end are zeroed (a window's worth, or the whole rest of the file
+// when the tail was damaged) and the file is preallocated to full size again.
+// No file is mapped and no file descriptor stays open.
+//
+// A process crash leaves a clean prefix (the page cache has every byte), so
+// this finds the end exactly. After a power failure, pages lost more than a
+// window before the end are not detected here: such a hole reads as all-zero
+// entries until the store's re-dispatch, which fills all-zero entries in
+// (Append below MaxOffset), and reports a differing entry as ErrConflict.
+// The store truncates every queue to the recovered commitlog (TruncateAfter)
+// before it re-dispatches.
 //
 // # Durability
 //

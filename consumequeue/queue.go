@@ -158,6 +158,12 @@ func (q *Queue) appendSlow(off int64, e Entry) error {
 		if err := q.rebase(off); err != nil {
 			return err
 		}
+	case q.tail == nil && off%q.per != 0:
+		// No file yet (a failed rebase) and off is inside a file: start it
+		// with blanks too, or recovery would find zeros before the entry.
+		if err := q.rebase(off); err != nil {
+			return err
+		}
 	}
 	if last := q.lastEnd.Load(); e.CommitLogOffset < last {
 		return q.errorf("append at %d: commitlog offset %d before previous entry's end %d: %w",
@@ -483,21 +489,19 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 		return err
 	}
 	defer m.Release()
+	var errs []error
 	if drop := l.segs[idx+1:]; len(drop) > 0 {
 		// Unlink later files first (and make that durable), so a crash
 		// midway leaves stale entries that a second truncation removes,
-		// never a hole of zeros before stale entries.
+		// never a hole of zeros before stale entries. On an error the
+		// in-memory truncation still completes: the queue stays usable.
 		keep := make([]*segment, idx+1)
 		copy(keep, l.segs)
 		q.segs.Store(&segList{base: l.base, segs: keep})
 		for _, sg := range drop {
-			if err := q.set.retire(sg, true); err != nil {
-				return err
-			}
+			errs = append(errs, q.set.retire(sg, true))
 		}
-		if err := syncDir(q.dir); err != nil {
-			return err
-		}
+		errs = append(errs, syncDir(q.dir))
 	}
 	zeroTo := min(hi, ts.start+q.per)
 	from, n := int((k-ts.start)*EntrySize), int((zeroTo-k)*EntrySize)
@@ -519,7 +523,7 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 		if k > ts.start {
 			e = getEntry(m.Bytes()[from-EntrySize:])
 		} else if e, err = q.entryAt(k - 1); err != nil { // in the previous file
-			return err
+			errs = append(errs, err)
 		}
 		q.lastEnd.Store(e.End())
 	}
@@ -527,7 +531,10 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 	q.flushed = min(q.flushed, k)
 	q.flushMu.Unlock()
 	if err := m.Sync(from, n); err != nil {
-		return q.errorf("truncate: %w", err)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return q.errorf("truncate after %d: %w", commitLogEnd, err)
 	}
 	return nil
 }
