@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apogeemq/apogee/message"
 )
@@ -94,6 +95,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 	l.wg.Add(2)
 	go l.allocLoop()
 	go l.fl.loop()
+
 	if o.RetentionInterval > 0 {
 		l.wg.Add(1)
 		go l.retentionLoop()
@@ -451,3 +453,25 @@ func (l *Log) releaseAll() {
 	}
 }
 
+// Stats is a snapshot of the log's counters.
+type Stats struct {
+	MinOffset, WrittenOffset, FlushedOffset int64
+	Segments                                int
+	// SyncRounds counts syncs; SyncTime is their total duration and
+	// MaxSyncTime the slowest. SyncTime/SyncRounds is the flush latency.
+	SyncRounds            int64
+	SyncTime, MaxSyncTime time.Duration
+}
+
+// Stats returns a snapshot of the counters.
+func (l *Log) Stats() Stats {
+	return Stats{
+		MinOffset:     l.MinOffset(),
+		WrittenOffset: l.WrittenOffset(),
+		FlushedOffset: l.FlushedOffset(),
+		Segments:      len(*l.segs.Load()),
+		SyncRounds:    l.fl.rounds.Load(),
+		SyncTime:      time.Duration(l.fl.syncNanos.Load()),
+		MaxSyncTime:   time.Duration(l.fl.maxNanos.Load()),
+	}
+}

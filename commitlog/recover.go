@@ -195,7 +195,7 @@ func (l *Log) truncateAfter(end int64, rep *Recovery) error {
 		}
 		later.release(true)
 	}
-	kept := segs[:i+1:i+1]
+	kept := segs[: i+1 : i+1]
 	l.segs.Store(&kept)
 	return nil
 }

@@ -63,4 +63,3 @@ func (l *Log) retentionLoop() {
 		}
 	}
 }
-

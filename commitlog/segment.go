@@ -20,7 +20,7 @@ type segment struct {
 	path string
 	f    *os.File
 	m    *mmap.Mapping // the owner's reference is dropped by release; readers Acquire
-	data []byte       // m.Bytes(), valid while a reference is held
+	data []byte        // m.Bytes(), valid while a reference is held
 
 	// lastWrite is when the segment was last appended to (unix nanoseconds):
 	// the file's mtime at open, the time it was sealed after a roll.
