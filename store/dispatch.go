@@ -1,0 +1,198 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/message"
+)
+
+// dispatcher turns committed records into consume-queue and index entries,
+// in commit-log order. One goroutine runs it (loop), except during Open and
+// Close, when the caller runs it with the loop stopped.
+type dispatcher struct {
+	s      *Store
+	mu     sync.Mutex // serialises run (the loop vs Close's final catch-up)
+	cursor *commitlog.Cursor
+	topics map[string]*dispatchTopic // by topic name; m[string(b)] does not allocate
+
+	lastQueue *consumequeue.Queue // for coalescing arrival calls within a run
+	lastMax   int64
+}
+
+type dispatchTopic struct {
+	name   string
+	queues []*consumequeue.Queue
+}
+
+func (d *dispatcher) init(s *Store) {
+	d.s = s
+	if d.topics == nil {
+		d.topics = map[string]*dispatchTopic{}
+	}
+	if d.cursor == nil {
+		d.cursor = s.log.NewCursor(s.dispatched.Load())
+	}
+}
+
+func (d *dispatcher) loop() {
+	defer d.s.wg.Done()
+	appended := d.s.log.Appended()
+	for {
+		select {
+		case <-d.s.stop:
+			return
+		case <-appended:
+			d.run()
+		}
+	}
+}
+
+// run dispatches every record up to the written position.
+func (d *dispatcher) run() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.s
+	for {
+		rec, off, err := d.cursor.Next()
+		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, commitlog.ErrOffsetDeleted) {
+				// Retention overtook the dispatcher (only possible if it was
+				// stopped for days): resume at the log's start.
+				d.cursor.Close()
+				d.cursor = s.log.NewCursor(s.log.MinOffset())
+				continue
+			}
+			s.stats.dispatchErrors.Add(1)
+			s.opts.Logger.Error("store: dispatch stopped on an unreadable record", "offset", off, "err", err)
+			break
+		}
+		d.record(rec, off)
+		s.dispatched.Store(d.cursor.Offset())
+	}
+	d.cursor.Close()
+	d.flushArrival()
+	s.stats.lastDispatch.Store(time.Now().UnixNano())
+}
+
+// record dispatches one record.
+func (d *dispatcher) record(rec []byte, off int64) {
+	s := d.s
+	v, err := message.Decode(rec, false)
+	if err != nil {
+		s.stats.dispatchErrors.Add(1)
+		s.opts.Logger.Error("store: undecodable record in the commit log", "offset", off, "err", err)
+		return
+	}
+	sys := v.SysFlag()
+	t := d.topic(v.Topic())
+	if message.Dispatchable(sys) {
+		q := d.queue(t, v.QueueID())
+		if q != nil {
+			code, ok := int64(0), false
+			if s.opts.TagCode != nil {
+				code, ok = s.opts.TagCode(v)
+			}
+			if !ok {
+				code = message.TagCode(v.Tags())
+			}
+			e := consumequeue.Entry{CommitLogOffset: off, Size: int32(v.TotalSize()), TagCode: code}
+			if err := q.Append(v.QueueOffset(), e); err != nil {
+				s.stats.dispatchErrors.Add(1)
+				s.opts.Logger.Error("store: consume-queue append failed", "topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "err", err)
+			} else {
+				d.arrived(q)
+			}
+		}
+	}
+	if message.TxType(sys) == message.TxRollbackType {
+		return
+	}
+	ts := v.StoreTimestamp()
+	if k := v.UniqKey(); len(k) > 0 {
+		d.indexKey(t.name, k, off, ts)
+	}
+	keys := v.Keys()
+	for len(keys) > 0 {
+		i := bytes.IndexByte(keys, ' ')
+		var k []byte
+		if i < 0 {
+			k, keys = keys, nil
+		} else {
+			k, keys = keys[:i], keys[i+1:]
+		}
+		if len(k) > 0 {
+			d.indexKey(t.name, k, off, ts)
+		}
+	}
+}
+
+func (d *dispatcher) indexKey(topic string, key []byte, off, ts int64) {
+	if err := d.s.idx.PutBytes(topic, key, off, ts); err != nil {
+		d.s.stats.dispatchErrors.Add(1)
+		d.s.opts.Logger.Error("store: index put failed", "topic", topic, "offset", off, "err", err)
+	}
+}
+
+func (d *dispatcher) topic(name []byte) *dispatchTopic {
+	if t, ok := d.topics[string(name)]; ok {
+		return t
+	}
+	t := &dispatchTopic{name: string(name)}
+	d.topics[t.name] = t
+	return t
+}
+
+func (d *dispatcher) queue(t *dispatchTopic, id int32) *consumequeue.Queue {
+	if id < 0 {
+		return nil
+	}
+	if int(id) < len(t.queues) && t.queues[id] != nil {
+		return t.queues[id]
+	}
+	q, err := d.s.cqs.Queue(t.name, id)
+	if err != nil {
+		d.s.stats.dispatchErrors.Add(1)
+		d.s.opts.Logger.Error("store: consume queue unavailable", "topic", t.name, "queue", id, "err", err)
+		return nil
+	}
+	for int(id) >= len(t.queues) {
+		t.queues = append(t.queues, nil)
+	}
+	t.queues[id] = q
+	return q
+}
+
+// forget drops cached queues of a deleted topic.
+func (d *dispatcher) forget(topic string) {
+	d.mu.Lock()
+	delete(d.topics, topic)
+	d.lastQueue = nil
+	d.mu.Unlock()
+}
+
+// arrived records that q grew; consecutive records of one queue make one call.
+func (d *dispatcher) arrived(q *consumequeue.Queue) {
+	if d.s.opts.OnArrival == nil {
+		return
+	}
+	if d.lastQueue != q {
+		d.flushArrival()
+		d.lastQueue = q
+	}
+	d.lastMax = q.MaxOffset()
+}
+
+func (d *dispatcher) flushArrival() {
+	if d.lastQueue != nil {
+		d.s.opts.OnArrival(d.lastQueue.Topic(), d.lastQueue.ID(), d.lastMax)
+		d.lastQueue = nil
+	}
+}

@@ -1,0 +1,43 @@
+// Package store is Apogee's message store: it ties the commit log, the
+// consume queues and the key index together, and is the engine the broker
+// stands on.
+//
+// # Shape
+//
+//	Put ──► encode (pooled buffer, CRC) ──► commitlog.Append ──► [sync mode] WaitFlushed
+//	                                             │ Assigner (inside the append critical section):
+//	                                             │ queue offsets, dense per queue, in log order
+//	                                     dispatcher goroutine (woken by appends)
+//	                                       ├─► consumequeue entries (commit-log offset, size, tag code)
+//	                                       ├─► index entries (UNIQ_KEY and every KEYS item)
+//	                                       └─► OnArrival (the broker wakes long-polling pulls)
+//	Get ──► consume-queue entries ──► filter by tag code ──► commit-log views (zero copy)
+//
+// The directory holds commitlog/ (segments), consumequeue/<topic>/<queue>/,
+// index/, the store's checkpoint, the abort marker and the lock file.
+//
+// # Invariants
+//
+//  1. The commit log is the truth. Consume queues and the index are derived
+//     from it, in commit-log order, by one goroutine, and can be rebuilt from it.
+//  2. Queue offsets are assigned inside the commit log's append critical
+//     section, so they are dense per queue and increase in log order. Records
+//     of prepared or rolled-back transactions get none and are not dispatched
+//     to consume queues (rolled-back ones are not indexed either).
+//  3. A message is visible to Get only once dispatched: MaxOffset is the
+//     consume queue's, never the counter Put assigns from.
+//  4. The checkpoint's dispatched offset is written only after the consume
+//     queues and the index were flushed up to it, so after a machine crash
+//     re-dispatching from it restores both. Re-dispatch is idempotent.
+//  5. Views returned by Get, ReadMessage and QueryByKey pin commit-log segments
+//     until released; the caller must release each exactly once.
+//
+// # Recovery order
+//
+// The commit log recovers first (clean path, or scan-validate-truncate). Then
+// consume queues and the index are truncated to the log's end, damaged queues
+// are dropped, and everything from the checkpoint's dispatched offset (from the
+// log's start after a crash without checkpoint, or when a whole consume-queue
+// or index directory is missing) to the end is dispatched again before Open
+// returns. Queue-offset counters start from the consume queues' max offsets.
+package store

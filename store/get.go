@@ -1,0 +1,358 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/message"
+)
+
+// Filter decides which messages a Get returns. The broker's subscription
+// filters (tags, SQL92) implement it.
+type Filter interface {
+	// MatchTagCode is asked first, with the consume-queue entry's tag code.
+	MatchTagCode(code int64) bool
+	// NeedsRecord reports whether MatchProperties must be asked too.
+	NeedsRecord() bool
+	// MatchProperties is asked with the record's encoded properties.
+	MatchProperties(props []byte) bool
+}
+
+// TagCodeFilter passes entries whose tag code is one of Codes (all entries
+// when Codes is empty). It does not re-check the tag string.
+type TagCodeFilter struct{ Codes []int64 }
+
+// MatchTagCode implements Filter.
+func (f *TagCodeFilter) MatchTagCode(code int64) bool {
+	if len(f.Codes) == 0 {
+		return true
+	}
+	for _, c := range f.Codes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedsRecord implements Filter.
+func (f *TagCodeFilter) NeedsRecord() bool { return false }
+
+// MatchProperties implements Filter.
+func (f *TagCodeFilter) MatchProperties([]byte) bool { return true }
+
+// GetStatus says what a Get found; rocketmq-protocol.md §2.6 maps it to pull
+// response codes and next offsets.
+type GetStatus int
+
+const (
+	// Found: Messages holds at least one message.
+	Found GetStatus = iota
+	// NoMatchedMessage: entries were scanned but the filter rejected all of them.
+	NoMatchedMessage
+	// NoMessageInQueue: the queue exists but is empty.
+	NoMessageInQueue
+	// NoMatchedLogicQueue: there is no such queue.
+	NoMatchedLogicQueue
+	// OffsetTooSmall: the offset is below the queue's min offset.
+	OffsetTooSmall
+	// OffsetOverflowOne: the offset equals the max offset (no new message: long-poll).
+	OffsetOverflowOne
+	// OffsetOverflowBadly: the offset is past the max offset.
+	OffsetOverflowBadly
+	// MessageWasRemoving: the entries point below the commit log's min offset (retention).
+	MessageWasRemoving
+)
+
+var getStatusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE",
+	"OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "MESSAGE_WAS_REMOVING"}
+
+func (s GetStatus) String() string {
+	if int(s) < len(getStatusNames) {
+		return getStatusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is the caller-owned result of Get; reuse it across calls. Views
+// pin commit-log segments: call Release once the bytes are written out.
+type GetResult struct {
+	Status GetStatus
+	// Messages are zero-copy views of whole records, in queue order.
+	Messages []commitlog.View
+	// NextOffset is where the next Get of this queue should start.
+	NextOffset int64
+	// MinOffset and MaxOffset are the queue's bounds at the time of the Get.
+	MinOffset, MaxOffset int64
+	// Bytes is the total size of Messages.
+	Bytes int
+
+	entries []consumequeue.Entry
+}
+
+// Release releases every view and empties Messages.
+func (r *GetResult) Release() {
+	for i := range r.Messages {
+		r.Messages[i].Release()
+		r.Messages[i] = commitlog.View{}
+	}
+	r.Messages = r.Messages[:0]
+	r.Bytes = 0
+}
+
+// maxScan bounds how many consume-queue entries one Get inspects when a
+// filter rejects them (RocketMQ scans 16,000 bytes of entries, 800).
+const maxScan = 800
+
+// Get returns up to maxMsgs messages (and about maxBytes; at least one
+// message when any matches) of (topic, queueID) from queue offset offset,
+// skipping those f rejects (f may be nil). Release res when done. The error is
+// for failures of the store itself; every situation of the queue is a Status.
+func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes int, f Filter, res *GetResult) error {
+	res.Release()
+	res.Status, res.NextOffset, res.MinOffset, res.MaxOffset = NoMatchedLogicQueue, 0, 0, 0
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return nil
+	}
+	qmin, qmax := q.MinOffset(), q.MaxOffset()
+	res.MinOffset, res.MaxOffset = qmin, qmax
+	switch {
+	case qmax == 0:
+		res.Status, res.NextOffset = NoMessageInQueue, 0
+		return nil
+	case offset < qmin:
+		res.Status, res.NextOffset = OffsetTooSmall, qmin
+		return nil
+	case offset == qmax:
+		res.Status, res.NextOffset = OffsetOverflowOne, offset
+		return nil
+	case offset > qmax:
+		res.Status, res.NextOffset = OffsetOverflowBadly, qmax
+		return nil
+	}
+	if maxMsgs <= 0 {
+		maxMsgs = 1
+	}
+	scanLimit := maxMsgs
+	if f != nil {
+		scanLimit = max(maxMsgs, maxScan)
+	}
+	if cap(res.entries) < 64 {
+		res.entries = make([]consumequeue.Entry, 0, 64)
+	}
+	logMin := s.log.MinOffset()
+	next := offset
+	scanned := 0
+	removing := false
+	for scanned < scanLimit && len(res.Messages) < maxMsgs && next < qmax {
+		n := min(cap(res.entries), scanLimit-scanned)
+		entries, err := q.Read(next, res.entries[:0:n])
+		if err != nil {
+			if errors.Is(err, consumequeue.ErrOutOfRange) {
+				break
+			}
+			res.Release()
+			return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, next, err)
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			if len(res.Messages) >= maxMsgs || (maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > maxBytes) {
+				goto done
+			}
+			scanned++
+			next++
+			if e.Size <= 0 || e.Size == 0x7FFFFFFF {
+				continue // a blank pre-fill entry
+			}
+			if e.CommitLogOffset < logMin {
+				removing = true
+				continue
+			}
+			if f != nil && !f.MatchTagCode(e.TagCode) {
+				continue
+			}
+			v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
+			if err != nil {
+				if errors.Is(err, commitlog.ErrOffsetDeleted) {
+					removing = true
+					continue
+				}
+				res.Release()
+				return fmt.Errorf("store: read message at %d for %s/%d@%d: %w", e.CommitLogOffset, topic, queueID, next-1, err)
+			}
+			if f != nil && f.NeedsRecord() {
+				m, err := message.Decode(v.Bytes(), false)
+				if err != nil || !f.MatchProperties(m.Properties()) {
+					v.Release()
+					continue
+				}
+			}
+			res.Messages = append(res.Messages, v)
+			res.Bytes += int(e.Size)
+		}
+	}
+done:
+	res.NextOffset = next
+	switch {
+	case len(res.Messages) > 0:
+		res.Status = Found
+		s.stats.gets.Add(int64(len(res.Messages)))
+		s.stats.getBytes.Add(int64(res.Bytes))
+	case removing:
+		res.Status = MessageWasRemoving
+	default:
+		res.Status = NoMatchedMessage
+	}
+	return nil
+}
+
+// MaxOffset is the queue's next offset (the number of dispatched messages);
+// 0 for an unknown queue.
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	if q, ok := s.cqs.Lookup(topic, queueID); ok {
+		return q.MaxOffset()
+	}
+	return 0
+}
+
+// MinOffset is the queue's first readable offset; 0 for an unknown queue.
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	if q, ok := s.cqs.Lookup(topic, queueID); ok {
+		return q.MinOffset()
+	}
+	return 0
+}
+
+// storeTimeOf reads the STORETIMESTAMP of the record an entry points to.
+func (s *Store) storeTimeOf(e consumequeue.Entry) (int64, error) {
+	v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
+	if err != nil {
+		return 0, err
+	}
+	defer v.Release()
+	m, err := message.Decode(v.Bytes(), false)
+	if err != nil {
+		return 0, err
+	}
+	return m.StoreTimestamp(), nil
+}
+
+// OffsetByTime returns the first queue offset whose message was stored at or
+// after ts (ms): the min offset if all are newer, the max offset if all are
+// older (RocketMQ's SEARCH_OFFSET_BY_TIMESTAMP).
+func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) (int64, error) {
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return 0, nil
+	}
+	return q.SearchByTime(ts, s.storeTimeOf)
+}
+
+// EarliestStoreTime is the store time of the queue's first message.
+func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return 0, fmt.Errorf("store: no queue %s/%d", topic, queueID)
+	}
+	e, err := q.Get(q.MinOffset())
+	if err != nil {
+		return 0, err
+	}
+	return s.storeTimeOf(e)
+}
+
+// ReadMessage returns a view of the record at a commit-log offset (for
+// VIEW_MESSAGE_BY_ID, send-back and transactions). Release it when done.
+func (s *Store) ReadMessage(commitLogOffset int64) (commitlog.View, error) {
+	v, err := s.log.ReadRecord(commitLogOffset)
+	if err != nil {
+		return v, err
+	}
+	if _, err := message.Decode(v.Bytes(), false); err != nil {
+		v.Release()
+		return commitlog.View{}, fmt.Errorf("store: record at %d: %w", commitLogOffset, err)
+	}
+	return v, nil
+}
+
+// QueryByKey returns up to max messages of topic whose UNIQ_KEY or one of
+// whose KEYS equals key, stored within [beginMs, endMs], newest first. The
+// index's candidates are re-checked against the record (hashes collide).
+// dst is appended to; release every view.
+func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int, dst []commitlog.View) ([]commitlog.View, error) {
+	if max <= 0 {
+		return dst, nil
+	}
+	offs, err := s.idx.Query(topic, key, beginMs, endMs, max*4, nil)
+	if err != nil {
+		return dst, err
+	}
+	found := 0
+	for _, off := range offs {
+		if found >= max {
+			break
+		}
+		v, err := s.log.ReadRecord(off)
+		if err != nil {
+			continue // retention removed it
+		}
+		m, err := message.Decode(v.Bytes(), false)
+		if err != nil || string(m.Topic()) != topic || !hasKey(m, key) || m.StoreTimestamp() < beginMs || m.StoreTimestamp() > endMs {
+			v.Release()
+			continue
+		}
+		dst = append(dst, v)
+		found++
+	}
+	return dst, nil
+}
+
+func hasKey(m message.View, key string) bool {
+	if string(m.UniqKey()) == key {
+		return true
+	}
+	keys := m.Keys()
+	for len(keys) > 0 {
+		i := bytes.IndexByte(keys, ' ')
+		k := keys
+		if i >= 0 {
+			k, keys = keys[:i], keys[i+1:]
+		} else {
+			keys = nil
+		}
+		if string(k) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// IndexLastUpdate reports the index's newest entry (QUERY_MESSAGE's
+// indexLastUpdateTimestamp and indexLastUpdatePhyoffset).
+func (s *Store) IndexLastUpdate() (timestampMs, phyOffset int64) { return s.idx.LastUpdate() }
+
+// DeleteTopic removes a topic's consume queues and counters. Its records stay
+// in the commit log until retention removes them.
+func (s *Store) DeleteTopic(topic string) error {
+	s.dispatch.forget(topic)
+	s.countersMu.Lock()
+	delete(s.counters, topic)
+	s.countersMu.Unlock()
+	return s.cqs.DeleteTopic(topic)
+}
+
+// Queues calls fn for every consume queue (topic, queue id, min and max offsets).
+func (s *Store) Queues(fn func(topic string, queueID int32, min, max int64) bool) {
+	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+		return fn(topic, id, q.MinOffset(), q.MaxOffset())
+	})
+}

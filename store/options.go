@@ -1,0 +1,85 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/message"
+)
+
+// Options configure a Store. Zero values mean the defaults given.
+type Options struct {
+	// Dir is the store's root directory. Required.
+	Dir string
+	// SegmentSize of the commit log. Default 1 GiB.
+	SegmentSize int64
+	// FlushMode of the commit log: commitlog.FlushAsync (default) or FlushSync.
+	FlushMode commitlog.FlushMode
+	// SyncFlushTimeout: how long a sync-mode Put waits for its flush before it
+	// reports StatusFlushDiskTimeout (the message is stored all the same). Default 5 s.
+	SyncFlushTimeout time.Duration
+	// ConsumeQueueEntries per consume-queue file. Default 300,000.
+	ConsumeQueueEntries int
+	// IndexSlots and IndexMaxEntries size the index files. Defaults 5,000,000 and 20,000,000.
+	IndexSlots, IndexMaxEntries int
+	// StoreHost is written into every record's STOREHOST and offset message ids.
+	// Default 127.0.0.1:10911.
+	StoreHost netip.AddrPort
+	// MaxMessageSize bounds a message body. Default 4 MiB.
+	MaxMessageSize int
+	// RetentionTime and DiskUsageRatio drive cleanup (see commitlog.Options).
+	// Defaults 72 h and 0.75.
+	RetentionTime  time.Duration
+	DiskUsageRatio float64
+	// CleanInterval is how often expired segments, consume-queue files and
+	// index files are removed. Default 10 s; negative disables.
+	CleanInterval time.Duration
+	// FlushInterval is how often consume queues and the index are flushed and
+	// the checkpoint written. Default 1 s.
+	FlushInterval time.Duration
+	// OnArrival is called by the dispatcher after a message becomes visible
+	// in (topic, queueID); maxOffset is the queue's new max offset. It must be
+	// quick and must not call back into Put (the broker wakes long polls here).
+	OnArrival func(topic string, queueID int32, maxOffset int64)
+	// TagCode overrides the consume-queue tag code of a record when it returns
+	// ok (the broker uses it for scheduled messages, whose tag code is the
+	// delivery time). Default: the Java hash of TAGS, 0 without tags.
+	TagCode func(v message.View) (code int64, ok bool)
+	// Logger receives recovery reports and dispatch errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("store: Options.Dir is required")
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = 1 << 30
+	}
+	if o.SyncFlushTimeout <= 0 {
+		o.SyncFlushTimeout = 5 * time.Second
+	}
+	if !o.StoreHost.IsValid() {
+		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = 4 << 20
+	}
+	if o.MaxMessageSize < 0 || int64(o.MaxMessageSize)+(64<<10) > o.SegmentSize {
+		return o, fmt.Errorf("store: max message size %d does not fit a %d-byte segment", o.MaxMessageSize, o.SegmentSize)
+	}
+	if o.CleanInterval == 0 {
+		o.CleanInterval = 10 * time.Second
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/index"
+	"github.com/apogeemq/apogee/message"
+)
+
+// recover opens the parts in recovery order (see the package doc) and
+// re-dispatches what the consume queues and the index may lack.
+func (s *Store) recover() (commitlog.Recovery, error) {
+	o := s.opts
+	abortPath := filepath.Join(o.Dir, abortName)
+	_, statErr := os.Stat(abortPath)
+	crashed := statErr == nil
+	cqDir := filepath.Join(o.Dir, "consumequeue")
+	idxDir := filepath.Join(o.Dir, "index")
+	_, cqErr := os.Stat(cqDir)
+	_, idxErr := os.Stat(idxDir)
+	derivedMissing := cqErr != nil || idxErr != nil
+
+	if err := writeAbort(abortPath); err != nil {
+		return commitlog.Recovery{}, err
+	}
+	log, rep, err := commitlog.Open(commitlog.Options{
+		Dir:               filepath.Join(o.Dir, "commitlog"),
+		SegmentSize:       o.SegmentSize,
+		FlushMode:         o.FlushMode,
+		SyncFlushTimeout:  o.SyncFlushTimeout,
+		RetentionTime:     o.RetentionTime,
+		DiskUsageRatio:    o.DiskUsageRatio,
+		RetentionInterval: -1, // the store runs retention, then cleans what depends on it
+	})
+	if err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	s.log = log
+	if !rep.Clean || rep.Lost() {
+		o.Logger.Warn("store: commit log recovered", "report", rep.String())
+	}
+	s.cqs, err = consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries})
+	if err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	s.idx, err = index.Open(idxDir, index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries})
+	if err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	ckpt, dispatched, haveCkpt, err := openStoreCheckpoint(o.Dir)
+	if err != nil {
+		return rep, err
+	}
+	s.ckpt = ckpt
+
+	end, logMin := log.WrittenOffset(), log.MinOffset()
+	rebuildAll := derivedMissing && end > logMin
+	for _, d := range s.cqs.Damaged() {
+		o.Logger.Warn("store: dropping a damaged consume queue to rebuild it from the commit log", "topic", d.Topic, "queue", d.QueueID, "err", d.Err)
+		if err := s.cqs.DropQueue(d.Topic, d.QueueID); err != nil {
+			return rep, fmt.Errorf("store: %w", err)
+		}
+		rebuildAll = true
+	}
+	if err := s.cqs.TruncateAfter(end); err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	if _, err := s.cqs.DeleteBelow(logMin); err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	// The index can only hold entries past the log's end after the log was
+	// truncated; then whole index files went and must be re-indexed.
+	idxAhead := s.idx.MaxCommitLogOffset() >= end && end > logMin
+	idxResume, err := s.idx.TruncateAfter(end)
+	if err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	if !idxAhead {
+		idxResume = end
+	}
+
+	// Where dispatch resumes: everything below `from` is already in the
+	// consume queues and the index.
+	var from int64
+	switch {
+	case rebuildAll:
+		from = logMin
+	case crashed:
+		if haveCkpt {
+			from = dispatched
+		} else {
+			from = logMin
+		}
+	default:
+		from = s.cqs.MaxCommitLogEnd()
+		if haveCkpt && dispatched > from {
+			from = dispatched
+		}
+	}
+	from = max(min(from, end, idxResume), logMin)
+	if from < end {
+		o.Logger.Info("store: re-dispatching the commit log", "from", from, "to", end, "crashed", crashed)
+	}
+	s.dispatched.Store(from)
+	s.dispatch.init(s)
+	s.dispatch.cursor.Close()
+	s.dispatch.cursor = log.NewCursor(from)
+	if from > logMin && !isBoundary(log, from) {
+		// A checkpoint from before a truncation can point into the middle of
+		// nothing valid; fall back to a full re-dispatch.
+		s.dispatch.cursor = log.NewCursor(logMin)
+		s.dispatched.Store(logMin)
+	}
+	s.dispatch.run()
+	if s.dispatched.Load() != end {
+		return rep, fmt.Errorf("store: re-dispatch stopped at %d, log ends at %d", s.dispatched.Load(), end)
+	}
+	// Counters start where the consume queues end.
+	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+		s.counter(topic, id).next = q.MaxOffset()
+		return true
+	})
+	if err := s.flushDerived(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// isBoundary reports whether off starts a record, a blank marker, or a segment.
+func isBoundary(log *commitlog.Log, off int64) bool {
+	if off%log.SegmentSize() == 0 || off == log.WrittenOffset() {
+		return true
+	}
+	v, err := log.ReadRecord(off)
+	if err != nil {
+		// A blank marker is a boundary too.
+		b, err := log.Read(off, 8)
+		if err != nil {
+			return false
+		}
+		defer b.Release()
+		size, ok := message.IsBlank(b.Bytes())
+		return ok && int64(size) == log.SegmentSize()-off%log.SegmentSize()
+	}
+	v.Release()
+	return true
+}
+
+func writeAbort(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("store: sync abort marker: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

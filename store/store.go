@@ -1,0 +1,393 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/index"
+	"github.com/apogeemq/apogee/message"
+	"golang.org/x/sys/unix"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrClosed          = errors.New("store: closed")
+	ErrMessageTooLarge = errors.New("store: message body too large")
+	ErrBadMessage      = errors.New("store: malformed message")
+	// ErrLocked: another process holds the data directory.
+	ErrLocked = errors.New("store: data directory is locked by another process")
+)
+
+// Store is the message store. Its methods are safe for concurrent use.
+type Store struct {
+	opts Options
+	log  *commitlog.Log
+	cqs  *consumequeue.Set
+	idx  *index.Index
+	lock *os.File
+
+	// counters assign queue offsets; each counter's next field is only
+	// touched inside the commit log's append critical section.
+	countersMu sync.RWMutex
+	counters   map[string][]*queueCounter
+
+	dispatched atomic.Int64 // everything below is in the consume queues and the index
+	dispatch   dispatcher
+	ckpt       *storeCheckpoint
+
+	putPool sync.Pool // *putBatch
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	stats counters
+}
+
+type queueCounter struct{ next int64 }
+
+// Open opens (or creates) the store in opts.Dir and recovers it. The
+// returned Recovery describes what the commit log's recovery did.
+func Open(opts Options) (*Store, commitlog.Recovery, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, commitlog.Recovery{}, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, commitlog.Recovery{}, fmt.Errorf("store: create %s: %w", o.Dir, err)
+	}
+	lock, err := lockDir(o.Dir)
+	if err != nil {
+		return nil, commitlog.Recovery{}, err
+	}
+	s := &Store{opts: o, lock: lock, counters: map[string][]*queueCounter{}, stop: make(chan struct{})}
+	rep, err := s.recover()
+	if err != nil {
+		s.closeParts()
+		lock.Close()
+		return nil, rep, err
+	}
+	s.dispatch.init(s)
+	s.wg.Add(2)
+	go s.dispatch.loop()
+	go s.maintain()
+	return s, rep, nil
+}
+
+// lockDir takes an exclusive lock on <dir>/lock, held while the store is open.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: open lock file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("store: lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// Log returns the commit log (for statistics and benchmarks).
+func (s *Store) Log() *commitlog.Log { return s.log }
+
+// Dir returns the store's root directory.
+func (s *Store) Dir() string { return s.opts.Dir }
+
+// Message is what Put stores. Properties are already encoded
+// (message.AppendProperty); Body is stored as given.
+type Message struct {
+	Topic                     string
+	QueueID                   int32
+	Flag                      int32
+	SysFlag                   int32
+	BornTimestamp             int64
+	BornHost                  netip.AddrPort
+	ReconsumeTimes            int32
+	PreparedTransactionOffset int64
+	Body                      []byte
+	Properties                []byte
+	// NoWait skips the flush wait in sync mode (the WAIT=false property).
+	NoWait bool
+}
+
+// PutStatus is the outcome of a stored message.
+type PutStatus int
+
+const (
+	// StatusOK: stored (and flushed, in sync mode).
+	StatusOK PutStatus = iota
+	// StatusFlushDiskTimeout: stored, but the sync did not complete within
+	// SyncFlushTimeout. The broker answers FLUSH_DISK_TIMEOUT (10).
+	StatusFlushDiskTimeout
+)
+
+// PutResult describes one stored message.
+type PutResult struct {
+	Status          PutStatus
+	QueueID         int32
+	QueueOffset     int64 // -1 for prepared or rolled-back transaction records
+	CommitLogOffset int64
+	Size            int32
+	StoreTimestamp  int64
+}
+
+// AppendMsgID appends the message's offset message id (32 or 56 hex chars).
+func (s *Store) AppendMsgID(dst []byte, r *PutResult) []byte {
+	return message.AppendOffsetMsgID(dst, s.opts.StoreHost, r.CommitLogOffset)
+}
+
+// StoreHost is the host written into records.
+func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
+
+// putBatch is the pooled state of one Put: the encode buffer, the queue
+// counters of its records, and the results. It is the commit log's Assigner.
+type putBatch struct {
+	buf      []byte
+	counters []*queueCounter
+	sysflags []int32
+	qoffs    []int64
+	i        int
+	res      commitlog.Result
+}
+
+// Assign runs inside the commit log's critical section, once per record.
+func (b *putBatch) Assign(rec []byte, _ int64) {
+	i := b.i
+	b.i++
+	if !message.Dispatchable(b.sysflags[i]) {
+		b.qoffs = append(b.qoffs, -1)
+		return
+	}
+	c := b.counters[i]
+	message.SetQueueOffset(rec, c.next)
+	b.qoffs = append(b.qoffs, c.next)
+	c.next++
+}
+
+func (b *putBatch) reset() {
+	b.buf = b.buf[:0]
+	b.counters = b.counters[:0]
+	b.sysflags = b.sysflags[:0]
+	b.qoffs = b.qoffs[:0]
+	b.i = 0
+	b.res.Offsets = b.res.Offsets[:0]
+}
+
+// counter returns the queue-offset counter of (topic, queueID), creating it.
+func (s *Store) counter(topic string, queueID int32) *queueCounter {
+	s.countersMu.RLock()
+	qs := s.counters[topic]
+	if int(queueID) < len(qs) && qs[queueID] != nil {
+		c := qs[queueID]
+		s.countersMu.RUnlock()
+		return c
+	}
+	s.countersMu.RUnlock()
+	s.countersMu.Lock()
+	defer s.countersMu.Unlock()
+	qs = s.counters[topic]
+	for int(queueID) >= len(qs) {
+		qs = append(qs, nil)
+	}
+	if qs[queueID] == nil {
+		qs[queueID] = &queueCounter{}
+	}
+	s.counters[topic] = qs
+	return qs[queueID]
+}
+
+// Put stores one message. In sync flush mode it returns once the message is
+// durable (or reports StatusFlushDiskTimeout).
+func (s *Store) Put(m *Message) (PutResult, error) {
+	var r [1]PutResult
+	_, err := s.PutBatch(unsafe.Slice(m, 1), r[:0])
+	return r[0], err
+}
+
+// PutBatch stores msgs as one unit: one commit-log append, in one segment,
+// with consecutive offsets; results are appended to res, one per message.
+func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
+	if s.closed.Load() {
+		return res, ErrClosed
+	}
+	if len(msgs) == 0 {
+		return res, fmt.Errorf("%w: empty batch", ErrBadMessage)
+	}
+	b := s.getBatch()
+	defer s.putPool.Put(b)
+	var rec message.Record
+	for i := range msgs {
+		m := &msgs[i]
+		if len(m.Body) > s.opts.MaxMessageSize {
+			return res, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(m.Body), s.opts.MaxMessageSize)
+		}
+		if m.Topic == "" || m.QueueID < 0 {
+			return res, fmt.Errorf("%w: topic %q queue %d", ErrBadMessage, m.Topic, m.QueueID)
+		}
+		rec = message.Record{
+			Topic: m.Topic, QueueID: m.QueueID, Flag: m.Flag, SysFlag: m.SysFlag,
+			BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, StoreHost: s.opts.StoreHost,
+			ReconsumeTimes: m.ReconsumeTimes, PreparedTransactionOffset: m.PreparedTransactionOffset,
+			Body: m.Body, Properties: m.Properties,
+		}
+		var err error
+		if b.buf, err = message.AppendRecord(b.buf, &rec); err != nil {
+			return res, fmt.Errorf("%w: %w", ErrBadMessage, err)
+		}
+		b.counters = append(b.counters, s.counter(m.Topic, m.QueueID))
+		b.sysflags = append(b.sysflags, rec.SysFlag)
+	}
+	if err := s.log.Append(b.buf, b, &b.res); err != nil {
+		s.stats.putErrors.Add(1)
+		return res, err
+	}
+	status := StatusOK
+	if s.log.FlushMode() == commitlog.FlushSync && !msgs[0].NoWait {
+		if err := s.log.WaitFlushed(b.res.End); err != nil {
+			if !errors.Is(err, commitlog.ErrFlushTimeout) {
+				s.stats.putErrors.Add(1)
+				return res, err
+			}
+			status = StatusFlushDiskTimeout
+		}
+	}
+	off := 0
+	for i := range msgs {
+		size := int32(message.ReadTotalSize(b.buf[off:]))
+		off += int(size)
+		res = append(res, PutResult{
+			Status: status, QueueID: msgs[i].QueueID, QueueOffset: b.qoffs[i],
+			CommitLogOffset: b.res.Offsets[i], Size: size, StoreTimestamp: b.res.StoreTimestamp,
+		})
+	}
+	s.stats.puts.Add(int64(len(msgs)))
+	s.stats.putBytes.Add(int64(len(b.buf)))
+	return res, nil
+}
+
+func (s *Store) getBatch() *putBatch {
+	if v := s.putPool.Get(); v != nil {
+		b := v.(*putBatch)
+		b.reset()
+		return b
+	}
+	return &putBatch{}
+}
+
+// Close stops the dispatcher after it caught up, flushes everything, writes
+// the checkpoint, removes the abort marker and releases the directory lock.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(s.stop)
+	s.wg.Wait()
+	// Dispatch whatever the loop had not reached.
+	s.dispatch.run()
+	var errs []error
+	if err := s.flushDerived(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, s.closeParts()...)
+	if len(errs) == 0 {
+		if err := os.Remove(filepath.Join(s.opts.Dir, abortName)); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	s.lock.Close()
+	return errors.Join(errs...)
+}
+
+func (s *Store) closeParts() []error {
+	var errs []error
+	if s.idx != nil {
+		if err := s.idx.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.cqs != nil {
+		if err := s.cqs.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.log != nil {
+		if err := s.log.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.ckpt != nil {
+		s.ckpt.close()
+	}
+	return errs
+}
+
+// flushDerived flushes the consume queues and the index and records the
+// dispatched offset they cover in the checkpoint.
+func (s *Store) flushDerived() error {
+	d := s.dispatched.Load()
+	if err := s.cqs.Flush(); err != nil {
+		return err
+	}
+	if err := s.idx.Flush(); err != nil {
+		return err
+	}
+	return s.ckpt.write(d)
+}
+
+// maintain flushes derived files every FlushInterval and cleans up every CleanInterval.
+func (s *Store) maintain() {
+	defer s.wg.Done()
+	flush := time.NewTicker(s.opts.FlushInterval)
+	defer flush.Stop()
+	var clean <-chan time.Time
+	if s.opts.CleanInterval > 0 {
+		t := time.NewTicker(s.opts.CleanInterval)
+		defer t.Stop()
+		clean = t.C
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-flush.C:
+			if err := s.flushDerived(); err != nil {
+				s.opts.Logger.Error("store: flush of consume queues and index failed", "err", err)
+			}
+			s.cqs.Sweep(time.Now())
+		case <-clean:
+			if _, err := s.Clean(); err != nil {
+				s.opts.Logger.Error("store: cleanup failed", "err", err)
+			}
+		}
+	}
+}
+
+// Clean deletes expired commit-log segments, then consume-queue files and
+// index files wholly below the log's new minimum offset. It returns the number
+// of commit-log segments removed.
+func (s *Store) Clean() (int, error) {
+	n, err := s.log.Retain()
+	if err != nil {
+		return n, err
+	}
+	min := s.log.MinOffset()
+	if _, err := s.cqs.DeleteBelow(min); err != nil {
+		return n, err
+	}
+	if _, err := s.idx.DeleteBefore(min); err != nil {
+		return n, err
+	}
+	return n, nil
+}
