@@ -1,0 +1,704 @@
+package remoting
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+var connIDs atomic.Uint64
+
+// Conn is one TCP connection, on either side: the server's end of a client
+// connection, or a Client's connection to a server. Both sides can send requests
+// (Invoke, InvokeAsync, InvokeOneway) and both serve the requests they receive with a
+// Handler. See the package documentation for the goroutines involved and buffer
+// ownership.
+type Conn struct {
+	id     uint64
+	nc     net.Conn
+	remote string // for logs
+	cfg    *config
+	h      Handler
+	srv    *Server // nil on the client side
+
+	// Read goroutine only.
+	rbuf     []byte // len(rbuf) == cap(rbuf); frames in rbuf[r:w]
+	r, w     int
+	need     int  // bytes the next frame needs in all (length field included), once known
+	grow     bool // the last read filled at least half of the buffer
+	in       protocol.Command
+	respCmd  protocol.Command
+	resp     Response
+	cur      *protocol.Command // request being served
+	deferred bool              // Defer was called for cur
+	queued   bool              // a frame was queued without waking the writer
+
+	nextOpaque atomic.Int32
+
+	cmu         sync.Mutex
+	calls       map[int32]*call // outstanding requests this side sent
+	callsClosed bool
+
+	// Back-pressure counters, changed under wmu, read lock-free by the read goroutine.
+	owed     atomic.Int64 // response bytes queued, not yet written
+	inflight atomic.Int32 // deferred requests not yet answered
+
+	wmu           sync.Mutex
+	rcond         sync.Cond // the read goroutine waits here while over a limit (L = &wmu)
+	pend, spare   *batch    // frames queued for the writer; spare is nil while writing
+	writerIdle    bool      // the writer waits on wake
+	readerWaiting bool
+	readerDone    bool // the read goroutine exited for a graceful drain
+	closed        bool
+	err           error // why the connection closed, wrapping ErrClosed
+	wake          chan struct{}
+
+	draining atomic.Bool
+	closing  atomic.Bool
+	live     atomic.Int32 // goroutines running: read and write
+	done     chan struct{}
+
+	// Writer goroutine only.
+	iov  [][]byte
+	bufs net.Buffers
+
+	value atomic.Pointer[any]
+
+	framesIn, framesOut, writes atomic.Uint64
+}
+
+// batch is a run of frames queued for one vectored write: headers and copied bodies in
+// buf, zero-copy views spliced in by segs.
+type batch struct {
+	buf    []byte
+	segs   []segment
+	rels   []Releaser
+	frames int
+	bytes  int // wire bytes, views included
+	owed   int // of which response bytes (counted in Conn.owed)
+}
+
+// segment: view is written after buf[:at] and before buf[at:].
+type segment struct {
+	at   int
+	view []byte
+}
+
+func (b *batch) empty() bool { return b.frames == 0 }
+
+func (b *batch) reset() {
+	clear(b.segs) // drop references to views
+	clear(b.rels)
+	b.segs, b.rels = b.segs[:0], b.rels[:0]
+	b.buf = b.buf[:0]
+	if cap(b.buf) > keepWriteBatch {
+		b.buf = nil
+	}
+	b.frames, b.bytes, b.owed = 0, 0, 0
+}
+
+func (b *batch) runReleases(c *Conn) {
+	for i, r := range b.rels {
+		b.rels[i] = nil
+		c.safeRelease(r)
+	}
+	b.rels = b.rels[:0]
+}
+
+// Stats are a connection's counters.
+type Stats struct {
+	FramesIn     uint64 // frames received
+	FramesOut    uint64 // frames written
+	Writes       uint64 // vectored writes (each is one writev unless the kernel takes it in parts)
+	InFlight     int    // deferred requests not yet answered
+	PendingBytes int64  // response bytes queued, not yet written
+}
+
+func newConn(nc net.Conn, cfg *config, h Handler, srv *Server) *Conn {
+	c := &Conn{
+		id:    connIDs.Add(1),
+		nc:    nc,
+		cfg:   cfg,
+		h:     h,
+		srv:   srv,
+		rbuf:  make([]byte, cfg.readBuf),
+		pend:  new(batch),
+		spare: new(batch),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	if a := nc.RemoteAddr(); a != nil {
+		c.remote = a.String()
+	}
+	c.rcond.L = &c.wmu
+	c.resp.Cmd = &c.respCmd
+	return c
+}
+
+// start runs the read and write goroutines.
+func (c *Conn) start() {
+	c.live.Store(2)
+	go c.writeLoop()
+	go c.readLoop()
+}
+
+// ID returns the connection's process-wide unique id.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr returns this side's address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// SetValue attaches v to the connection (for example the broker's client record).
+// Safe for concurrent use.
+func (c *Conn) SetValue(v any) { c.value.Store(&v) }
+
+// Value returns what SetValue attached, or nil.
+func (c *Conn) Value() any {
+	if p := c.value.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Done is closed once the connection is closed and both of its goroutines have
+// exited (so no handler is running on it any more) and the OnClose callbacks ran.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection closed (wrapping ErrClosed), or nil while it is open.
+func (c *Conn) Err() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.err
+}
+
+// Close closes the connection at once: queued frames not yet written are dropped
+// (their Release runs), outstanding Invokes fail with ErrClosed. It does not wait for
+// the goroutines; use Done for that. Closing twice is harmless.
+func (c *Conn) Close() error {
+	c.fail(nil)
+	return nil
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		FramesIn:     c.framesIn.Load(),
+		FramesOut:    c.framesOut.Load(),
+		Writes:       c.writes.Load(),
+		InFlight:     int(c.inflight.Load()),
+		PendingBytes: c.owed.Load(),
+	}
+}
+
+// Defer marks the request being served as deferred and returns the Responder that
+// answers it. It must be called on the read goroutine, from the handler serving req,
+// before that handler returns; the request then counts toward MaxInFlight until the
+// Responder's Reply or Cancel.
+func (c *Conn) Defer(req *protocol.Command) Responder {
+	if req == c.cur {
+		c.deferred = true
+	}
+	c.wmu.Lock()
+	c.inflight.Add(1)
+	c.wmu.Unlock()
+	return Responder{c: c, opaque: req.Opaque, st: req.SerializeType, oneway: req.IsOneway()}
+}
+
+// settle ends one deferred request.
+func (c *Conn) settle() {
+	c.wmu.Lock()
+	c.settleLocked()
+	c.wmu.Unlock()
+}
+
+func (c *Conn) settleLocked() {
+	c.inflight.Add(-1)
+	if c.readerWaiting {
+		c.rcond.Signal()
+	}
+	if c.draining.Load() {
+		c.wakeWriterLocked()
+	}
+}
+
+// Queue flags.
+const (
+	qResponse = 1 << iota // counts toward MaxPendingBytes
+	qWake                 // wake the writer now (else the read goroutine kicks it later)
+	qSettle               // ends a deferred request, if queued
+)
+
+// enqueue encodes cmd's header and Cmd.Body into the pending batch and splices views
+// after it. rel runs exactly once: after the write, when the connection closes, or
+// now if the frame is not queued (an error is returned then).
+func (c *Conn) enqueue(cmd *protocol.Command, views [][]byte, rel Releaser, flags int) error {
+	viewLen := 0
+	for _, v := range views {
+		viewLen += len(v)
+	}
+	c.wmu.Lock()
+	if c.closed {
+		err := c.err
+		c.wmu.Unlock()
+		c.safeRelease(rel)
+		return err
+	}
+	b := c.pend
+	start := len(b.buf)
+	bodyLen := len(cmd.Body) + viewLen
+	var err error
+	b.buf, err = protocol.AppendFrameHeader(b.buf, cmd, bodyLen)
+	if frameLen := len(b.buf) - start - 4 + bodyLen; err == nil && frameLen > c.cfg.maxFrame {
+		b.buf = b.buf[:start]
+		err = fmt.Errorf("%d-byte frame exceeds MaxFrameSize %d: %w", frameLen, c.cfg.maxFrame, protocol.ErrFrameTooLarge)
+	}
+	if err != nil {
+		c.wmu.Unlock()
+		c.safeRelease(rel)
+		return fmt.Errorf("remoting: encode code %d: %w", cmd.Code, err)
+	}
+	b.buf = append(b.buf, cmd.Body...)
+	for _, v := range views {
+		if len(v) > 0 {
+			b.segs = append(b.segs, segment{at: len(b.buf), view: v})
+		}
+	}
+	if rel != nil {
+		b.rels = append(b.rels, rel)
+	}
+	n := len(b.buf) - start + viewLen
+	b.frames++
+	b.bytes += n
+	if flags&qResponse != 0 {
+		b.owed += n
+		c.owed.Add(int64(n))
+	}
+	if flags&qSettle != 0 {
+		c.settleLocked()
+	}
+	if flags&qWake != 0 {
+		c.wakeWriterLocked()
+	} else {
+		c.queued = true
+	}
+	c.wmu.Unlock()
+	return nil
+}
+
+func (c *Conn) wakeWriterLocked() {
+	if c.writerIdle {
+		c.writerIdle = false
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// kick wakes the writer for frames the read goroutine queued.
+func (c *Conn) kick() {
+	if !c.queued {
+		return
+	}
+	c.queued = false
+	c.wmu.Lock()
+	c.wakeWriterLocked()
+	c.wmu.Unlock()
+}
+
+// ---- read side ----
+
+// errDraining ends the read loop of a draining connection.
+var errDraining = errors.New("remoting: draining")
+
+// protocolError marks a malformed or oversized frame: the connection is closed with a
+// Warn log line.
+type protocolError struct{ err error }
+
+func (e *protocolError) Error() string { return e.err.Error() }
+func (e *protocolError) Unwrap() error { return e.err }
+
+func malformed(format string, args ...any) error {
+	return &protocolError{fmt.Errorf("remoting: "+format, args...)}
+}
+
+func (c *Conn) readLoop() {
+	defer c.exit()
+	err := c.readFrames()
+	if c.draining.Load() {
+		var pe *protocolError
+		if !errors.As(err, &pe) {
+			c.wmu.Lock()
+			c.readerDone = true
+			c.wakeWriterLocked()
+			c.wmu.Unlock()
+			return
+		}
+	}
+	c.fail(err)
+}
+
+func (c *Conn) readFrames() error {
+	for {
+		for {
+			if !c.waitCapacity() {
+				return ErrClosed
+			}
+			ok, err := c.handleNext()
+			if err != nil {
+				c.kick()
+				return err
+			}
+			if !ok {
+				break
+			}
+		}
+		c.kick()
+		c.prepareRead()
+		if c.cfg.idleTimeout > 0 {
+			if err := c.nc.SetReadDeadline(time.Now().Add(c.cfg.idleTimeout)); err != nil {
+				return err
+			}
+		}
+		if c.draining.Load() {
+			return errDraining
+		}
+		free := c.rbuf[c.w:]
+		n, err := c.nc.Read(free)
+		c.w += n
+		c.grow = n >= len(c.rbuf)/2 && n == len(free)
+		if err != nil {
+			if n > 0 {
+				continue // handle what arrived; the error comes back on the next Read
+			}
+			if errors.Is(err, io.EOF) && c.w > c.r {
+				return malformed("connection closed inside a frame (%d bytes of it received)", c.w-c.r)
+			}
+			return err
+		}
+	}
+}
+
+// waitCapacity blocks while the connection is over MaxInFlight or MaxPendingBytes. It
+// returns false once the connection is closed.
+func (c *Conn) waitCapacity() bool {
+	if c.inflight.Load() < c.cfg.maxInFlight && c.owed.Load() < c.cfg.maxPending {
+		return true
+	}
+	c.kick()
+	c.wmu.Lock()
+	for !c.closed && (c.inflight.Load() >= c.cfg.maxInFlight || c.owed.Load() >= c.cfg.maxPending) {
+		c.readerWaiting = true
+		c.rcond.Wait()
+	}
+	c.readerWaiting = false
+	ok := !c.closed
+	c.wmu.Unlock()
+	return ok
+}
+
+// handleNext decodes and dispatches the next complete frame in the read buffer. It
+// reports false when no complete frame is buffered.
+func (c *Conn) handleNext() (bool, error) {
+	avail := c.w - c.r
+	if avail < 4 {
+		return false, nil
+	}
+	n := binary.BigEndian.Uint32(c.rbuf[c.r:])
+	if uint64(n) > uint64(c.cfg.maxFrame) || n > math.MaxInt32 {
+		return false, malformed("frame length %d exceeds MaxFrameSize %d: %w", n, c.cfg.maxFrame, protocol.ErrFrameTooLarge)
+	}
+	if n < 4 {
+		return false, malformed("frame length %d below 4: %w", n, protocol.ErrBadFrame)
+	}
+	total := 4 + int(n)
+	if avail < total {
+		c.need = total
+		return false, nil
+	}
+	c.need = 0
+	frame := c.rbuf[c.r+4 : c.r+total : c.r+total]
+	c.r += total
+	if err := protocol.DecodeFrame(frame, &c.in); err != nil {
+		return false, &protocolError{fmt.Errorf("remoting: decode frame: %w", err)}
+	}
+	c.framesIn.Add(1)
+	if c.in.IsResponse() {
+		c.deliver(&c.in)
+	} else {
+		c.serve(&c.in)
+	}
+	return true, nil
+}
+
+// prepareRead makes room in the read buffer for the next Read: it resets an empty
+// buffer, grows it (geometrically, up to what the pending frame needs), or moves the
+// unread tail to the front.
+func (c *Conn) prepareRead() {
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+		if len(c.rbuf) > keepReadBuffer {
+			c.rbuf = make([]byte, maxReadBuffer)
+		}
+	}
+	have := c.w - c.r
+	size := len(c.rbuf)
+	if c.grow && size < maxReadBuffer {
+		size = min(2*size, maxReadBuffer)
+	}
+	c.grow = false
+	if c.need > size {
+		// Grow toward the frame as its bytes arrive, so a length field alone cannot
+		// make us allocate MaxFrameSize.
+		size = min(c.need, max(2*size, maxReadBuffer))
+	}
+	if size != len(c.rbuf) {
+		nb := make([]byte, size)
+		copy(nb, c.rbuf[c.r:c.w])
+		c.rbuf, c.r, c.w = nb, 0, have
+		return
+	}
+	if c.r > 0 && (c.w == len(c.rbuf) || c.r+max(c.need, 4) > len(c.rbuf)) {
+		copy(c.rbuf, c.rbuf[c.r:c.w])
+		c.r, c.w = 0, have
+	}
+}
+
+// serve runs the handler for one request and queues its answer.
+func (c *Conn) serve(req *protocol.Command) {
+	c.respCmd.InitResponse(req, protocol.RespSuccess)
+	c.resp = Response{Cmd: &c.respCmd}
+	c.cur, c.deferred = req, false
+	act, panicked := c.callHandler(req, &c.resp)
+	c.cur = nil
+	resp := &c.resp
+	switch {
+	case c.deferred:
+		resp.release()
+		return
+	case panicked:
+		resp.release()
+		c.replyError(req, "handler panic")
+		return
+	}
+	switch act {
+	case Reply:
+		if req.IsOneway() || resp.Cmd == nil {
+			resp.release()
+			return
+		}
+		resp.Cmd.Opaque = req.Opaque
+		resp.Cmd.Flag |= protocol.FlagResponse
+		if err := c.enqueue(resp.Cmd, resp.Body, resp.Release, qResponse); err != nil && !errors.Is(err, ErrClosed) {
+			c.cfg.log.Error("remoting: cannot encode response", "conn", c.id, "remote", c.remote, "code", req.Code, "err", err)
+			c.replyError(req, err.Error())
+		}
+	case NoReply:
+		resp.release()
+	default:
+		resp.release()
+		c.cfg.log.Error("remoting: handler returned Deferred without calling Defer", "conn", c.id, "remote", c.remote, "code", req.Code)
+		c.replyError(req, "request not answered by its handler")
+	}
+}
+
+// replyError answers req with SYSTEM_ERROR (unless it is oneway).
+func (c *Conn) replyError(req *protocol.Command, remark string) {
+	if req.IsOneway() {
+		return
+	}
+	c.respCmd.InitResponse(req, protocol.RespSystemError)
+	c.respCmd.SetRemark(remark)
+	_ = c.enqueue(&c.respCmd, nil, nil, qResponse)
+}
+
+func (c *Conn) callHandler(req *protocol.Command, resp *Response) (act Action, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = true
+			c.cfg.log.Error("remoting: handler panic", "conn", c.id, "remote", c.remote,
+				"code", req.Code, "opaque", req.Opaque, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	return c.h.ServeRemoting(c, req, resp), false
+}
+
+func (c *Conn) safeRelease(r Releaser) {
+	if r == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.cfg.log.Error("remoting: Release panic", "conn", c.id, "remote", c.remote, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	r.Release()
+}
+
+// ---- write side ----
+
+func (c *Conn) writeLoop() {
+	defer c.exit()
+	for {
+		c.wmu.Lock()
+		for c.pend.empty() && !c.closed && !c.drainedLocked() {
+			c.writerIdle = true
+			c.wmu.Unlock()
+			<-c.wake
+			c.wmu.Lock()
+		}
+		if c.closed {
+			b := c.pend
+			c.owed.Add(-int64(b.owed))
+			c.wmu.Unlock()
+			b.runReleases(c)
+			b.reset()
+			return
+		}
+		if c.pend.empty() { // drained: every answer written, the reader gone
+			c.wmu.Unlock()
+			c.fail(ErrServerClosed)
+			continue
+		}
+		b := c.pend
+		c.pend, c.spare = c.spare, nil
+		c.wmu.Unlock()
+
+		err := c.writeBatch(b)
+
+		c.wmu.Lock()
+		c.owed.Add(-int64(b.owed))
+		b.reset()
+		c.spare = b
+		if c.readerWaiting {
+			c.rcond.Signal()
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+// drainedLocked reports whether a draining connection has nothing left to do.
+func (c *Conn) drainedLocked() bool {
+	return c.draining.Load() && c.readerDone && c.inflight.Load() == 0
+}
+
+// writeBatch writes b with one vectored write and runs its releases.
+func (c *Conn) writeBatch(b *batch) error {
+	iov := c.iov[:0]
+	prev := 0
+	for _, s := range b.segs {
+		if s.at > prev {
+			iov = append(iov, b.buf[prev:s.at])
+			prev = s.at
+		}
+		iov = append(iov, s.view)
+	}
+	if len(b.buf) > prev {
+		iov = append(iov, b.buf[prev:])
+	}
+	c.iov = iov
+	var err error
+	if c.cfg.writeTimeout > 0 {
+		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
+	}
+	if err == nil {
+		c.bufs = iov
+		_, err = c.bufs.WriteTo(c.nc)
+	}
+	clear(iov) // drop references to views
+	c.bufs = nil
+	c.writes.Add(1)
+	if err == nil {
+		c.framesOut.Add(uint64(b.frames))
+	}
+	b.runReleases(c)
+	return err
+}
+
+// ---- closing ----
+
+// fail closes the connection (once) for the given cause; nil means a local Close.
+func (c *Conn) fail(cause error) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	err := ErrClosed
+	if cause != nil && !errors.Is(cause, ErrClosed) {
+		err = fmt.Errorf("%w: %w", ErrClosed, cause)
+	}
+	c.wmu.Lock()
+	c.closed = true
+	c.err = err
+	c.rcond.Broadcast()
+	c.wakeWriterLocked()
+	c.wmu.Unlock()
+	_ = c.nc.Close()
+
+	c.cmu.Lock()
+	calls := c.calls
+	c.calls = nil
+	c.callsClosed = true
+	c.cmu.Unlock()
+	for _, cl := range calls {
+		cl.complete(c, nil, err)
+	}
+	c.logClose(cause)
+}
+
+func (c *Conn) logClose(cause error) {
+	log := c.cfg.log
+	var pe *protocolError
+	switch {
+	case errors.As(cause, &pe):
+		log.Warn("remoting: closing connection: bad input", "conn", c.id, "remote", c.remote, "err", cause)
+	case errors.Is(cause, os.ErrDeadlineExceeded):
+		log.Debug("remoting: connection closed: idle or write timeout", "conn", c.id, "remote", c.remote, "err", cause)
+	default:
+		if log.Enabled(context.Background(), slog.LevelDebug) {
+			if cause == nil {
+				cause = ErrClosed
+			}
+			log.Debug("remoting: connection closed", "conn", c.id, "remote", c.remote, "err", cause)
+		}
+	}
+}
+
+// exit runs as each of the two goroutines ends; the last one finishes the connection.
+func (c *Conn) exit() {
+	if c.live.Add(-1) != 0 {
+		return
+	}
+	if c.srv != nil {
+		c.srv.remove(c)
+	}
+	close(c.done)
+}
+
+// drain stops reading new frames; the writer closes the connection once every
+// deferred request is answered and every frame written.
+func (c *Conn) drain() {
+	c.draining.Store(true)
+	c.wmu.Lock()
+	c.rcond.Broadcast()
+	c.wakeWriterLocked()
+	c.wmu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}

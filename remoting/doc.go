@@ -1,0 +1,109 @@
+// Package remoting owns Apogee's connections: the Server that brokers and name servers
+// accept clients with, and the Client (and Pool) that Apogee's client and a broker
+// talking to a name server dial with. Frames are RocketMQ remoting frames (package
+// protocol); this package moves them.
+//
+// # Requests and responses
+//
+// Both ends of a connection are a Conn. Either side may send requests at any time and
+// have many in flight: each request gets an opaque from the sending Conn's atomic
+// counter, and a response (a frame with protocol.FlagResponse) is matched to its
+// request by that opaque alone, in any order. A response whose request is no longer
+// waited for (timed out, cancelled) is dropped. Every request is answered unless it
+// carries protocol.FlagOneway (the official Go client never sets it; InvokeOneway
+// does) or its handler returns NoReply.
+//
+// Requests received are served by a Handler: the Server's, or
+// ClientOptions.Handler for requests a server pushes to a client (a broker sending
+// NOTIFY_CONSUMER_IDS_CHANGED or CHECK_TRANSACTION_STATE with Conn.InvokeOneway or
+// Conn.Invoke). Unknown request codes are the handler's business (a broker answers
+// REQUEST_CODE_NOT_SUPPORTED).
+//
+// # Threading model
+//
+// Each connection runs two goroutines.
+//
+//   - The read goroutine reads from the socket into the connection's read buffer, as
+//     many bytes as are ready, and handles every complete frame in it in order. A
+//     request is decoded into a Command the connection reuses and passed to
+//     Handler.ServeRemoting on this goroutine, inline: a cheap handler (a send into the
+//     commit log) costs no hand-off. A response is matched to its waiting call; for
+//     Invoke it is copied into the caller's Command, for InvokeAsync the callback runs
+//     here. Handlers and callbacks must therefore not block: a handler that must wait
+//     calls Conn.Defer, returns Deferred, and answers later from any goroutine through
+//     the Responder. The read goroutine never waits for a deferred request; it only
+//     stops reading while the connection is over a limit (below).
+//   - The writer goroutine owns the socket's write side. Responses and requests are
+//     queued by encoding their header (and Cmd.Body) into a shared pending buffer under
+//     the connection's write lock; zero-copy body slices are spliced in by reference.
+//     The writer takes everything pending at once and writes it with one net.Buffers
+//     write (writev), so responses that become ready together, such as the answers to
+//     all the requests in one read, leave in one syscall. The read goroutine wakes the
+//     writer once per read, after handling all the frames it read; other goroutines
+//     (Responder.Reply, Invoke) wake it when they queue.
+//
+// A Server also runs one accept goroutine per Serve call. Nothing else runs in the
+// background; an InvokeAsync with a timeout uses a runtime timer.
+//
+// # Buffer ownership
+//
+//   - A request passed to a handler (and the response of an InvokeAsync callback) is
+//     valid only until the handler (callback) returns: its Body aliases the read
+//     buffer, which is reused for the next read, and its Ext and Remark live in a
+//     Command that is decoded into again. A deferring handler copies what it keeps
+//     (it usually has decoded a typed header and copied its strings already). This is
+//     the one rule, and it keeps the server path allocation-free.
+//   - A Response's Cmd (header and Cmd.Body) is copied when the response is queued, so
+//     Cmd.Body may alias the request (an echo) and Cmd may be reused at once.
+//   - Response.Body slices (store views) are written as they are, in the same vectored
+//     write as their header, never copied. They must stay unchanged until
+//     Response.Release runs; Release runs exactly once: after the write that carried
+//     them returned, successfully or not, or when the connection closes before they
+//     were written, or at once if the response is not sent (oneway, NoReply, Deferred,
+//     a Reply that fails). It runs on the writer goroutine or the goroutine that
+//     queued the response.
+//   - Invoke returns a new Command owned by the caller; InvokeInto copies into the
+//     caller's Command, reusing its buffers.
+//   - Requests passed to Invoke, InvokeAsync and InvokeOneway are encoded before the
+//     call returns (or starts waiting) and are not retained; their Opaque and Flag are
+//     set by the call.
+//
+// # Limits and their defaults (Options)
+//
+//   - MaxFrameSize, 16 MiB (protocol.DefaultMaxFrameSize): a peer announcing a larger
+//     frame is disconnected before anything is allocated for it; the read buffer
+//     grows toward a large frame only as its bytes arrive. Larger outgoing frames are
+//     refused with protocol.ErrFrameTooLarge.
+//   - IdleTimeout, 120 s (the Go client's read deadline): no bytes received for that
+//     long closes the connection.
+//   - WriteTimeout, 60 s: one vectored write that cannot complete in that time (the
+//     peer stopped reading) closes the connection.
+//   - MaxInFlight, 4096 deferred requests, and MaxPendingBytes, 64 MiB of queued
+//     response bytes: over either, the read goroutine stops reading (TCP pushes back
+//     on the peer) until answers are written. Only what this side owes the peer
+//     counts, so two peers cannot deadlock each other.
+//   - ReadBufferSize, 4 KiB initially per connection; it doubles up to 64 KiB while
+//     reads fill it, and an empty buffer above 1 MiB (left by a large frame) is
+//     dropped.
+//
+// # Failures
+//
+// A malformed frame (length over the limit or under 4, a header that does not decode,
+// the peer closing inside a frame) closes that connection with one Warn log line and
+// nothing else; ordinary closes (EOF, reset, idle) log one Debug line. A handler panic
+// is recovered, logged with its stack, and answered with SYSTEM_ERROR (code 1); the
+// connection keeps serving. When a connection closes, its outstanding Invokes fail
+// with an error wrapping ErrClosed and the cause, queued zero-copy bodies are
+// released, and the Server's OnClose callbacks run once both goroutines have exited,
+// just before Conn.Done is closed.
+//
+// Server.Shutdown stops accepting, stops reading (frames already read are still
+// served), waits until every deferred request is answered and written, and closes
+// each connection, or closes them all when its context ends. Server.Close closes at
+// once.
+//
+// # Lock order
+//
+// Conn.cmu (outstanding calls) and Conn.wmu (write queue, limits) are never held
+// together. Server.mu is never held while a connection lock is taken.
+package remoting

@@ -1,0 +1,303 @@
+package remoting
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// TestMain fails the run if goroutines started by the tests outlive them.
+func TestMain(m *testing.M) {
+	before := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// checkGoroutines fails t if, after t's cleanups ran, more goroutines run than before.
+func checkGoroutines(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
+		}
+	})
+}
+
+// logSink is a slog handler target that keeps every line.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *logSink) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for l := range strings.SplitSeq(strings.TrimSpace(s.buf.String()), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// count returns the lines at level (e.g. "WARN") that contain every substring.
+func (s *logSink) count(level string, subs ...string) int {
+	n := 0
+outer:
+	for _, l := range s.lines() {
+		if !strings.Contains(l, "level="+level) {
+			continue
+		}
+		for _, sub := range subs {
+			if !strings.Contains(l, sub) {
+				continue outer
+			}
+		}
+		n++
+	}
+	return n
+}
+
+func newLogger() (*slog.Logger, *logSink) {
+	s := &logSink{}
+	return slog.New(slog.NewTextHandler(s, &slog.HandlerOptions{Level: slog.LevelDebug})), s
+}
+
+// Test request codes.
+const (
+	codeEcho  int32 = 1000 // answers with the request's ext and body
+	codePark  int32 = 1001 // deferred until the test lets it go
+	codePanic int32 = 1002
+)
+
+// echo copies req's ext and body into resp.
+func echo(req *protocol.Command, resp *Response) Action {
+	resp.Cmd.Ext.CopyFrom(&req.Ext)
+	resp.Cmd.Body = req.Body
+	return Reply
+}
+
+var echoHandler = HandlerFunc(func(_ *Conn, req *protocol.Command, resp *Response) Action { return echo(req, resp) })
+
+type testServer struct {
+	*Server
+	addr string
+	log  *logSink
+	errc chan error
+}
+
+// startServer serves h on 127.0.0.1:0 until the test ends.
+func startServer(t *testing.T, h Handler, opts *Options) *testServer {
+	t.Helper()
+	logger, sink := newLogger()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Logger = logger
+	s := NewServer(h, &o)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: s, addr: l.Addr().String(), log: sink, errc: make(chan error, 1)}
+	go func() { ts.errc <- s.Serve(l) }()
+	t.Cleanup(func() {
+		s.Close()
+		select {
+		case err := <-ts.errc:
+			if err != ErrServerClosed {
+				t.Errorf("Serve returned %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return")
+		}
+		if t.Failed() {
+			for _, l := range sink.lines() {
+				t.Log("server log:", l)
+			}
+		}
+	})
+	return ts
+}
+
+// dial connects a Client that is closed (and waited for) when the test ends.
+func dial(t *testing.T, addr string, opts *ClientOptions) *Client {
+	t.Helper()
+	var o ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger, _ = newLogger()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, addr, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cl.Close()
+		<-cl.Done()
+	})
+	return cl
+}
+
+func request(code int32, body string) *protocol.Command {
+	var c protocol.Command
+	c.InitRequest(code, 0)
+	if body != "" {
+		c.Body = []byte(body)
+	}
+	return &c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// serverConn returns the server's only connection.
+func serverConn(t *testing.T, s *testServer) *Conn {
+	t.Helper()
+	var c *Conn
+	waitFor(t, 5*time.Second, "a server connection", func() bool {
+		n := 0
+		s.Range(func(x *Conn) bool { c = x; n++; return true })
+		return n == 1
+	})
+	return c
+}
+
+// frame encodes cmd as one wire frame.
+func frame(t testing.TB, cmd *protocol.Command) []byte {
+	b, err := protocol.AppendFrame(nil, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// readResponse reads one frame from a raw connection.
+func readResponse(t *testing.T, nc net.Conn) *protocol.Command {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := protocol.ReadFrame(nc, nil, 0)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	var c protocol.Command
+	if err := protocol.DecodeFrame(f, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Body = bytes.Clone(c.Body)
+	return &c
+}
+
+// expectClosed waits until the peer closes nc (a read returns an error).
+func expectClosed(t *testing.T, nc net.Conn) {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	for {
+		_, err := nc.Read(buf)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("connection not closed by the server")
+			}
+			return
+		}
+	}
+}
+
+// countingReleaser counts Release calls.
+type countingReleaser struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+type releaseOf struct {
+	r  *countingReleaser
+	id int
+}
+
+func (r releaseOf) Release() {
+	r.r.mu.Lock()
+	r.r.n[r.id]++
+	r.r.mu.Unlock()
+}
+
+func (r *countingReleaser) of(id int) Releaser {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = make(map[int]int)
+	}
+	r.n[id] += 0
+	return releaseOf{r, id}
+}
+
+// check verifies that each of want ids was released exactly once.
+func (r *countingReleaser) exactlyOnce(want int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.n) != want {
+		return fmt.Errorf("%d releasers handed out, want %d", len(r.n), want)
+	}
+	for id, n := range r.n {
+		if n != 1 {
+			return fmt.Errorf("releaser %d ran %d times", id, n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package remoting
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// Defaults of Options and ClientOptions.
+const (
+	// DefaultIdleTimeout is how long a connection may receive nothing before it is
+	// closed: the official Go client's read deadline.
+	DefaultIdleTimeout = 120 * time.Second
+	// DefaultWriteTimeout bounds one vectored write of queued frames.
+	DefaultWriteTimeout = 60 * time.Second
+	// DefaultMaxInFlight is the number of deferred (parked) requests a connection may
+	// hold before its read goroutine stops reading from the socket.
+	DefaultMaxInFlight = 4096
+	// DefaultMaxPendingBytes is the number of response bytes a connection may have
+	// queued but not yet written before its read goroutine stops reading.
+	DefaultMaxPendingBytes = 64 << 20
+	// DefaultReadBufferSize is the initial size of a connection's read buffer. It
+	// doubles (up to maxReadBuffer) while reads keep filling it, and grows to hold a
+	// frame larger than itself as that frame's bytes arrive.
+	DefaultReadBufferSize = 4 << 10
+	// DefaultDialTimeout bounds Dial when its context has no earlier deadline (the
+	// official Go client's dial timeout).
+	DefaultDialTimeout = 15 * time.Second
+
+	maxReadBuffer  = 64 << 10 // adaptive growth stops here (frames may still need more)
+	keepReadBuffer = 1 << 20  // an empty buffer larger than this is dropped
+	keepWriteBatch = 4 << 20  // a write batch buffer larger than this is dropped once written
+)
+
+// Options are the limits of a connection, for servers and clients alike. The zero
+// value (or a nil *Options) gives every default.
+type Options struct {
+	// MaxFrameSize is the largest frame accepted or sent, counted as the frame's length
+	// field (everything after it). A peer that announces a larger frame is
+	// disconnected; Invoke and Reply refuse to queue a larger one. Default
+	// protocol.DefaultMaxFrameSize (16 MiB, the Java broker's limit).
+	MaxFrameSize int
+
+	// IdleTimeout closes a connection that has received no bytes for this long.
+	// Default DefaultIdleTimeout (120 s); negative disables it.
+	IdleTimeout time.Duration
+
+	// WriteTimeout bounds each vectored write; a peer that does not read for this long
+	// is disconnected. Default DefaultWriteTimeout (60 s); negative disables it.
+	WriteTimeout time.Duration
+
+	// MaxInFlight caps the deferred requests (see Conn.Defer) a connection holds; while
+	// at the cap its read goroutine stops reading, which pushes back on the peer
+	// through TCP. Default DefaultMaxInFlight (4096).
+	MaxInFlight int
+
+	// MaxPendingBytes caps the bytes of responses queued on a connection but not yet
+	// written (zero-copy bodies included). While over it the read goroutine stops
+	// reading. It is checked before each request is handled, so one request's
+	// response may overshoot it. Requests this side sends do not count: they cannot
+	// deadlock two peers that both stop reading. Default DefaultMaxPendingBytes (64 MiB).
+	MaxPendingBytes int
+
+	// ReadBufferSize is the initial read buffer of a connection. Default
+	// DefaultReadBufferSize (4 KiB).
+	ReadBufferSize int
+
+	// Logger receives one line per closed connection (Debug for ordinary closes, Warn
+	// for a malformed frame), handler and callback panics (Error), and accept errors.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// config is Options with every default filled in.
+type config struct {
+	maxFrame     int
+	idleTimeout  time.Duration // 0: disabled
+	writeTimeout time.Duration // 0: disabled
+	maxInFlight  int32
+	maxPending   int64
+	readBuf      int
+	log          *slog.Logger
+}
+
+func (o *Options) config() config {
+	var opt Options
+	if o != nil {
+		opt = *o
+	}
+	c := config{
+		maxFrame:     opt.MaxFrameSize,
+		idleTimeout:  opt.IdleTimeout,
+		writeTimeout: opt.WriteTimeout,
+		maxInFlight:  int32(min(opt.MaxInFlight, 1<<30)),
+		maxPending:   int64(opt.MaxPendingBytes),
+		readBuf:      opt.ReadBufferSize,
+		log:          opt.Logger,
+	}
+	if c.maxFrame <= 0 {
+		c.maxFrame = protocol.DefaultMaxFrameSize
+	}
+	switch {
+	case c.idleTimeout == 0:
+		c.idleTimeout = DefaultIdleTimeout
+	case c.idleTimeout < 0:
+		c.idleTimeout = 0
+	}
+	switch {
+	case c.writeTimeout == 0:
+		c.writeTimeout = DefaultWriteTimeout
+	case c.writeTimeout < 0:
+		c.writeTimeout = 0
+	}
+	if c.maxInFlight <= 0 {
+		c.maxInFlight = DefaultMaxInFlight
+	}
+	if c.maxPending <= 0 {
+		c.maxPending = DefaultMaxPendingBytes
+	}
+	if c.readBuf < 64 {
+		c.readBuf = DefaultReadBufferSize
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	return c
+}
+
+// ClientOptions configure Dial and Pool.
+type ClientOptions struct {
+	Options
+
+	// Handler serves the requests the server pushes on the connection (for example
+	// NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE). It is called on the
+	// connection's read goroutine, like a server handler. Nil answers every pushed
+	// request with REQUEST_CODE_NOT_SUPPORTED (and oneway ones with nothing).
+	Handler Handler
+
+	// DialTimeout bounds the TCP connect. Default DefaultDialTimeout (15 s).
+	DialTimeout time.Duration
+}

@@ -1,0 +1,184 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// Server accepts connections and serves their requests with one Handler.
+type Server struct {
+	h   Handler
+	cfg config
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*Conn]struct{}
+	onClose   []func(*Conn)
+	closed    bool
+}
+
+// NewServer returns a server that serves every connection's requests with h. opts may
+// be nil.
+func NewServer(h Handler, opts *Options) *Server {
+	if h == nil {
+		panic("remoting: NewServer with a nil Handler")
+	}
+	return &Server{
+		h:         h,
+		cfg:       opts.config(),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*Conn]struct{}),
+	}
+}
+
+// OnClose registers fn to run once for every connection that closes, after its
+// goroutines have exited (no handler runs on it any more) and before its Done channel
+// is closed. fn runs on one of the connection's goroutines and must not block for long.
+func (s *Server) OnClose(fn func(*Conn)) {
+	s.mu.Lock()
+	s.onClose = append(s.onClose, fn)
+	s.mu.Unlock()
+}
+
+// Serve accepts connections on l until the server is closed, then returns
+// ErrServerClosed. Transient accept errors (too many open files, ...) are logged and
+// retried with a growing pause, as net/http does. Serve closes l when it returns.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		_ = l.Close()
+	}()
+
+	var pause time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.cfg.log.Warn("remoting: accept", "addr", l.Addr().String(), "err", err, "retry_in", pause)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		c := newConn(nc, &s.cfg, s.h, s)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		c.start()
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// remove forgets a finished connection and runs the OnClose callbacks.
+func (s *Server) remove(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	fns := s.onClose
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(c)
+	}
+}
+
+// Len returns the number of open connections.
+func (s *Server) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Range calls fn for each open connection until fn returns false. fn must not call
+// back into the server.
+func (s *Server) Range(fn func(*Conn) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if !fn(c) {
+			return
+		}
+	}
+}
+
+// stop marks the server closed, closes its listeners and returns its connections.
+func (s *Server) stop() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// Shutdown stops the server gracefully: it stops accepting, stops reading new
+// requests (frames already received are still served), waits for every deferred
+// request to be answered and every response to be written, then closes each
+// connection. If ctx ends first, the remaining connections are closed at once and
+// ctx's error is returned. Long-polling handlers should answer their parked requests
+// when the owner shuts down, or Shutdown waits for them until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	conns := s.stop()
+	for _, c := range conns {
+		c.drain()
+	}
+	for i, c := range conns {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			for _, c := range conns[i:] {
+				c.fail(ErrServerClosed)
+			}
+			for _, c := range conns[i:] {
+				<-c.done
+			}
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops accepting and closes every connection at once (queued responses are
+// dropped, their Release run). It waits for the connections' goroutines to exit, so
+// it must not be called from a Handler.
+func (s *Server) Close() error {
+	conns := s.stop()
+	for _, c := range conns {
+		c.fail(ErrServerClosed)
+	}
+	for _, c := range conns {
+		<-c.done
+	}
+	return nil
+}
