@@ -32,7 +32,7 @@ func TestMatchAllocs(t *testing.T) {
 		"a > 5 AND b = 'x' OR c IS NOT NULL",
 		"score > 0.5 AND currency IN ('EUR', 'USD') AND TAGS STARTSWITH 'Tag'",
 		"price BETWEEN 100 AND 200 AND NOT (region CONTAINS 'us')",
-		"price > 5 OR score > 1", // a thrown NumberFormatException: still no allocation
+		"price > 5 OR score > 1",             // a thrown NumberFormatException: still no allocation
 		"score > 0.123456789012345678901234", // long literal; the property is short
 		"region > 1.5",                       // Double.valueOf fails on the property
 		"KEYS ENDSWITH '000123' AND TAGS <> 'TagB'",

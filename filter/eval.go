@@ -179,6 +179,31 @@ type env struct {
 	vals  [maxSlots]slotVal
 }
 
+// fill reads the values of the first e.n names in one pass over the
+// properties, with the rules of lookupJava. A name holds no 0x01, so an item
+// is the pair (name, value) exactly when it starts with the name and a 0x01
+// and has something after it.
+func (e *env) fill(names []string, first *[4]uint64) {
+	p := e.props
+	for len(p) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(p, 0x02); i >= 0 {
+			item, p = p[:i], p[i+1:]
+		} else {
+			item, p = p, nil
+		}
+		if len(item) == 0 || first[item[0]>>6]&(1<<(item[0]&63)) == 0 {
+			continue // no name starts with this byte
+		}
+		for j, name := range names {
+			if len(item) > len(name)+1 && item[len(name)] == 0x01 && string(item[:len(name)]) == name {
+				e.vals[j] = slotVal{item[len(name)+1:], true}
+				break
+			}
+		}
+	}
+}
+
 // Match reports whether a message with the encoded properties props matches
 // the selector, the way RocketMQ's broker decides it: the expression must
 // evaluate to TRUE; FALSE, unknown (NULL) and an evaluation error (a value
@@ -190,23 +215,9 @@ func (s *SQL) Match(props []byte) bool {
 	e.props = props
 	e.n = min(len(s.names), maxSlots)
 	if e.n > 0 {
-		names := s.names[:e.n]
-		for p := props; ; {
-			k, v, rest, ok := nextPair(p)
-			if !ok {
-				break
-			}
-			for i, name := range names {
-				if string(k) == name {
-					e.vals[i] = slotVal{v, true}
-					break
-				}
-			}
-			p = rest
-		}
+		e.fill(s.names[:e.n], &s.first)
 	}
-	v, ok := s.eval(s.root, &e)
-	return ok && v.k == kBool && v.b
+	return s.test(s.root, &e) == triTrue
 }
 
 // MatchTagCode returns true: an SQL92 filter decides on the record.
@@ -231,17 +242,35 @@ func (s *SQL) prop(slot int, e *env) value {
 	return value{k: kString, s: sv.v}
 }
 
-// eval evaluates x. ok is false when RocketMQ's evaluator would throw; the
-// exception ends the whole evaluation (the message does not match), so it
-// propagates straight up.
-func (s *SQL) eval(x *expr, e *env) (value, bool) {
+// tri is the result of a condition: Java's Boolean.TRUE, Boolean.FALSE,
+// null (unknown), or a thrown exception, which ends the whole evaluation
+// (the message does not match) and so propagates straight up.
+type tri uint8
+
+const (
+	triFalse tri = iota
+	triTrue
+	triNull
+	triErr
+)
+
+func triOf(b bool) tri {
+	if b {
+		return triTrue
+	}
+	return triFalse
+}
+
+// value evaluates x as a value. ok is false when RocketMQ's evaluator would
+// throw.
+func (s *SQL) value(x *expr, e *env) (value, bool) {
 	switch x.op {
 	case opConst:
 		return x.lit, true
 	case opProp:
 		return s.prop(x.slot, e), true
 	case opNeg:
-		v, ok := s.eval(x.x, e)
+		v, ok := s.value(x.x, e)
 		if !ok {
 			return v, false
 		}
@@ -254,63 +283,117 @@ func (s *SQL) eval(x *expr, e *env) (value, bool) {
 			return value{k: kDouble, f: -v.f}, true
 		}
 		return vNull, true
+	}
+	return s.condValue(x, e)
+}
+
+// operand is value with the two common cases inlined.
+func (s *SQL) operand(x *expr, e *env) (value, bool) {
+	if x.op == opProp && x.slot < e.n {
+		if sv := &e.vals[x.slot]; sv.ok {
+			return value{k: kString, s: sv.v}, true
+		}
+		return value{}, true
+	}
+	if x.op == opConst {
+		return x.lit, true
+	}
+	return s.value(x, e)
+}
+
+// condValue turns a condition into a value (TRUE, FALSE or NULL).
+func (s *SQL) condValue(x *expr, e *env) (value, bool) {
+	switch s.test(x, e) {
+	case triTrue:
+		return vTrue, true
+	case triFalse:
+		return vFalse, true
+	case triNull:
+		return vNull, true
+	}
+	return vNull, false
+}
+
+// test evaluates the condition x.
+func (s *SQL) test(x *expr, e *env) tri {
+	switch x.op {
+	case opConst:
+		switch x.lit.k {
+		case kBool:
+			return triOf(x.lit.b)
+		case kNull:
+			return triNull
+		}
+		return triErr // not reached: the parser admits no other constant here
 	case opNot:
-		v, ok := s.eval(x.x, e)
-		if !ok || v.k != kBool {
-			return v, ok // null stays null
+		t := s.test(x.x, e)
+		if t <= triTrue {
+			t ^= 1
 		}
-		return boolValue(!v.b), true
+		return t
 	case opBoolCast:
-		v, ok := s.eval(x.x, e)
-		if !ok || v.k == kNull {
-			return v, ok
+		v, ok := s.operand(x.x, e)
+		switch {
+		case !ok:
+			return triErr
+		case v.k == kNull:
+			return triNull
 		}
-		return boolValue(v.k == kBool && v.b), true
+		return triOf(v.k == kBool && v.b)
 	case opAnd, opOr:
-		stop := x.op == opOr // OR stops at TRUE, AND at FALSE
+		stop := triFalse // AND stops at FALSE, OR at TRUE
+		if x.op == opOr {
+			stop = triTrue
+		}
 		unknown := false
 		for _, k := range x.kids {
-			v, ok := s.eval(k, e)
-			if !ok {
-				return v, false
-			}
-			if v.k == kNull {
+			switch t := s.test(k, e); t {
+			case stop, triErr:
+				return t
+			case triNull:
 				unknown = true
-			} else if v.b == stop {
-				return boolValue(stop), true
 			}
 		}
 		if unknown {
-			return vNull, true
+			return triNull
 		}
-		return boolValue(!stop), true
+		return stop ^ 1
 	case opEq:
-		l, ok := s.eval(x.x, e)
+		l, ok := s.operand(x.x, e)
 		if !ok {
-			return l, false
+			return triErr
 		}
-		r, ok := s.eval(x.y, e)
+		r, ok := s.operand(x.y, e)
 		if !ok {
-			return r, false
+			return triErr
 		}
 		switch {
 		case l.k == kNull && r.k == kNull:
-			return vTrue, true // null == null: how IS NULL works
+			return triTrue // null == null: how IS NULL works
 		case l.k == kNull:
-			return vNull, true
+			return triNull
 		case r.k == kNull:
-			return vFalse, true
+			return triFalse
 		}
 		c, ok := javaCompare(l, r)
-		return boolValue(c == 0), ok
-	case opLt, opLe, opGt, opGe:
-		l, ok := s.eval(x.x, e)
-		if !ok || l.k == kNull {
-			return l, ok
+		if !ok {
+			return triErr
 		}
-		r, ok := s.eval(x.y, e)
-		if !ok || r.k == kNull {
-			return r, ok
+		return triOf(c == 0)
+	case opLt, opLe, opGt, opGe:
+		l, ok := s.operand(x.x, e)
+		if !ok {
+			return triErr
+		}
+		if l.k == kNull {
+			return triNull
+		}
+		r, ok := s.operand(x.y, e)
+		if !ok {
+			return triErr
+		}
+		if r.k == kNull {
+			return triNull
 		}
 		var c int
 		if l.k == kString && r.k == kString {
@@ -318,25 +401,28 @@ func (s *SQL) eval(x *expr, e *env) (value, bool) {
 			lf, lok := javaParseDouble(l.s)
 			rf, rok := javaParseDouble(r.s)
 			if !lok || !rok {
-				return vNull, false
+				return triErr
 			}
 			c = javaDoubleCompare(lf, rf)
 		} else if c, ok = javaCompare(l, r); !ok {
-			return vNull, false
+			return triErr
 		}
 		switch x.op {
 		case opLt:
-			return boolValue(c < 0), true
+			return triOf(c < 0)
 		case opLe:
-			return boolValue(c <= 0), true
+			return triOf(c <= 0)
 		case opGt:
-			return boolValue(c > 0), true
+			return triOf(c > 0)
 		}
-		return boolValue(c >= 0), true
+		return triOf(c >= 0)
 	case opIn:
-		v, ok := s.eval(x.x, e)
-		if !ok || v.k != kString {
-			return vNull, ok
+		v, ok := s.operand(x.x, e)
+		switch {
+		case !ok:
+			return triErr
+		case v.k != kString:
+			return triNull
 		}
 		found := false
 		for _, str := range x.strs {
@@ -345,17 +431,17 @@ func (s *SQL) eval(x *expr, e *env) (value, bool) {
 				break
 			}
 		}
-		return boolValue(found != x.not), true
+		return triOf(found != x.not)
 	case opContains, opStartsWith, opEndsWith:
 		if x.search == "" {
-			return vFalse, true
+			return triFalse
 		}
-		v, ok := s.eval(x.x, e)
+		v, ok := s.operand(x.x, e)
 		if !ok {
-			return v, false
+			return triErr
 		}
 		if v.k != kString {
-			return vFalse, true
+			return triFalse
 		}
 		var hit bool
 		switch x.op {
@@ -366,7 +452,7 @@ func (s *SQL) eval(x *expr, e *env) (value, bool) {
 		default:
 			hit = len(v.s) >= len(x.search) && string(v.s[len(v.s)-len(x.search):]) == x.search
 		}
-		return boolValue(hit != x.not), true
+		return triOf(hit != x.not)
 	}
-	return vNull, false
+	return triErr // not reached: values are not conditions
 }

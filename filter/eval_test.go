@@ -26,8 +26,8 @@ func TestMatch(t *testing.T) {
 		{"a < 5", props("a", "3"), true},
 		{"a <= 5", props("a", "5"), true},
 		{"a <= 5", props("a", "6"), false},
-		{"a > 5", props("a", "+10"), true},  // Integer.valueOf takes a '+'
-		{"a > 5", props("a", "010"), true},  // and leading zeros
+		{"a > 5", props("a", "+10"), true},   // Integer.valueOf takes a '+'
+		{"a > 5", props("a", "010"), true},   // and leading zeros
 		{"a > 5", props("a", "10.5"), false}, // Integer.valueOf throws: no match
 		{"a > 5", props("a", " 10"), false},  // no spaces either
 		{"a > 5", props("a", "abc"), false},
@@ -120,7 +120,7 @@ func TestMatch(t *testing.T) {
 		{"NOT (a = 'x')", props("a", "x"), false},
 		{"NOT (a = 'x')", none, false},
 		{"NOT NOT (a = 'x')", props("a", "x"), true},
-		{"NOT a IS NULL", none, true},         // (NOT a) IS NULL: NOT NULL is NULL
+		{"NOT a IS NULL", none, true}, // (NOT a) IS NULL: NOT NULL is NULL
 		{"NOT a IS NULL", props("a", "x"), false},
 		{"NOT a CONTAINS 'x'", props("a", "x"), false}, // a Boolean contains nothing
 		// IS [NOT] NULL.
@@ -224,8 +224,8 @@ func TestMatch(t *testing.T) {
 		{"a = 1 b = 2", props("a", "1"), true},
 		{"a = 007", props("a", "0"), true},
 		// The properties string is read as the Java broker reads it.
-		{"a = 'x'", props("a", "y", "a", "x"), true}, // last wins
-		{"a = 'x'", []byte("a\x01x"), true},           // no trailing 0x02
+		{"a = 'x'", props("a", "y", "a", "x"), true},          // last wins
+		{"a = 'x'", []byte("a\x01x"), true},                   // no trailing 0x02
 		{"a STARTSWITH 'x'", []byte("a\x01x\x01y\x02"), true}, // value runs to the 0x02
 		{"a = 'x'", []byte("\x02\x02a\x01x\x02junk\x02\x01z\x02"), true},
 		{"a IS NULL", []byte("a\x01\x02"), true},

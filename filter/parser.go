@@ -67,7 +67,8 @@ func (e *expr) isBool() bool {
 type SQL struct {
 	src   string
 	root  *expr
-	names []string // property names, one slot each
+	names []string  // property names, one slot each
+	first [4]uint64 // bit c set: the first maxSlots names include one starting with byte c
 }
 
 // Compile parses an SQL92 selector with the grammar and the compile-time
@@ -88,7 +89,14 @@ func Compile(src string) (s *SQL, err error) {
 	// Like the JavaCC parser (JmsSelector has no <EOF>), the selector ends
 	// where the grammar stops: trailing tokens that cannot continue it are
 	// ignored.
-	return &SQL{src: src, root: e, names: p.names}, nil
+	s = &SQL{src: src, root: e, names: p.names}
+	for i, name := range s.names {
+		if i == maxSlots {
+			break
+		}
+		s.first[name[0]>>6] |= 1 << (name[0] & 63)
+	}
+	return s, nil
 }
 
 // String returns the source expression.

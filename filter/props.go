@@ -10,39 +10,26 @@ import "bytes"
 // skipped, so an empty value reads as a missing property. When a key repeats,
 // the last pair wins (Java puts the pairs in a HashMap).
 
-// nextPair returns the next key/value pair of p and the rest of p after it.
-// ok is false when p holds no further pair.
-func nextPair(p []byte) (key, val, rest []byte, ok bool) {
-	for len(p) > 0 {
-		var item []byte
-		if i := bytes.IndexByte(p, 0x02); i >= 0 {
-			item, p = p[:i], p[i+1:]
-		} else {
-			item, p = p, nil
-		}
-		k := bytes.IndexByte(item, 0x01)
-		if k > 0 && k < len(item)-1 {
-			return item[:k], item[k+1:], p, true
-		}
-	}
-	return nil, nil, nil, false
-}
-
 // lookupJava returns the value of name in props under the rules above. The
-// value aliases props. It does not allocate.
+// value aliases props. It does not allocate. name must not contain 0x01 or
+// 0x02 (property names in selectors and PropTags never do): then an item is
+// the pair (name, value) exactly when it starts with name and a 0x01 and has
+// something after it.
 func lookupJava(props []byte, name string) ([]byte, bool) {
 	var (
 		val   []byte
 		found bool
 	)
-	for {
-		k, v, rest, ok := nextPair(props)
-		if !ok {
-			return val, found
+	for len(props) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(props, 0x02); i >= 0 {
+			item, props = props[:i], props[i+1:]
+		} else {
+			item, props = props, nil
 		}
-		if string(k) == name {
-			val, found = v, true
+		if len(item) > len(name)+1 && item[len(name)] == 0x01 && string(item[:len(name)]) == name {
+			val, found = item[len(name)+1:], true
 		}
-		props = rest
 	}
+	return val, found
 }
