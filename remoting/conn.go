@@ -44,6 +44,7 @@ type Conn struct {
 	cur      *protocol.Command // request being served
 	deferred bool              // Defer was called for cur
 	queued   bool              // a frame was queued without waking the writer
+	unkicked int               // frames handled since the writer was last kicked
 
 	nextOpaque atomic.Int32
 
@@ -227,7 +228,10 @@ func (c *Conn) settle() {
 }
 
 func (c *Conn) settleLocked() {
-	c.inflight.Add(-1)
+	if c.inflight.Add(-1) < 0 {
+		c.inflight.Store(0)
+		c.cfg.log.Error("remoting: a Responder answered twice (or Cancel after Reply)", "conn", c.id, "remote", c.remote)
+	}
 	if c.readerWaiting {
 		c.rcond.Signal()
 	}
@@ -312,6 +316,7 @@ func (c *Conn) wakeWriterLocked() {
 
 // kick wakes the writer for frames the read goroutine queued.
 func (c *Conn) kick() {
+	c.unkicked = 0
 	if !c.queued {
 		return
 	}
@@ -366,6 +371,11 @@ func (c *Conn) readFrames() error {
 			}
 			if !ok {
 				break
+			}
+			// Answers wait for the end of the read so that they leave together, but not
+			// behind an unbounded run of frames.
+			if c.unkicked++; c.unkicked >= kickEvery {
+				c.kick()
 			}
 		}
 		c.kick()
@@ -498,8 +508,14 @@ func (c *Conn) serve(req *protocol.Command) {
 	}
 	switch act {
 	case Reply:
-		if req.IsOneway() || resp.Cmd == nil {
+		if req.IsOneway() {
 			resp.release()
+			return
+		}
+		if resp.Cmd == nil {
+			resp.release()
+			c.cfg.log.Error("remoting: handler returned Reply with a nil resp.Cmd", "conn", c.id, "remote", c.remote, "code", req.Code)
+			c.replyError(req, "request not answered by its handler")
 			return
 		}
 		resp.Cmd.Opaque = req.Opaque

@@ -16,38 +16,56 @@ import (
 	"github.com/apogeemq/apogee/protocol"
 )
 
-// TestMain fails the run if goroutines started by the tests outlive them.
+// TestMain fails the run if goroutines running this package's code outlive the tests.
 func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d before, %d after\n%s\n", before, n, buf)
+		if leaked := waitGoroutines(0); len(leaked) > 0 {
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d left\n%s\n", len(leaked), strings.Join(leaked, "\n\n"))
 			code = 1
 		}
 	}
 	os.Exit(code)
 }
 
-// checkGoroutines fails t if, after t's cleanups ran, more goroutines run than before.
+// remotingGoroutines returns the stacks of the goroutines, other than the caller's,
+// that run code of this package (the fuzz engine's and the runtime's do not count).
+func remotingGoroutines() []string {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i > 0 && strings.Contains(g, "apogeemq/apogee/remoting.") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// waitGoroutines waits up to 5 s for at most n such goroutines, and returns them if
+// more remain.
+func waitGoroutines(n int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g := remotingGoroutines()
+		if len(g) <= n || time.Now().After(deadline) {
+			if len(g) <= n {
+				return nil
+			}
+			return g
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkGoroutines fails t if, after t's cleanups ran, more of this package's
+// goroutines run than before it.
 func checkGoroutines(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
+	before := len(remotingGoroutines())
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
+		if leaked := waitGoroutines(before); len(leaked) > 0 {
+			t.Errorf("goroutine leak: %d before, %d after\n%s", before, len(leaked), strings.Join(leaked, "\n\n"))
 		}
 	})
 }

@@ -590,12 +590,48 @@ func TestHandlerPanic(t *testing.T) {
 	if n := s.log.count("ERROR", "handler panic", "boom"); n != 3 {
 		t.Fatalf("%d panic lines: %v", n, s.log.lines())
 	}
-	// Returning Deferred without Defer is answered with SYSTEM_ERROR too.
-	s2 := startServer(t, HandlerFunc(func(*Conn, *protocol.Command, *Response) Action { return Deferred }), nil)
-	cl2 := dial(t, s2.addr, nil)
-	resp, err := cl2.Invoke(ctx, request(codeEcho, ""))
-	if err != nil || resp.Code != protocol.RespSystemError {
-		t.Fatalf("Deferred without Defer: %v %v", resp, err)
+}
+
+func TestHandlerMisuse(t *testing.T) {
+	checkGoroutines(t)
+	var twice atomic.Bool
+	s := startServer(t, HandlerFunc(func(c *Conn, req *protocol.Command, resp *Response) Action {
+		switch string(req.Body) {
+		case "deferred without Defer":
+			return Deferred
+		case "nil Cmd":
+			resp.Cmd = nil
+			return Reply
+		case "reply twice":
+			r := c.Defer(req)
+			var cmd protocol.Command
+			r.InitResponse(&cmd, protocol.RespSuccess)
+			r.Reply(&Response{Cmd: &cmd})
+			r.Reply(&Response{Cmd: &cmd})
+			twice.Store(true)
+			return Deferred
+		}
+		return echo(req, resp)
+	}), nil)
+	cl := dial(t, s.addr, nil)
+	ctx := testCtx(t)
+	for _, body := range []string{"deferred without Defer", "nil Cmd"} {
+		resp, err := cl.Invoke(ctx, request(codeEcho, body))
+		if err != nil || resp.Code != protocol.RespSystemError {
+			t.Fatalf("%s: %v %v", body, resp, err)
+		}
+	}
+	if resp, err := cl.Invoke(ctx, request(codeEcho, "reply twice")); err != nil || resp.Code != protocol.RespSuccess {
+		t.Fatalf("reply twice: %v %v", resp, err)
+	}
+	if st := serverConn(t, s).Stats(); st.InFlight != 0 || !twice.Load() {
+		t.Fatalf("in flight %d after a double reply", st.InFlight)
+	}
+	if resp, err := cl.Invoke(ctx, request(codeEcho, "fine")); err != nil || string(resp.Body) != "fine" {
+		t.Fatalf("after misuse: %v %v", resp, err)
+	}
+	if n := s.log.count("ERROR"); n != 3 {
+		t.Fatalf("%d error lines, want 3: %v", n, s.log.lines())
 	}
 }
 
