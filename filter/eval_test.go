@@ -306,3 +306,29 @@ func TestNew(t *testing.T) {
 		t.Error("SQL92 Filter methods")
 	}
 }
+
+// TestConcurrentMatch shares one compiled filter among goroutines (run with
+// -race).
+func TestConcurrentMatch(t *testing.T) {
+	s, err := Compile(threeClause)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, _ := CompileTags("TagA || TagB")
+	hit, miss := realisticProps(), props("price", "1", "TAGS", "TagC")
+	done := make(chan bool)
+	for range 4 {
+		go func() {
+			ok := true
+			for range 2000 {
+				ok = ok && s.Match(hit) && !s.Match(miss) && tags.MatchProperties(hit) && !tags.MatchProperties(miss)
+			}
+			done <- ok
+		}()
+	}
+	for range 4 {
+		if !<-done {
+			t.Error("wrong result under concurrency")
+		}
+	}
+}

@@ -10,8 +10,8 @@ import (
 // This file holds the Java library conversions RocketMQ's evaluator applies
 // to property strings: Integer.valueOf, Long.valueOf, Double.valueOf,
 // Boolean.valueOf and Double.compare. None of them allocates on the paths a
-// message can reach, except Double parsing of a value with more than 24
-// significant digits or one that overflows just past Double.MAX_VALUE.
+// message can reach, except Double parsing of a value with more than
+// maxNormDigits significant digits.
 
 // javaDigit returns the value of r as a decimal digit the way Java's
 // Character.digit(char, 10) sees it: ASCII digits and the other Unicode
@@ -127,6 +127,12 @@ func javaDoubleCompare(a, b float64) int {
 
 func isHex(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
 
+// overflowDigits are the leading digits of the 309-digit number halfway
+// between Double.MAX_VALUE and 2^1024, from which decimal input rounds to
+// infinity. Its later digits are not all zero, so an input of at most
+// maxNormDigits digits that equals this prefix rounds to MAX_VALUE.
+const overflowDigits = "179769313486231580793728971405"
+
 // maxNormDigits is the most significant digits javaParseDouble hands to
 // strconv through a string that stays on the stack (32 bytes with the sign
 // and the exponent).
@@ -206,8 +212,8 @@ func javaParseDouble(s []byte) (float64, bool) {
 		if nd < maxNormDigits {
 			digits[nd] = c
 			nd++
-		} else {
-			dropped = true
+		} else if c != '0' {
+			dropped = true // zeros past the buffer change nothing; others do
 		}
 		if !sawDot {
 			dp++
@@ -259,7 +265,7 @@ func javaParseDouble(s []byte) (float64, bool) {
 	switch e10 := dp + exp; {
 	case nd == 0:
 		f = 0
-	case e10 > 310:
+	case e10 > 309 || e10 == 309 && string(digits[:nd]) > overflowDigits[:nd]:
 		f = math.Inf(1)
 	case e10 < -330:
 		f = 0
