@@ -44,7 +44,6 @@ type Conn struct {
 	cur      *protocol.Command // request being served
 	deferred bool              // Defer was called for cur
 	queued   bool              // a frame was queued without waking the writer
-	unkicked int               // frames handled since the writer was last kicked
 
 	nextOpaque atomic.Int32
 
@@ -295,7 +294,9 @@ func (c *Conn) enqueue(cmd *protocol.Command, views [][]byte, rel Releaser, flag
 	if flags&qSettle != 0 {
 		c.settleLocked()
 	}
-	if flags&qWake != 0 {
+	// The read goroutine's answers wait for the end of its read so that they leave
+	// together, unless enough is queued to start writing.
+	if flags&qWake != 0 || b.bytes >= kickBytes {
 		c.wakeWriterLocked()
 	} else {
 		c.queued = true
@@ -316,7 +317,6 @@ func (c *Conn) wakeWriterLocked() {
 
 // kick wakes the writer for frames the read goroutine queued.
 func (c *Conn) kick() {
-	c.unkicked = 0
 	if !c.queued {
 		return
 	}
@@ -371,11 +371,6 @@ func (c *Conn) readFrames() error {
 			}
 			if !ok {
 				break
-			}
-			// Answers wait for the end of the read so that they leave together, but not
-			// behind an unbounded run of frames.
-			if c.unkicked++; c.unkicked >= kickEvery {
-				c.kick()
 			}
 		}
 		c.kick()

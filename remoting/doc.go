@@ -39,8 +39,8 @@
 //     The writer takes everything pending at once and writes it with one net.Buffers
 //     write (writev), so responses that become ready together, such as the answers to
 //     all the requests in one read, leave in one syscall. The read goroutine wakes the
-//     writer once per read, after handling all the frames it read (and at least every
-//     64 frames); other goroutines (Responder.Reply, Invoke) wake it when they queue.
+//     writer once per read, after handling all the frames it read (or sooner once 64 KiB
+//     are queued); other goroutines (Responder.Reply, Invoke) wake it when they queue.
 //
 // A Server also runs one accept goroutine per Serve call. Nothing else runs in the
 // background; an InvokeAsync with a timeout uses a runtime timer.

@@ -31,7 +31,7 @@ const (
 	maxReadBuffer  = 64 << 10 // adaptive growth stops here (frames may still need more)
 	keepReadBuffer = 1 << 20  // an empty buffer larger than this is dropped
 	keepWriteBatch = 4 << 20  // a write batch buffer larger than this is dropped once written
-	kickEvery      = 64       // the read goroutine wakes the writer at least every this many frames
+	kickBytes      = 64 << 10 // the read goroutine wakes the writer mid-read once this much is queued
 )
 
 // Options are the limits of a connection, for servers and clients alike. The zero

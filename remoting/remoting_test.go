@@ -62,6 +62,7 @@ func TestEchoManyInFlight(t *testing.T) {
 	for err := range errc {
 		t.Fatal(err)
 	}
+	waitFor(t, 5*time.Second, "the writer's counters", func() bool { return cl.Stats().FramesOut == workers*perWorker })
 	st := cl.Stats()
 	if st.FramesOut != workers*perWorker || st.FramesIn != workers*perWorker {
 		t.Fatalf("client stats %+v", st)
@@ -253,7 +254,9 @@ func TestResponsesCoalesced(t *testing.T) {
 			}
 		}
 		sc1 := procWrites()
-		st := serverConn(t, s).Stats()
+		sc := serverConn(t, s)
+		waitFor(t, 5*time.Second, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
+		st := sc.Stats()
 		t.Logf("%d responses: server stats %+v; process write syscalls during the exchange: %d", n, st, sc1-sc0)
 		if st.FramesOut != n || st.Writes > 10 {
 			t.Fatalf("%d responses took %d writes (%+v)", n, st.Writes, st)
@@ -288,6 +291,8 @@ func TestResponsesCoalesced(t *testing.T) {
 			answer(t, pr)
 		}
 		wg.Wait()
+		// The writer counts a write after it returns, which may be after the peer saw it.
+		waitFor(t, 5*time.Second, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
 		after := sc.Stats()
 		writes := after.Writes - before.Writes
 		t.Logf("%d deferred answers took %d writes", n, writes)
@@ -382,8 +387,9 @@ func TestZeroCopyBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 		parked := p.wait(t, 1)
+		sc := serverConn(t, s)
 		cl.Close()
-		<-serverConn(t, s).Done()
+		<-sc.Done()
 		var rel countingReleaser
 		var cmd protocol.Command
 		parked[0].r.InitResponse(&cmd, protocol.RespSuccess)
@@ -471,6 +477,7 @@ func TestOnewayNotAnswered(t *testing.T) {
 	if got.Load() != 5 {
 		t.Fatalf("handler saw %d oneway requests", got.Load())
 	}
+	waitFor(t, 5*time.Second, "the client's counters", func() bool { return cl.Stats().FramesOut == 6 })
 	if st := cl.Stats(); st.FramesIn != 1 || st.FramesOut != 6 {
 		t.Fatalf("client stats %+v: oneway requests were answered", st)
 	}
@@ -624,7 +631,8 @@ func TestHandlerMisuse(t *testing.T) {
 	if resp, err := cl.Invoke(ctx, request(codeEcho, "reply twice")); err != nil || resp.Code != protocol.RespSuccess {
 		t.Fatalf("reply twice: %v %v", resp, err)
 	}
-	if st := serverConn(t, s).Stats(); st.InFlight != 0 || !twice.Load() {
+	waitFor(t, 5*time.Second, "the second Reply", twice.Load)
+	if st := serverConn(t, s).Stats(); st.InFlight != 0 {
 		t.Fatalf("in flight %d after a double reply", st.InFlight)
 	}
 	if resp, err := cl.Invoke(ctx, request(codeEcho, "fine")); err != nil || string(resp.Body) != "fine" {
