@@ -176,6 +176,34 @@ func BenchmarkServerHandle(b *testing.B) {
 	}
 }
 
+// BenchmarkInvokeSerial: one 1 KiB request in flight at a time (round-trip latency).
+func BenchmarkInvokeSerial(b *testing.B) {
+	s := NewServer(echoHandler, &Options{Logger: quiet})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(l)
+	defer s.Close()
+	cl, err := Dial(context.Background(), l.Addr().String(), &ClientOptions{Options: Options{Logger: quiet}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cl.Close(); <-cl.Done() }()
+	var req, resp protocol.Command
+	body := make([]byte, 1024)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req.InitRequest(codeEcho, 0)
+		req.Body = body
+		if err := cl.InvokeInto(ctx, &req, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkInvoke: 1 KiB request and response over loopback with 64 requests in flight
 // on one connection (both ends in this process, so allocs/op counts both sides).
 func BenchmarkInvoke(b *testing.B) {
@@ -217,5 +245,10 @@ func BenchmarkInvoke(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 	st := cl.Stats()
-	b.ReportMetric(float64(st.FramesOut)/float64(max(st.Writes, 1)), "frames/write")
+	b.ReportMetric(float64(st.FramesOut)/float64(max(st.Writes, 1)), "client-frames/write")
+	s.Range(func(c *Conn) bool {
+		st := c.Stats()
+		b.ReportMetric(float64(st.FramesOut)/float64(max(st.Writes, 1)), "server-frames/write")
+		return false
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -571,6 +572,9 @@ func (c *Conn) writeLoop() {
 			c.writerIdle = true
 			c.wmu.Unlock()
 			<-c.wake
+			// Let the goroutines that are runnable now (callers woken by responses) queue
+			// their frames too, so that they share this write.
+			runtime.Gosched()
 			c.wmu.Lock()
 		}
 		if c.closed {
