@@ -8,8 +8,11 @@
 // A queue lives in <root>/<topic>/<queueId>/, as files named by their start
 // BYTE offset, 20-digit zero-padded, each Options.EntriesPerFile entries long
 // (300,000 entries = 6,000,000 bytes by default). Queue offset N is at byte
-// N*20 of the queue's file sequence. Files are preallocated to full size when
-// created, so unwritten entries read as 20 zero bytes. RocketMQ's blank entry
+// N*20 of the queue's file sequence. Files are created sparse at full size,
+// so unwritten entries read as 20 zero bytes, and the writer reserves blocks
+// (fallocate) 128 KiB ahead of itself: thousands of queues cost disk for what
+// they hold, not 6 MB each, and a full disk fails an Append instead of
+// faulting a write through the mapping. RocketMQ's blank entry
 // (offset 0, size 0x7FFFFFFF, tag 0) pre-fills a queue that starts at a
 // non-zero offset; a queue whose old files were cleaned up has files only from
 // the one holding its MinOffset.
@@ -59,7 +62,7 @@
 // or commitlog offset going backwards. If the window's first entry is already
 // bad, the search landed past a hole and is repeated below it. Non-zero bytes
 // after the end are zeroed (a window's worth, or the whole rest of the file
-// when the tail was damaged) and the file is preallocated to full size again.
+// when the tail was damaged) and the file is sized to full length again.
 // No file is mapped and no file descriptor stays open.
 //
 // A process crash leaves a clean prefix (the page cache has every byte), so

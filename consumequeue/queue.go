@@ -103,7 +103,7 @@ func (q *Queue) errorf(format string, args ...any) error {
 //
 // Only one goroutine may call Append and TruncateAfter. In the steady state
 // Append writes through the tail file's read-write mapping: no allocation, no
-// system call. A new file is created (and preallocated) when the tail fills.
+// system call but one fallocate per 128 KiB. A new file is created (sparse) when the tail fills.
 func (q *Queue) Append(off int64, e Entry) error {
 	t := q.tail
 	if t == nil || off != q.max.Load() || off-t.start >= q.per || q.closed.Load() ||
@@ -114,6 +114,11 @@ func (q *Queue) Append(off int64, e Entry) error {
 }
 
 func (q *Queue) write(t *segment, off int64, e Entry) error {
+	if end := (off - t.start + 1) * EntrySize; end > t.allocated {
+		if err := q.set.reserve(t, end); err != nil {
+			return err
+		}
+	}
 	m, err := q.set.acquire(t, true)
 	if err != nil {
 		return q.readErr(off, err)
@@ -187,6 +192,15 @@ func (q *Queue) fillHole(off int64, e Entry) error {
 	if sg == nil {
 		return q.errorf("offset %d: no file: %w", off, ErrOutOfRange)
 	}
+	// The hole may be a sparse region: reserve its blocks before writing
+	// through the mapping (a full disk must fail here, not fault there).
+	if sg == q.tail {
+		if err := q.set.reserve(sg, (off-sg.start+1)*EntrySize); err != nil {
+			return err
+		}
+	} else if err := q.set.reserveRange(sg, (off-sg.start)*EntrySize, EntrySize); err != nil {
+		return err
+	}
 	m, err := q.set.acquire(sg, true)
 	if err != nil {
 		return err
@@ -201,7 +215,7 @@ func (q *Queue) fillHole(off int64, e Entry) error {
 	return nil
 }
 
-// roll creates, preallocates and maps the file holding queue offset off and
+// roll creates (sparse), sizes and maps the file holding queue offset off and
 // makes it the tail. Holds wmu.
 func (q *Queue) roll(off int64) (*segment, error) {
 	start := off - off%q.per
@@ -228,7 +242,8 @@ func (q *Queue) roll(off int64) (*segment, error) {
 	}
 	m, err := func() (*mmap.Mapping, error) {
 		defer f.Close()
-		if err := mmap.Fallocate(f, 0, q.set.fileSize); err != nil {
+		// Sparse: blocks are reserved a chunk ahead of the writer (Set.reserve).
+		if err := f.Truncate(q.set.fileSize); err != nil {
 			return nil, err
 		}
 		return mmap.Map(f, 0, int(q.set.fileSize), mmap.ReadWrite)
@@ -602,7 +617,7 @@ func (q *Queue) deleteBelow(minPhy int64) (int, error) {
 // and fsyncs the directory when files were created or removed (and its
 // parents when it was created).
 func (q *Queue) Flush() error {
-	newDir, err := q.flush()
+	newDir, err := q.flush(0)
 	if err != nil || !newDir {
 		return err
 	}
@@ -618,11 +633,14 @@ func (q *Queue) Flush() error {
 // flush syncs the queue's new entries and its directory. It reports whether
 // the directory was created since the last flush: its parents then need an
 // fsync too, which the caller does (once for many queues, in Set.Flush).
-func (q *Queue) flush() (newDir bool, err error) {
+func (q *Queue) flush(least int64) (newDir bool, err error) {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
 	hi := q.max.Load()
 	lo := q.flushed
+	if hi-lo < least && !q.newDir.Load() && !q.dirDirty.Load() {
+		return false, nil
+	}
 	l := q.segs.Load()
 	if len(l.segs) > 0 && lo < l.base {
 		lo = l.base

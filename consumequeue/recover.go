@@ -185,7 +185,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 		return nil, damaged("%v", err)
 	}
 	if last.size < fs {
-		if err := mmap.Fallocate(lf, 0, fs); err != nil {
+		if err := lf.Truncate(fs); err != nil {
 			return nil, damaged("%v", err)
 		}
 	}

@@ -26,6 +26,13 @@ type segment struct {
 	used     atomic.Bool                  // touched since the last Sweep
 	m        atomic.Pointer[mmap.Mapping] // nil when not mapped; non-nil => the cache reference is held
 
+	// allocated is how many bytes from the file's start the writer has
+	// reserved with fallocate; only the writer touches it. Files are created
+	// sparse (a queue's 6 MB file would otherwise cost 6 MB of disk from its
+	// first entry) and blocks are reserved a chunk ahead of the writer, so a
+	// full disk fails an Append instead of faulting a write through the mapping.
+	allocated int64
+
 	mu        sync.Mutex // serialises mapping, unmapping and retiring
 	dead      bool       // retired: never map again; under mu
 	idleSince int64      // unix nanos of the Sweep that last saw it unused; under mu
@@ -93,11 +100,11 @@ func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
 	}
 	if st.Size() < s.fileSize {
 		// Never map past the end of a file (SIGBUS). Recovery and creation
-		// preallocate every file, so this is a file changed behind our back.
+		// size every file, so this is a file changed behind our back.
 		if !rw {
 			return nil, fmt.Errorf("consumequeue: %s is %d bytes, want %d: %w", sg.path, st.Size(), s.fileSize, ErrDamaged)
 		}
-		if err := mmap.Fallocate(f, 0, s.fileSize); err != nil {
+		if err := f.Truncate(s.fileSize); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
 	}
@@ -190,6 +197,42 @@ func (s *Set) syncRange(sg *segment, from, to int64) error {
 	defer f.Close()
 	if err := mmap.Fdatasync(f); err != nil {
 		return fmt.Errorf("consumequeue: %w", err)
+	}
+	return nil
+}
+
+// allocChunk is how far ahead of the writer file blocks are reserved.
+const allocChunk = 128 << 10
+
+// reserve makes sure the blocks holding bytes [0, end) of sg's file are
+// allocated, reserving up to a chunk beyond. Only the writer calls it.
+func (s *Set) reserve(sg *segment, end int64) error {
+	if end <= sg.allocated {
+		return nil
+	}
+	to := min((end+allocChunk-1)/allocChunk*allocChunk, s.fileSize)
+	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	}
+	defer f.Close()
+	if err := mmap.Fallocate(f, sg.allocated, to-sg.allocated); err != nil {
+		return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
+	}
+	sg.allocated = to
+	return nil
+}
+
+// reserveRange allocates the blocks of [off, off+n) of a file that is not the
+// writer's tail.
+func (s *Set) reserveRange(sg *segment, off, n int64) error {
+	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	}
+	defer f.Close()
+	if err := mmap.Fallocate(f, off, n); err != nil {
+		return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
 	}
 	return nil
 }

@@ -268,12 +268,18 @@ func (s *Set) DeleteTopic(topic string) error {
 // Flush makes every queue's new entries durable (see Queue.Flush). The store
 // calls it about once a second and at close; entries lost in a crash are
 // rebuilt from the commitlog.
-func (s *Set) Flush() error {
+func (s *Set) Flush() error { return s.FlushDirty(0) }
+
+// FlushDirty is Flush restricted to queues with at least leastEntries
+// unflushed entries (and to queues whose directory is new): RocketMQ flushes
+// consume queues every second only where two pages are dirty, so thousands of
+// barely-written queues do not cost a sync each per second.
+func (s *Set) FlushDirty(leastEntries int64) error {
 	var errs []error
 	var created []*Queue
 	parents := map[string]bool{}
 	for _, q := range s.snapshot() {
-		newDir, err := q.flush()
+		newDir, err := q.flush(leastEntries)
 		if err != nil {
 			errs = append(errs, err)
 		}

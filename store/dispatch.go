@@ -9,6 +9,7 @@ import (
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/message"
+	"golang.org/x/sys/unix"
 )
 
 // dispatcher turns committed records into consume-queue and index entries,
@@ -22,7 +23,12 @@ type dispatcher struct {
 
 	lastQueue *consumequeue.Queue // for coalescing arrival calls within a run
 	lastMax   int64
+
+	retry chan struct{} // a token asks the loop to run again (after a full disk)
 }
+
+// retryDelay is how long dispatch waits before retrying after a full disk.
+const retryDelay = 100 * time.Millisecond
 
 type dispatchTopic struct {
 	name   string
@@ -37,6 +43,9 @@ func (d *dispatcher) init(s *Store) {
 	if d.cursor == nil {
 		d.cursor = s.log.NewCursor(s.dispatched.Load())
 	}
+	if d.retry == nil {
+		d.retry = make(chan struct{}, 1)
+	}
 }
 
 func (d *dispatcher) loop() {
@@ -47,6 +56,8 @@ func (d *dispatcher) loop() {
 		case <-d.s.stop:
 			return
 		case <-appended:
+			d.run()
+		case <-d.retry:
 			d.run()
 		}
 	}
@@ -74,7 +85,21 @@ func (d *dispatcher) run() {
 			s.opts.Logger.Error("store: dispatch stopped on an unreadable record", "offset", off, "err", err)
 			break
 		}
-		d.record(rec, off)
+		if err := d.record(rec, off); err != nil {
+			// Out of space for a consume-queue block: stop before this
+			// record (nothing after it may be dispatched out of order) and
+			// try again shortly; appends to the log go on meanwhile.
+			d.cursor.Close()
+			d.cursor = s.log.NewCursor(off)
+			s.stats.dispatchStalls.Add(1)
+			time.AfterFunc(retryDelay, func() {
+				select {
+				case d.retry <- struct{}{}:
+				default:
+				}
+			})
+			break
+		}
 		s.dispatched.Store(d.cursor.Offset())
 	}
 	d.cursor.Close()
@@ -82,14 +107,15 @@ func (d *dispatcher) run() {
 	s.stats.lastDispatch.Store(time.Now().UnixNano())
 }
 
-// record dispatches one record.
-func (d *dispatcher) record(rec []byte, off int64) {
+// record dispatches one record. It returns an error only when the record
+// must be dispatched again later (the disk is full).
+func (d *dispatcher) record(rec []byte, off int64) error {
 	s := d.s
 	v, err := message.Decode(rec, false)
 	if err != nil {
 		s.stats.dispatchErrors.Add(1)
 		s.opts.Logger.Error("store: undecodable record in the commit log", "offset", off, "err", err)
-		return
+		return nil
 	}
 	sys := v.SysFlag()
 	t := d.topic(v.Topic())
@@ -105,6 +131,9 @@ func (d *dispatcher) record(rec []byte, off int64) {
 			}
 			e := consumequeue.Entry{CommitLogOffset: off, Size: int32(v.TotalSize()), TagCode: code}
 			if err := q.Append(v.QueueOffset(), e); err != nil {
+				if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+					return err
+				}
 				s.stats.dispatchErrors.Add(1)
 				s.opts.Logger.Error("store: consume-queue append failed", "topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "err", err)
 			} else {
@@ -113,7 +142,7 @@ func (d *dispatcher) record(rec []byte, off int64) {
 		}
 	}
 	if message.TxType(sys) == message.TxRollbackType {
-		return
+		return nil
 	}
 	ts := v.StoreTimestamp()
 	if k := v.UniqKey(); len(k) > 0 {
@@ -132,6 +161,7 @@ func (d *dispatcher) record(rec []byte, off int64) {
 			d.indexKey(t.name, k, off, ts)
 		}
 	}
+	return nil
 }
 
 func (d *dispatcher) indexKey(topic string, key []byte, off, ts int64) {

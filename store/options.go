@@ -38,9 +38,14 @@ type Options struct {
 	// CleanInterval is how often expired segments, consume-queue files and
 	// index files are removed. Default 10 s; negative disables.
 	CleanInterval time.Duration
-	// FlushInterval is how often consume queues and the index are flushed and
-	// the checkpoint written. Default 1 s.
+	// FlushInterval is how often consume queues with at least two dirty pages
+	// and the index are flushed (RocketMQ's flushIntervalConsumeQueue and
+	// flushConsumeQueueLeastPages). Default 1 s.
 	FlushInterval time.Duration
+	// CheckpointInterval is how often every consume queue is flushed and the
+	// checkpoint's dispatched offset written: after a machine crash at most
+	// this much of the log is dispatched again. Default 10 s.
+	CheckpointInterval time.Duration
 	// OnArrival is called by the dispatcher after a message becomes visible
 	// in (topic, queueID); maxOffset is the queue's new max offset. It must be
 	// quick and must not call back into Put (the broker wakes long polls here).
@@ -77,6 +82,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = time.Second
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -11,6 +11,7 @@ type counters struct {
 	puts, putBytes, putErrors atomic.Int64
 	gets, getBytes            atomic.Int64
 	dispatchErrors            atomic.Int64
+	dispatchStalls            atomic.Int64
 	lastDispatch              atomic.Int64
 }
 
@@ -23,6 +24,8 @@ type Stats struct {
 	// dispatched (invisible to Get).
 	DispatchLag    int64
 	DispatchErrors int64
+	// DispatchStalls counts pauses of dispatch for lack of disk space.
+	DispatchStalls int64
 	// Log holds the commit log's counters, flush latency among them.
 	Log commitlog.Stats
 	// MappedQueueFiles is how many consume-queue files are mapped now.
@@ -38,6 +41,7 @@ func (s *Store) Stats() Stats {
 		Gets: s.stats.gets.Load(), GetBytes: s.stats.getBytes.Load(),
 		DispatchLag:      ls.WrittenOffset - s.dispatched.Load(),
 		DispatchErrors:   s.stats.dispatchErrors.Load(),
+		DispatchStalls:   s.stats.dispatchStalls.Load(),
 		Log:              ls,
 		MappedQueueFiles: s.cqs.MappedFiles(),
 		LastDispatch:     time.Unix(0, s.stats.lastDispatch.Load()),

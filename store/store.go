@@ -346,11 +346,24 @@ func (s *Store) flushDerived() error {
 	return s.ckpt.write(d)
 }
 
-// maintain flushes derived files every FlushInterval and cleans up every CleanInterval.
+// leastDirtyEntries is two 4 KiB pages of consume-queue entries.
+const leastDirtyEntries = 2 * 4096 / 20
+
+// flushDirty flushes consume queues with at least two dirty pages and the index.
+func (s *Store) flushDirty() error {
+	if err := s.cqs.FlushDirty(leastDirtyEntries); err != nil {
+		return err
+	}
+	return s.idx.Flush()
+}
+
+// maintain flushes derived files every FlushInterval (everything, with the
+// checkpoint, every CheckpointInterval) and cleans up every CleanInterval.
 func (s *Store) maintain() {
 	defer s.wg.Done()
 	flush := time.NewTicker(s.opts.FlushInterval)
 	defer flush.Stop()
+	lastCheckpoint := time.Now()
 	var clean <-chan time.Time
 	if s.opts.CleanInterval > 0 {
 		t := time.NewTicker(s.opts.CleanInterval)
@@ -361,11 +374,18 @@ func (s *Store) maintain() {
 		select {
 		case <-s.stop:
 			return
-		case <-flush.C:
-			if err := s.flushDerived(); err != nil {
+		case now := <-flush.C:
+			var err error
+			if now.Sub(lastCheckpoint) >= s.opts.CheckpointInterval {
+				lastCheckpoint = now
+				err = s.flushDerived()
+			} else {
+				err = s.flushDirty()
+			}
+			if err != nil {
 				s.opts.Logger.Error("store: flush of consume queues and index failed", "err", err)
 			}
-			s.cqs.Sweep(time.Now())
+			s.cqs.Sweep(now)
 		case <-clean:
 			if _, err := s.Clean(); err != nil {
 				s.opts.Logger.Error("store: cleanup failed", "err", err)

@@ -123,7 +123,7 @@ func TestPutGetAndStatuses(t *testing.T) {
 type propFilter struct{ key, value string }
 
 func (f propFilter) MatchTagCode(int64) bool { return true }
-func (f propFilter) NeedsRecord() bool      { return true }
+func (f propFilter) NeedsRecord() bool       { return true }
 func (f propFilter) MatchProperties(p []byte) bool {
 	v, ok := message.LookupProperty(p, f.key)
 	return ok && string(v) == f.value

@@ -1,0 +1,168 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+)
+
+func benchOptions(b *testing.B, mode commitlog.FlushMode) Options {
+	o := Options{Dir: b.TempDir(), FlushMode: mode, CleanInterval: -1}
+	if s := os.Getenv("APOGEE_BENCH_SEGMENT"); s != "" {
+		fmt.Sscan(s, &o.SegmentSize)
+	}
+	return o
+}
+
+// BenchmarkPutDispatch measures Put of 1 KiB messages (async flush) from 4
+// goroutines, and waits at the end until everything is dispatched (visible to
+// Get), over 1 topic × 8 queues and 1,000 topics × 8 queues.
+func BenchmarkPutDispatch(b *testing.B) {
+	for _, topics := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("topics=%d/queues=8", topics), func(b *testing.B) {
+			s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			names := make([]string, topics)
+			for i := range names {
+				names[i] = fmt.Sprintf("bench-topic-%d", i)
+			}
+			body := make([]byte, 1024)
+			pr := props("KEYS", "order-1", "TAGS", "TagA")
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m := Message{BornHost: born, Body: body, Properties: pr}
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						m.Topic = names[i%int64(topics)]
+						m.QueueID = int32(i/int64(topics)) % 8
+						if _, err := s.Put(&m); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for s.DispatchedOffset() < s.Log().WrittenOffset() {
+				time.Sleep(50 * time.Microsecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkGet32 reads 32-message batches of 1 KiB messages from the page
+// cache as views.
+func BenchmarkGet32(b *testing.B) {
+	s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 200_000
+	m := Message{Topic: "get", BornHost: born, Body: make([]byte, 1024)}
+	for i := 0; i < n; i++ {
+		if _, err := s.Put(&m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for s.MaxOffset("get", 0) < n {
+		time.Sleep(time.Millisecond)
+	}
+	var res GetResult
+	b.ReportAllocs()
+	b.ResetTimer()
+	var msgs int64
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		if err := s.Get("get", 0, off, 32, 1<<20, nil, &res); err != nil || res.Status != Found {
+			b.Fatal(res.Status, err)
+		}
+		msgs += int64(len(res.Messages))
+		off = res.NextOffset
+		if off >= n {
+			off = 0
+		}
+		res.Release()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkDispatchLatency measures, for 1 KiB messages put by one goroutine
+// while 3 others load the store, the time from Put returning to the message
+// being visible to Get; it reports p50 and p99.
+func BenchmarkDispatchLatency(b *testing.B) {
+	s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	body := make([]byte, 1024)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var probes, load atomic.Int64
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			m := Message{Topic: "load", QueueID: int32(w), BornHost: born, Body: body}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Load, bounded: about 30 messages per probe, so the run's
+				// size follows b.N rather than the clock.
+				if load.Load() > 30*(probes.Load()+1) {
+					runtime.Gosched()
+					continue
+				}
+				load.Add(1)
+				s.Put(&m)
+			}
+		}(w)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	m := Message{Topic: "probe", BornHost: born, Body: body}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := s.Put(&m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for s.MaxOffset("probe", 0) <= r.QueueOffset {
+		}
+		lat = append(lat, time.Since(start))
+		probes.Add(1)
+	}
+	b.StopTimer()
+	close(stop)
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1000, "p99-µs")
+}
