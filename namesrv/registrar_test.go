@@ -1,0 +1,276 @@
+package namesrv
+
+import (
+	"context"
+	"hash/crc32"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// brokerSource is a broker's changing registration, as a Registrar's source reads it.
+type brokerSource struct {
+	mu  sync.Mutex
+	reg BrokerRegistration
+}
+
+func (s *brokerSource) get() BrokerRegistration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reg := s.reg
+	reg.Topics = append([]protocol.TopicConfig(nil), s.reg.Topics...)
+	return reg
+}
+
+func (s *brokerSource) addTopic(tc protocol.TopicConfig) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reg.Topics = append(s.reg.Topics, tc)
+	s.reg.DataVersion.Counter++
+}
+
+func newSource() *brokerSource {
+	return &brokerSource{reg: BrokerRegistration{ClusterName: "DefaultCluster", BrokerName: "broker-x",
+		BrokerAddr: "10.1.1.1:10911", HAServerAddr: "10.1.1.1:10912",
+		Topics: []protocol.TopicConfig{topicConf("TBW102", 8, 7), topicConf("T", 4, 6)}}}
+}
+
+// results counts a Registrar's outcomes per address.
+type results struct {
+	mu   sync.Mutex
+	ok   map[string]int
+	errs map[string]int
+}
+
+func (r *results) record(addr string, _ protocol.RegisterBrokerResponse, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ok == nil {
+		r.ok, r.errs = map[string]int{}, map[string]int{}
+	}
+	if err != nil {
+		r.errs[addr]++
+	} else {
+		r.ok[addr]++
+	}
+}
+
+func (r *results) okCount(addr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ok[addr]
+}
+
+func (r *results) errCount(addr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.errs[addr]
+}
+
+func newPool(t testing.TB) *remoting.Pool {
+	p := remoting.NewPool(&remoting.ClientOptions{Options: remoting.Options{Logger: quietLogger()}})
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func closeRegistrar(t testing.TB, g *Registrar) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return g.Close(ctx)
+}
+
+func TestRegistrarRegistersPeriodicallyAndUnregisters(t *testing.T) {
+	s := startServer(t, Options{})
+	src := newSource()
+	var res results
+	g := NewRegistrar([]string{s.addr}, newPool(t), src.get, quietLogger())
+	g.Period = 100 * time.Millisecond
+	g.OnResult = res.record
+	g.Start()
+	g.Start() // harmless
+
+	waitFor(t, 5*time.Second, "first registration", func() bool { return hasRoute(s.r, "T") })
+	route, _ := s.r.Route("TBW102")
+	if route.QueueDatas[0].Perm != 7 || route.BrokerDatas[0].BrokerAddrs[0] != "10.1.1.1:10911" {
+		t.Fatalf("TBW102 route %+v", route)
+	}
+	waitFor(t, 5*time.Second, "periodic registrations", func() bool { return res.okCount(s.addr) >= 4 })
+
+	// A new topic reaches the name server with the next period, without Trigger.
+	src.addTopic(topicConf("Later", 2, 6))
+	waitFor(t, 5*time.Second, "new topic", func() bool { return hasRoute(s.r, "Later") })
+
+	if err := closeRegistrar(t, g); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if hasRoute(s.r, "T") || len(s.r.ClusterInfo().BrokerAddrTable) != 0 {
+		t.Fatal("still registered after Close")
+	}
+	if err := closeRegistrar(t, g); err != ErrRegistrarClosed {
+		t.Fatalf("second Close: %v", err)
+	}
+	n := res.okCount(s.addr)
+	time.Sleep(250 * time.Millisecond)
+	if res.okCount(s.addr) != n || hasRoute(s.r, "T") {
+		t.Fatal("registered after Close")
+	}
+	if res.errCount(s.addr) != 0 {
+		t.Fatalf("%d failed registrations", res.errCount(s.addr))
+	}
+}
+
+func TestRegistrarTrigger(t *testing.T) {
+	s := startServer(t, Options{})
+	src := newSource()
+	var res results
+	g := NewRegistrar([]string{s.addr}, newPool(t), src.get, nil)
+	g.Period = time.Hour
+	g.OnResult = res.record
+	g.Start()
+	defer closeRegistrar(t, g)
+	waitFor(t, 5*time.Second, "first registration", func() bool { return res.okCount(s.addr) == 1 })
+	src.addTopic(topicConf("Created", 4, 6))
+	g.Trigger()
+	waitFor(t, 5*time.Second, "triggered registration", func() bool { return hasRoute(s.r, "Created") })
+	if n := res.okCount(s.addr); n != 2 {
+		t.Fatalf("%d registrations, want 2", n)
+	}
+}
+
+// The name server drops a broker whose connection closes; the registrar notices the
+// closed connection and registers again without waiting for its period.
+func TestRegistrarReregistersAfterConnectionLoss(t *testing.T) {
+	s := startServer(t, Options{})
+	src := newSource()
+	var res results
+	pool := newPool(t)
+	g := NewRegistrar([]string{s.addr}, pool, src.get, quietLogger())
+	g.Period = time.Hour
+	g.OnResult = res.record
+	g.Start()
+	defer closeRegistrar(t, g)
+	waitFor(t, 5*time.Second, "first registration", func() bool { return hasRoute(s.r, "T") })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := pool.Get(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	waitFor(t, 5*time.Second, "drop on close", func() bool { return !hasRoute(s.r, "T") })
+	waitFor(t, 5*time.Second, "re-registration", func() bool { return hasRoute(s.r, "T") })
+	if n := res.okCount(s.addr); n != 2 {
+		t.Fatalf("%d registrations, want 2", n)
+	}
+}
+
+// The registrar's requests carry a correct bodyCrc32 over a JSON body the Java name
+// server would read, and the registry checks it.
+func TestRegistrarRequestShape(t *testing.T) {
+	r := NewRegistry(Options{Logger: quietLogger()})
+	defer r.Close()
+	var mu sync.Mutex
+	var seen []protocol.RegisterBrokerRequest
+	var bodies [][]byte
+	h := remoting.HandlerFunc(func(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+		if req.Code == protocol.ReqRegisterBroker {
+			var hdr protocol.RegisterBrokerRequest
+			if err := hdr.Decode(&req.Ext); err == nil {
+				mu.Lock()
+				seen = append(seen, hdr)
+				bodies = append(bodies, append([]byte(nil), req.Body...))
+				mu.Unlock()
+			}
+		}
+		return r.ServeRemoting(c, req, resp)
+	})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: quietLogger()})
+	srv.OnClose(r.ConnClosed)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	src := newSource()
+	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), src.get, quietLogger())
+	g.Start()
+	waitFor(t, 5*time.Second, "registration", func() bool { return hasRoute(r, "T") })
+	if err := closeRegistrar(t, g); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	hdr, body := seen[0], bodies[0]
+	if hdr.BodyCRC32 == 0 || hdr.BodyCRC32 != int32(crc32.ChecksumIEEE(body)&0x7FFFFFFF) || hdr.Compressed {
+		t.Fatalf("header %+v for body %s", hdr, body)
+	}
+	if hdr.BrokerName != "broker-x" || hdr.BrokerAddr != "10.1.1.1:10911" || hdr.ClusterName != "DefaultCluster" ||
+		hdr.HAServerAddr != "10.1.1.1:10912" || hdr.BrokerID != 0 {
+		t.Fatalf("header %+v", hdr)
+	}
+	var rb protocol.RegisterBrokerBody
+	if err := rb.Decode(body); err != nil {
+		t.Fatal(err)
+	}
+	tc := rb.TopicConfigSerializeWrapper.TopicConfigTable["TBW102"]
+	if tc == nil || tc.Perm != 7 || tc.TopicFilterType != "SINGLE_TAG" || rb.FilterServerList == nil {
+		t.Fatalf("body %s", body)
+	}
+	if !strings.Contains(string(body), `"filterServerList":[]`) {
+		t.Fatalf("body without filterServerList: %s", body)
+	}
+}
+
+// One name server down: the others still get the registration; Close reports the
+// unreachable one.
+func TestRegistrarWithUnreachableNameServer(t *testing.T) {
+	s := startServer(t, Options{})
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	var res results
+	g := NewRegistrar([]string{deadAddr, s.addr}, newPool(t), newSource().get, quietLogger())
+	g.Period = 50 * time.Millisecond
+	g.Timeout = 2 * time.Second
+	g.OnResult = res.record
+	g.Start()
+	waitFor(t, 5*time.Second, "registration with the live one", func() bool { return hasRoute(s.r, "T") })
+	waitFor(t, 5*time.Second, "failures reported", func() bool { return res.errCount(deadAddr) >= 2 })
+	err = closeRegistrar(t, g)
+	if err == nil || !strings.Contains(err.Error(), deadAddr) || strings.Contains(err.Error(), s.addr) {
+		t.Fatalf("Close: %v", err)
+	}
+	if hasRoute(s.r, "T") {
+		t.Fatal("the live name server still routes the broker")
+	}
+}
+
+func TestRegistrarCloseWithoutStart(t *testing.T) {
+	var calls atomic.Int32
+	g := NewRegistrar([]string{"127.0.0.1:1"}, newPool(t), func() BrokerRegistration {
+		calls.Add(1)
+		return BrokerRegistration{}
+	}, nil)
+	if err := closeRegistrar(t, g); err != nil {
+		t.Fatal(err)
+	}
+	g.Start() // after Close: nothing happens
+	time.Sleep(20 * time.Millisecond)
+	if calls.Load() != 0 {
+		t.Fatal("source called")
+	}
+}
