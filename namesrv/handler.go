@@ -20,13 +20,13 @@ const NamespaceOrderTopicConfig = "ORDER_TOPIC_CONFIG"
 //	100 PUT_KV_CONFIG, 101 GET_KV_CONFIG, 102 DELETE_KV_CONFIG, 103 REGISTER_BROKER,
 //	104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
 //	206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 216 DELETE_TOPIC_IN_NAMESRV,
-//	219 GET_KVLIST_BY_NAMESPACE
+//	219 GET_KVLIST_BY_NAMESPACE, 224 GET_TOPICS_BY_CLUSTER
 func IsNamesrvCode(code int32) bool {
 	switch code {
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig,
 		protocol.ReqRegisterBroker, protocol.ReqUnregisterBroker, protocol.ReqGetRouteInfoByTopic,
 		protocol.ReqGetBrokerClusterInfo, protocol.ReqGetAllTopicListFromNameSrv,
-		protocol.ReqDeleteTopicInNameSrv, protocol.ReqGetKVListByNamespace:
+		protocol.ReqDeleteTopicInNameSrv, protocol.ReqGetKVListByNamespace, protocol.ReqGetTopicsByCluster:
 		return true
 	}
 	return false
@@ -54,6 +54,17 @@ func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *
 		resp.Cmd.Body = ci.AppendJSON(nil, protocol.RouteJSONStandard(req.Version, false))
 	case protocol.ReqGetAllTopicListFromNameSrv:
 		tl := protocol.TopicList{TopicList: r.Topics()}
+		body, err := tl.Encode()
+		if err != nil {
+			return fail(resp.Cmd, protocol.RespSystemError, err.Error())
+		}
+		resp.Cmd.Body = body
+	case protocol.ReqGetTopicsByCluster:
+		cluster, _ := req.Ext.GetString("cluster")
+		if cluster == "" {
+			return fail(resp.Cmd, protocol.RespSystemError, "namesrv: missing field cluster")
+		}
+		tl := protocol.TopicList{TopicList: r.clusterTopics(cluster)}
 		body, err := tl.Encode()
 		if err != nil {
 			return fail(resp.Cmd, protocol.RespSystemError, err.Error())

@@ -1,8 +1,13 @@
 package namesrv
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -434,6 +439,13 @@ func TestTopicList(t *testing.T) {
 	if resp := call(t, cl, req); resp.Code != 0 || string(resp.Body) != `{"topicList":["%RETRY%g","B","T","TBW102"]}` {
 		t.Fatalf("list: %d %s", resp.Code, resp.Body)
 	}
+	// GET_TOPICS_BY_CLUSTER: only that cluster's brokers' topics.
+	for cluster, want := range map[string]string{"c": `{"topicList":["B","T"]}`, "none": `{"topicList":[]}`} {
+		resp := call(t, cl, gocRequest(protocol.ReqGetTopicsByCluster, map[string]string{"cluster": cluster}, nil))
+		if resp.Code != 0 || string(resp.Body) != want {
+			t.Fatalf("cluster %s: %d %s", cluster, resp.Code, resp.Body)
+		}
+	}
 }
 
 func TestDeleteTopic(t *testing.T) {
@@ -577,7 +589,7 @@ func TestUnknownCode(t *testing.T) {
 			t.Fatalf("IsNamesrvCode(%d)", code)
 		}
 	}
-	for _, code := range []int32{100, 101, 102, 103, 104, 105, 106, 206, 216, 219} {
+	for _, code := range []int32{100, 101, 102, 103, 104, 105, 106, 206, 216, 219, 224} {
 		if !IsNamesrvCode(code) {
 			t.Fatalf("!IsNamesrvCode(%d)", code)
 		}
@@ -606,6 +618,7 @@ func TestMalformedHeaders(t *testing.T) {
 		{"kv-no-key", protocol.ReqPutKVConfig, map[string]string{"namespace": "n", "value": "v"}},
 		{"kv-no-value", protocol.ReqPutKVConfig, map[string]string{"namespace": "n", "key": "k"}},
 		{"kvlist-no-namespace", protocol.ReqGetKVListByNamespace, nil},
+		{"topics-by-cluster-no-cluster", protocol.ReqGetTopicsByCluster, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -771,3 +784,108 @@ type failingListener struct{}
 func (*failingListener) Accept() (net.Conn, error) { return nil, errAccept }
 func (*failingListener) Close() error              { return nil }
 func (*failingListener) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// Stopping a standalone server closes its connections, which drops the brokers that
+// registered over them.
+func TestServeShutdownDropsNetworkBrokers(t *testing.T) {
+	r := NewRegistry(Options{Logger: quietLogger()})
+	defer r.Close()
+	r.RegisterBroker(embeddedA)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, l, r, &remoting.Options{Logger: quietLogger()}) }()
+	cl := dial(t, l.Addr().String())
+	reg := BrokerRegistration{ClusterName: "c", BrokerName: "net", BrokerAddr: "10.0.0.9:10911",
+		Topics: []protocol.TopicConfig{topicConf("N", 4, 6)}}
+	if resp := call(t, cl, registerReq(t, reg, nil)); resp.Code != 0 {
+		t.Fatalf("register: %d", resp.Code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if hasRoute(r, "N") || !hasRoute(r, "T") {
+		t.Fatal("after shutdown: network broker kept or embedded one dropped")
+	}
+}
+
+// The exact frame rocketmq-client-go writes for a route query, over a bare TCP socket;
+// the answer must be a JSON-header response echoing the opaque, with string-only
+// extFields, and the route body the client's parser reads.
+func TestRawGoClientFrame(t *testing.T) {
+	s := startServer(t, Options{})
+	s.r.RegisterBroker(embeddedA)
+	nc, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+
+	for i, topic := range []string{"T", "Unknown"} {
+		header := fmt.Sprintf(`{"code":105,"language":"GO","version":317,"opaque":%d,"flag":0,"remark":"","extFields":{"topic":"%s"}}`, 7+i, topic)
+		frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+		frame = binary.BigEndian.AppendUint32(frame, uint32(len(header)))
+		frame = append(frame, header...)
+		if topic == "T" && !bytes.HasPrefix(frame, []byte{0, 0, 0, 0x68, 0, 0, 0, 0x64, '{'}) {
+			t.Fatalf("fixture is not GoC's 100-byte header: % x", frame[:9])
+		}
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		var prefix [8]byte
+		if _, err := io.ReadFull(nc, prefix[:]); err != nil {
+			t.Fatal(err)
+		}
+		total := binary.BigEndian.Uint32(prefix[:4])
+		typ, hlen := prefix[4], binary.BigEndian.Uint32(prefix[4:])&0xFFFFFF
+		rest := make([]byte, total-4)
+		if _, err := io.ReadFull(nc, rest); err != nil {
+			t.Fatal(err)
+		}
+		if typ != 0 {
+			t.Fatalf("response header type %d, want JSON", typ)
+		}
+		var h struct {
+			Code      int                        `json:"code"`
+			Opaque    int32                      `json:"opaque"`
+			Flag      int32                      `json:"flag"`
+			Version   int                        `json:"version"`
+			ExtFields map[string]json.RawMessage `json:"extFields"`
+		}
+		if err := json.Unmarshal(rest[:hlen], &h); err != nil {
+			t.Fatalf("response header %s: %v", rest[:hlen], err)
+		}
+		for k, v := range h.ExtFields {
+			if len(v) == 0 || (v[0] != '"' && string(v) != "null") {
+				t.Fatalf("extFields %s is not a string: %s", k, v)
+			}
+		}
+		if h.Opaque != int32(7+i) || h.Flag&1 == 0 || h.Version < 0 || h.Version > 32767 {
+			t.Fatalf("response header %s", rest[:hlen])
+		}
+		body := rest[hlen:]
+		switch topic {
+		case "T":
+			if h.Code != 0 {
+				t.Fatalf("code %d", h.Code)
+			}
+			if gr := gocParseRoute(t, body, false); gr.Brokers[0].Addrs[0] != "127.0.0.1:10911" || gr.Queues[0].WriteQueueNums != 8 {
+				t.Fatalf("GoC reads %+v", gr)
+			}
+		default:
+			if h.Code != 17 || len(body) != 0 {
+				t.Fatalf("unknown topic: code %d body %q", h.Code, body)
+			}
+		}
+	}
+}

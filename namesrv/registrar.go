@@ -65,8 +65,10 @@ type Registrar struct {
 
 // NewRegistrar returns a registrar for the name servers at addrs ("host:port"). It
 // dials them through pool, which the caller owns (and closes after Close). source is
-// called once per round, on the registrar's goroutine, and must return the broker's
-// current registration. logger may be nil (slog.Default()).
+// called once per round on the registrar's goroutine (and once by Close, for the
+// identity to unregister) and must return the broker's current registration; it must
+// be safe to call concurrently with the broker's own updates. logger may be nil
+// (slog.Default()).
 func NewRegistrar(addrs []string, pool *remoting.Pool, source func() BrokerRegistration, logger *slog.Logger) *Registrar {
 	if logger == nil {
 		logger = slog.Default()
@@ -108,7 +110,8 @@ func (g *Registrar) Trigger() {
 }
 
 // Close stops the periodic registration (cancelling a round in progress), then sends
-// UNREGISTER_BROKER to every name server, bounded by ctx and Timeout each. It returns
+// UNREGISTER_BROKER to every name server, bounded by ctx and Timeout each (nothing is
+// sent if Start was never called). It does not close the pool. It returns
 // the unregistration failures joined, ctx's error if ctx ended first, or
 // ErrRegistrarClosed on a second call.
 func (g *Registrar) Close(ctx context.Context) error {

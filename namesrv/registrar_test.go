@@ -231,10 +231,10 @@ func TestRegistrarRequestShape(t *testing.T) {
 	}
 }
 
-// One name server down: the others still get the registration; Close reports the
-// unreachable one.
+// Three name servers, one down: the other two get the registration and the
+// unregistration; Close reports the unreachable one.
 func TestRegistrarWithUnreachableNameServer(t *testing.T) {
-	s := startServer(t, Options{})
+	s, s2 := startServer(t, Options{}), startServer(t, Options{})
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,19 +243,19 @@ func TestRegistrarWithUnreachableNameServer(t *testing.T) {
 	dead.Close()
 
 	var res results
-	g := NewRegistrar([]string{deadAddr, s.addr}, newPool(t), newSource().get, quietLogger())
+	g := NewRegistrar([]string{deadAddr, s.addr, s2.addr}, newPool(t), newSource().get, quietLogger())
 	g.Period = 50 * time.Millisecond
 	g.Timeout = 2 * time.Second
 	g.OnResult = res.record
 	g.Start()
-	waitFor(t, 5*time.Second, "registration with the live one", func() bool { return hasRoute(s.r, "T") })
+	waitFor(t, 5*time.Second, "registration with the live ones", func() bool { return hasRoute(s.r, "T") && hasRoute(s2.r, "T") })
 	waitFor(t, 5*time.Second, "failures reported", func() bool { return res.errCount(deadAddr) >= 2 })
 	err = closeRegistrar(t, g)
-	if err == nil || !strings.Contains(err.Error(), deadAddr) || strings.Contains(err.Error(), s.addr) {
+	if err == nil || !strings.Contains(err.Error(), deadAddr) || strings.Contains(err.Error(), s.addr) || strings.Contains(err.Error(), s2.addr) {
 		t.Fatalf("Close: %v", err)
 	}
-	if hasRoute(s.r, "T") {
-		t.Fatal("the live name server still routes the broker")
+	if hasRoute(s.r, "T") || hasRoute(s2.r, "T") {
+		t.Fatal("a live name server still routes the broker")
 	}
 }
 

@@ -501,3 +501,16 @@ func (r *Registry) Topics() []string {
 	defer r.mu.RUnlock()
 	return slices.Sorted(maps.Keys(r.topics))
 }
+
+// clusterTopics returns the topics hosted by the broker names of cluster, sorted.
+func (r *Registry) clusterTopics(cluster string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	set := make(map[string]struct{})
+	for name := range r.clusters[cluster] {
+		for t := range r.groups[name].topics {
+			set[t] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
