@@ -1,0 +1,432 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+// maxQueryMessages caps QUERY_MESSAGE's maxNum (the Java broker's maxMsgsNumBatch).
+const maxQueryMessages = 64
+
+// ---- clients ----
+
+// handleHeartbeat serves HEART_BEAT (34): it registers the client's groups
+// and subscriptions, creates the subscription groups and their %RETRY%
+// topics, and notifies the members of groups that changed.
+func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var hb protocol.HeartbeatData
+	if err := hb.Decode(req.Body); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	if hb.ClientID == "" {
+		return fail(resp, protocol.RespSystemError, "the heartbeat carries no clientID")
+	}
+	groupsCreated, topicsCreated := false, false
+	for i := range hb.ConsumerDataSet {
+		name := hb.ConsumerDataSet[i].GroupName
+		if name == "" {
+			continue
+		}
+		if _, created := b.groups.ensure([]byte(name)); created {
+			groupsCreated = true
+		}
+		retry := retryTopicPrefix + name
+		if _, ok := checkTopicName([]byte(retry)); !ok {
+			b.opts.Logger.Warn("broker: consumer group name cannot make a retry topic", "group", name)
+			continue
+		}
+		if _, created := b.topics.createIfAbsent(newTopicConfig(retry, 1, protocol.PermRead|protocol.PermWrite)); created {
+			topicsCreated = true
+		}
+	}
+	if groupsCreated {
+		b.persistGroups()
+	}
+	if topicsCreated {
+		b.topicsChanged()
+	}
+	b.notify(b.clients.heartbeat(c, &hb, time.Now()))
+	return remoting.Reply
+}
+
+// handleUnregisterClient serves UNREGISTER_CLIENT (35, Java clients).
+func (b *Broker) handleUnregisterClient(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.UnregisterClientRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	b.notify(b.clients.unregister(c, h.ProducerGroup, h.ConsumerGroup))
+	return remoting.Reply
+}
+
+// handleConsumerList serves GET_CONSUMER_LIST_BY_GROUP (38).
+func (b *Broker) handleConsumerList(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.GetConsumerListByGroupRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	ids := b.clients.consumerIDs(h.ConsumerGroup)
+	if len(ids) == 0 {
+		return fail(resp, protocol.RespSystemError, "no consumer for this group, "+h.ConsumerGroup)
+	}
+	body, err := (&protocol.ConsumerListBody{ConsumerIDList: ids}).Encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}
+
+// ---- offsets ----
+
+// handleQueryConsumerOffset serves QUERY_CONSUMER_OFFSET (14). With no
+// committed offset it follows the Java broker: offset 0 when the queue's min
+// offset is 0 and its first message is still in memory (or the queue is
+// empty), so that a new group reads a young queue from its start whatever
+// its consume-from-where; QUERY_NOT_FOUND (22) otherwise.
+func (b *Broker) handleQueryConsumerOffset(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.QueryConsumerOffsetRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	if off, ok := b.offsets.query(h.Topic, h.ConsumerGroup, h.QueueID); ok {
+		resp.Cmd.Ext.SetInt("offset", off)
+		return remoting.Reply
+	}
+	topic := string(h.Topic)
+	if b.store.MinOffset(topic, h.QueueID) <= 0 && !b.firstMessageOnDisk(topic, h.QueueID) {
+		resp.Cmd.Ext.SetInt("offset", 0)
+		return remoting.Reply
+	}
+	return fail(resp, protocol.RespQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+}
+
+// firstMessageOnDisk reports whether the queue's message at offset 0 is
+// further behind the commit log's end than RocketMQ keeps in memory (40% of
+// RAM); an empty or unknown queue has none, so it is not.
+func (b *Broker) firstMessageOnDisk(topic string, queueID int32) bool {
+	if b.store.MaxOffset(topic, queueID) == 0 {
+		return false
+	}
+	var res store.GetResult
+	if err := b.store.Get(topic, queueID, 0, 1, 0, nil, &res); err != nil || res.Status != store.Found {
+		res.Release()
+		return false
+	}
+	defer res.Release()
+	v, err := message.Decode(res.Messages[0].Bytes(), false)
+	if err != nil {
+		return false
+	}
+	return b.store.Log().WrittenOffset()-v.PhysicalOffset() > b.memWindow
+}
+
+// handleUpdateConsumerOffset serves UPDATE_CONSUMER_OFFSET (15).
+func (b *Broker) handleUpdateConsumerOffset(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.UpdateConsumerOffsetRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	if !b.offsets.commit(h.Topic, h.ConsumerGroup, h.QueueID, h.CommitOffset) {
+		return fail(resp, protocol.RespSystemError, fmt.Sprintf("invalid queueId %d", h.QueueID))
+	}
+	return remoting.Reply
+}
+
+// handleQueueOffset serves GET_MAX_OFFSET (30) and GET_MIN_OFFSET (31).
+func (b *Broker) handleQueueOffset(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.QueueRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	topic := string(h.Topic)
+	off := b.store.MaxOffset(topic, h.QueueID)
+	if req.Code == protocol.ReqGetMinOffset {
+		off = b.store.MinOffset(topic, h.QueueID)
+	}
+	resp.Cmd.Ext.SetInt("offset", off)
+	return remoting.Reply
+}
+
+// handleSearchOffset serves SEARCH_OFFSET_BY_TIMESTAMP (29): the first
+// offset stored at or after the timestamp.
+func (b *Broker) handleSearchOffset(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.SearchOffsetByTimestampRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	topic := string(h.Topic)
+	off, err := b.store.OffsetByTime(topic, h.QueueID, h.Timestamp)
+	if err != nil {
+		// The Go client reads "offset" whatever the code: point it at the end.
+		resp.Cmd.Ext.SetInt("offset", b.store.MaxOffset(topic, h.QueueID))
+		return fail(resp, protocol.RespSystemError, "search offset by timestamp: "+err.Error())
+	}
+	resp.Cmd.Ext.SetInt("offset", off)
+	return remoting.Reply
+}
+
+// handleEarliestStoreTime serves GET_EARLIEST_MSG_STORETIME (32); -1 when the
+// queue holds no message.
+func (b *Broker) handleEarliestStoreTime(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.QueueRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	topic := string(h.Topic)
+	ts := int64(-1)
+	if b.store.MaxOffset(topic, h.QueueID) > b.store.MinOffset(topic, h.QueueID) {
+		if t, err := b.store.EarliestStoreTime(topic, h.QueueID); err == nil {
+			ts = t
+		}
+	}
+	resp.Cmd.Ext.SetInt("timestamp", ts)
+	return remoting.Reply
+}
+
+// ---- messages ----
+
+// viewsRelease releases a list of commit-log views once written.
+type viewsRelease []commitlog.View
+
+func (v viewsRelease) Release() {
+	for _, x := range v {
+		x.Release()
+	}
+}
+
+// handleQueryMessage serves QUERY_MESSAGE (12): the records of a topic whose
+// UNIQ_KEY or KEYS hold the key, newest first, written without a copy.
+func (b *Broker) handleQueryMessage(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.QueryMessageRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	maxNum := int(min(max(h.MaxNum, 1), maxQueryMessages))
+	views, err := b.store.QueryByKey(h.Topic, h.Key, h.BeginTimestamp, h.EndTimestamp, maxNum, nil)
+	ts, phy := b.store.IndexLastUpdate()
+	(&protocol.QueryMessageResponse{IndexLastUpdateTimestamp: ts, IndexLastUpdatePhyoffset: phy}).Encode(&resp.Cmd.Ext)
+	if err != nil {
+		viewsRelease(views).Release()
+		return fail(resp, protocol.RespSystemError, "query message: "+err.Error())
+	}
+	if len(views) == 0 {
+		return fail(resp, protocol.RespQueryNotFound, "can not find message, maybe time range not correct")
+	}
+	bodies := make([][]byte, len(views))
+	for i := range views {
+		bodies[i] = views[i].Bytes()
+	}
+	resp.Body, resp.Release = bodies, viewsRelease(views)
+	return remoting.Reply
+}
+
+// handleViewMessage serves VIEW_MESSAGE_BY_ID (33): the record at a
+// commit-log offset (decoded from an offset message id by the client).
+func (b *Broker) handleViewMessage(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.ViewMessageByIDRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	v, err := b.store.ReadMessage(h.Offset)
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, "can not find message by the offset, "+strconv.FormatInt(h.Offset, 10))
+	}
+	resp.Body, resp.Release = [][]byte{v.Bytes()}, viewsRelease{v}
+	return remoting.Reply
+}
+
+// ---- admin ----
+
+// handleCreateTopic serves UPDATE_AND_CREATE_TOPIC (17).
+func (b *Broker) handleCreateTopic(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.CreateTopicRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	if remark, ok := checkTopicName([]byte(h.Topic)); !ok {
+		return fail(resp, protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(h.Topic) {
+		return fail(resp, protocol.RespSystemError, "The topic["+h.Topic+"] is conflict with system topic.")
+	}
+	if h.Topic == b.opts.ClusterName || h.Topic == b.opts.BrokerName {
+		return fail(resp, protocol.RespSystemError, "the topic["+h.Topic+"] is conflict with system reserved words.")
+	}
+	if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > maxQueues || h.WriteQueueNums > maxQueues {
+		return fail(resp, protocol.RespInvalidParameter, fmt.Sprintf("queue numbers must be in 1..%d, got read %d write %d",
+			maxQueues, h.ReadQueueNums, h.WriteQueueNums))
+	}
+	if h.Perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit|protocol.PermPriority) != 0 {
+		return fail(resp, protocol.RespInvalidParameter, fmt.Sprintf("invalid perm %d", h.Perm))
+	}
+	switch h.TopicFilterType {
+	case "", filterSingleTag:
+		h.TopicFilterType = filterSingleTag
+	case filterMultiTag:
+	default:
+		return fail(resp, protocol.RespInvalidParameter, "invalid topicFilterType "+h.TopicFilterType)
+	}
+	cfg := protocol.TopicConfig{
+		TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums, Perm: h.Perm,
+		TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order,
+	}
+	if _, changed := b.topics.put(cfg); changed {
+		if err := b.topicsChanged(); err != nil {
+			return fail(resp, protocol.RespSystemError, "the topic is created but could not be persisted: "+err.Error())
+		}
+	}
+	return remoting.Reply
+}
+
+// handleDeleteTopic serves DELETE_TOPIC_IN_BROKER (215): the topic's
+// configuration, consume queues and committed offsets go (its records stay
+// in the commit log until retention removes them).
+func (b *Broker) handleDeleteTopic(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.DeleteTopicRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	if remark, ok := checkTopicName([]byte(h.Topic)); !ok {
+		return fail(resp, protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(h.Topic) {
+		return fail(resp, protocol.RespSystemError, "The topic["+h.Topic+"] is conflict with system topic.")
+	}
+	removed := b.topics.remove(h.Topic)
+	var errs []string
+	if err := b.store.DeleteTopic(h.Topic); err != nil {
+		errs = append(errs, err.Error())
+	}
+	b.offsets.removeTopic(h.Topic)
+	if err := b.offsets.persist(false); err != nil {
+		b.stats.persistErrors.Add(1)
+		errs = append(errs, err.Error())
+	}
+	if removed {
+		// The registration replaces this broker's topic set whole, so the
+		// topic leaves the embedded registry's routes with it.
+		if err := b.topicsChanged(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fail(resp, protocol.RespSystemError, fmt.Sprintf("delete topic %s: %v", h.Topic, errs))
+	}
+	return remoting.Reply
+}
+
+// handleAllTopicConfig serves GET_ALL_TOPIC_CONFIG (21).
+func (b *Broker) handleAllTopicConfig(resp *remoting.Response) remoting.Action {
+	body, err := b.topics.encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}
+
+// handleAllGroups serves GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
+func (b *Broker) handleAllGroups(resp *remoting.Response) remoting.Action {
+	body, err := b.groups.encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}
+
+// handleRuntimeInfo serves GET_BROKER_RUNTIME_INFO (28): a KVTable of
+// counters, with the Java broker's key names where one exists.
+func (b *Broker) handleRuntimeInfo(resp *remoting.Response) remoting.Action {
+	body, err := (&protocol.KVTable{Table: b.RuntimeInfo()}).Encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}
+
+// RuntimeInfo returns the broker's runtime numbers, as GET_BROKER_RUNTIME_INFO
+// reports them.
+func (b *Broker) RuntimeInfo() map[string]string {
+	st := b.store.Stats()
+	conns, cgroups, pgroups := b.clients.counts()
+	cfgs, _ := b.topics.snapshot()
+	up := time.Since(b.start)
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	return map[string]string{
+		"brokerVersionDesc":      "V4_9_4",
+		"brokerVersion":          i(int64(protocol.DefaultVersion)),
+		"brokerName":             b.opts.BrokerName,
+		"clusterName":            b.opts.ClusterName,
+		"brokerAddr":             b.opts.AdvertiseAddr,
+		"bootTimestamp":          i(b.start.UnixMilli()),
+		"runtime":                up.Round(time.Second).String(),
+		"msgPutTotalTodayNow":    i(st.Puts),
+		"msgGetTotalTodayNow":    i(st.Gets),
+		"putMessageSizeTotal":    i(st.PutBytes),
+		"getMessageSizeTotal":    i(st.GetBytes),
+		"putMessageErrors":       i(st.PutErrors),
+		"commitLogMinOffset":     i(st.Log.MinOffset),
+		"commitLogMaxOffset":     i(st.Log.WrittenOffset),
+		"commitLogFlushedOffset": i(st.Log.FlushedOffset),
+		"commitLogSegments":      strconv.Itoa(st.Log.Segments),
+		"dispatchBehindBytes":    i(st.DispatchLag),
+		"dispatchErrors":         i(st.DispatchErrors),
+		"dispatchStalls":         i(st.DispatchStalls),
+		"flushSyncRounds":        i(st.Log.SyncRounds),
+		"flushMaxSyncTimeMs":     i(st.Log.MaxSyncTime.Milliseconds()),
+		"mappedQueueFiles":       strconv.Itoa(st.MappedQueueFiles),
+		"sendRequests":           i(b.stats.sendRequests.Load()),
+		"sendMessages":           i(b.stats.sendMessages.Load()),
+		"sendErrors":             i(b.stats.sendErrors.Load()),
+		"sendBusyRejects":        i(b.stats.busyRejects.Load()),
+		"sendInFlightBytes":      i(b.inflight.Load()),
+		"pullRequests":           i(b.stats.pullRequests.Load()),
+		"pullFound":              i(b.stats.pullFound.Load()),
+		"pullMessages":           i(b.stats.pullMessages.Load()),
+		"pullHeldTotal":          i(b.stats.pullHeld.Load()),
+		"pullHeldNow":            strconv.Itoa(b.holds.count()),
+		"clientConnections":      strconv.Itoa(conns),
+		"consumerGroups":         strconv.Itoa(cgroups),
+		"producerGroups":         strconv.Itoa(pgroups),
+		"topics":                 strconv.Itoa(len(cfgs)),
+		"notifiesSent":           i(b.stats.notifies.Load()),
+		"configPersistErrors":    i(b.stats.persistErrors.Load()),
+	}
+}
+
+// ---- queue locks ----
+
+// handleLock serves LOCK_BATCH_MQ (41).
+func (b *Broker) handleLock(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body protocol.LockBatchRequestBody
+	if err := body.Decode(req.Body); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	ok := b.locks.tryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
+	out, err := (&protocol.LockBatchResponseBody{LockOKMQSet: ok}).Encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = out
+	return remoting.Reply
+}
+
+// handleUnlock serves UNLOCK_BATCH_MQ (42).
+func (b *Broker) handleUnlock(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body protocol.UnlockBatchRequestBody
+	if err := body.Decode(req.Body); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
+	return remoting.Reply
+}

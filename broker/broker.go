@@ -1,0 +1,393 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+// ErrClosed is returned by Shutdown when the broker was already shut down.
+var ErrClosed = errors.New("broker: closed")
+
+// Broker serves RocketMQ's broker requests (and, through its embedded
+// registry, name-server requests) on top of an Apogee store. Its methods are
+// safe for concurrent use.
+type Broker struct {
+	opts      Options
+	host      netip.AddrPort // resolved AdvertiseAddr (the store host)
+	syncFlush bool
+	start     time.Time
+	memWindow int64 // commit-log bytes RocketMQ would deem still in memory
+
+	store     *store.Store
+	registry  *namesrv.Registry
+	registrar *namesrv.Registrar // nil without external name servers
+	pool      *remoting.Pool     // the registrar's connections
+	srv       *remoting.Server   // what Serve uses
+
+	topics  *topicManager
+	groups  *groupManager
+	offsets *offsetManager
+	clients *clientManager
+	locks   *lockManager
+	holds   *pullHolder
+	acks    *syncAcker
+	filters filterCache
+
+	sendPool sync.Pool // *sendScratch
+	pullPool sync.Pool // *pullJob
+
+	registerMu sync.Mutex // orders registrations with the embedded registry
+
+	// Back-pressure (send path).
+	inflight     atomic.Int64 // message bytes of sends being stored or awaiting their flush
+	putsActive   atomic.Int64 // puts inside the store
+	lastProgress atomic.Int64 // ns since start: last put completed, or puts started from idle
+
+	closing atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	stats brokerStats
+}
+
+type brokerStats struct {
+	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
+	pullRequests, pullFound, pullHeld, pullMessages     atomic.Int64
+	persistErrors, notifies                             atomic.Int64
+}
+
+// New opens the store (recovering it) and the managers' files, registers
+// the broker with the embedded registry (and starts registering with the
+// external name servers), and starts the background tasks. Serve or Handler
+// then put it on the network; Shutdown stops it.
+func New(opts Options) (*Broker, error) {
+	o, host, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfgDir := filepath.Join(o.DataDir, configDirName)
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: create %s: %w", cfgDir, err)
+	}
+	b := &Broker{
+		opts:      o,
+		host:      host,
+		start:     time.Now(),
+		memWindow: memoryWindow(),
+		topics:    newTopicManager(filepath.Join(cfgDir, topicsFileName), o.WriteConfigFile, o.Logger),
+		groups:    newGroupManager(filepath.Join(cfgDir, subscriptionGroupsName), o.WriteConfigFile),
+		offsets:   newOffsetManager(filepath.Join(cfgDir, consumerOffsetFileName), o.WriteConfigFile),
+		clients:   newClientManager(),
+		locks:     newLockManager(o.LockExpiry),
+		stop:      make(chan struct{}),
+	}
+	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load} {
+		if err := load(); err != nil {
+			return nil, err
+		}
+	}
+	b.holds = newPullHolder(b)
+	b.acks = newSyncAcker(b)
+
+	so := o.Store
+	so.Dir = o.DataDir
+	so.StoreHost = host
+	so.MaxMessageSize = o.MaxMessageSize
+	if so.Logger == nil {
+		so.Logger = o.Logger
+	}
+	userArrival := so.OnArrival
+	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
+		b.holds.arrived(topic, queueID, maxOffset)
+		if userArrival != nil {
+			userArrival(topic, queueID, maxOffset)
+		}
+	}
+	st, rep, err := store.Open(so)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open store: %w", err)
+	}
+	b.store = st
+	b.syncFlush = so.FlushMode == commitlog.FlushSync
+	o.Logger.Info("broker: store opened", "dir", o.DataDir, "recovery", fmt.Sprintf("%+v", rep))
+
+	b.ensureAutoCreateKey()
+	b.registry = namesrv.NewRegistry(namesrv.Options{Logger: o.Logger})
+	b.register()
+	if len(o.NamesrvAddrs) > 0 {
+		b.pool = remoting.NewPool(nil)
+		b.registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, o.Logger)
+		b.registrar.Start()
+	}
+	b.srv = remoting.NewServer(b, o.Remoting)
+	b.srv.OnClose(b.ConnClosed)
+
+	b.wg.Add(3)
+	go b.holds.loop()
+	go b.acks.loop()
+	go b.maintain()
+	return b, nil
+}
+
+// ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
+// while auto-create is on, and out of it when it is off.
+func (b *Broker) ensureAutoCreateKey() {
+	changed := false
+	if b.opts.DisableAutoCreateTopic {
+		changed = b.topics.remove(topicAutoCreateKey)
+	} else {
+		cfg := newTopicConfig(topicAutoCreateKey, int32(b.opts.DefaultTopicQueues),
+			protocol.PermRead|protocol.PermWrite|protocol.PermInherit)
+		_, changed = b.topics.put(cfg)
+	}
+	if changed {
+		b.persistTopics()
+	}
+}
+
+// Handler returns the remoting handler that serves broker requests and, via
+// the embedded registry, name-server requests. A caller that runs its own
+// remoting.Server with it must also register ConnClosed with Server.OnClose.
+func (b *Broker) Handler() remoting.Handler { return b }
+
+// Registry returns the embedded name-server registry (serve it on a separate
+// listener with its ServeRemoting for --namesrv-listen).
+func (b *Broker) Registry() *namesrv.Registry { return b.registry }
+
+// Store returns the message store.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Serve accepts connections on l and serves them until Shutdown. It may be
+// called for several listeners.
+func (b *Broker) Serve(l net.Listener) error { return b.srv.Serve(l) }
+
+// ConnClosed forgets everything tied to a closed connection: its clients
+// leave their groups (the remaining members are notified) and the embedded
+// registry drops what the connection registered. Serve wires it; callers
+// with their own remoting.Server register it with OnClose.
+func (b *Broker) ConnClosed(c *remoting.Conn) {
+	b.notify(b.clients.remove(c))
+	b.registry.ConnClosed(c)
+}
+
+// Shutdown stops the broker: held pulls are answered, the server Serve runs
+// stops accepting and finishes the requests in flight (until ctx ends),
+// background tasks stop, offsets, topics and groups are persisted, and the
+// store is flushed and closed. It returns the first error met, after doing
+// all of it.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	if b.closing.Swap(true) {
+		return ErrClosed
+	}
+	var errs []error
+	b.holds.drain()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
+	}
+	close(b.stop)
+	b.wg.Wait()
+	if b.registrar != nil {
+		if err := b.registrar.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("broker: close registrar: %w", err))
+		}
+		b.pool.Close()
+	}
+	b.registry.UnregisterBroker(b.opts.ClusterName, b.opts.BrokerName, b.opts.AdvertiseAddr, 0)
+	if err := b.offsets.persist(true); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.topics.persist(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.groups.persist(); err != nil {
+		errs = append(errs, err)
+	}
+	b.registry.Close()
+	if err := b.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close store: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// registration describes this broker and all its topics for the name servers.
+func (b *Broker) registration() namesrv.BrokerRegistration {
+	cfgs, v := b.topics.snapshot()
+	return namesrv.BrokerRegistration{
+		ClusterName: b.opts.ClusterName,
+		BrokerName:  b.opts.BrokerName,
+		BrokerAddr:  b.opts.AdvertiseAddr,
+		BrokerID:    0,
+		Topics:      cfgs,
+		DataVersion: v,
+	}
+}
+
+// register publishes the topic table to the embedded registry at once and
+// asks the registrar to do the same with the external name servers.
+func (b *Broker) register() {
+	b.registerMu.Lock()
+	b.registry.RegisterBroker(b.registration())
+	b.registerMu.Unlock()
+	if b.registrar != nil {
+		b.registrar.Trigger()
+	}
+}
+
+// topicsChanged persists the topic table and registers it.
+func (b *Broker) topicsChanged() error {
+	err := b.persistTopics()
+	b.register()
+	return err
+}
+
+func (b *Broker) persistTopics() error {
+	err := b.topics.persist()
+	if err != nil {
+		b.stats.persistErrors.Add(1)
+		b.opts.Logger.Error("broker: persist topics failed", "err", err)
+	}
+	return err
+}
+
+func (b *Broker) persistGroups() error {
+	err := b.groups.persist()
+	if err != nil {
+		b.stats.persistErrors.Add(1)
+		b.opts.Logger.Error("broker: persist subscription groups failed", "err", err)
+	}
+	return err
+}
+
+// notify sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of each
+// group.
+func (b *Broker) notify(groups []string) {
+	if len(groups) == 0 {
+		return
+	}
+	var cmd protocol.Command
+	for _, g := range groups {
+		for _, c := range b.clients.memberConns(g) {
+			if c == nil {
+				continue
+			}
+			cmd.InitRequest(protocol.ReqNotifyConsumerIdsChanged, 0)
+			(&protocol.NotifyConsumerIdsChangedRequest{ConsumerGroup: g}).Encode(&cmd.Ext)
+			if err := c.InvokeOneway(&cmd); err == nil {
+				b.stats.notifies.Add(1)
+			}
+		}
+	}
+}
+
+// maintain runs the periodic tasks: offset persistence, the client scanner,
+// lock sweeping and re-registration.
+func (b *Broker) maintain() {
+	defer b.wg.Done()
+	offsets := time.NewTicker(b.opts.OffsetFlushInterval)
+	defer offsets.Stop()
+	scan := time.NewTicker(min(10*time.Second, max(b.opts.ClientTimeout/4, 20*time.Millisecond)))
+	defer scan.Stop()
+	reg := time.NewTicker(b.opts.RegisterInterval)
+	defer reg.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-offsets.C:
+			if err := b.offsets.persist(false); err != nil {
+				b.stats.persistErrors.Add(1)
+				b.opts.Logger.Error("broker: persist consumer offsets failed", "err", err)
+			}
+		case now := <-scan.C:
+			conns, changed := b.clients.expire(now.Add(-b.opts.ClientTimeout))
+			for _, c := range conns {
+				if c != nil {
+					b.opts.Logger.Info("broker: client silent too long, closing its connection", "remote", c.RemoteAddr().String())
+					c.Close()
+				}
+			}
+			b.notify(changed)
+			b.locks.sweep(now)
+		case <-reg.C:
+			b.register()
+		}
+	}
+}
+
+// ServeRemoting implements remoting.Handler: it dispatches by request code.
+func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	switch req.Code {
+	case protocol.ReqSendMessage, protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage:
+		return b.handleSend(c, req, resp)
+	case protocol.ReqPullMessage:
+		return b.handlePull(c, req, resp)
+	case protocol.ReqHeartBeat:
+		return b.handleHeartbeat(c, req, resp)
+	case protocol.ReqUnregisterClient:
+		return b.handleUnregisterClient(c, req, resp)
+	case protocol.ReqGetConsumerListByGroup:
+		return b.handleConsumerList(req, resp)
+	case protocol.ReqQueryConsumerOffset:
+		return b.handleQueryConsumerOffset(req, resp)
+	case protocol.ReqUpdateConsumerOffset:
+		return b.handleUpdateConsumerOffset(req, resp)
+	case protocol.ReqGetMaxOffset, protocol.ReqGetMinOffset:
+		return b.handleQueueOffset(req, resp)
+	case protocol.ReqSearchOffsetByTimestamp:
+		return b.handleSearchOffset(req, resp)
+	case protocol.ReqGetEarliestMsgStoretime:
+		return b.handleEarliestStoreTime(req, resp)
+	case protocol.ReqQueryMessage:
+		return b.handleQueryMessage(req, resp)
+	case protocol.ReqViewMessageByID:
+		return b.handleViewMessage(req, resp)
+	case protocol.ReqUpdateAndCreateTopic:
+		return b.handleCreateTopic(req, resp)
+	case protocol.ReqDeleteTopicInBroker:
+		return b.handleDeleteTopic(req, resp)
+	case protocol.ReqGetAllTopicConfig:
+		return b.handleAllTopicConfig(resp)
+	case protocol.ReqGetAllSubscriptionGroup:
+		return b.handleAllGroups(resp)
+	case protocol.ReqGetBrokerRuntimeInfo:
+		return b.handleRuntimeInfo(resp)
+	case protocol.ReqLockBatchMQ:
+		return b.handleLock(req, resp)
+	case protocol.ReqUnlockBatchMQ:
+		return b.handleUnlock(req, resp)
+	case protocol.ReqConsumerSendMsgBack:
+		return fail(resp, protocol.RespRequestCodeNotSupported,
+			"CONSUMER_SEND_MSG_BACK is not implemented yet by this broker; resend the message to %RETRY%<group>")
+	case protocol.ReqEndTransaction:
+		return fail(resp, protocol.RespRequestCodeNotSupported,
+			"END_TRANSACTION is not implemented yet by this broker: transactional messages are stored as ordinary messages")
+	}
+	if namesrv.IsNamesrvCode(req.Code) {
+		return b.registry.ServeRemoting(c, req, resp)
+	}
+	return fail(resp, protocol.RespRequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+}
+
+// fail sets the response code and remark and replies.
+func fail(resp *remoting.Response, code int32, remark string) remoting.Action {
+	resp.Cmd.Code = code
+	resp.Cmd.SetRemark(remark)
+	return remoting.Reply
+}
+
+// sinceStart is a monotonic clock in nanoseconds.
+func (b *Broker) sinceStart() int64 { return int64(time.Since(b.start)) }

@@ -1,0 +1,451 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// waitMax waits until (topic, queue) holds n dispatched messages.
+func (h *harness) waitMax(topic string, q int32, n int64) {
+	h.t.Helper()
+	waitFor(h.t, fmt.Sprintf("%s/%d to reach %d", topic, q, n), func() bool { return h.b.store.MaxOffset(topic, q) >= n })
+}
+
+func TestSendAndPull(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	const topic = "TopicA"
+
+	// Single message, V1 long keys, auto-creating the topic from TBW102.
+	uniq := "C0A8000100002A9F0000000000000001"
+	resp := invoke(t, cl, sendRequest(topic, 1, []byte("hello"), props("UNIQ_KEY", uniq, "TAGS", "tagA", "KEYS", "k1 k2")))
+	if resp.Code != 0 {
+		t.Fatalf("send: code %d %s", resp.Code, resp.Remark)
+	}
+	for k, want := range map[string]string{"queueId": "1", "queueOffset": "0", "transactionId": uniq,
+		"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"} {
+		if got := ext(resp, k); got != want {
+			t.Errorf("send response %s = %q, want %q", k, got, want)
+		}
+	}
+	msgID := ext(resp, "msgId")
+	if len(msgID) != 32 {
+		t.Fatalf("msgId %q", msgID)
+	}
+	if tc := h.b.topics.lookup(topic); tc == nil || tc.cfg.WriteQueueNums != 4 || tc.cfg.Perm != 6 {
+		t.Fatalf("auto-created topic config %+v", tc)
+	}
+
+	// V2 short keys, same queue.
+	resp = invoke(t, cl, sendV2Request(protocol.ReqSendMessageV2, topic, 1, []byte("v2"), props("TAGS", "tagB")))
+	if resp.Code != 0 || ext(resp, "queueOffset") != "1" {
+		t.Fatalf("send v2: code %d %s offset %s", resp.Code, resp.Remark, ext(resp, "queueOffset"))
+	}
+	// A batch of three into the same queue.
+	resp = invoke(t, cl, sendV2Request(protocol.ReqSendBatchMessage, topic, 1,
+		batchBody(batchEntry{"b0", props("TAGS", "tagA")}, batchEntry{"b1", ""}, batchEntry{"b2", props("KEYS", "kb")}), ""))
+	if resp.Code != 0 || ext(resp, "queueOffset") != "2" {
+		t.Fatalf("send batch: code %d %s offset %s", resp.Code, resp.Remark, ext(resp, "queueOffset"))
+	}
+	batchIDs := strings.Split(ext(resp, "msgId"), ",")
+	if len(batchIDs) != 3 {
+		t.Fatalf("batch msgId %q", ext(resp, "msgId"))
+	}
+
+	h.waitMax(topic, 1, 5)
+	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "cg", map[string]string{topic: "*"}))
+	resp = invoke(t, cl, pullRequest(pullArgs{group: "cg", topic: topic, queueID: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: 1000}))
+	if resp.Code != 0 {
+		t.Fatalf("pull: code %d %s", resp.Code, resp.Remark)
+	}
+	hdr := pullHeaders(t, resp)
+	if hdr.NextBeginOffset != 5 || hdr.MinOffset != 0 || hdr.MaxOffset != 5 {
+		t.Fatalf("pull headers %+v", hdr)
+	}
+	recs := decodeBody(t, resp.Body)
+	wantBodies := []string{"hello", "v2", "b0", "b1", "b2"}
+	if len(recs) != len(wantBodies) {
+		t.Fatalf("pulled %d records", len(recs))
+	}
+	ids := append([]string{msgID, ""}, batchIDs...)
+	for i, v := range recs {
+		if string(v.Body()) != wantBodies[i] || v.QueueOffset() != int64(i) || v.QueueID() != 1 || string(v.Topic()) != topic {
+			t.Errorf("record %d: body %q offset %d queue %d topic %q", i, v.Body(), v.QueueOffset(), v.QueueID(), v.Topic())
+		}
+		if c, _ := v.Property(message.PropCluster); string(c) != DefaultClusterName {
+			t.Errorf("record %d: CLUSTER = %q", i, c)
+		}
+		if ids[i] != "" && string(v.AppendOffsetMsgID(nil)) != ids[i] {
+			t.Errorf("record %d: offset msgId %s, send said %s", i, v.AppendOffsetMsgID(nil), ids[i])
+		}
+	}
+	if u := recs[0].UniqKey(); string(u) != uniq {
+		t.Errorf("UNIQ_KEY %q", u)
+	}
+	if tags := recs[2].Tags(); string(tags) != "tagA" {
+		t.Errorf("batch entry TAGS %q", tags)
+	}
+
+	// The heartbeat subscription filters by tag on the broker.
+	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "cgA", map[string]string{topic: "tagA"}))
+	resp = invoke(t, cl, pullRequest(pullArgs{group: "cgA", topic: topic, queueID: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: 1000}))
+	recs = decodeBody(t, resp.Body)
+	if resp.Code != 0 || len(recs) != 2 || string(recs[0].Body()) != "hello" || string(recs[1].Body()) != "b0" {
+		t.Fatalf("tag-filtered pull: code %d, %d records", resp.Code, len(recs))
+	}
+	// A subscription carried by the pull (sysFlag bit 2), SQL92.
+	resp = invoke(t, cl, pullRequest(pullArgs{group: "pull", topic: topic, queueID: 1, sysFlag: 6, suspendMs: 1000,
+		sub: "TAGS = 'tagB'", expr: "SQL92"}))
+	recs = decodeBody(t, resp.Body)
+	if resp.Code != 0 || len(recs) != 1 || string(recs[0].Body()) != "v2" {
+		t.Fatalf("SQL92 pull: code %d %s, %d records", resp.Code, resp.Remark, len(recs))
+	}
+}
+
+func TestPullStatuses(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	const topic = "Statuses"
+	for i := range 3 {
+		tags := "x"
+		if i == 2 {
+			tags = "y"
+		}
+		if r := invoke(t, cl, sendRequest(topic, 0, []byte("m"), props("TAGS", tags))); r.Code != 0 {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	h.waitMax(topic, 0, 3)
+	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@2", "cg", map[string]string{topic: "*"}))
+	// A heartbeat declares all of a client's groups: another client for cgz.
+	invoke(t, h.dial(nil), heartbeatRequest(t, "127.0.0.1@3", "cgz", map[string]string{topic: "z"}))
+
+	tests := []struct {
+		name       string
+		a          pullArgs
+		code       int32
+		next       int64
+		min, max   int64
+		noHeaders  bool
+		remarkPart string
+	}{
+		{name: "found", a: pullArgs{group: "cg", topic: topic}, code: 0, next: 3, max: 3},
+		{name: "found capped by maxMsgNums", a: pullArgs{group: "cg", topic: topic, max: 2}, code: 0, next: 2, max: 3},
+		{name: "offset == max", a: pullArgs{group: "cg", topic: topic, offset: 3}, code: 19, next: 3, max: 3},
+		{name: "offset > max", a: pullArgs{group: "cg", topic: topic, offset: 9}, code: 21, next: 3, max: 3},
+		{name: "negative offset", a: pullArgs{group: "cg", topic: topic, offset: -5}, code: 21, next: 0, max: 3},
+		{name: "tag filter rejects all", a: pullArgs{group: "cgz", topic: topic}, code: 20, next: 3, max: 3},
+		{name: "empty queue at 0", a: pullArgs{group: "cg", topic: topic, queueID: 3}, code: 19, next: 0},
+		{name: "empty queue past 0", a: pullArgs{group: "cg", topic: topic, queueID: 3, offset: 7}, code: 21, next: 0},
+		{name: "unknown topic", a: pullArgs{group: "cg", topic: "Nope"}, code: 17, noHeaders: true, remarkPart: "not exist"},
+		{name: "queue out of range", a: pullArgs{group: "cg", topic: topic, queueID: 4}, code: 1, noHeaders: true, remarkPart: "illegal"},
+		{name: "negative queue", a: pullArgs{group: "cg", topic: topic, queueID: -1}, code: 1, noHeaders: true},
+		{name: "unknown group", a: pullArgs{group: "ghost", topic: topic}, code: 24, noHeaders: true},
+		{name: "subscription not latest", a: pullArgs{group: "cg", topic: topic, subVersion: 1 << 62}, code: 25, noHeaders: true},
+		{name: "bad SQL", a: pullArgs{group: "p", topic: topic, sysFlag: 4, sub: "a = ", expr: "SQL92"}, code: 23, noHeaders: true},
+		{name: "bad expression type", a: pullArgs{group: "p", topic: topic, sysFlag: 4, sub: "*", expr: "XPATH"}, code: 23, noHeaders: true},
+		{name: "request subscription tags", a: pullArgs{group: "p", topic: topic, sysFlag: 4, sub: "y"}, code: 0, next: 3, max: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := invoke(t, cl, pullRequest(tc.a))
+			if resp.Code != tc.code {
+				t.Fatalf("code %d (%s), want %d", resp.Code, resp.Remark, tc.code)
+			}
+			if tc.remarkPart != "" && !strings.Contains(string(resp.Remark), tc.remarkPart) {
+				t.Errorf("remark %q lacks %q", resp.Remark, tc.remarkPart)
+			}
+			if tc.noHeaders {
+				return
+			}
+			hdr := pullHeaders(t, resp)
+			if hdr.NextBeginOffset != tc.next || hdr.MinOffset != tc.min || hdr.MaxOffset != tc.max {
+				t.Errorf("headers %+v, want next %d min %d max %d", hdr, tc.next, tc.min, tc.max)
+			}
+			if tc.code != 0 && len(resp.Body) != 0 {
+				t.Errorf("body of %d bytes on code %d", len(resp.Body), tc.code)
+			}
+		})
+	}
+}
+
+func TestLongPollWokenBySend(t *testing.T) {
+	h := newHarness(t, nil)
+	puller, sender := h.dial(nil), h.dial(nil)
+	const topic = "LongPoll"
+	invoke(t, sender, sendRequest(topic, 0, []byte("first"), ""))
+	h.waitMax(topic, 0, 1)
+	invoke(t, puller, heartbeatRequest(t, "127.0.0.1@3", "cg", map[string]string{topic: "*"}))
+
+	type result struct {
+		code    int32
+		body    []byte
+		hdr     protocol.PullMessageResponse
+		elapsed time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	req := pullRequest(pullArgs{group: "cg", topic: topic, offset: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: 20000})
+	if err := puller.InvokeAsync(req, 30*time.Second, func(resp *protocol.Command, err error) {
+		if err != nil {
+			t.Errorf("pull: %v", err)
+			done <- result{}
+			return
+		}
+		var hdr protocol.PullMessageResponse
+		_ = hdr.Decode(&resp.Ext)
+		done <- result{resp.Code, bytes.Clone(resp.Body), hdr, time.Since(start)}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pull to be held", func() bool { return h.b.holds.count() == 1 })
+
+	// The held pull does not block the puller's connection.
+	if r := invoke(t, puller, sendRequest(topic, 1, []byte("other queue"), "")); r.Code != 0 {
+		t.Fatalf("send on the puller's connection: %d", r.Code)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("pull answered by a message in another queue: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if r := invoke(t, sender, sendRequest(topic, 0, []byte("wake"), "")); r.Code != 0 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	select {
+	case r := <-done:
+		if r.code != 0 || r.elapsed > 5*time.Second {
+			t.Fatalf("pull: code %d after %v", r.code, r.elapsed)
+		}
+		recs := decodeBody(t, r.body)
+		if len(recs) != 1 || string(recs[0].Body()) != "wake" || r.hdr.NextBeginOffset != 2 || r.hdr.MaxOffset != 2 {
+			t.Fatalf("woken pull: %d records, headers %+v", len(recs), r.hdr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("held pull not woken by the send")
+	}
+}
+
+func TestLongPollTimeout(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.LongPollMax = 300 * time.Millisecond })
+	cl := h.dial(nil)
+	const topic = "Quiet"
+	invoke(t, cl, sendRequest(topic, 0, []byte("x"), ""))
+	h.waitMax(topic, 0, 1)
+	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@4", "cg", map[string]string{topic: "*"}))
+
+	for _, tc := range []struct {
+		name      string
+		suspendMs int64
+		min, max  time.Duration
+	}{
+		{"client timeout", 150, 140 * time.Millisecond, 2 * time.Second},
+		{"capped by LongPollMax", 20000, 290 * time.Millisecond, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			resp := invoke(t, cl, pullRequest(pullArgs{group: "cg", topic: topic, offset: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: tc.suspendMs}))
+			el := time.Since(start)
+			if resp.Code != protocol.RespPullNotFound {
+				t.Fatalf("code %d %s", resp.Code, resp.Remark)
+			}
+			if hdr := pullHeaders(t, resp); hdr.NextBeginOffset != 1 || hdr.MaxOffset != 1 {
+				t.Fatalf("headers %+v", hdr)
+			}
+			if el < tc.min || el > tc.max {
+				t.Fatalf("answered after %v, want within [%v, %v]", el, tc.min, tc.max)
+			}
+		})
+	}
+	// Without the suspend flag the answer is immediate.
+	start := time.Now()
+	resp := invoke(t, cl, pullRequest(pullArgs{group: "cg", topic: topic, offset: 1, suspendMs: 20000}))
+	if resp.Code != protocol.RespPullNotFound || time.Since(start) > time.Second {
+		t.Fatalf("non-suspending pull: code %d after %v", resp.Code, time.Since(start))
+	}
+}
+
+func TestHeartbeatConsumerListAndNotify(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.ClientTimeout = 300 * time.Millisecond })
+	rec1, rec2 := newRecorder(), newRecorder()
+	c1, c2 := h.dial(rec1), h.dial(rec2)
+	subs := map[string]string{"T": "*"}
+
+	resp := invoke(t, c1, heartbeatRequest(t, "10.0.0.1@1", "cg", subs))
+	if resp.Code != 0 || resp.Version < 0 {
+		t.Fatalf("heartbeat: code %d version %d", resp.Code, resp.Version)
+	}
+	rec1.waitNotify(t, "cg") // joining notifies the group, the newcomer included
+	if tc := h.b.topics.lookup("%RETRY%cg"); tc == nil || tc.cfg.WriteQueueNums != 1 {
+		t.Fatalf("retry topic %+v", tc)
+	}
+	if h.b.groups.get([]byte("cg")) == nil {
+		t.Fatal("subscription group not created")
+	}
+
+	list := func(cl interface {
+		Invoke(context.Context, *protocol.Command) (*protocol.Command, error)
+	}) []string {
+		req := goRequest(protocol.ReqGetConsumerListByGroup)
+		req.Ext.SetString("consumerGroup", "cg")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body protocol.ConsumerListBody
+		_ = body.Decode(resp.Body)
+		return body.ConsumerIDList
+	}
+	if got := list(c1); fmt.Sprint(got) != "[10.0.0.1@1]" {
+		t.Fatalf("consumer list %v", got)
+	}
+
+	rec1.drain()
+	invoke(t, c2, heartbeatRequest(t, "10.0.0.2@2", "cg", subs))
+	rec1.waitNotify(t, "cg")
+	rec2.waitNotify(t, "cg")
+	if got := list(c2); fmt.Sprint(got) != "[10.0.0.1@1 10.0.0.2@2]" {
+		t.Fatalf("consumer list %v", got)
+	}
+
+	// A repeated heartbeat changes nothing and notifies nobody.
+	rec1.drain()
+	invoke(t, c1, heartbeatRequest(t, "10.0.0.1@1", "cg", subs))
+	select {
+	case g := <-rec1.ch:
+		t.Fatalf("unexpected notify for %s", g)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// Closing c2 removes its client and notifies c1.
+	c2.Close()
+	rec1.waitNotify(t, "cg")
+	waitFor(t, "c2 to leave", func() bool { return len(h.b.clients.consumerIDs("cg")) == 1 })
+
+	// A client silent for ClientTimeout is removed and its connection closed.
+	select {
+	case <-c1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("silent client not disconnected")
+	}
+	if ids := h.b.clients.consumerIDs("cg"); len(ids) != 0 {
+		t.Fatalf("expired client still listed: %v", ids)
+	}
+	c3 := h.dial(nil)
+	req := goRequest(protocol.ReqGetConsumerListByGroup)
+	req.Ext.SetString("consumerGroup", "cg")
+	if resp := invoke(t, c3, req); resp.Code != protocol.RespSystemError {
+		t.Fatalf("empty group list: code %d", resp.Code)
+	}
+}
+
+func TestUnregisterClient(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := newRecorder()
+	c1, c2 := h.dial(rec), h.dial(nil)
+	invoke(t, c1, heartbeatRequest(t, "a@1", "cg", map[string]string{"T": "*"}))
+	invoke(t, c2, heartbeatRequest(t, "b@1", "cg", map[string]string{"T": "*"}))
+	rec.drain()
+	req := goRequest(protocol.ReqUnregisterClient)
+	(&protocol.UnregisterClientRequest{ClientID: "b@1", ConsumerGroup: "cg", ProducerGroup: "pg"}).Encode(&req.Ext)
+	if resp := invoke(t, c2, req); resp.Code != 0 {
+		t.Fatalf("unregister: %d", resp.Code)
+	}
+	rec.waitNotify(t, "cg")
+	if ids := h.b.clients.consumerIDs("cg"); fmt.Sprint(ids) != "[a@1]" {
+		t.Fatalf("after unregister: %v", ids)
+	}
+}
+
+func queryOffset(t *testing.T, cl interface {
+	Invoke(context.Context, *protocol.Command) (*protocol.Command, error)
+}, group, topic string, q int32) (int32, string) {
+	t.Helper()
+	req := goRequest(protocol.ReqQueryConsumerOffset)
+	(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: q}).Encode(&req.Ext)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Code, ext(resp, "offset")
+}
+
+func TestOffsetsPersistAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	h := startHarness(t, testOptions(t, dir), nil)
+	cl := h.dial(nil)
+	const topic = "Offsets"
+	invoke(t, cl, sendRequest(topic, 0, []byte("a"), ""))
+	h.waitMax(topic, 0, 1)
+
+	// No offset yet: the Java quirk answers 0 for a young queue whose first
+	// message is in memory, and for an empty queue.
+	if code, off := queryOffset(t, cl, "g", topic, 0); code != 0 || off != "0" {
+		t.Fatalf("query before commit: code %d offset %q", code, off)
+	}
+	if code, off := queryOffset(t, cl, "g", topic, 2); code != 0 || off != "0" {
+		t.Fatalf("query of an empty queue: code %d offset %q", code, off)
+	}
+
+	upd := goRequest(protocol.ReqUpdateConsumerOffset)
+	(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: []byte("g"), Topic: []byte(topic), QueueID: 0, CommitOffset: 1}).Encode(&upd.Ext)
+	if resp := invoke(t, cl, upd); resp.Code != 0 {
+		t.Fatalf("update: %d", resp.Code)
+	}
+	// A pull with the commit flag stores its commitOffset too.
+	invoke(t, cl, heartbeatRequest(t, "c@1", "g2", map[string]string{topic: "*"}))
+	invoke(t, cl, pullRequest(pullArgs{group: "g2", topic: topic, sysFlag: protocol.PullFlagCommitOffset, commitOffset: 1}))
+	if code, off := queryOffset(t, cl, "g", topic, 0); code != 0 || off != "1" {
+		t.Fatalf("query after commit: code %d offset %q", code, off)
+	}
+	h.close()
+
+	raw, err := readConfigFile(h.b.offsets.path)
+	if err != nil || !bytes.Contains(raw, []byte(`"Offsets@g":{"0":1}`)) || !bytes.Contains(raw, []byte(`"Offsets@g2":{"0":1}`)) {
+		t.Fatalf("consumerOffset.json: %s (%v)", raw, err)
+	}
+
+	h2 := startHarness(t, testOptions(t, dir), nil)
+	cl2 := h2.dial(nil)
+	for _, g := range []string{"g", "g2"} {
+		if code, off := queryOffset(t, cl2, g, topic, 0); code != 0 || off != "1" {
+			t.Fatalf("%s after restart: code %d offset %q", g, code, off)
+		}
+	}
+	if tc := h2.b.topics.lookup(topic); tc == nil {
+		t.Fatal("topic lost across restart")
+	}
+	if h2.b.groups.get([]byte("g2")) == nil {
+		t.Fatal("subscription group lost across restart")
+	}
+}
+
+func TestOffsetFileAcceptsBareKeys(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(t, dir)
+	if err := writeFileAtomic(dir+"/config/consumerOffset.json", nil); err == nil {
+		t.Fatal("expected an error writing into a missing directory")
+	}
+	h := startHarness(t, opts, nil)
+	h.close()
+	if err := writeFileAtomic(h.b.offsets.path, []byte(`{"offsetTable":{"T@g":{0:7,3:9}},"dataVersion":{"timestamp":1,"counter":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	h2 := startHarness(t, opts, nil)
+	for q, want := range map[int32]int64{0: 7, 3: 9} {
+		if off, ok := h2.b.offsets.query([]byte("T"), []byte("g"), q); !ok || off != want {
+			t.Fatalf("queue %d: %d %v", q, off, ok)
+		}
+	}
+}

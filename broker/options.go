@@ -1,0 +1,159 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultBrokerName          = "broker-a"
+	DefaultClusterName         = "DefaultCluster"
+	DefaultTopicQueues         = 8
+	DefaultMaxMessageSize      = 4 << 20
+	DefaultLongPollMax         = 25 * time.Second
+	DefaultOffsetFlushInterval = 5 * time.Second
+	DefaultClientTimeout       = 120 * time.Second
+	DefaultMaxInFlightBytes    = 256 << 20
+	DefaultBusyTimeout         = time.Second
+	DefaultRegisterInterval    = 30 * time.Second
+	DefaultLockExpiry          = 60 * time.Second
+)
+
+// Options configure a Broker. The zero value of every field means its default.
+type Options struct {
+	// DataDir is the broker's root directory: the store lives in it and the
+	// managers' files in DataDir/config. Required.
+	DataDir string
+	// Store tunes the message store. Dir is set from DataDir, StoreHost from
+	// AdvertiseAddr, MaxMessageSize from MaxMessageSize, and OnArrival is the
+	// broker's (a caller's OnArrival is called after it).
+	Store store.Options
+	// BrokerName and ClusterName default to "broker-a" and "DefaultCluster".
+	BrokerName, ClusterName string
+	// AdvertiseAddr is the host:port put in routes and in offset message ids.
+	// Required. A host name is resolved once, at New.
+	AdvertiseAddr string
+	// NamesrvAddrs are external name servers to register with (in addition
+	// to the embedded registry, which is always kept up to date). Empty: only
+	// the embedded registry.
+	NamesrvAddrs []string
+	// DisableAutoCreateTopic turns off RocketMQ's autoCreateTopicEnable: sends
+	// to unknown topics then fail with TOPIC_NOT_EXIST (17), except to
+	// %RETRY% topics, and TBW102 is not registered. Default: auto-create on.
+	DisableAutoCreateTopic bool
+	// DefaultTopicQueues is the queue count of TBW102, the template of
+	// auto-created topics (which get min(the producer's
+	// defaultTopicQueueNums, this)). Default 8.
+	DefaultTopicQueues int
+	// MaxMessageSize bounds a message body (a batch's whole body). Default 4 MiB.
+	MaxMessageSize int
+	// LongPollMax caps how long a pull is held (the client's
+	// suspendTimeoutMillis is obeyed below it). Default 25 s: the Go client
+	// gives up on a pull after 30 s.
+	LongPollMax time.Duration
+	// OffsetFlushInterval is how often consumer offsets are persisted (also at
+	// Shutdown). Default 5 s.
+	OffsetFlushInterval time.Duration
+	// ClientTimeout removes a client (and closes its connection) that sent
+	// no heartbeat for this long. Default 120 s.
+	ClientTimeout time.Duration
+	// MaxInFlightBytes bounds the message bytes of send requests being
+	// stored or waiting for their flush; a send over it is answered
+	// SYSTEM_BUSY (2) at once. Default 256 MiB.
+	MaxInFlightBytes int64
+	// BusyTimeout: when puts are in progress and none completed for this long
+	// (the store is stalled), new sends are answered SYSTEM_BUSY (2) at once,
+	// like RocketMQ's osPageCacheBusyTimeOutMills. Default 1 s.
+	BusyTimeout time.Duration
+	// RegisterInterval is how often the broker registers again with the name
+	// servers (besides after every topic change). Default 30 s.
+	RegisterInterval time.Duration
+	// LockExpiry is how long a queue lock (LOCK_BATCH_MQ) lives without being
+	// renewed. Default 60 s.
+	LockExpiry time.Duration
+	// Remoting configures the server Serve uses (nil: remoting's defaults).
+	Remoting *remoting.Options
+	// WriteConfigFile replaces how the files under DataDir/config are
+	// written (a seam for tests that inject failures). Default: write a
+	// temporary file, fsync it, rename it over the target, fsync the directory.
+	WriteConfigFile func(path string, data []byte) error
+	// Logger receives the broker's log lines. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, netip.AddrPort, error) {
+	if o.DataDir == "" {
+		return o, netip.AddrPort{}, errors.New("broker: Options.DataDir is required")
+	}
+	if o.AdvertiseAddr == "" {
+		return o, netip.AddrPort{}, errors.New("broker: Options.AdvertiseAddr is required")
+	}
+	host, err := resolveAddr(o.AdvertiseAddr)
+	if err != nil {
+		return o, netip.AddrPort{}, err
+	}
+	if o.BrokerName == "" {
+		o.BrokerName = DefaultBrokerName
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = DefaultClusterName
+	}
+	if o.DefaultTopicQueues <= 0 {
+		o.DefaultTopicQueues = DefaultTopicQueues
+	}
+	if o.DefaultTopicQueues > maxQueues {
+		return o, host, fmt.Errorf("broker: DefaultTopicQueues %d > %d", o.DefaultTopicQueues, maxQueues)
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.LongPollMax <= 0 {
+		o.LongPollMax = DefaultLongPollMax
+	}
+	if o.OffsetFlushInterval <= 0 {
+		o.OffsetFlushInterval = DefaultOffsetFlushInterval
+	}
+	if o.ClientTimeout <= 0 {
+		o.ClientTimeout = DefaultClientTimeout
+	}
+	if o.MaxInFlightBytes <= 0 {
+		o.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.RegisterInterval <= 0 {
+		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.LockExpiry <= 0 {
+		o.LockExpiry = DefaultLockExpiry
+	}
+	if o.WriteConfigFile == nil {
+		o.WriteConfigFile = writeFileAtomic
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, host, nil
+}
+
+// resolveAddr parses host:port, resolving a host name once.
+func resolveAddr(addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("broker: advertise address %q: %w", addr, err)
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}

@@ -1,0 +1,254 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// Special topic names and limits (RocketMQ's TopicValidator and MixAll).
+const (
+	topicAutoCreateKey = "TBW102"
+	retryTopicPrefix   = "%RETRY%"
+	dlqTopicPrefix     = "%DLQ%"
+	systemTopicPrefix  = "rmq_sys_"
+	maxTopicLength     = 127
+	maxQueues          = 1024
+	filterSingleTag    = "SINGLE_TAG"
+	filterMultiTag     = "MULTI_TAG"
+)
+
+// notAllowedSendTopics are the system topics producers may not write
+// (RocketMQ's NOT_ALLOWED_SEND_TOPIC_SET): NO_PERMISSION (16).
+var notAllowedSendTopics = [...]string{
+	"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+	"TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
+}
+
+// systemTopics are RocketMQ's SYSTEM_TOPIC_SET: admin requests may not create them.
+var systemTopics = [...]string{
+	topicAutoCreateKey, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+	"RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+	"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
+}
+
+func isNotAllowedSendTopic(t []byte) bool {
+	for _, s := range notAllowedSendTopics {
+		if string(t) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isSystemTopic(t string) bool {
+	for _, s := range systemTopics {
+		if t == s {
+			return true
+		}
+	}
+	return strings.HasPrefix(t, systemTopicPrefix)
+}
+
+// checkTopicName validates a topic name as RocketMQ's TopicValidator does
+// (^[%|a-zA-Z0-9_-]+$, at most 127 characters) and returns its remark for a
+// bad one. It does not allocate.
+func checkTopicName(t []byte) (remark string, ok bool) {
+	if len(t) == 0 {
+		return "The specified topic is blank.", false
+	}
+	for _, c := range t {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '%', c == '|', c == '_', c == '-':
+		default:
+			return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$", false
+		}
+	}
+	if len(t) > maxTopicLength {
+		return "The specified topic is longer than topic max length.", false
+	}
+	return "", true
+}
+
+// topicEntry is one topic's configuration. Entries are immutable once
+// published (an update publishes a new entry), except the round-robin counter
+// used for sends with a negative queue id.
+type topicEntry struct {
+	name string
+	cfg  protocol.TopicConfig
+	rr   atomic.Uint32
+}
+
+func (e *topicEntry) writable() bool { return e.cfg.Perm&protocol.PermWrite != 0 }
+func (e *topicEntry) readable() bool { return e.cfg.Perm&protocol.PermRead != 0 }
+
+// queueLimit is the number of valid queue ids (RocketMQ checks sends against
+// max(write, read)).
+func (e *topicEntry) queueLimit() int32 { return max(e.cfg.WriteQueueNums, e.cfg.ReadQueueNums) }
+
+// topicManager owns the topic table and config/topics.json.
+type topicManager struct {
+	path  string
+	write func(string, []byte) error
+	log   *slog.Logger
+
+	mu      sync.RWMutex
+	m       map[string]*topicEntry
+	version protocol.DataVersion
+
+	persistMu sync.Mutex // serialises file writes; taken before mu
+}
+
+func newTopicManager(path string, write func(string, []byte) error, log *slog.Logger) *topicManager {
+	return &topicManager{path: path, write: write, log: log, m: make(map[string]*topicEntry)}
+}
+
+// load reads topics.json if it exists.
+func (t *topicManager) load() error {
+	b, err := readConfigFile(t.path)
+	if err != nil || b == nil {
+		return err
+	}
+	var w protocol.TopicConfigSerializeWrapper
+	if err := w.Decode(b); err != nil {
+		return fmt.Errorf("broker: %s: %w", t.path, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, c := range w.TopicConfigTable {
+		if c == nil {
+			continue
+		}
+		cfg := *c
+		if cfg.TopicName == "" {
+			cfg.TopicName = name
+		}
+		t.m[cfg.TopicName] = &topicEntry{name: cfg.TopicName, cfg: cfg}
+	}
+	t.version = w.DataVersion
+	return nil
+}
+
+// get returns the topic's entry or nil. It does not allocate.
+func (t *topicManager) get(name []byte) *topicEntry {
+	t.mu.RLock()
+	e := t.m[string(name)]
+	t.mu.RUnlock()
+	return e
+}
+
+func (t *topicManager) lookup(name string) *topicEntry {
+	t.mu.RLock()
+	e := t.m[name]
+	t.mu.RUnlock()
+	return e
+}
+
+// bump advances the data version; t.mu must be held.
+func (t *topicManager) bump() {
+	t.version.Timestamp = time.Now().UnixMilli()
+	t.version.Counter++
+}
+
+// put creates or replaces a topic's configuration and reports whether the
+// table changed.
+func (t *topicManager) put(cfg protocol.TopicConfig) (*topicEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.m[cfg.TopicName]; old != nil && sameTopicConfig(&old.cfg, &cfg) {
+		return old, false
+	}
+	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	t.m[cfg.TopicName] = e
+	t.bump()
+	return e, true
+}
+
+// createIfAbsent adds cfg unless the topic exists; it returns the topic's
+// entry and whether it was created.
+func (t *topicManager) createIfAbsent(cfg protocol.TopicConfig) (*topicEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.m[cfg.TopicName]; old != nil {
+		return old, false
+	}
+	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	t.m[cfg.TopicName] = e
+	t.bump()
+	return e, true
+}
+
+// remove deletes a topic and reports whether it existed.
+func (t *topicManager) remove(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[name]; !ok {
+		return false
+	}
+	delete(t.m, name)
+	t.bump()
+	return true
+}
+
+// snapshot returns copies of every configuration, sorted by name, and the
+// data version.
+func (t *topicManager) snapshot() ([]protocol.TopicConfig, protocol.DataVersion) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]protocol.TopicConfig, 0, len(t.m))
+	for _, e := range t.m {
+		out = append(out, e.cfg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
+	return out, t.version
+}
+
+// encode returns the table as topics.json (and GET_ALL_TOPIC_CONFIG) JSON.
+func (t *topicManager) encode() ([]byte, error) {
+	cfgs, v := t.snapshot()
+	w := protocol.TopicConfigSerializeWrapper{TopicConfigTable: make(map[string]*protocol.TopicConfig, len(cfgs)), DataVersion: v}
+	for i := range cfgs {
+		w.TopicConfigTable[cfgs[i].TopicName] = &cfgs[i]
+	}
+	return w.Encode()
+}
+
+// persist writes topics.json with the current table.
+func (t *topicManager) persist() error {
+	t.persistMu.Lock()
+	defer t.persistMu.Unlock()
+	b, err := t.encode()
+	if err != nil {
+		return fmt.Errorf("broker: encode topics: %w", err)
+	}
+	return t.write(t.path, b)
+}
+
+func sameTopicConfig(a, b *protocol.TopicConfig) bool {
+	if a.TopicName != b.TopicName || a.ReadQueueNums != b.ReadQueueNums || a.WriteQueueNums != b.WriteQueueNums ||
+		a.Perm != b.Perm || a.TopicFilterType != b.TopicFilterType || a.TopicSysFlag != b.TopicSysFlag ||
+		a.Order != b.Order || len(a.Attributes) != len(b.Attributes) {
+		return false
+	}
+	for k, v := range a.Attributes {
+		if bv, ok := b.Attributes[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// newTopicConfig is a topic configuration with RocketMQ's defaults.
+func newTopicConfig(name string, queues int32, perm int32) protocol.TopicConfig {
+	return protocol.TopicConfig{
+		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm,
+		TopicFilterType: filterSingleTag,
+	}
+}
