@@ -114,17 +114,23 @@ func (q *Queue) Append(off int64, e Entry) error {
 }
 
 func (q *Queue) write(t *segment, off int64, e Entry) error {
-	if end := (off - t.start + 1) * EntrySize; end > t.allocated {
-		if err := q.set.reserve(t, end); err != nil {
+	pos := (off - t.start) * EntrySize
+	if pos+EntrySize > t.touched {
+		// First write into this page (and maybe the first past the reserved
+		// blocks): pwrite, see segment.touched.
+		var b [EntrySize]byte
+		putEntry(b[:], e)
+		if err := q.set.writeCold(t, pos, b[:]); err != nil {
 			return err
 		}
+	} else {
+		m, err := q.set.acquire(t, true)
+		if err != nil {
+			return q.readErr(off, err)
+		}
+		putEntry(m.Bytes()[pos:], e)
+		m.Release()
 	}
-	m, err := q.set.acquire(t, true)
-	if err != nil {
-		return q.readErr(off, err)
-	}
-	putEntry(m.Bytes()[(off-t.start)*EntrySize:], e)
-	m.Release()
 	q.lastEnd.Store(e.End())
 	q.max.Store(off + 1) // publish after the bytes
 	return nil
@@ -192,23 +198,16 @@ func (q *Queue) fillHole(off int64, e Entry) error {
 	if sg == nil {
 		return q.errorf("offset %d: no file: %w", off, ErrOutOfRange)
 	}
-	// The hole may be a sparse region: reserve its blocks before writing
-	// through the mapping (a full disk must fail here, not fault there).
-	if sg == q.tail {
-		if err := q.set.reserve(sg, (off-sg.start+1)*EntrySize); err != nil {
-			return err
-		}
-	} else if err := q.set.reserveRange(sg, (off-sg.start)*EntrySize, EntrySize); err != nil {
-		return err
-	}
-	m, err := q.set.acquire(sg, true)
+	// The hole may be a sparse region and a cold page: write it with pwrite
+	// (a full disk fails here instead of faulting a store into the mapping).
+	var b [EntrySize]byte
+	putEntry(b[:], e)
+	q.gen.Add(1)
+	err := q.set.writeCold(sg, (off-sg.start)*EntrySize, b[:])
+	q.gen.Add(1)
 	if err != nil {
 		return err
 	}
-	defer m.Release()
-	q.gen.Add(1)
-	putEntry(m.Bytes()[(off-sg.start)*EntrySize:], e)
-	q.gen.Add(1)
 	q.flushMu.Lock()
 	q.flushed = min(q.flushed, off)
 	q.flushMu.Unlock()

@@ -32,6 +32,13 @@ type segment struct {
 	// first entry) and blocks are reserved a chunk ahead of the writer, so a
 	// full disk fails an Append instead of faulting a write through the mapping.
 	allocated int64
+	// touched is how many bytes from the file's start lie in pages the
+	// writer has already written (so they are in the page cache). The first
+	// write into a page goes through pwrite: on ext4 a store into a mapped
+	// page that is not yet cached takes a fault costing milliseconds on this
+	// kind of machine, while pwrite costs microseconds and leaves the page
+	// cached, after which stores through the mapping are cheap. Writer only.
+	touched int64
 
 	mu        sync.Mutex // serialises mapping, unmapping and retiring
 	dead      bool       // retired: never map again; under mu
@@ -204,35 +211,27 @@ func (s *Set) syncRange(sg *segment, from, to int64) error {
 // allocChunk is how far ahead of the writer file blocks are reserved.
 const allocChunk = 128 << 10
 
-// reserve makes sure the blocks holding bytes [0, end) of sg's file are
-// allocated, reserving up to a chunk beyond. Only the writer calls it.
-func (s *Set) reserve(sg *segment, end int64) error {
-	if end <= sg.allocated {
-		return nil
-	}
-	to := min((end+allocChunk-1)/allocChunk*allocChunk, s.fileSize)
+// writeCold writes b at byte pos of sg's file with pwrite, first reserving
+// blocks up to a chunk beyond it if needed, and marks the pages it covers as
+// touched. Only the writer calls it.
+func (s *Set) writeCold(sg *segment, pos int64, b []byte) error {
+	end := pos + int64(len(b))
 	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
 	}
 	defer f.Close()
-	if err := mmap.Fallocate(f, sg.allocated, to-sg.allocated); err != nil {
-		return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
+	if end > sg.allocated {
+		to := min((end+allocChunk-1)/allocChunk*allocChunk, s.fileSize)
+		if err := mmap.Fallocate(f, sg.allocated, to-sg.allocated); err != nil {
+			return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
+		}
+		sg.allocated = to
 	}
-	sg.allocated = to
-	return nil
-}
-
-// reserveRange allocates the blocks of [off, off+n) of a file that is not the
-// writer's tail.
-func (s *Set) reserveRange(sg *segment, off, n int64) error {
-	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	if _, err := f.WriteAt(b, pos); err != nil {
+		return fmt.Errorf("consumequeue: write %s: %w", sg.path, err)
 	}
-	defer f.Close()
-	if err := mmap.Fallocate(f, off, n); err != nil {
-		return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
-	}
+	page := int64(mmap.PageSize())
+	sg.touched = max(sg.touched, (end+page-1)/page*page)
 	return nil
 }
