@@ -3,6 +3,7 @@ package namesrv_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // An embedded registry: the broker registers itself (no network, never expires) and a
 // standalone listener answers rocketmq-client-go's route query.
 func Example() {
-	r := namesrv.NewRegistry(namesrv.Options{})
+	r := namesrv.NewRegistry(namesrv.Options{Logger: slog.New(slog.DiscardHandler)})
 	defer r.Close()
 	r.RegisterBroker(namesrv.BrokerRegistration{
 		ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerAddr: "192.168.1.10:10911",
