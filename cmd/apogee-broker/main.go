@@ -1,0 +1,202 @@
+// Command apogee-broker runs an Apogee broker: a RocketMQ-compatible message
+// broker with its name server embedded, so one process is a whole deployment.
+//
+// Flags (see docs/operations.md):
+//
+//	--listen ADDR           broker address (default 0.0.0.0:10911); it answers name-server requests too
+//	--namesrv-listen ADDR   the embedded name server's own listener (default 0.0.0.0:9876; "" disables)
+//	--namesrv LIST          external name servers "host:port;host:port" to register with
+//	--advertise-addr H:P    the address put in routes (default: the listen address, or the
+//	                        host's primary IPv4 when listening on 0.0.0.0)
+//	--data-dir DIR          default ./apogee-data
+//	--flush async|sync      default async
+//	--broker-name, --cluster
+//	--pprof ADDR            serve net/http/pprof
+//	--config FILE           a RocketMQ-style broker.conf (key=value); flags win over the file
+//
+// On start it prints one line with its addresses. SIGINT or SIGTERM stops
+// accepting, finishes in-flight requests, flushes, persists offsets and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/store"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "apogee-broker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if cfg.logLevel != "" {
+		if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	advertise, err := advertiseAddr(cfg.advertise, cfg.brokerIP, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var nsln net.Listener
+	if cfg.namesrvListen != "" {
+		if nsln, err = net.Listen("tcp", cfg.namesrvListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
+		}
+	}
+	b, err := broker.New(broker.Options{
+		DataDir:                cfg.dataDir,
+		Store:                  cfg.store,
+		BrokerName:             cfg.brokerName,
+		ClusterName:            cfg.cluster,
+		AdvertiseAddr:          advertise,
+		NamesrvAddrs:           cfg.namesrvs,
+		DisableAutoCreateTopic: !cfg.autoCreate,
+		DefaultTopicQueues:     cfg.defaultQueues,
+		MaxMessageSize:         cfg.maxMessageSize,
+		Logger:                 logger,
+	})
+	if err != nil {
+		ln.Close()
+		if nsln != nil {
+			nsln.Close()
+		}
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("data directory %s is in use by another running broker (%w)", cfg.dataDir, err)
+		}
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- b.Serve(ln) }()
+	nsDone := make(chan struct{})
+	if nsln != nil {
+		go func() {
+			defer close(nsDone)
+			if err := namesrv.Serve(ctx, nsln, b.Registry(), nil); err != nil {
+				serveErr <- fmt.Errorf("name server: %w", err)
+			}
+		}()
+	} else {
+		close(nsDone)
+	}
+	if cfg.pprof != "" {
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			logger.Error("pprof listener", "err", err)
+		} else {
+			go http.Serve(pl, nil)
+			logger.Info("pprof", "addr", pl.Addr().String())
+		}
+	}
+	ns := "disabled"
+	if nsln != nil {
+		ns = nsln.Addr().String()
+	}
+	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, flush %s\n",
+		cfg.brokerName, ln.Addr(), advertise, ns, cfg.dataDir, cfg.store.FlushMode)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-serveErr:
+		logger.Error("server stopped", "err", err)
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = b.Shutdown(sctx)
+	<-nsDone
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}
+
+// advertiseAddr picks the address put in routes: the flag, else brokerIP1
+// from the config file with the listen port, else the listen address, or the
+// host's primary IPv4 when listening on all interfaces.
+func advertiseAddr(flag, brokerIP string, listen *net.TCPAddr) (string, error) {
+	if flag != "" {
+		if _, _, err := net.SplitHostPort(flag); err != nil {
+			return "", fmt.Errorf("--advertise-addr %q: %w", flag, err)
+		}
+		return flag, nil
+	}
+	port := fmt.Sprint(listen.Port)
+	if brokerIP != "" {
+		return net.JoinHostPort(brokerIP, port), nil
+	}
+	if !listen.IP.IsUnspecified() {
+		return net.JoinHostPort(listen.IP.String(), port), nil
+	}
+	return net.JoinHostPort(primaryIPv4(), port), nil
+}
+
+// primaryIPv4 returns the first IPv4 address of an interface that is up and
+// not loopback, or 127.0.0.1 when there is none.
+func primaryIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// splitNamesrvs parses "host:port;host:port".
+func splitNamesrvs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
