@@ -1,0 +1,68 @@
+package client
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+)
+
+// decodeMessage copies the record v into a new MessageExt. The body is inflated
+// when the record is compressed (a body that does not inflate is kept as stored, as
+// the official Go client does, and the error returned alongside the message). A
+// record from a retry topic gets its original topic back (RETRY_TOPIC).
+func decodeMessage(v message.View, queue MessageQueue) (*MessageExt, error) {
+	m := &MessageExt{queue: queue}
+	m.Queue = &m.queue
+	m.Topic = queue.Topic
+	if queue.Topic == "" {
+		m.Topic = string(v.Topic())
+		m.queue.Topic = m.Topic
+	}
+	m.QueueOffset = v.QueueOffset()
+	m.CommitLogOffset = v.PhysicalOffset()
+	m.SysFlag = v.SysFlag()
+	m.Flag = v.Flag()
+	m.BornTimestamp = time.UnixMilli(v.BornTimestamp())
+	m.StoreTimestamp = time.UnixMilli(v.StoreTimestamp())
+	m.BornHost = v.BornHost()
+	m.StoreHost = v.StoreHost()
+	m.ReconsumeTimes = v.ReconsumeTimes()
+	m.PreparedTxOffset = v.PreparedTransactionOffset()
+	m.StoreSize = int32(v.TotalSize())
+	var idbuf [64]byte
+	m.OffsetMsgID = string(v.AppendOffsetMsgID(idbuf[:0]))
+	props := v.Properties()
+	if len(props) > 0 {
+		m.Properties = message.ParseProperties(props)
+	} else {
+		m.Properties = map[string]string{}
+	}
+	m.Tags = m.Properties[message.PropTags]
+	if k := m.Properties[message.PropKeys]; k != "" {
+		m.Keys = strings.Split(k, message.PropKeysSeparator)
+	}
+	m.ShardingKey = m.Properties[message.PropShardingKey]
+	m.MsgID = m.Properties[message.PropUniqKey]
+	if m.MsgID == "" {
+		m.MsgID = m.OffsetMsgID
+	}
+	if rt := m.Properties[message.PropRetryTopic]; rt != "" && isRetryTopic(m.Topic) {
+		m.Topic = rt
+	}
+	body := v.Body()
+	var err error
+	if m.SysFlag&message.FlagCompressed != 0 {
+		var out []byte
+		if out, err = decompress(body, m.SysFlag); err == nil {
+			m.Body = out
+			return m, nil
+		}
+	}
+	m.Body = append([]byte(nil), body...)
+	return m, err
+}
+
+// storeHostOf is a helper for tests and logs.
+func storeHostOf(m *MessageExt) netip.AddrPort { return m.StoreHost }

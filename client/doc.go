@@ -1,0 +1,60 @@
+// Package client is Apogee's own Go client for RocketMQ's remoting protocol: a
+// producer (sync, async, oneway, batch and transactional sends), a push consumer
+// (clustering or broadcasting, concurrent or orderly) and a pull consumer. It talks
+// to Apogee brokers and to Java RocketMQ 4.x/5.x brokers and name servers.
+//
+// It imports only the module's remoting, protocol and message packages (and zlib/zstd
+// from github.com/klauspost/compress); never broker or store.
+//
+// # Configuration
+//
+// Clients are built from typed functional options, validated once by the constructor
+// (NewProducer, NewPushConsumer, NewPullConsumer), which reports every problem at
+// once wrapped in ErrConfig. An Opt (NameServer, InstanceName, RequestTimeout,
+// HeaderEncoding, ...) fits any client; a ConsumerOpt (ConsumerGroup, Subscribe,
+// Allocation, ...) either consumer; ProducerOpt, PushConsumerOpt and PullConsumerOpt
+// only their own kind: passing a producer option to a consumer does not compile. Every
+// option documents its default; docs/client.md lists them all.
+//
+// # Instances: one connection per broker
+//
+// Clients of one process with the same client ID ("ip@instanceName", instance name
+// defaulting to the pid) share an instance: one TCP connection per broker and name
+// server (remoting.Pool), one route table refreshed every RouteRefreshInterval (30 s),
+// one heartbeat to every known broker every HeartbeatInterval (30 s, and at once when a
+// client or a broker is added), and one handler for the requests brokers push
+// (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE). Instance-level options must
+// agree between the clients sharing it (ErrInstanceConflict otherwise); a second
+// consumer of one group in one instance is refused (ErrGroupInUse): give it its own
+// InstanceName. When the last client of an instance closes, the instance stops and
+// closes its connections, so brokers see the client leave at once; every client also
+// sends UNREGISTER_CLIENT for its group when it closes.
+//
+// Requests carry the ROCKETMQ binary header by default (HeaderEncoding selects JSON,
+// which is what the official Go client sends).
+//
+// # Producer
+//
+// A send chooses a queue with the producer's QueueSelector (RoundRobinSelector by
+// default, HashSelector, ManualSelector or your own), encodes the SEND_MESSAGE
+// header (SEND_BATCH_MESSAGE with the short-key V2 header for batches) into a pooled
+// request, compresses bodies of CompressOver bytes or more (zlib; zstd as an option),
+// adds a UNIQ_KEY, and sends it asynchronously on the broker's connection. Failures
+// that another queue or broker may not have (transport errors, codes 1, 14, 16, 17)
+// are retried elsewhere, SYSTEM_BUSY (2) after an exponential back-off; a broker that
+// failed or answered slowly is avoided for a while (FaultTolerance). A send is
+// bounded by SendTimeout, retries included, enforced by one sweeper goroutine per
+// producer that exists while sends are in flight.
+//
+// The async path allocates nothing in the client in the steady state: requests,
+// their Commands and buffers are pooled, results are values with inline id buffers,
+// and callbacks are bound once per pooled request (remoting's InvokeAsync allocates
+// its own call record). Callbacks run on a connection's read goroutine and must not
+// block. A message must not be modified until its send has completed.
+//
+// # Ownership
+//
+// A Producer, PushConsumer and PullConsumer are safe for concurrent use. Messages
+// handed to listeners and returned by Poll (MessageExt) are the caller's. A
+// SendResult is a value. Nothing returned aliases a connection's buffers.
+package client
