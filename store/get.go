@@ -345,7 +345,14 @@ func (s *Store) IndexLastUpdate() (timestampMs, phyOffset int64) { return s.idx.
 func (s *Store) DeleteTopic(topic string) error {
 	s.dispatch.forget(topic)
 	s.countersMu.Lock()
-	delete(s.counters, topic)
+	old := *s.counters.Load()
+	m := make(map[string][]*queueCounter, len(old))
+	for k, v := range old {
+		if k != topic {
+			m[k] = v
+		}
+	}
+	s.counters.Store(&m)
 	s.countersMu.Unlock()
 	return s.cqs.DeleteTopic(topic)
 }

@@ -36,9 +36,10 @@ type Store struct {
 	lock *os.File
 
 	// counters assign queue offsets; each counter's next field is only
-	// touched inside the commit log's append critical section.
-	countersMu sync.RWMutex
-	counters   map[string][]*queueCounter
+	// touched inside the commit log's append critical section. The table is
+	// copied on write (new queues are rare) so Put reads it without a lock.
+	countersMu sync.Mutex
+	counters   atomic.Pointer[map[string][]*queueCounter]
 
 	dispatched atomic.Int64 // everything below is in the consume queues and the index
 	dispatch   dispatcher
@@ -69,7 +70,8 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	if err != nil {
 		return nil, commitlog.Recovery{}, err
 	}
-	s := &Store{opts: o, lock: lock, counters: map[string][]*queueCounter{}, stop: make(chan struct{})}
+	s := &Store{opts: o, lock: lock, stop: make(chan struct{})}
+	s.counters.Store(&map[string][]*queueCounter{})
 	rep, err := s.recover()
 	if err != nil {
 		s.closeParts()
@@ -187,25 +189,26 @@ func (b *putBatch) reset() {
 
 // counter returns the queue-offset counter of (topic, queueID), creating it.
 func (s *Store) counter(topic string, queueID int32) *queueCounter {
-	s.countersMu.RLock()
-	qs := s.counters[topic]
-	if int(queueID) < len(qs) && qs[queueID] != nil {
-		c := qs[queueID]
-		s.countersMu.RUnlock()
-		return c
+	if qs := (*s.counters.Load())[topic]; int(queueID) < len(qs) && qs[queueID] != nil {
+		return qs[queueID]
 	}
-	s.countersMu.RUnlock()
 	s.countersMu.Lock()
 	defer s.countersMu.Unlock()
-	qs = s.counters[topic]
-	for int(queueID) >= len(qs) {
-		qs = append(qs, nil)
+	old := *s.counters.Load()
+	qs := old[topic]
+	if int(queueID) < len(qs) && qs[queueID] != nil {
+		return qs[queueID]
 	}
-	if qs[queueID] == nil {
-		qs[queueID] = &queueCounter{}
+	grown := make([]*queueCounter, max(len(qs), int(queueID)+1))
+	copy(grown, qs)
+	grown[queueID] = &queueCounter{}
+	m := make(map[string][]*queueCounter, len(old)+1)
+	for k, v := range old {
+		m[k] = v
 	}
-	s.counters[topic] = qs
-	return qs[queueID]
+	m[topic] = grown
+	s.counters.Store(&m)
+	return grown[queueID]
 }
 
 // Put stores one message. In sync flush mode it returns once the message is
