@@ -131,11 +131,14 @@ var settleYields = 8
 // and with nothing else runnable each yield returns at once.
 func (f *flusher) settle() int64 {
 	w := f.l.written.Load()
-	for i := 0; i < settleYields; i++ {
+	still := 0
+	for i := 0; i < settleYields && still < 2; i++ {
 		runtime.Gosched()
 		next := f.l.written.Load()
 		if next == w {
-			break
+			still++
+		} else {
+			still = 0
 		}
 		w = next
 	}
