@@ -31,7 +31,8 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 	groupsCreated, topicsCreated := false, false
 	for i := range hb.ConsumerDataSet {
 		name := hb.ConsumerDataSet[i].GroupName
-		if name == "" {
+		if !validGroupName([]byte(name)) {
+			b.opts.Logger.Warn("broker: heartbeat names an illegal consumer group; not creating it", "group", name)
 			continue
 		}
 		if _, created := b.groups.ensure([]byte(name)); created {

@@ -148,6 +148,7 @@ func TestPullStatuses(t *testing.T) {
 		{name: "queue out of range", a: pullArgs{group: "cg", topic: topic, queueID: 4}, code: 1, noHeaders: true, remarkPart: "illegal"},
 		{name: "negative queue", a: pullArgs{group: "cg", topic: topic, queueID: -1}, code: 1, noHeaders: true},
 		{name: "unknown group", a: pullArgs{group: "ghost", topic: topic}, code: 24, noHeaders: true},
+		{name: "illegal group name", a: pullArgs{group: "bad group!", topic: topic, sysFlag: 4, sub: "*"}, code: 26, noHeaders: true},
 		{name: "subscription not latest", a: pullArgs{group: "cg", topic: topic, subVersion: 1 << 62}, code: 25, noHeaders: true},
 		{name: "bad SQL", a: pullArgs{group: "p", topic: topic, sysFlag: 4, sub: "a = ", expr: "SQL92"}, code: 23, noHeaders: true},
 		{name: "bad expression type", a: pullArgs{group: "p", topic: topic, sysFlag: 4, sub: "*", expr: "XPATH"}, code: 23, noHeaders: true},

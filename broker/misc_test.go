@@ -13,6 +13,7 @@ import (
 
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -119,6 +120,38 @@ func TestRoutesInEmbeddedRegistry(t *testing.T) {
 	if code != 0 || !bytes.Contains(body, []byte(`"readQueueNums":4,"writeQueueNums":4,"perm":6`)) {
 		t.Fatalf("route after auto-create: %d %s", code, body)
 	}
+}
+
+func TestExternalNameServer(t *testing.T) {
+	reg := namesrv.NewRegistry(namesrv.Options{Logger: quietLogger})
+	defer reg.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		namesrv.Serve(ctx, l, reg, &remoting.Options{Logger: quietLogger})
+	}()
+	defer func() { cancel(); <-served }()
+
+	h := newHarness(t, func(o *Options) { o.NamesrvAddrs = []string{l.Addr().String()} })
+	waitFor(t, "TBW102 at the external name server", func() bool {
+		_, ok := reg.Route("TBW102")
+		return ok
+	})
+	invoke(t, h.dial(nil), sendRequest("External", 0, []byte("x"), ""))
+	waitFor(t, "the new topic at the external name server", func() bool {
+		r, ok := reg.Route("External")
+		return ok && len(r.QueueDatas) == 1 && r.QueueDatas[0].WriteQueueNums == 4
+	})
+	h.close()
+	waitFor(t, "the broker to unregister", func() bool {
+		_, ok := reg.Route("External")
+		return !ok
+	})
 }
 
 func TestAdminTopics(t *testing.T) {

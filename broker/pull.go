@@ -61,9 +61,16 @@ func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remot
 		return fail(resp, protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			h.QueueID, t.name, t.cfg.ReadQueueNums, bornHost(c)))
 	}
-	g, created := b.groups.ensure(h.ConsumerGroup)
-	if created {
-		b.persistGroups()
+	g := b.groups.get(h.ConsumerGroup)
+	if g == nil {
+		if !validGroupName(h.ConsumerGroup) {
+			return fail(resp, protocol.RespSubscriptionGroupNotExist,
+				"subscription group ["+string(h.ConsumerGroup)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
+		}
+		var created bool
+		if g, created = b.groups.ensure(h.ConsumerGroup); created {
+			b.persistGroups()
+		}
 	}
 	if !g.ConsumeEnable {
 		return fail(resp, protocol.RespNoPermission, "subscription group no permission, "+g.GroupName)

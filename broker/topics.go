@@ -77,6 +77,27 @@ func checkTopicName(t []byte) (remark string, ok bool) {
 	return "", true
 }
 
+// maxGroupLength bounds consumer group names (the clients allow 255).
+const maxGroupLength = 255
+
+// validGroupName reports whether a group name is one RocketMQ's clients
+// accept (^[%|a-zA-Z0-9_-]+$, at most 255 characters); only such groups are
+// created on first use.
+func validGroupName(g []byte) bool {
+	if len(g) == 0 || len(g) > maxGroupLength {
+		return false
+	}
+	for _, c := range g {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '%', c == '|', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // topicEntry is one topic's configuration. Entries are immutable once
 // published (an update publishes a new entry), except the round-robin counter
 // used for sends with a negative queue id.
