@@ -21,11 +21,16 @@ type dispatcher struct {
 	cursor *commitlog.Cursor
 	topics map[string]*dispatchTopic // by topic name; m[string(b)] does not allocate
 
-	lastQueue *consumequeue.Queue // for coalescing arrival calls within a run
-	lastMax   int64
+	// touched collects the queues that grew during a run: OnArrival is called
+	// once per queue per run, after the run, not once per record.
+	touched map[*consumequeue.Queue]struct{}
 
 	retry chan struct{} // a token asks the loop to run again (after a full disk)
 }
+
+// arrivalBatch bounds how many records a run dispatches before it reports
+// arrivals, so a dispatcher that never catches up still wakes long polls.
+const arrivalBatch = 256
 
 // retryDelay is how long dispatch waits before retrying after a full disk.
 const retryDelay = 100 * time.Millisecond
@@ -45,6 +50,9 @@ func (d *dispatcher) init(s *Store) {
 	}
 	if d.retry == nil {
 		d.retry = make(chan struct{}, 1)
+	}
+	if d.touched == nil {
+		d.touched = map[*consumequeue.Queue]struct{}{}
 	}
 }
 
@@ -68,6 +76,7 @@ func (d *dispatcher) run() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.s
+	n := 0
 	for {
 		rec, off, err := d.cursor.Next()
 		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
@@ -101,6 +110,9 @@ func (d *dispatcher) run() {
 			break
 		}
 		s.dispatched.Store(d.cursor.Offset())
+		if n++; n%arrivalBatch == 0 {
+			d.flushArrival()
+		}
 	}
 	d.cursor.Close()
 	d.flushArrival()
@@ -204,25 +216,20 @@ func (d *dispatcher) queue(t *dispatchTopic, id int32) *consumequeue.Queue {
 func (d *dispatcher) forget(topic string) {
 	d.mu.Lock()
 	delete(d.topics, topic)
-	d.lastQueue = nil
 	d.mu.Unlock()
 }
 
-// arrived records that q grew; consecutive records of one queue make one call.
+// arrived records that q grew.
 func (d *dispatcher) arrived(q *consumequeue.Queue) {
-	if d.s.opts.OnArrival == nil {
-		return
+	if d.s.opts.OnArrival != nil {
+		d.touched[q] = struct{}{}
 	}
-	if d.lastQueue != q {
-		d.flushArrival()
-		d.lastQueue = q
-	}
-	d.lastMax = q.MaxOffset()
 }
 
+// flushArrival tells the broker about every queue that grew during the run.
 func (d *dispatcher) flushArrival() {
-	if d.lastQueue != nil {
-		d.s.opts.OnArrival(d.lastQueue.Topic(), d.lastQueue.ID(), d.lastMax)
-		d.lastQueue = nil
+	for q := range d.touched {
+		d.s.opts.OnArrival(q.Topic(), q.ID(), q.MaxOffset())
 	}
+	clear(d.touched)
 }

@@ -1,0 +1,238 @@
+package benchmark
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// sender sends one request carrying bodies and returns once it is
+// acknowledged. Each in-flight slot of a producer owns one sender call at a
+// time, so implementations may keep per-call state in the slot.
+type sender interface {
+	send(ctx context.Context, slot int, bodies [][]byte) error
+}
+
+// receiver delivers received bodies to onMsg until ctx ends.
+type receiver interface {
+	receive(ctx context.Context, id int, onMsg func(body []byte)) error
+}
+
+// target is what a mode drives: a store or a broker through clients.
+type target interface {
+	producer(id int) (sender, error)
+	consumer(id int) (receiver, error)
+	close() error
+}
+
+// run is one measured run against t.
+type run struct {
+	cfg     Config
+	t       target
+	c       counters
+	send    *metric
+	e2e     *metric
+	delay   *metric
+	hdrLog  *hdr.HistogramLogWriter
+	measure atomic.Bool // past the warm-up
+	mStart  time.Time
+}
+
+func newRun(cfg Config, t target) *run {
+	return &run{cfg: cfg, t: t, send: newMetric("send"), e2e: newMetric("e2e"), delay: newMetric("delay")}
+}
+
+// produce runs cfg.Producers × cfg.Inflight sending slots until ctx ends or
+// limit messages were acknowledged (0: no limit). rate 0 is closed loop.
+func (r *run) produce(ctx context.Context, rate float64, limit int64, wg *sync.WaitGroup) error {
+	cfg := r.cfg
+	perProducer := rate / float64(cfg.Producers)
+	start := time.Now()
+	for p := 0; p < cfg.Producers; p++ {
+		s, err := r.t.producer(p)
+		if err != nil {
+			return err
+		}
+		var seq atomic.Int64 // this producer's next scheduled message
+		for slot := 0; slot < cfg.Inflight; slot++ {
+			wg.Add(1)
+			go func(slot int) {
+				defer wg.Done()
+				sendRec, delayRec := r.send.recorder(), r.delay.recorder()
+				bodies := make([][]byte, cfg.Batch)
+				for i := range bodies {
+					bodies[i] = make([]byte, cfg.Size)
+					fillBody(bodies[i])
+				}
+				for ctx.Err() == nil {
+					if limit > 0 && r.c.sent.Add(int64(cfg.Batch)) > limit {
+						return
+					}
+					intended := time.Now()
+					if perProducer > 0 {
+						n := seq.Add(int64(cfg.Batch)) - int64(cfg.Batch)
+						intended = start.Add(time.Duration(float64(n) / perProducer * float64(time.Second)))
+						if d := time.Until(intended); d > 50*time.Microsecond {
+							select {
+							case <-time.After(d):
+							case <-ctx.Done():
+								return
+							}
+						}
+					}
+					now := time.Now()
+					for _, b := range bodies {
+						binary.BigEndian.PutUint64(b, uint64(intended.UnixNano()))
+					}
+					err := s.send(ctx, slot, bodies)
+					done := time.Now()
+					if err != nil {
+						if ctx.Err() != nil {
+							return
+						}
+						r.c.errors.Add(1)
+						continue
+					}
+					r.c.acked.Add(int64(cfg.Batch))
+					r.c.bytes.Add(int64(cfg.Batch * cfg.Size))
+					sendRec.record(done.Sub(intended).Microseconds())
+					if perProducer > 0 {
+						delayRec.record(now.Sub(intended).Microseconds())
+					}
+				}
+			}(slot)
+		}
+	}
+	return nil
+}
+
+// fillBody gives the body incompressible-ish content after the timestamp.
+func fillBody(b []byte) {
+	x := uint32(2463534242)
+	for i := 8; i < len(b); i++ {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+// consume runs cfg.Consumers receivers until ctx ends.
+func (r *run) consume(ctx context.Context, wg *sync.WaitGroup) error {
+	for i := 0; i < r.cfg.Consumers; i++ {
+		rc, err := r.t.consumer(i)
+		if err != nil {
+			return err
+		}
+		rec := r.e2e.recorder()
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			err := rc.receive(ctx, i, func(body []byte) {
+				r.c.received.Add(1)
+				if len(body) >= 8 {
+					sent := int64(binary.BigEndian.Uint64(body))
+					rec.record((time.Now().UnixNano() - sent) / 1000)
+				}
+			})
+			if err != nil && ctx.Err() == nil {
+				r.c.errors.Add(1)
+				fmt.Fprintf(os.Stderr, "consumer %d: %v\n", i, err)
+			}
+		}(i)
+	}
+	return nil
+}
+
+// report ticks every second until the measured part is over (duration or
+// message limit), printing a line per second, and returns the result.
+func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
+	cfg := r.cfg
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	begin := time.Now()
+	warmEnd := begin.Add(cfg.Warmup)
+	if cfg.Warmup == 0 {
+		r.startMeasuring(begin)
+	}
+	var lastAcked, lastBytes, lastRecv, lastErr int64
+	var mAcked, mBytes, mRecv, mErr int64 // counters at the start of measurement
+	for {
+		select {
+		case <-ctx.Done():
+		case now := <-t.C:
+			measured := r.measure.Load()
+			sendH, e2eH := r.send.tick(measured), r.e2e.tick(measured)
+			r.delay.tick(measured)
+			acked, bytes, recv, errs := r.c.acked.Load(), r.c.bytes.Load(), r.c.received.Load(), r.c.errors.Load()
+			if !cfg.Quiet {
+				printLine(cfg.Out, now.Sub(begin), !measured, acked-lastAcked, bytes-lastBytes, recv-lastRecv, errs-lastErr, sendH, e2eH)
+			}
+			if r.hdrLog != nil {
+				r.writeHdr(sendH, "send", now)
+				r.writeHdr(e2eH, "e2e", now)
+			}
+			lastAcked, lastBytes, lastRecv, lastErr = acked, bytes, recv, errs
+			if !measured {
+				// Ticks fire a whisker early or late: within 10 ms counts.
+				if !now.Add(10 * time.Millisecond).Before(warmEnd) {
+					r.startMeasuring(now)
+					mAcked, mBytes, mRecv, mErr = acked, bytes, recv, errs
+				}
+				continue
+			}
+			if now.Sub(r.mStart) < cfg.Duration-10*time.Millisecond && (cfg.Messages == 0 || acked-mAcked < cfg.Messages) {
+				continue
+			}
+		}
+		break
+	}
+	// The measured window ends at the last tick; what is acknowledged while
+	// the producers stop does not count.
+	end := time.Now()
+	if !r.measure.Load() {
+		r.startMeasuring(begin)
+	}
+	secs := end.Sub(r.mStart).Seconds()
+	acked, bytes, recv, errs := r.c.acked.Load()-mAcked, r.c.bytes.Load()-mBytes, r.c.received.Load()-mRecv, r.c.errors.Load()-mErr
+	stop()
+	res := &Result{
+		Mode: cfg.Mode, Messages: acked, Errors: errs, Seconds: secs,
+		MsgsPerSec: float64(acked) / secs, MiBPerSec: float64(bytes) / secs / (1 << 20),
+		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs,
+		SendLatency: percentiles(r.send.total), E2ELatency: percentiles(r.e2e.total), SendDelay: percentiles(r.delay.total),
+		TargetRate: rate, RateReached: rate == 0 || float64(acked)/secs >= 0.95*rate,
+		Config: describe(cfg, rate),
+	}
+	return res
+}
+
+func (r *run) startMeasuring(t time.Time) {
+	r.mStart = t
+	r.measure.Store(true)
+}
+
+func (r *run) writeHdr(h *hdr.Histogram, tag string, now time.Time) {
+	if h.TotalCount() == 0 {
+		return
+	}
+	h.SetTag(tag)
+	h.SetStartTimeMs(now.Add(-time.Second).UnixMilli())
+	h.SetEndTimeMs(now.UnixMilli())
+	r.hdrLog.OutputIntervalHistogram(h)
+}
+
+func describe(c Config, rate float64) string {
+	r := "closed loop"
+	if rate > 0 {
+		r = fmt.Sprintf("rate %.0f msgs/s", rate)
+	}
+	return fmt.Sprintf("size %d B, %d producers x %d in flight, batch %d, %d consumers, %d queues, flush %s, %s",
+		c.Size, c.Producers, c.Inflight, c.Batch, c.Consumers, c.Queues, c.Flush, r)
+}

@@ -1,0 +1,198 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Run executes the workload cfg describes, printing a line per second and a
+// summary to cfg.Out, and returns the result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t, err := openTarget(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	var hdrLog *hdr.HistogramLogWriter
+	if c.HdrOut != "" {
+		f, err := os.Create(c.HdrOut)
+		if err != nil {
+			return nil, fmt.Errorf("benchmark: --hdr-out: %w", err)
+		}
+		defer f.Close()
+		hdrLog = hdr.NewHistogramLogWriter(f)
+		hdrLog.OutputLogFormatVersion()
+		hdrLog.OutputStartTime(time.Now().UnixMilli())
+		hdrLog.OutputLegend()
+	}
+	if c.FindMax {
+		return findMax(ctx, c, t, hdrLog)
+	}
+	res, err := measure(ctx, c, t, c.Rate, hdrLog)
+	if err != nil {
+		return nil, err
+	}
+	printSummary(c.Out, res)
+	return res, nil
+}
+
+func openTarget(ctx context.Context, c Config) (target, error) {
+	if c.Mode == ModeStore {
+		return openStoreTarget(c)
+	}
+	return openBrokerTarget(ctx, c)
+}
+
+// measure is one run at rate (0: closed loop).
+func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+	if c.Mode == ModeConsume {
+		return measureBacklog(ctx, c, t, hdrLog)
+	}
+	r := newRun(c, t)
+	r.hdrLog = hdrLog
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var pwg, cwg sync.WaitGroup
+	if c.Mode == ModeE2E || c.Mode == ModeStore {
+		if err := r.consume(ctx, &cwg); err != nil {
+			return nil, err
+		}
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	if err := r.produce(pctx, rate, 0, &pwg); err != nil {
+		return nil, err
+	}
+	res := r.report(ctx, rate, func() {
+		pcancel()
+		pwg.Wait()
+		// Let consumers catch the tail of what was sent (bounded).
+		deadline := time.Now().Add(2 * time.Second)
+		for (c.Mode == ModeE2E || c.Mode == ModeStore) && c.Consumers > 0 &&
+			r.c.received.Load() < r.c.acked.Load() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		cwg.Wait()
+	})
+	return res, nil
+}
+
+// measureBacklog produces c.Messages first, then times the consumers
+// draining them from the first offset.
+func measureBacklog(ctx context.Context, c Config, t target, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+	fmt.Fprintf(c.Out, "producing a backlog of %d messages of %d bytes...\n", c.Messages, c.Size)
+	pr := newRun(c, t)
+	var pwg sync.WaitGroup
+	start := time.Now()
+	if err := pr.produce(ctx, 0, c.Messages, &pwg); err != nil {
+		return nil, err
+	}
+	pwg.Wait()
+	if n := pr.c.acked.Load(); n < c.Messages {
+		return nil, fmt.Errorf("benchmark: backlog: only %d of %d messages acknowledged (%d errors)", n, c.Messages, pr.c.errors.Load())
+	}
+	fmt.Fprintf(c.Out, "backlog ready in %.1fs; consuming\n", time.Since(start).Seconds())
+	startBacklog(t)
+	r := newRun(c, t)
+	r.hdrLog = hdrLog
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var cwg sync.WaitGroup
+	r.startMeasuring(time.Now())
+	if err := r.consume(ctx, &cwg); err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	limit := max(c.Duration, 60*time.Second)
+	var last int64
+	for r.c.received.Load() < c.Messages && time.Since(r.mStart) < limit && ctx.Err() == nil {
+		select {
+		case now := <-tick.C:
+			e2e := r.e2e.tick(true)
+			recv := r.c.received.Load()
+			if !c.Quiet {
+				fmt.Fprintf(c.Out, "%5.0fs  recv %9d msgs/s  %8.1f MiB/s  errors %d\n", now.Sub(r.mStart).Seconds(), recv-last, float64((recv-last)*int64(c.Size))/(1<<20), r.c.errors.Load())
+			}
+			if hdrLog != nil {
+				r.writeHdr(e2e, "e2e", now)
+			}
+			last = recv
+		case <-time.After(time.Millisecond):
+		}
+	}
+	secs := time.Since(r.mStart).Seconds()
+	cancel()
+	cwg.Wait()
+	r.e2e.tick(true)
+	recv := r.c.received.Load()
+	return &Result{
+		Mode: c.Mode, Messages: recv, Errors: r.c.errors.Load() + pr.c.errors.Load(), Seconds: secs,
+		MsgsPerSec: float64(recv) / secs, MiBPerSec: float64(recv*int64(c.Size)) / secs / (1 << 20),
+		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs,
+		SendLatency: percentiles(pr.send.total), E2ELatency: percentiles(r.e2e.total),
+		RateReached: true, Config: describe(c, 0) + ", backlog drain",
+	}, nil
+}
+
+// startBacklog tells consumers to start from the first offset.
+func startBacklog(t target) {
+	if b, ok := t.(interface{ setFromStart() }); ok {
+		b.setFromStart()
+	}
+}
+
+func (t *storeTarget) setFromStart() { t.fromStart.Store(true) }
+
+// findMax searches for the highest rate whose p99 send latency stays under
+// c.MaxP99: a closed-loop run finds the ceiling, then a binary search over
+// fixed-rate runs narrows it down.
+func findMax(ctx context.Context, c Config, t target, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+	probe := c
+	probe.Quiet = true
+	probe.Duration = min(c.Duration, 5*time.Second)
+	probe.Warmup = min(c.Warmup, time.Second)
+	ceiling, err := measure(ctx, probe, t, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.Out, "closed loop: %.0f msgs/s, p99 send %s\n", ceiling.MsgsPerSec, usString(ceiling.SendLatency.P99))
+	lo, hi := 0.0, ceiling.MsgsPerSec
+	best := &Result{}
+	bound := c.MaxP99.Microseconds()
+	if ceiling.SendLatency.P99 <= bound {
+		best = ceiling
+		lo = hi
+	}
+	for i := 0; i < 6 && hi-lo > 0.02*ceiling.MsgsPerSec; i++ {
+		rate := (lo + hi) / 2
+		if lo == 0 {
+			rate = hi / 2
+		}
+		res, err := measure(ctx, probe, t, rate, nil)
+		if err != nil {
+			return nil, err
+		}
+		ok := res.RateReached && res.SendLatency.P99 <= bound
+		fmt.Fprintf(c.Out, "rate %.0f: got %.0f msgs/s, p99 send %s -> %v\n", rate, res.MsgsPerSec, usString(res.SendLatency.P99), map[bool]string{true: "under the bound", false: "over"}[ok])
+		if ok {
+			lo, best = rate, res
+		} else {
+			hi = rate
+		}
+	}
+	best.MaxRate = lo
+	best.Mode = c.Mode
+	printSummary(c.Out, best)
+	return best, nil
+}
