@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -38,7 +37,7 @@ func openStoreTarget(cfg Config) (*storeTarget, error) {
 		}
 		t.dir, t.removeDir = d, true
 	}
-	mode, err := commitlog.ParseFlushMode(cfg.Flush)
+	mode, err := store.ParseFlushMode(cfg.Flush)
 	if err != nil {
 		return nil, err
 	}

@@ -91,3 +91,16 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, nil
 }
+
+// FlushMode is the commit log's flush mode, re-exported so that callers of
+// the store need not import the commit log.
+type FlushMode = commitlog.FlushMode
+
+// The flush modes (see commitlog.FlushAsync and commitlog.FlushSync).
+const (
+	FlushAsync = commitlog.FlushAsync
+	FlushSync  = commitlog.FlushSync
+)
+
+// ParseFlushMode accepts "async"/"ASYNC_FLUSH" and "sync"/"SYNC_FLUSH".
+func ParseFlushMode(s string) (FlushMode, error) { return commitlog.ParseFlushMode(s) }

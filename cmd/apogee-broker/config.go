@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -52,7 +51,7 @@ func parseConfig(args []string) (*config, error) {
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20,
 		namesrvs: splitNamesrvs(*namesrvs),
 	}
-	mode, err := commitlog.ParseFlushMode(*flush)
+	mode, err := store.ParseFlushMode(*flush)
 	if err != nil {
 		return nil, fmt.Errorf("--flush: %w", err)
 	}
@@ -128,7 +127,7 @@ func (c *config) applyFile(kv map[string]string, fs *pflag.FlagSet) error {
 			}
 		case "flushDiskType":
 			if set("flush") {
-				c.store.FlushMode, err = commitlog.ParseFlushMode(v)
+				c.store.FlushMode, err = store.ParseFlushMode(v)
 			}
 		case "autoCreateTopicEnable":
 			c.autoCreate, err = strconv.ParseBool(v)
