@@ -179,10 +179,24 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 		code = protocol.RespFlushDiskTimeout
 	}
 
-	if b.syncFlush && !noWait && c != nil {
+	if b.syncFlush && !noWait {
 		last := &s.res[len(s.res)-1]
+		end := last.CommitLogOffset + int64(last.Size)
+		if c == nil { // no connection to defer on (a handler driven directly): wait here
+			if err := b.store.Log().WaitFlushed(end); err != nil {
+				if !errors.Is(err, commitlog.ErrFlushTimeout) {
+					b.stats.sendErrors.Add(1)
+					code, remark := putErrorCode(err)
+					return fail(resp, code, remark)
+				}
+				code = protocol.RespFlushDiskTimeout
+			}
+			resp.Cmd.Code = code
+			setSendResponse(&resp.Cmd.Ext, s.ids, first.QueueID, first.QueueOffset, uniq)
+			return remoting.Reply
+		}
 		a := b.acks.get()
-		a.end = last.CommitLogOffset + int64(last.Size)
+		a.end = end
 		a.queueID, a.queueOffset = first.QueueID, first.QueueOffset
 		a.msgID = append(a.msgID[:0], s.ids...)
 		a.txID = append(a.txID[:0], uniq...)
