@@ -10,17 +10,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
 
-// benchBroker opens a broker without a listener (handlers are called directly).
+// benchBroker opens a broker without a listener (handlers are called
+// directly). APOGEE_BENCH_FLUSH=sync selects sync flushing.
 func benchBroker(tb testing.TB, dir string) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
 	opts.AdvertiseAddr = "127.0.0.1:10911"
 	opts.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
+	if os.Getenv("APOGEE_BENCH_FLUSH") == "sync" {
+		opts.Store.FlushMode = commitlog.FlushSync
+	}
 	opts.MaxMessageSize = 4 << 20
 	b, err := New(opts)
 	if err != nil {
@@ -163,7 +168,9 @@ func BenchmarkPull32(b *testing.B) {
 
 // BenchmarkSend drives a broker over loopback with 64 sends of 1 KiB in
 // flight on one connection (the way a Go client's async producer pipelines
-// them), and reports sends per second.
+// them), and reports sends per second. APOGEE_BENCH_CONNS spreads the 64
+// over more connections; APOGEE_BENCH_FLUSH=sync flushes synchronously;
+// APOGEE_BENCH_DIR puts the data elsewhere than the temporary directory.
 func BenchmarkSend(b *testing.B) {
 	dir := b.TempDir()
 	if d := os.Getenv("APOGEE_BENCH_DIR"); d != "" {
@@ -224,6 +231,10 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatalf("%d sends failed", f)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "sends/s")
+	if ls := br.store.Log().Stats(); ls.SyncRounds > 0 && br.syncFlush {
+		b.ReportMetric(float64(ls.SyncTime.Microseconds())/float64(ls.SyncRounds), "µs/sync")
+		b.ReportMetric(float64(b.N)/float64(ls.SyncRounds), "sends/sync")
+	}
 	var frames, writes uint64
 	br.srv.Range(func(c *remoting.Conn) bool {
 		st := c.Stats()

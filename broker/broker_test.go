@@ -274,7 +274,7 @@ func TestLongPollTimeout(t *testing.T) {
 }
 
 func TestHeartbeatConsumerListAndNotify(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.ClientTimeout = 300 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.ClientTimeout = 1500 * time.Millisecond })
 	rec1, rec2 := newRecorder(), newRecorder()
 	c1, c2 := h.dial(rec1), h.dial(rec2)
 	subs := map[string]string{"T": "*"}
@@ -328,6 +328,8 @@ func TestHeartbeatConsumerListAndNotify(t *testing.T) {
 	}
 
 	// Closing c2 removes its client and notifies c1.
+	invoke(t, c1, heartbeatRequest(t, "10.0.0.1@1", "cg", subs))
+	rec1.drain()
 	c2.Close()
 	rec1.waitNotify(t, "cg")
 	waitFor(t, "c2 to leave", func() bool { return len(h.b.clients.consumerIDs("cg")) == 1 })

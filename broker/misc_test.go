@@ -241,7 +241,7 @@ func TestAdminTopics(t *testing.T) {
 }
 
 func TestLocks(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.LockExpiry = 200 * time.Millisecond })
+	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	mqs := []protocol.MessageQueue{{Topic: "T", BrokerName: "broker-a", QueueID: 0}, {Topic: "T", BrokerName: "broker-a", QueueID: 1}}
 	lock := func(client string, mq ...protocol.MessageQueue) []protocol.MessageQueue {
@@ -275,17 +275,44 @@ func TestLocks(t *testing.T) {
 		t.Fatalf("B unlocked A's lock: %v", got)
 	}
 	unlock("A", mqs[0])
-	if got := lock("B", mqs[0]); len(got) != 1 {
-		t.Fatalf("B cannot take a released lock: %v", got)
+	if got := lock("B", mqs...); len(got) != 1 || got[0] != mqs[0] {
+		t.Fatalf("B should get the released queue only: %v", got)
 	}
-	time.Sleep(300 * time.Millisecond) // A's lock of queue 1 expires
-	if got := lock("B", mqs...); len(got) != 2 {
-		t.Fatalf("B cannot take expired locks: %v", got)
-	}
+	// Another group's locks are separate.
 	req := goRequest(protocol.ReqLockBatchMQ)
+	req.Body, _ = (&protocol.LockBatchRequestBody{ConsumerGroup: "other", ClientID: "C", MQSet: mqs}).Encode()
+	var body protocol.LockBatchResponseBody
+	if r := invoke(t, cl, req); body.Decode(r.Body) != nil || len(body.LockOKMQSet) != 2 {
+		t.Fatalf("other group: %s", r.Body)
+	}
 	req.Body = []byte("{not json")
 	if r := invoke(t, cl, req); r.Code != protocol.RespSystemError {
 		t.Fatalf("bad lock body: %d", r.Code)
+	}
+}
+
+func TestLockExpiry(t *testing.T) {
+	l := newLockManager(60 * time.Second)
+	mq := protocol.MessageQueue{Topic: "T", BrokerName: "b", QueueID: 3}
+	t0 := time.Unix(1000, 0)
+	if got := l.tryLock("g", "A", []protocol.MessageQueue{mq, mq}, t0); len(got) != 1 {
+		t.Fatalf("A: %v", got)
+	}
+	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(60*time.Second)); len(got) != 0 {
+		t.Fatalf("B took a lock at exactly its expiry: %v", got)
+	}
+	if got := l.tryLock("g", "A", []protocol.MessageQueue{mq}, t0.Add(50*time.Second)); len(got) != 1 {
+		t.Fatalf("A cannot renew: %v", got)
+	}
+	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(100*time.Second)); len(got) != 0 {
+		t.Fatalf("B took a renewed lock: %v", got)
+	}
+	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(111*time.Second)); len(got) != 1 {
+		t.Fatalf("B cannot take an expired lock: %v", got)
+	}
+	l.sweep(t0.Add(200 * time.Second))
+	if len(l.groups) != 0 {
+		t.Fatalf("sweep left %v", l.groups)
 	}
 }
 
