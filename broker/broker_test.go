@@ -452,3 +452,51 @@ func TestOffsetFileAcceptsBareKeys(t *testing.T) {
 		}
 	}
 }
+
+// A held pull woken by a message its filter rejects stays parked, at the
+// offset the scan reached, until a matching one arrives.
+func TestLongPollFilteredWake(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	const topic = "Filtered"
+	invoke(t, cl, heartbeatRequest(t, "a@1", "g", map[string]string{topic: "wanted"}))
+	invoke(t, cl, sendRequest(topic, 0, []byte("seed"), props("TAGS", "wanted")))
+	h.waitMax(topic, 0, 1)
+	type result struct {
+		code int32
+		body []byte
+		next int64
+	}
+	done := make(chan result, 1)
+	req := pullRequest(pullArgs{group: "g", topic: topic, offset: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: 10000})
+	cl.InvokeAsync(req, 30*time.Second, func(r *protocol.Command, err error) {
+		if err != nil {
+			done <- result{code: -1}
+			return
+		}
+		var hdr protocol.PullMessageResponse
+		_ = hdr.Decode(&r.Ext)
+		done <- result{r.Code, bytes.Clone(r.Body), hdr.NextBeginOffset}
+	})
+	waitFor(t, "the pull to be held", func() bool { return h.b.holds.count() == 1 })
+	invoke(t, cl, sendRequest(topic, 0, []byte("other"), props("TAGS", "unwanted")))
+	h.waitMax(topic, 0, 2)
+	select {
+	case r := <-done:
+		t.Fatalf("answered by an unwanted message: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if h.b.holds.count() != 1 {
+		t.Fatalf("held pulls: %d", h.b.holds.count())
+	}
+	invoke(t, cl, sendRequest(topic, 0, []byte("match"), props("TAGS", "wanted")))
+	select {
+	case r := <-done:
+		recs := decodeBody(t, r.body)
+		if r.code != 0 || len(recs) != 1 || string(recs[0].Body()) != "match" || r.next != 3 {
+			t.Fatalf("code %d, %d records, next %d", r.code, len(recs), r.next)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken by the matching message")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
 )
 
 func TestSendValidation(t *testing.T) {
@@ -626,4 +628,47 @@ func TestHandlerOnOwnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
+}
+
+func TestPutErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int32
+	}{
+		{store.ErrMessageTooLarge, protocol.RespMessageIllegal},
+		{fmt.Errorf("wrapped: %w", store.ErrBadMessage), protocol.RespMessageIllegal},
+		{commitlog.ErrRecordTooLarge, protocol.RespMessageIllegal},
+		{commitlog.ErrDiskFull, protocol.RespServiceNotAvailable},
+		{fmt.Errorf("%w: fsync: EIO", commitlog.ErrLogFailed), protocol.RespServiceNotAvailable},
+		{store.ErrClosed, protocol.RespServiceNotAvailable},
+		{errors.New("something else"), protocol.RespSystemError},
+	} {
+		code, remark := putErrorCode(tc.err)
+		if code != tc.code || remark == "" {
+			t.Errorf("%v: code %d remark %q, want %d", tc.err, code, remark, tc.code)
+		}
+	}
+}
+
+func TestPullCaps(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	for range 40 {
+		invoke(t, cl, sendRequest("Caps", 0, make([]byte, 1024), ""))
+	}
+	invoke(t, cl, sendRequest("Caps", 1, make([]byte, 100<<10), ""))
+	for range 4 {
+		invoke(t, cl, sendRequest("Caps", 1, make([]byte, 100<<10), ""))
+	}
+	h.waitMax("Caps", 0, 40)
+	h.waitMax("Caps", 1, 5)
+	// maxMsgNums is capped at 32, bytes at 256 KiB (at least one message).
+	r := invoke(t, cl, pullRequest(pullArgs{group: "g", topic: "Caps", sysFlag: 4, sub: "*", max: 1000}))
+	if n := len(decodeBody(t, r.Body)); r.Code != 0 || n != 32 {
+		t.Fatalf("pull of 40 with maxMsgNums 1000: code %d, %d messages", r.Code, n)
+	}
+	r = invoke(t, cl, pullRequest(pullArgs{group: "g", topic: "Caps", queueID: 1, sysFlag: 4, sub: "*", max: 32}))
+	if n := len(decodeBody(t, r.Body)); r.Code != 0 || n != 2 || pullHeaders(t, r).NextBeginOffset != 2 {
+		t.Fatalf("pull of 100 KiB messages: code %d, %d messages", r.Code, n)
+	}
 }
