@@ -135,11 +135,15 @@ func (r *run) consume(ctx context.Context, wg *sync.WaitGroup) error {
 		go func(i int) {
 			defer wg.Done()
 			err := rc.receive(ctx, i, func(body []byte) {
-				r.c.received.Add(1)
-				if len(body) >= 8 {
-					sent := int64(binary.BigEndian.Uint64(body))
-					rec.record((time.Now().UnixNano() - sent) / 1000)
+				if len(body) < 8 {
+					return
 				}
+				sent := int64(binary.BigEndian.Uint64(body))
+				if sent == 0 {
+					return // a set-up message, not part of the workload
+				}
+				r.c.received.Add(1)
+				rec.record((time.Now().UnixNano() - sent) / 1000)
 			})
 			if err != nil && ctx.Err() == nil {
 				r.c.errors.Add(1)
