@@ -116,3 +116,54 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestBrokerModesAgainstEmbeddedBroker(t *testing.T) {
+	for _, mode := range []Mode{ModeProduce, ModeE2E, ModeConsume} {
+		t.Run(string(mode), func(t *testing.T) {
+			var out bytes.Buffer
+			c := short(mode)
+			c.Out = &out
+			c.DataDir = t.TempDir()
+			if mode == ModeConsume {
+				c.Messages = 5_000
+			}
+			res, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if res.Messages == 0 || res.Errors != 0 {
+				t.Fatalf("result %+v\n%s", res, out.String())
+			}
+			switch mode {
+			case ModeProduce:
+				if res.SendLatency.Count == 0 || res.Consumed != 0 {
+					t.Fatalf("produce: %+v", res)
+				}
+			case ModeE2E:
+				if res.Consumed == 0 || res.E2ELatency.Count == 0 {
+					t.Fatalf("e2e consumed nothing: %+v\n%s", res, out.String())
+				}
+			case ModeConsume:
+				if res.Consumed < 5_000 {
+					t.Fatalf("drained %d of 5000\n%s", res.Consumed, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestFindMaxOnTheStore(t *testing.T) {
+	c := short(ModeStore)
+	c.Out = &bytes.Buffer{}
+	c.FindMax = true
+	c.Duration = 500 * time.Millisecond
+	c.Warmup = 100 * time.Millisecond
+	c.MaxP99 = 50 * time.Millisecond
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MaxRate <= 0 {
+		t.Fatalf("find-max found no rate: %+v\n%s", res, c.Out.(*bytes.Buffer).String())
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJSONContract runs the command as a user would and checks that the last
+// line of standard output is the JSON object the command-line contract fixes.
+func TestJSONContract(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "apogee-bench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	hdr := filepath.Join(t.TempDir(), "lat.hlog")
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	cmd := exec.Command(bin, "produce", "--duration", "1s", "--warmup", "200ms", "--size", "128",
+		"--producers", "2", "--inflight", "8", "--batch", "4", "--queues", "2", "--json",
+		"--hdr-out", hdr, "--cpuprofile", prof, "--pprof", "127.0.0.1:0", "--data-dir", t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("apogee-bench: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out)
+	}
+	if res["mode"] != "produce" || res["messages"].(float64) <= 0 || res["msgs_per_sec"].(float64) <= 0 {
+		t.Fatalf("result %v", res)
+	}
+	for _, k := range []string{"errors", "mib_per_sec", "send_latency_us", "e2e_latency_us"} {
+		if _, ok := res[k]; !ok {
+			t.Fatalf("JSON lacks %q", k)
+		}
+	}
+	for _, f := range []string{hdr, prof} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+	if err := exec.Command(bin, "--flush", "sometimes").Run(); err == nil {
+		t.Fatal("a bad --flush was accepted")
+	}
+}
