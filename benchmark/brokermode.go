@@ -106,9 +106,11 @@ func (t *brokerTarget) quietLogger() *slog.Logger {
 }
 
 type clientSender struct {
-	p    *client.Producer
-	t    *brokerTarget
-	msgs [][]*client.Message // per slot
+	p         *client.Producer
+	t         *brokerTarget
+	msgs      [][]*client.Message // per slot
+	callbacks []func(client.SendResult, error)
+	dones     []func(error)
 }
 
 func (t *brokerTarget) producer(id int) (sender, error) {
@@ -126,27 +128,36 @@ func (t *brokerTarget) producer(id int) (sender, error) {
 	t.mu.Lock()
 	t.producers = append(t.producers, p)
 	t.mu.Unlock()
-	s := &clientSender{p: p, t: t, msgs: make([][]*client.Message, t.cfg.Inflight)}
+	s := &clientSender{p: p, t: t, msgs: make([][]*client.Message, t.cfg.Inflight),
+		callbacks: make([]func(client.SendResult, error), t.cfg.Inflight), dones: make([]func(error), t.cfg.Inflight)}
 	for i := range s.msgs {
 		s.msgs[i] = make([]*client.Message, t.cfg.Batch)
 		for j := range s.msgs[i] {
 			s.msgs[i][j] = &client.Message{Topic: t.cfg.Topic}
 		}
+		// One callback per slot, made once: no closure per message.
+		s.callbacks[i] = func(_ client.SendResult, err error) { s.dones[i](err) }
 	}
 	return s, nil
 }
 
-func (s *clientSender) send(ctx context.Context, slot int, bodies [][]byte) error {
+func (s *clientSender) send(ctx context.Context, slot int, bodies [][]byte, done func(error)) {
 	msgs := s.msgs[slot]
 	for i, b := range bodies {
 		msgs[i].Body = b
 	}
 	if len(msgs) == 1 {
-		_, err := s.p.SendSync(ctx, msgs[0])
-		return err
+		s.dones[slot] = done
+		if err := s.p.SendAsync(ctx, msgs[0], s.callbacks[slot]); err != nil {
+			done(err)
+		}
+		return
 	}
-	_, err := s.p.SendBatch(ctx, msgs)
-	return err
+	// Batches go synchronously, one goroutine per in-flight batch.
+	go func() {
+		_, err := s.p.SendBatch(ctx, msgs)
+		done(err)
+	}()
 }
 
 func (t *brokerTarget) consumer(id int) (receiver, error) {

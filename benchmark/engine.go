@@ -12,11 +12,12 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// sender sends one request carrying bodies and returns once it is
-// acknowledged. Each in-flight slot of a producer owns one sender call at a
-// time, so implementations may keep per-call state in the slot.
+// sender sends one request carrying bodies and calls done exactly once with
+// the outcome, possibly before send returns. Each in-flight slot of a producer
+// has one request outstanding at a time, so implementations may keep
+// per-request state in the slot.
 type sender interface {
-	send(ctx context.Context, slot int, bodies [][]byte) error
+	send(ctx context.Context, slot int, bodies [][]byte, done func(error))
 }
 
 // receiver delivers received bodies to onMsg until ctx ends.
@@ -48,8 +49,10 @@ func newRun(cfg Config, t target) *run {
 	return &run{cfg: cfg, t: t, send: newMetric("send"), e2e: newMetric("e2e"), delay: newMetric("delay")}
 }
 
-// produce runs cfg.Producers × cfg.Inflight sending slots until ctx ends or
-// limit messages were acknowledged (0: no limit). rate 0 is closed loop.
+// produce runs cfg.Producers producers, each with cfg.Inflight requests in
+// flight at most, until ctx ends or limit messages were sent (0: no limit).
+// rate 0 is closed loop; otherwise each producer follows its share of a
+// fixed schedule and latency counts from the scheduled (intended) time.
 func (r *run) produce(ctx context.Context, rate float64, limit int64, wg *sync.WaitGroup) error {
 	cfg := r.cfg
 	perProducer := rate / float64(cfg.Producers)
@@ -59,57 +62,88 @@ func (r *run) produce(ctx context.Context, rate float64, limit int64, wg *sync.W
 		if err != nil {
 			return err
 		}
-		var seq atomic.Int64 // this producer's next scheduled message
-		for slot := 0; slot < cfg.Inflight; slot++ {
-			wg.Add(1)
-			go func(slot int) {
-				defer wg.Done()
-				sendRec, delayRec := r.send.recorder(), r.delay.recorder()
-				bodies := make([][]byte, cfg.Batch)
-				for i := range bodies {
-					bodies[i] = make([]byte, cfg.Size)
-					fillBody(bodies[i])
-				}
-				for ctx.Err() == nil {
-					if limit > 0 && r.c.sent.Add(int64(cfg.Batch)) > limit {
-						return
-					}
-					intended := time.Now()
-					if perProducer > 0 {
-						n := seq.Add(int64(cfg.Batch)) - int64(cfg.Batch)
-						intended = start.Add(time.Duration(float64(n) / perProducer * float64(time.Second)))
-						if d := time.Until(intended); d > 50*time.Microsecond {
-							select {
-							case <-time.After(d):
-							case <-ctx.Done():
-								return
-							}
-						}
-					}
-					now := time.Now()
-					for _, b := range bodies {
-						binary.BigEndian.PutUint64(b, uint64(intended.UnixNano()))
-					}
-					err := s.send(ctx, slot, bodies)
-					done := time.Now()
-					if err != nil {
-						if ctx.Err() != nil {
-							return
-						}
-						r.c.errors.Add(1)
-						continue
-					}
-					r.c.acked.Add(int64(cfg.Batch))
-					r.c.bytes.Add(int64(cfg.Batch * cfg.Size))
-					sendRec.record(done.Sub(intended).Microseconds())
-					if perProducer > 0 {
-						delayRec.record(now.Sub(intended).Microseconds())
-					}
-				}
-			}(slot)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.producer(ctx, s, perProducer, start, limit)
+		}()
 	}
 	return nil
+}
+
+// producer is one producer's loop: take a free slot, wait for the message's
+// scheduled time (fixed rate), stamp the bodies, send; the completion records
+// the latency and frees the slot.
+func (r *run) producer(ctx context.Context, s sender, rate float64, start time.Time, limit int64) {
+	cfg := r.cfg
+	sendRec, delayRec := r.send.recorder(), r.delay.recorder()
+	free := make(chan int, cfg.Inflight)
+	bodies := make([][][]byte, cfg.Inflight)
+	intended := make([]time.Time, cfg.Inflight)
+	dones := make([]func(error), cfg.Inflight)
+	for slot := range bodies {
+		bodies[slot] = make([][]byte, cfg.Batch)
+		for i := range bodies[slot] {
+			bodies[slot][i] = make([]byte, cfg.Size)
+			fillBody(bodies[slot][i])
+		}
+		dones[slot] = func(err error) {
+			now := time.Now()
+			if err != nil {
+				if ctx.Err() == nil {
+					r.c.errors.Add(1)
+				}
+			} else {
+				r.c.acked.Add(int64(cfg.Batch))
+				r.c.bytes.Add(int64(cfg.Batch * cfg.Size))
+				sendRec.record(now.Sub(intended[slot]).Microseconds())
+			}
+			free <- slot
+		}
+		free <- slot
+	}
+	defer func() {
+		// Wait for the requests still in flight before the run tears down.
+		for i := 0; i < cfg.Inflight; i++ {
+			<-free
+		}
+	}()
+	var n int64 // this producer's messages so far, for its schedule
+	for ctx.Err() == nil {
+		var slot int
+		select {
+		case slot = <-free:
+		case <-ctx.Done():
+			return
+		}
+		if limit > 0 && r.c.sent.Add(int64(cfg.Batch)) > limit {
+			free <- slot
+			return
+		}
+		now := time.Now()
+		when := now
+		if rate > 0 {
+			when = start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+			n += int64(cfg.Batch)
+			if d := when.Sub(now); d > 50*time.Microsecond {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					free <- slot
+					return
+				}
+				now = time.Now()
+			}
+			delayRec.record(now.Sub(when).Microseconds())
+		}
+		intended[slot] = when
+		for _, b := range bodies[slot] {
+			binary.BigEndian.PutUint64(b, uint64(when.UnixNano()))
+		}
+		s.send(ctx, slot, bodies[slot], dones[slot])
+	}
 }
 
 // fillBody gives the body incompressible-ish content after the timestamp.

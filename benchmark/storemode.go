@@ -74,7 +74,11 @@ func (t *storeTarget) producer(int) (sender, error) {
 	return s, nil
 }
 
-func (s *storeSender) send(_ context.Context, slot int, bodies [][]byte) error {
+func (s *storeSender) send(_ context.Context, slot int, bodies [][]byte, done func(error)) {
+	done(s.put(slot, bodies))
+}
+
+func (s *storeSender) put(slot int, bodies [][]byte) error {
 	msgs := s.msgs[slot][:0]
 	q := s.queue.Add(1) % int32(s.t.cfg.Queues)
 	for _, b := range bodies {
