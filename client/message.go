@@ -271,3 +271,5 @@ func (s *subscription) expressionType() string {
 func retryTopic(group string) string { return "%RETRY%" + group }
 
 func isRetryTopic(topic string) bool { return strings.HasPrefix(topic, "%RETRY%") }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

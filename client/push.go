@@ -1,0 +1,361 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PushConsumer consumes subscribed topics with a listener: it pulls (long polling)
+// the queues rebalancing gives it and calls the listener with what arrives, committing
+// offsets as messages are consumed. See the package documentation.
+type PushConsumer struct {
+	cfg     pushConfig
+	c       *consumer
+	pool    workPool
+	started atomic.Bool
+	closed  atomic.Bool
+	mu      sync.Mutex
+}
+
+// localRetryDelay is how long a message whose send-back failed waits before it is
+// consumed again locally (the Java and Go clients wait 5 s).
+var localRetryDelay = 5 * time.Second
+
+// NewPushConsumer creates a push consumer; Start starts it.
+func NewPushConsumer(opts ...PushConsumerOpt) (*PushConsumer, error) {
+	cfg := defaultPushConfig()
+	for _, o := range opts {
+		o.applyPush(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newConsumer(cfg.consumerConfig, "CONSUME_PASSIVELY")
+	if err != nil {
+		return nil, err
+	}
+	p := &PushConsumer{cfg: cfg, c: c}
+	c.orderly = cfg.orderly != nil
+	c.pullEvery = cfg.pullInterval
+	c.lockEvery = cfg.lockInterval
+	if !c.orderly {
+		c.maxSpan = cfg.maxSpan
+	}
+	if cfg.model == Clustering {
+		c.addRetrySubscription()
+	}
+	p.pool.max = cfg.goroutines
+	p.pool.run = p.consumeConcurrently
+	p.pool.cond = sync.NewCond(&p.pool.mu)
+	if c.orderly {
+		c.onMessages = func(pq *processQueue, _ []*MessageExt) { p.startOrderly(pq) }
+		c.onLockRegained = p.startOrderly
+	} else {
+		c.onMessages = p.dispatch
+	}
+	return p, nil
+}
+
+// ClientID returns the consumer's client ID.
+func (p *PushConsumer) ClientID() string { return p.c.in.id }
+
+// Start joins the group: it checks the subscribed topics' routes (failing if one has
+// none), sends a heartbeat, rebalances, and starts pulling.
+func (p *PushConsumer) Start(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.started.Swap(true) {
+		return ErrStarted
+	}
+	if err := p.c.start(ctx, p.c); err != nil {
+		p.started.Store(false)
+		return err
+	}
+	return nil
+}
+
+// Close stops pulling, waits (until ctx ends) for the listener calls in progress,
+// commits the offsets, releases the queue locks, leaves the group
+// (UNREGISTER_CLIENT) and releases the instance.
+func (p *PushConsumer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Swap(true) {
+		return nil
+	}
+	if !p.started.Load() {
+		p.c.in.release()
+		return nil
+	}
+	return p.c.stop(ctx, p.pool.wait)
+}
+
+// Suspend pauses pulling (messages already pulled are still consumed).
+func (p *PushConsumer) Suspend() { p.c.suspend() }
+
+// Resume resumes pulling after Suspend.
+func (p *PushConsumer) Resume() { p.c.resumePulling() }
+
+// Lag returns the position of every assigned queue, asking each queue's broker for
+// its max offset (GET_MAX_OFFSET); a queue whose broker does not answer reports the
+// max offset seen by its last pull, and the errors are returned joined.
+func (p *PushConsumer) Lag(ctx context.Context) ([]QueueLag, error) { return p.c.lag(ctx, true) }
+
+// Stats returns the consumer's counters.
+func (p *PushConsumer) Stats() ConsumerStats { return p.c.statsSnapshot() }
+
+// Assignment returns the queues assigned to this consumer now.
+func (p *PushConsumer) Assignment() []MessageQueue { return p.c.assignedQueues() }
+
+// Rebalance rebalances now (the consumer also does every RebalanceInterval and when
+// the broker reports a membership change).
+func (p *PushConsumer) Rebalance(ctx context.Context) error {
+	if !p.started.Load() || p.closed.Load() {
+		return ErrNotStarted
+	}
+	p.c.rebalance(ctx)
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Concurrent consumption.
+
+type consumeTask struct {
+	pq   *processQueue
+	msgs []*MessageExt
+}
+
+// workPool runs tasks on at most max goroutines, started when there is work and
+// gone when there is none.
+type workPool struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	tasks   []consumeTask
+	head    int
+	running int
+	max     int
+	run     func(consumeTask)
+	closed  bool
+}
+
+func (w *workPool) submit(t consumeTask) {
+	w.mu.Lock()
+	w.tasks = append(w.tasks, t)
+	if w.running < w.max {
+		w.running++
+		go w.worker()
+	}
+	w.mu.Unlock()
+}
+
+func (w *workPool) worker() {
+	for {
+		w.mu.Lock()
+		if w.head == len(w.tasks) {
+			w.tasks, w.head = w.tasks[:0], 0
+			w.running--
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			return
+		}
+		t := w.tasks[w.head]
+		w.tasks[w.head] = consumeTask{}
+		w.head++
+		w.mu.Unlock()
+		w.run(t)
+	}
+}
+
+// wait waits until no task runs or is queued, or ctx ends.
+func (w *workPool) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		w.mu.Lock()
+		for w.running > 0 || w.head < len(w.tasks) {
+			w.cond.Wait()
+		}
+		w.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("client: waiting for listeners: %w", ctx.Err())
+	}
+}
+
+// dispatch cuts newly pulled messages into batches for the pool.
+func (p *PushConsumer) dispatch(pq *processQueue, msgs []*MessageExt) {
+	pq.markDispatched(msgs)
+	for len(msgs) > 0 {
+		n := min(len(msgs), p.cfg.batch)
+		p.pool.submit(consumeTask{pq: pq, msgs: msgs[:n:n]})
+		msgs = msgs[n:]
+	}
+}
+
+// callListener runs the listener with a bounded context, turning a panic or a
+// timeout into a failure.
+func (p *PushConsumer) callListener(pq *processQueue, msgs []*MessageExt, cc *ConsumeContext, orderly bool) (res ConsumeResult) {
+	ctx, cancel := context.WithTimeout(p.c.runCtx, p.cfg.consumeTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, consumeCtxKey{}, cc)
+	defer func() {
+		if v := recover(); v != nil {
+			p.c.log.Error("client: listener panicked", "queue", pq.mq, "panic", v)
+			res = ConsumeRetryLater
+		}
+		if ctx.Err() == context.DeadlineExceeded && res == ConsumeSuccess {
+			p.c.log.Warn("client: listener exceeded the consume timeout; the batch counts as failed", "queue", pq.mq)
+			res = ConsumeRetryLater
+		}
+	}()
+	if orderly {
+		return p.cfg.orderly(ctx, msgs)
+	}
+	return p.cfg.concurrent(ctx, msgs)
+}
+
+func (p *PushConsumer) consumeConcurrently(t consumeTask) {
+	pq, msgs := t.pq, t.msgs
+	if pq.dropped.Load() {
+		return // the queue's next owner consumes them
+	}
+	cc := &ConsumeContext{Queue: pq.mq, AckIndex: -1}
+	res := p.callListener(pq, msgs, cc, false)
+	c := p.c
+	ack := len(msgs) - 1
+	if res != ConsumeSuccess {
+		ack = min(cc.AckIndex, len(msgs)-1)
+	}
+	c.stats.consumed.Add(int64(ack + 1))
+	failed := msgs[ack+1:]
+	if len(failed) == 0 {
+		c.consumed(pq, msgs)
+		return
+	}
+	c.stats.failed.Add(int64(len(failed)))
+	if c.cfg.model == Broadcasting {
+		c.log.Warn("client: broadcasting messages failed; they are not redelivered", "queue", pq.mq, "count", len(failed))
+		c.consumed(pq, msgs)
+		return
+	}
+	var local []*MessageExt
+	done := msgs[: ack+1 : ack+1]
+	for _, m := range failed {
+		ctx, cancel := context.WithTimeout(c.runCtx, 2*c.in.cfg.requestTimeout)
+		err := c.sendBack(ctx, m, cc.DelayLevel)
+		cancel()
+		if err != nil {
+			c.stats.sendBackFailed.Add(1)
+			c.log.Warn("client: send-back failed; consuming again locally", "msgId", m.MsgID, "err", err)
+			m.ReconsumeTimes++
+			local = append(local, m)
+			continue
+		}
+		c.stats.sentBack.Add(1)
+		done = append(done, m)
+	}
+	c.consumed(pq, done)
+	if len(local) > 0 {
+		time.AfterFunc(localRetryDelay, func() {
+			if !pq.dropped.Load() {
+				p.pool.submit(consumeTask{pq: pq, msgs: local})
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Orderly consumption.
+
+// startOrderly starts pq's consume goroutine if it is not running and the queue has
+// something to consume.
+func (p *PushConsumer) startOrderly(pq *processQueue) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	if pq.consuming || pq.dropped.Load() || pq.count == 0 {
+		return
+	}
+	pq.consuming = true
+	pq.loopIdle = make(chan struct{})
+	go p.orderlyLoop(pq)
+}
+
+// stopIfIdle ends the loop when the queue is dropped, its lock is not valid, or
+// nothing is pending.
+func (p *PushConsumer) stopIfIdle(pq *processQueue, now time.Time) bool {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	pending := false
+	for i := pq.head; i < len(pq.ents); i++ {
+		if pq.ents[i].state == entPending {
+			pending = true
+			break
+		}
+	}
+	valid := pq.locked && now.Sub(pq.lockedAt) < 30*time.Second
+	if pq.dropped.Load() || !valid || !pending {
+		pq.consuming = false
+		close(pq.loopIdle)
+		return true
+	}
+	return false
+}
+
+// orderlyLoop consumes pq in queue order, one batch at a time, while it holds the
+// queue's lock.
+func (p *PushConsumer) orderlyLoop(pq *processQueue) {
+	c := p.c
+	for {
+		if p.stopIfIdle(pq, time.Now()) {
+			return
+		}
+		batch := pq.take(p.cfg.batch)
+		if len(batch) == 0 {
+			continue
+		}
+		cc := &ConsumeContext{Queue: pq.mq, AckIndex: -1}
+		res := p.callListener(pq, batch, cc, true)
+		if res == ConsumeSuccess {
+			c.stats.consumed.Add(int64(len(batch)))
+			c.consumed(pq, batch)
+			continue
+		}
+		c.stats.failed.Add(int64(len(batch)))
+		if pq.retries(batch[0]) >= int32(c.cfg.maxReconsume) {
+			// Out of local retries: to the dead-letter queue, then move on.
+			ok := true
+			for _, m := range batch {
+				ctx, cancel := context.WithTimeout(c.runCtx, 2*c.in.cfg.requestTimeout)
+				err := c.sendBack(ctx, m, -1)
+				cancel()
+				if err != nil {
+					ok = false
+					c.stats.sendBackFailed.Add(1)
+					c.log.Warn("client: orderly message could not go to the dead-letter queue", "msgId", m.MsgID, "err", err)
+					break
+				}
+				c.stats.sentBack.Add(1)
+			}
+			if ok {
+				c.consumed(pq, batch)
+				continue
+			}
+		}
+		pq.rollback(batch)
+		for _, m := range batch {
+			m.ReconsumeTimes++
+		}
+		d := p.cfg.suspendTime
+		if cc.SuspendTime > 0 {
+			d = cc.SuspendTime
+		}
+		sleepCtx(pq.ctx, d)
+	}
+}
