@@ -54,7 +54,9 @@ func (a *ackServer) ServeRemoting(_ *remoting.Conn, req *protocol.Command, resp 
 // BenchmarkProducerAsync sends 1 KiB messages with SendAsync, keeping up to
 // MaxInflight in flight, and reports acknowledged messages per second. The "ack"
 // case runs against a stand-in that acknowledges without storing (the client's own
-// cost and allocations); the "fake" case against the in-memory test broker.
+// cost and allocations); the "fake" case against the in-memory test broker; the
+// "broker" case against an Apogee broker in-process (async flush), where the broker
+// shares the machine's cores with the client.
 func BenchmarkProducerAsync(b *testing.B) {
 	b.Run("ack", func(b *testing.B) {
 		a := newAckServer(b)
@@ -63,6 +65,9 @@ func BenchmarkProducerAsync(b *testing.B) {
 	b.Run("fake", func(b *testing.B) {
 		fb := newFakeBroker(b)
 		benchAsync(b, fb.addr)
+	})
+	b.Run("broker", func(b *testing.B) {
+		benchAsync(b, startBroker(b))
 	})
 }
 

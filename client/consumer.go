@@ -533,6 +533,9 @@ func (c *consumer) puller(pq *processQueue) {
 			if pq.ctx.Err() != nil {
 				return
 			}
+			if err == errSeeked {
+				continue
+			}
 			c.stats.pullErrors.Add(1)
 			c.log.Debug("client: pull failed", "queue", pq.mq, "err", err)
 			backoff = pullErrorBackoff
@@ -543,6 +546,9 @@ func (c *consumer) puller(pq *processQueue) {
 		}
 	}
 }
+
+// errSeeked: the queue was repositioned while a pull was in flight.
+var errSeeked = errors.New("client: queue repositioned")
 
 // pullErrorBackoff is the pause after a failed pull (the Go client waits 3 s).
 var pullErrorBackoff = time.Second
@@ -586,22 +592,40 @@ func (c *consumer) pullOnce(pq *processQueue, req, resp *protocol.Command) error
 		ExpressionType:       []byte("TAG"),
 		BrokerName:           []byte(mq.BrokerName),
 	}
-	if c.sendSubs && sub != nil {
+	if c.sendSubs {
 		sysFlag |= protocol.PullFlagSubscription
-		h.Subscription = []byte(sub.expr)
-		h.ExpressionType = []byte(sub.expressionType())
-		h.SubVersion = sub.version
+		h.Subscription = []byte("*")
+		if sub != nil {
+			h.Subscription = []byte(sub.expr)
+			h.ExpressionType = []byte(sub.expressionType())
+			h.SubVersion = sub.version
+		}
 	}
 	h.SysFlag = sysFlag
 	c.in.initRequest(req, protocol.ReqPullMessage)
 	h.Encode(&req.Ext)
 	ctx, cancel := context.WithTimeout(pq.ctx, c.cfg.longPoll+10*time.Second)
 	defer cancel()
+	pq.mu.Lock()
+	if pq.gen != gen {
+		pq.mu.Unlock()
+		return errSeeked
+	}
+	pq.pullCancel = cancel
+	pq.mu.Unlock()
+	defer func() {
+		pq.mu.Lock()
+		pq.pullCancel = nil
+		pq.mu.Unlock()
+	}()
 	cl, err := c.in.pool.Get(ctx, addr)
 	if err != nil {
 		return err
 	}
 	if err := cl.InvokeInto(ctx, req, resp); err != nil {
+		if _, g, _ := pq.pullState(); g != gen {
+			return errSeeked
+		}
 		return err
 	}
 	c.stats.pulls.Add(1)

@@ -42,7 +42,8 @@ type processQueue struct {
 	nextOffset    int64
 	brokerMax     int64
 	dispatchedMax int64
-	gen           uint64 // bumped by seek and reset; a pull started under an older gen is discarded
+	gen           uint64             // bumped by seek and reset; a pull started under an older gen is discarded
+	pullCancel    context.CancelFunc // cancels the pull in flight (reset does)
 	suggestBroker int64
 	// orderly
 	locked    bool
@@ -268,6 +269,9 @@ func (pq *processQueue) reset(offset int64) {
 	pq.nextOffset = offset
 	pq.dispatchedMax = offset - 1
 	pq.gen++
+	if pq.pullCancel != nil {
+		pq.pullCancel()
+	}
 	select {
 	case pq.space <- struct{}{}:
 	default:

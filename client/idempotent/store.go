@@ -66,16 +66,23 @@ type Store interface {
 	// changes anything.
 	TryBegin(ctx context.Context, key, owner string, lease time.Duration) (State, error)
 	// Renew extends owner's lease on key to lease from now. It returns an error
-	// wrapping ErrNotOwner when owner no longer holds the key (the lease expired
-	// and someone took it over, or it was released).
+	// wrapping ErrNotOwner when owner does not hold the key under a live lease: the
+	// lease expired (a store may forget an expired lease at once, so a late
+	// renewal fails even if nobody took the key over), or the key was released,
+	// completed, or taken over.
 	Renew(ctx context.Context, key, owner string, lease time.Duration) error
-	// Done moves key from processing held by owner to done, kept for ttl. It
-	// returns an error wrapping ErrNotOwner when owner does not hold the key (then
-	// nothing changes), unless the implementation documents that it cannot tell.
+	// Done records key as done, kept for ttl: from processing held by owner, or
+	// from a state in which nobody holds it (absent, or a lease or TTL that has
+	// expired without anyone taking the key over), since the work was done and later
+	// deliveries are duplicates. When another owner holds the key under a live
+	// lease, or completed it within its TTL, nothing changes and it returns an error
+	// wrapping ErrNotOwner. Done by an owner that already completed the key only
+	// restarts its TTL (a retried Done is harmless).
 	Done(ctx context.Context, key, owner string, ttl time.Duration) error
-	// Release deletes key if owner holds it, so that the next delivery runs again.
-	// It returns an error wrapping ErrNotOwner when owner does not hold the key,
-	// unless the implementation documents that it cannot tell.
+	// Release deletes key when owner holds it (a lease that expired without anyone
+	// taking the key over still counts), so that the next delivery runs again. A
+	// key nobody holds is left as it is (nil). When another owner holds it, or it is
+	// done, nothing changes and it returns an error wrapping ErrNotOwner.
 	Release(ctx context.Context, key, owner string) error
 }
 

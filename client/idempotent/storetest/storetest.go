@@ -1,0 +1,236 @@
+// Package storetest checks that an idempotent.Store behaves as the interface
+// documents: the state machine absent → processing (lease) → done (TTL), owners,
+// expiry and takeover, and one winner among concurrent TryBegins. Every Store
+// shipped with Apogee runs it; run it on your own:
+//
+//	func TestMyStore(t *testing.T) {
+//		storetest.Run(t, storetest.Config{Lease: 300 * time.Millisecond}, func(t *testing.T) idempotent.Store {
+//			return newMyStore(t)
+//		})
+//	}
+//
+// It uses real time: leases and TTLs of Config.Lease, waits of Lease plus
+// Config.Slack.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/client/idempotent"
+)
+
+// Config describes the store under test.
+type Config struct {
+	// Lease is the lease and TTL the tests use; expiry tests wait Lease + Slack.
+	// Default 300 ms.
+	Lease time.Duration
+	// Slack is added to waits for expiry, for clocks and slow stores. Default 200 ms.
+	Slack time.Duration
+	// ReportsExpired: the store reports a takeover as StateExpired (false: it may
+	// report StateAbsent, as a store whose entries vanish with their lease does).
+	ReportsExpired bool
+	// BlindWrites: Done and Release do not report ErrNotOwner (the store cannot
+	// tell); they must still leave another owner's key unchanged.
+	BlindWrites bool
+	// Racers is the number of goroutines racing on one key. Default 8.
+	Racers int
+}
+
+var seq atomic.Int64
+
+// key returns a key unique to the test run.
+func key(t *testing.T, suffix string) string {
+	return fmt.Sprintf("%s-%d-%d%s", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano(), seq.Add(1), suffix)
+}
+
+// Run runs the conformance tests as subtests of t, each with a store from newStore.
+func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store) {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 300 * time.Millisecond
+	}
+	if cfg.Slack <= 0 {
+		cfg.Slack = 200 * time.Millisecond
+	}
+	if cfg.Racers <= 0 {
+		cfg.Racers = 8
+	}
+	L := cfg.Lease
+	long := time.Hour
+	ctx := context.Background()
+
+	begin := func(t *testing.T, s idempotent.Store, k, owner string, lease time.Duration, want ...idempotent.State) {
+		t.Helper()
+		st, err := s.TryBegin(ctx, k, owner, lease)
+		if err != nil {
+			t.Fatalf("TryBegin(%q, %q): %v", k, owner, err)
+		}
+		for _, w := range want {
+			if st == w {
+				return
+			}
+		}
+		t.Fatalf("TryBegin(%q, %q) = %v, want one of %v", k, owner, st, want)
+	}
+	notOwner := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, idempotent.ErrNotOwner) {
+			t.Fatalf("%s: err = %v, want ErrNotOwner", what, err)
+		}
+	}
+	must := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	t.Run("BeginThenBusy", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		begin(t, s, k, "b", long, idempotent.StateProcessing)
+		begin(t, s, k, "a", long, idempotent.StateProcessing) // even its own holder
+	})
+	t.Run("DoneThenDuplicate", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		must(t, "Done", s.Done(ctx, k, "a", long))
+		begin(t, s, k, "b", long, idempotent.StateDone)
+		begin(t, s, k, "a", long, idempotent.StateDone)
+		must(t, "Done again by its owner", s.Done(ctx, k, "a", long))
+		begin(t, s, k, "c", long, idempotent.StateDone)
+	})
+	t.Run("ReleaseThenBeginAgain", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		must(t, "Release", s.Release(ctx, k, "a"))
+		begin(t, s, k, "b", long, idempotent.StateAbsent)
+		must(t, "Done", s.Done(ctx, k, "b", long))
+		begin(t, s, k, "a", long, idempotent.StateDone)
+	})
+	t.Run("ReleaseAbsent", func(t *testing.T) {
+		s := newStore(t)
+		must(t, "Release of an absent key", s.Release(ctx, key(t, ""), "a"))
+	})
+	t.Run("OthersCannotRenewCompleteOrRelease", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		notOwner(t, "Renew by another owner", s.Renew(ctx, k, "b", long))
+		if err := s.Done(ctx, k, "b", long); !cfg.BlindWrites {
+			notOwner(t, "Done by another owner", err)
+		} else {
+			must(t, "blind Done", err)
+		}
+		if err := s.Release(ctx, k, "b"); !cfg.BlindWrites {
+			notOwner(t, "Release by another owner", err)
+		} else {
+			must(t, "blind Release", err)
+		}
+		begin(t, s, k, "c", long, idempotent.StateProcessing) // still a's
+		must(t, "Renew by the owner", s.Renew(ctx, k, "a", long))
+		must(t, "Done by the owner", s.Done(ctx, k, "a", long))
+		notOwner(t, "Renew after Done", s.Renew(ctx, k, "a", long))
+		if err := s.Release(ctx, k, "b"); !cfg.BlindWrites {
+			notOwner(t, "Release of a done key", err)
+		}
+		begin(t, s, k, "c", long, idempotent.StateDone)
+	})
+	t.Run("RenewKeepsTheLease", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", L, idempotent.StateAbsent)
+		deadline := time.Now().Add(2*L + cfg.Slack)
+		for time.Now().Before(deadline) {
+			time.Sleep(L / 4)
+			must(t, "Renew", s.Renew(ctx, k, "a", L))
+			begin(t, s, k, "b", L, idempotent.StateProcessing)
+		}
+	})
+	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "dead", L, idempotent.StateAbsent)
+		begin(t, s, k, "b", long, idempotent.StateProcessing)
+		time.Sleep(L + cfg.Slack)
+		if cfg.ReportsExpired {
+			begin(t, s, k, "b", long, idempotent.StateExpired)
+		} else {
+			begin(t, s, k, "b", long, idempotent.StateExpired, idempotent.StateAbsent)
+		}
+		notOwner(t, "Renew by the old owner", s.Renew(ctx, k, "dead", long))
+		if err := s.Done(ctx, k, "dead", long); !cfg.BlindWrites {
+			notOwner(t, "Done by the old owner", err)
+		}
+		if err := s.Release(ctx, k, "dead"); !cfg.BlindWrites {
+			notOwner(t, "Release by the old owner", err)
+		}
+		begin(t, s, k, "c", long, idempotent.StateProcessing)
+		must(t, "Done by the new owner", s.Done(ctx, k, "b", long))
+		begin(t, s, k, "c", long, idempotent.StateDone)
+	})
+	t.Run("DoneTTLExpires", func(t *testing.T) {
+		s := newStore(t)
+		k := key(t, "")
+		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		must(t, "Done", s.Done(ctx, k, "a", L))
+		begin(t, s, k, "b", long, idempotent.StateDone)
+		time.Sleep(L + cfg.Slack)
+		begin(t, s, k, "b", long, idempotent.StateAbsent)
+	})
+	t.Run("RacersOneWinner", func(t *testing.T) {
+		s := newStore(t)
+		for round := range 3 {
+			k := key(t, fmt.Sprintf("-r%d", round))
+			var won atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			errs := make(chan error, cfg.Racers)
+			for i := range cfg.Racers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					st, err := s.TryBegin(ctx, k, fmt.Sprintf("racer-%d", i), long)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if st.Acquired() {
+						won.Add(1)
+					} else if st != idempotent.StateProcessing {
+						errs <- fmt.Errorf("racer %d: %v", i, st)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if n := won.Load(); n != 1 {
+				t.Fatalf("round %d: %d racers acquired the key, want 1", round, n)
+			}
+		}
+	})
+	t.Run("AwkwardKeys", func(t *testing.T) {
+		s := newStore(t)
+		for _, suffix := range []string{" with spaces", "\x01\x02ctl", "ü-ñ-😀", "-" + strings.Repeat("k", 600)} {
+			k := key(t, suffix)
+			begin(t, s, k, "a", long, idempotent.StateAbsent)
+			must(t, "Done", s.Done(ctx, k, "a", long))
+			begin(t, s, k, "b", long, idempotent.StateDone)
+			begin(t, s, k+"x", "b", long, idempotent.StateAbsent)
+		}
+	})
+}

@@ -1,0 +1,377 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startBroker runs an Apogee broker in-process on 127.0.0.1:0 (it answers
+// name-server requests on the same address) and returns its address.
+func startBroker(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(broker.Options{
+		DataDir:       t.TempDir(),
+		AdvertiseAddr: l.Addr().String(),
+		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
+			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
+		Logger: quiet,
+	})
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Serve(l)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// brokerOffset asks the broker for a group's committed offset (-1 when none).
+func brokerOffset(t testing.TB, addr, group, topic string, q int32) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := new(protocol.Command)
+	req.InitRequest(protocol.ReqQueryConsumerOffset, 0)
+	(&protocol.QueryConsumerOffsetRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: q}).Encode(&req.Ext)
+	resp, err := cl.Invoke(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != protocol.RespSuccess {
+		return -1
+	}
+	var o protocol.OffsetResponse
+	o.Decode(&resp.Ext)
+	return o.Offset
+}
+
+func realProducer(t testing.TB, addr string, opts ...client.ProducerOpt) *client.Producer {
+	t.Helper()
+	p, err := client.NewProducer(append([]client.ProducerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+func realPush(t testing.TB, addr string, opts ...client.PushConsumerOpt) *client.PushConsumer {
+	t.Helper()
+	all := append([]client.PushConsumerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(quiet),
+		client.RebalanceInterval(300 * time.Millisecond), client.CommitInterval(100 * time.Millisecond),
+		client.LongPollTimeout(2 * time.Second), client.HeartbeatInterval(time.Second)}, opts...)
+	c, err := client.NewPushConsumer(all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// TestBrokerSendVariantsRoundTrip sends with every send variant, both header
+// encodings and both codecs, and checks that a push consumer receives exactly the
+// messages its tag expression selects, intact.
+func TestBrokerSendVariantsRoundTrip(t *testing.T) {
+	addr := startBroker(t)
+	for _, enc := range []protocol.SerializeType{protocol.SerializeRocketMQ, protocol.SerializeJSON} {
+		t.Run(enc.String(), func(t *testing.T) {
+			topic := "RT-" + enc.String()
+			ctx := ctxT(t)
+			zl := realProducer(t, addr, client.HeaderEncoding(enc), client.CompressOver(256))
+			zs := realProducer(t, addr, client.HeaderEncoding(enc), client.CompressOver(256), client.WithCompression(client.CompressionZstd))
+			var mu sync.Mutex
+			got := map[string]*client.MessageExt{}
+			c := realPush(t, addr, client.HeaderEncoding(enc), client.ConsumerGroup("rt-"+enc.String()), client.Subscribe(topic, "keep || also"),
+				client.WithConsumeFrom(client.ConsumeFromFirstOffset),
+				client.WithConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+					mu.Lock()
+					defer mu.Unlock()
+					for _, m := range msgs {
+						got[m.Keys[0]] = m
+					}
+					return client.ConsumeSuccess
+				}))
+			big := bytes.Repeat([]byte("compressible "), 200)
+			want := map[string][]byte{}
+			mk := func(key, tag string, body []byte) *client.Message {
+				if tag != "drop" {
+					want[key] = body
+				}
+				return &client.Message{Topic: topic, Tags: tag, Keys: []string{key}, Body: body, Properties: map[string]string{"k": key}}
+			}
+			// The topic exists once a message is sent (a consumer needs its route).
+			if _, err := zl.SendSync(ctx, mk("dropped", "drop", []byte("d"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := zl.SendSync(ctx, mk("sync", "keep", []byte("s"))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := zl.SendSync(ctx, mk("zlib", "keep", big)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := zs.SendSync(ctx, mk("zstd", "also", big)); err != nil {
+				t.Fatal(err)
+			}
+			f, err := zl.SendAsyncFuture(ctx, mk("async", "keep", []byte("a")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Result(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := zl.SendOneway(ctx, mk("oneway", "keep", []byte("o"))); err != nil {
+				t.Fatal(err)
+			}
+			var batch []*client.Message
+			for i := 0; i < 10; i++ {
+				batch = append(batch, mk(fmt.Sprintf("batch-%d", i), "keep", []byte(fmt.Sprint(i))))
+			}
+			if _, err := zl.SendBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 15*time.Second, "every kept message", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) == len(want)
+			})
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, body := range want {
+				m := got[k]
+				if m == nil || !bytes.Equal(m.Body, body) || m.Property("k") != k || m.Topic != topic {
+					t.Fatalf("%s: got %v", k, m)
+				}
+			}
+			if got["dropped"] != nil || len(got) != len(want) {
+				t.Fatalf("received %d, want %d (tag filter)", len(got), len(want))
+			}
+		})
+	}
+}
+
+func TestBrokerRebalanceJoinLeave(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr, client.DefaultTopicQueueNums(8))
+	col := newCollector()
+	var stats []client.ConsumerStats
+	start := func(name string) *client.PushConsumer {
+		c := realPush(t, addr, client.ConsumerGroup("rb"), client.Subscribe("RB", "*"),
+			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(col.listener(name)))
+		if err := c.Start(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	sent := 0
+	send := func(n int) { sendN(t, p, "RB", sent, n, nil); sent += n }
+	send(50) // creates the topic with 8 queues
+	c1 := start("c1")
+	send(100)
+	c2 := start("c2")
+	send(100)
+	c3 := start("c3")
+	send(100)
+	waitShare(t, "RB", 8, c1, c2, c3)
+	c1.Close(ctxT(t))
+	stats = append(stats, c1.Stats())
+	send(100)
+	waitShare(t, "RB", 8, c2, c3)
+	waitFor(t, 20*time.Second, "every message", func() bool { return col.distinct() == sent })
+	for _, c := range []*client.PushConsumer{c2, c3} {
+		c.Close(ctxT(t))
+		stats = append(stats, c.Stats())
+	}
+	var counted int64
+	for _, s := range stats {
+		counted += s.RebalanceDuplicates
+	}
+	dups := col.duplicates()
+	t.Logf("sent %d, duplicates seen %d, counted (upper bound) %d", sent, dups, counted)
+	if int64(dups) > counted {
+		t.Fatalf("%d duplicates delivered but only %d counted", dups, counted)
+	}
+}
+
+// waitShare waits until the consumers' assignments of topic cover its n queues
+// exactly once.
+func waitShare(t testing.TB, topic string, n int, cs ...*client.PushConsumer) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "queues shared out", func() bool {
+		seen := map[client.MessageQueue]int{}
+		for _, c := range cs {
+			for _, q := range c.Assignment() {
+				if q.Topic == topic {
+					seen[q]++
+				}
+			}
+		}
+		if len(seen) != n {
+			return false
+		}
+		for _, k := range seen {
+			if k != 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestBrokerOrderlyAcrossRebalance(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr, client.Selector(client.HashSelector()))
+	var mu sync.Mutex
+	last := map[string]int{}
+	delivered := map[string]int{}
+	var violations []string
+	listener := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			var seq int
+			fmt.Sscanf(string(m.Body), "seq-%d", &seq)
+			if prev, ok := last[m.ShardingKey]; ok && seq <= prev {
+				violations = append(violations, fmt.Sprintf("%s: %d after %d", m.ShardingKey, seq, prev))
+			}
+			last[m.ShardingKey] = seq
+			delivered[string(m.Body)]++
+		}
+		return client.ConsumeSuccess
+	}
+	mk := func() *client.PushConsumer {
+		c := realPush(t, addr, client.ConsumerGroup("og"), client.Subscribe("O", "*"), client.LockInterval(200*time.Millisecond),
+			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithOrderlyListener(listener))
+		if err := c.Start(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	seq := 0
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			if _, err := p.SendSync(ctxT(t), &client.Message{Topic: "O", ShardingKey: fmt.Sprintf("k%d", seq%8), Body: []byte(fmt.Sprintf("seq-%d", seq))}); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+	}
+	send(100)
+	c1 := mk()
+	send(100)
+	mk()
+	send(100)
+	c1.Close(ctxT(t))
+	send(100)
+	waitFor(t, 30*time.Second, "every orderly message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == seq
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatalf("order violated: %v", violations)
+	}
+	for body, n := range delivered {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", body, n)
+		}
+	}
+}
+
+func TestBrokerOffsetsAfterRestart(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr)
+	col := newCollector()
+	opts := []client.PushConsumerOpt{client.ConsumerGroup("rs"), client.Subscribe("RS", "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(col.listener("x"))}
+	sendN(t, p, "RS", 0, 40, nil)
+	c := realPush(t, addr, opts...)
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "first part", func() bool { return col.distinct() == 40 })
+	if err := c.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for q := int32(0); q < 4; q++ {
+		sum += brokerOffset(t, addr, "rs", "RS", q)
+	}
+	if sum != 40 {
+		t.Fatalf("committed offsets sum to %d, want 40", sum)
+	}
+	sendN(t, p, "RS", 40, 40, nil)
+	c2 := realPush(t, addr, opts...)
+	if err := c2.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "second part", func() bool { return col.distinct() == 80 })
+	time.Sleep(100 * time.Millisecond)
+	if d := col.duplicates(); d != 0 {
+		t.Fatalf("%d messages consumed twice across a clean restart", d)
+	}
+}
+
+func TestBrokerBroadcasting(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr)
+	sendN(t, p, "BC", 0, 1, nil) // create the topic
+	dir := t.TempDir()
+	cols := []*collector{newCollector(), newCollector()}
+	for i := range cols {
+		c := realPush(t, addr, client.ConsumerGroup("bc"), client.Subscribe("BC", "*"), client.WithMessageModel(client.Broadcasting),
+			client.OffsetDir(dir), client.WithConcurrentListener(cols[i].listener("x")))
+		if err := c.Start(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "assignment", func() bool { return len(c.Assignment()) == 4 })
+	}
+	sendN(t, p, "BC", 1, 30, nil)
+	for _, col := range cols {
+		waitFor(t, 10*time.Second, "every consumer gets every message", func() bool { return col.distinct() == 30 })
+	}
+}
+
+func TestBrokerPullConsumer(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr)
+	testPullConsumer(t, addr, p, func(g, topic string, q int32) int64 { return brokerOffset(t, addr, g, topic, q) })
+}
