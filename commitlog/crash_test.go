@@ -2,13 +2,11 @@ package commitlog
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/crashtest"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -57,7 +56,7 @@ func TestCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
 	}
-	fmt.Println("ready")
+	fmt.Println(crashtest.Ready)
 	var out sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
@@ -163,70 +162,20 @@ func checkAllValid(t *testing.T, l *Log) {
 
 func runCrashChild(t *testing.T, dir string, after time.Duration) []ack {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	var acks []ack
-	var kill <-chan time.Time
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				if kill != nil {
-					return acks
-				}
-				t.Fatalf("child exited before it was killed: %s", stderr.String())
-			}
-			if line == "ready" {
-				kill = time.After(after)
-				continue
-			}
-			f := strings.Fields(line)
-			if len(f) != 4 || f[0] != "ack" {
-				continue
-			}
-			off, _ := strconv.ParseInt(f[1], 10, 64)
-			size, _ := strconv.Atoi(f[2])
-			h, _ := strconv.ParseUint(f[3], 10, 64)
-			acks = append(acks, ack{off, size, h})
-		case <-kill:
-			cmd.Process.Kill() // SIGKILL
-			kill = nil
-			// Drain what the child printed before it died.
-			for line := range lines {
-				f := strings.Fields(line)
-				if len(f) == 4 && f[0] == "ack" {
-					off, _ := strconv.ParseInt(f[1], 10, 64)
-					size, _ := strconv.Atoi(f[2])
-					h, _ := strconv.ParseUint(f[3], 10, 64)
-					acks = append(acks, ack{off, size, h})
-				}
-			}
-			cmd.Wait()
-			return acks
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatalf("child did not become ready: %s", stderr.String())
+	crashtest.KillAfter(t, "TestCrashChild", []string{crashChildEnv + "=" + dir}, after, 30*time.Second, func(line string) {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != "ack" {
+			return
 		}
-	}
+		off, _ := strconv.ParseInt(f[1], 10, 64)
+		size, _ := strconv.Atoi(f[2])
+		h, err := strconv.ParseUint(f[3], 10, 64)
+		if err == nil {
+			acks = append(acks, ack{off, size, h})
+		}
+	})
+	return acks
 }
 
 // damage helpers ----------------------------------------------------------

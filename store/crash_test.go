@@ -2,11 +2,9 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/crashtest"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -43,7 +42,7 @@ func TestStoreCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
 	}
-	fmt.Println("ready")
+	fmt.Println(crashtest.Ready)
 	w := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -170,52 +169,11 @@ func verifyAcks(t *testing.T, s *Store, acks []storeAck, round int) {
 
 func runStoreChild(t *testing.T, dir string, after time.Duration) []storeAck {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 4096)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	var acks []storeAck
-	var kill <-chan time.Time
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				t.Fatalf("child exited on its own: %s", stderr.String())
-			}
-			if line == "ready" {
-				kill = time.After(after)
-			} else if a, ok := parseAck(line); ok {
-				acks = append(acks, a)
-			}
-		case <-kill:
-			cmd.Process.Kill()
-			for line := range lines {
-				if a, ok := parseAck(line); ok {
-					acks = append(acks, a)
-				}
-			}
-			cmd.Wait()
-			return acks
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatalf("child never became ready: %s", stderr.String())
+	crashtest.KillAfter(t, "TestStoreCrashChild", []string{crashEnv + "=" + dir}, after, 60*time.Second, func(line string) {
+		if a, ok := parseAck(line); ok {
+			acks = append(acks, a)
 		}
-	}
+	})
+	return acks
 }
