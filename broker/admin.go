@@ -362,6 +362,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	conns, cgroups, pgroups := b.clients.counts()
 	cfgs, _ := b.topics.snapshot()
 	up := time.Since(b.start)
+	timersPending, _ := b.timers.stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return map[string]string{
 		"brokerVersionDesc":      "V4_9_4",
@@ -402,6 +403,21 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"topics":                 strconv.Itoa(len(cfgs)),
 		"notifiesSent":           i(b.stats.notifies.Load()),
 		"configPersistErrors":    i(b.stats.persistErrors.Load()),
+		"innerPuts":              i(b.stats.innerPuts.Load()),
+		"sendBacks":              i(b.stats.sendBacks.Load()),
+		"deadLetters":            i(b.stats.deadLetters.Load()),
+		"delayedMessages":        i(b.stats.delayed.Load()),
+		"delayedDelivered":       i(b.stats.delayDelivered.Load()),
+		"timerMessages":          i(b.stats.timers.Load()),
+		"timersFired":            i(b.stats.timersFired.Load()),
+		"timerRolls":             i(b.stats.timerRolls.Load()),
+		"timersPending":          strconv.Itoa(timersPending),
+		"halfMessages":           i(b.stats.halfMessages.Load()),
+		"halfMessagesPending":    strconv.Itoa(b.tx.pendingCount()),
+		"transactionCommits":     i(b.stats.txCommits.Load()),
+		"transactionRollbacks":   i(b.stats.txRollbacks.Load()),
+		"transactionChecks":      i(b.stats.txChecks.Load()),
+		"transactionCheckMaxed":  i(b.stats.txCheckMaxed.Load()),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -43,6 +44,9 @@ type Broker struct {
 	offsets *offsetManager
 	clients *clientManager
 	locks   *lockManager
+	sched   *scheduler
+	timers  *timerWheel
+	tx      *txManager
 	holds   *pullHolder
 	acks    *syncAcker
 	filters filterCache
@@ -68,6 +72,11 @@ type brokerStats struct {
 	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
 	pullRequests, pullFound, pullHeld, pullMessages     atomic.Int64
 	persistErrors, notifies                             atomic.Int64
+	innerPuts, sendBacks, deadLetters                   atomic.Int64
+	delayed, delayDelivered                             atomic.Int64
+	timers, timersFired, timerRolls                     atomic.Int64
+	halfMessages, txCommits, txRollbacks, txChecks      atomic.Int64
+	txCheckMaxed                                        atomic.Int64
 }
 
 // New opens the store (recovering it) and the managers' files, registers
@@ -95,7 +104,14 @@ func New(opts Options) (*Broker, error) {
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),
 	}
-	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load} {
+	levels, err := parseDelayLevels(o.DelayLevels)
+	if err != nil {
+		return nil, err
+	}
+	b.sched = newScheduler(b, levels, cfgDir)
+	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
+	b.tx = newTxManager(b, cfgDir)
+	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.load} {
 		if err := load(); err != nil {
 			return nil, err
 		}
@@ -112,10 +128,32 @@ func New(opts Options) (*Broker, error) {
 	}
 	userArrival := so.OnArrival
 	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
-		b.holds.arrived(topic, queueID, maxOffset)
+		switch topic {
+		case scheduleTopic:
+			b.sched.arrived(queueID)
+		case timerTopic:
+			b.timers.arrived()
+		case halfTopic, opHalfTopic:
+			b.tx.arrived()
+		default:
+			b.holds.arrived(topic, queueID, maxOffset)
+		}
 		if userArrival != nil {
 			userArrival(topic, queueID, maxOffset)
 		}
+	}
+	userTagCode := so.TagCode
+	so.TagCode = func(v message.View) (int64, bool) {
+		switch string(v.Topic()) {
+		case scheduleTopic:
+			return b.sched.tagCode(v), true
+		case timerTopic:
+			return b.timers.tagCode(v), true
+		}
+		if userTagCode != nil {
+			return userTagCode(v)
+		}
+		return 0, false
 	}
 	st, rep, err := store.Open(so)
 	if err != nil {
@@ -126,6 +164,7 @@ func New(opts Options) (*Broker, error) {
 	o.Logger.Info("broker: store opened", "dir", o.DataDir, "recovery", fmt.Sprintf("%+v", rep))
 
 	b.ensureAutoCreateKey()
+	b.ensureSystemTopics()
 	b.registry = namesrv.NewRegistry(namesrv.Options{Logger: o.Logger})
 	b.register()
 	if len(o.NamesrvAddrs) > 0 {
@@ -140,7 +179,53 @@ func New(opts Options) (*Broker, error) {
 	go b.holds.loop()
 	go b.acks.loop()
 	go b.maintain()
+	b.sched.start()
+	b.timers.start()
+	b.tx.start()
 	return b, nil
+}
+
+// ensureSystemTopics keeps the messaging features' system topics in the
+// topic table: SCHEDULE_TOPIC_XXXX with one queue per delay level, the timer
+// topic, and the transaction half and op topics (one queue each). Producers
+// may not send to them; admin requests may not create or delete them.
+func (b *Broker) ensureSystemTopics() {
+	changed := false
+	for _, cfg := range []protocol.TopicConfig{
+		newTopicConfig(scheduleTopic, int32(b.sched.levels()), protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(halfTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(opHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+	} {
+		if _, c := b.topics.put(cfg); c {
+			changed = true
+		}
+	}
+	if changed {
+		b.persistTopics()
+	}
+}
+
+// persistProgress writes the delay scanners', the timer wheel's and the
+// transaction checker's progress (when it changed, or always with force).
+func (b *Broker) persistProgress(force bool) error {
+	var errs []error
+	if err := b.sched.persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	b.timers.snapshotIfIdle(force)
+	if err := b.timers.persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.tx.persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		b.stats.persistErrors.Add(1)
+		b.opts.Logger.Error("broker: persist the progress of delays, timers or transactions failed", "err", err)
+	}
+	return err
 }
 
 // ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
@@ -214,6 +299,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := b.groups.persist(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.persistProgress(true); err != nil {
 		errs = append(errs, err)
 	}
 	b.registry.Close()
@@ -303,10 +391,14 @@ func (b *Broker) maintain() {
 	defer scan.Stop()
 	reg := time.NewTicker(b.opts.RegisterInterval)
 	defer reg.Stop()
+	progress := time.NewTicker(b.opts.ProgressFlushInterval)
+	defer progress.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-progress.C:
+			b.persistProgress(false)
 		case <-offsets.C:
 			if err := b.offsets.persist(false); err != nil {
 				b.stats.persistErrors.Add(1)
@@ -370,11 +462,9 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 	case protocol.ReqUnlockBatchMQ:
 		return b.handleUnlock(req, resp)
 	case protocol.ReqConsumerSendMsgBack:
-		return fail(resp, protocol.RespRequestCodeNotSupported,
-			"CONSUMER_SEND_MSG_BACK is not implemented yet by this broker; resend the message to %RETRY%<group>")
+		return b.handleSendBack(c, req, resp)
 	case protocol.ReqEndTransaction:
-		return fail(resp, protocol.RespRequestCodeNotSupported,
-			"END_TRANSACTION is not implemented yet by this broker: transactional messages are stored as ordinary messages")
+		return b.handleEndTransaction(c, req, resp)
 	}
 	if namesrv.IsNamesrvCode(req.Code) {
 		return b.registry.ServeRemoting(c, req, resp)

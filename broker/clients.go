@@ -346,3 +346,18 @@ func (m *clientManager) counts() (conns, consumerGroups, producerGroups int) {
 	defer m.mu.RUnlock()
 	return len(m.conns), len(m.consumers), len(m.producers)
 }
+
+// producerConns returns the live connections of a producer group.
+func (m *clientManager) producerConns(group string) []*remoting.Conn {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.producers[group]
+	out := make([]*remoting.Conn, 0, len(g))
+	for c := range g {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}

@@ -96,3 +96,17 @@ func containsMQ(s []protocol.MessageQueue, mq protocol.MessageQueue) bool {
 	}
 	return false
 }
+
+// groupLocked reports whether a group holds an unexpired queue lock (it
+// consumes orderly: RocketMQ 5 then sends its retried messages straight to
+// the dead-letter queue).
+func (l *lockManager) groupLocked(group string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, lk := range l.groups[group] {
+		if now.Sub(lk.last) <= l.expiry {
+			return true
+		}
+	}
+	return false
+}

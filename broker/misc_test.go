@@ -86,7 +86,15 @@ func TestAutoCreateAndRetryTopics(t *testing.T) {
 	if h.b.topics.lookup(topicAutoCreateKey) != nil {
 		t.Fatal("TBW102 kept with auto-create off")
 	}
-	// The Go client's send-back fallback writes to %RETRY%group.
+	// The Go client's send-back fallback writes to %RETRY%group: the group
+	// must exist (its heartbeat creates it), as with RocketMQ.
+	r = invoke(t, cl, sendRequest("%RETRY%cg", 0, []byte("x"), props("RETRY_TOPIC", "T", "DELAY", "3")))
+	if r.Code != protocol.RespSubscriptionGroupNotExist {
+		t.Fatalf("send to the retry topic of an unknown group: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, heartbeatRequest(t, "c1", "cg", map[string]string{"T": "*"})); r.Code != 0 {
+		t.Fatalf("heartbeat: %d %s", r.Code, r.Remark)
+	}
 	r = invoke(t, cl, sendRequest("%RETRY%cg", 0, []byte("x"), props("RETRY_TOPIC", "T", "DELAY", "3")))
 	if r.Code != 0 {
 		t.Fatalf("send to a retry topic: %d %s", r.Code, r.Remark)
@@ -94,11 +102,10 @@ func TestAutoCreateAndRetryTopics(t *testing.T) {
 	if tc := h.b.topics.lookup("%RETRY%cg"); tc == nil || tc.cfg.ReadQueueNums != 1 || tc.cfg.Perm != 6 {
 		t.Fatalf("retry topic %+v", tc)
 	}
-	// Send-back is not implemented yet: an error makes the Go client fall back.
 	sb := goRequest(protocol.ReqConsumerSendMsgBack)
-	(&protocol.ConsumerSendMsgBackRequest{Group: "cg", Offset: 0, DelayLevel: 0, OriginTopic: "T"}).Encode(&sb.Ext)
-	if r := invoke(t, cl, sb); r.Code == 0 {
-		t.Fatal("CONSUMER_SEND_MSG_BACK answered success")
+	(&protocol.ConsumerSendMsgBackRequest{Group: "nogroup", Offset: 0, DelayLevel: 0, OriginTopic: "T"}).Encode(&sb.Ext)
+	if r := invoke(t, cl, sb); r.Code != protocol.RespSubscriptionGroupNotExist {
+		t.Fatalf("CONSUMER_SEND_MSG_BACK for an unknown group: %d %s", r.Code, r.Remark)
 	}
 }
 

@@ -25,6 +25,17 @@ const (
 	DefaultBusyTimeout         = time.Second
 	DefaultRegisterInterval    = 30 * time.Second
 	DefaultLockExpiry          = 60 * time.Second
+
+	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
+	DefaultDelayLevels               = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	DefaultProgressFlushInterval     = time.Second
+	DefaultTimerMaxDelay             = 40 * 24 * time.Hour
+	DefaultTimerRollInterval         = 24 * time.Hour
+	DefaultTransactionTimeout        = 6 * time.Second
+	DefaultTransactionCheckInterval  = 30 * time.Second
+	DefaultTransactionCheckMax       = 15
+	DefaultMaxDelayMessageSize       = 64 << 10
+	DefaultMaxTransactionMessageSize = 64 << 10
 )
 
 // Options configure a Broker. The zero value of every field means its default.
@@ -79,6 +90,47 @@ type Options struct {
 	// LockExpiry is how long a queue lock (LOCK_BATCH_MQ) lives without being
 	// renewed. Default 60 s.
 	LockExpiry time.Duration
+	// DelayLevels are the delay levels of the DELAY property, RocketMQ's
+	// messageDelayLevel syntax: durations with the units s, m, h and d,
+	// separated by spaces; level n is the n-th. Default DefaultDelayLevels
+	// (18 levels, 1s to 2h). SCHEDULE_TOPIC_XXXX gets one queue per level.
+	DelayLevels string
+	// ProgressFlushInterval is how often the progress of the delay-level
+	// scanners (config/delayOffset.json), the timer wheel
+	// (config/timerCheckpoint.json) and the transaction checker
+	// (config/transactionCheckpoint.json) is persisted when it changed (also
+	// at Shutdown). After a crash, what was delivered since the last write is
+	// delivered again (at least once). Default 1 s.
+	ProgressFlushInterval time.Duration
+	// TimerMaxDelay bounds how far in the future TIMER_DELIVER_MS,
+	// TIMER_DELAY_SEC and TIMER_DELAY_MS may put a message: a longer delay is
+	// refused with MESSAGE_ILLEGAL (13). Default 40 days.
+	TimerMaxDelay time.Duration
+	// TimerRollInterval: a timer record older than this (by store hour) is
+	// written again to the timer topic before retention can delete it, so a
+	// timer may outlive the commit log's retention. Keep it well below the
+	// store's RetentionTime. Default 24 h (capped at a third of RetentionTime).
+	TimerRollInterval time.Duration
+	// TransactionTimeout: a half message younger than this is not checked
+	// back (RocketMQ's transactionTimeOut; a message's
+	// CHECK_IMMUNITY_TIME_IN_SECONDS overrides it). Default 6 s.
+	TransactionTimeout time.Duration
+	// TransactionCheckInterval is the time between two checks of the same
+	// half message (transactionCheckInterval). Default 30 s.
+	TransactionCheckInterval time.Duration
+	// TransactionCheckMax is how many times a half message is checked back
+	// before it is moved to TRANS_CHECK_MAX_TIME_TOPIC (transactionCheckMax).
+	// Default 15.
+	TransactionCheckMax int
+	// MaxDelayMessageSize and MaxTransactionMessageSize bound the body of a
+	// delay or timer message and of a transactional message (RocketMQ 5's
+	// per-type limits). A retry (a send to %RETRY%, or a send-back) is
+	// bounded by MaxMessageSize only. Defaults 64 KiB each.
+	MaxDelayMessageSize, MaxTransactionMessageSize int
+	// DisablePropertyFilter turns off SQL92 filtering (RocketMQ's
+	// enablePropertyFilter=false): a pull filtered by SQL92 is then answered
+	// SYSTEM_ERROR (1). Default: SQL92 filtering on.
+	DisablePropertyFilter bool
 	// Remoting configures the server Serve uses (nil: remoting's defaults).
 	Remoting *remoting.Options
 	// WriteConfigFile replaces how the files under DataDir/config are
@@ -135,6 +187,39 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	}
 	if o.LockExpiry <= 0 {
 		o.LockExpiry = DefaultLockExpiry
+	}
+	if o.DelayLevels == "" {
+		o.DelayLevels = DefaultDelayLevels
+	}
+	if _, err := parseDelayLevels(o.DelayLevels); err != nil {
+		return o, host, err
+	}
+	if o.ProgressFlushInterval <= 0 {
+		o.ProgressFlushInterval = DefaultProgressFlushInterval
+	}
+	if o.TimerMaxDelay <= 0 {
+		o.TimerMaxDelay = DefaultTimerMaxDelay
+	}
+	if o.TimerRollInterval <= 0 {
+		o.TimerRollInterval = DefaultTimerRollInterval
+		if r := o.Store.RetentionTime; r > 0 && r/3 < o.TimerRollInterval {
+			o.TimerRollInterval = max(r/3, time.Minute)
+		}
+	}
+	if o.TransactionTimeout <= 0 {
+		o.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if o.TransactionCheckInterval <= 0 {
+		o.TransactionCheckInterval = DefaultTransactionCheckInterval
+	}
+	if o.TransactionCheckMax <= 0 {
+		o.TransactionCheckMax = DefaultTransactionCheckMax
+	}
+	if o.MaxDelayMessageSize <= 0 {
+		o.MaxDelayMessageSize = DefaultMaxDelayMessageSize
+	}
+	if o.MaxTransactionMessageSize <= 0 {
+		o.MaxTransactionMessageSize = DefaultMaxTransactionMessageSize
 	}
 	if o.WriteConfigFile == nil {
 		o.WriteConfigFile = writeFileAtomic

@@ -120,8 +120,11 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 		}
 		qid = int32(t.rr.Add(1) % uint32(t.cfg.WriteQueueNums))
 	}
-	sysFlag := message.SetTxType(h.SysFlag, message.TxNotType) // transactions: stored as ordinary messages for now
-	sysFlag &^= message.FlagBornHostV6 | message.FlagStoreHostV6
+	sysFlag := h.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6)
+	if batch || message.TxType(sysFlag) == message.TxCommitType {
+		// A producer cannot commit by itself: COMMIT comes from END_TRANSACTION.
+		sysFlag = message.SetTxType(sysFlag, message.TxNotType)
+	}
 	if t.cfg.TopicFilterType == filterMultiTag {
 		sysFlag |= message.FlagMultiTags
 	}
@@ -137,6 +140,10 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 		BornHost: bornHost(c), ReconsumeTimes: h.ReconsumeTimes, NoWait: noWait || b.syncFlush,
 	}
 	if batch {
+		if code, remark := b.checkType(t, sendRoute{}, len(req.Body)); code != protocol.RespSuccess {
+			b.stats.sendErrors.Add(1)
+			return fail(resp, code, remark)
+		}
 		if code, remark := b.buildBatch(s, &h, req.Body, &m); code != protocol.RespSuccess {
 			b.stats.sendErrors.Add(1)
 			return fail(resp, code, remark)
@@ -148,6 +155,10 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 			return fail(resp, protocol.RespMessageIllegal, "the message properties are longer than 32767 bytes once the broker's are added")
 		}
 		m.Body, m.Properties = req.Body, s.props
+		if code, remark := b.routeSend(s, &h, &req.Ext, t, &m, len(req.Body)); code != protocol.RespSuccess {
+			b.stats.sendErrors.Add(1)
+			return fail(resp, code, remark)
+		}
 		s.msgs = append(s.msgs, m)
 	}
 
@@ -192,12 +203,12 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 				code = protocol.RespFlushDiskTimeout
 			}
 			resp.Cmd.Code = code
-			setSendResponse(&resp.Cmd.Ext, s.ids, first.QueueID, first.QueueOffset, uniq)
+			setSendResponse(&resp.Cmd.Ext, s.ids, qid, first.QueueOffset, uniq)
 			return remoting.Reply
 		}
 		a := b.acks.get()
 		a.end = end
-		a.queueID, a.queueOffset = first.QueueID, first.QueueOffset
+		a.queueID, a.queueOffset = qid, first.QueueOffset
 		a.msgID = append(a.msgID[:0], s.ids...)
 		a.txID = append(a.txID[:0], uniq...)
 		a.bytes = n
@@ -207,7 +218,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 		return remoting.Deferred
 	}
 	resp.Cmd.Code = code
-	setSendResponse(&resp.Cmd.Ext, s.ids, first.QueueID, first.QueueOffset, uniq)
+	setSendResponse(&resp.Cmd.Ext, s.ids, qid, first.QueueOffset, uniq)
 	return remoting.Reply
 }
 
@@ -244,6 +255,9 @@ func (b *Broker) checkSend(h *protocol.SendMessageRequest, body []byte, batch bo
 		}
 		if _, ok := message.LookupProperty(h.Properties, message.PropDelay); ok {
 			return protocol.RespMessageIllegal, "batch request does not support delay message"
+		}
+		if message.TxType(h.SysFlag) == message.TxPreparedType {
+			return protocol.RespMessageIllegal, "batch request does not support transaction message"
 		}
 	}
 	return protocol.RespSuccess, ""

@@ -18,6 +18,7 @@ type pendingAck struct {
 	queueOffset int64
 	msgID, txID []byte
 	bytes       int64 // in-flight bytes released once answered
+	plain       bool  // answer with the code only (not a send: send-back, end transaction)
 }
 
 // syncAcker answers sync-flush sends without holding their connections: the
@@ -113,12 +114,18 @@ func (a *syncAcker) answer(batch []*pendingAck) {
 		if remark != "" {
 			cmd.SetRemark(remark)
 		}
-		if code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout {
+		switch {
+		case p.plain:
+			if code == protocol.RespFlushDiskTimeout {
+				cmd.Code = protocol.RespSuccess // stored all the same; these callers know only 0
+			}
+		case code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout:
 			setSendResponse(&cmd.Ext, p.msgID, p.queueID, p.queueOffset, p.txID)
 		}
 		_ = p.resp.Reply(&remoting.Response{Cmd: &cmd})
 		a.b.inflight.Add(-p.bytes)
 		p.resp = remoting.Responder{}
+		p.plain, p.bytes = false, 0
 		a.pool.Put(p)
 	}
 }

@@ -29,6 +29,7 @@ const (
 var notAllowedSendTopics = [...]string{
 	"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
 	"TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
+	"rmq_sys_wheel_timer",
 }
 
 // systemTopics are RocketMQ's SYSTEM_TOPIC_SET: admin requests may not create them.
@@ -102,10 +103,42 @@ func validGroupName(g []byte) bool {
 // published (an update publishes a new entry), except the round-robin counter
 // used for sends with a negative queue id.
 type topicEntry struct {
-	name string
-	cfg  protocol.TopicConfig
-	rr   atomic.Uint32
+	name    string
+	cfg     protocol.TopicConfig
+	typ     msgType // the message.type attribute, when hasType
+	hasType bool
+	rr      atomic.Uint32
 }
+
+// Topic attribute keys (RocketMQ 5): the admin request writes "+key=value"
+// to add; the stored configuration has the key alone.
+const attrMessageType = "message.type"
+
+func newTopicEntry(cfg protocol.TopicConfig) *topicEntry {
+	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	v, ok := cfg.Attributes[attrMessageType]
+	if !ok {
+		v, ok = cfg.Attributes["+"+attrMessageType]
+	}
+	if ok {
+		e.typ, e.hasType = parseMsgType(v)
+	}
+	return e
+}
+
+// parseMsgType parses a message.type attribute value; MIXED and unknown
+// values mean no restriction.
+func parseMsgType(v string) (msgType, bool) {
+	for i, n := range msgTypeNames {
+		if strings.EqualFold(v, n) {
+			return msgType(i), true
+		}
+	}
+	return 0, false
+}
+
+// msgType returns the topic's message type when it declares one.
+func (e *topicEntry) msgType() (msgType, bool) { return e.typ, e.hasType }
 
 func (e *topicEntry) writable() bool { return e.cfg.Perm&protocol.PermWrite != 0 }
 func (e *topicEntry) readable() bool { return e.cfg.Perm&protocol.PermRead != 0 }
@@ -151,7 +184,7 @@ func (t *topicManager) load() error {
 		if cfg.TopicName == "" {
 			cfg.TopicName = name
 		}
-		t.m[cfg.TopicName] = &topicEntry{name: cfg.TopicName, cfg: cfg}
+		t.m[cfg.TopicName] = newTopicEntry(cfg)
 	}
 	t.version = w.DataVersion
 	return nil
@@ -186,7 +219,7 @@ func (t *topicManager) put(cfg protocol.TopicConfig) (*topicEntry, bool) {
 	if old := t.m[cfg.TopicName]; old != nil && sameTopicConfig(&old.cfg, &cfg) {
 		return old, false
 	}
-	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	e := newTopicEntry(cfg)
 	t.m[cfg.TopicName] = e
 	t.bump()
 	return e, true
@@ -200,7 +233,7 @@ func (t *topicManager) createIfAbsent(cfg protocol.TopicConfig) (*topicEntry, bo
 	if old := t.m[cfg.TopicName]; old != nil {
 		return old, false
 	}
-	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	e := newTopicEntry(cfg)
 	t.m[cfg.TopicName] = e
 	t.bump()
 	return e, true

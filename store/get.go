@@ -363,3 +363,54 @@ func (s *Store) Queues(fn func(topic string, queueID int32, min, max int64) bool
 		return fn(topic, id, q.MinOffset(), q.MaxOffset())
 	})
 }
+
+// QueueEntry is one consume-queue entry: where a message sits in the commit
+// log and its tag code (the delivery time for the broker's schedule and
+// timer topics).
+type QueueEntry struct {
+	CommitLogOffset int64
+	Size            int32
+	TagCode         int64
+}
+
+// ReadEntries appends to dst the entries of (topic, queueID) from queue
+// offset offset on, at most cap(dst)-len(dst) of them, without reading the
+// records (the broker's delay scanners and timer wheel look at tag codes
+// first). Blank pre-fill entries are returned as they are (Size 0 or
+// 0x7FFFFFFF). An unknown queue, or offset at or past the max offset, gives
+// dst unchanged; an offset below the min offset is an error wrapping
+// ErrOffsetOutOfRange. It does not allocate once dst has room.
+func (s *Store) ReadEntries(topic string, queueID int32, offset int64, dst []QueueEntry) ([]QueueEntry, error) {
+	if s.closed.Load() {
+		return dst, ErrClosed
+	}
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok || offset >= q.MaxOffset() {
+		return dst, nil
+	}
+	if offset < q.MinOffset() {
+		return dst, fmt.Errorf("%w: %s/%d offset %d below min %d", ErrOffsetOutOfRange, topic, queueID, offset, q.MinOffset())
+	}
+	var buf [64]consumequeue.Entry
+	for len(dst) < cap(dst) {
+		n := min(len(buf), cap(dst)-len(dst))
+		entries, err := q.Read(offset, buf[:0:n])
+		if err != nil {
+			if errors.Is(err, consumequeue.ErrOutOfRange) {
+				if offset < q.MinOffset() {
+					return dst, fmt.Errorf("%w: %s/%d offset %d below min %d", ErrOffsetOutOfRange, topic, queueID, offset, q.MinOffset())
+				}
+				return dst, nil
+			}
+			return dst, fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, offset, err)
+		}
+		if len(entries) == 0 {
+			return dst, nil
+		}
+		for _, e := range entries {
+			dst = append(dst, QueueEntry{CommitLogOffset: e.CommitLogOffset, Size: e.Size, TagCode: e.TagCode})
+		}
+		offset += int64(len(entries))
+	}
+	return dst, nil
+}

@@ -25,6 +25,9 @@ var (
 	ErrBadMessage      = errors.New("store: malformed message")
 	// ErrLocked: another process holds the data directory.
 	ErrLocked = errors.New("store: data directory is locked by another process")
+	// ErrOffsetOutOfRange: ReadEntries was asked for entries below a queue's
+	// min offset (cleaned up by retention).
+	ErrOffsetOutOfRange = errors.New("store: queue offset out of range")
 )
 
 // Store is the message store. Its methods are safe for concurrent use.

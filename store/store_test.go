@@ -537,3 +537,65 @@ func TestCleanRemovesExpired(t *testing.T) {
 		t.Fatalf("consume queue min offset did not advance (log min %d)", min)
 	}
 }
+
+func TestReadEntries(t *testing.T) {
+	tagOf := func(v message.View) (int64, bool) {
+		if string(v.Topic()) == "Timed" {
+			return 1000 + int64(len(v.Body())), true
+		}
+		return 0, false
+	}
+	o := testOptions(t.TempDir())
+	o.TagCode = tagOf
+	s := openStore(t, o)
+	defer s.Close()
+	for i := 0; i < 5; i++ {
+		if _, err := s.Put(msg("Timed", 0, string(make([]byte, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Put(msg("Plain", 0, "x", "TAGS", "a")); err != nil {
+		t.Fatal(err)
+	}
+	waitVisible(t, s, "Timed", 0, 5)
+	waitVisible(t, s, "Plain", 0, 1)
+
+	got, err := s.ReadEntries("Timed", 0, 1, make([]QueueEntry, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d entries, want 3 (capacity)", len(got))
+	}
+	for i, e := range got {
+		if e.TagCode != 1000+int64(i+1) || e.Size <= 0 {
+			t.Fatalf("entry %d = %+v", i, e)
+		}
+		v, err := s.ReadMessage(e.CommitLogOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := message.Decode(v.Bytes(), true); m.QueueOffset() != int64(i+1) {
+			t.Fatalf("entry %d points at queue offset %d", i, m.QueueOffset())
+		}
+		v.Release()
+	}
+	if got, _ := s.ReadEntries("Plain", 0, 0, make([]QueueEntry, 0, 8)); len(got) != 1 || got[0].TagCode != int64(message.JavaHashCode("a")) {
+		t.Fatalf("plain entries %+v", got)
+	}
+	for _, c := range []struct {
+		topic string
+		off   int64
+	}{{"Timed", 5}, {"Timed", 9}, {"Nope", 0}} {
+		if got, err := s.ReadEntries(c.topic, 0, c.off, make([]QueueEntry, 0, 8)); err != nil || len(got) != 0 {
+			t.Fatalf("%s@%d: %v %v", c.topic, c.off, got, err)
+		}
+	}
+	if _, err := s.ReadEntries("Timed", 0, -1, make([]QueueEntry, 0, 8)); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("negative offset: %v", err)
+	}
+	buf := make([]QueueEntry, 0, 8)
+	if n := testing.AllocsPerRun(100, func() { buf, _ = s.ReadEntries("Timed", 0, 0, buf[:0]) }); n != 0 {
+		t.Fatalf("ReadEntries allocates %v times", n)
+	}
+}

@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// fastLevels are 18 delay levels of 25 ms steps (level n = 25n ms), so
+// that retries and delays come back within tests' time.
+var fastLevels = func() string {
+	var b strings.Builder
+	for i := 1; i <= 18; i++ {
+		if i > 1 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(25*i) + "ms")
+	}
+	return b.String()
+}()
+
+// levelDelay is the delay of level n of fastLevels.
+func levelDelay(n int) time.Duration { return time.Duration(25*n) * time.Millisecond }
+
+// featureHarness is a harness with fast delay levels and short
+// transaction and progress intervals.
+func featureHarness(t *testing.T, mutate func(*Options)) *harness {
+	t.Helper()
+	return newHarness(t, func(o *Options) {
+		o.DelayLevels = fastLevels
+		o.ProgressFlushInterval = 20 * time.Millisecond
+		o.TransactionTimeout = 200 * time.Millisecond
+		o.TransactionCheckInterval = 300 * time.Millisecond
+		if mutate != nil {
+			mutate(o)
+		}
+	})
+}
+
+// pulled is a record copied out of a pull response.
+type pulled struct {
+	message.View
+	raw []byte
+}
+
+// pullN pulls (topic, q) from offset on with the subscription "*" carried
+// by the request until n records arrived or within passed; it returns what
+// it got, copied.
+func pullN(t testing.TB, cl *remoting.Client, topic string, q int32, from int64, n int, within time.Duration) []pulled {
+	t.Helper()
+	return pullSub(t, cl, "pullgroup", topic, q, from, n, within, "*", "TAG")
+}
+
+// pullSub is pullN with a subscription and expression type of its own.
+func pullSub(t testing.TB, cl *remoting.Client, group, topic string, q int32, from int64, n int, within time.Duration, sub, expr string) []pulled {
+	t.Helper()
+	var out []pulled
+	deadline := time.Now().Add(within)
+	off := from
+	for len(out) < n {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		resp := invoke(t, cl, pullRequest(pullArgs{group: group, topic: topic, queueID: q, offset: off,
+			sysFlag: protocol.PullFlagSuspend | protocol.PullFlagSubscription, suspendMs: max(left.Milliseconds(), 1),
+			sub: sub, expr: expr}))
+		switch resp.Code {
+		case protocol.RespSuccess:
+			hdr := pullHeaders(t, resp)
+			for _, v := range decodeBody(t, resp.Body) {
+				raw := append([]byte(nil), v.Bytes()...)
+				cp, _ := message.Decode(raw, true)
+				out = append(out, pulled{View: cp, raw: raw})
+			}
+			off = hdr.NextBeginOffset
+		case protocol.RespPullNotFound, protocol.RespPullRetryImmediately:
+			off = pullHeaders(t, resp).NextBeginOffset
+		case protocol.RespPullOffsetMoved:
+			off = pullHeaders(t, resp).NextBeginOffset
+		default:
+			t.Fatalf("pull %s/%d@%d: code %d %s", topic, q, off, resp.Code, resp.Remark)
+		}
+	}
+	return out
+}
+
+// prop returns a property of a record as a string ("" when absent).
+func prop(v message.View, key string) string {
+	b, _ := v.Property(key)
+	return string(b)
+}
+
+// sendBackRequest is CONSUMER_SEND_MSG_BACK as the Go client's push
+// consumer writes it (maxReconsumeTimes < 0: not sent).
+func sendBackRequest(group string, offset int64, delayLevel, maxReconsume int32, originTopic, originMsgID string) *protocol.Command {
+	cmd := goRequest(protocol.ReqConsumerSendMsgBack)
+	h := protocol.ConsumerSendMsgBackRequest{Group: group, Offset: offset, DelayLevel: delayLevel,
+		OriginTopic: originTopic, OriginMsgID: originMsgID, BrokerName: "broker-a"}
+	if maxReconsume >= 0 {
+		h.MaxReconsumeTimes, h.HasMaxReconsumeTimes = maxReconsume, true
+	}
+	h.Encode(&cmd.Ext)
+	return cmd
+}
+
+// mustSend sends and fails the test unless the answer is SUCCESS.
+func mustSend(t testing.TB, cl *remoting.Client, req *protocol.Command) *protocol.Command {
+	t.Helper()
+	resp := invoke(t, cl, req)
+	if resp.Code != 0 {
+		t.Fatalf("send to %s: code %d %s", ext(req, "topic"), resp.Code, resp.Remark)
+	}
+	return resp
+}
+
+// storeDelay is how long after the first record the second was stored.
+func storeDelay(first, second message.View) time.Duration {
+	return time.Duration(second.StoreTimestamp()-first.StoreTimestamp()) * time.Millisecond
+}

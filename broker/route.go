@@ -1,0 +1,214 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/store"
+)
+
+// msgType is RocketMQ 5's message type (TopicMessageType), as a send's
+// properties declare it.
+type msgType uint8
+
+const (
+	typeNormal msgType = iota
+	typeFIFO
+	typeDelay
+	typeTransaction
+)
+
+var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
+
+func (t msgType) String() string { return msgTypeNames[t] }
+
+// sendRoute is what routeSend decided for a single message.
+type sendRoute struct {
+	typ   msgType
+	retry bool // sent to a %RETRY% topic
+}
+
+// routeSend applies the messaging features to a single (non-batch) message
+// about to be stored. m holds the topic and queue the producer chose and
+// s.props the properties to store (the producer's plus CLUSTER). In this
+// order:
+//
+//   - a %RETRY% topic: beyond its group's max reconsume times (the header's
+//     maxReconsumeTimes when present), or while the group holds orderly queue
+//     locks, the message goes to %DLQ%<group> without delay;
+//   - a transactional half message (TRAN_MSG=true or the PREPARED sysflag)
+//     goes to RMQ_SYS_TRANS_HALF_TOPIC;
+//   - TIMER_DELIVER_MS, TIMER_DELAY_SEC or TIMER_DELAY_MS in the future: the
+//     timer topic;
+//   - DELAY > 0: SCHEDULE_TOPIC_XXXX.
+//
+// The topic's message type and the per-type size limits are checked too. It
+// does not allocate on the common paths.
+func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, ext *protocol.ExtFields, t *topicEntry, m *store.Message, bodyLen int) (int32, string) {
+	props := h.Properties
+	var r sendRoute
+	if group := retryGroupOf(t.name); group != "" {
+		r.retry = true
+		g := b.groups.get([]byte(group))
+		if g == nil {
+			return protocol.RespSubscriptionGroupNotExist, "subscription group not exist, " + group
+		}
+		maxTimes := g.RetryMaxTimes
+		if ext.Has("maxReconsumeTimes") || ext.Has("l") {
+			maxTimes = h.MaxReconsumeTimes
+		}
+		locked := b.locks.groupLocked(group, time.Now())
+		if h.ReconsumeTimes > maxTimes || locked {
+			dt, err := b.ensureGroupTopic(dlqTopic(group), dlqQueues)
+			if err != nil {
+				return protocol.RespSystemError, err.Error()
+			}
+			m.Topic, m.QueueID = dt.name, 0
+			m.SysFlag = message.SetTxType(m.SysFlag, message.TxNotType)
+			s.props = appendPropsExcept(s.props[:0], props, message.PropDelay, message.PropTimerDeliverMS,
+				message.PropTimerDelayMS, message.PropTimerDelaySec)
+			s.props = message.AppendProperty(s.props, message.PropCluster, b.opts.ClusterName)
+			m.Properties = s.props
+			b.stats.deadLetters.Add(1)
+			b.opts.Logger.Info("broker: retried message sent to the dead-letter queue", "group", group,
+				"reconsumeTimes", h.ReconsumeTimes, "maxReconsumeTimes", maxTimes, "groupLocked", locked)
+			return protocol.RespSuccess, ""
+		}
+	}
+
+	tx := message.TxType(h.SysFlag)
+	if v, ok := message.LookupProperty(props, message.PropTranMsg); (ok && string(v) == "true") || tx == message.TxPreparedType {
+		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(props)) {
+			r.typ = typeTransaction
+			if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
+				return code, remark
+			}
+			s.props = b.halfProps(s.props, h, m)
+			m.Properties = s.props
+			return protocol.RespSuccess, ""
+		}
+	}
+	if tx == message.TxRollbackType {
+		return protocol.RespSuccess, "" // stored, not dispatched (as RocketMQ's store does)
+	}
+
+	deliver, isTimer, code, remark := b.timerDeliverTime(props, time.Now())
+	if code != protocol.RespSuccess {
+		return code, remark
+	}
+	if isTimer {
+		r.typ = typeDelay
+		if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
+			return code, remark
+		}
+		s.props = b.timerProps(s.props, m, deliver)
+		m.Properties = s.props
+		return protocol.RespSuccess, ""
+	}
+
+	level, present, ok := propInt(props, message.PropDelay)
+	if present && !ok {
+		return protocol.RespMessageIllegal, "the DELAY property is not a number"
+	}
+	if level > 0 {
+		r.typ = typeDelay
+		if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
+			return code, remark
+		}
+		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
+		lv := b.sched.clampLevel(level)
+		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
+		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
+		m.Topic, m.QueueID = scheduleTopic, lv-1
+		m.Properties = s.props
+		b.stats.delayed.Add(1)
+		return protocol.RespSuccess, ""
+	}
+	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
+		r.typ = typeFIFO
+	}
+	return b.checkType(t, r, bodyLen)
+}
+
+// hasDelay reports whether props ask for a delay level.
+func hasDelay(props []byte) bool {
+	l, _, ok := propInt(props, message.PropDelay)
+	return ok && l > 0
+}
+
+// retryGroupOf returns the group of a %RETRY% topic name, or "".
+func retryGroupOf(topic string) string {
+	if len(topic) > len(retryTopicPrefix) && topic[:len(retryTopicPrefix)] == retryTopicPrefix {
+		return topic[len(retryTopicPrefix):]
+	}
+	return ""
+}
+
+// checkType checks a message's type against its topic's message.type
+// attribute and the per-type size limits. Retries are exempt: they carry
+// whatever the original was.
+func (b *Broker) checkType(t *topicEntry, r sendRoute, bodyLen int) (int32, string) {
+	if r.retry {
+		return protocol.RespSuccess, ""
+	}
+	if tt, ok := t.msgType(); ok && !typeAccepted(tt, r.typ) {
+		return protocol.RespMessageIllegal, "the message type " + r.typ.String() + " does not match the topic[" + t.name +
+			"]'s message.type " + tt.String()
+	}
+	limit := b.opts.MaxMessageSize
+	switch r.typ {
+	case typeDelay:
+		limit = b.opts.MaxDelayMessageSize
+	case typeTransaction:
+		limit = b.opts.MaxTransactionMessageSize
+	}
+	if bodyLen > limit {
+		return protocol.RespMessageIllegal, "the " + r.typ.String() + " message body size " + strconv.Itoa(bodyLen) +
+			" exceeds the limit of " + strconv.Itoa(limit) + " bytes"
+	}
+	return protocol.RespSuccess, ""
+}
+
+// typeAccepted reports whether a topic of message type topic accepts a
+// message of type msg. A FIFO topic accepts NORMAL messages too: order comes
+// from the producer's queue selection, which the Go client does not mark on
+// the message.
+func typeAccepted(topic, msg msgType) bool {
+	return topic == msg || (topic == typeFIFO && msg == typeNormal)
+}
+
+// timerDeliverTime reads a message's timer properties (TIMER_DELIVER_MS,
+// else TIMER_DELAY_SEC, else TIMER_DELAY_MS, RocketMQ 5's order) and returns
+// the delivery time in ms. isTimer is false when there are none or the time
+// has already come (the message is then an ordinary one).
+func (b *Broker) timerDeliverTime(props []byte, now time.Time) (deliver int64, isTimer bool, code int32, remark string) {
+	nowMs := now.UnixMilli()
+	if v, present, ok := propInt(props, message.PropTimerDeliverMS); present {
+		if !ok {
+			return 0, false, protocol.RespMessageIllegal, "the TIMER_DELIVER_MS property is not a number"
+		}
+		deliver = v
+	} else if v, present, ok := propInt(props, message.PropTimerDelaySec); present {
+		if !ok || v > int64(b.opts.TimerMaxDelay/time.Second)+1 {
+			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
+		}
+		deliver = nowMs + v*1000
+	} else if v, present, ok := propInt(props, message.PropTimerDelayMS); present {
+		if !ok || v > b.opts.TimerMaxDelay.Milliseconds()+1 {
+			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
+		}
+		deliver = nowMs + v
+	} else {
+		return 0, false, protocol.RespSuccess, ""
+	}
+	if deliver <= nowMs {
+		return 0, false, protocol.RespSuccess, ""
+	}
+	if deliver-nowMs > b.opts.TimerMaxDelay.Milliseconds() {
+		return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
+	}
+	return deliver, true, protocol.RespSuccess, ""
+}
