@@ -278,13 +278,10 @@ func (c *consumer) rebalance(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, s := range c.subList {
-		r := c.in.cachedRoute(s.topic)
-		if r == nil {
-			var err error
-			if r, err = c.in.route(ctx, s.topic); err != nil {
-				c.log.Debug("client: rebalance: no route", "topic", s.topic, "err", err)
-				continue
-			}
+		r, err := c.in.route(ctx, s.topic)
+		if err != nil {
+			c.log.Debug("client: rebalance: no route", "topic", s.topic, "err", err)
+			continue
 		}
 		var mine []MessageQueue
 		if c.cfg.model == Broadcasting {

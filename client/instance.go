@@ -273,9 +273,10 @@ func (in *instance) kickHeartbeat() {
 	}
 }
 
-// route returns topic's route, fetching it when it is not cached.
+// route returns topic's own route, fetching it when it is not cached (or when only
+// a producer's create-topic-key stand-in is cached: it has no readable queues).
 func (in *instance) route(ctx context.Context, topic string) (*topicRoute, error) {
-	if r := in.cachedRoute(topic); r != nil {
+	if r := in.cachedRoute(topic); r != nil && !r.fromDefault {
 		return r, nil
 	}
 	rd, err := in.fetchRouteData(ctx, topic)
