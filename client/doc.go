@@ -52,6 +52,51 @@
 // its own call record). Callbacks run on a connection's read goroutine and must not
 // block. A message must not be modified until its send has completed.
 //
+// # Push consumer
+//
+// Rebalancing gives each consumer of a clustering group its share of every subscribed
+// topic's queues (AllocateStrategy; averaging by default), every RebalanceInterval
+// (20 s) and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED. Broadcasting
+// consumers take every queue. Each assigned queue has a process queue: its messages
+// pulled but not consumed, in offset order, and one puller goroutine that sends
+// long-polling PULL_MESSAGE requests (the broker holds them up to LongPollTimeout)
+// and pauses, without failing, while the queue holds more than QueueCacheLimits
+// (1,000 messages, 100 MiB) or, for concurrent consumption, spans more than MaxSpan
+// (2,000) offsets. Pull bodies are walked with message.ForEachRecord, compressed
+// bodies inflated (zlib or zstd), and tags checked again by exact string.
+//
+// A concurrent listener runs on at most ConsumeGoroutines (20) goroutines that exist
+// only while there are batches; a failed message is sent back for redelivery
+// (CONSUMER_SEND_MSG_BACK), or, when the broker refuses, sent to %RETRY%group by the
+// client itself. An orderly listener runs one goroutine per queue, only while the
+// consumer holds the queue's broker lock (LOCK_BATCH_MQ, renewed every LockInterval),
+// retries a failed batch locally after SuspendTime up to MaxReconsumeTimes, then
+// sends it to the dead-letter queue.
+//
+// Offsets: the commit offset of a queue is its lowest message not yet consumed (never
+// past one still being consumed). Clustering offsets are written to the broker every
+// CommitInterval (5 s), synchronously for a queue a rebalance takes away, and at
+// shutdown; broadcasting offsets go to a local file per client and group, written by
+// temporary file, fsync and rename. ConsumerStats.RebalanceDuplicates estimates the
+// redeliveries that moving queues can cause.
+//
+// # Pull consumer
+//
+// A PullConsumer uses the same pullers and process queues, but the application
+// drives consumption: Poll returns what was fetched, Commit (or AutoCommit) moves the
+// offsets, Seek and SeekToTimestamp reposition a queue. Queues come from rebalancing
+// (Subscribe) or from Assign.
+//
+// # Goroutines and locks
+//
+// Per instance: one loop (routes, heartbeats) and two per connection (remoting's).
+// Per producer: a timeout sweeper while sends are in flight, a goroutine per retry, at
+// most 16 transaction-check goroutines. Per consumer: one loop (rebalance, commits,
+// lock renewal), one puller per assigned queue, the consume pool (push) or one
+// goroutine per orderly queue while it has messages. Lock order: consumer.rebalanceMu,
+// then consumer.mu, then a processQueue's mu; instance.mu is taken alone (never while
+// holding a consumer or process-queue lock it could wait on), as is registry.
+//
 // # Ownership
 //
 // A Producer, PushConsumer and PullConsumer are safe for concurrent use. Messages
