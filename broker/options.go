@@ -200,6 +200,9 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	if o.TimerMaxDelay <= 0 {
 		o.TimerMaxDelay = DefaultTimerMaxDelay
 	}
+	if o.TimerMaxDelay > timerMaxDelayLimit {
+		return o, host, fmt.Errorf("broker: TimerMaxDelay %v exceeds %v", o.TimerMaxDelay, timerMaxDelayLimit)
+	}
 	if o.TimerRollInterval <= 0 {
 		o.TimerRollInterval = DefaultTimerRollInterval
 		if r := o.Store.RetentionTime; r > 0 && r/3 < o.TimerRollInterval {

@@ -98,13 +98,15 @@ type timerWheel struct {
 	wake   chan struct{}
 
 	// Owned by the loop goroutine (and by start before it runs).
-	heap    []timerEntry
-	chunks  map[int64]int32 // timer-queue chunk -> pending entries in it
-	loaded  int64           // next timer queue offset to load
-	restore timerCheckpoint // what the last run persisted
-	lastCk  time.Time
-	sc      innerScratch
-	batch   []timerEntry
+	heap        []timerEntry
+	chunks      map[int64]int32 // timer-queue chunk -> pending entries in it
+	loaded      int64           // next timer queue offset to load
+	restore     timerCheckpoint // what the last run persisted
+	lastCk      time.Time
+	fired       int64 // ms: every entry below firedLoaded due at or before it is done
+	firedLoaded int64
+	sc          innerScratch
+	batch       []timerEntry
 
 	mu        sync.Mutex
 	ck        timerCheckpoint // latest consistent checkpoint, written by persist
@@ -250,9 +252,10 @@ func (w *timerWheel) loadSome() (more bool, err error) {
 // whether a put failed (the entries stay pending).
 func (w *timerWheel) fireDue() (failed bool) {
 	b := w.b
-	for len(w.heap) > 0 {
+	for {
 		now := time.Now().UnixMilli()
-		if w.heap[0].due > now {
+		if len(w.heap) == 0 || w.heap[0].due > now {
+			w.fired, w.firedLoaded = now, w.loaded
 			return false
 		}
 		w.batch = w.batch[:0]
@@ -280,7 +283,6 @@ func (w *timerWheel) fireDue() (failed bool) {
 			w.done(e)
 		}
 	}
-	return false
 }
 
 // fire queues the re-store of one entry's record: to its real topic, or
@@ -330,25 +332,26 @@ func (w *timerWheel) done(e timerEntry) {
 	}
 }
 
-// snapshot publishes a consistent checkpoint for persist: nothing due is
-// pending (fireDue ran), so everything loaded that is due before now is
-// done. It runs at most every half ProgressFlushInterval unless forced.
+// snapshot publishes a consistent checkpoint for persist: it runs right
+// after fireDue (or after the loop stopped), when every entry loaded and due
+// at or before w.fired is done. It runs at most every half
+// ProgressFlushInterval unless forced.
 func (w *timerWheel) snapshot(force bool) {
 	now := time.Now()
 	if !force && now.Sub(w.lastCk) < w.b.opts.ProgressFlushInterval/2 {
 		return
 	}
 	w.lastCk = now
-	fired := now.UnixMilli()
-	if len(w.heap) > 0 && w.heap[0].due <= fired {
-		return // a failed delivery is pending: keep the previous checkpoint
+	if w.fired == 0 {
+		return // no successful pass yet
 	}
-	pendingFrom := w.loaded
+	fired := w.fired + 1
+	pendingFrom := w.firedLoaded
 	for c := range w.chunks {
 		pendingFrom = min(pendingFrom, c<<timerChunkShift)
 	}
-	ck := timerCheckpoint{LoadedOffset: w.loaded, PendingOffset: pendingFrom, FiredBefore: fired}
-	if ck.FiredBefore < w.restore.FiredBefore && w.loaded <= w.restore.LoadedOffset {
+	ck := timerCheckpoint{LoadedOffset: w.firedLoaded, PendingOffset: pendingFrom, FiredBefore: fired}
+	if ck.FiredBefore < w.restore.FiredBefore && w.firedLoaded <= w.restore.LoadedOffset {
 		ck.FiredBefore = w.restore.FiredBefore // never move backwards within the restored range
 	}
 	w.mu.Lock()

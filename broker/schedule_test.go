@@ -1,0 +1,161 @@
+package broker
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/store"
+)
+
+func TestParseDelayLevels(t *testing.T) {
+	got, err := parseDelayLevels(DefaultDelayLevels)
+	if err != nil || len(got) != 18 || got[0] != time.Second || got[4] != time.Minute || got[17] != 2*time.Hour {
+		t.Fatalf("default levels %v %v", got, err)
+	}
+	if got, err := parseDelayLevels(" 250ms  3s 1d "); err != nil || len(got) != 3 || got[0] != 250*time.Millisecond || got[2] != 24*time.Hour {
+		t.Fatalf("levels %v %v", got, err)
+	}
+	for _, bad := range []string{"", "  ", "1x", "s", "-1s", "0s", "1.5s", "1000000d"} {
+		if _, err := parseDelayLevels(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := New(Options{DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:1", DelayLevels: "1s x"}); err == nil {
+		t.Fatal("New accepted bad delay levels")
+	}
+}
+
+// TestDelayLevels sends messages with every kind of DELAY and checks the
+// schedule topic's records and their redelivery.
+func TestDelayLevels(t *testing.T) {
+	h := featureHarness(t, nil)
+	cl := h.dial(nil)
+	start := time.Now()
+	// Levels 6, 2, 4 on queue 1, plus one beyond the last level (clamped to 18).
+	var sends []*protocol.Command
+	for _, lv := range []string{"6", "2", "4", "99"} {
+		r := mustSend(t, cl, sendRequest("D", 1, []byte("level-"+lv), props("DELAY", lv, "TAGS", "tag"+lv, "KEYS", "key"+lv)))
+		if ext(r, "queueId") != "1" {
+			t.Fatalf("delayed send answered queueId %s, want the producer's 1", ext(r, "queueId"))
+		}
+		sends = append(sends, r)
+	}
+	// Nothing is in the real topic at once; the schedule queues hold them.
+	if n := h.b.store.MaxOffset("D", 1); n != 0 {
+		t.Fatalf("real topic holds %d messages right after the sends", n)
+	}
+	for lv, q := range map[int]int32{6: 5, 2: 1, 4: 3, 18: 17} {
+		waitFor(t, "schedule queue", func() bool { return h.b.store.MaxOffset(scheduleTopic, q) >= 1 })
+		ents, err := h.b.store.ReadEntries(scheduleTopic, q, 0, make([]store.QueueEntry, 0, 4))
+		if err != nil || len(ents) != 1 {
+			t.Fatalf("level %d: entries %v %v", lv, ents, err)
+		}
+		v, err := h.b.store.ReadMessage(ents[0].CommitLogOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := message.Decode(v.Bytes(), true)
+		if ents[0].TagCode != m.StoreTimestamp()+levelDelay(lv).Milliseconds() {
+			t.Errorf("level %d: tag code %d, want store time %d + %v", lv, ents[0].TagCode, m.StoreTimestamp(), levelDelay(lv))
+		}
+		if prop(m, message.PropRealTopic) != "D" || prop(m, message.PropRealQueueID) != "1" {
+			t.Errorf("level %d: REAL_TOPIC %q REAL_QID %q", lv, prop(m, message.PropRealTopic), prop(m, message.PropRealQueueID))
+		}
+		v.Release()
+	}
+
+	got := pullN(t, cl, "D", 1, 0, 4, 5*time.Second)
+	if len(got) != 4 {
+		t.Fatalf("%d of 4 delayed messages delivered", len(got))
+	}
+	wantOrder := []string{"level-2", "level-4", "level-6", "level-99"}
+	for i, v := range got {
+		if string(v.Body()) != wantOrder[i] {
+			t.Fatalf("delivery %d is %q, want %q", i, v.Body(), wantOrder[i])
+		}
+		lv, _ := strconv.Atoi(wantOrder[i][len("level-"):])
+		lv = min(lv, 18)
+		if prop(v.View, "DELAY") != "" || prop(v.View, "WAIT") != "false" || prop(v.View, "TAGS") != "tag"+wantOrder[i][6:] {
+			t.Errorf("%s: properties %q", v.Body(), v.Properties())
+		}
+		if d := time.UnixMilli(v.StoreTimestamp()).Sub(start); d < levelDelay(lv)-time.Millisecond {
+			t.Errorf("%s delivered %v after the send, before its level (%v)", v.Body(), d, levelDelay(lv))
+		}
+	}
+	// Tag codes are restored and keys indexed.
+	if tagged := pullSub(t, cl, "tg", "D", 1, 0, 1, 2*time.Second, "tag4", "TAG"); len(tagged) != 1 || string(tagged[0].Body()) != "level-4" {
+		t.Fatal("delivered message not found by its tag")
+	}
+	q := goRequest(protocol.ReqQueryMessage)
+	(&protocol.QueryMessageRequest{Topic: "D", Key: "key6", MaxNum: 4, BeginTimestamp: 0, EndTimestamp: time.Now().Add(time.Hour).UnixMilli()}).Encode(&q.Ext)
+	if r := invoke(t, cl, q); r.Code != 0 {
+		t.Fatalf("query by key of a delivered message: %d %s", r.Code, r.Remark)
+	}
+
+	// Progress is persisted.
+	waitFor(t, "delayOffset.json", func() bool {
+		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", "delayOffset.json"))
+		var w protocol.DelayOffsetSerializeWrapper
+		return err == nil && w.Decode(data) == nil && w.OffsetTable[2] == 1 && w.OffsetTable[6] == 1 && w.OffsetTable[18] == 1
+	})
+
+	// Malformed DELAY values are refused; 0 and negative mean no delay.
+	if r := invoke(t, cl, sendRequest("D", 0, []byte("x"), props("DELAY", "soon"))); r.Code != protocol.RespMessageIllegal {
+		t.Fatalf("DELAY=soon: %d %s", r.Code, r.Remark)
+	}
+	mustSend(t, cl, sendRequest("D", 0, []byte("now"), props("DELAY", "0")))
+	if got := pullN(t, cl, "D", 0, 0, 1, 2*time.Second); len(got) != 1 {
+		t.Fatal("DELAY=0 not delivered at once")
+	}
+	// Producers may not write the schedule topic.
+	if r := invoke(t, cl, sendRequest(scheduleTopic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
+		t.Fatalf("send to %s: %d", scheduleTopic, r.Code)
+	}
+}
+
+// TestDelayedSurviveRestart stops the broker with delayed messages pending
+// and checks each is delivered once after the restart.
+func TestDelayedSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	mutate := func(o *Options) {
+		o.DelayLevels = "100ms 300ms 600ms"
+		o.ProgressFlushInterval = 20 * time.Millisecond
+	}
+	h := startHarness(t, testOptions(t, dir), mutate)
+	cl := h.dial(nil)
+	for i := 0; i < 30; i++ {
+		mustSend(t, cl, sendRequest("R", 0, []byte("m"+strconv.Itoa(i)), props("DELAY", strconv.Itoa(1+i%3))))
+	}
+	time.Sleep(150 * time.Millisecond) // the level-1 messages are delivered, the rest pending
+	h.close()
+	data, err := os.ReadFile(filepath.Join(dir, "config", "delayOffset.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w protocol.DelayOffsetSerializeWrapper
+	if err := w.Decode(data); err != nil || w.OffsetTable[1] != 10 {
+		t.Fatalf("delayOffset.json after shutdown: %s (%v)", data, err)
+	}
+	h2 := startHarness(t, testOptions(t, dir), mutate)
+	got := pullN(t, h2.dial(nil), "R", 0, 0, 31, 1200*time.Millisecond)
+	seen := map[string]int{}
+	for _, v := range got {
+		seen[string(v.Body())]++
+	}
+	for i := 0; i < 30; i++ {
+		if n := seen["m"+strconv.Itoa(i)]; n != 1 {
+			t.Errorf("m%d delivered %d times", i, n)
+		}
+	}
+	// The file is RocketMQ's shape.
+	var raw map[string]map[string]int64
+	if err := json.Unmarshal(data, &raw); err != nil || len(raw["offsetTable"]) != 3 {
+		t.Fatalf("delayOffset.json %s", data)
+	}
+}

@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+func TestTimerTagPacking(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for _, c := range []struct{ store, deliver int64 }{
+		{now, now + 1},
+		{now, now + 40*24*3600*1000},
+		{now, now + 45*24*3600*1000 - 61000},
+		{now + 59_000, now}, // stored just after it came due
+		{now + 999, now + 1000},
+		{1<<42 - 1 - 10*24*3600*1000, 1<<42 - 1},
+	} {
+		tag := packTimerTag(c.deliver, c.store)
+		d, s := unpackTimerTag(tag)
+		if d != c.deliver || s != c.store/1000*1000 {
+			t.Errorf("pack(%d, %d) = %d -> (%d, %d)", c.deliver, c.store, tag, d, s)
+		}
+	}
+	w := &timerWheel{rollMs: int64(time.Hour / time.Millisecond)}
+	if due, roll := w.dueOf(packTimerTag(now+1000, now)); due != now+1000 || roll {
+		t.Errorf("short timer: due %d roll %v", due, roll)
+	}
+	if due, roll := w.dueOf(packTimerTag(now+2*3600*1000, now)); due != now+3600*1000 || !roll {
+		t.Errorf("long timer: due %d roll %v", due, roll)
+	}
+}
+
+// timerSend is a message to topic with a timer property.
+func timerSend(topic string, body string, kv ...string) *protocol.Command {
+	return sendRequest(topic, 0, []byte(body), props(kv...))
+}
+
+func TestTimers(t *testing.T) {
+	h := featureHarness(t, nil)
+	cl := h.dial(nil)
+	start := time.Now()
+	at := func(d time.Duration) string { return strconv.FormatInt(start.Add(d).UnixMilli(), 10) }
+	mustSend(t, cl, timerSend("W", "deliver-400", "TIMER_DELIVER_MS", at(400*time.Millisecond), "TAGS", "t1", "KEYS", "kw"))
+	mustSend(t, cl, timerSend("W", "delay-ms-150", "TIMER_DELAY_MS", "150"))
+	mustSend(t, cl, timerSend("W", "delay-sec-1", "TIMER_DELAY_SEC", "1"))
+	mustSend(t, cl, timerSend("W", "past", "TIMER_DELIVER_MS", at(-time.Hour)))
+	if n := h.b.store.MaxOffset(timerTopic, 0); n > 3 {
+		t.Fatalf("timer queue holds %d", n)
+	}
+	got := pullN(t, cl, "W", 0, 0, 4, 5*time.Second)
+	want := []struct {
+		body string
+		due  time.Duration
+	}{{"past", 0}, {"delay-ms-150", 150 * time.Millisecond}, {"deliver-400", 400 * time.Millisecond}, {"delay-sec-1", time.Second}}
+	if len(got) != len(want) {
+		t.Fatalf("%d of %d timers delivered", len(got), len(want))
+	}
+	for i, v := range got {
+		if string(v.Body()) != want[i].body {
+			t.Fatalf("delivery %d is %q, want %q", i, v.Body(), want[i].body)
+		}
+		if want[i].due == 0 {
+			if prop(v.View, message.PropRealTopic) != "" {
+				t.Errorf("a past timer went through the wheel")
+			}
+			continue
+		}
+		late := time.UnixMilli(v.StoreTimestamp()).Sub(start.Add(want[i].due))
+		if late < -time.Millisecond || late > time.Second {
+			t.Errorf("%s stored %v after its time", v.Body(), late)
+		}
+		out, _ := strconv.ParseInt(prop(v.View, propTimerOutMS), 10, 64)
+		if out < start.Add(want[i].due).UnixMilli()-5 || v.StoreTimestamp() < out {
+			t.Errorf("%s: TIMER_OUT_MS %d, stored at %d", v.Body(), out, v.StoreTimestamp())
+		}
+		for _, k := range []string{message.PropTimerDeliverMS, message.PropTimerDelayMS, message.PropTimerDelaySec} {
+			if prop(v.View, k) != "" {
+				t.Errorf("%s: %s kept", v.Body(), k)
+			}
+		}
+		if prop(v.View, message.PropRealTopic) != "W" || prop(v.View, "WAIT") != "false" {
+			t.Errorf("%s: properties %q", v.Body(), v.Properties())
+		}
+	}
+	if tagged := pullSub(t, cl, "tg", "W", 0, 0, 1, 2*time.Second, "t1", "TAG"); len(tagged) != 1 || string(tagged[0].Body()) != "deliver-400" {
+		t.Fatal("timer message not found by its tag")
+	}
+	waitFor(t, "timer checkpoint", func() bool {
+		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", timerCheckpointFileName))
+		var ck timerCheckpoint
+		return err == nil && json.Unmarshal(data, &ck) == nil && ck.LoadedOffset == 3 && ck.PendingOffset == 3
+	})
+
+	for _, c := range []struct {
+		name string
+		kv   []string
+	}{
+		{"beyond the max delay", []string{"TIMER_DELIVER_MS", at(41 * 24 * time.Hour)}},
+		{"delay sec beyond the max", []string{"TIMER_DELAY_SEC", strconv.Itoa(41 * 24 * 3600)}},
+		{"malformed", []string{"TIMER_DELIVER_MS", "tomorrow"}},
+		{"malformed delay", []string{"TIMER_DELAY_MS", "-"}},
+	} {
+		if r := invoke(t, cl, timerSend("W", "x", c.kv...)); r.Code != protocol.RespMessageIllegal {
+			t.Errorf("%s: %d %s", c.name, r.Code, r.Remark)
+		}
+	}
+	big := sendRequest("W", 0, make([]byte, 65<<10), props("TIMER_DELAY_MS", "100"))
+	if r := invoke(t, cl, big); r.Code != protocol.RespMessageIllegal {
+		t.Errorf("65 KiB timer message: %d %s", r.Code, r.Remark)
+	}
+	if r := invoke(t, cl, sendRequest(timerTopic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
+		t.Errorf("send to the timer topic: %d", r.Code)
+	}
+}
+
+// TestTimerRoll: a timer that would outlive the roll interval is written
+// again to the timer topic, and delivered once at its time.
+func TestTimerRoll(t *testing.T) {
+	h := featureHarness(t, func(o *Options) { o.TimerRollInterval = 300 * time.Millisecond })
+	cl := h.dial(nil)
+	due := time.Now().Add(1500 * time.Millisecond)
+	mustSend(t, cl, timerSend("L", "long", "TIMER_DELIVER_MS", strconv.FormatInt(due.UnixMilli(), 10)))
+	got := pullN(t, cl, "L", 0, 0, 2, 2*time.Second)
+	if len(got) != 1 || string(got[0].Body()) != "long" {
+		t.Fatalf("got %d deliveries", len(got))
+	}
+	if late := time.UnixMilli(got[0].StoreTimestamp()).Sub(due); late < -time.Millisecond || late > 500*time.Millisecond {
+		t.Errorf("delivered %v after its time", late)
+	}
+	if n := h.b.stats.timerRolls.Load(); n < 1 {
+		t.Errorf("%d rolls", n)
+	}
+	if rolls := prop(got[0].View, propTimerRollTimes); rolls == "" {
+		t.Errorf("no %s on a rolled timer", propTimerRollTimes)
+	}
+}
+
+// TestTimersSurviveRestart stops the broker with timers pending: after the
+// restart each is delivered once, at its time.
+func TestTimersSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	mutate := func(o *Options) { o.ProgressFlushInterval = 20 * time.Millisecond }
+	h := startHarness(t, testOptions(t, dir), mutate)
+	cl := h.dial(nil)
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	dues := map[string]time.Time{}
+	for i := 0; i < 60; i++ {
+		due := start.Add(time.Duration(rng.IntN(900)) * time.Millisecond)
+		body := "t" + strconv.Itoa(i)
+		dues[body] = due
+		mustSend(t, cl, timerSend("S", body, "TIMER_DELIVER_MS", strconv.FormatInt(due.UnixMilli(), 10)))
+	}
+	time.Sleep(300 * time.Millisecond)
+	h.close()
+	h2 := startHarness(t, testOptions(t, dir), mutate)
+	got := pullN(t, h2.dial(nil), "S", 0, 0, 61, time.Until(start.Add(1500*time.Millisecond)))
+	seen := map[string]int{}
+	for _, v := range got {
+		seen[string(v.Body())]++
+		if early := time.Until(dues[string(v.Body())]); time.UnixMilli(v.StoreTimestamp()).Before(dues[string(v.Body())].Add(-time.Millisecond)) {
+			t.Errorf("%s delivered %v early", v.Body(), early)
+		}
+	}
+	for body := range dues {
+		if seen[body] != 1 {
+			t.Errorf("%s delivered %d times", body, seen[body])
+		}
+	}
+}
