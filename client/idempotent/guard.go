@@ -76,6 +76,7 @@ type config struct {
 	renewEvery   time.Duration
 	doneTTL      time.Duration
 	storeTimeout time.Duration
+	busyDelay    int
 	noCancel     bool
 	log          *slog.Logger
 }
@@ -116,6 +117,13 @@ func DoneTTL(d time.Duration) Option { return func(c *config) { c.doneTTL = d } 
 // (BrokerStore's, go-redis's), which saves a timer per call.
 func StoreTimeout(d time.Duration) Option { return func(c *config) { c.storeTimeout = d } }
 
+// BusyDelayLevel sets the delay level (1 = 1 s, 2 = 5 s, 3 = 10 s, ...) of the
+// redelivery of a concurrent batch retried only because keys were busy or the
+// store failed, not because the listener failed: a busy key is usually settled
+// within a lease. Default 0: the broker's choice, 3 + the message's reconsume
+// times (10 s, 30 s, 1 min, ...).
+func BusyDelayLevel(level int) Option { return func(c *config) { c.busyDelay = level } }
+
 // CancelOnLeaseLost sets whether the listener's context is cancelled, with cause
 // ErrLeaseLost, when a renewal finds that the key is no longer held. Default on;
 // off saves deriving a context per listener call (three small allocations) for
@@ -154,6 +162,9 @@ func New(store Store, opts ...Option) (*Guard, error) {
 	}
 	if cfg.doneTTL <= 0 {
 		errs = append(errs, "DoneTTL must be positive")
+	}
+	if cfg.busyDelay < 0 || cfg.busyDelay > 18 {
+		errs = append(errs, "BusyDelayLevel must be 0..18")
 	}
 	if cfg.storeTimeout < 0 {
 		errs = append(errs, "StoreTimeout must not be negative")
@@ -374,6 +385,13 @@ func (g *Guard) consume(ctx context.Context, msgs []*client.MessageExt, next fun
 	}
 	if cc := client.ConsumeContextFrom(ctx); cc != nil {
 		cc.AckIndex = first - 1
+		listenerFailed := false
+		for _, i := range c.runIdx {
+			listenerFailed = listenerFailed || !c.ok[i]
+		}
+		if !listenerFailed && g.cfg.busyDelay > 0 {
+			cc.DelayLevel = g.cfg.busyDelay
+		}
 	}
 	return client.ConsumeRetryLater
 }
@@ -383,7 +401,8 @@ func (g *Guard) consume(ctx context.Context, msgs []*client.MessageExt, next fun
 // releases its key. A panic of the listener releases the keys and is re-raised.
 func (g *Guard) runListener(ctx context.Context, c *call, run []*client.MessageExt, next func(context.Context, []*client.MessageExt) client.ConsumeResult, orderly bool) {
 	lctx := ctx
-	if len(c.held) > 0 {
+	renewing := len(c.held) > 0
+	if renewing {
 		if !g.cfg.noCancel {
 			lctx, c.cancel = context.WithCancelCause(ctx)
 		}
@@ -398,7 +417,7 @@ func (g *Guard) runListener(ctx context.Context, c *call, run []*client.MessageE
 	panicked := true
 	var res client.ConsumeResult
 	defer func() {
-		if len(c.held) > 0 {
+		if renewing {
 			c.stopRenewal()
 			if c.cancel != nil {
 				c.cancel(context.Canceled)
@@ -476,7 +495,8 @@ func (c *call) renewTick() {
 		return
 	}
 	g := c.g
-	for _, k := range c.held {
+	for i := 0; i < len(c.held); {
+		k := c.held[i]
 		ctx, cancel := g.storeCtx(context.Background())
 		err := g.store.Renew(ctx, k, g.cfg.owner, g.cfg.lease)
 		cancel()
@@ -488,12 +508,18 @@ func (c *call) renewTick() {
 			if c.cancel != nil {
 				c.cancel(ErrLeaseLost)
 			}
+			// Renewing a lost key is pointless: drop it from the renewals.
+			last := len(c.held) - 1
+			c.held[i], c.held[last] = c.held[last], ""
+			c.held = c.held[:last]
+			continue
 		default:
 			g.storeErrors.Add(1)
 			g.cfg.log.Warn("idempotent: renewal failed; trying again at the next tick", "key", k, "err", err)
 		}
+		i++
 	}
-	if !c.stopped.Load() {
+	if !c.stopped.Load() && len(c.held) > 0 {
 		c.wg.Add(1)
 		c.timer.Reset(g.cfg.renewEvery)
 	}

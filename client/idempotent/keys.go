@@ -1,9 +1,6 @@
 package idempotent
 
-import (
-	"github.com/apogeemq/apogee/client"
-	"github.com/apogeemq/apogee/message"
-)
+import "github.com/apogeemq/apogee/client"
 
 // KeyFunc chooses the idempotency key of a message: deliveries with the same key
 // are one consumption. An empty key leaves the message unguarded: it is handed to
@@ -17,14 +14,10 @@ type KeyFunc func(m *client.MessageExt) string
 // lost) keeps it, so this catches every duplicate the messaging system makes. A
 // message without UNIQ_KEY (sent by a client that sets none) is keyed by its
 // broker offset id, which differs between the original and its retry-topic copy.
-func ByMsgID() KeyFunc {
-	return func(m *client.MessageExt) string {
-		if k := m.Properties[message.PropUniqKey]; k != "" {
-			return k
-		}
-		return m.MsgID
-	}
-}
+//
+// It returns MessageExt.MsgID, which the client sets to the UNIQ_KEY property (or
+// the offset id when there is none).
+func ByMsgID() KeyFunc { return func(m *client.MessageExt) string { return m.MsgID } }
 
 // ByFirstKey keys messages by their first business key (the KEYS property, the
 // first entry of Message.Keys): duplicates that the application made, two sends of

@@ -17,10 +17,10 @@ const memShards = 32
 //
 // Entries expire by time: a processing entry when its lease ends, a done entry
 // when its TTL ends. An expired entry is treated as absent at once and deleted by
-// a sweep that runs inside the store's own calls (each part of the store is swept
-// after as many calls as it holds entries), so the store needs no goroutine and
-// its memory stays proportional to the keys that are live, plus those expired
-// since the last sweep.
+// a sweep that runs inside the store's own calls: each of its shards is swept when
+// it has doubled (plus 64 entries) since its last sweep, so the store needs no
+// goroutine, the sweeps cost O(1) per call amortised, and it holds at most about
+// twice the entries that are live.
 //
 // Every method is atomic per key (one mutex per shard of keys) and never fails.
 type MemoryStore struct {
@@ -30,10 +30,10 @@ type MemoryStore struct {
 }
 
 type memShard struct {
-	mu  sync.Mutex
-	m   map[string]memEntry
-	ops int // calls since the last sweep
-	_   [40]byte
+	mu   sync.Mutex
+	m    map[string]memEntry
+	next int // sweep when len(m) reaches it
+	_    [40]byte
 }
 
 type memEntry struct {
@@ -59,6 +59,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]memEntry)
+		s.shards[i].next = 64
 	}
 	return s
 }
@@ -67,15 +68,11 @@ func (s *MemoryStore) shard(key string) *memShard {
 	return &s.shards[maphash.String(s.seed, key)%memShards]
 }
 
-// lockLive locks key's shard, sweeps it when due, and returns the key's entry if it
+// lockLive locks key's shard and returns the key's entry if it
 // has one that has not expired at now.
 func (s *MemoryStore) lockLive(key string, now int64) (*memShard, memEntry, bool) {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	sh.ops++
-	if sh.ops > len(sh.m) && sh.ops >= 64 {
-		sh.sweep(now)
-	}
 	e, ok := sh.m[key]
 	if ok && e.expires <= now {
 		delete(sh.m, key)
@@ -84,13 +81,18 @@ func (s *MemoryStore) lockLive(key string, now int64) (*memShard, memEntry, bool
 	return sh, e, ok
 }
 
-func (sh *memShard) sweep(now int64) {
+// maybeSweep deletes the shard's expired entries when it has grown enough since
+// the last sweep.
+func (sh *memShard) maybeSweep(now int64) {
+	if len(sh.m) < sh.next {
+		return
+	}
 	for k, e := range sh.m {
 		if e.expires <= now {
 			delete(sh.m, k)
 		}
 	}
-	sh.ops = 0
+	sh.next = 2*len(sh.m) + 64
 }
 
 // TryBegin implements Store.
@@ -99,10 +101,7 @@ func (s *MemoryStore) TryBegin(_ context.Context, key, owner string, lease time.
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.ops++
-	if sh.ops > len(sh.m) && sh.ops >= 64 {
-		sh.sweep(now)
-	}
+	sh.maybeSweep(now)
 	found := StateAbsent
 	if e, ok := sh.m[key]; ok {
 		switch {
@@ -138,6 +137,7 @@ func (s *MemoryStore) Done(_ context.Context, key, owner string, ttl time.Durati
 	if e, ok := sh.m[key]; ok && e.expires > now && e.owner != owner {
 		return fmt.Errorf("idempotent: done %q: %w", key, ErrNotOwner)
 	}
+	sh.maybeSweep(now)
 	sh.m[key] = memEntry{owner: owner, expires: now + int64(ttl), state: StateDone}
 	return nil
 }

@@ -41,6 +41,10 @@ type Config struct {
 	BlindWrites bool
 	// Racers is the number of goroutines racing on one key. Default 8.
 	Racers int
+	// Settle is how long a Done or Release may take to become visible to
+	// TryBegin and Renew (0: at once). Meanwhile the key must read as processing
+	// (so that a duplicate is retried, never run).
+	Settle time.Duration
 }
 
 var seq atomic.Int64
@@ -78,6 +82,25 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 		}
 		t.Fatalf("TryBegin(%q, %q) = %v, want one of %v", k, owner, st, want)
 	}
+	// settled is begin after a Done or Release: within cfg.Settle the key may
+	// still read as processing.
+	settled := func(t *testing.T, s idempotent.Store, k, owner string, lease time.Duration, want idempotent.State) {
+		t.Helper()
+		deadline := time.Now().Add(cfg.Settle)
+		for {
+			st, err := s.TryBegin(ctx, k, owner, lease)
+			if err != nil {
+				t.Fatalf("TryBegin(%q, %q): %v", k, owner, err)
+			}
+			if st == want {
+				return
+			}
+			if st != idempotent.StateProcessing || time.Now().After(deadline) {
+				t.Fatalf("TryBegin(%q, %q) = %v, want %v", k, owner, st, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	notOwner := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if !errors.Is(err, idempotent.ErrNotOwner) {
@@ -103,19 +126,19 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 		k := key(t, "")
 		begin(t, s, k, "a", long, idempotent.StateAbsent)
 		must(t, "Done", s.Done(ctx, k, "a", long))
-		begin(t, s, k, "b", long, idempotent.StateDone)
+		settled(t, s, k, "b", long, idempotent.StateDone)
 		begin(t, s, k, "a", long, idempotent.StateDone)
 		must(t, "Done again by its owner", s.Done(ctx, k, "a", long))
-		begin(t, s, k, "c", long, idempotent.StateDone)
+		settled(t, s, k, "c", long, idempotent.StateDone)
 	})
 	t.Run("ReleaseThenBeginAgain", func(t *testing.T) {
 		s := newStore(t)
 		k := key(t, "")
 		begin(t, s, k, "a", long, idempotent.StateAbsent)
 		must(t, "Release", s.Release(ctx, k, "a"))
-		begin(t, s, k, "b", long, idempotent.StateAbsent)
+		settled(t, s, k, "b", long, idempotent.StateAbsent)
 		must(t, "Done", s.Done(ctx, k, "b", long))
-		begin(t, s, k, "a", long, idempotent.StateDone)
+		settled(t, s, k, "a", long, idempotent.StateDone)
 	})
 	t.Run("ReleaseAbsent", func(t *testing.T) {
 		s := newStore(t)
@@ -139,6 +162,7 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 		begin(t, s, k, "c", long, idempotent.StateProcessing) // still a's
 		must(t, "Renew by the owner", s.Renew(ctx, k, "a", long))
 		must(t, "Done by the owner", s.Done(ctx, k, "a", long))
+		settled(t, s, k, "c", long, idempotent.StateDone)
 		notOwner(t, "Renew after Done", s.Renew(ctx, k, "a", long))
 		if err := s.Release(ctx, k, "b"); !cfg.BlindWrites {
 			notOwner(t, "Release of a done key", err)
@@ -176,14 +200,14 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 		}
 		begin(t, s, k, "c", long, idempotent.StateProcessing)
 		must(t, "Done by the new owner", s.Done(ctx, k, "b", long))
-		begin(t, s, k, "c", long, idempotent.StateDone)
+		settled(t, s, k, "c", long, idempotent.StateDone)
 	})
 	t.Run("DoneTTLExpires", func(t *testing.T) {
 		s := newStore(t)
 		k := key(t, "")
 		begin(t, s, k, "a", long, idempotent.StateAbsent)
 		must(t, "Done", s.Done(ctx, k, "a", L))
-		begin(t, s, k, "b", long, idempotent.StateDone)
+		settled(t, s, k, "b", long, idempotent.StateDone)
 		time.Sleep(L + cfg.Slack)
 		begin(t, s, k, "b", long, idempotent.StateAbsent)
 	})
@@ -229,7 +253,7 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 			k := key(t, suffix)
 			begin(t, s, k, "a", long, idempotent.StateAbsent)
 			must(t, "Done", s.Done(ctx, k, "a", long))
-			begin(t, s, k, "b", long, idempotent.StateDone)
+			settled(t, s, k, "b", long, idempotent.StateDone)
 			begin(t, s, k+"x", "b", long, idempotent.StateAbsent)
 		}
 	})
