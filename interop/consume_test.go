@@ -459,6 +459,7 @@ func TestPullConsumerPoll(t *testing.T) {
 		}
 	}
 	poll(first, nil)
+	waitCommitted(t, b, topic, group, 4, int64(len(first)))
 	second := bodies("poll2", 40)
 	sendAll(t, p, topic, "", second)
 	poll(second, first)
