@@ -74,3 +74,32 @@ func BenchmarkGuard(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkBrokerStoreGuard measures a guarded listener call with the broker
+// store against an in-process broker: a new key (query, begin record, queries
+// until it is indexed, done record) and a duplicate (one query).
+func BenchmarkBrokerStoreGuard(b *testing.B) {
+	addr := startBroker(b)
+	s := newBrokerStore(b, addr, "bench")
+	g := newGuard(b, s)
+	l := g.Concurrent(nop)
+	ctx := context.Background()
+	b.Run("new-key", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if l(ctx, []*client.MessageExt{msg(fmt.Sprintf("new-%d", i))}) != client.ConsumeSuccess {
+				b.Fatal("not consumed")
+			}
+		}
+	})
+	b.Run("duplicate", func(b *testing.B) {
+		dup := []*client.MessageExt{msg("dup")}
+		for l(ctx, dup) != client.ConsumeSuccess || g.Stats().Duplicates == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			l(ctx, dup)
+		}
+	})
+}

@@ -63,7 +63,7 @@ func newBrokerStore(t testing.TB, addr, group string, opts ...idempotent.BrokerO
 func TestBrokerStoreConformance(t *testing.T) {
 	addr := startBroker(t)
 	var n atomic.Int64
-	storetest.Run(t, storetest.Config{Lease: 300 * time.Millisecond, Slack: 300 * time.Millisecond, ReportsExpired: true, BlindWrites: true, Settle: 2 * time.Second},
+	storetest.Run(t, storetest.Config{Lease: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ReportsExpired: true, BlindWrites: true, Settle: 2 * time.Second},
 		func(t *testing.T) idempotent.Store {
 			return newBrokerStore(t, addr, fmt.Sprintf("conformance-%d", n.Add(1)))
 		})
@@ -161,13 +161,13 @@ func TestBrokerStoreGuard(t *testing.T) {
 	}
 
 	// A process that died holding C.
-	if _, err := s1.TryBegin(ctx, "C", "dead", 500*time.Millisecond); err != nil {
+	if _, err := s1.TryBegin(ctx, "C", "dead", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if res := l2(ctx, []*client.MessageExt{msg("C")}); res != client.ConsumeRetryLater {
 		t.Fatalf("C while held: %v", res)
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	if res := l2(ctx, []*client.MessageExt{msg("C")}); res != client.ConsumeSuccess || c.get("C") != 1 {
 		t.Fatalf("C after the lease: %v, ran %d", res, c.get("C"))
 	}

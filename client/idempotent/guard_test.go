@@ -188,14 +188,19 @@ func TestCrashedHolderTakenOver(t *testing.T) {
 // owners find the key busy all along, then done.
 func TestLeaseRenewedWhileListenerRuns(t *testing.T) {
 	s := idempotent.NewMemoryStore()
-	const lease = 150 * time.Millisecond
-	g1 := newGuard(t, s, idempotent.Lease(lease), idempotent.RenewEvery(40*time.Millisecond))
+	const lease = 600 * time.Millisecond
+	g1 := newGuard(t, s, idempotent.Lease(lease), idempotent.RenewEvery(100*time.Millisecond))
 	g2 := newGuard(t, s, idempotent.Lease(lease))
 	c := newCounter()
-	c.hold = 5 * lease
+	c.hold = 3 * lease
 	ctx := context.Background()
+	var finished atomic.Bool // the holder's listener has returned
+	holder := g1.Concurrent(func(ctx context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		defer finished.Store(true)
+		return c.listen(ctx, msgs)
+	})
 	done := make(chan client.ConsumeResult)
-	go func() { done <- g1.Concurrent(c.listen)(ctx, []*client.MessageExt{msg("A")}) }()
+	go func() { done <- holder(ctx, []*client.MessageExt{msg("A")}) }()
 	other := g2.Concurrent(newCounter().listen)
 	time.Sleep(10 * time.Millisecond)
 	busy := 0
@@ -207,7 +212,11 @@ func TestLeaseRenewedWhileListenerRuns(t *testing.T) {
 			}
 			running = false
 		case <-time.After(30 * time.Millisecond):
-			if res := other(ctx, []*client.MessageExt{msg("A")}); res != client.ConsumeRetryLater {
+			res := other(ctx, []*client.MessageExt{msg("A")})
+			if res == client.ConsumeSuccess && finished.Load() {
+				continue // the holder has just completed
+			}
+			if res != client.ConsumeRetryLater {
 				t.Fatalf("the other owner got %v while the key was held", res)
 			}
 			busy++
@@ -219,7 +228,7 @@ func TestLeaseRenewedWhileListenerRuns(t *testing.T) {
 	if res := other(ctx, []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess {
 		t.Fatalf("after completion: %v", res)
 	}
-	if st := g2.Stats(); st.Duplicates != 1 || st.Ran != 0 {
+	if st := g2.Stats(); st.Duplicates < 1 || st.Ran != 0 {
 		t.Fatalf("other's stats %+v", st)
 	}
 	if st := g1.Stats(); st.LeaseLost != 0 || st.StoreErrors != 0 {
@@ -272,7 +281,7 @@ func TestLeaseLostCancelsListener(t *testing.T) {
 
 func TestDoneTTLExpiryRunsAgain(t *testing.T) {
 	s := idempotent.NewMemoryStore()
-	g := newGuard(t, s, idempotent.DoneTTL(100*time.Millisecond))
+	g := newGuard(t, s, idempotent.DoneTTL(time.Second))
 	c := newCounter()
 	l := g.Concurrent(c.listen)
 	ctx := context.Background()
@@ -281,7 +290,7 @@ func TestDoneTTLExpiryRunsAgain(t *testing.T) {
 	if c.get("A") != 1 {
 		t.Fatalf("A ran %d times within the TTL", c.get("A"))
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	l(ctx, []*client.MessageExt{msg("A")})
 	if c.get("A") != 2 {
 		t.Fatalf("A ran %d times, want 2 after the TTL", c.get("A"))

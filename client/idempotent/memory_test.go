@@ -13,7 +13,7 @@ import (
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, storetest.Config{Lease: 100 * time.Millisecond, Slack: 50 * time.Millisecond, ReportsExpired: true, Racers: 32},
+	storetest.Run(t, storetest.Config{Lease: 300 * time.Millisecond, Slack: 100 * time.Millisecond, ReportsExpired: true, Racers: 32},
 		func(*testing.T) idempotent.Store { return idempotent.NewMemoryStore() })
 }
 
