@@ -1033,6 +1033,16 @@ func (c *consumer) statsSnapshot() ConsumerStats {
 	}
 }
 
+func (c *consumer) pqsSnapshot() []*processQueue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*processQueue, 0, len(c.pqs))
+	for _, pq := range c.pqs {
+		out = append(out, pq)
+	}
+	return out
+}
+
 // assignedQueues returns the queues assigned now, sorted.
 func (c *consumer) assignedQueues() []MessageQueue {
 	c.mu.Lock()

@@ -173,15 +173,7 @@ func (p *PullConsumer) markPolled() {
 	}
 }
 
-func (p *PullConsumer) pqsSnapshot() []*processQueue {
-	p.c.mu.Lock()
-	defer p.c.mu.Unlock()
-	out := make([]*processQueue, 0, len(p.c.pqs))
-	for _, pq := range p.c.pqs {
-		out = append(out, pq)
-	}
-	return out
-}
+func (p *PullConsumer) pqsSnapshot() []*processQueue { return p.c.pqsSnapshot() }
 
 // Commit marks everything Poll has returned consumed and writes the offsets now.
 func (p *PullConsumer) Commit(ctx context.Context) error {

@@ -91,7 +91,31 @@ func (p *PushConsumer) Close(ctx context.Context) error {
 		p.c.in.release()
 		return nil
 	}
-	return p.c.stop(ctx, p.pool.wait)
+	return p.c.stop(ctx, p.waitIdle)
+}
+
+// waitIdle waits for the listener calls in progress: the concurrent pool, and each
+// orderly queue's batch (the queues are dropped, so their loops end after it). Only
+// then are offsets final: an orderly queue's lock is released after its offset is
+// committed, so its next owner never consumes a message twice.
+func (p *PushConsumer) waitIdle(ctx context.Context) error {
+	if !p.c.orderly {
+		return p.pool.wait(ctx)
+	}
+	for _, pq := range p.c.pqsSnapshot() {
+		pq.mu.Lock()
+		idle, running := pq.loopIdle, pq.consuming
+		pq.mu.Unlock()
+		if !running || idle == nil {
+			continue
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for orderly listeners: %w", ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Suspend pauses pulling (messages already pulled are still consumed).
