@@ -3,8 +3,8 @@ module github.com/apogeemq/apogee
 go 1.26.0
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.1.2 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
-	github.com/spf13/pflag v1.1.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/klauspost/compress v1.20.4
+	github.com/spf13/pflag v1.1.0
+	golang.org/x/sys v0.50.0
 )
