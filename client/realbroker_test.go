@@ -22,19 +22,23 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startBroker runs an Apogee broker in-process on 127.0.0.1:0 (it answers
 // name-server requests on the same address) and returns its address.
-func startBroker(t testing.TB) string {
+func startBroker(t testing.TB, mutate ...func(*broker.Options)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{
+	opts := broker.Options{
 		DataDir:       t.TempDir(),
 		AdvertiseAddr: l.Addr().String(),
 		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
 			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
 		Logger: quiet,
-	})
+	}
+	for _, fn := range mutate {
+		fn(&opts)
+	}
+	b, err := broker.New(opts)
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
@@ -377,4 +381,107 @@ func TestBrokerPullConsumer(t *testing.T) {
 	addr := startBroker(t)
 	p := realProducer(t, addr)
 	testPullConsumer(t, addr, p, func(g, topic string, q int32) int64 { return brokerOffset(t, addr, g, topic, q) })
+}
+
+// fastDelays are 18 short delay levels, so that redeliveries come quickly.
+const fastDelays = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+func TestBrokerRetryThenDLQ(t *testing.T) {
+	addr := startBroker(t, func(o *broker.Options) { o.DelayLevels = fastDelays })
+	p := realProducer(t, addr)
+	sendN(t, p, "RTY", 0, 1, nil) // the topic exists
+	var mu sync.Mutex
+	seen := map[string][]*client.MessageExt{}
+	c := realPush(t, addr, client.ConsumerGroup("rty"), client.Subscribe("RTY", "*"), client.MaxReconsumeTimes(1),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset),
+		client.WithConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				seen[string(m.Body)] = append(seen[string(m.Body)], m)
+			}
+			return client.ConsumeRetryLater // always: once retried, then dead
+		}))
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "a redelivery", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen["RTY-0"]) >= 2
+	})
+	mu.Lock()
+	first, second := seen["RTY-0"][0], seen["RTY-0"][1]
+	mu.Unlock()
+	if second.Topic != "RTY" || second.ReconsumeTimes != 1 || second.Queue.Topic != "%RETRY%rty" || second.MsgID != first.MsgID {
+		t.Fatalf("redelivered as %v (topic %q, reconsume %d, id %s vs %s)", second.Queue, second.Topic, second.ReconsumeTimes, second.MsgID, first.MsgID)
+	}
+	// After MaxReconsumeTimes the message goes to the dead-letter queue, which a
+	// consumer of that topic reads.
+	dead := newCollector()
+	d := realPush(t, addr, client.ConsumerGroup("rty-dlq-reader"), client.Subscribe("%DLQ%rty", "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(dead.listener("d")))
+	waitFor(t, 15*time.Second, "dead-letter topic", func() bool { return d.Start(ctxT(t)) == nil })
+	waitFor(t, 15*time.Second, "dead letter", func() bool { return dead.distinct() == 1 })
+	if s := c.Stats(); s.SentBack < 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+type brokerTx struct{ checks chan string }
+
+func (brokerTx) ExecuteLocalTransaction(_ context.Context, m *client.Message) client.TransactionState {
+	switch string(m.Body) {
+	case "commit":
+		return client.TxCommit
+	case "rollback":
+		return client.TxRollback
+	}
+	return client.TxUnknown
+}
+
+func (l brokerTx) CheckLocalTransaction(m *client.MessageExt) client.TransactionState {
+	l.checks <- string(m.Body)
+	return client.TxCommit
+}
+
+func TestBrokerTransactions(t *testing.T) {
+	addr := startBroker(t, func(o *broker.Options) {
+		o.TransactionTimeout = 100 * time.Millisecond
+		o.TransactionCheckInterval = 200 * time.Millisecond
+	})
+	l := brokerTx{checks: make(chan string, 4)}
+	p := realProducer(t, addr, client.ProducerGroup("tx-broker"), client.WithTransactionListener(l))
+	plain := realProducer(t, addr)
+	sendN(t, plain, "TXB", 0, 1, nil) // the topic exists
+	col := newCollector()
+	c := realPush(t, addr, client.ConsumerGroup("tx-reader"), client.Subscribe("TXB", "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(col.listener("x")))
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"commit", "rollback", "unknown"} {
+		r, err := p.SendInTransaction(ctxT(t), &client.Message{Topic: "TXB", Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if r.State.String() != map[string]string{"commit": "COMMIT", "rollback": "ROLLBACK", "unknown": "UNKNOWN"}[body] {
+			t.Fatalf("%s: state %v", body, r.State)
+		}
+	}
+	select {
+	case b := <-l.checks:
+		if b != "unknown" {
+			t.Fatalf("the broker checked %q", b)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no transaction check from the broker")
+	}
+	waitFor(t, 15*time.Second, "committed messages", func() bool { return col.distinct() == 3 })
+	time.Sleep(300 * time.Millisecond)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if col.count["rollback"] != 0 || col.count["commit"] != 1 || col.count["unknown"] != 1 {
+		t.Fatalf("delivered %v", col.count)
+	}
 }
