@@ -1,7 +1,6 @@
 package client
 
 import (
-	"net/netip"
 	"strings"
 	"time"
 
@@ -63,6 +62,3 @@ func decodeMessage(v message.View, queue MessageQueue) (*MessageExt, error) {
 	m.Body = append([]byte(nil), body...)
 	return m, err
 }
-
-// storeHostOf is a helper for tests and logs.
-func storeHostOf(m *MessageExt) netip.AddrPort { return m.StoreHost }
