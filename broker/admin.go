@@ -53,7 +53,11 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 	if topicsCreated {
 		b.topicsChanged()
 	}
-	b.notify(b.clients.heartbeat(c, &hb, time.Now()))
+	changed, joined := b.clients.heartbeat(c, &hb, time.Now())
+	b.notify(changed)
+	for _, g := range joined {
+		b.tx.producerJoined(g)
+	}
 	return remoting.Reply
 }
 

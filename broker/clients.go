@@ -92,8 +92,8 @@ func newClientManager() *clientManager {
 
 // heartbeat registers or refreshes a client's groups and returns the consumer
 // groups whose membership or subscriptions changed (their members are to be
-// notified).
-func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, now time.Time) (changed []string) {
+// notified) and the producer groups the connection joined.
+func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, now time.Time) (changed, joined []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cc := m.conns[c]
@@ -115,6 +115,9 @@ func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, 
 		if g == nil {
 			g = make(map[*remoting.Conn]*member)
 			m.producers[p.GroupName] = g
+		}
+		if g[c] == nil {
+			joined = append(joined, p.GroupName)
 		}
 		g[c] = &member{conn: c, clientID: hb.ClientID}
 	}
@@ -142,7 +145,7 @@ func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, 
 		}
 	}
 	cc.consumerGroups = cons
-	return changed
+	return changed, joined
 }
 
 // joinConsumerLocked applies one group's heartbeat data; it reports whether

@@ -148,7 +148,9 @@ func (w *timerWheel) tagCode(v message.View) int64 {
 // dueOf returns when the wheel acts on an entry with this tag code.
 func (w *timerWheel) dueOf(tag int64) (due int64, roll bool) {
 	deliver, stored := unpackTimerTag(tag)
-	if rollAt := stored + w.rollMs; deliver > rollAt {
+	// stored is the store time rounded down to the second: roll no earlier
+	// than a full interval after the real store time.
+	if rollAt := stored + 1000 + w.rollMs; deliver > rollAt {
 		return rollAt, true
 	}
 	return deliver, false
@@ -189,6 +191,9 @@ func (w *timerWheel) run() {
 			b.opts.Logger.Error("broker: timer wheel cannot read the timer queue", "err", err)
 		}
 		failed := w.fireDue()
+		w.mu.Lock()
+		w.pending = len(w.heap)
+		w.mu.Unlock()
 		w.snapshot(false)
 		var d time.Duration
 		switch {
@@ -203,6 +208,9 @@ func (w *timerWheel) run() {
 			}
 		default:
 			d = -1
+		}
+		if !failed && err == nil {
+			w.snapshot(true) // going to sleep: publish the latest progress
 		}
 		if d > 0 {
 			timer.Reset(d)
@@ -359,7 +367,6 @@ func (w *timerWheel) snapshot(force bool) {
 		w.ck = ck
 		w.changes++
 	}
-	w.pending = len(w.heap)
 	w.mu.Unlock()
 }
 

@@ -33,7 +33,7 @@ func TestTimerTagPacking(t *testing.T) {
 	if due, roll := w.dueOf(packTimerTag(now+1000, now)); due != now+1000 || roll {
 		t.Errorf("short timer: due %d roll %v", due, roll)
 	}
-	if due, roll := w.dueOf(packTimerTag(now+2*3600*1000, now)); due != now+3600*1000 || !roll {
+	if due, roll := w.dueOf(packTimerTag(now+2*3600*1000, now)); due != now+1000+3600*1000 || !roll {
 		t.Errorf("long timer: due %d roll %v", due, roll)
 	}
 }

@@ -34,8 +34,9 @@ type txHalf struct {
 	qoff   int64  // half queue offset
 	off    int64  // commit-log offset
 	group  string // PGROUP
-	checks int32  // checks sent (or attempted) so far
+	checks int32  // checks sent so far
 	next   int64  // ms: when to check it next
+	orphan bool   // the last check found no live producer of its group
 }
 
 // txManager keeps the pending half messages of transactions and checks
@@ -498,33 +499,42 @@ func (t *txManager) checkDue() int64 {
 	b := t.b
 	now := time.Now().UnixMilli()
 	var due []*txHalf
-	var next int64
 	t.mu.Lock()
 	for _, h := range t.pending {
 		if h.next <= now {
 			due = append(due, h)
-		} else if next == 0 || h.next < next {
-			next = h.next
 		}
 	}
 	t.mu.Unlock()
 	for _, h := range due {
-		if h.checks >= int32(b.opts.TransactionCheckMax) {
+		t.mu.Lock()
+		checks := h.checks
+		t.mu.Unlock()
+		if checks >= int32(b.opts.TransactionCheckMax) {
 			if !t.giveUp(h) {
+				t.mu.Lock()
 				h.next = now + txRetry.Milliseconds()
+				t.mu.Unlock()
 			}
-		} else {
-			t.sendCheck(h)
-			t.mu.Lock()
-			h.checks++
-			h.next = now + b.opts.TransactionCheckInterval.Milliseconds()
-			t.changes++
-			t.mu.Unlock()
+			continue
 		}
-		if _, still := t.pendingHalf(h.qoff); still && (next == 0 || h.next < next) {
+		sent := t.sendCheck(h)
+		t.mu.Lock()
+		if sent {
+			h.checks++
+			t.changes++
+		}
+		h.next = now + b.opts.TransactionCheckInterval.Milliseconds()
+		t.mu.Unlock()
+	}
+	var next int64
+	t.mu.Lock()
+	for _, h := range t.pending {
+		if next == 0 || h.next < next {
 			next = h.next
 		}
 	}
+	t.mu.Unlock()
 	return next
 }
 
@@ -538,22 +548,33 @@ func (t *txManager) pendingHalf(qoff int64) (*txHalf, bool) {
 // sendCheck sends CHECK_TRANSACTION_STATE for h to one live connection of
 // its producer group; the body is the half message's record with its real
 // topic and queue restored (PGROUP and UNIQ_KEY kept), as the Go client
-// needs it. Without a live connection the check counts all the same, as in
-// RocketMQ.
-func (t *txManager) sendCheck(h *txHalf) {
+// needs it. It reports whether a check was sent: without a live connection
+// of the group (RocketMQ counts the attempt all the same) it is not, and
+// the half message is checked as soon as a producer of the group sends its
+// heartbeat.
+func (t *txManager) sendCheck(h *txHalf) bool {
 	b := t.b
-	b.stats.txChecks.Add(1)
 	conns := b.clients.producerConns(h.group)
 	if len(conns) == 0 {
-		b.opts.Logger.Warn("broker: transaction check not sent: no live producer of the group", "group", h.group, "halfOffset", h.qoff)
-		return
+		t.mu.Lock()
+		first := !h.orphan
+		h.orphan = true
+		t.mu.Unlock()
+		if first {
+			b.opts.Logger.Warn("broker: transaction check deferred: no live producer of the group", "group", h.group, "halfOffset", h.qoff)
+		}
+		return false
 	}
+	t.mu.Lock()
+	h.orphan = false
+	t.mu.Unlock()
+	b.stats.txChecks.Add(1)
 	t.rr++
 	c := conns[int(t.rr)%len(conns)]
 	view, err := b.store.ReadMessage(h.off)
 	if err != nil {
 		b.opts.Logger.Error("broker: half message unreadable; check not sent", "offset", h.off, "err", err)
-		return
+		return true
 	}
 	defer view.Release()
 	v, _ := message.Decode(view.Bytes(), false)
@@ -571,7 +592,7 @@ func (t *txManager) sendCheck(h *txHalf) {
 	body, err := message.AppendRecord(nil, &rec)
 	if err != nil {
 		b.opts.Logger.Error("broker: cannot encode a transaction check", "offset", h.off, "err", err)
-		return
+		return true
 	}
 	uniq, _ := v.Property(message.PropUniqKey)
 	txID, ok := v.Property(message.PropTransactionID)
@@ -590,6 +611,24 @@ func (t *txManager) sendCheck(h *txHalf) {
 		b.opts.Logger.Warn("broker: transaction check could not be sent", "group", h.group, "err", err)
 	}
 	cmd.Body = nil
+	return true
+}
+
+// producerJoined checks at once the due half messages of a producer group
+// that had no live connection when their check came.
+func (t *txManager) producerJoined(group string) {
+	woke := false
+	t.mu.Lock()
+	for _, h := range t.pending {
+		if h.orphan && h.group == group {
+			h.next = 0
+			woke = true
+		}
+	}
+	t.mu.Unlock()
+	if woke {
+		t.arrived()
+	}
 }
 
 // giveUp moves a half message checked TransactionCheckMax times to

@@ -314,3 +314,31 @@ func TestTransactionWithDelay(t *testing.T) {
 		t.Fatalf("sysflag %d", got[0].SysFlag())
 	}
 }
+
+// TestTransactionCheckWaitsForProducer: a half message whose producer group
+// has no live connection is not counted as checked; it is checked as soon
+// as a producer of the group sends its heartbeat.
+func TestTransactionCheckWaitsForProducer(t *testing.T) {
+	h := featureHarness(t, func(o *Options) {
+		o.TransactionTimeout = 50 * time.Millisecond
+		o.TransactionCheckInterval = time.Hour
+	})
+	cl := h.dial(nil)
+	mustSend(t, cl, halfSend("TW", 0, "orphan", "UNIQW", "pg"))
+	waitFor(t, "the orphan's first check", func() bool {
+		hf, ok := h.b.tx.pendingHalf(0)
+		if !ok {
+			return false
+		}
+		h.b.tx.mu.Lock()
+		defer h.b.tx.mu.Unlock()
+		return hf.orphan
+	})
+	rec := newCheckRecorder()
+	pcl := h.dial(rec)
+	invoke(t, pcl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
+	c := rec.wait(t, 5*time.Second)
+	if c.hdr.MsgID != "UNIQW" || prop(c.rec, message.PropTransactionCheckTimes) != "1" {
+		t.Fatalf("check %+v, %s = %q", c.hdr, message.PropTransactionCheckTimes, prop(c.rec, message.PropTransactionCheckTimes))
+	}
+}
