@@ -325,3 +325,99 @@ func TestTransactions(t *testing.T) {
 	}
 	t.Logf("check-backs: %v", l.checked)
 }
+
+// TestSQL92Filter: a push consumer with an SQL92 selector. Its pulls carry
+// no subscription (the client sends expressionType TAG even for SQL92), so
+// the broker must filter by what the heartbeat registered.
+func TestSQL92Filter(t *testing.T) {
+	b := startBroker(t)
+	p := newProducer(t, b)
+	topic := uniq("TSql")
+	createTopic(t, b, topic, 2)
+	rec := newRecorder()
+	startPush(t, b, uniq("GSql"), topic, consumer.MessageSelector{Type: consumer.SQL92, Expression: "a > 5 AND color = 'red'"}, rec)
+	recAll := newRecorder()
+	startPush(t, b, uniq("GSqlAll"), topic, all, recAll)
+	var want []string
+	for i := 0; i < 20; i++ {
+		color := "blue"
+		if i%2 == 0 {
+			color = "red"
+		}
+		body := fmt.Sprintf("sql-%d-%s", i, color)
+		if i > 5 && color == "red" {
+			want = append(want, body)
+		}
+		m := primitive.NewMessage(topic, []byte(body))
+		m.WithProperty("a", fmt.Sprint(i))
+		m.WithProperty("color", color)
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "the unfiltered group to get all 20", func() bool { return recAll.distinct() == 20 })
+	waitFor(t, 30*time.Second, "the SQL92 group", func() bool { return rec.distinct() >= len(want) })
+	time.Sleep(500 * time.Millisecond)
+	if m := missing(rec, want); m != "" {
+		t.Fatalf("SQL92 subscriber missed %s", m)
+	}
+	if rec.distinct() != len(want) {
+		t.Fatalf("SQL92 subscriber got %d messages, want %d: %v", rec.distinct(), len(want), rec.snapshot())
+	}
+}
+
+// TestOffsetForTimestamp: the pull consumer's OffsetForTimestamp
+// (SEARCH_OFFSET_BY_TIMESTAMP, 29) finds the first message stored at or
+// after a time.
+func TestOffsetForTimestamp(t *testing.T) {
+	b := startBroker(t)
+	p := newProducer(t, b, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	topic := uniq("TTime")
+	createTopic(t, b, topic, 1)
+	send := func(body string) {
+		m := primitive.NewMessage(topic, []byte(body))
+		m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: "broker-a", QueueId: 0}
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		send(fmt.Sprint("early-", i))
+	}
+	time.Sleep(50 * time.Millisecond)
+	mark := time.Now().UnixMilli()
+	time.Sleep(50 * time.Millisecond)
+	for i := 0; i < 5; i++ {
+		send(fmt.Sprint("late-", i))
+	}
+	waitTotal(t, b, topic, 1, 15)
+
+	pc, err := consumer.NewPullConsumer(consumerOpts(b, uniq("GTime"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Assign(topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Shutdown()
+	mq := &primitive.MessageQueue{Topic: topic, BrokerName: "broker-a", QueueId: 0}
+	for _, c := range []struct {
+		ts   int64
+		want int64
+	}{
+		{0, 0},
+		{mark, 10},
+		{mark + 3_600_000, 15},
+	} {
+		off, err := pc.OffsetForTimestamp(mq, c.ts)
+		if err != nil {
+			t.Fatalf("OffsetForTimestamp(%d): %v", c.ts, err)
+		}
+		if off != c.want {
+			t.Errorf("OffsetForTimestamp(mark%+d ms) = %d, want %d", c.ts-mark, off, c.want)
+		}
+	}
+}
