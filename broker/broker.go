@@ -48,6 +48,7 @@ type Broker struct {
 	timers  *timerWheel
 	tx      *txManager
 	holds   *pullHolder
+	pops    *popManager
 	acks    *syncAcker
 	filters filterCache
 
@@ -111,6 +112,9 @@ func New(opts Options) (*Broker, error) {
 	b.sched = newScheduler(b, levels, cfgDir)
 	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
 	b.tx = newTxManager(b, cfgDir)
+	if b.pops, err = newPopManager(b, cfgDir); err != nil {
+		return nil, err
+	}
 	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.load} {
 		if err := load(); err != nil {
 			return nil, err
@@ -304,6 +308,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.persistProgress(true); err != nil {
 		errs = append(errs, err)
 	}
+	if err := b.pops.close(); err != nil {
+		errs = append(errs, err)
+	}
 	b.registry.Close()
 	if err := b.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("broker: close store: %w", err))
@@ -461,10 +468,18 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		return b.handleLock(req, resp)
 	case protocol.ReqUnlockBatchMQ:
 		return b.handleUnlock(req, resp)
+	case protocol.ReqCheckClientConfig:
+		return b.handleCheckClientConfig(req, resp)
 	case protocol.ReqConsumerSendMsgBack:
 		return b.handleSendBack(c, req, resp)
 	case protocol.ReqEndTransaction:
 		return b.handleEndTransaction(c, req, resp)
+	case protocol.ReqPopMessage:
+		return b.handlePop(c, req, resp)
+	case protocol.ReqAckMessage:
+		return b.handleAck(req, resp)
+	case protocol.ReqChangeMessageInvisibleTime:
+		return b.handleChangeInvisible(req, resp)
 	}
 	if namesrv.IsNamesrvCode(req.Code) {
 		return b.registry.ServeRemoting(c, req, resp)

@@ -1,0 +1,478 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// popped is a record of a pop response with its receipt handle.
+type popped struct {
+	v      message.View
+	handle string
+}
+
+type popArgs struct {
+	group, topic string
+	queue        int32
+	max          int32
+	invisible    time.Duration
+	poll         time.Duration
+	order        bool
+	exp          string
+}
+
+func popCmd(a popArgs) *protocol.Command {
+	cmd := goRequest(protocol.ReqPopMessage)
+	h := protocol.PopMessageRequest{ConsumerGroup: []byte(a.group), Topic: []byte(a.topic), QueueID: a.queue,
+		MaxMsgNums: a.max, InvisibleTime: a.invisible.Milliseconds(), PollTime: a.poll.Milliseconds(),
+		BornTime: time.Now().UnixMilli(), InitMode: popInitMin, Order: a.order, Exp: []byte(a.exp)}
+	if a.exp != "" {
+		h.ExpType = []byte("TAG")
+	}
+	h.Encode(&cmd.Ext)
+	return cmd
+}
+
+// doPop pops and returns the records with the handles a client builds from
+// the response headers (as the Java client does), or nil on PULL_NOT_FOUND.
+func doPop(t testing.TB, cl *remoting.Client, a popArgs) []popped {
+	t.Helper()
+	resp := invoke(t, cl, popCmd(a))
+	if resp.Code == protocol.RespPullNotFound {
+		return nil
+	}
+	if resp.Code != protocol.RespSuccess {
+		t.Fatalf("pop: code %d %s", resp.Code, resp.Remark)
+	}
+	var h protocol.PopMessageResponse
+	if err := h.Decode(&resp.Ext); err != nil {
+		t.Fatal(err)
+	}
+	starts := map[int32]int64{}
+	for _, part := range splitInfo(string(h.StartOffsetInfo)) {
+		var q int32
+		var off int64
+		if _, err := fmt.Sscanf(part, "0 %d %d", &q, &off); err != nil {
+			t.Fatalf("startOffsetInfo %q: %v", h.StartOffsetInfo, err)
+		}
+		starts[q] = off
+	}
+	var out []popped
+	body := append([]byte(nil), resp.Body...)
+	for _, v := range decodeBody(t, body) {
+		x := protocol.ExtraInfo{CkQueueOffset: starts[v.QueueID()], PopTime: h.PopTime, InvisibleTime: h.InvisibleTime,
+			ReviveQid: h.ReviveQid, BrokerName: []byte("broker-a"), QueueID: v.QueueID(), QueueOffset: v.QueueOffset()}
+		out = append(out, popped{v: v, handle: string(protocol.AppendExtraInfo(nil, &x))})
+	}
+	return out
+}
+
+func splitInfo(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != ';' {
+			i++
+		}
+		out = append(out, s[:i])
+		if i == len(s) {
+			break
+		}
+		s = s[i+1:]
+	}
+	return out
+}
+
+func ackRequest(group, topic string, p popped) *protocol.Command {
+	cmd := goRequest(protocol.ReqAckMessage)
+	(&protocol.AckMessageRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: p.v.QueueID(),
+		ExtraInfo: []byte(p.handle), Offset: p.v.QueueOffset()}).Encode(&cmd.Ext)
+	return cmd
+}
+
+func changeRequest(group, topic string, p popped, d time.Duration) *protocol.Command {
+	cmd := goRequest(protocol.ReqChangeMessageInvisibleTime)
+	(&protocol.ChangeInvisibleTimeRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: p.v.QueueID(),
+		ExtraInfo: []byte(p.handle), Offset: p.v.QueueOffset(), InvisibleTime: d.Milliseconds()}).Encode(&cmd.Ext)
+	return cmd
+}
+
+func mustCode(t testing.TB, cl *remoting.Client, req *protocol.Command, code int32) *protocol.Command {
+	t.Helper()
+	resp := invoke(t, cl, req)
+	if resp.Code != code {
+		t.Fatalf("request %d: code %d (%s), want %d", req.Code, resp.Code, resp.Remark, code)
+	}
+	return resp
+}
+
+// popTopic creates a topic with n queues and sends the bodies to queue 0,
+// each with the properties of the same index (if any).
+func popTopic(t testing.TB, h *harness, cl *remoting.Client, topic string, n int32, bodies []string, properties []string) {
+	t.Helper()
+	h.b.topics.put(newTopicConfig(topic, n, protocol.PermRead|protocol.PermWrite))
+	for i, body := range bodies {
+		p := ""
+		if i < len(properties) {
+			p = properties[i]
+		}
+		mustSend(t, cl, sendRequest(topic, 0, []byte(body), p))
+	}
+	waitFor(t, "dispatch", func() bool { return h.b.store.MaxOffset(topic, 0) >= int64(len(bodies)) })
+}
+
+func bodies(ps []popped) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, string(p.v.Body()))
+	}
+	return out
+}
+
+func TestPopAckRedeliver(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2"}, nil)
+	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: 300 * time.Millisecond}
+
+	first := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(first)); got != "[m0 m1 m2]" {
+		t.Fatalf("first pop: %s", got)
+	}
+	if again := doPop(t, cl, a); len(again) != 0 {
+		t.Fatalf("invisible messages popped again: %v", bodies(again))
+	}
+	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess)
+	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess) // already done: still success
+
+	time.Sleep(350 * time.Millisecond)
+	second := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(second)); got != "[m1 m2]" {
+		t.Fatalf("redelivery: %s", got)
+	}
+	for _, p := range second {
+		if p.v.ReconsumeTimes() != 1 {
+			t.Fatalf("redelivered reconsumeTimes = %d", p.v.ReconsumeTimes())
+		}
+	}
+	// The first delivery's handle is stale now.
+	mustCode(t, cl, ackRequest("G", "T", first[1]), protocol.RespNoMessage)
+	for _, p := range second {
+		mustCode(t, cl, ackRequest("G", "T", p), protocol.RespSuccess)
+	}
+	if off, ok := h.b.offsets.query([]byte("T"), []byte("G"), 0); !ok || off != 3 {
+		t.Fatalf("committed offset %d %v, want 3", off, ok)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if again := doPop(t, cl, a); len(again) != 0 {
+		t.Fatalf("acked messages popped again: %v", bodies(again))
+	}
+}
+
+func TestPopChangeInvisibleTime(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"m0"}, nil)
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 200 * time.Millisecond}
+	ps := doPop(t, cl, a)
+	if len(ps) != 1 {
+		t.Fatalf("popped %d", len(ps))
+	}
+	resp := mustCode(t, cl, changeRequest("G", "T", ps[0], 2*time.Second), protocol.RespSuccess)
+	var ch protocol.ChangeInvisibleTimeResponse
+	if err := ch.Decode(&resp.Ext); err != nil || ch.InvisibleTime != 2000 {
+		t.Fatalf("change response %+v %v", ch, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if again := doPop(t, cl, a); len(again) != 0 {
+		t.Fatal("message visible again despite the change of its invisible time")
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespNoMessage) // the old handle
+	x, _ := protocol.ParseExtraInfo([]byte(ps[0].handle))
+	x.PopTime, x.InvisibleTime = ch.PopTime, ch.InvisibleTime
+	renewed := popped{v: ps[0].v, handle: string(protocol.AppendExtraInfo(nil, &x))}
+	mustCode(t, cl, ackRequest("G", "T", renewed), protocol.RespSuccess)
+	mustCode(t, cl, changeRequest("G", "T", renewed, time.Second), protocol.RespNoMessage) // acked
+}
+
+func TestPopConsumersShareOneQueue(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	const n = 60
+	var bs []string
+	for i := range n {
+		bs = append(bs, "m"+strconv.Itoa(i))
+	}
+	popTopic(t, h, cl, "T", 1, bs, nil)
+
+	// Two consumers of a group take different messages of the single queue.
+	c1, c2 := h.dial(nil), h.dial(nil)
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 10 * time.Second}
+	p1, p2 := doPop(t, c1, a), doPop(t, c2, a)
+	if got := fmt.Sprint(bodies(p1), bodies(p2)); got != "[m0 m1 m2] [m3 m4 m5]" {
+		t.Fatalf("two consumers got %s", got)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	per := [2]int{}
+	for i, ps := range [][]popped{p1, p2} {
+		conn := []*remoting.Client{c1, c2}[i]
+		for _, p := range ps {
+			seen[p.v.QueueOffset()]++
+			per[i]++
+			mustCode(t, conn, ackRequest("G", "T", p), protocol.RespSuccess)
+		}
+	}
+	// Then both race for the rest.
+	var wg sync.WaitGroup
+	for c := range 2 {
+		conn := h.dial(nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				done := len(seen) == n
+				mu.Unlock()
+				if done {
+					return
+				}
+				ps := doPop(t, conn, popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 10 * time.Second})
+				for _, p := range ps {
+					mu.Lock()
+					seen[p.v.QueueOffset()]++
+					per[c]++
+					mu.Unlock()
+					mustCode(t, conn, ackRequest("G", "T", p), protocol.RespSuccess)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages, want %d", len(seen), n)
+	}
+	for off, k := range seen {
+		if k != 1 {
+			t.Fatalf("offset %d delivered %d times", off, k)
+		}
+	}
+	t.Logf("messages per consumer: %v", per)
+}
+
+func TestPopFIFO(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"A1", "B1", "A2", "A3", "B2", "free"},
+		[]string{props(message.PropShardingKey, "A"), props(message.PropJavaShardingKey, "B"), props(message.PropShardingKey, "A"),
+			props(message.PropShardingKey, "A"), props(message.PropJavaShardingKey, "B"), ""})
+	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: 5 * time.Second, order: true}
+	ps := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(ps)); got != "[A1 B1 free]" {
+		t.Fatalf("first orderly pop: %s", got)
+	}
+	if again := doPop(t, cl, a); len(again) != 0 {
+		t.Fatalf("next of a group handed out before the previous was acked: %v", bodies(again))
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess)
+	a2 := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(a2)); got != "[A2]" {
+		t.Fatalf("after ack of A1: %s", got)
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[1]), protocol.RespSuccess)
+	mustCode(t, cl, ackRequest("G", "T", a2[0]), protocol.RespSuccess)
+	rest := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(rest)); got != "[A3 B2]" {
+		t.Fatalf("after acks of B1 and A2: %s", got)
+	}
+	// A group without order gets everything at once.
+	all := doPop(t, cl, popArgs{group: "H", topic: "T", queue: -1, max: 10, invisible: 5 * time.Second})
+	if len(all) != 6 {
+		t.Fatalf("unordered pop got %v", bodies(all))
+	}
+}
+
+func TestPopFIFORedeliversInOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"A1", "A2"}, []string{props(message.PropShardingKey, "A"), props(message.PropShardingKey, "A")})
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: 150 * time.Millisecond, order: true}
+	if got := fmt.Sprint(bodies(doPop(t, cl, a))); got != "[A1]" {
+		t.Fatalf("first: %s", got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	again := doPop(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
+	if got := fmt.Sprint(bodies(again)); got != "[A1]" || again[0].v.ReconsumeTimes() != 1 {
+		t.Fatalf("redelivery: %s", got)
+	}
+}
+
+func TestPopStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	h := startHarness(t, testOptions(t, dir), nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2", "m3"}, nil)
+	h.b.persistTopics()
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 1500 * time.Millisecond}
+	ps := doPop(t, cl, a)
+	popAt := time.Now()
+	if len(ps) != 3 {
+		t.Fatalf("popped %d", len(ps))
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess)
+	cl.Close()
+	h.close()
+
+	h2 := startHarness(t, testOptions(t, dir), nil)
+	cl2 := h2.dial(nil)
+	a.max, a.invisible = 10, 10*time.Second
+	if got := fmt.Sprint(bodies(doPop(t, cl2, a))); got != "[m3]" {
+		t.Fatalf("after restart: %s (in-flight messages must stay invisible, acked ones done)", got)
+	}
+	time.Sleep(time.Until(popAt.Add(1600 * time.Millisecond)))
+	re := doPop(t, cl2, a)
+	if got := fmt.Sprint(bodies(re)); got != "[m1 m2]" {
+		t.Fatalf("redelivery after restart: %s", got)
+	}
+	// A handle from before the restart of a message redelivered since is stale;
+	// the new ones work.
+	mustCode(t, cl2, ackRequest("G", "T", ps[1]), protocol.RespNoMessage)
+	for _, p := range re {
+		mustCode(t, cl2, ackRequest("G", "T", p), protocol.RespSuccess)
+	}
+}
+
+func TestPopDeadLetter(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"poison"}, nil)
+	g := protocol.DefaultSubscriptionGroupConfig("G")
+	g.RetryMaxTimes = 2
+	h.b.groups.mu.Lock()
+	h.b.groups.m["G"] = &g
+	h.b.groups.mu.Unlock()
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 30 * time.Millisecond}
+	for i := range 3 { // 1 + RetryMaxTimes deliveries
+		ps := doPop(t, cl, a)
+		if len(ps) != 1 || ps[0].v.ReconsumeTimes() != int32(i) {
+			t.Fatalf("delivery %d: %d messages", i, len(ps))
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if ps := doPop(t, cl, a); len(ps) != 0 {
+		t.Fatal("delivered after the retries ran out")
+	}
+	got := pullN(t, cl, "%DLQ%G", 0, 0, 1, 2*time.Second)
+	if len(got) != 1 || string(got[0].Body()) != "poison" || prop(got[0].View, message.PropRetryTopic) != "T" {
+		t.Fatalf("dead-letter queue: %d records", len(got))
+	}
+}
+
+func TestPopLongPolling(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 2, nil, nil)
+	done := make(chan []popped, 1)
+	start := time.Now()
+	go func() {
+		done <- doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 5 * time.Second})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	mustSend(t, cl, sendRequest("T", 1, []byte("late"), ""))
+	select {
+	case ps := <-done:
+		if len(ps) != 1 || string(ps[0].v.Body()) != "late" {
+			t.Fatalf("held pop got %v", bodies(ps))
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("held pop answered after %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("held pop not answered")
+	}
+	// Nothing arrives: the pop is answered PULL_NOT_FOUND once pollTime passes.
+	start = time.Now()
+	if ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 200 * time.Millisecond}); len(ps) != 0 {
+		t.Fatalf("got %v", bodies(ps))
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("not held: %v", d)
+	}
+}
+
+func TestPopBadRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 2, []string{"m0"}, nil)
+	ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Minute})
+	good := ps[0]
+	edit := func(req *protocol.Command, f func(e *protocol.ExtFields)) *protocol.Command { f(&req.Ext); return req }
+	okPop := func() *protocol.Command {
+		return popCmd(popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Minute})
+	}
+	tests := []struct {
+		name string
+		req  *protocol.Command
+		code int32
+	}{
+		{"pop without group", edit(okPop(), func(e *protocol.ExtFields) { e.Delete("consumerGroup") }), protocol.RespSystemError},
+		{"pop bad invisibleTime", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("invisibleTime", "soon") }), protocol.RespSystemError},
+		{"pop zero invisibleTime", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("invisibleTime", "0") }), protocol.RespInvalidParameter},
+		{"pop too many", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("maxMsgNums", "33") }), protocol.RespInvalidParameter},
+		{"pop unknown topic", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("topic", "Nope") }), protocol.RespTopicNotExist},
+		{"pop bad queue", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("queueId", "7") }), protocol.RespSystemError},
+		{"pop bad group name", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("consumerGroup", "a b") }), protocol.RespSubscriptionGroupNotExist},
+		{"pop bad filter", edit(okPop(), func(e *protocol.ExtFields) { e.SetString("expType", "SQL92"); e.SetString("exp", "a >") }), protocol.RespSubscriptionParseFailed},
+		{"ack without offset", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.Delete("offset") }), protocol.RespSystemError},
+		{"ack bad handle", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.SetString("extraInfo", "1 2 x") }), protocol.RespInvalidParameter},
+		{"ack other queue", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.SetString("queueId", "1") }), protocol.RespInvalidParameter},
+		{"ack queue out of range", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.SetString("queueId", "9") }), protocol.RespMessageIllegal},
+		{"ack unknown topic", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.SetString("topic", "Nope") }), protocol.RespTopicNotExist},
+		{"ack never popped", edit(ackRequest("G", "T", good), func(e *protocol.ExtFields) { e.SetString("offset", "5") }), protocol.RespNoMessage},
+		{"ack other group", ackRequest("H", "T", good), protocol.RespNoMessage},
+		{"change without invisibleTime", edit(changeRequest("G", "T", good, time.Second), func(e *protocol.ExtFields) { e.Delete("invisibleTime") }), protocol.RespSystemError},
+		{"change negative invisibleTime", changeRequest("G", "T", good, -time.Second), protocol.RespInvalidParameter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mustCode(t, cl, tt.req, tt.code)
+		})
+	}
+	mustCode(t, cl, ackRequest("G", "T", good), protocol.RespSuccess) // still in flight after all that
+}
+
+func TestPopShutdownAnswersHeldPops(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, nil, nil)
+	done := make(chan *protocol.Command, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, _ := cl.Invoke(ctx, popCmd(popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Second, poll: 20 * time.Second}))
+		done <- resp
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	h.close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("shutdown took %v with a held pop", d)
+	}
+	select {
+	case resp := <-done:
+		if resp != nil && resp.Code != protocol.RespPullNotFound {
+			t.Fatalf("held pop answered %d", resp.Code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("held pop never answered")
+	}
+}
