@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/filter"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -449,5 +451,35 @@ func (b *Broker) handleUnlock(req *protocol.Command, resp *remoting.Response) re
 		return fail(resp, protocol.RespSystemError, err.Error())
 	}
 	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
+	return remoting.Reply
+}
+
+// checkClientBody is CHECK_CLIENT_CONFIG's body (Java's CheckClientRequestBody).
+type checkClientBody struct {
+	ClientID         string                    `json:"clientId"`
+	Group            string                    `json:"group"`
+	SubscriptionData protocol.SubscriptionData `json:"subscriptionData"`
+}
+
+// handleCheckClientConfig serves CHECK_CLIENT_CONFIG (46), which Java
+// clients send when they subscribe with SQL92: SUBSCRIPTION_PARSE_FAILED
+// (23, with the position) for an expression that does not compile,
+// SYSTEM_ERROR (1) when SQL92 filtering is disabled.
+func (b *Broker) handleCheckClientConfig(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body checkClientBody
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return fail(resp, protocol.RespSystemError, "decode the check-client body: "+err.Error())
+	}
+	sd := &body.SubscriptionData
+	typ := normType(sd.ExpressionType)
+	if typ == filter.TypeTag {
+		return remoting.Reply
+	}
+	if typ == filter.TypeSQL92 && b.opts.DisablePropertyFilter {
+		return fail(resp, protocol.RespSystemError, "The broker does not support consumer to filter message by "+typ)
+	}
+	if _, err := compileFilter(typ, sd.SubString); err != nil {
+		return fail(resp, protocol.RespSubscriptionParseFailed, err.Error())
+	}
 	return remoting.Reply
 }

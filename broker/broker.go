@@ -468,6 +468,8 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		return b.handleLock(req, resp)
 	case protocol.ReqUnlockBatchMQ:
 		return b.handleUnlock(req, resp)
+	case protocol.ReqCheckClientConfig:
+		return b.handleCheckClientConfig(req, resp)
 	case protocol.ReqConsumerSendMsgBack:
 		return b.handleSendBack(c, req, resp)
 	case protocol.ReqEndTransaction:

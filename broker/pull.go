@@ -97,6 +97,16 @@ func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remot
 		f = sub.filter
 	}
 
+	if _, isSQL := f.(*filter.SQL); isSQL {
+		if b.opts.DisablePropertyFilter {
+			return fail(resp, protocol.RespSystemError, "The broker does not support consumer to filter message by SQL92")
+		}
+		if isRetryTopic(t.name) {
+			// Retried messages passed the filter when first consumed: retry
+			// topics are read unfiltered (RocketMQ's filterSupportRetry=false).
+			f = nil
+		}
+	}
 	if h.SysFlag&protocol.PullFlagCommitOffset != 0 {
 		b.offsets.commit(h.Topic, h.ConsumerGroup, h.QueueID, h.CommitOffset)
 	}

@@ -178,13 +178,5 @@ func (b *Broker) putAndAnswer(c *remoting.Conn, req *protocol.Command, resp *rem
 	return remoting.Deferred
 }
 
-// retryGroup returns the group of a %RETRY% topic, or "".
-func retryGroup(topic []byte) string {
-	if len(topic) > len(retryTopicPrefix) && string(topic[:len(retryTopicPrefix)]) == retryTopicPrefix {
-		return string(topic[len(retryTopicPrefix):])
-	}
-	return ""
-}
-
 // isRetryTopic reports whether a topic is a %RETRY% topic.
 func isRetryTopic(t string) bool { return strings.HasPrefix(t, retryTopicPrefix) }
