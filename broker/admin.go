@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"strconv"
 	"time"
 
@@ -55,7 +56,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 	if topicsCreated {
 		b.topicsChanged()
 	}
-	changed, joined := b.clients.heartbeat(c, &hb, time.Now())
+	changed, joined := b.clients.heartbeat(c, &hb, req.Language.String(), req.Version, time.Now())
 	b.notify(changed)
 	for _, g := range joined {
 		b.tx.producerJoined(g)
@@ -285,6 +286,15 @@ func (b *Broker) handleCreateTopic(req *protocol.Command, resp *remoting.Respons
 		TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums, Perm: h.Perm,
 		TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order,
 	}
+	var old map[string]string
+	if e := b.topics.lookup(h.Topic); e != nil {
+		old = e.cfg.Attributes
+	}
+	attrs, err := applyTopicAttributes(old, h.Attributes)
+	if err != nil {
+		return fail(resp, protocol.RespInvalidParameter, err.Error())
+	}
+	cfg.Attributes = attrs
 	if _, changed := b.topics.put(cfg); changed {
 		if err := b.topicsChanged(); err != nil {
 			return fail(resp, protocol.RespSystemError, "the topic is created but could not be persisted: "+err.Error())
@@ -481,5 +491,130 @@ func (b *Broker) handleCheckClientConfig(req *protocol.Command, resp *remoting.R
 	if _, err := compileFilter(typ, sd.SubString); err != nil {
 		return fail(resp, protocol.RespSubscriptionParseFailed, err.Error())
 	}
+	return remoting.Reply
+}
+
+// applyTopicAttributes applies RocketMQ 5's attribute changes ("+key=value"
+// adds or replaces, "-key" removes, comma-separated) to a topic's current
+// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY,
+// TRANSACTION or MIXED).
+func applyTopicAttributes(cur map[string]string, change string) (map[string]string, error) {
+	out := make(map[string]string, len(cur)+1)
+	for k, v := range cur {
+		out[k] = v
+	}
+	for _, item := range strings.Split(change, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		switch item[0] {
+		case '+':
+			k, v, ok := strings.Cut(item[1:], "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("attribute %q: want +key=value", item)
+			}
+			if k != attrMessageType {
+				return nil, fmt.Errorf("unsupported topic attribute %q", k)
+			}
+			if _, ok := parseMsgType(v); !ok && !strings.EqualFold(v, "MIXED") {
+				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION or MIXED", v)
+			}
+			out[k] = strings.ToUpper(v)
+		case '-':
+			delete(out, item[1:])
+		default:
+			return nil, fmt.Errorf("attribute %q: want +key=value or -key", item)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// ---- subscription groups ----
+
+// handleUpdateGroup serves UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): the
+// body is a SubscriptionGroupConfig (consume enabled, retryMaxTimes, the 5.x
+// groupRetryPolicy, consumeMessageOrderly, ...), stored and persisted.
+func (b *Broker) handleUpdateGroup(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var cfg protocol.SubscriptionGroupConfig
+	if err := json.Unmarshal(req.Body, &cfg); err != nil {
+		return fail(resp, protocol.RespSystemError, "decode the subscription group config: "+err.Error())
+	}
+	if !validGroupName([]byte(cfg.GroupName)) {
+		return fail(resp, protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
+	}
+	if len(cfg.GroupRetryPolicy) > 0 {
+		if _, err := parseRetryPolicy(cfg.GroupRetryPolicy); err != nil {
+			return fail(resp, protocol.RespInvalidParameter, err.Error())
+		}
+	}
+	b.groups.put(cfg)
+	if err := b.persistGroups(); err != nil {
+		return fail(resp, protocol.RespSystemError, "the group is updated but could not be persisted: "+err.Error())
+	}
+	b.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
+		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly)
+	return remoting.Reply
+}
+
+// handleGetGroup serves GET_SUBSCRIPTIONGROUP_CONFIG (352): ext group.
+func (b *Broker) handleGetGroup(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	name, _ := req.Ext.Get("group")
+	g := b.groups.get(name)
+	if g == nil {
+		return fail(resp, protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}
+
+// handleDeleteGroup serves DELETE_SUBSCRIPTIONGROUP (207): ext groupName
+// (and cleanOffset, which also drops the group's committed offsets).
+func (b *Broker) handleDeleteGroup(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	name, _ := req.Ext.GetString("groupName")
+	if name == "" {
+		return fail(resp, protocol.RespSystemError, "groupName is required")
+	}
+	if b.groups.remove(name) {
+		if err := b.persistGroups(); err != nil {
+			return fail(resp, protocol.RespSystemError, err.Error())
+		}
+	}
+	if clean, _ := req.Ext.GetBool("cleanOffset"); clean {
+		b.offsets.removeGroup(name)
+	}
+	return remoting.Reply
+}
+
+// ConsumerGroupInfo returns the live members of a consumer group, their
+// subscriptions and whether they agree; ok is false for a group without
+// members.
+func (b *Broker) ConsumerGroupInfo(group string) (ConsumerGroupInfo, bool) {
+	return b.clients.groupInfo(group)
+}
+
+// handleConsumerConnections serves GET_CONSUMER_CONNECTION_LIST (203): ext
+// consumerGroup; the body is Java's ConsumerConnection (connectionSet,
+// subscriptionTable, consumeType, messageModel, consumeFromWhere) plus
+// Apogee's consistent / inconsistency and each member's subscriptions.
+// CONSUMER_NOT_ONLINE (206) when the group has no member.
+func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	group, _ := req.Ext.GetString("consumerGroup")
+	info, ok := b.clients.groupInfo(group)
+	if !ok {
+		return fail(resp, protocol.RespConsumerNotOnline, "the consumer group["+group+"] not online")
+	}
+	body, err := json.Marshal(info)
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
 	return remoting.Reply
 }

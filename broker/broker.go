@@ -101,7 +101,7 @@ func New(opts Options) (*Broker, error) {
 		topics:    newTopicManager(filepath.Join(cfgDir, topicsFileName), o.WriteConfigFile, o.Logger),
 		groups:    newGroupManager(filepath.Join(cfgDir, subscriptionGroupsName), o.WriteConfigFile),
 		offsets:   newOffsetManager(filepath.Join(cfgDir, consumerOffsetFileName), o.WriteConfigFile),
-		clients:   newClientManager(),
+		clients:   newClientManager(o.Logger),
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),
 	}
@@ -468,6 +468,14 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		return b.handleLock(req, resp)
 	case protocol.ReqUnlockBatchMQ:
 		return b.handleUnlock(req, resp)
+	case protocol.ReqUpdateAndCreateSubscription:
+		return b.handleUpdateGroup(req, resp)
+	case protocol.ReqGetSubscriptionGroupConfig:
+		return b.handleGetGroup(req, resp)
+	case protocol.ReqDeleteSubscriptionGroup:
+		return b.handleDeleteGroup(req, resp)
+	case protocol.ReqGetConsumerConnectionList:
+		return b.handleConsumerConnections(req, resp)
 	case protocol.ReqCheckClientConfig:
 		return b.handleCheckClientConfig(req, resp)
 	case protocol.ReqConsumerSendMsgBack:

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,10 +50,14 @@ func compileFilter(exprType, expr string) (filter.Filter, error) {
 	return f, nil
 }
 
-// member is one connection's membership of a group.
+// member is one connection's membership of a group. For consumer groups
+// it keeps what the member's last heartbeat subscribed (sorted by topic)
+// and a fingerprint of it, to detect members that subscribe differently.
 type member struct {
-	conn     *remoting.Conn
-	clientID string
+	conn        *remoting.Conn
+	clientID    string
+	subs        []protocol.SubscriptionData
+	fingerprint string
 }
 
 // consumerGroup is the live state of a consumer group: its members and the
@@ -63,11 +69,16 @@ type consumerGroup struct {
 	consumeType      string
 	messageModel     string
 	consumeFromWhere string
+	// inconsistency describes how the members' subscriptions differ ("" when
+	// they agree); it is logged when it changes.
+	inconsistency string
 }
 
 // connClient is what the broker knows of one client connection.
 type connClient struct {
 	clientID       string
+	language       string
+	version        int32
 	lastSeen       time.Time
 	consumerGroups []string
 	producerGroups []string
@@ -76,14 +87,17 @@ type connClient struct {
 // clientManager tracks clients by connection: producer groups, consumer
 // groups, their subscriptions. Its lock is taken after no other broker lock.
 type clientManager struct {
+	log *slog.Logger
+
 	mu        sync.RWMutex
 	consumers map[string]*consumerGroup
 	producers map[string]map[*remoting.Conn]*member
 	conns     map[*remoting.Conn]*connClient
 }
 
-func newClientManager() *clientManager {
+func newClientManager(log *slog.Logger) *clientManager {
 	return &clientManager{
+		log:       log,
 		consumers: make(map[string]*consumerGroup),
 		producers: make(map[string]map[*remoting.Conn]*member),
 		conns:     make(map[*remoting.Conn]*connClient),
@@ -93,7 +107,7 @@ func newClientManager() *clientManager {
 // heartbeat registers or refreshes a client's groups and returns the consumer
 // groups whose membership or subscriptions changed (their members are to be
 // notified) and the producer groups the connection joined.
-func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, now time.Time) (changed, joined []string) {
+func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, lang string, version int32, now time.Time) (changed, joined []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cc := m.conns[c]
@@ -102,6 +116,7 @@ func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, 
 		m.conns[c] = cc
 	}
 	cc.clientID = hb.ClientID
+	cc.language, cc.version = lang, version
 	cc.lastSeen = now
 
 	// Producer groups: the heartbeat is the client's complete declaration.
@@ -157,10 +172,14 @@ func (m *clientManager) joinConsumerLocked(c *remoting.Conn, clientID string, d 
 		m.consumers[d.GroupName] = g
 	}
 	changed := false
+	subs, fp := memberSubscriptions(d.SubscriptionDataSet)
 	if mb := g.members[c]; mb == nil || mb.clientID != clientID {
-		g.members[c] = &member{conn: c, clientID: clientID}
+		g.members[c] = &member{conn: c, clientID: clientID, subs: subs, fingerprint: fp}
 		changed = true
+	} else if mb.fingerprint != fp {
+		g.members[c] = &member{conn: c, clientID: clientID, subs: subs, fingerprint: fp}
 	}
+	defer m.checkConsistencyLocked(g)
 	g.consumeType, g.messageModel, g.consumeFromWhere = d.ConsumeType, d.MessageModel, d.ConsumeFromWhere
 
 	// Subscriptions: RocketMQ's ConsumerGroupInfo.updateSubscription. New
@@ -214,8 +233,84 @@ func (m *clientManager) leaveConsumerLocked(c *remoting.Conn, group string) bool
 	delete(g.members, c)
 	if len(g.members) == 0 {
 		delete(m.consumers, group)
+		if g.inconsistency != "" {
+			m.log.Info("broker: consumer group is gone; its members had subscribed differently", "group", group)
+		}
+	} else {
+		m.checkConsistencyLocked(g)
 	}
 	return true
+}
+
+// memberSubscriptions copies a heartbeat's subscriptions, sorted by topic,
+// and returns their fingerprint (topic, expression type and expression of
+// each).
+func memberSubscriptions(set []protocol.SubscriptionData) ([]protocol.SubscriptionData, string) {
+	subs := make([]protocol.SubscriptionData, 0, len(set))
+	for _, sd := range set {
+		if sd.Topic == "" {
+			continue
+		}
+		subs = append(subs, protocol.SubscriptionData{Topic: sd.Topic, SubString: sd.SubString,
+			ExpressionType: normType(sd.ExpressionType), SubVersion: sd.SubVersion, TagsSet: sd.TagsSet})
+	}
+	sort.Slice(subs, func(i, j int) bool { return subs[i].Topic < subs[j].Topic })
+	var b strings.Builder
+	for _, sd := range subs {
+		b.WriteString(sd.Topic)
+		b.WriteByte(0)
+		b.WriteString(sd.ExpressionType)
+		b.WriteByte(0)
+		b.WriteString(sd.SubString)
+		b.WriteByte(1)
+	}
+	return subs, b.String()
+}
+
+// checkConsistencyLocked compares the members' subscriptions and logs once
+// when the group becomes inconsistent (members subscribe to different topics
+// or with different expressions: each heartbeat then overwrites the group's
+// subscription and messages are lost) or consistent again.
+func (m *clientManager) checkConsistencyLocked(g *consumerGroup) {
+	desc := inconsistency(g)
+	if desc == g.inconsistency {
+		return
+	}
+	if desc != "" {
+		m.log.Warn("broker: consumers of one group subscribe differently; messages will be missed", "group", g.name, "members", desc)
+	} else {
+		m.log.Info("broker: consumers of the group subscribe alike again", "group", g.name)
+	}
+	g.inconsistency = desc
+}
+
+// inconsistency describes the distinct subscriptions of a group's members
+// ("" when they all agree).
+func inconsistency(g *consumerGroup) string {
+	byFP := map[string][]string{}
+	var fps []string
+	for _, mb := range g.members {
+		if _, ok := byFP[mb.fingerprint]; !ok {
+			fps = append(fps, mb.fingerprint)
+		}
+		byFP[mb.fingerprint] = append(byFP[mb.fingerprint], mb.clientID)
+	}
+	if len(fps) <= 1 {
+		return ""
+	}
+	sort.Strings(fps)
+	var b strings.Builder
+	for i, fp := range fps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ids := byFP[fp]
+		sort.Strings(ids)
+		b.WriteString(strings.Join(ids, ","))
+		b.WriteString(" -> ")
+		b.WriteString(strings.NewReplacer("\x00", " ", "\x01", " | ").Replace(strings.TrimSuffix(fp, "\x01")))
+	}
+	return b.String()
 }
 
 func (m *clientManager) leaveProducerLocked(c *remoting.Conn, group string) {
@@ -363,4 +458,66 @@ func (m *clientManager) producerConns(group string) []*remoting.Conn {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
+}
+
+// ConsumerGroupInfo is what the broker knows of a consumer group's live
+// members (GET_CONSUMER_CONNECTION_LIST, 203, and Broker.ConsumerGroupInfo).
+type ConsumerGroupInfo struct {
+	Group            string           `json:"group"`
+	ConsumeType      string           `json:"consumeType"`
+	MessageModel     string           `json:"messageModel"`
+	ConsumeFromWhere string           `json:"consumeFromWhere"`
+	Connections      []ConsumerMember `json:"connectionSet"`
+	// Subscriptions is the group's subscription table as the latest
+	// heartbeat left it, by topic.
+	Subscriptions map[string]protocol.SubscriptionData `json:"subscriptionTable"`
+	// Consistent is false when members subscribe differently (different
+	// topics or expressions); Inconsistency then says how.
+	Consistent    bool   `json:"consistent"`
+	Inconsistency string `json:"inconsistency,omitempty"`
+}
+
+// ConsumerMember is one member connection of a consumer group, with the
+// subscriptions its last heartbeat declared.
+type ConsumerMember struct {
+	ClientID      string                      `json:"clientId"`
+	ClientAddr    string                      `json:"clientAddr"`
+	Language      string                      `json:"language"`
+	Version       int32                       `json:"version"`
+	Subscriptions []protocol.SubscriptionData `json:"subscriptions"`
+}
+
+// groupInfo returns a consumer group's live state; ok is false when it has
+// no member.
+func (m *clientManager) groupInfo(group string) (ConsumerGroupInfo, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.consumers[group]
+	if g == nil {
+		return ConsumerGroupInfo{}, false
+	}
+	info := ConsumerGroupInfo{
+		Group: g.name, ConsumeType: g.consumeType, MessageModel: g.messageModel, ConsumeFromWhere: g.consumeFromWhere,
+		Subscriptions: make(map[string]protocol.SubscriptionData, len(g.subs)),
+		Consistent:    g.inconsistency == "", Inconsistency: g.inconsistency,
+	}
+	for topic, s := range g.subs {
+		info.Subscriptions[topic] = protocol.SubscriptionData{Topic: topic, SubString: s.subString,
+			ExpressionType: normType(s.exprType), SubVersion: s.subVersion}
+	}
+	for c, mb := range g.members {
+		cm := ConsumerMember{ClientID: mb.clientID, Subscriptions: mb.subs}
+		if c != nil {
+			cm.ClientAddr = c.RemoteAddr().String()
+		}
+		if cc := m.conns[c]; cc != nil {
+			cm.Language, cm.Version = cc.language, cc.version
+		}
+		info.Connections = append(info.Connections, cm)
+	}
+	sort.Slice(info.Connections, func(i, j int) bool {
+		a, b := info.Connections[i], info.Connections[j]
+		return a.ClientID < b.ClientID || (a.ClientID == b.ClientID && a.ClientAddr < b.ClientAddr)
+	})
+	return info, true
 }

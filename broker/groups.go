@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sort"
 	"sync"
 	"time"
@@ -111,4 +114,100 @@ func (g *groupManager) persist() error {
 		return fmt.Errorf("broker: encode subscription groups: %w", err)
 	}
 	return g.write(g.path, b)
+}
+
+// put creates or replaces a group's configuration.
+func (g *groupManager) put(cfg protocol.SubscriptionGroupConfig) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := cfg
+	g.m[c.GroupName] = &c
+	g.version.Timestamp = time.Now().UnixMilli()
+	g.version.Counter++
+}
+
+// remove deletes a group's configuration and reports whether it existed.
+func (g *groupManager) remove(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.m[name]; !ok {
+		return false
+	}
+	delete(g.m, name)
+	g.version.Timestamp = time.Now().UnixMilli()
+	g.version.Counter++
+	return true
+}
+
+// retryPolicy is RocketMQ 5's group retry policy (GroupRetryPolicy): how
+// long a message consumed n times before waits before its next delivery.
+type retryPolicy struct {
+	customized  []int64 // ms: CUSTOMIZED "next" durations
+	initial     int64   // ms: EXPONENTIAL
+	maxDelay    int64
+	multiplier  int64
+	exponential bool
+}
+
+// groupRetryPolicyJSON is the 5.x JSON shape.
+type groupRetryPolicyJSON struct {
+	Type                   string `json:"type"`
+	ExponentialRetryPolicy *struct {
+		Initial    int64 `json:"initial"`
+		Max        int64 `json:"max"`
+		Multiplier int64 `json:"multiplier"`
+	} `json:"exponentialRetryPolicy"`
+	CustomizedRetryPolicy *struct {
+		Next []int64 `json:"next"`
+	} `json:"customizedRetryPolicy"`
+}
+
+// parseRetryPolicy parses a group's groupRetryPolicy. A CUSTOMIZED policy
+// without "next" and a missing type mean RocketMQ's delay levels (nil).
+func parseRetryPolicy(raw []byte) (*retryPolicy, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var j groupRetryPolicyJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("groupRetryPolicy: %w", err)
+	}
+	switch strings.ToUpper(j.Type) {
+	case "", "CUSTOMIZED":
+		if j.CustomizedRetryPolicy == nil || len(j.CustomizedRetryPolicy.Next) == 0 {
+			return nil, nil
+		}
+		for _, d := range j.CustomizedRetryPolicy.Next {
+			if d <= 0 {
+				return nil, fmt.Errorf("groupRetryPolicy: a customized delay must be positive, got %d", d)
+			}
+		}
+		return &retryPolicy{customized: j.CustomizedRetryPolicy.Next}, nil
+	case "EXPONENTIAL":
+		e := j.ExponentialRetryPolicy
+		if e == nil || e.Initial <= 0 || e.Max < e.Initial || e.Multiplier < 1 {
+			return nil, errors.New("groupRetryPolicy: EXPONENTIAL needs initial > 0, max >= initial and multiplier >= 1")
+		}
+		return &retryPolicy{exponential: true, initial: e.Initial, maxDelay: e.Max, multiplier: e.Multiplier}, nil
+	}
+	return nil, fmt.Errorf("groupRetryPolicy: unknown type %q", j.Type)
+}
+
+// delay is the wait before the next delivery of a message consumed
+// reconsumeTimes times: CUSTOMIZED takes next[reconsumeTimes+2] (so that the
+// default list matches delay levels 3, 4, ...), the last one beyond the
+// list; EXPONENTIAL is initial * multiplier^reconsumeTimes, capped at max.
+func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
+	if p.exponential {
+		d := p.initial
+		for i := int32(0); i < reconsumeTimes && d < p.maxDelay; i++ {
+			d *= p.multiplier
+		}
+		return time.Duration(min(d, p.maxDelay)) * time.Millisecond
+	}
+	i := int(max(reconsumeTimes, 0)) + 2
+	if i >= len(p.customized) {
+		i = len(p.customized) - 1
+	}
+	return time.Duration(p.customized[i]) * time.Millisecond
 }

@@ -176,3 +176,15 @@ func (o *offsetManager) persist(force bool) error {
 	o.mu.Unlock()
 	return nil
 }
+
+// removeGroup forgets a group's offsets of every topic.
+func (o *offsetManager) removeGroup(group string) {
+	o.mu.Lock()
+	for _, groups := range o.m {
+		if _, ok := groups[group]; ok {
+			delete(groups, group)
+			o.changes++
+		}
+	}
+	o.mu.Unlock()
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
@@ -83,7 +84,9 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *protocol.Command, resp *r
 	if h.HasMaxReconsumeTimes {
 		maxTimes = h.MaxReconsumeTimes
 	}
-	dead := v.ReconsumeTimes() >= maxTimes || h.DelayLevel < 0
+	// An orderly group (consumeMessageOrderly) does not retry through the
+	// retry topic: its failures go to the DLQ, as for a group holding locks.
+	dead := v.ReconsumeTimes() >= maxTimes || h.DelayLevel < 0 || g.ConsumeMessageOrderly
 
 	s := b.getSendScratch()
 	defer b.putSendScratch(s)
@@ -115,12 +118,18 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *protocol.Command, resp *r
 		b.opts.Logger.Info("broker: message sent to the dead-letter queue", "group", h.Group, "topic", string(v.Topic()),
 			"offset", h.Offset, "reconsumeTimes", v.ReconsumeTimes(), "maxReconsumeTimes", maxTimes, "delayLevel", h.DelayLevel)
 	} else {
-		level := int64(h.DelayLevel)
-		if level == 0 {
-			level = defaultRetryDelayBase + int64(v.ReconsumeTimes())
-		}
 		m.Topic = rt.name
-		s.props = b.scheduleProps(s.props, &m, level)
+		policy, _ := parseRetryPolicy(g.GroupRetryPolicy)
+		switch level := int64(h.DelayLevel); {
+		case level == 0 && policy != nil:
+			// The group's retry policy: any interval, through the timer wheel.
+			deliver := time.Now().Add(policy.delay(v.ReconsumeTimes())).UnixMilli()
+			s.props = b.timerProps(s.props, &m, deliver)
+		case level == 0:
+			s.props = b.scheduleProps(s.props, &m, defaultRetryDelayBase+int64(v.ReconsumeTimes()))
+		default:
+			s.props = b.scheduleProps(s.props, &m, level)
+		}
 	}
 	if len(s.props) > message.MaxPropertiesSize {
 		return fail(resp, protocol.RespMessageIllegal, "the retried message's properties are longer than 32767 bytes")

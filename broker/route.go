@@ -60,7 +60,7 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, ext *
 		if ext.Has("maxReconsumeTimes") || ext.Has("l") {
 			maxTimes = h.MaxReconsumeTimes
 		}
-		locked := b.locks.groupLocked(group, time.Now())
+		locked := g.ConsumeMessageOrderly || b.locks.groupLocked(group, time.Now())
 		if h.ReconsumeTimes > maxTimes || locked {
 			dt, err := b.ensureGroupTopic(dlqTopic(group), dlqQueues)
 			if err != nil {
