@@ -3,8 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
