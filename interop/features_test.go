@@ -525,3 +525,35 @@ func TestFeaturesCrashSIGKILL(t *testing.T) {
 		t.Errorf("transactions not checked back: %v", l.checks)
 	}
 }
+
+// TestFeaturesResetOffset: the admin reset-offset request (222) moves a
+// group back to a timestamp; the broker pushes RESET_CONSUMER_CLIENT_OFFSET
+// (220) and the Go client consumes everything again.
+func TestFeaturesResetOffset(t *testing.T) {
+	b := startBroker(t)
+	p := newProducer(t, b)
+	topic, group := uniq("TReset"), uniq("GReset")
+	createTopic(t, b, topic, 2)
+	before := time.Now().Add(-time.Second).UnixMilli()
+	want := bodies("reset", 20)
+	sendAll(t, p, topic, "", want)
+	rec := newRecorder()
+	startPush(t, b, group, topic, all, rec)
+	waitFor(t, 60*time.Second, "the first pass", func() bool { return rec.distinct() == len(want) })
+	time.Sleep(6 * time.Second) // the client commits its offsets every 5 s
+	rc := dialRaw(t, b.Addr)
+	defer rc.Close()
+	resp := rc.Invoke(t, request(222, map[string]string{"topic": topic, "group": group,
+		"timestamp": strconv.FormatInt(before, 10), "isForce": "true"}, nil))
+	if resp.Code != 0 || !strings.Contains(string(resp.Body), `"queueId":1,"topic":"`+topic+`"}:0`) {
+		t.Fatalf("reset offset: %d %s %s", resp.Code, resp.Remark, resp.Body)
+	}
+	waitFor(t, 60*time.Second, "the second pass", func() bool {
+		for _, n := range rec.snapshot() {
+			if n < 2 {
+				return false
+			}
+		}
+		return true
+	})
+}
