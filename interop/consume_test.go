@@ -216,8 +216,9 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 	createTopic(t, b, topic, queues)
 	group := uniq("GShare")
 	rec1, rec2 := newRecorder(), newRecorder()
-	startPush(t, b, group, topic, all, rec1)
-	startPush(t, b, group, topic, all, rec2)
+	stop1 := startPush(t, b, group, topic, all, rec1)
+	stop2 := startPush(t, b, group, topic, all, rec2)
+	defer stopApart(stop1, stop2)
 
 	// Rounds of one message per queue, until a round is split between the
 	// two consumers with every queue owned by exactly one of them (the
@@ -314,6 +315,17 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 		}
 	}
 	t.Logf("burst of %d split %d / %d", len(burst), c1, c2)
+}
+
+// stopApart shuts down two consumers of one group with a pause between
+// them. When one leaves, the broker tells the other (NOTIFY_CONSUMER_IDS_CHANGED)
+// and it rebalances; shutting it down during that rebalance is a data race
+// inside the client (rmqClient.Shutdown writes c.close, internal/client.go:555,
+// while InvokeSync reads it, :575).
+func stopApart(first, second func()) {
+	second()
+	time.Sleep(time.Second)
+	first()
 }
 
 // TestPullConsumerPullFrom reads every queue with the pull consumer's
