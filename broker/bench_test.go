@@ -253,3 +253,46 @@ func BenchmarkSend(b *testing.B) {
 		b.ReportMetric(float64(cf)/float64(cw), "cli-frames/write")
 	}
 }
+
+// TestRoutedSendsDoNotAllocate: delayed, timer and transactional (half)
+// sends are rerouted on the same zero-allocation path as ordinary ones.
+func TestRoutedSendsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	b := benchBroker(t, t.TempDir())
+	d := &handlerDriver{b: b}
+	for name, p := range map[string]string{
+		"delay": props("UNIQ_KEY", "C0A80001000000000000000000000001", "DELAY", "3", "TAGS", "a"),
+		"timer": props("UNIQ_KEY", "C0A80001000000000000000000000002", "TIMER_DELAY_MS", "3600000"),
+		"half":  props("UNIQ_KEY", "C0A80001000000000000000000000003", "TRAN_MSG", "true", "PGROUP", "pg"),
+	} {
+		req := sendRequest("Routed", 0, make([]byte, 512), p)
+		d.serve(req) // auto-create the topic
+		allocs := testing.AllocsPerRun(2000, func() {
+			if r := d.serve(req); r.Cmd.Code != 0 {
+				t.Fatalf("%s send: %d %s", name, r.Cmd.Code, r.Cmd.Remark)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s send: %v allocations per request", name, allocs)
+		}
+	}
+}
+
+// BenchmarkDelaySendHandler is BenchmarkSendHandler for a DELAY=3 message
+// (rerouted to SCHEDULE_TOPIC_XXXX).
+func BenchmarkDelaySendHandler(b *testing.B) {
+	br := benchBroker(b, b.TempDir())
+	req := sendRequest("BenchDelay", 0, make([]byte, 1024), props("UNIQ_KEY", "C0A80001000000000000000000000001", "DELAY", "3"))
+	d := &handlerDriver{b: br}
+	d.serve(req)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	b.ResetTimer()
+	for range b.N {
+		if r := d.serve(req); r.Cmd.Code != 0 {
+			b.Fatal(r.Cmd.Code)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"strconv"
 	"testing"
 
+	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -20,8 +22,22 @@ func fuzzSeedCommands(tb testing.TB) []*protocol.Command {
 	(&protocol.QueryMessageRequest{Topic: "T", Key: "k", MaxNum: 4, EndTimestamp: 1 << 62}).Encode(&query.Ext)
 	offset := goRequest(protocol.ReqUpdateConsumerOffset)
 	(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: []byte("g"), Topic: []byte("T"), QueueID: 1, CommitOffset: 3}).Encode(&offset.Ext)
+	sendBack := sendBackRequest("cg", 0, 0, 16, "T", "AB")
+	endTx := endTxAt("pg", 0, 0, "AB", protocol.TransactionCommitType, false)
+	group := goRequest(protocol.ReqUpdateAndCreateSubscription)
+	group.Body = []byte(`{"groupName":"g2","consumeEnable":true,"retryMaxTimes":3,"groupRetryPolicy":{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":60000,"multiplier":2}}}`)
+	reset := resetReq("T", "cg", 0, true)
+	check := goRequest(protocol.ReqCheckClientConfig)
+	check.Body = []byte(`{"clientId":"c","group":"g","subscriptionData":{"topic":"T","subString":"a > 1","expressionType":"SQL92"}}`)
+	conns := goRequest(protocol.ReqGetConsumerConnectionList)
+	conns.Ext.SetString("consumerGroup", "cg")
 	return []*protocol.Command{
 		sendRequest("T", 0, []byte("hello"), props("UNIQ_KEY", "AB", "TAGS", "a", "KEYS", "k")),
+		sendRequest("T", 0, []byte("later"), props("UNIQ_KEY", "AC", "DELAY", "3")),
+		sendRequest("T", 0, []byte("at"), props("UNIQ_KEY", "AD", "TIMER_DELIVER_MS", "99999999999999")),
+		halfSend("T", 0, "half", "AE", "pg"),
+		sendRequest("%RETRY%cg", 0, []byte("retry"), props("RETRY_TOPIC", "T", "DELAY", "3")),
+		sendBack, endTx, group, reset, check, conns,
 		sendV2Request(protocol.ReqSendBatchMessage, "T", 1, batchBody(batchEntry{"a", props("TAGS", "b")}, batchEntry{"b", ""}), ""),
 		pullRequest(pullArgs{group: "cg", topic: "T", sysFlag: 6, sub: "a || b", suspendMs: 20000}),
 		pullRequest(pullArgs{group: "cg", topic: "T", sysFlag: 4, sub: "a > 1", expr: "SQL92"}),
@@ -64,6 +80,48 @@ func FuzzHandler(f *testing.F) {
 		if act == remoting.Reply && cmd.Code != protocol.RespSuccess && len(cmd.Remark) == 0 &&
 			cmd.Code != protocol.RespPullNotFound && cmd.Code != protocol.RespPullOffsetMoved && cmd.Code != protocol.RespPullRetryImmediately {
 			t.Fatalf("code %d answered %d without a remark", req.Code, cmd.Code)
+		}
+	})
+}
+
+// FuzzPropsEdit checks the broker's properties rewriting against the
+// message package's reader: appendPropsExcept keeps exactly the pairs
+// message.ForEachProperty sees, minus the dropped key, in order; and
+// parseInt64 agrees with strconv on what it accepts.
+func FuzzPropsEdit(f *testing.F) {
+	f.Add([]byte("UNIQ_KEY\x01AB\x02DELAY\x013\x02TAGS\x01a\x02"), "DELAY")
+	f.Add([]byte("a\x01b\x01c\x02\x02x\x01\x02REAL_TOPIC\x01T"), "REAL_TOPIC")
+	f.Add([]byte("\x01\x02\x01\x01\x02k\x01v"), "k")
+	f.Add([]byte("TIMER_DELIVER_MS\x01-9223372036854775808\x02"), "TIMER_DELIVER_MS")
+	f.Fuzz(func(t *testing.T, props []byte, drop string) {
+		type pair struct{ k, v string }
+		var want []pair
+		message.ForEachProperty(props, func(k, v []byte) bool {
+			if string(k) != drop {
+				want = append(want, pair{string(k), string(v)})
+			}
+			return true
+		})
+		out := appendPropsExcept(nil, props, drop)
+		var got []pair
+		message.ForEachProperty(out, func(k, v []byte) bool {
+			got = append(got, pair{string(k), string(v)})
+			return true
+		})
+		if len(got) != len(want) {
+			t.Fatalf("%q minus %q: got %q, want %q", props, drop, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%q minus %q: pair %d is %q, want %q", props, drop, i, got[i], want[i])
+			}
+		}
+		for _, p := range want {
+			n, ok := parseInt64([]byte(p.v))
+			ref, err := strconv.ParseInt(p.v, 10, 64)
+			if ok != (err == nil) || (ok && n != ref) {
+				t.Fatalf("parseInt64(%q) = %d %v, strconv says %d %v", p.v, n, ok, ref, err)
+			}
 		}
 	})
 }

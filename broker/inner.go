@@ -86,10 +86,10 @@ func appendPropInt(dst []byte, key string, v int64) []byte {
 	return append(dst, message.PropertySeparator)
 }
 
-// parseInt64 parses a decimal integer (an optional sign, then digits)
-// without allocating.
+// parseInt64 parses a decimal integer (an optional sign, then digits), as
+// strconv.ParseInt(s, 10, 64) does, without allocating.
 func parseInt64(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
+	if len(b) == 0 {
 		return 0, false
 	}
 	neg := false
@@ -103,21 +103,27 @@ func parseInt64(b []byte) (int64, bool) {
 	if len(b) == 0 {
 		return 0, false
 	}
-	var n int64
+	var n uint64
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		d := int64(c - '0')
-		if n > (1<<63-1-d)/10 {
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
 			return 0, false
 		}
 		n = n*10 + d
 	}
 	if neg {
-		n = -n
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true
 	}
-	return n, true
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
 }
 
 // propInt looks an integer property up; ok is false when it is absent or
