@@ -618,3 +618,19 @@ func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting
 	resp.Cmd.Body = body
 	return remoting.Reply
 }
+
+// handleAllDelayOffsets serves GET_ALL_DELAY_OFFSET (45): the delay
+// scanners' progress, as config/delayOffset.json holds it.
+func (b *Broker) handleAllDelayOffsets(resp *remoting.Response) remoting.Action {
+	offs := b.sched.snapshot()
+	w := protocol.DelayOffsetSerializeWrapper{OffsetTable: make(map[int32]int64, len(offs))}
+	for i, off := range offs {
+		w.OffsetTable[int32(i+1)] = off
+	}
+	body, err := w.Encode()
+	if err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
+}

@@ -478,6 +478,8 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		return b.handleConsumerConnections(req, resp)
 	case protocol.ReqInvokeBrokerToResetOffset:
 		return b.handleResetOffset(req, resp)
+	case protocol.ReqGetAllDelayOffset:
+		return b.handleAllDelayOffsets(resp)
 	case protocol.ReqCheckClientConfig:
 		return b.handleCheckClientConfig(req, resp)
 	case protocol.ReqConsumerSendMsgBack:

@@ -1,9 +1,12 @@
 // Package broker is Apogee's RocketMQ broker: the request processors that
 // serve the official clients (rocketmq-client-go first) on top of the store,
 // with long polling, the topic / subscription-group / consumer-offset
-// managers, the client registry, queue locks, and registration with the
-// embedded (and optional external) name servers. docs/protocol.md lists every
-// request code and its status.
+// managers, the client registry, queue locks, registration with the
+// embedded (and optional external) name servers, and the messaging features:
+// retry and dead-letter queues, delay levels, timer messages, transactions,
+// tag and SQL92 filters, RocketMQ 5 topic and group settings, offset resets.
+// docs/protocol.md lists every request code and its status; docs/features.md
+// describes each feature, its guarantees and limits.
 //
 // # Request flow
 //
@@ -33,13 +36,32 @@
 //     the pull holder until the store's OnArrival reports a message in its
 //     queue or its deadline (suspendTimeoutMillis, capped by LongPollMax)
 //     passes; the holder's goroutine then runs it again and answers it.
+//   - Messaging features on the send path (routeSend, allocation-free):
+//     a send to %RETRY%<group> beyond the group's max reconsume times (or
+//     while the group consumes orderly) goes to %DLQ%<group>; a half
+//     message (TRAN_MSG=true or the PREPARED sysflag) to
+//     RMQ_SYS_TRANS_HALF_TOPIC; TIMER_DELIVER_MS / TIMER_DELAY_SEC /
+//     TIMER_DELAY_MS in the future to the timer topic (rmq_sys_wheel_timer);
+//     DELAY > 0 to SCHEDULE_TOPIC_XXXX queue level-1. The real topic and
+//     queue travel in REAL_TOPIC / REAL_QID. The topic's message.type
+//     attribute and the per-type size limits are checked there too.
+//   - CONSUMER_SEND_MSG_BACK (36) re-stores the record found at the
+//     request's commit-log offset to the group's retry topic through a delay
+//     level (or the group's retry policy, through the timer wheel), or to its
+//     DLQ. END_TRANSACTION (37) validates the half message and stores the
+//     committed message and the op record in one append (a rollback: the op
+//     record alone). Both answer inline (deferred to the sync acker in
+//     sync-flush mode).
 //   - Heartbeat (34), consumer list (38), offsets (14, 15, 29-32), query and
-//     view (12, 33), admin (17, 21, 28, 201, 215) and locks (41, 42) are
-//     answered inline. NOTIFY_CONSUMER_IDS_CHANGED (40) is pushed with
-//     InvokeOneway to every member of a group whose members or subscriptions
-//     changed: on a heartbeat, UNREGISTER_CLIENT, a closed connection
-//     (ConnClosed, wired to Server.OnClose) or a client silent for
-//     ClientTimeout (the scanner closes its connection).
+//     view (12, 33), admin (17, 21, 28, 200, 201, 203, 207, 215, 222, 352),
+//     CHECK_CLIENT_CONFIG (46) and locks (41, 42) are answered inline.
+//     NOTIFY_CONSUMER_IDS_CHANGED (40) is pushed with InvokeOneway to every
+//     member of a group whose members or subscriptions changed: on a
+//     heartbeat, UNREGISTER_CLIENT, a closed connection (ConnClosed, wired
+//     to Server.OnClose) or a client silent for ClientTimeout (the scanner
+//     closes its connection). RESET_CONSUMER_CLIENT_OFFSET (220) is pushed
+//     the same way by a reset (222), CHECK_TRANSACTION_STATE (39) by the
+//     transaction checker to one live connection of a producer group.
 //
 // Every decode failure of a client's bytes becomes an error response with a
 // remark (SYSTEM_ERROR for headers and bodies, as the Java broker answers);
@@ -59,32 +81,54 @@
 //   - Topic entries, subscription-group configurations and subscriptions are
 //     immutable once published; a change publishes a new value.
 //   - Config files (DataDir/config: topics.json, subscriptionGroup.json,
-//     consumerOffset.json) are written whole through Options.WriteConfigFile
-//     (temporary file, fsync, rename, directory fsync). Topics and groups are
-//     written on every change, offsets every OffsetFlushInterval when they
-//     changed, and everything at Shutdown. A failed write is logged and
-//     counted, answered with SYSTEM_ERROR to the admin request that caused
-//     it, and returned by Shutdown; it never stops serving.
+//     consumerOffset.json, delayOffset.json, timerCheckpoint.json,
+//     transactionCheckpoint.json) are written whole through
+//     Options.WriteConfigFile (temporary file, fsync, rename, directory
+//     fsync). Topics and groups are written on every change, offsets every
+//     OffsetFlushInterval when they changed, the progress of the delay
+//     scanners, the timer wheel and the transaction checker every
+//     ProgressFlushInterval when it changed, and everything at Shutdown. A
+//     failed write is logged and counted, answered with SYSTEM_ERROR to the
+//     admin request that caused it, and returned by Shutdown; it never stops
+//     serving.
+//   - The timer wheel's heap, chunk counts and scratch belong to its
+//     goroutine; what others read (the published checkpoint, the pending
+//     count) sits under its mu. The transaction checker's pending and
+//     resolved tables sit under its mu: END_TRANSACTION claims a half
+//     message there before storing anything, so a commit and a check-path
+//     commit of the same half message store one message.
+//   - Records the scanners, the wheel and the checker re-store are read
+//     with store.ReadMessage and stay pinned until the put that copies them
+//     returns (innerScratch.views).
 //
 // # Goroutines
 //
-// Besides the connections' and the store's, a Broker runs three: the pull
+// Besides the connections' and the store's, a Broker runs: the pull
 // holder's loop (re-runs and answers woken and expired pulls), the sync
-// acker's loop (waits for flushes in sync-flush mode) and maintain (offset
-// persistence, the client scanner, lock expiry, re-registration every
-// RegisterInterval). The embedded registry runs its scanner, the Registrar
+// acker's loop (waits for flushes in sync-flush mode), maintain (offset and
+// progress persistence, the client scanner, lock expiry, re-registration
+// every RegisterInterval), one delay scanner per delay level (each sleeps
+// until its next message is due or, when its queue is empty, until the
+// store reports an arrival), the timer wheel's loop and the transaction
+// checker. All of them stop before Shutdown persists and closes the store.
+// The store's dispatcher reports arrivals in the system topics to the
+// scanner, wheel or checker concerned (a non-blocking channel send), never
+// to the pull holder. The embedded registry runs its scanner, the Registrar
 // (with external name servers) its own.
 //
 // # Lock order
 //
 // Each manager's persistMu is taken before its mu. registerMu is taken
 // before the topic table's mu (to snapshot it) and the registry's lock. The
-// client manager's, lock table's, pull holder's, sync acker's and filter
-// cache's mutexes are leaves: nothing else is locked, and nothing calls into
-// the store or remoting, while one is held (notifications are sent after
-// the client manager's lock is released; held pulls are re-run outside the
-// holder's lock). The store's dispatcher calls OnArrival, which takes only
-// the pull holder's mutex.
+// client manager's, lock table's, pull holder's, sync acker's, filter
+// cache's, scheduler's, timer wheel's and transaction checker's mutexes are
+// leaves: nothing else is locked, and nothing calls into the store or
+// remoting, while one is held (notifications are sent after the client
+// manager's lock is released; held pulls are re-run outside the holder's
+// lock; the client manager logs a group's subscription inconsistency under
+// its lock, which calls nothing of the broker). The store's dispatcher
+// calls OnArrival, which takes only the pull holder's mutex, and TagCode,
+// which takes none.
 //
 // # Compatibility decisions
 //
@@ -99,9 +143,26 @@
 //     corrects itself instead of retrying an error.
 //   - A heartbeat is a client's complete declaration: a group its connection
 //     no longer lists is left.
-//   - Retry topics, delay levels, transactions and timers are not implemented
-//     yet: DELAY, TIMER_* and the transaction sysflag are stored as ordinary
-//     messages (delivered at once), CONSUMER_SEND_MSG_BACK and END_TRANSACTION
-//     answer REQUEST_CODE_NOT_SUPPORTED (the Go client then resends failed
-//     messages to %RETRY%<group> itself, which is accepted).
+//   - Retry and DLQ follow RocketMQ 5: send-back with reconsumeTimes >=
+//     maxReconsumeTimes or a negative level, and a send to %RETRY% with
+//     reconsumeTimes > maxReconsumeTimes or from a group holding orderly
+//     locks, go to %DLQ%<group>. Apogee also sends the failures of a group
+//     configured consumeMessageOrderly there, and applies a group's 5.x
+//     groupRetryPolicy to send-backs without a level (any interval, through
+//     the timer wheel).
+//   - Transactions are checked first TransactionTimeout after the half
+//     message was stored, then every TransactionCheckInterval (RocketMQ
+//     checks on a fixed 30 s tick), and a check that finds no live producer
+//     connection is not counted: it is sent as soon as a producer of the
+//     group sends its heartbeat. Ending a transaction twice stores nothing
+//     the second time.
+//   - SQL92 filtering is on by default (RocketMQ's enablePropertyFilter is
+//     false); DisablePropertyFilter restores RocketMQ's refusal. Retry
+//     topics are read unfiltered (filterSupportRetry=false).
+//   - A FIFO topic accepts NORMAL messages: the Go client marks nothing on a
+//     message sent through a queue selector.
+//   - A reset to a timestamp (222) commits the new offsets on the broker
+//     and succeeds even when no consumer is online (they read them when
+//     they start); RocketMQ answers CONSUMER_NOT_ONLINE then.
+//   - docs/features.md states each feature's guarantees and limits.
 package broker

@@ -155,7 +155,7 @@ func (s *scheduler) setOffset(i int, off int64) {
 	s.mu.Unlock()
 }
 
-// Offsets returns the next queue offset to deliver of each level (index
+// snapshot returns the next queue offset to deliver of each level (index
 // level-1).
 func (s *scheduler) snapshot() []int64 {
 	s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,10 @@ func TestDelayLevels(t *testing.T) {
 		return err == nil && w.Decode(data) == nil && w.OffsetTable[2] == 1 && w.OffsetTable[6] == 1 && w.OffsetTable[18] == 1
 	})
 
+	// GET_ALL_DELAY_OFFSET reports the same.
+	if r := invoke(t, cl, goRequest(protocol.ReqGetAllDelayOffset)); r.Code != 0 || !strings.Contains(string(r.Body), `"6":1`) {
+		t.Fatalf("GET_ALL_DELAY_OFFSET: %d %s", r.Code, r.Body)
+	}
 	// Malformed DELAY values are refused; 0 and negative mean no delay.
 	if r := invoke(t, cl, sendRequest("D", 0, []byte("x"), props("DELAY", "soon"))); r.Code != protocol.RespMessageIllegal {
 		t.Fatalf("DELAY=soon: %d %s", r.Code, r.Remark)

@@ -110,6 +110,13 @@ func (t *txManager) start() {
 	t.halfLoaded = min(t.halfLoaded, t.b.store.MaxOffset(halfTopic, 0))
 	t.opLoaded = min(t.opLoaded, t.b.store.MaxOffset(opHalfTopic, 0))
 	t.mu.Unlock()
+	// Load before serving: an END_TRANSACTION arriving right after a
+	// restart must find the half messages resolved before it resolved.
+	for _, load := range []func() error{t.loadHalves, t.loadOps} {
+		if err := load(); err != nil {
+			t.b.opts.Logger.Error("broker: transaction checker cannot load its queues at start", "err", err)
+		}
+	}
 	t.b.wg.Add(1)
 	go t.run()
 }
