@@ -18,7 +18,12 @@
 //	ROCKETMQ_GO_LOG_LEVEL   the client's log level (default here: error)
 //	APOGEE_BROKER_BIN       test this broker binary instead of building one
 //
-// Tests that fail because of a known broker bug carry the build tag
-// interop_pending and are described in the findings notes; run them with
-// `go test -tags interop_pending`.
+// A test that fails because of a known broker bug is kept out of the default
+// run with the build tag interop_pending (none at the moment) and described
+// in the findings notes; run such tests with `go test -tags interop_pending`.
+// The orderly-consumer tests skip under -race because the client's orderly
+// path races with itself (consumer/process_queue.go); they pass without it.
+//
+// The bad-input tests write frames by hand (rawconn_test.go) and check that
+// the broker answers or closes, then that it still serves the real client.
 package interop

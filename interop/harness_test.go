@@ -100,14 +100,15 @@ type Broker struct {
 
 // startBroker starts a broker for t on free loopback ports with its data in
 // a fresh temporary directory. extra flags are appended (e.g. "--flush",
-// "sync"). The broker is stopped when the test ends, and its stderr is
-// logged if the test failed.
+// "sync"). The broker is stopped with SIGTERM when the test ends (and must
+// exit 0), and its stderr is logged if the test failed.
 func startBroker(t testing.TB, extra ...string) *Broker {
 	t.Helper()
 	b := &Broker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), extra: extra}
 	t.Cleanup(func() {
 		if b.cmd != nil {
-			b.stopWith(syscall.SIGTERM, false)
+			// Every test ends with a graceful stop that must exit 0.
+			b.stopWith(syscall.SIGTERM, true)
 		}
 		if t.Failed() {
 			for i, l := range b.logs {
