@@ -387,8 +387,19 @@ func startPush(t testing.TB, b *Broker, group, topic string, sel consumer.Messag
 	if err := c.Start(); err != nil {
 		t.Fatalf("push consumer start: %v", err)
 	}
+	started := time.Now()
 	var once sync.Once
-	stop = func() { once.Do(func() { _ = c.Shutdown() }) }
+	stop = func() {
+		once.Do(func() {
+			// Start triggers rebalances (its own, and another when the
+			// broker's NOTIFY_CONSUMER_IDS_CHANGED answers its heartbeat);
+			// Shutdown while one runs is a data race inside the client
+			// (rmqClient.close, internal/client.go:555 vs :575). They take
+			// milliseconds: give them a second.
+			time.Sleep(time.Until(started.Add(time.Second)))
+			_ = c.Shutdown()
+		})
+	}
 	t.Cleanup(stop)
 	return stop
 }
