@@ -9,6 +9,7 @@ import (
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
 )
 
 // checkRequest is a CHECK_TRANSACTION_STATE a producer received.
@@ -340,5 +341,37 @@ func TestTransactionCheckWaitsForProducer(t *testing.T) {
 	c := rec.wait(t, 5*time.Second)
 	if c.hdr.MsgID != "UNIQW" || prop(c.rec, message.PropTransactionCheckTimes) != "1" {
 		t.Fatalf("check %+v, %s = %q", c.hdr, message.PropTransactionCheckTimes, prop(c.rec, message.PropTransactionCheckTimes))
+	}
+}
+
+// TestFeaturesSyncFlush runs send-back, delayed sends, timers and a
+// transaction in sync-flush mode: the answers wait for the flush off the
+// connection's goroutine, and everything arrives.
+func TestFeaturesSyncFlush(t *testing.T) {
+	h := featureHarness(t, func(o *Options) {
+		o.Store.FlushMode = store.FlushSync
+		o.TransactionTimeout = time.Hour
+	})
+	cl := h.dial(nil)
+	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "cg", map[string]string{"SF": "*"}))
+	mustSend(t, cl, sendRequest("SF", 0, []byte("plain"), ""))
+	mustSend(t, cl, sendRequest("SF", 0, []byte("delayed"), props("DELAY", "2")))
+	mustSend(t, cl, sendRequest("SF", 0, []byte("timer"), props("TIMER_DELAY_MS", "80")))
+	r := mustSend(t, cl, halfSend("SF", 0, "tx", "USF", "pg"))
+	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionCommitType, false)); res.Code != 0 {
+		t.Fatalf("commit: %d %s", res.Code, res.Remark)
+	}
+	got := pullN(t, cl, "SF", 0, 0, 4, 3*time.Second)
+	if len(got) != 4 {
+		t.Fatalf("%d of 4 messages", len(got))
+	}
+	if res := invoke(t, cl, sendBackRequest("cg", got[0].PhysicalOffset(), 1, 16, "SF", "")); res.Code != 0 {
+		t.Fatalf("send-back: %d %s", res.Code, res.Remark)
+	}
+	if r := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 3*time.Second); len(r) != 1 {
+		t.Fatal("retry not delivered")
+	}
+	if got := h.b.store.Log().FlushedOffset(); got < h.b.store.Log().WrittenOffset()-1<<20 {
+		t.Fatalf("flushed %d", got)
 	}
 }
