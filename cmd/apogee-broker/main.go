@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/store"
@@ -39,6 +41,9 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return // usage was printed; asking for it is not a failure
+		}
 		fmt.Fprintln(os.Stderr, "apogee-broker:", err)
 		os.Exit(1)
 	}
