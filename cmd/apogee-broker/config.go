@@ -22,6 +22,12 @@ type config struct {
 	autoCreate                                 bool
 	defaultQueues, maxMessageSize              int
 	store                                      store.Options
+	// features: broker.Options fields set from broker.conf
+	delayLevels                string
+	txTimeout, txCheckInterval time.Duration
+	txCheckMax                 int
+	propertyFilter             bool
+	timerMaxDelay              time.Duration
 }
 
 // parseConfig reads the flags and, with --config, a RocketMQ-style
@@ -48,7 +54,7 @@ func parseConfig(args []string) (*config, error) {
 	c := &config{
 		listen: *listen, namesrvListen: *nsListen, advertise: *advertise, dataDir: *dataDir,
 		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, logLevel: *logLevel,
-		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20,
+		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs),
 	}
 	mode, err := store.ParseFlushMode(*flush)
@@ -154,6 +160,27 @@ func (c *config) applyFile(kv map[string]string, fs *pflag.FlagSet) error {
 			}
 		case "mapedFileSizeCommitLog", "mappedFileSizeCommitLog":
 			c.store.SegmentSize, err = strconv.ParseInt(v, 10, 64)
+		case "messageDelayLevel":
+			c.delayLevels = v
+		case "transactionTimeOut":
+			var ms int64
+			if ms, err = strconv.ParseInt(v, 10, 64); err == nil {
+				c.txTimeout = time.Duration(ms) * time.Millisecond
+			}
+		case "transactionCheckInterval":
+			var ms int64
+			if ms, err = strconv.ParseInt(v, 10, 64); err == nil {
+				c.txCheckInterval = time.Duration(ms) * time.Millisecond
+			}
+		case "transactionCheckMax":
+			c.txCheckMax, err = strconv.Atoi(v)
+		case "enablePropertyFilter":
+			c.propertyFilter, err = strconv.ParseBool(v)
+		case "timerMaxDelaySec":
+			var sec int64
+			if sec, err = strconv.ParseInt(v, 10, 64); err == nil {
+				c.timerMaxDelay = time.Duration(sec) * time.Second
+			}
 		case "brokerId", "brokerRole":
 			// Only a master (id 0) exists so far.
 		default:

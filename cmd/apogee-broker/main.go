@@ -80,16 +80,22 @@ func run(args []string) error {
 		}
 	}
 	b, err := broker.New(broker.Options{
-		DataDir:                cfg.dataDir,
-		Store:                  cfg.store,
-		BrokerName:             cfg.brokerName,
-		ClusterName:            cfg.cluster,
-		AdvertiseAddr:          advertise,
-		NamesrvAddrs:           cfg.namesrvs,
-		DisableAutoCreateTopic: !cfg.autoCreate,
-		DefaultTopicQueues:     cfg.defaultQueues,
-		MaxMessageSize:         cfg.maxMessageSize,
-		Logger:                 logger,
+		DataDir:                  cfg.dataDir,
+		Store:                    cfg.store,
+		BrokerName:               cfg.brokerName,
+		ClusterName:              cfg.cluster,
+		AdvertiseAddr:            advertise,
+		NamesrvAddrs:             cfg.namesrvs,
+		DisableAutoCreateTopic:   !cfg.autoCreate,
+		DefaultTopicQueues:       cfg.defaultQueues,
+		MaxMessageSize:           cfg.maxMessageSize,
+		DelayLevels:              cfg.delayLevels,
+		TransactionTimeout:       cfg.txTimeout,
+		TransactionCheckInterval: cfg.txCheckInterval,
+		TransactionCheckMax:      cfg.txCheckMax,
+		DisablePropertyFilter:    !cfg.propertyFilter,
+		TimerMaxDelay:            cfg.timerMaxDelay,
+		Logger:                   logger,
 	})
 	if err != nil {
 		ln.Close()

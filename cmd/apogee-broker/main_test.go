@@ -149,10 +149,15 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal("bad flush mode accepted")
 	}
 	good := filepath.Join(t.TempDir(), "good.conf")
-	os.WriteFile(good, []byte("brokerName=from-file\nlistenPort=10999\nflushDiskType=SYNC_FLUSH\n"), 0o644)
+	os.WriteFile(good, []byte("brokerName=from-file\nlistenPort=10999\nflushDiskType=SYNC_FLUSH\n"+
+		"messageDelayLevel=1s 2s\ntransactionTimeOut=3000\ntransactionCheckInterval=1000\ntransactionCheckMax=5\nenablePropertyFilter=false\ntimerMaxDelaySec=3600\n"), 0o644)
 	c, err := parseConfig([]string{"--config", good, "--broker-name", "from-flag"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.delayLevels != "1s 2s" || c.txTimeout != 3*time.Second || c.txCheckInterval != time.Second ||
+		c.txCheckMax != 5 || c.propertyFilter || c.timerMaxDelay != time.Hour {
+		t.Fatalf("feature keys not applied: %+v", c)
 	}
 	if c.brokerName != "from-flag" || c.listen != "0.0.0.0:10999" || c.store.FlushMode.String() != "sync" {
 		t.Fatalf("config %+v", c)
