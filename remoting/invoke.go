@@ -21,9 +21,14 @@ type call struct {
 	done  chan struct{} // Invoke: buffered, one send per completion
 }
 
-// Pooled calls for Invoke (InvokeAsync calls are not pooled: their timer may still
-// hold them after completion).
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+// Pooled calls for Invoke, and for InvokeAsync without a timeout. An
+// InvokeAsync call with a timeout is not pooled: its timer may still hold it
+// after completion. A pooled async call is referenced only by the calls map
+// until takeCall removes it, so whoever took it may recycle it.
+var (
+	callPool      = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+	asyncCallPool = sync.Pool{New: func() any { return new(call) }}
+)
 
 func putCall(cl *call) {
 	cl.resp, cl.err = nil, nil
@@ -31,11 +36,14 @@ func putCall(cl *call) {
 }
 
 func (cl *call) complete(c *Conn, resp *protocol.Command, err error) {
-	if cl.fn != nil {
+	if fn := cl.fn; fn != nil {
 		if cl.timer != nil {
 			cl.timer.Stop()
+		} else {
+			cl.fn = nil
+			asyncCallPool.Put(cl)
 		}
-		c.callback(cl.fn, resp, err)
+		c.callback(fn, resp, err)
 		return
 	}
 	if err == nil {
@@ -189,9 +197,19 @@ func (c *Conn) InvokeInto(ctx context.Context, req, resp *protocol.Command) erro
 // error, fn runs on a timer goroutine or on the goroutine closing the connection, with
 // resp nil. req is handled as by Invoke.
 func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, fn func(resp *protocol.Command, err error)) error {
-	cl := &call{fn: fn}
+	var cl *call
+	if timeout > 0 {
+		cl = &call{fn: fn}
+	} else {
+		cl = asyncCallPool.Get().(*call)
+		cl.fn = fn
+	}
 	op, err := c.register(cl, timeout)
 	if err != nil {
+		if timeout <= 0 {
+			cl.fn = nil
+			asyncCallPool.Put(cl)
+		}
 		return err
 	}
 	req.Opaque = op
@@ -200,6 +218,9 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, fn func
 		if c.takeCall(op, cl) {
 			if cl.timer != nil {
 				cl.timer.Stop()
+			} else {
+				cl.fn = nil
+				asyncCallPool.Put(cl)
 			}
 			return err
 		}
