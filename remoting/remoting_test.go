@@ -258,10 +258,13 @@ func TestResponsesCoalesced(t *testing.T) {
 		waitFor(t, 5*time.Second, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
 		st := sc.Stats()
 		t.Logf("%d responses: server stats %+v; process write syscalls during the exchange: %d", n, st, sc1-sc0)
-		if st.FramesOut != n || st.Writes > 10 {
+		// Without coalescing every response is its own write (200). How many
+		// share a write depends on scheduling (a loaded CI machine gets ~6 per
+		// write, an idle one ~50): require at least 4 on average.
+		if st.FramesOut != n || st.Writes > n/4 {
 			t.Fatalf("%d responses took %d writes (%+v)", n, st.Writes, st)
 		}
-		if sc0 >= 0 && sc1-sc0 > 30 {
+		if sc0 >= 0 && sc1-sc0 > n/4 {
 			t.Fatalf("%d write syscalls for %d responses", sc1-sc0, n)
 		}
 	})
