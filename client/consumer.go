@@ -142,6 +142,31 @@ func (c *consumer) consumerData() protocol.ConsumerData {
 // idsChanged is called by the instance on NOTIFY_CONSUMER_IDS_CHANGED.
 func (c *consumer) idsChanged() { c.kickRebalance() }
 
+// resetOffsets applies an admin reset the broker pushed
+// (RESET_CONSUMER_CLIENT_OFFSET): each assigned queue of topic that table lists
+// is dropped without committing its old offset (its cached messages are
+// discarded), its offset is set to the new one, and a rebalance starts it again
+// from there. The broker committed the new offsets before pushing them.
+func (c *consumer) resetOffsets(topic string, table map[MessageQueue]int64) {
+	var stop []*processQueue
+	c.mu.Lock()
+	for mq, pq := range c.pqs {
+		if off, ok := table[mq]; ok && mq.Topic == topic {
+			stop = append(stop, pq)
+			delete(c.pqs, mq)
+			c.offsets.update(mq, off, true)
+		}
+	}
+	c.mu.Unlock()
+	for _, pq := range stop {
+		pq.drop()
+	}
+	if len(stop) > 0 {
+		c.log.Info("client: offsets reset by the broker", "topic", topic, "queues", len(stop))
+		c.kickRebalance()
+	}
+}
+
 func (c *consumer) kickRebalance() {
 	select {
 	case c.kick <- struct{}{}:

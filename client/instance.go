@@ -50,6 +50,7 @@ type instance struct {
 type member interface {
 	consumerData() protocol.ConsumerData
 	idsChanged()
+	resetOffsets(topic string, table map[MessageQueue]int64)
 }
 
 var registry = struct {
@@ -542,6 +543,29 @@ func (in *instance) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp 
 	case protocol.ReqCheckTransactionState:
 		in.checkTransaction(c, req)
 		return remoting.NoReply
+	case protocol.ReqResetConsumerClientOffset:
+		// An admin reset of a group's offsets (the broker has committed them):
+		// the group's consumer restarts the listed queues from the new offsets.
+		var h protocol.ResetOffsetRequest
+		if err := h.Decode(&req.Ext); err != nil {
+			resp.Cmd.Code = protocol.RespSystemError
+			resp.Cmd.SetRemark(err.Error())
+			return remoting.Reply
+		}
+		table, err := parseResetOffsetBody(req.Body)
+		if err != nil {
+			resp.Cmd.Code = protocol.RespSystemError
+			resp.Cmd.SetRemark(err.Error())
+			return remoting.Reply
+		}
+		in.mu.Lock()
+		m := in.consumers[h.Group]
+		in.mu.Unlock()
+		if m != nil {
+			m.resetOffsets(h.Topic, table)
+		}
+		resp.Cmd.Code = protocol.RespSuccess
+		return remoting.Reply
 	}
 	resp.Cmd.Code = protocol.RespRequestCodeNotSupported
 	resp.Cmd.SetRemark("request code not supported by the Apogee client")
