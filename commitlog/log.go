@@ -190,7 +190,9 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 	case l.appended <- struct{}{}:
 	default:
 	}
-	if off-seg.base+l.opts.PrefaultAhead/2 > l.prefaulted.Load()-seg.base && l.opts.PrefaultAhead > 0 {
+	// Ask the allocator to prefault more once the writer is half way through
+	// the prefaulted window.
+	if ahead := l.opts.PrefaultAhead; ahead > 0 && off+ahead/2 > l.prefaulted.Load() {
 		l.kickAlloc()
 	}
 	return nil
