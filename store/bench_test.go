@@ -7,12 +7,14 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,10 +35,24 @@ func benchOptions(b *testing.B, mode commitlog.FlushMode) Options {
 
 // BenchmarkPutDispatch measures Put of 1 KiB messages (async flush) from 4
 // goroutines, and waits at the end until everything is dispatched (visible to
-// Get), over 1 topic × 8 queues and 1,000 topics × 8 queues.
+// Get and indexed), over 1 topic × 8 queues and 1,000 topics × 8 queues.
+//
+// keys=fixed gives every message KEYS "order-1" (one index slot per topic);
+// keys=unique gives each a UNIQ_KEY, as every RocketMQ client sets, and KEYS
+// "order-<n>": two index entries per message in random slots.
 func BenchmarkPutDispatch(b *testing.B) {
-	for _, topics := range []int{1, 1000} {
-		b.Run(fmt.Sprintf("topics=%d/queues=8", topics), func(b *testing.B) {
+	for _, keys := range []string{"fixed", "unique"} {
+		for _, topics := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("keys=%s/topics=%d/queues=8", keys, topics), func(b *testing.B) {
+				benchPutDispatch(b, topics, keys == "unique")
+			})
+		}
+	}
+}
+
+func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
+	{
+		{
 			s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
 			if err != nil {
 				b.Fatal(err)
@@ -66,16 +82,26 @@ func BenchmarkPutDispatch(b *testing.B) {
 			b.ResetTimer()
 			stopProfile := startTimedProfile(b)
 			var next atomic.Int64
+			ids := message.NewUniqIDGenerator(born.Addr(), os.Getpid())
 			var wg sync.WaitGroup
 			for w := 0; w < 4; w++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					m := Message{BornHost: born, Body: body, Properties: pr}
+					var buf, id, order []byte
 					for {
 						i := next.Add(1)
 						if i > int64(b.N) {
 							return
+						}
+						if uniqueKeys {
+							id = ids.AppendNext(id[:0])
+							order = strconv.AppendInt(append(order[:0], "order-"...), i, 10)
+							buf = message.AppendProperty(buf[:0], message.PropUniqKey, string(id))
+							buf = message.AppendProperty(buf, message.PropKeys, string(order))
+							buf = message.AppendProperty(buf, message.PropTags, "TagA")
+							m.Properties = buf
 						}
 						m.Topic = names[i%int64(topics)]
 						m.QueueID = int32(i/int64(topics)) % 8
@@ -93,7 +119,7 @@ func BenchmarkPutDispatch(b *testing.B) {
 			b.StopTimer()
 			stopProfile()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		})
+		}
 	}
 }
 
