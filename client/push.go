@@ -226,15 +226,14 @@ func (p *PushConsumer) dispatch(pq *processQueue, msgs []*MessageExt) {
 // callListener runs the listener with a bounded context, turning a panic or a
 // timeout into a failure.
 func (p *PushConsumer) callListener(pq *processQueue, msgs []*MessageExt, cc *ConsumeContext, orderly bool) (res ConsumeResult) {
-	ctx, cancel := context.WithTimeout(p.c.runCtx, p.cfg.consumeTimeout)
-	defer cancel()
-	ctx = context.WithValue(ctx, consumeCtxKey{}, cc)
+	ctx := newListenerCtx(p.c.runCtx, p.cfg.consumeTimeout, cc)
 	defer func() {
+		timedOut := ctx.finish()
 		if v := recover(); v != nil {
 			p.c.log.Error("client: listener panicked", "queue", pq.mq, "panic", v)
 			res = ConsumeRetryLater
 		}
-		if ctx.Err() == context.DeadlineExceeded && res == ConsumeSuccess {
+		if timedOut && res == ConsumeSuccess {
 			p.c.log.Warn("client: listener exceeded the consume timeout; the batch counts as failed", "queue", pq.mq)
 			res = ConsumeRetryLater
 		}

@@ -37,6 +37,12 @@ func TestLookupAndParse(t *testing.T) {
 			if !maps.Equal(got, tc.want) {
 				t.Fatalf("ParseProperties = %q, want %q", got, tc.want)
 			}
+			// Inside a larger buffer (as in a record): bytes on both sides.
+			buf := []byte("\x01\x02head" + tc.props + "K\x01tail\x02")
+			inner := buf[6 : 6+len(tc.props)]
+			if got := ParseProperties(inner); !maps.Equal(got, tc.want) {
+				t.Fatalf("ParseProperties of a subslice = %q, want %q", got, tc.want)
+			}
 			for k, v := range tc.want {
 				gv, ok := LookupProperty([]byte(tc.props), k)
 				if !ok || string(gv) != v {
