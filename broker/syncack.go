@@ -52,7 +52,7 @@ func (a *syncAcker) add(p *pendingAck) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		a.answer([]*pendingAck{p})
+		a.answerAll([]*pendingAck{p}, a.b.store.Log().WaitFlushed(p.end))
 		return
 	}
 	a.queue = append(a.queue, p)
@@ -65,67 +65,113 @@ func (a *syncAcker) add(p *pendingAck) {
 
 func (a *syncAcker) loop() {
 	defer a.b.wg.Done()
-	var batch []*pendingAck
+	var pending []*pendingAck
 	for {
-		select {
-		case <-a.b.stop:
-			a.mu.Lock()
-			a.closed = true
-			batch = append(batch[:0], a.queue...)
-			a.queue = a.queue[:0]
-			a.mu.Unlock()
-			a.answer(batch)
-			return
-		case <-a.wake:
+		if len(pending) == 0 {
+			select {
+			case <-a.b.stop:
+				a.mu.Lock()
+				a.closed = true
+				pending = append(pending, a.queue...)
+				clear(a.queue)
+				a.queue = a.queue[:0]
+				a.mu.Unlock()
+				a.answerAll(pending, a.b.store.Log().WaitFlushed(maxEnd(pending)))
+				return
+			case <-a.wake:
+			}
 		}
 		a.mu.Lock()
-		batch = append(batch[:0], a.queue...)
+		pending = append(pending, a.queue...)
 		clear(a.queue)
 		a.queue = a.queue[:0]
 		a.mu.Unlock()
-		a.answer(batch)
-		clear(batch)
+		pending = a.answerFlushed(pending)
 	}
 }
 
-// answer waits for the flush covering every pending send of batch and
-// answers them: SUCCESS, FLUSH_DISK_TIMEOUT (10) when the wait timed out
-// (the messages are stored all the same), SERVICE_NOT_AVAILABLE (14) when
-// the log failed.
-func (a *syncAcker) answer(batch []*pendingAck) {
-	if len(batch) == 0 {
-		return
+// answerFlushed waits until the flush covers the earliest-ending pending send
+// and answers every send the flushed offset covers by then; it returns the
+// rest, which wait for a later flush. Waiting for the earliest rather than
+// the latest end answers each send after the first flush that covers it,
+// not one flush later.
+func (a *syncAcker) answerFlushed(pending []*pendingAck) []*pendingAck {
+	if len(pending) == 0 {
+		return pending
 	}
+	first := pending[0].end
+	for _, p := range pending {
+		first = min(first, p.end)
+	}
+	log := a.b.store.Log()
+	if err := log.WaitFlushed(first); err != nil {
+		a.answerAll(pending, err)
+		clear(pending)
+		return pending[:0]
+	}
+	flushed := log.FlushedOffset()
+	rest := pending[:0]
+	var cmd protocol.Command
+	for _, p := range pending {
+		if p.end <= flushed {
+			a.reply(p, &cmd, protocol.RespSuccess, "")
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	clear(pending[len(rest):])
+	return rest
+}
+
+func maxEnd(batch []*pendingAck) int64 {
 	var end int64
 	for _, p := range batch {
 		end = max(end, p.end)
 	}
+	return end
+}
+
+// answerAll answers every send of batch after a wait that returned err:
+// SUCCESS when err is nil, FLUSH_DISK_TIMEOUT (10) when the wait timed out
+// (the messages are stored all the same), SERVICE_NOT_AVAILABLE (14) when
+// the log failed.
+func (a *syncAcker) answerAll(batch []*pendingAck, err error) {
 	code, remark := protocol.RespSuccess, ""
-	if err := a.b.store.Log().WaitFlushed(end); err != nil {
+	if err != nil {
 		if errors.Is(err, commitlog.ErrFlushTimeout) {
 			code = protocol.RespFlushDiskTimeout
 		} else {
 			code, remark = putErrorCode(err)
 		}
 	}
+	a.answer(batch, code, remark)
+}
+
+// answer replies to every send of batch with code.
+func (a *syncAcker) answer(batch []*pendingAck, code int32, remark string) {
 	var cmd protocol.Command
 	for _, p := range batch {
-		p.resp.InitResponse(&cmd, code)
-		if remark != "" {
-			cmd.SetRemark(remark)
-		}
-		switch {
-		case p.plain:
-			if code == protocol.RespFlushDiskTimeout {
-				cmd.Code = protocol.RespSuccess // stored all the same; these callers know only 0
-			}
-		case code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout:
-			setSendResponse(&cmd.Ext, p.msgID, p.queueID, p.queueOffset, p.txID)
-		}
-		_ = p.resp.Reply(&remoting.Response{Cmd: &cmd})
-		a.b.inflight.Add(-p.bytes)
-		p.resp = remoting.Responder{}
-		p.plain, p.bytes = false, 0
-		a.pool.Put(p)
+		a.reply(p, &cmd, code, remark)
 	}
+}
+
+// reply answers one send with code and returns p to the pool.
+func (a *syncAcker) reply(p *pendingAck, cmd *protocol.Command, code int32, remark string) {
+	p.resp.InitResponse(cmd, code)
+	if remark != "" {
+		cmd.SetRemark(remark)
+	}
+	switch {
+	case p.plain:
+		if code == protocol.RespFlushDiskTimeout {
+			cmd.Code = protocol.RespSuccess // stored all the same; these callers know only 0
+		}
+	case code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout:
+		setSendResponse(&cmd.Ext, p.msgID, p.queueID, p.queueOffset, p.txID)
+	}
+	_ = p.resp.Reply(&remoting.Response{Cmd: cmd})
+	a.b.inflight.Add(-p.bytes)
+	p.resp = remoting.Responder{}
+	p.plain, p.bytes = false, 0
+	a.pool.Put(p)
 }
