@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -442,5 +444,55 @@ func TestRetentionByDiskUsage(t *testing.T) {
 	}
 	if l.MinOffset() != l.SegmentSize() {
 		t.Fatalf("min offset %d", l.MinOffset())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRetentionLoopLogsFailures(t *testing.T) {
+	var logged syncBuffer
+	dir := filepath.Join(t.TempDir(), "log")
+	l := openLog(t, Options{Dir: dir, RetentionInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	var res Result
+	for l.WrittenOffset() < 2*l.SegmentSize() {
+		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// statfs of a directory that is not there fails: Retain cannot tell
+	// how full the disk is, and the background run must say so.
+	moved := dir + ".moved"
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logged.String(), "commitlog: retention failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no retention failure logged; log: %q", logged.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Rename(moved, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -72,6 +73,9 @@ type Options struct {
 	// RetentionInterval is how often the log runs Retain by itself; negative
 	// disables the background run. Default 10 s.
 	RetentionInterval time.Duration
+	// Logger receives the errors of the log's own retention runs (a failed
+	// statfs or unlink; the next run retries). Default slog.Default().
+	Logger *slog.Logger
 	// PrefaultAhead is how far ahead of the written position the background
 	// goroutine faults pages of the active segment in. Default 8 MiB; negative
 	// disables pre-faulting.
@@ -125,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.PrefaultAhead == 0 {
 		o.PrefaultAhead = 8 << 20

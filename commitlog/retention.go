@@ -57,8 +57,8 @@ func (l *Log) retentionLoop() {
 			return
 		case <-t.C:
 			if _, err := l.Retain(); err != nil {
-				// Statfs failing is not fatal to the log; the next tick retries.
-				continue
+				// Not fatal to the log; the next tick retries.
+				l.opts.Logger.Warn("commitlog: retention failed", "dir", l.opts.Dir, "err", err)
 			}
 		}
 	}

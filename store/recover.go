@@ -35,6 +35,7 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		RetentionTime:     o.RetentionTime,
 		DiskUsageRatio:    o.DiskUsageRatio,
 		RetentionInterval: -1, // the store runs retention, then cleans what depends on it
+		Logger:            o.Logger,
 	})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
