@@ -1,9 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
@@ -26,8 +26,6 @@ type dispatcher struct {
 	touched map[*consumequeue.Queue]struct{}
 
 	retry chan struct{} // a token asks the loop to run again (after a full disk)
-
-	done atomic.Int64 // every record below is in the consume queues
 }
 
 // arrivalBatch bounds how many records a run dispatches before it reports
@@ -49,7 +47,6 @@ func (d *dispatcher) init(s *Store) {
 	}
 	if d.cursor == nil {
 		d.cursor = s.log.NewCursor(s.dispatched.Load())
-		d.done.Store(s.dispatched.Load())
 	}
 	if d.retry == nil {
 		d.retry = make(chan struct{}, 1)
@@ -112,17 +109,13 @@ func (d *dispatcher) run() {
 			})
 			break
 		}
-		d.done.Store(d.cursor.Offset())
+		s.dispatched.Store(d.cursor.Offset())
 		if n++; n%arrivalBatch == 0 {
 			d.flushArrival()
-			s.advanceDispatched()
-			s.index.kick()
 		}
 	}
 	d.cursor.Close()
 	d.flushArrival()
-	s.advanceDispatched()
-	s.index.kick()
 	s.stats.lastDispatch.Store(time.Now().UnixNano())
 }
 
@@ -160,7 +153,34 @@ func (d *dispatcher) record(rec []byte, off int64) error {
 			}
 		}
 	}
+	if message.TxType(sys) == message.TxRollbackType {
+		return nil
+	}
+	ts := v.StoreTimestamp()
+	if k := v.UniqKey(); len(k) > 0 {
+		d.indexKey(t.name, k, off, ts)
+	}
+	keys := v.Keys()
+	for len(keys) > 0 {
+		i := bytes.IndexByte(keys, ' ')
+		var k []byte
+		if i < 0 {
+			k, keys = keys, nil
+		} else {
+			k, keys = keys[:i], keys[i+1:]
+		}
+		if len(k) > 0 {
+			d.indexKey(t.name, k, off, ts)
+		}
+	}
 	return nil
+}
+
+func (d *dispatcher) indexKey(topic string, key []byte, off, ts int64) {
+	if err := d.s.idx.PutBytes(topic, key, off, ts); err != nil {
+		d.s.stats.dispatchErrors.Add(1)
+		d.s.opts.Logger.Error("store: index put failed", "topic", topic, "offset", off, "err", err)
+	}
 }
 
 func (d *dispatcher) topic(name []byte) *dispatchTopic {

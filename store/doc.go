@@ -9,9 +9,8 @@
 //	                                             │ queue offsets, dense per queue, in log order
 //	                                     dispatcher goroutine (woken by appends)
 //	                                       ├─► consumequeue entries (commit-log offset, size, tag code)
-//	                                       ├─► OnArrival (the broker wakes long-polling pulls)
-//	                                       └─► wakes the indexer goroutine (own cursor, same order)
-//	                                             └─► index entries (UNIQ_KEY and every KEYS item)
+//	                                       ├─► index entries (UNIQ_KEY and every KEYS item)
+//	                                       └─► OnArrival (the broker wakes long-polling pulls)
 //	Get ──► consume-queue entries ──► filter by tag code ──► commit-log views (zero copy)
 //
 // The directory holds commitlog/ (segments), consumequeue/<topic>/<queue>/,
@@ -20,9 +19,7 @@
 // # Invariants
 //
 //  1. The commit log is the truth. Consume queues and the index are derived
-//     from it, each in commit-log order by one goroutine (the dispatcher, the
-//     indexer), and can be rebuilt from it. The dispatched offset is the lower
-//     of the two positions.
+//     from it, in commit-log order, by one goroutine, and can be rebuilt from it.
 //  2. Queue offsets are assigned inside the commit log's append critical
 //     section, so they are dense per queue and increase in log order. Records
 //     of prepared or rolled-back transactions get none and are not dispatched

@@ -344,7 +344,6 @@ func (s *Store) IndexLastUpdate() (timestampMs, phyOffset int64) { return s.idx.
 // in the commit log until retention removes them.
 func (s *Store) DeleteTopic(topic string) error {
 	s.dispatch.forget(topic)
-	s.index.forget(topic)
 	s.countersMu.Lock()
 	old := *s.counters.Load()
 	m := make(map[string][]*queueCounter, len(old))

@@ -116,10 +116,7 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		s.dispatch.cursor = log.NewCursor(logMin)
 		s.dispatched.Store(logMin)
 	}
-	s.dispatch.done.Store(s.dispatched.Load())
-	s.index.init(s, s.dispatched.Load())
 	s.dispatch.run()
-	s.index.run()
 	if s.dispatched.Load() != end {
 		return rep, fmt.Errorf("store: re-dispatch stopped at %d, log ends at %d", s.dispatched.Load(), end)
 	}

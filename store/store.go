@@ -44,9 +44,8 @@ type Store struct {
 	countersMu sync.Mutex
 	counters   atomic.Pointer[map[string][]*queueCounter]
 
-	dispatched atomic.Int64 // everything below is in the consume queues and the index: min(dispatch.done, index.done)
+	dispatched atomic.Int64 // everything below is in the consume queues and the index
 	dispatch   dispatcher
-	index      indexer
 	ckpt       *storeCheckpoint
 
 	putPool sync.Pool // *putBatch
@@ -83,24 +82,10 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		return nil, rep, err
 	}
 	s.dispatch.init(s)
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go s.dispatch.loop()
-	go s.index.loop()
 	go s.maintain()
 	return s, rep, nil
-}
-
-// advanceDispatched moves the dispatched offset up to the lower of the
-// dispatcher's and the indexer's positions. Both goroutines call it; the
-// offset never moves back.
-func (s *Store) advanceDispatched() {
-	m := min(s.dispatch.done.Load(), s.index.done.Load())
-	for {
-		cur := s.dispatched.Load()
-		if m <= cur || s.dispatched.CompareAndSwap(cur, m) {
-			return
-		}
-	}
 }
 
 // lockDir takes an exclusive lock on <dir>/lock, held while the store is open.
@@ -315,9 +300,8 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.wg.Wait()
-	// Dispatch and index whatever the loops had not reached.
+	// Dispatch whatever the loop had not reached.
 	s.dispatch.run()
-	s.index.run()
 	var errs []error
 	if err := s.flushDerived(); err != nil {
 		errs = append(errs, err)
