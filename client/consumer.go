@@ -670,6 +670,7 @@ func (c *consumer) pullOnce(pq *processQueue, req, resp *protocol.Command) error
 	switch resp.Code {
 	case protocol.RespSuccess:
 		msgs := make([]*MessageExt, 0, c.cfg.pullBatch)
+		minOff, maxOff := itoa(rh.MinOffset), itoa(rh.MaxOffset) // once per response, not per message
 		err := message.ForEachRecord(resp.Body, false, func(v message.View) error {
 			m, derr := decodeMessage(v, mq)
 			if derr != nil {
@@ -679,8 +680,8 @@ func (c *consumer) pullOnce(pq *processQueue, req, resp *protocol.Command) error
 				return nil
 			}
 			if m.Properties != nil {
-				m.Properties[message.PropMinOffset] = itoa(rh.MinOffset)
-				m.Properties[message.PropMaxOffset] = itoa(rh.MaxOffset)
+				m.Properties[message.PropMinOffset] = minOff
+				m.Properties[message.PropMaxOffset] = maxOff
 			}
 			msgs = append(msgs, m)
 			return nil
