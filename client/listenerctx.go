@@ -107,6 +107,10 @@ func (c *listenerCtx) finish() (timedOut bool) {
 	if stop != nil {
 		stop()
 	}
-	c.end(context.Canceled)
+	if timedOut {
+		c.end(context.DeadlineExceeded) // as a timer that fired before cancel
+	} else {
+		c.end(context.Canceled)
+	}
 	return timedOut
 }

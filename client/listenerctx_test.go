@@ -59,6 +59,16 @@ func TestListenerCtx(t *testing.T) {
 			t.Fatal("finish did not report the timeout")
 		}
 	})
+	t.Run("deadline passed, nobody asked", func(t *testing.T) {
+		ctx := newListenerCtx(context.Background(), time.Millisecond, &ConsumeContext{})
+		time.Sleep(5 * time.Millisecond)
+		if !ctx.finish() {
+			t.Fatal("finish did not report the timeout")
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err after finish = %v, want DeadlineExceeded", ctx.Err())
+		}
+	})
 	t.Run("parent canceled", func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.WithValue(context.Background(), testKey{}, "v"))
 		ctx := newListenerCtx(parent, time.Minute, &ConsumeContext{})
