@@ -23,10 +23,6 @@ func benchOptions(b *testing.B, mode commitlog.FlushMode) Options {
 	if os.Getenv("APOGEE_BENCH_NOCKPT") != "" {
 		o.CheckpointInterval = time.Hour
 	}
-	if os.Getenv("APOGEE_BENCH_NOFLUSH") != "" {
-		o.FlushInterval = time.Hour
-		o.CheckpointInterval = time.Hour
-	}
 	if s := os.Getenv("APOGEE_BENCH_SEGMENT"); s != "" {
 		fmt.Sscan(s, &o.SegmentSize)
 	}
@@ -51,76 +47,72 @@ func BenchmarkPutDispatch(b *testing.B) {
 }
 
 func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
-	{
-		{
-			s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
-			if err != nil {
+	s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-topic-%d", i)
+	}
+	body := make([]byte, 1024)
+	pr := props("KEYS", "order-1", "TAGS", "TagA")
+	// Create every queue before timing: the figure is the steady
+	// state, not the one-off cost of creating 8,000 queue files.
+	for _, name := range names {
+		for q := int32(0); q < 8; q++ {
+			if _, err := s.Put(&Message{Topic: name, QueueID: q, BornHost: born, Body: body, Properties: pr}); err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close()
-			names := make([]string, topics)
-			for i := range names {
-				names[i] = fmt.Sprintf("bench-topic-%d", i)
-			}
-			body := make([]byte, 1024)
-			pr := props("KEYS", "order-1", "TAGS", "TagA")
-			// Create every queue before timing: the figure is the steady
-			// state, not the one-off cost of creating 8,000 queue files.
-			for _, name := range names {
-				for q := int32(0); q < 8; q++ {
-					if _, err := s.Put(&Message{Topic: name, QueueID: q, BornHost: born, Body: body, Properties: pr}); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			for s.DispatchedOffset() < s.Log().WrittenOffset() {
-				time.Sleep(time.Millisecond)
-			}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			warmHostMemory(s.opts.Dir)
-			b.ResetTimer()
-			stopProfile := startTimedProfile(b)
-			var next atomic.Int64
-			ids := message.NewUniqIDGenerator(born.Addr(), os.Getpid())
-			var wg sync.WaitGroup
-			for w := 0; w < 4; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m := Message{BornHost: born, Body: body, Properties: pr}
-					var buf, id, order []byte
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if uniqueKeys {
-							id = ids.AppendNext(id[:0])
-							order = strconv.AppendInt(append(order[:0], "order-"...), i, 10)
-							buf = message.AppendProperty(buf[:0], message.PropUniqKey, string(id))
-							buf = message.AppendProperty(buf, message.PropKeys, string(order))
-							buf = message.AppendProperty(buf, message.PropTags, "TagA")
-							m.Properties = buf
-						}
-						m.Topic = names[i%int64(topics)]
-						m.QueueID = int32(i/int64(topics)) % 8
-						if _, err := s.Put(&m); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			for s.DispatchedOffset() < s.Log().WrittenOffset() {
-				time.Sleep(50 * time.Microsecond)
-			}
-			b.StopTimer()
-			stopProfile()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		}
 	}
+	for s.DispatchedOffset() < s.Log().WrittenOffset() {
+		time.Sleep(time.Millisecond)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	warmHostMemory(s.opts.Dir)
+	b.ResetTimer()
+	stopProfile := startTimedProfile(b)
+	var next atomic.Int64
+	ids := message.NewUniqIDGenerator(born.Addr(), os.Getpid())
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := Message{BornHost: born, Body: body, Properties: pr}
+			var buf, id, order []byte
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if uniqueKeys {
+					id = ids.AppendNext(id[:0])
+					order = strconv.AppendInt(append(order[:0], "order-"...), i, 10)
+					buf = message.AppendProperty(buf[:0], message.PropUniqKey, string(id))
+					buf = message.AppendProperty(buf, message.PropKeys, string(order))
+					buf = message.AppendProperty(buf, message.PropTags, "TagA")
+					m.Properties = buf
+				}
+				m.Topic = names[i%int64(topics)]
+				m.QueueID = int32(i/int64(topics)) % 8
+				if _, err := s.Put(&m); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for s.DispatchedOffset() < s.Log().WrittenOffset() {
+		time.Sleep(50 * time.Microsecond)
+	}
+	b.StopTimer()
+	stopProfile()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
 // startTimedProfile writes a CPU profile of the timed part alone to the file
@@ -303,12 +295,17 @@ func BenchmarkRecoverAfterCrash(b *testing.B) {
 	b.ReportMetric(float64(records), "records")
 }
 
+// monotonicNow is CLOCK_MONOTONIC as seconds.micros, perf's -k CLOCK_MONOTONIC timestamps.
 func monotonicNow() string {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return fmt.Sprintf("%d.%06d", ts.Sec, ts.Nsec/1000)
 }
 
+// warmHostMemory, with APOGEE_BENCH_WARM set, populates and deletes a 2 GiB
+// file in dir just before timing, so the run's page cache reuses pages the
+// host has backed (this VM returns freed memory to its host, and a page it
+// has to back again costs a host fault; see docs/benchmarks.md).
 func warmHostMemory(dir string) {
 	if os.Getenv("APOGEE_BENCH_WARM") == "" {
 		return
