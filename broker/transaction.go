@@ -375,18 +375,27 @@ func (t *txManager) run() {
 }
 
 // loadHalves reads the half messages stored since the last call.
-func (t *txManager) loadHalves() error {
+func (t *txManager) loadHalves() error { return t.follow(halfTopic, &t.halfLoaded, t.loadHalf) }
+
+// loadOps reads the op records stored since the last call.
+func (t *txManager) loadOps() error { return t.follow(opHalfTopic, &t.opLoaded, t.loadOp) }
+
+// follow reads queue 0 of topic from *next (guarded by mu) up to its end, in
+// batches, and passes each entry with its queue offset to load, which moves
+// *next past it. A *next that retention left behind moves up to the queue's
+// minimum.
+func (t *txManager) follow(topic string, next *int64, load func(qoff int64, e store.QueueEntry)) error {
 	b := t.b
 	for {
 		t.mu.Lock()
-		from := t.halfLoaded
+		from := *next
 		t.mu.Unlock()
-		ents, err := b.store.ReadEntries(halfTopic, 0, from, t.sc.entries(256))
+		ents, err := b.store.ReadEntries(topic, 0, from, t.sc.entries(256))
 		t.sc.ents = ents[:0]
 		if err != nil {
 			if errors.Is(err, store.ErrOffsetOutOfRange) {
 				t.mu.Lock()
-				t.halfLoaded = b.store.MinOffset(halfTopic, 0)
+				*next = b.store.MinOffset(topic, 0)
 				t.mu.Unlock()
 				continue
 			}
@@ -396,7 +405,7 @@ func (t *txManager) loadHalves() error {
 			return nil
 		}
 		for i, e := range ents {
-			t.loadHalf(from+int64(i), e)
+			load(from+int64(i), e)
 		}
 	}
 }
@@ -435,59 +444,40 @@ func (t *txManager) loadHalf(qoff int64, e store.QueueEntry) {
 	t.pending[qoff] = h
 }
 
-// loadOps reads the op records stored since the last call.
-func (t *txManager) loadOps() error {
-	b := t.b
-	for {
-		t.mu.Lock()
-		from := t.opLoaded
-		t.mu.Unlock()
-		ents, err := b.store.ReadEntries(opHalfTopic, 0, from, t.sc.entries(256))
-		t.sc.ents = ents[:0]
-		if err != nil {
-			if errors.Is(err, store.ErrOffsetOutOfRange) {
-				t.mu.Lock()
-				t.opLoaded = b.store.MinOffset(opHalfTopic, 0)
-				t.mu.Unlock()
-				continue
-			}
-			return err
+// loadOp marks the half messages an op record names as resolved.
+func (t *txManager) loadOp(opq int64, e store.QueueEntry) {
+	var body []byte
+	var view commitlog.View
+	if e.Size > 0 && e.Size != blankEntrySize {
+		var err error
+		if view, err = t.b.store.ReadMessage(e.CommitLogOffset); err != nil {
+			// Its half messages stay pending and are checked back again.
+			t.b.opts.Logger.Error("broker: transaction op record unreadable; skipped", "queueOffset", opq, "err", err)
+		} else {
+			v, _ := message.Decode(view.Bytes(), false)
+			body = v.Body()
 		}
-		if len(ents) == 0 {
-			return nil
+	}
+	t.mu.Lock()
+	for len(body) > 0 {
+		item := body
+		if i := indexByte(body, ','); i >= 0 {
+			item, body = body[:i], body[i+1:]
+		} else {
+			body = nil
 		}
-		for i, e := range ents {
-			opq := from + int64(i)
-			var body []byte
-			var view commitlog.View
-			if e.Size > 0 && e.Size != blankEntrySize {
-				if view, err = b.store.ReadMessage(e.CommitLogOffset); err == nil {
-					v, _ := message.Decode(view.Bytes(), false)
-					body = v.Body()
-				}
-			}
-			t.mu.Lock()
-			for len(body) > 0 {
-				item := body
-				if i := indexByte(body, ','); i >= 0 {
-					item, body = body[:i], body[i+1:]
-				} else {
-					body = nil
-				}
-				if q, ok := parseInt64(item); ok && q >= 0 {
-					delete(t.pending, q)
-					if cur, ok := t.resolved[q]; !ok || cur < 0 {
-						t.resolved[q] = opq
-					}
-				}
-			}
-			t.opLoaded = opq + 1
-			t.changes++
-			t.mu.Unlock()
-			if view.Bytes() != nil {
-				view.Release()
+		if q, ok := parseInt64(item); ok && q >= 0 {
+			delete(t.pending, q)
+			if cur, ok := t.resolved[q]; !ok || cur < 0 {
+				t.resolved[q] = opq
 			}
 		}
+	}
+	t.opLoaded = opq + 1
+	t.changes++
+	t.mu.Unlock()
+	if view.Bytes() != nil {
+		view.Release()
 	}
 }
 
