@@ -285,63 +285,83 @@ func TestRebalanceJoinLeave(t *testing.T) {
 func TestOrderlyAcrossRebalance(t *testing.T) {
 	b := newFakeBroker(t)
 	p := newProducer(t, b, client.Selector(client.HashSelector()))
-	var mu sync.Mutex
-	last := map[string]int{}
-	var violations []string
-	delivered := map[string]int{}
-	listener := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range msgs {
-			var seq int
-			fmt.Sscanf(string(m.Body), "seq-%d", &seq)
-			key := m.ShardingKey
-			if prev, ok := last[key]; ok && seq <= prev {
-				violations = append(violations, fmt.Sprintf("%s: %d after %d", key, seq, prev))
-			}
-			last[key] = seq
-			delivered[string(m.Body)]++
-		}
-		return client.ConsumeSuccess
-	}
+	o := newOrderTracker()
 	mk := func() *client.PushConsumer {
 		return newPush(t, b, client.ConsumerGroup("og"), client.Subscribe("O", "*"), client.LockInterval(200*time.Millisecond),
-			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithOrderlyListener(listener))
-	}
-	const keys = 8
-	seq := 0
-	send := func(n int) {
-		for i := 0; i < n; i++ {
-			key := "k" + strconv.Itoa(seq%keys)
-			if _, err := p.SendSync(ctxT(t), &client.Message{Topic: "O", ShardingKey: key, Body: []byte(fmt.Sprintf("seq-%d", seq))}); err != nil {
-				t.Fatal(err)
-			}
-			seq++
-		}
+			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithOrderlyListener(o.listener))
 	}
 	c1 := mk()
 	if err := c1.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	send(200)
+	o.send(t, p, "O", 200)
 	c2 := mk()
 	if err := c2.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	send(200)
+	o.send(t, p, "O", 200)
 	c1.Close(ctxT(t))
-	send(200)
-	waitFor(t, 20*time.Second, "every orderly message", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(delivered) == seq
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatalf("order violated: %v", violations)
+	o.send(t, p, "O", 200)
+	o.check(t, 20*time.Second)
+}
+
+// orderTracker is an orderly listener for the rebalance tests: it records any
+// message of a sharding key that arrives after a later one of the same key,
+// and how often each body arrived. send produces its messages: bodies
+// "seq-N", keys k0..k7 round robin.
+type orderTracker struct {
+	mu         sync.Mutex
+	last       map[string]int
+	delivered  map[string]int
+	violations []string
+	sent       int
+}
+
+func newOrderTracker() *orderTracker {
+	return &orderTracker{last: map[string]int{}, delivered: map[string]int{}}
+}
+
+func (o *orderTracker) listener(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range msgs {
+		var seq int
+		fmt.Sscanf(string(m.Body), "seq-%d", &seq)
+		if prev, ok := o.last[m.ShardingKey]; ok && seq <= prev {
+			o.violations = append(o.violations, fmt.Sprintf("%s: %d after %d", m.ShardingKey, seq, prev))
+		}
+		o.last[m.ShardingKey] = seq
+		o.delivered[string(m.Body)]++
 	}
-	for body, n := range delivered {
+	return client.ConsumeSuccess
+}
+
+func (o *orderTracker) send(t *testing.T, p *client.Producer, topic string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		key := "k" + strconv.Itoa(o.sent%8)
+		if _, err := p.SendSync(ctxT(t), &client.Message{Topic: topic, ShardingKey: key, Body: []byte(fmt.Sprintf("seq-%d", o.sent))}); err != nil {
+			t.Fatal(err)
+		}
+		o.sent++
+	}
+}
+
+// check waits until every sent message arrived, then fails on any order
+// violation or duplicate.
+func (o *orderTracker) check(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "every orderly message", func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return len(o.delivered) == o.sent
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.violations) > 0 {
+		t.Fatalf("order violated: %v", o.violations)
+	}
+	for body, n := range o.delivered {
 		if n != 1 {
 			t.Fatalf("%s delivered %d times", body, n)
 		}

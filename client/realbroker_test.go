@@ -261,63 +261,23 @@ func waitShare(t testing.TB, topic string, n int, cs ...*client.PushConsumer) {
 func TestBrokerOrderlyAcrossRebalance(t *testing.T) {
 	addr := startBroker(t)
 	p := realProducer(t, addr, client.Selector(client.HashSelector()))
-	var mu sync.Mutex
-	last := map[string]int{}
-	delivered := map[string]int{}
-	var violations []string
-	listener := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range msgs {
-			var seq int
-			fmt.Sscanf(string(m.Body), "seq-%d", &seq)
-			if prev, ok := last[m.ShardingKey]; ok && seq <= prev {
-				violations = append(violations, fmt.Sprintf("%s: %d after %d", m.ShardingKey, seq, prev))
-			}
-			last[m.ShardingKey] = seq
-			delivered[string(m.Body)]++
-		}
-		return client.ConsumeSuccess
-	}
+	o := newOrderTracker()
 	mk := func() *client.PushConsumer {
 		c := realPush(t, addr, client.ConsumerGroup("og"), client.Subscribe("O", "*"), client.LockInterval(200*time.Millisecond),
-			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithOrderlyListener(listener))
+			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithOrderlyListener(o.listener))
 		if err := c.Start(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	seq := 0
-	send := func(n int) {
-		for i := 0; i < n; i++ {
-			if _, err := p.SendSync(ctxT(t), &client.Message{Topic: "O", ShardingKey: fmt.Sprintf("k%d", seq%8), Body: []byte(fmt.Sprintf("seq-%d", seq))}); err != nil {
-				t.Fatal(err)
-			}
-			seq++
-		}
-	}
-	send(100)
+	o.send(t, p, "O", 100)
 	c1 := mk()
-	send(100)
+	o.send(t, p, "O", 100)
 	mk()
-	send(100)
+	o.send(t, p, "O", 100)
 	c1.Close(ctxT(t))
-	send(100)
-	waitFor(t, 30*time.Second, "every orderly message", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(delivered) == seq
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatalf("order violated: %v", violations)
-	}
-	for body, n := range delivered {
-		if n != 1 {
-			t.Fatalf("%s delivered %d times", body, n)
-		}
-	}
+	o.send(t, p, "O", 100)
+	o.check(t, 30*time.Second)
 }
 
 func TestBrokerOffsetsAfterRestart(t *testing.T) {
