@@ -115,29 +115,35 @@ func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// startTimedProfile writes a CPU profile of the timed part alone to the file
-// APOGEE_BENCH_CPUPROFILE names (go test's -cpuprofile also covers the set-up,
-// which for 8,000 queues dwarfs the steady state). It returns the stop func.
+// startTimedProfile marks the timed part for profilers (go test's
+// -cpuprofile also covers the set-up, which for 8,000 queues dwarfs the
+// steady state): APOGEE_BENCH_CPUPROFILE=f writes a CPU profile of it alone
+// to f, and APOGEE_BENCH_MONO=1 logs its CLOCK_MONOTONIC bounds for
+// perf report --time (with perf record -k CLOCK_MONOTONIC). It returns the
+// function that ends the timed part.
 func startTimedProfile(b *testing.B) func() {
-	if os.Getenv("APOGEE_BENCH_MONO") != "" {
-		// For perf report --time with perf record -k CLOCK_MONOTONIC.
+	mono := os.Getenv("APOGEE_BENCH_MONO") != ""
+	if mono {
 		b.Logf("timed part starts at monotonic %s", monotonicNow())
-		return func() { b.Logf("timed part ends at monotonic %s", monotonicNow()) }
 	}
-	path := os.Getenv("APOGEE_BENCH_CPUPROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
+	var f *os.File
+	if path := os.Getenv("APOGEE_BENCH_CPUPROFILE"); path != "" {
+		var err error
+		if f, err = os.Create(path); err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		if f != nil {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		if mono {
+			b.Logf("timed part ends at monotonic %s", monotonicNow())
+		}
 	}
 }
 
