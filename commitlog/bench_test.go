@@ -269,3 +269,53 @@ func BenchmarkRecoverSegment(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkLimitSyncPrepared is LimitWriteFdatasync (128 records per write)
+// over a file prepared two ways: fallocated, as segments are (each sync also
+// converts unwritten extents, a journal commit), and written with zeros
+// first (data-only syncs). It measures what writing every segment twice
+// would buy; docs/benchmarks.md has the answer.
+func BenchmarkLimitSyncPrepared(b *testing.B) {
+	const rec, batch = 1024 + 97, 128
+	const span = 256 << 20
+	for _, prep := range []string{"fallocate", "zeroed"} {
+		b.Run("prepared="+prep, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "limit"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if prep == "fallocate" {
+				err = mmap.Fallocate(f, 0, span)
+			} else {
+				zeros := make([]byte, 1<<20)
+				for off := int64(0); off < span && err == nil; off += int64(len(zeros)) {
+					_, err = f.WriteAt(zeros, off)
+				}
+			}
+			if err == nil {
+				err = mmap.Fdatasync(f)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, batch*rec)
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			var off int64
+			for i := 0; i < b.N; i++ {
+				if off+int64(len(buf)) > span {
+					off = 0
+				}
+				if _, err := f.WriteAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+				if err := mmap.Fdatasync(f); err != nil {
+					b.Fatal(err)
+				}
+				off += int64(len(buf))
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/sync")
+		})
+	}
+}
