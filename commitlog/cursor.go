@@ -7,8 +7,9 @@ import (
 )
 
 // Cursor walks the log's records in order, skipping blank markers. It pins
-// one segment at a time. A record returned by Next is valid until the next
-// call to Next or Close. A Cursor is used by one goroutine.
+// one segment at a time. A record returned by Next is valid until a call to
+// Next moves to another segment (AtSegmentEnd tells in advance) or Close.
+// A Cursor is used by one goroutine.
 type Cursor struct {
 	l   *Log
 	seg *segment
@@ -52,6 +53,20 @@ func (c *Cursor) Next() ([]byte, int64, error) {
 		c.pos += size
 		return buf[:size], off, nil
 	}
+}
+
+// AtSegmentEnd reports whether the next call to Next would leave the pinned
+// segment (or has none pinned yet), which ends the validity of the views it
+// returned so far. A caller that keeps several views at once stops there.
+func (c *Cursor) AtSegmentEnd() bool {
+	if c.seg == nil || c.pos < c.seg.base || c.pos >= c.seg.end() {
+		return true
+	}
+	if c.pos >= c.l.written.Load() {
+		return false
+	}
+	size, ok := message.IsBlank(c.seg.data[c.pos-c.seg.base:])
+	return ok && int64(size) == c.seg.end()-c.pos
 }
 
 // Close releases the pinned segment. The cursor may be used again afterwards.

@@ -496,3 +496,54 @@ func TestRetentionLoopLogsFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCursorAtSegmentEnd checks that AtSegmentEnd is true exactly when the
+// next Next moves to another segment (and so ends the earlier views), and
+// that the views of one segment stay intact until then.
+func TestCursorAtSegmentEnd(t *testing.T) {
+	l := openLog(t, Options{})
+	defer l.Close()
+	var res Result
+	for i := 0; i < 300; i++ {
+		res.Offsets = res.Offsets[:0]
+		if err := l.Append(encode(t, "T", bodyOf(i, 900)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg := l.SegmentSize()
+	c := l.NewCursor(l.MinOffset())
+	defer c.Close()
+	var held [][]byte // views returned since the cursor last moved
+	prev, segments := int64(-1), 0
+	for {
+		atEnd := c.AtSegmentEnd()
+		rec, off, err := c.Next()
+		if errors.Is(err, ErrOffsetNotWritten) {
+			if atEnd {
+				t.Error("AtSegmentEnd true at the written position")
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := prev < 0 || off/seg != prev/seg
+		if atEnd != moved {
+			t.Fatalf("record at %d (previous at %d): AtSegmentEnd %v, moved %v", off, prev, atEnd, moved)
+		}
+		if moved {
+			segments++
+			held = held[:0]
+		}
+		for i, h := range held {
+			if _, err := message.Decode(h, true); err != nil {
+				t.Fatalf("held view %d of the segment went bad: %v", i, err)
+			}
+		}
+		held = append(held, rec)
+		prev = off
+	}
+	if segments < 4 {
+		t.Fatalf("records spread over %d segments, want at least 4", segments)
+	}
+}

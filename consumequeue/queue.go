@@ -113,6 +113,27 @@ func (q *Queue) Append(off int64, e Entry) error {
 	return q.write(t, off, e)
 }
 
+// Prefetch hints that Append(off, …) follows soon: it starts loading the
+// tail's cache line for entry off, so the append's store does not stall on a
+// page-table walk and a memory read (see mmap.Prefetch). It reads the
+// writer's state, so only the writer may call it; it does nothing when off is
+// not on the tail's mapped, already-written pages.
+func (q *Queue) Prefetch(off int64) {
+	t := q.tail
+	if t == nil || off < t.start || off-t.start >= q.per {
+		return
+	}
+	pos := (off - t.start) * EntrySize
+	if pos+EntrySize > t.touched {
+		return
+	}
+	if m := t.m.Load(); m != nil {
+		// No reference is taken: a prefetch of a region being unmapped is
+		// harmless, and the Mapping itself is ordinary memory.
+		mmap.Prefetch(m.Bytes()[pos:])
+	}
+}
+
 func (q *Queue) write(t *segment, off int64, e Entry) error {
 	pos := (off - t.start) * EntrySize
 	if pos+EntrySize > t.touched {

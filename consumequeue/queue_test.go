@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestEntryEncodingGolden(t *testing.T) {
@@ -504,5 +505,43 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Errorf("Get out of range: %v allocs", a)
+	}
+}
+
+// TestPrefetchIsOnlyAHint calls Prefetch everywhere a writer might: before
+// the first file, at and past the tail, beyond the file, on a tail that Sweep
+// unmapped. It must never fault, allocate or change what Append stores.
+func TestPrefetchIsOnlyAHint(t *testing.T) {
+	const per, n = 64, 300
+	s, err := OpenSet(t.TempDir(), Options{EntriesPerFile: per, IdleUnmap: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q := mustQueue(t, s, "T", 0)
+	q.Prefetch(0) // no file yet
+	clock := 0
+	for off := int64(0); off < n; off++ {
+		for _, at := range []int64{off, off + 1, off + per, -1} {
+			q.Prefetch(at)
+		}
+		if err := q.Append(off, ent(off)); err != nil {
+			t.Fatal(err)
+		}
+		if off%50 == 49 {
+			// Two sweeps with no access between them unmap the tail.
+			clock++
+			s.Sweep(timeAt(clock))
+			clock++
+			s.Sweep(timeAt(clock))
+			if m := s.MappedFiles(); m != 0 {
+				t.Fatalf("%d files still mapped after two idle sweeps", m)
+			}
+			q.Prefetch(off + 1)
+		}
+	}
+	checkRange(t, q, 0, n)
+	if a := testing.AllocsPerRun(100, func() { q.Prefetch(n) }); a != 0 {
+		t.Errorf("Prefetch: %v allocs", a)
 	}
 }

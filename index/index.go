@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/apogeemq/apogee/mmap"
 )
 
 var (
@@ -229,6 +231,35 @@ func (x *Index) Put(topic, key string, commitLogOffset, storeTimestamp int64) er
 // PutBytes is Put with the key as a byte slice, which is not retained.
 func (x *Index) PutBytes(topic string, key []byte, commitLogOffset, storeTimestamp int64) error {
 	return x.put(keyHashBytes(topic, key), commitLogOffset, storeTimestamp)
+}
+
+// KeyHash returns the hash a key of topic is filed under (see the package
+// doc), for PutHash and Prefetch.
+func KeyHash(topic string, key []byte) int32 { return keyHashBytes(topic, key) }
+
+// PutHash is Put for a key whose hash the caller computed with KeyHash.
+func (x *Index) PutHash(h int32, commitLogOffset, storeTimestamp int64) error {
+	if h < 0 {
+		return fmt.Errorf("index: key hash %d is negative (not from KeyHash)", h)
+	}
+	return x.put(h, commitLogOffset, storeTimestamp)
+}
+
+// Prefetch hints that keys with the hashes hs are about to be put: it starts
+// loading their slots in the current file (see mmap.Prefetch), so that the
+// puts do not each stall on a cold slot. Only the writer calls it.
+func (x *Index) Prefetch(hs []int32) {
+	if len(hs) == 0 {
+		return
+	}
+	x.mu.Lock()
+	if f := x.cur; f != nil && !x.closed.Load() {
+		b := f.m.Bytes()
+		for _, h := range hs {
+			mmap.Prefetch(b[x.lay.slotPos(int(h)%x.lay.slots):])
+		}
+	}
+	x.mu.Unlock()
 }
 
 func (x *Index) put(h int32, off, ts int64) error {

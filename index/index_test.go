@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -768,4 +769,43 @@ func TestOlderFileBadHeader(t *testing.T) {
 			m.check(t, openT(t, dir, o), tt.complete)
 		})
 	}
+}
+
+// TestPutHash checks that KeyHash + Prefetch + PutHash index a key exactly as
+// Put does, and that PutHash refuses a hash KeyHash cannot produce.
+func TestPutHash(t *testing.T) {
+	o := Options{SlotCount: 64, MaxEntries: 100}
+	byPut := openT(t, t.TempDir(), o)
+	byHash := openT(t, t.TempDir(), o)
+	for i := 0; i < 250; i++ { // several files each
+		key := fmt.Sprintf("key-%d", i%7)
+		off, ts := int64(1000+i*100), ts0+int64(i)*10
+		if err := byPut.Put("T", key, off, ts); err != nil {
+			t.Fatal(err)
+		}
+		h := KeyHash("T", []byte(key))
+		byHash.Prefetch([]int32{h})
+		if err := byHash.PutHash(h, off, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 7; i++ {
+		key := fmt.Sprintf("key-%d", i)
+		want, err := byPut.Query("T", key, 0, math.MaxInt64, 1000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := byHash.Query("T", key, 0, math.MaxInt64, 1000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Fatalf("%s: PutHash gives %v, Put gives %v", key, got, want)
+		}
+	}
+	if err := byHash.PutHash(-1, 1<<40, ts0); err == nil {
+		t.Error("PutHash(-1) succeeded")
+	}
+	byHash.Close()
+	byHash.Prefetch([]int32{1, 2, 3}) // after Close: a no-op, not a fault
 }

@@ -221,3 +221,24 @@ func TestAfterUnmapRunsOnLastRelease(t *testing.T) {
 		t.Fatalf("cleanup ran %d times, want 1", calls)
 	}
 }
+
+// TestPrefetchNeverFaults: Prefetch is a hint, harmless on an empty slice,
+// on a live mapping and on a region that has been unmapped.
+func TestPrefetchNeverFaults(t *testing.T) {
+	Prefetch(nil)
+	f := newFile(t, int64(4*PageSize()))
+	m, err := Map(f, 0, 4*PageSize(), ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := m.Bytes()
+	for i := 0; i < len(b); i += 64 {
+		Prefetch(b[i:])
+	}
+	b[0] = 1
+	if err := m.Release(); err != nil {
+		t.Fatal(err)
+	}
+	Prefetch(b)                // unmapped now: a touch would fault, a prefetch must not
+	Prefetch(b[3*PageSize():]) // nor in the middle of the old region
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/index"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,9 @@ type dispatcher struct {
 	touched map[*consumequeue.Queue]struct{}
 
 	retry chan struct{} // a token asks the loop to run again (after a full disk)
+
+	batch  []pendingRecord // run's working batch; capacity dispatchBatch
+	hashes []int32         // the batch's index key hashes, in order
 }
 
 // arrivalBatch bounds how many records a run dispatches before it reports
@@ -54,6 +58,9 @@ func (d *dispatcher) init(s *Store) {
 	if d.touched == nil {
 		d.touched = map[*consumequeue.Queue]struct{}{}
 	}
+	if d.batch == nil {
+		d.batch = make([]pendingRecord, 0, dispatchBatch)
+	}
 }
 
 func (d *dispatcher) loop() {
@@ -72,46 +79,48 @@ func (d *dispatcher) loop() {
 }
 
 // run dispatches every record up to the written position.
+//
+// It works in batches of up to dispatchBatch records from one commit-log
+// segment, in two passes. The first decodes each record, resolves its queue
+// and prefetches the queue's tail entry; the second writes the entries and
+// index keys in commit-log order. With thousands of queues every tail entry
+// is a cold line in a cold page, and writing it at once stalls the dispatcher
+// on a page-table walk and a memory read (about half a microsecond on this
+// kind of virtual machine); issued a batch ahead, those overlap each other and
+// the decoding of the records in between (docs/benchmarks.md).
 func (d *dispatcher) run() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.s
 	n := 0
 	for {
-		rec, off, err := d.cursor.Next()
-		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
-			break
-		}
-		if err != nil {
-			if errors.Is(err, commitlog.ErrOffsetDeleted) {
-				// Retention overtook the dispatcher (only possible if it was
-				// stopped for days): resume at the log's start.
+		batch, stop := d.fill()
+		for i := range batch {
+			p := &batch[i]
+			if err := d.write(p); err != nil {
+				// Out of space for a consume-queue block: stop before this
+				// record (nothing after it may be dispatched out of order) and
+				// try again shortly; appends to the log go on meanwhile.
 				d.cursor.Close()
-				d.cursor = s.log.NewCursor(s.log.MinOffset())
-				continue
+				d.cursor = s.log.NewCursor(p.off)
+				s.stats.dispatchStalls.Add(1)
+				time.AfterFunc(retryDelay, func() {
+					select {
+					case d.retry <- struct{}{}:
+					default:
+					}
+				})
+				stop = true
+				break
 			}
-			s.stats.dispatchErrors.Add(1)
-			s.opts.Logger.Error("store: dispatch stopped on an unreadable record", "offset", off, "err", err)
-			break
+			s.dispatched.Store(p.off + int64(len(p.rec)))
+			if n++; n%arrivalBatch == 0 {
+				d.flushArrival()
+			}
 		}
-		if err := d.record(rec, off); err != nil {
-			// Out of space for a consume-queue block: stop before this
-			// record (nothing after it may be dispatched out of order) and
-			// try again shortly; appends to the log go on meanwhile.
-			d.cursor.Close()
-			d.cursor = s.log.NewCursor(off)
-			s.stats.dispatchStalls.Add(1)
-			time.AfterFunc(retryDelay, func() {
-				select {
-				case d.retry <- struct{}{}:
-				default:
-				}
-			})
+		clear(batch) // drop the views before the cursor may move on
+		if stop {
 			break
-		}
-		s.dispatched.Store(d.cursor.Offset())
-		if n++; n%arrivalBatch == 0 {
-			d.flushArrival()
 		}
 	}
 	d.cursor.Close()
@@ -119,46 +128,139 @@ func (d *dispatcher) run() {
 	s.stats.lastDispatch.Store(time.Now().UnixNano())
 }
 
-// record dispatches one record. It returns an error only when the record
-// must be dispatched again later (the disk is full).
-func (d *dispatcher) record(rec []byte, off int64) error {
+// dispatchBatch is how many records run decodes (and prefetches for) ahead of
+// writing their entries.
+const dispatchBatch = 16
+
+// pendingRecord is a decoded record waiting in a batch for its entries.
+type pendingRecord struct {
+	rec []byte // a view of the commit log; valid while the cursor stays in its segment
+	off int64
+	v   message.View
+	t   *dispatchTopic
+	q   *consumequeue.Queue // the consume queue to append to; nil for none
+	e   consumequeue.Entry
+	// keys are the index key hashes of the record: dispatcher.hashes[keys[0]:keys[1]].
+	keys [2]int
+	bad  bool // undecodable: reported, and dispatched as nothing
+}
+
+// fill reads the next batch of records from the cursor (all in one segment,
+// so every view stays valid), decodes them and prefetches their queues'
+// tails. stop reports that the cursor reached the written position or an
+// unreadable record: the run ends after this batch.
+func (d *dispatcher) fill() (batch []pendingRecord, stop bool) {
 	s := d.s
-	v, err := message.Decode(rec, false)
-	if err != nil {
-		s.stats.dispatchErrors.Add(1)
-		s.opts.Logger.Error("store: undecodable record in the commit log", "offset", off, "err", err)
-		return nil
+	batch = d.batch[:0]
+	d.hashes = d.hashes[:0]
+	for len(batch) < cap(batch) && (len(batch) == 0 || !d.cursor.AtSegmentEnd()) {
+		rec, off, err := d.cursor.Next()
+		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
+			stop = true
+			break
+		}
+		if errors.Is(err, commitlog.ErrOffsetDeleted) {
+			// Retention overtook the dispatcher (only possible if it was
+			// stopped for days): resume at the log's start. This comes only
+			// from moving to another segment, so the batch is empty.
+			d.cursor.Close()
+			d.cursor = s.log.NewCursor(s.log.MinOffset())
+			continue
+		}
+		if err != nil {
+			s.stats.dispatchErrors.Add(1)
+			s.opts.Logger.Error("store: dispatch stopped on an unreadable record", "offset", off, "err", err)
+			stop = true
+			break
+		}
+		batch = append(batch, pendingRecord{rec: rec, off: off})
+		d.prepare(&batch[len(batch)-1])
 	}
-	sys := v.SysFlag()
-	t := d.topic(v.Topic())
-	if message.Dispatchable(sys) {
-		q := d.queue(t, v.QueueID())
-		if q != nil {
-			code, ok := int64(0), false
-			if s.opts.TagCode != nil {
-				code, ok = s.opts.TagCode(v)
-			}
-			if !ok {
-				code = message.TagCode(v.Tags())
-			}
-			e := consumequeue.Entry{CommitLogOffset: off, Size: int32(v.TotalSize()), TagCode: code}
-			if err := q.Append(v.QueueOffset(), e); err != nil {
-				if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-					return err
-				}
-				s.stats.dispatchErrors.Add(1)
-				s.opts.Logger.Error("store: consume-queue append failed", "topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "err", err)
-			} else {
-				d.arrived(q)
-			}
+	d.prefetch(batch)
+	return batch, stop
+}
+
+// prefetch starts loading every tail entry the batch will write, in a tight
+// loop so the page-table walks and line fills overlap one another.
+func (d *dispatcher) prefetch(batch []pendingRecord) {
+	for i := range batch {
+		if p := &batch[i]; p.q != nil {
+			p.q.Prefetch(p.v.QueueOffset())
 		}
 	}
-	if message.TxType(sys) == message.TxRollbackType {
+	d.s.idx.Prefetch(d.hashes)
+}
+
+// prepare decodes p's record, resolves its topic and queue, computes its
+// consume-queue entry and prefetches the queue's tail.
+func (d *dispatcher) prepare(p *pendingRecord) {
+	s := d.s
+	v, err := message.Decode(p.rec, false)
+	if err != nil {
+		s.stats.dispatchErrors.Add(1)
+		s.opts.Logger.Error("store: undecodable record in the commit log", "offset", p.off, "err", err)
+		p.bad = true
+		return
+	}
+	p.v = v
+	p.t = d.topic(v.Topic())
+	d.prepareKeys(p)
+	if !message.Dispatchable(v.SysFlag()) {
+		return
+	}
+	if p.q = d.queue(p.t, v.QueueID()); p.q == nil {
+		return
+	}
+	code, ok := int64(0), false
+	if s.opts.TagCode != nil {
+		code, ok = s.opts.TagCode(v)
+	}
+	if !ok {
+		code = message.TagCode(v.Tags())
+	}
+	p.e = consumequeue.Entry{CommitLogOffset: p.off, Size: int32(v.TotalSize()), TagCode: code}
+}
+
+// write appends p's consume-queue entry and index keys. It returns an error
+// only when the record must be dispatched again later (the disk is full).
+func (d *dispatcher) write(p *pendingRecord) error {
+	if p.bad {
 		return nil
 	}
+	s := d.s
+	v, t := p.v, p.t
+	if q := p.q; q != nil {
+		if err := q.Append(v.QueueOffset(), p.e); err != nil {
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				return err
+			}
+			s.stats.dispatchErrors.Add(1)
+			s.opts.Logger.Error("store: consume-queue append failed", "topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "err", err)
+		} else {
+			d.arrived(q)
+		}
+	}
 	ts := v.StoreTimestamp()
+	for _, h := range d.hashes[p.keys[0]:p.keys[1]] {
+		if err := s.idx.PutHash(h, p.off, ts); err != nil {
+			s.stats.dispatchErrors.Add(1)
+			s.opts.Logger.Error("store: index put failed", "topic", t.name, "offset", p.off, "err", err)
+		}
+	}
+	return nil
+}
+
+// prepareKeys hashes the record's index keys (UNIQ_KEY and each KEYS item)
+// into d.hashes. A rolled-back transaction record is not indexed.
+func (d *dispatcher) prepareKeys(p *pendingRecord) {
+	v := p.v
+	p.keys[0] = len(d.hashes)
+	p.keys[1] = len(d.hashes)
+	if message.TxType(v.SysFlag()) == message.TxRollbackType {
+		return
+	}
 	if k := v.UniqKey(); len(k) > 0 {
-		d.indexKey(t.name, k, off, ts)
+		d.hashes = append(d.hashes, index.KeyHash(p.t.name, k))
 	}
 	keys := v.Keys()
 	for len(keys) > 0 {
@@ -170,17 +272,10 @@ func (d *dispatcher) record(rec []byte, off int64) error {
 			k, keys = keys[:i], keys[i+1:]
 		}
 		if len(k) > 0 {
-			d.indexKey(t.name, k, off, ts)
+			d.hashes = append(d.hashes, index.KeyHash(p.t.name, k))
 		}
 	}
-	return nil
-}
-
-func (d *dispatcher) indexKey(topic string, key []byte, off, ts int64) {
-	if err := d.s.idx.PutBytes(topic, key, off, ts); err != nil {
-		d.s.stats.dispatchErrors.Add(1)
-		d.s.opts.Logger.Error("store: index put failed", "topic", topic, "offset", off, "err", err)
-	}
+	p.keys[1] = len(d.hashes)
 }
 
 func (d *dispatcher) topic(name []byte) *dispatchTopic {
