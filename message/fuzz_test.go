@@ -106,6 +106,12 @@ func FuzzProperties(f *testing.F) {
 				}
 			}
 		}
+		tags, keys, uniq := LookupDispatchProperties(props)
+		for name, got := range map[string][]byte{PropTags: tags, PropKeys: keys, PropUniqKey: uniq} {
+			if want, _ := LookupProperty(props, name); !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+				t.Fatalf("LookupDispatchProperties %s = %q, LookupProperty gives %q", name, got, want)
+			}
+		}
 		// JavaHashCode agrees with UTF-16 of Go's decoding for valid UTF-8.
 		h := JavaHashCodeBytes(props)
 		if h != JavaHashCode(string(props)) {

@@ -94,6 +94,11 @@ func ForEachProperty(props []byte, fn func(key, value []byte) bool) {
 	}
 }
 
+// hasName reports whether item starts with name and the 0x01 after it.
+func hasName(item []byte, name string) bool {
+	return len(item) > len(name) && item[len(name)] == NameValueSeparator && string(item[:len(name)]) == name
+}
+
 // splitPair splits one item at its single 0x01.
 func splitPair(item []byte) (key, value []byte, ok bool) {
 	i := bytes.IndexByte(item, NameValueSeparator)
@@ -120,8 +125,7 @@ func LookupProperty(props []byte, key string) ([]byte, bool) {
 		} else {
 			item, props = props, nil
 		}
-		// Cheap prefix test before the full split.
-		if len(item) <= len(key) || item[len(key)] != NameValueSeparator || string(item[:len(key)]) != key {
+		if !hasName(item, key) { // cheap prefix test before the full split
 			continue
 		}
 		if k, v, ok := splitPair(item); ok && len(k) == len(key) {
@@ -129,6 +133,41 @@ func LookupProperty(props []byte, key string) ([]byte, bool) {
 		}
 	}
 	return val, found
+}
+
+// DispatchProperties returns the record's TAGS, KEYS and UNIQ_KEY properties
+// (see LookupDispatchProperties): what the store's dispatcher reads for every
+// record.
+func (v View) DispatchProperties() (tags, keys, uniqKey []byte) {
+	return LookupDispatchProperties(v.Properties())
+}
+
+// LookupDispatchProperties returns the TAGS, KEYS and UNIQ_KEY values of props
+// (each nil when absent) in one pass, with LookupProperty's rules.
+func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
+	for len(props) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(props, PropertySeparator); i >= 0 {
+			item, props = props[:i], props[i+1:]
+		} else {
+			item, props = props, nil
+		}
+		var dst *[]byte
+		switch {
+		case hasName(item, PropTags):
+			dst = &tags
+		case hasName(item, PropKeys):
+			dst = &keys
+		case hasName(item, PropUniqKey):
+			dst = &uniqKey
+		default:
+			continue
+		}
+		if _, val, ok := splitPair(item); ok {
+			*dst = val
+		}
+	}
+	return tags, keys, uniqKey
 }
 
 // ParseProperties parses props into a new map (last duplicate wins). Keys and

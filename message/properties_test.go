@@ -118,3 +118,21 @@ func TestValidateProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestLookupDispatchProperties(t *testing.T) {
+	for _, tc := range []struct {
+		props            string
+		tags, keys, uniq string
+		haveTags         bool
+	}{
+		{"TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ABC\x02", "TagA", "k1 k2", "ABC", true},
+		{"KEYS\x01a\x02KEYS\x01b", "", "b", "", false},                      // last duplicate wins
+		{"TAGS\x01\x02TAGSX\x01no\x02UNIQ_KEY\x01u\x01v", "", "", "", true}, // empty TAGS found; malformed UNIQ_KEY skipped
+		{"", "", "", "", false},
+	} {
+		tags, keys, uniq := LookupDispatchProperties([]byte(tc.props))
+		if string(tags) != tc.tags || string(keys) != tc.keys || string(uniq) != tc.uniq || (tags != nil) != tc.haveTags {
+			t.Errorf("%q: tags %q (nil %v), keys %q, uniq %q", tc.props, tags, tags == nil, keys, uniq)
+		}
+	}
+}

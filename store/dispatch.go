@@ -204,7 +204,8 @@ func (d *dispatcher) prepare(p *pendingRecord) {
 	}
 	p.v = v
 	p.t = d.topic(v.Topic())
-	d.prepareKeys(p)
+	tags, keys, uniq := v.DispatchProperties()
+	d.prepareKeys(p, keys, uniq)
 	if !message.Dispatchable(v.SysFlag()) {
 		return
 	}
@@ -216,7 +217,7 @@ func (d *dispatcher) prepare(p *pendingRecord) {
 		code, ok = s.opts.TagCode(v)
 	}
 	if !ok {
-		code = message.TagCode(v.Tags())
+		code = message.TagCode(tags)
 	}
 	p.e = consumequeue.Entry{CommitLogOffset: p.off, Size: int32(v.TotalSize()), TagCode: code}
 }
@@ -250,19 +251,18 @@ func (d *dispatcher) write(p *pendingRecord) error {
 	return nil
 }
 
-// prepareKeys hashes the record's index keys (UNIQ_KEY and each KEYS item)
-// into d.hashes. A rolled-back transaction record is not indexed.
-func (d *dispatcher) prepareKeys(p *pendingRecord) {
-	v := p.v
+// prepareKeys hashes the record's index keys (its UNIQ_KEY and each item of
+// its space-separated KEYS) into d.hashes. A rolled-back transaction record
+// is not indexed.
+func (d *dispatcher) prepareKeys(p *pendingRecord, keys, uniq []byte) {
 	p.keys[0] = len(d.hashes)
 	p.keys[1] = len(d.hashes)
-	if message.TxType(v.SysFlag()) == message.TxRollbackType {
+	if message.TxType(p.v.SysFlag()) == message.TxRollbackType {
 		return
 	}
-	if k := v.UniqKey(); len(k) > 0 {
-		d.hashes = append(d.hashes, index.KeyHash(p.t.name, k))
+	if len(uniq) > 0 {
+		d.hashes = append(d.hashes, index.KeyHash(p.t.name, uniq))
 	}
-	keys := v.Keys()
 	for len(keys) > 0 {
 		i := bytes.IndexByte(keys, ' ')
 		var k []byte
