@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"sync"
@@ -25,6 +26,9 @@ func benchOptions(b *testing.B, mode commitlog.FlushMode) Options {
 	}
 	if s := os.Getenv("APOGEE_BENCH_SEGMENT"); s != "" {
 		fmt.Sscan(s, &o.SegmentSize)
+	}
+	if s := os.Getenv("APOGEE_BENCH_MAXLAG"); s != "" {
+		fmt.Sscan(s, &o.MaxDispatchLag)
 	}
 	return o
 }
@@ -113,12 +117,14 @@ func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
 	b.StopTimer()
 	stopProfile()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(s.Stats().LagWaits), "lag-waits")
 }
 
 // startTimedProfile marks the timed part for profilers (go test's
 // -cpuprofile also covers the set-up, which for 8,000 queues dwarfs the
 // steady state): APOGEE_BENCH_CPUPROFILE=f writes a CPU profile of it alone
-// to f, and APOGEE_BENCH_MONO=1 logs its CLOCK_MONOTONIC bounds for
+// to f, APOGEE_BENCH_TRACE=f an execution trace (go tool trace) of it alone,
+// and APOGEE_BENCH_MONO=1 logs its CLOCK_MONOTONIC bounds for
 // perf report --time (with perf record -k CLOCK_MONOTONIC). It returns the
 // function that ends the timed part.
 func startTimedProfile(b *testing.B) func() {
@@ -136,10 +142,24 @@ func startTimedProfile(b *testing.B) func() {
 			b.Fatal(err)
 		}
 	}
+	var tf *os.File
+	if path := os.Getenv("APOGEE_BENCH_TRACE"); path != "" {
+		var err error
+		if tf, err = os.Create(path); err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(tf); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return func() {
 		if f != nil {
 			pprof.StopCPUProfile()
 			f.Close()
+		}
+		if tf != nil {
+			trace.Stop()
+			tf.Close()
 		}
 		if mono {
 			b.Logf("timed part ends at monotonic %s", monotonicNow())
@@ -308,13 +328,19 @@ func monotonicNow() string {
 	return fmt.Sprintf("%d.%06d", ts.Sec, ts.Nsec/1000)
 }
 
-// warmHostMemory, with APOGEE_BENCH_WARM set, populates and deletes a 2 GiB
-// file in dir just before timing, so the run's page cache reuses pages the
+// warmHostMemory, with APOGEE_BENCH_WARM set, populates and deletes a file of
+// 2 GiB (or APOGEE_BENCH_WARM GiB when that is a larger number) in dir just
+// before timing, so the run's page cache reuses pages the
 // host has backed (this VM returns freed memory to its host, and a page it
 // has to back again costs a host fault; see docs/benchmarks.md).
 func warmHostMemory(dir string) {
-	if os.Getenv("APOGEE_BENCH_WARM") == "" {
+	env := os.Getenv("APOGEE_BENCH_WARM")
+	if env == "" {
 		return
+	}
+	size := int64(2 << 30)
+	if gib, err := strconv.Atoi(env); err == nil && gib > 2 {
+		size = int64(gib) << 30
 	}
 	name := filepath.Join(dir, "warm")
 	f, err := os.Create(name)
@@ -323,8 +349,8 @@ func warmHostMemory(dir string) {
 	}
 	defer os.Remove(name)
 	defer f.Close()
-	unix.Fallocate(int(f.Fd()), 0, 0, 2<<30)
-	m, err := unix.Mmap(int(f.Fd()), 0, 2<<30, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	unix.Fallocate(int(f.Fd()), 0, 0, size)
+	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		panic(err)
 	}

@@ -94,7 +94,8 @@ func (d *dispatcher) run() {
 	s := d.s
 	n := 0
 	for {
-		batch, stop := d.fill()
+		batch, stop, broken := d.fill()
+		stalled := false
 		for i := range batch {
 			p := &batch[i]
 			if err := d.write(p); err != nil {
@@ -110,7 +111,7 @@ func (d *dispatcher) run() {
 					default:
 					}
 				})
-				stop = true
+				stalled = true
 				break
 			}
 			s.dispatched.Store(p.off + int64(len(p.rec)))
@@ -119,6 +120,13 @@ func (d *dispatcher) run() {
 			}
 		}
 		clear(batch) // drop the views before the cursor may move on
+		if stalled || broken {
+			s.lag.stall()
+			break
+		}
+		if len(batch) > 0 {
+			s.lag.progressed()
+		}
 		if stop {
 			break
 		}
@@ -147,9 +155,9 @@ type pendingRecord struct {
 
 // fill reads the next batch of records from the cursor (all in one segment,
 // so every view stays valid), decodes them and prefetches their queues'
-// tails. stop reports that the cursor reached the written position or an
-// unreadable record: the run ends after this batch.
-func (d *dispatcher) fill() (batch []pendingRecord, stop bool) {
+// tails. stop reports that the cursor reached the written position, broken
+// that it reached an unreadable record: the run ends after this batch.
+func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	s := d.s
 	batch = d.batch[:0]
 	d.hashes = d.hashes[:0]
@@ -170,14 +178,14 @@ func (d *dispatcher) fill() (batch []pendingRecord, stop bool) {
 		if err != nil {
 			s.stats.dispatchErrors.Add(1)
 			s.opts.Logger.Error("store: dispatch stopped on an unreadable record", "offset", off, "err", err)
-			stop = true
+			stop, broken = true, true
 			break
 		}
 		batch = append(batch, pendingRecord{rec: rec, off: off})
 		d.prepare(&batch[len(batch)-1])
 	}
 	d.prefetch(batch)
-	return batch, stop
+	return batch, stop, broken
 }
 
 // prefetch starts loading every tail entry the batch will write, in a tight

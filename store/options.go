@@ -46,6 +46,13 @@ type Options struct {
 	// checkpoint's dispatched offset written: after a machine crash at most
 	// this much of the log is dispatched again. Default 10 s.
 	CheckpointInterval time.Duration
+	// MaxDispatchLag bounds how many bytes of commit log may be written but
+	// not yet dispatched (invisible to Get): a Put that finds the dispatcher
+	// further behind waits until it is back within half of this. It bounds
+	// the delay before a message becomes visible when producers outrun the
+	// dispatcher, and leaves the dispatcher the CPU to catch up. Default
+	// 16 MiB; negative disables the bound.
+	MaxDispatchLag int64
 	// OnArrival is called by the dispatcher after a message becomes visible
 	// in (topic, queueID); maxOffset is the queue's new max offset. It must be
 	// quick and must not call back into Put (the broker wakes long polls here).
@@ -85,6 +92,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
+	}
+	if o.MaxDispatchLag == 0 {
+		o.MaxDispatchLag = 16 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

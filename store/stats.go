@@ -26,6 +26,9 @@ type Stats struct {
 	DispatchErrors int64
 	// DispatchStalls counts pauses of dispatch for lack of disk space.
 	DispatchStalls int64
+	// LagWaits counts Put calls that waited for the dispatcher to come back
+	// within Options.MaxDispatchLag.
+	LagWaits int64
 	// Log holds the commit log's counters, flush latency among them.
 	Log commitlog.Stats
 	// MappedQueueFiles is how many consume-queue files are mapped now.
@@ -42,6 +45,7 @@ func (s *Store) Stats() Stats {
 		DispatchLag:      ls.WrittenOffset - s.dispatched.Load(),
 		DispatchErrors:   s.stats.dispatchErrors.Load(),
 		DispatchStalls:   s.stats.dispatchStalls.Load(),
+		LagWaits:         s.lag.waits.Load(),
 		Log:              ls,
 		MappedQueueFiles: s.cqs.MappedFiles(),
 		LastDispatch:     time.Unix(0, s.stats.lastDispatch.Load()),

@@ -46,6 +46,7 @@ type Store struct {
 
 	dispatched atomic.Int64 // everything below is in the consume queues and the index
 	dispatch   dispatcher
+	lag        lagGate // Put waits here while the dispatcher is too far behind
 	ckpt       *storeCheckpoint
 
 	putPool sync.Pool // *putBatch
@@ -82,6 +83,7 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		return nil, rep, err
 	}
 	s.dispatch.init(s)
+	s.lag.init(max(o.MaxDispatchLag, 0), s.log, &s.dispatched)
 	s.wg.Add(2)
 	go s.dispatch.loop()
 	go s.maintain()
@@ -231,6 +233,7 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	if len(msgs) == 0 {
 		return res, fmt.Errorf("%w: empty batch", ErrBadMessage)
 	}
+	s.lag.wait()
 	b := s.getBatch()
 	defer s.putPool.Put(b)
 	var rec message.Record
@@ -298,6 +301,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
+	s.lag.close()
 	close(s.stop)
 	s.wg.Wait()
 	// Dispatch whatever the loop had not reached.
