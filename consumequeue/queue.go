@@ -113,25 +113,26 @@ func (q *Queue) Append(off int64, e Entry) error {
 	return q.write(t, off, e)
 }
 
-// Prefetch hints that Append(off, …) follows soon: it starts loading the
-// tail's cache line for entry off, so the append's store does not stall on a
-// page-table walk and a memory read (see mmap.Prefetch). It reads the
-// writer's state, so only the writer may call it; it does nothing when off is
-// not on the tail's mapped, already-written pages.
-func (q *Queue) Prefetch(off int64) {
+// TailAddr returns the address Append(off, …) will store to, for the writer
+// to prefetch (mmap.PrefetchAll) a little ahead of the append, so that the
+// store does not stall on a page-table walk and a memory read. It returns 0
+// when off is not on the tail's mapped, already-written pages. It reads the
+// writer's state, so only the writer may call it.
+func (q *Queue) TailAddr(off int64) uintptr {
 	t := q.tail
 	if t == nil || off < t.start || off-t.start >= q.per {
-		return
+		return 0
 	}
 	pos := (off - t.start) * EntrySize
 	if pos+EntrySize > t.touched {
-		return
+		return 0
 	}
 	if m := t.m.Load(); m != nil {
 		// No reference is taken: a prefetch of a region being unmapped is
 		// harmless, and the Mapping itself is ordinary memory.
-		mmap.Prefetch(m.Bytes()[pos:])
+		return mmap.Addr(m.Bytes()[pos:])
 	}
+	return 0
 }
 
 func (q *Queue) write(t *segment, off int64, e Entry) error {

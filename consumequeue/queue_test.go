@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/mmap"
 )
 
 func TestEntryEncodingGolden(t *testing.T) {
@@ -508,10 +510,11 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
-// TestPrefetchIsOnlyAHint calls Prefetch everywhere a writer might: before
-// the first file, at and past the tail, beyond the file, on a tail that Sweep
-// unmapped. It must never fault, allocate or change what Append stores.
-func TestPrefetchIsOnlyAHint(t *testing.T) {
+// TestTailAddr checks the address TailAddr gives for the next append, and
+// that prefetching it or what it gives in odd states (no file yet, past the
+// tail, beyond the file, a tail Sweep unmapped) never faults, allocates or
+// changes what Append stores.
+func TestTailAddr(t *testing.T) {
 	const per, n = 64, 300
 	s, err := OpenSet(t.TempDir(), Options{EntriesPerFile: per, IdleUnmap: time.Minute})
 	if err != nil {
@@ -519,12 +522,25 @@ func TestPrefetchIsOnlyAHint(t *testing.T) {
 	}
 	defer s.Close()
 	q := mustQueue(t, s, "T", 0)
-	q.Prefetch(0) // no file yet
+	if a := q.TailAddr(0); a != 0 {
+		t.Fatalf("TailAddr with no file = %#x, want 0", a)
+	}
 	clock := 0
 	for off := int64(0); off < n; off++ {
-		for _, at := range []int64{off, off + 1, off + per, -1} {
-			q.Prefetch(at)
+		addrs := []uintptr{q.TailAddr(off), q.TailAddr(off + 1), q.TailAddr(off + per), q.TailAddr(-1)}
+		if off > 0 && off%per != 0 {
+			// Inside the tail's first, written page: the address is exact.
+			if sg := q.tail; (off-sg.start)*EntrySize+EntrySize <= sg.touched && sg.m.Load() != nil {
+				want := mmap.Addr(sg.m.Load().Bytes()[(off-sg.start)*EntrySize:])
+				if addrs[0] != want {
+					t.Fatalf("TailAddr(%d) = %#x, want %#x", off, addrs[0], want)
+				}
+			}
 		}
+		if addrs[2] != 0 || addrs[3] != 0 {
+			t.Fatalf("TailAddr beyond the tail file: %#x %#x", addrs[2], addrs[3])
+		}
+		mmap.PrefetchAll(addrs)
 		if err := q.Append(off, ent(off)); err != nil {
 			t.Fatal(err)
 		}
@@ -537,11 +553,13 @@ func TestPrefetchIsOnlyAHint(t *testing.T) {
 			if m := s.MappedFiles(); m != 0 {
 				t.Fatalf("%d files still mapped after two idle sweeps", m)
 			}
-			q.Prefetch(off + 1)
+			if a := q.TailAddr(off + 1); a != 0 {
+				t.Fatalf("TailAddr of an unmapped tail = %#x, want 0", a)
+			}
 		}
 	}
 	checkRange(t, q, 0, n)
-	if a := testing.AllocsPerRun(100, func() { q.Prefetch(n) }); a != 0 {
-		t.Errorf("Prefetch: %v allocs", a)
+	if a := testing.AllocsPerRun(100, func() { q.TailAddr(n) }); a != 0 {
+		t.Errorf("TailAddr: %v allocs", a)
 	}
 }

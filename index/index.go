@@ -245,21 +245,23 @@ func (x *Index) PutHash(h int32, commitLogOffset, storeTimestamp int64) error {
 	return x.put(h, commitLogOffset, storeTimestamp)
 }
 
-// Prefetch hints that keys with the hashes hs are about to be put: it starts
-// loading their slots in the current file (see mmap.Prefetch), so that the
-// puts do not each stall on a cold slot. Only the writer calls it.
-func (x *Index) Prefetch(hs []int32) {
+// SlotAddrs appends to dst the addresses of the slots of hashes hs in the
+// current file, for the writer to prefetch (mmap.PrefetchAll) before it puts
+// those keys, so that the puts do not each stall on a cold slot. Only the
+// writer calls it.
+func (x *Index) SlotAddrs(hs []int32, dst []uintptr) []uintptr {
 	if len(hs) == 0 {
-		return
+		return dst
 	}
 	x.mu.Lock()
 	if f := x.cur; f != nil && !x.closed.Load() {
 		b := f.m.Bytes()
 		for _, h := range hs {
-			mmap.Prefetch(b[x.lay.slotPos(int(h)%x.lay.slots):])
+			dst = append(dst, mmap.Addr(b[x.lay.slotPos(int(h)%x.lay.slots):]))
 		}
 	}
 	x.mu.Unlock()
+	return dst
 }
 
 func (x *Index) put(h int32, off, ts int64) error {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apogeemq/apogee/mmap"
 )
 
 const ts0 = int64(1_700_000_000_000)
@@ -771,7 +773,7 @@ func TestOlderFileBadHeader(t *testing.T) {
 	}
 }
 
-// TestPutHash checks that KeyHash + Prefetch + PutHash index a key exactly as
+// TestPutHash checks that KeyHash + SlotAddrs + PutHash index a key exactly as
 // Put does, and that PutHash refuses a hash KeyHash cannot produce.
 func TestPutHash(t *testing.T) {
 	o := Options{SlotCount: 64, MaxEntries: 100}
@@ -784,7 +786,7 @@ func TestPutHash(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := KeyHash("T", []byte(key))
-		byHash.Prefetch([]int32{h})
+		mmap.PrefetchAll(byHash.SlotAddrs([]int32{h}, nil))
 		if err := byHash.PutHash(h, off, ts); err != nil {
 			t.Fatal(err)
 		}
@@ -807,5 +809,7 @@ func TestPutHash(t *testing.T) {
 		t.Error("PutHash(-1) succeeded")
 	}
 	byHash.Close()
-	byHash.Prefetch([]int32{1, 2, 3}) // after Close: a no-op, not a fault
+	if a := byHash.SlotAddrs([]int32{1, 2, 3}, nil); len(a) != 0 {
+		t.Errorf("SlotAddrs after Close = %v, want none", a)
+	}
 }

@@ -222,23 +222,29 @@ func TestAfterUnmapRunsOnLastRelease(t *testing.T) {
 	}
 }
 
-// TestPrefetchNeverFaults: Prefetch is a hint, harmless on an empty slice,
-// on a live mapping and on a region that has been unmapped.
+// TestPrefetchNeverFaults: PrefetchAll is a hint, harmless with no
+// addresses, with zeros, on a live mapping and on a region that has been
+// unmapped.
 func TestPrefetchNeverFaults(t *testing.T) {
-	Prefetch(nil)
+	PrefetchAll(nil)
+	PrefetchAll([]uintptr{0, 0})
+	if Addr(nil) != 0 {
+		t.Fatal("Addr of an empty slice is not 0")
+	}
 	f := newFile(t, int64(4*PageSize()))
 	m, err := Map(f, 0, 4*PageSize(), ReadWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := m.Bytes()
+	var addrs []uintptr
 	for i := 0; i < len(b); i += 64 {
-		Prefetch(b[i:])
+		addrs = append(addrs, Addr(b[i:]), 0)
 	}
+	PrefetchAll(addrs)
 	b[0] = 1
 	if err := m.Release(); err != nil {
 		t.Fatal(err)
 	}
-	Prefetch(b)                // unmapped now: a touch would fault, a prefetch must not
-	Prefetch(b[3*PageSize():]) // nor in the middle of the old region
+	PrefetchAll(addrs) // unmapped now: a touch would fault, a prefetch must not
 }

@@ -2,5 +2,5 @@
 
 package mmap
 
-// prefetch does nothing where no prefetch instruction is wired.
-func prefetch(addr uintptr) {}
+// prefetchAll does nothing where no prefetch instruction is wired.
+func prefetchAll(addrs *uintptr, n int) {}

@@ -10,6 +10,7 @@ import (
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/index"
 	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/mmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +31,7 @@ type dispatcher struct {
 
 	batch  []pendingRecord // run's working batch; capacity dispatchBatch
 	hashes []int32         // the batch's index key hashes, in order
+	addrs  []uintptr       // the batch's prefetch addresses
 }
 
 // arrivalBatch bounds how many records a run dispatches before it reports
@@ -188,15 +190,19 @@ func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	return batch, stop, broken
 }
 
-// prefetch starts loading every tail entry the batch will write, in a tight
-// loop so the page-table walks and line fills overlap one another.
+// prefetch starts loading every tail entry and index slot the batch will
+// write. The addresses are gathered first and prefetched from one tight loop,
+// so that all the page-table walks and line fills are in flight together.
 func (d *dispatcher) prefetch(batch []pendingRecord) {
+	addrs := d.addrs[:0]
 	for i := range batch {
 		if p := &batch[i]; p.q != nil {
-			p.q.Prefetch(p.v.QueueOffset())
+			addrs = append(addrs, p.q.TailAddr(p.v.QueueOffset()))
 		}
 	}
-	d.s.idx.Prefetch(d.hashes)
+	addrs = d.s.idx.SlotAddrs(d.hashes, addrs)
+	mmap.PrefetchAll(addrs)
+	d.addrs = addrs
 }
 
 // prepare decodes p's record, resolves its topic and queue, computes its
