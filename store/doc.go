@@ -31,6 +31,12 @@
 //     re-dispatching from it restores both. Re-dispatch is idempotent.
 //  5. Views returned by Get, ReadMessage and QueryByKey pin commit-log segments
 //     until released; the caller must release each exactly once.
+//  6. A Put appends only once the dispatcher is at most
+//     Options.MaxDispatchLag bytes behind the log (so the gap stays within
+//     that plus what concurrent Puts append), except while dispatch cannot
+//     progress (full disk, unreadable record) or the store is closing.
+//     Dispatch runs in batches of up to 16 records of one segment, all
+//     decoded and prefetched before any is written (docs/storage.md).
 //
 // # Recovery order
 //
