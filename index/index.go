@@ -234,7 +234,7 @@ func (x *Index) PutBytes(topic string, key []byte, commitLogOffset, storeTimesta
 }
 
 // KeyHash returns the hash a key of topic is filed under (see the package
-// doc), for PutHash and Prefetch.
+// doc), for PutHash and SlotAddrs.
 func KeyHash(topic string, key []byte) int32 { return keyHashBytes(topic, key) }
 
 // PutHash is Put for a key whose hash the caller computed with KeyHash.

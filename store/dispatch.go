@@ -83,13 +83,14 @@ func (d *dispatcher) loop() {
 // run dispatches every record up to the written position.
 //
 // It works in batches of up to dispatchBatch records from one commit-log
-// segment, in two passes. The first decodes each record, resolves its queue
-// and prefetches the queue's tail entry; the second writes the entries and
-// index keys in commit-log order. With thousands of queues every tail entry
-// is a cold line in a cold page, and writing it at once stalls the dispatcher
-// on a page-table walk and a memory read (about half a microsecond on this
-// kind of virtual machine); issued a batch ahead, those overlap each other and
-// the decoding of the records in between (docs/benchmarks.md).
+// segment, in two passes. The first (fill) decodes each record, resolves its
+// queue, computes its entry and hashes its keys, then prefetches every tail
+// entry and index slot the batch will write; the second writes the entries
+// and keys in commit-log order. With thousands of queues every tail entry is
+// a cold line in a cold page, and writing it at once stalls the dispatcher on
+// a page-table walk and a memory read (about half a microsecond on this kind
+// of virtual machine); prefetched together a batch ahead, those overlap one
+// another (docs/benchmarks.md).
 func (d *dispatcher) run() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -156,8 +157,8 @@ type pendingRecord struct {
 }
 
 // fill reads the next batch of records from the cursor (all in one segment,
-// so every view stays valid), decodes them and prefetches their queues'
-// tails. stop reports that the cursor reached the written position, broken
+// so every view stays valid), prepares them and prefetches what writing them
+// will touch. stop reports that the cursor reached the written position, broken
 // that it reached an unreadable record: the run ends after this batch.
 func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	s := d.s
@@ -206,7 +207,7 @@ func (d *dispatcher) prefetch(batch []pendingRecord) {
 }
 
 // prepare decodes p's record, resolves its topic and queue, computes its
-// consume-queue entry and prefetches the queue's tail.
+// consume-queue entry and hashes its index keys.
 func (d *dispatcher) prepare(p *pendingRecord) {
 	s := d.s
 	v, err := message.Decode(p.rec, false)
