@@ -82,16 +82,20 @@ func AppendProperty(dst []byte, key, value string) []byte {
 func ForEachProperty(props []byte, fn func(key, value []byte) bool) {
 	for len(props) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(props, PropertySeparator); i >= 0 {
-			item, props = props[:i], props[i+1:]
-		} else {
-			item, props = props, nil
-		}
+		item, props = nextItem(props)
 		k, v, ok := splitPair(item)
 		if ok && !fn(k, v) {
 			return
 		}
 	}
+}
+
+// nextItem splits the first 0x02-separated item off props.
+func nextItem(props []byte) (item, rest []byte) {
+	if i := bytes.IndexByte(props, PropertySeparator); i >= 0 {
+		return props[:i], props[i+1:]
+	}
+	return props, nil
 }
 
 // hasName reports whether item starts with name and the 0x01 after it.
@@ -120,11 +124,7 @@ func LookupProperty(props []byte, key string) ([]byte, bool) {
 	)
 	for len(props) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(props, PropertySeparator); i >= 0 {
-			item, props = props[:i], props[i+1:]
-		} else {
-			item, props = props, nil
-		}
+		item, props = nextItem(props)
 		if !hasName(item, key) { // cheap prefix test before the full split
 			continue
 		}
@@ -147,11 +147,7 @@ func (v View) DispatchProperties() (tags, keys, uniqKey []byte) {
 func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
 	for len(props) > 0 {
 		var item []byte
-		if i := bytes.IndexByte(props, PropertySeparator); i >= 0 {
-			item, props = props[:i], props[i+1:]
-		} else {
-			item, props = props, nil
-		}
+		item, props = nextItem(props)
 		var dst *[]byte
 		switch {
 		case hasName(item, PropTags):
