@@ -133,8 +133,4 @@ func keyHash(topic, key string) int32 {
 }
 
 // keyHashBytes is keyHash with the key as a byte slice.
-func keyHashBytes(topic string, key []byte) int32 {
-	h := javaHashOf(0, topic)
-	h = 31*h + '#'
-	return positive(javaHashOf(h, key))
-}
+func keyHashBytes(topic string, key []byte) int32 { return KeyHashAfter(TopicHash(topic), key) }

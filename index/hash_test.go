@@ -64,6 +64,9 @@ func TestKeyHash(t *testing.T) {
 		if got := keyHashBytes(tt.topic, []byte(tt.key)); got != tt.want {
 			t.Errorf("keyHashBytes(%q, %q) = %d, want %d", tt.topic, tt.key, got, tt.want)
 		}
+		if got := KeyHashAfter(TopicHash(tt.topic), []byte(tt.key)); got != tt.want {
+			t.Errorf("KeyHashAfter(TopicHash(%q), %q) = %d, want %d", tt.topic, tt.key, got, tt.want)
+		}
 	}
 	if got := positive(math.MinInt32); got != 0 {
 		t.Errorf("positive(MinInt32) = %d, want 0", got)
@@ -79,6 +82,9 @@ func TestKeyHashFoldsLikeConcatenation(t *testing.T) {
 		want := positive(javaHash(p[0] + "#" + p[1]))
 		if got := keyHash(p[0], p[1]); got != want {
 			t.Errorf("keyHash(%q, %q) = %d, want %d", p[0], p[1], got, want)
+		}
+		if got := KeyHashAfter(TopicHash(p[0]), []byte(p[1])); got != want {
+			t.Errorf("KeyHashAfter(TopicHash(%q), %q) = %d, want %d", p[0], p[1], got, want)
 		}
 	}
 }

@@ -786,6 +786,9 @@ func TestPutHash(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := KeyHash("T", []byte(key))
+		if h2 := KeyHashAfter(TopicHash("T"), []byte(key)); h2 != h {
+			t.Fatalf("KeyHashAfter(TopicHash) = %d, KeyHash = %d", h2, h)
+		}
 		mmap.PrefetchAll(byHash.SlotAddrs([]int32{h}, nil))
 		if err := byHash.PutHash(h, off, ts); err != nil {
 			t.Fatal(err)

@@ -42,8 +42,9 @@ const arrivalBatch = 256
 const retryDelay = 100 * time.Millisecond
 
 type dispatchTopic struct {
-	name   string
-	queues []*consumequeue.Queue
+	name    string
+	keyHash int32 // index.TopicHash(name)
+	queues  []*consumequeue.Queue
 }
 
 func (d *dispatcher) init(s *Store) {
@@ -276,7 +277,7 @@ func (d *dispatcher) prepareKeys(p *pendingRecord, keys, uniq []byte) {
 		return
 	}
 	if len(uniq) > 0 {
-		d.hashes = append(d.hashes, index.KeyHash(p.t.name, uniq))
+		d.hashes = append(d.hashes, index.KeyHashAfter(p.t.keyHash, uniq))
 	}
 	for len(keys) > 0 {
 		i := bytes.IndexByte(keys, ' ')
@@ -287,7 +288,7 @@ func (d *dispatcher) prepareKeys(p *pendingRecord, keys, uniq []byte) {
 			k, keys = keys[:i], keys[i+1:]
 		}
 		if len(k) > 0 {
-			d.hashes = append(d.hashes, index.KeyHash(p.t.name, k))
+			d.hashes = append(d.hashes, index.KeyHashAfter(p.t.keyHash, k))
 		}
 	}
 	p.keys[1] = len(d.hashes)
@@ -298,6 +299,7 @@ func (d *dispatcher) topic(name []byte) *dispatchTopic {
 		return t
 	}
 	t := &dispatchTopic{name: string(name)}
+	t.keyHash = index.TopicHash(t.name)
 	d.topics[t.name] = t
 	return t
 }
