@@ -27,7 +27,8 @@ type dispatcher struct {
 	// once per queue per run, after the run, not once per record.
 	touched map[*consumequeue.Queue]struct{}
 
-	retry chan struct{} // a token asks the loop to run again (after a full disk)
+	retry      chan struct{} // a token asks the loop to run again (after a full disk)
+	retryArmed bool          // a retry timer is pending; under mu
 
 	batch  []pendingRecord // run's working batch; capacity dispatchBatch
 	hashes []int32         // the batch's index key hashes, in order
@@ -76,6 +77,9 @@ func (d *dispatcher) loop() {
 		case <-appended:
 			d.run()
 		case <-d.retry:
+			d.mu.Lock()
+			d.retryArmed = false
+			d.mu.Unlock()
 			d.run()
 		}
 	}
@@ -109,12 +113,17 @@ func (d *dispatcher) run() {
 				d.cursor.Close()
 				d.cursor = s.log.NewCursor(p.off)
 				s.stats.dispatchStalls.Add(1)
-				time.AfterFunc(retryDelay, func() {
-					select {
-					case d.retry <- struct{}{}:
-					default:
-					}
-				})
+				if !d.retryArmed {
+					// One timer at a time: appends also wake the loop, and
+					// each of those runs stalls here again while the disk is full.
+					d.retryArmed = true
+					time.AfterFunc(retryDelay, func() {
+						select {
+						case d.retry <- struct{}{}:
+						default:
+						}
+					})
+				}
 				stalled = true
 				break
 			}

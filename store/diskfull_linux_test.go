@@ -1,0 +1,100 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDispatchStallsOnAFullDiskAndResumes runs a store on a small tmpfs. With
+// the disk filled by a ballast file, a message to a new queue is accepted by
+// the commit log (its segment was reserved up front) but cannot get a
+// consume-queue block: dispatch stalls before it, Put does not wait for the
+// stalled dispatcher, and once the ballast goes the message becomes visible
+// with nothing lost. Needs permission to mount (root); skipped otherwise.
+func TestDispatchStallsOnAFullDiskAndResumes(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+
+	o := testOptions(filepath.Join(mnt, "store"))
+	o.SegmentSize = 256 << 10
+	o.MaxMessageSize = 4 << 10
+	o.MaxDispatchLag = 4 << 10 // a stalled dispatcher must not hold Put back
+	s := openStore(t, o)
+	defer s.Close()
+	if _, err := s.Put(msg("T", 0, "before")); err != nil {
+		t.Fatal(err)
+	}
+	waitVisible(t, s, "T", 0, 1)
+
+	// Fill what is left of the disk.
+	ballast := filepath.Join(mnt, "ballast")
+	f, err := os.Create(ballast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+
+	const n = 20 // ~20 KiB: more than MaxDispatchLag
+	for i := 0; i < n; i++ {
+		if _, err := s.Put(msg("T", 1, string(make([]byte, 1000)))); err != nil {
+			t.Fatalf("put %d on a full disk: %v (the commit log's segment was reserved)", i, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().DispatchStalls == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dispatch never stalled; lag %d, T/1 max %d", s.Stats().DispatchLag, s.MaxOffset("T", 1))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := s.MaxOffset("T", 1); got != 0 {
+		t.Fatalf("T/1 shows %d messages without a consume-queue block", got)
+	}
+	// Stalled now, and further behind than MaxDispatchLag: Puts go on without
+	// waiting (a Put that waited before the stall was released by it).
+	waits := s.Stats().LagWaits
+	for i := 0; i < n; i++ {
+		if _, err := s.Put(msg("T", 1, string(make([]byte, 1000)))); err != nil {
+			t.Fatalf("put %d while dispatch is stalled: %v", i, err)
+		}
+	}
+	if w := s.Stats().LagWaits; w != waits {
+		t.Errorf("%d Puts waited for a dispatcher that could not progress", w-waits)
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	waitVisible(t, s, "T", 1, 2*n)
+	var r GetResult
+	if err := s.Get("T", 1, 0, 2*n, 1<<20, nil, &r); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if len(r.Messages) != 2*n {
+		t.Fatalf("got %d messages after space returned, want %d", len(r.Messages), 2*n)
+	}
+	if lag := s.Stats().DispatchLag; lag != 0 {
+		t.Errorf("dispatch lag %d after recovery", lag)
+	}
+}
