@@ -25,6 +25,12 @@ func TestPutWaitsForALaggingDispatcher(t *testing.T) {
 			defer s.Close()
 
 			s.dispatch.mu.Lock() // the dispatcher's next run blocks here
+			held := true
+			defer func() { // before Close, which needs the dispatcher, on a failure
+				if held {
+					s.dispatch.mu.Unlock()
+				}
+			}()
 			done := make(chan int, 1)
 			go func() {
 				n := 0
@@ -37,23 +43,36 @@ func TestPutWaitsForALaggingDispatcher(t *testing.T) {
 				done <- n
 			}()
 			finished := -1
-			select {
-			case finished = <-done:
-				if tc.wait {
-					t.Fatalf("all %d puts returned while dispatch was held and %d bytes behind", finished, s.Stats().DispatchLag)
-				}
-			case <-time.After(300 * time.Millisecond):
-				if !tc.wait {
-					t.Fatal("puts blocked with the bound disabled")
+			if tc.wait {
+				// A Put must come to wait (LagWaits counts it before it
+				// blocks), and none may finish the loop while dispatch is held.
+				deadline := time.Now().Add(10 * time.Second)
+				for s.Stats().LagWaits == 0 {
+					select {
+					case finished = <-done:
+						t.Fatalf("all %d puts returned while dispatch was held and %d bytes behind", finished, s.Stats().DispatchLag)
+					default:
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no Put waited; lag %d bytes, bound %d", s.Stats().DispatchLag, limit)
+					}
+					time.Sleep(time.Millisecond)
 				}
 				if lag := s.Stats().DispatchLag; lag <= limit || lag > limit+2*int64(len(body))+200 {
 					t.Fatalf("producer blocked at a lag of %d bytes, bound %d", lag, limit)
 				}
-				if s.Stats().LagWaits == 0 {
-					t.Error("LagWaits is 0 while a Put waits")
+			} else {
+				select {
+				case finished = <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("puts blocked with the bound disabled")
+				}
+				if w := s.Stats().LagWaits; w != 0 {
+					t.Fatalf("%d Puts waited with the bound disabled", w)
 				}
 			}
 			s.dispatch.mu.Unlock()
+			held = false
 			if finished < 0 {
 				select {
 				case finished = <-done:
@@ -76,6 +95,13 @@ func TestCloseReleasesLagWaiters(t *testing.T) {
 	o.MaxDispatchLag = 16 << 10
 	s := openStore(t, o)
 	s.dispatch.mu.Lock()
+	held := true
+	defer func() { // a failure must not leave Close waiting for the dispatcher
+		if held {
+			s.dispatch.mu.Unlock()
+			s.Close()
+		}
+	}()
 	done := make(chan error, 1)
 	go func() {
 		for {
@@ -103,6 +129,7 @@ func TestCloseReleasesLagWaiters(t *testing.T) {
 		t.Fatal("a waiting Put was not released by Close")
 	}
 	s.dispatch.mu.Unlock() // let Close's final dispatch run
+	held = false
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
