@@ -2,8 +2,6 @@ package mmap
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -20,7 +18,7 @@ import (
 // buffer in memory would cost instead. Like Queue.Append, each store is
 // followed by an atomic publish.
 func BenchmarkStoresUnderStreaming(b *testing.B) {
-	const n, fileSize, pageSize = 8000, 6_000_000, 4096
+	const n, pageSize = 8000, 4096
 	stream := make([]byte, 64<<20)
 	src := make([]byte, 1024)
 	// Each place also has a published counter on a line of its own, stored
@@ -46,29 +44,7 @@ func BenchmarkStoresUnderStreaming(b *testing.B) {
 		}
 	}
 	b.Run("places=files", func(b *testing.B) {
-		dir := b.TempDir()
-		maps := make([]*Mapping, n)
-		for i := range maps {
-			f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := f.Truncate(fileSize); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := f.WriteAt(make([]byte, pageSize), 0); err != nil {
-				b.Fatal(err)
-			}
-			if maps[i], err = Map(f, 0, fileSize, ReadWrite); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
-		defer func() {
-			for _, m := range maps {
-				m.Release()
-			}
-		}()
+		maps := mapQueueFiles(b, n)
 		run(b, func(i int) []byte { return maps[i].Bytes() })
 	})
 	for _, huge := range []bool{false, true} {

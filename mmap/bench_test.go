@@ -58,30 +58,7 @@ func BenchmarkPrefaultFreshFile(b *testing.B) {
 func BenchmarkStoresAcrossMappings(b *testing.B) {
 	for _, n := range []int{8, 8000} {
 		b.Run(fmt.Sprintf("mappings=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			const fileSize = 6_000_000 // a consume-queue file: 300,000 entries
-			maps := make([]*Mapping, n)
-			for i := range maps {
-				f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Truncate(fileSize); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := f.WriteAt(make([]byte, 4096), 0); err != nil {
-					b.Fatal(err)
-				}
-				if maps[i], err = Map(f, 0, fileSize, ReadWrite); err != nil {
-					b.Fatal(err)
-				}
-				f.Close()
-			}
-			defer func() {
-				for _, m := range maps {
-					m.Release()
-				}
-			}()
+			maps := mapQueueFiles(b, n)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				m := maps[i%n]
@@ -91,4 +68,35 @@ func BenchmarkStoresAcrossMappings(b *testing.B) {
 			}
 		})
 	}
+}
+
+// mapQueueFiles creates n files the size of a consume-queue file (300,000
+// entries), writes their first page and maps them read-write, released when
+// the benchmark ends.
+func mapQueueFiles(b *testing.B, n int) []*Mapping {
+	const fileSize = 6_000_000
+	dir := b.TempDir()
+	maps := make([]*Mapping, n)
+	for i := range maps {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Truncate(fileSize); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.WriteAt(make([]byte, 4096), 0); err != nil {
+			b.Fatal(err)
+		}
+		if maps[i], err = Map(f, 0, fileSize, ReadWrite); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	b.Cleanup(func() {
+		for _, m := range maps {
+			m.Release()
+		}
+	})
+	return maps
 }
