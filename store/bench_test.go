@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -132,26 +133,8 @@ func startTimedProfile(b *testing.B) func() {
 	if mono {
 		b.Logf("timed part starts at monotonic %s", monotonicNow())
 	}
-	var f *os.File
-	if path := os.Getenv("APOGEE_BENCH_CPUPROFILE"); path != "" {
-		var err error
-		if f, err = os.Create(path); err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var tf *os.File
-	if path := os.Getenv("APOGEE_BENCH_TRACE"); path != "" {
-		var err error
-		if tf, err = os.Create(path); err != nil {
-			b.Fatal(err)
-		}
-		if err := trace.Start(tf); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f := startToFile(b, "APOGEE_BENCH_CPUPROFILE", pprof.StartCPUProfile)
+	tf := startToFile(b, "APOGEE_BENCH_TRACE", trace.Start)
 	return func() {
 		if f != nil {
 			pprof.StopCPUProfile()
@@ -165,6 +148,23 @@ func startTimedProfile(b *testing.B) func() {
 			b.Logf("timed part ends at monotonic %s", monotonicNow())
 		}
 	}
+}
+
+// startToFile, when the environment variable env names a file, creates it
+// and starts the profile or trace there; it returns the file (nil otherwise).
+func startToFile(b *testing.B, env string, start func(io.Writer) error) *os.File {
+	path := os.Getenv(env)
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := start(f); err != nil {
+		b.Fatal(err)
+	}
+	return f
 }
 
 // BenchmarkGet32 reads 32-message batches of 1 KiB messages from the page
