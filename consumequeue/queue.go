@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apogeemq/apogee/mmap"
 )
@@ -133,6 +134,46 @@ func (q *Queue) TailAddr(off int64) uintptr {
 		return mmap.Addr(m.Bytes()[pos:])
 	}
 	return 0
+}
+
+// TailAddrs appends to addrs the TailAddr of each qs[i] for offs[i] (the
+// nonzero ones), for a writer about to append to all of them. With thousands
+// of queues each queue's state is cold, and finding a tail address is a
+// chain of dependent loads (the Queue, its tail segment, that segment's
+// mapping), each a cache miss of its own. TailAddrs walks the chains of the
+// whole batch a link at a time and prefetches each link for every queue
+// before following any of them, so the batch pays about one miss per link
+// instead of one per link per queue. It also warms the Queue fields Append
+// reads. Only the writer may call it.
+func TailAddrs(qs []*Queue, offs []int64, addrs []uintptr) []uintptr {
+	base := len(addrs)
+	for _, q := range qs {
+		addrs = append(addrs, uintptr(unsafe.Pointer(&q.per)), uintptr(unsafe.Pointer(&q.lastEnd)), uintptr(unsafe.Pointer(&q.tail)))
+	}
+	mmap.PrefetchAll(addrs[base:])
+	addrs = addrs[:base]
+	for _, q := range qs {
+		if t := q.tail; t != nil {
+			addrs = append(addrs, uintptr(unsafe.Pointer(&t.start)), uintptr(unsafe.Pointer(&t.touched)))
+		}
+	}
+	mmap.PrefetchAll(addrs[base:])
+	addrs = addrs[:base]
+	for _, q := range qs {
+		if t := q.tail; t != nil {
+			if m := t.m.Load(); m != nil {
+				addrs = append(addrs, uintptr(unsafe.Pointer(m)))
+			}
+		}
+	}
+	mmap.PrefetchAll(addrs[base:])
+	addrs = addrs[:base]
+	for i, q := range qs {
+		if a := q.TailAddr(offs[i]); a != 0 {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 func (q *Queue) write(t *segment, off int64, e Entry) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -562,4 +563,59 @@ func TestTailAddr(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { q.TailAddr(n) }); a != 0 {
 		t.Errorf("TailAddr: %v allocs", a)
 	}
+}
+
+// TestTailAddrs checks that the batched walk finds exactly what TailAddr
+// finds, queue by queue, across queues with no file, unmapped tails and
+// offsets past the tail, and that it allocates nothing once addrs has room.
+func TestTailAddrs(t *testing.T) {
+	const per = 64
+	s, err := OpenSet(t.TempDir(), Options{EntriesPerFile: per, IdleUnmap: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var qs []*Queue
+	for i := int32(0); i < 12; i++ {
+		q := mustQueue(t, s, "T", i)
+		for off := int64(0); off < int64(i)*10; off++ { // queue 0 has no file
+			if err := q.Append(off, ent(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		qs = append(qs, q)
+	}
+	check := func(what string) {
+		t.Helper()
+		var offs []int64
+		var want []uintptr
+		for i, q := range qs {
+			off := int64(i)*10 + int64(i%3)*per // past the tail file for i%3 != 0
+			offs = append(offs, off)
+			if a := q.TailAddr(off); a != 0 {
+				want = append(want, a)
+			}
+		}
+		got := TailAddrs(qs, offs, make([]uintptr, 2, 64))
+		if len(got) != 2+len(want) || !slices.Equal(got[2:], want) {
+			t.Fatalf("%s: TailAddrs = %#x, want %#x after the two given", what, got, want)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: no queue has an address to compare", what)
+		}
+		buf := make([]uintptr, 0, 64)
+		if a := testing.AllocsPerRun(100, func() { TailAddrs(qs, offs, buf) }); a != 0 {
+			t.Errorf("%s: TailAddrs: %v allocs", what, a)
+		}
+	}
+	check("mapped")
+	// Two idle sweeps unmap every tail; an append maps the odd queues' back.
+	s.Sweep(timeAt(1))
+	s.Sweep(timeAt(2))
+	for i := 1; i < len(qs); i += 2 {
+		if err := qs[i].Append(int64(i)*10, ent(int64(i)*10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("half unmapped")
 }

@@ -30,9 +30,11 @@ type dispatcher struct {
 	retry      chan struct{} // a token asks the loop to run again (after a full disk)
 	retryArmed bool          // a retry timer is pending; under mu
 
-	batch  []pendingRecord // run's working batch; capacity dispatchBatch
-	hashes []int32         // the batch's index key hashes, in order
-	addrs  []uintptr       // the batch's prefetch addresses
+	batch  []pendingRecord       // run's working batch; capacity dispatchBatch
+	hashes []int32               // the batch's index key hashes, in order
+	addrs  []uintptr             // the batch's prefetch addresses
+	qs     []*consumequeue.Queue // the batch's queues, for TailAddrs
+	offs   []int64               // and their queue offsets
 }
 
 // arrivalBatch bounds how many records a run dispatches before it reports
@@ -205,12 +207,15 @@ func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 // write. The addresses are gathered first and prefetched from one tight loop,
 // so that all the page-table walks and line fills are in flight together.
 func (d *dispatcher) prefetch(batch []pendingRecord) {
-	addrs := d.addrs[:0]
+	qs, offs := d.qs[:0], d.offs[:0]
 	for i := range batch {
 		if p := &batch[i]; p.q != nil {
-			addrs = append(addrs, p.q.TailAddr(p.v.QueueOffset()))
+			qs = append(qs, p.q)
+			offs = append(offs, p.v.QueueOffset())
 		}
 	}
+	d.qs, d.offs = qs, offs
+	addrs := consumequeue.TailAddrs(qs, offs, d.addrs[:0])
 	addrs = d.s.idx.SlotAddrs(d.hashes, addrs)
 	mmap.PrefetchAll(addrs)
 	d.addrs = addrs
