@@ -169,8 +169,8 @@ type pendingRecord struct {
 }
 
 // fill reads the next batch of records from the cursor (all in one segment,
-// so every view stays valid), prepares them and prefetches what writing them
-// will touch. stop reports that the cursor reached the written position, broken
+// so every view stays valid), prefetches the rest of them, prepares them and
+// prefetches what writing them will touch. stop reports that the cursor reached the written position, broken
 // that it reached an unreadable record: the run ends after this batch.
 func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	s := d.s
@@ -197,10 +197,30 @@ func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 			break
 		}
 		batch = append(batch, pendingRecord{rec: rec, off: off})
-		d.prepare(&batch[len(batch)-1])
+	}
+	d.prefetchRecords(batch)
+	for i := range batch {
+		d.prepare(&batch[i])
 	}
 	d.prefetch(batch)
 	return batch, stop, broken
+}
+
+// prefetchRecords starts loading the parts of the batch's records that
+// prepare reads beyond the first line, which the cursor has read already:
+// the rest of the header, and the end, where the topic and the properties
+// are. The records were just written by another core, so each of those is a
+// miss; prefetched for the whole batch at once, they overlap.
+func (d *dispatcher) prefetchRecords(batch []pendingRecord) {
+	addrs := d.addrs[:0]
+	for i := range batch {
+		rec := batch[i].rec
+		if n := len(rec); n > 64 {
+			addrs = append(addrs, mmap.Addr(rec[64:]), mmap.Addr(rec[max(n-128, 64):]), mmap.Addr(rec[n-1:]))
+		}
+	}
+	mmap.PrefetchAll(addrs)
+	d.addrs = addrs
 }
 
 // prefetch starts loading every tail entry and index slot the batch will
