@@ -325,7 +325,6 @@ func BenchmarkRecoverAfterCrash(b *testing.B) {
 	b.ReportMetric(float64(records), "records")
 }
 
-// monotonicNow is CLOCK_MONOTONIC as seconds.micros, perf's -k CLOCK_MONOTONIC timestamps.
 // processCPU is the user plus system CPU time the process has used so far.
 func processCPU() time.Duration {
 	var ru unix.Rusage
@@ -335,6 +334,7 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// monotonicNow is CLOCK_MONOTONIC as seconds.micros, perf's -k CLOCK_MONOTONIC timestamps.
 func monotonicNow() string {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)

@@ -170,8 +170,9 @@ type pendingRecord struct {
 
 // fill reads the next batch of records from the cursor (all in one segment,
 // so every view stays valid), prefetches the rest of them, prepares them and
-// prefetches what writing them will touch. stop reports that the cursor reached the written position, broken
-// that it reached an unreadable record: the run ends after this batch.
+// prefetches what writing them will touch. stop reports that the cursor
+// reached the written position, broken that it reached an unreadable record:
+// the run ends after this batch.
 func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	s := d.s
 	batch = d.batch[:0]
