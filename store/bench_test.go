@@ -52,60 +52,128 @@ func BenchmarkPutDispatch(b *testing.B) {
 }
 
 func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
+	l := newPutLoad(b, topics, uniqueKeys)
+	b.SetBytes(int64(len(l.body)))
+	b.ReportAllocs()
+	warmHostMemory(l.s.opts.Dir)
+	b.ResetTimer()
+	stopProfile := startTimedProfile(b)
+	cpu0 := processCPU()
+	l.put(b, int64(b.N))
+	b.StopTimer()
+	stopProfile()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(l.s.Stats().LagWaits), "lag-waits")
+	// CPUs busy during the timed part (2 = both cores of the bench machine):
+	// below the machine's count, something other than CPU sets the pace.
+	b.ReportMetric((processCPU()-cpu0).Seconds()/b.Elapsed().Seconds(), "cpus")
+}
+
+// BenchmarkPutDispatchRatio measures what BenchmarkPutDispatch does for 1
+// topic and for 1,000 topics in one process, alternating between the two
+// stores in ten chunks of b.N/10 messages each (the order swapped every
+// round), and reports each rate and the ratio of the two. On a machine whose
+// speed drifts from minute to minute, separate runs make the ratio swing by
+// more than the effects being measured; alternating chunks share the drift.
+func BenchmarkPutDispatchRatio(b *testing.B) {
+	for _, keys := range []string{"fixed", "unique"} {
+		b.Run("keys="+keys, func(b *testing.B) {
+			one := newPutLoad(b, 1, keys == "unique")
+			many := newPutLoad(b, 1000, keys == "unique")
+			warmHostMemory(one.s.opts.Dir)
+			b.ResetTimer()
+			const rounds = 10
+			chunk := max(int64(b.N)/rounds, 1)
+			var tOne, tMany time.Duration
+			timed := func(l *putLoad, t *time.Duration) {
+				start := time.Now()
+				l.put(b, chunk)
+				*t += time.Since(start)
+			}
+			for r := range rounds {
+				if r%2 == 0 {
+					timed(one, &tOne)
+					timed(many, &tMany)
+				} else {
+					timed(many, &tMany)
+					timed(one, &tOne)
+				}
+			}
+			b.StopTimer()
+			n := float64(chunk * rounds)
+			b.ReportMetric(n/tOne.Seconds(), "msgs/s-1-topic")
+			b.ReportMetric(n/tMany.Seconds(), "msgs/s-1000-topics")
+			b.ReportMetric(tOne.Seconds()/tMany.Seconds(), "ratio")
+		})
+	}
+}
+
+// putLoad is a store with its topics' queues created (and dispatched), for
+// timed puts of 1 KiB messages.
+type putLoad struct {
+	s      *Store
+	names  []string
+	unique bool
+	body   []byte
+	pr     []byte
+	ids    *message.UniqIDGenerator
+	next   atomic.Int64 // messages put so far; the writers share the sequence
+}
+
+// newPutLoad opens a store (closed when the benchmark ends) and creates every
+// queue of its topics before timing: the figure is the steady state, not the
+// one-off cost of creating 8,000 queue files.
+func newPutLoad(b *testing.B, topics int, uniqueKeys bool) *putLoad {
 	s, _, err := Open(benchOptions(b, commitlog.FlushAsync))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	names := make([]string, topics)
-	for i := range names {
-		names[i] = fmt.Sprintf("bench-topic-%d", i)
+	b.Cleanup(func() { s.Close() })
+	l := &putLoad{s: s, names: make([]string, topics), unique: uniqueKeys,
+		body: make([]byte, 1024), pr: props("KEYS", "order-1", "TAGS", "TagA"),
+		ids: message.NewUniqIDGenerator(born.Addr(), os.Getpid())}
+	for i := range l.names {
+		l.names[i] = fmt.Sprintf("bench-topic-%d", i)
 	}
-	body := make([]byte, 1024)
-	pr := props("KEYS", "order-1", "TAGS", "TagA")
-	// Create every queue before timing: the figure is the steady
-	// state, not the one-off cost of creating 8,000 queue files.
-	for _, name := range names {
+	for _, name := range l.names {
 		for q := int32(0); q < 8; q++ {
-			if _, err := s.Put(&Message{Topic: name, QueueID: q, BornHost: born, Body: body, Properties: pr}); err != nil {
+			if _, err := s.Put(&Message{Topic: name, QueueID: q, BornHost: born, Body: l.body, Properties: l.pr}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	for s.DispatchedOffset() < s.Log().WrittenOffset() {
-		time.Sleep(time.Millisecond)
-	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	warmHostMemory(s.opts.Dir)
-	b.ResetTimer()
-	stopProfile := startTimedProfile(b)
-	cpu0 := processCPU()
-	var next atomic.Int64
-	ids := message.NewUniqIDGenerator(born.Addr(), os.Getpid())
+	l.waitDispatched(time.Millisecond)
+	return l
+}
+
+// put puts n more messages from benchWriters() goroutines, round robin over
+// the topics and their 8 queues, and returns once all are dispatched.
+func (l *putLoad) put(b *testing.B, n int64) {
+	end := l.next.Load() + n
+	topics := int64(len(l.names))
 	var wg sync.WaitGroup
 	for w := 0; w < benchWriters(); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := Message{BornHost: born, Body: body, Properties: pr}
+			m := Message{BornHost: born, Body: l.body, Properties: l.pr}
 			var buf, id, order []byte
 			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
+				i := l.next.Add(1)
+				if i > end {
 					return
 				}
-				if uniqueKeys {
-					id = ids.AppendNext(id[:0])
+				if l.unique {
+					id = l.ids.AppendNext(id[:0])
 					order = strconv.AppendInt(append(order[:0], "order-"...), i, 10)
 					buf = message.AppendProperty(buf[:0], message.PropUniqKey, string(id))
 					buf = message.AppendProperty(buf, message.PropKeys, string(order))
 					buf = message.AppendProperty(buf, message.PropTags, "TagA")
 					m.Properties = buf
 				}
-				m.Topic = names[i%int64(topics)]
-				m.QueueID = int32(i/int64(topics)) % 8
-				if _, err := s.Put(&m); err != nil {
+				m.Topic = l.names[i%topics]
+				m.QueueID = int32(i/topics) % 8
+				if _, err := l.s.Put(&m); err != nil {
 					b.Error(err)
 					return
 				}
@@ -113,16 +181,14 @@ func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
 		}()
 	}
 	wg.Wait()
-	for s.DispatchedOffset() < s.Log().WrittenOffset() {
-		time.Sleep(50 * time.Microsecond)
+	l.next.Store(end) // the writers overshot it by one each
+	l.waitDispatched(50 * time.Microsecond)
+}
+
+func (l *putLoad) waitDispatched(poll time.Duration) {
+	for l.s.DispatchedOffset() < l.s.Log().WrittenOffset() {
+		time.Sleep(poll)
 	}
-	b.StopTimer()
-	stopProfile()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(s.Stats().LagWaits), "lag-waits")
-	// CPUs busy during the timed part (2 = both cores of the bench machine):
-	// below the machine's count, something other than CPU sets the pace.
-	b.ReportMetric((processCPU()-cpu0).Seconds()/b.Elapsed().Seconds(), "cpus")
 }
 
 // startTimedProfile marks the timed part for profilers (go test's
