@@ -437,8 +437,8 @@ func warmHostMemory(dir string) {
 	unix.Munmap(m)
 }
 
-// benchWriters is how many goroutines put in BenchmarkPutDispatch: 4, or
-// APOGEE_BENCH_WRITERS.
+// benchWriters is how many goroutines put in the PutDispatch benchmarks: 4,
+// or APOGEE_BENCH_WRITERS.
 func benchWriters() int {
 	if n, err := strconv.Atoi(os.Getenv("APOGEE_BENCH_WRITERS")); err == nil && n > 0 {
 		return n

@@ -235,8 +235,9 @@ func (d *dispatcher) prefetch(batch []pendingRecord) {
 			offs = append(offs, p.v.QueueOffset())
 		}
 	}
-	d.qs, d.offs = qs, offs
 	addrs := consumequeue.TailAddrs(qs, offs, d.addrs[:0])
+	clear(qs) // hold no queue past the batch (a deleted topic's, say)
+	d.qs, d.offs = qs[:0], offs[:0]
 	addrs = d.s.idx.SlotAddrs(d.hashes, addrs)
 	mmap.PrefetchAll(addrs)
 	d.addrs = addrs
