@@ -43,7 +43,8 @@ type Registrar struct {
 	Timeout time.Duration
 	// OnResult, if set, is called after every REGISTER_BROKER exchange with the name
 	// server's answer (whose MasterAddr and HAServerAddr a slave needs) or the error.
-	// It runs on the registering goroutine of that address and must not block.
+	// An exchange that failed because Close cancelled its round is not reported. It
+	// runs on the registering goroutine of that address and must not block.
 	OnResult func(addr string, resp protocol.RegisterBrokerResponse, err error)
 
 	addrs  []string
@@ -205,9 +206,10 @@ func (g *Registrar) registerAll(ctx context.Context) {
 				err = out.Decode(&resp.Ext)
 			}
 			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", reg.BrokerName, "err", err)
+				if ctx.Err() != nil {
+					return // Close cancelled the round: not a failure to report
 				}
+				g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", reg.BrokerName, "err", err)
 			} else {
 				g.log.Debug("namesrv: registered", "namesrv", addr, "broker", reg.BrokerName, "topics", len(reg.Topics))
 			}

@@ -274,3 +274,53 @@ func TestRegistrarCloseWithoutStart(t *testing.T) {
 		t.Fatal("source called")
 	}
 }
+
+// Close while a registration is in flight cancels that exchange; the cancelled
+// exchange is not reported to OnResult as a failure, and the unregistration still
+// goes out.
+func TestRegistrarCloseDuringRegistration(t *testing.T) {
+	r := NewRegistry(Options{Logger: quietLogger()})
+	defer r.Close()
+	held := make(chan struct{}, 1)
+	var unregistered atomic.Int32
+	h := remoting.HandlerFunc(func(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+		switch req.Code {
+		case protocol.ReqRegisterBroker:
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			return remoting.NoReply // the answer never comes
+		case protocol.ReqUnregisterBroker:
+			unregistered.Add(1)
+		}
+		return r.ServeRemoting(c, req, resp)
+	})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: quietLogger()})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	var res results
+	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), newSource().get, quietLogger())
+	g.OnResult = res.record
+	g.Start()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no registration reached the name server")
+	}
+	if err := closeRegistrar(t, g); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	addr := l.Addr().String()
+	if res.errCount(addr) != 0 || res.okCount(addr) != 0 {
+		t.Fatalf("cancelled exchange reported: %d ok, %d errors", res.okCount(addr), res.errCount(addr))
+	}
+	if unregistered.Load() != 1 {
+		t.Fatalf("%d unregistrations", unregistered.Load())
+	}
+}
