@@ -23,10 +23,6 @@ func (l *Log) NewCursor(offset int64) *Cursor { return &Cursor{l: l, pos: offset
 // Offset is the position of the next record.
 func (c *Cursor) Offset() int64 { return c.pos }
 
-// Seek moves the cursor to offset, which must be a record boundary (as for
-// NewCursor). The pinned segment stays pinned if it holds offset.
-func (c *Cursor) Seek(offset int64) { c.pos = offset }
-
 // Next returns the next record and its offset. It returns ErrOffsetNotWritten
 // at the written position (call again after more appends) and
 // ErrOffsetDeleted when retention removed the cursor's position.

@@ -547,38 +547,3 @@ func TestCursorAtSegmentEnd(t *testing.T) {
 		t.Fatalf("records spread over %d segments, want at least 4", segments)
 	}
 }
-
-// TestCursorSeek moves a cursor back and forth across segments and checks
-// that Next then returns the record at the new position.
-func TestCursorSeek(t *testing.T) {
-	l := openLog(t, Options{})
-	defer l.Close()
-	var res Result
-	var offs []int64
-	for i := 0; i < 300; i++ {
-		res.Offsets = res.Offsets[:0]
-		if err := l.Append(encode(t, "T", bodyOf(i, 900)), nil, &res); err != nil {
-			t.Fatal(err)
-		}
-		offs = append(offs, res.Offsets[0])
-	}
-	c := l.NewCursor(l.MinOffset())
-	defer c.Close()
-	for _, i := range []int{0, 299, 1, 150, 150, 42, 298} {
-		c.Seek(offs[i])
-		if c.Offset() != offs[i] {
-			t.Fatalf("Offset after Seek(%d) = %d", offs[i], c.Offset())
-		}
-		rec, off, err := c.Next()
-		if err != nil || off != offs[i] {
-			t.Fatalf("Next after Seek(%d): offset %d, %v", offs[i], off, err)
-		}
-		v, err := message.Decode(rec, true)
-		if err != nil || !bytes.Equal(v.Body(), bodyOf(i, 900)) {
-			t.Fatalf("record %d after Seek: %v", i, err)
-		}
-	}
-	if offs[299]/l.SegmentSize() == 0 {
-		t.Fatal("the records fit in one segment; the test wants several")
-	}
-}

@@ -22,16 +22,6 @@ type dispatcher struct {
 	mu     sync.Mutex // serialises run (the loop vs Close's final catch-up)
 	cursor *commitlog.Cursor
 	topics map[string]*dispatchTopic // by topic name; m[string(b)] does not allocate
-	gen    uint64                    // bumped by forget: queues cached in queueCounters are stale
-
-	// pos is the offset of the next record to dispatch, seq its hint
-	// sequence number when pos >= hints.from (hints.go). read is this
-	// goroutine's copy of hints.read; seqLost is set if retention moved pos
-	// past records it never saw, so that seq no longer matches.
-	pos     int64
-	seq     uint64
-	read    uint64
-	seqLost bool
 
 	// touched collects the queues that grew during a run: OnArrival is called
 	// once per queue per run, after the run, not once per record.
@@ -66,8 +56,7 @@ func (d *dispatcher) init(s *Store) {
 		d.topics = map[string]*dispatchTopic{}
 	}
 	if d.cursor == nil {
-		d.pos = s.dispatched.Load()
-		d.cursor = s.log.NewCursor(d.pos)
+		d.cursor = s.log.NewCursor(s.dispatched.Load())
 	}
 	if d.retry == nil {
 		d.retry = make(chan struct{}, 1)
@@ -100,16 +89,15 @@ func (d *dispatcher) loop() {
 
 // run dispatches every record up to the written position.
 //
-// It works in batches of up to dispatchBatch records, in two passes. The
-// first (fill) takes each record's queue, consume-queue entry and index key
-// hashes from the hint Put left for it, or decodes the record from the log
-// when there is none, then prefetches every tail entry and index slot the
-// batch will write; the second writes the entries and keys in commit-log
-// order. With thousands of queues every tail entry is a cold line in a cold
-// page, and writing it at once stalls the dispatcher on a page-table walk and
-// a memory read (about half a microsecond on this kind of virtual machine);
-// prefetched together a batch ahead, those overlap one another
-// (docs/benchmarks.md).
+// It works in batches of up to dispatchBatch records from one commit-log
+// segment, in two passes. The first (fill) decodes each record, resolves its
+// queue, computes its entry and hashes its keys, then prefetches every tail
+// entry and index slot the batch will write; the second writes the entries
+// and keys in commit-log order. With thousands of queues every tail entry is
+// a cold line in a cold page, and writing it at once stalls the dispatcher on
+// a page-table walk and a memory read (about half a microsecond on this kind
+// of virtual machine); prefetched together a batch ahead, those overlap one
+// another (docs/benchmarks.md).
 func (d *dispatcher) run() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -124,7 +112,8 @@ func (d *dispatcher) run() {
 				// Out of space for a consume-queue block: stop before this
 				// record (nothing after it may be dispatched out of order) and
 				// try again shortly; appends to the log go on meanwhile.
-				d.pos, d.seq = p.off, p.seq
+				d.cursor.Close()
+				d.cursor = s.log.NewCursor(p.off)
 				s.stats.dispatchStalls.Add(1)
 				if !d.retryArmed {
 					// One timer at a time: appends also wake the loop, and
@@ -140,7 +129,7 @@ func (d *dispatcher) run() {
 				stalled = true
 				break
 			}
-			s.dispatched.Store(p.end)
+			s.dispatched.Store(p.off + int64(len(p.rec)))
 			if n++; n%arrivalBatch == 0 {
 				d.flushArrival()
 			}
@@ -162,98 +151,33 @@ func (d *dispatcher) run() {
 	s.stats.lastDispatch.Store(time.Now().UnixNano())
 }
 
-// dispatchBatch is how many records run prepares (and prefetches for) ahead
-// of writing their entries.
+// dispatchBatch is how many records run decodes (and prefetches for) ahead of
+// writing their entries.
 const dispatchBatch = 16
 
-// pendingRecord is a prepared record waiting in a batch for its entries.
+// pendingRecord is a decoded record waiting in a batch for its entries.
 type pendingRecord struct {
-	rec      []byte // a decoded record's view of the log; valid while the cursor stays in its segment
-	off, end int64  // where the record starts and ends in the log
-	seq      uint64 // its hint sequence number, if off >= hints.from
-	qoff     int64  // queue offset
-	ts       int64  // store timestamp
-	topic    string
-	q        *consumequeue.Queue // the consume queue to append to; nil for none
-	e        consumequeue.Entry
+	rec []byte // a view of the commit log; valid while the cursor stays in its segment
+	off int64
+	v   message.View
+	t   *dispatchTopic
+	q   *consumequeue.Queue // the consume queue to append to; nil for none
+	e   consumequeue.Entry
 	// keys are the index key hashes of the record: dispatcher.hashes[keys[0]:keys[1]].
 	keys [2]int
 	bad  bool // undecodable: reported, and dispatched as nothing
 }
 
-// fill prepares the next batch: from hints while the records have them, or
-// else by decoding records from the log (fillDecoded), and prefetches what
-// writing them will touch. stop reports that the batch reaches the written
-// position, broken that the next record is unreadable: the run ends after
-// this batch.
+// fill reads the next batch of records from the cursor (all in one segment,
+// so every view stays valid), prefetches the rest of them, prepares them and
+// prefetches what writing them will touch. stop reports that the cursor
+// reached the written position, broken that it reached an unreadable record:
+// the run ends after this batch.
 func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
+	s := d.s
 	batch = d.batch[:0]
 	d.hashes = d.hashes[:0]
-	written := d.s.log.WrittenOffset()
-	if d.pos >= written {
-		return batch, true, false
-	}
-	if d.hint() != nil {
-		batch, stop = d.fillHinted(batch, written)
-	} else {
-		batch, stop, broken = d.fillDecoded(batch, written)
-	}
-	if d.seq > d.read {
-		// The slots up to here are done with: Put may reuse them.
-		d.read = d.seq
-		d.s.hints.read.Store(d.read)
-	}
-	d.prefetch(batch)
-	return batch, stop, broken
-}
-
-// hint returns the hint of the record at d.pos, or nil if it has none. The
-// caller has seen the log written past d.pos.
-func (d *dispatcher) hint() *dispatchHint {
-	r := &d.s.hints
-	if d.pos < r.from || d.seq < d.read || d.seqLost {
-		return nil
-	}
-	h := &r.slots[d.seq&r.mask]
-	if h.seq != d.seq+1 || h.off < d.pos {
-		return nil
-	}
-	return h
-}
-
-// fillHinted fills batch from the hints of the records from d.pos on, up to
-// the written offset or the first record without a hint.
-func (d *dispatcher) fillHinted(batch []pendingRecord, written int64) ([]pendingRecord, bool) {
-	for len(batch) < cap(batch) && d.pos < written {
-		h := d.hint()
-		if h == nil {
-			break
-		}
-		p := pendingRecord{off: h.off, end: h.off + int64(h.size), seq: d.seq, qoff: h.qoff, ts: h.ts,
-			topic: h.c.topic}
-		if h.qoff >= 0 {
-			if p.q = d.counterQueue(h.c); p.q != nil {
-				p.e = consumequeue.Entry{CommitLogOffset: h.off, Size: h.size, TagCode: h.tag}
-			}
-		}
-		p.keys[0] = len(d.hashes)
-		d.hashes = append(d.hashes, h.keys[:h.nkeys]...)
-		p.keys[1] = len(d.hashes)
-		batch = append(batch, p)
-		d.pos, d.seq = p.end, d.seq+1
-	}
-	return batch, d.pos >= written
-}
-
-// fillDecoded fills batch with records decoded from the log, up to the
-// next one that has a hint, all in one commit-log segment, so that every view
-// stays valid.
-func (d *dispatcher) fillDecoded(batch []pendingRecord, written int64) (_ []pendingRecord, stop, broken bool) {
-	s := d.s
-	if d.cursor.Offset() != d.pos {
-		d.cursor.Seek(d.pos)
-	}
-	for len(batch) < cap(batch) && (len(batch) == 0 || !d.cursor.AtSegmentEnd() && (d.pos >= written || d.hint() == nil)) {
+	for len(batch) < cap(batch) && (len(batch) == 0 || !d.cursor.AtSegmentEnd()) {
 		rec, off, err := d.cursor.Next()
 		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
 			stop = true
@@ -263,11 +187,8 @@ func (d *dispatcher) fillDecoded(batch []pendingRecord, written int64) (_ []pend
 			// Retention overtook the dispatcher (only possible if it was
 			// stopped for days): resume at the log's start. This comes only
 			// from moving to another segment, so the batch is empty.
-			d.pos = s.log.MinOffset()
-			if d.pos > s.hints.from {
-				d.seqLost = true // the records skipped had sequence numbers
-			}
-			d.cursor.Seek(d.pos)
+			d.cursor.Close()
+			d.cursor = s.log.NewCursor(s.log.MinOffset())
 			continue
 		}
 		if err != nil {
@@ -276,18 +197,13 @@ func (d *dispatcher) fillDecoded(batch []pendingRecord, written int64) (_ []pend
 			stop, broken = true, true
 			break
 		}
-		p := pendingRecord{rec: rec, off: off, end: off + int64(len(rec)), seq: d.seq}
-		if off >= s.hints.from {
-			d.seq++
-		}
-		d.pos = p.end
-		batch = append(batch, p)
+		batch = append(batch, pendingRecord{rec: rec, off: off})
 	}
-	s.stats.dispatchDecoded.Add(int64(len(batch)))
 	d.prefetchRecords(batch)
 	for i := range batch {
 		d.prepare(&batch[i])
 	}
+	d.prefetch(batch)
 	return batch, stop, broken
 }
 
@@ -316,7 +232,7 @@ func (d *dispatcher) prefetch(batch []pendingRecord) {
 	for i := range batch {
 		if p := &batch[i]; p.q != nil {
 			qs = append(qs, p.q)
-			offs = append(offs, p.qoff)
+			offs = append(offs, p.v.QueueOffset())
 		}
 	}
 	addrs := consumequeue.TailAddrs(qs, offs, d.addrs[:0])
@@ -328,8 +244,7 @@ func (d *dispatcher) prefetch(batch []pendingRecord) {
 }
 
 // prepare decodes p's record, resolves its topic and queue, computes its
-// consume-queue entry and hashes its index keys: the same rules as Put's
-// hints (prepareHint, Assign).
+// consume-queue entry and hashes its index keys.
 func (d *dispatcher) prepare(p *pendingRecord) {
 	s := d.s
 	v, err := message.Decode(p.rec, false)
@@ -339,14 +254,14 @@ func (d *dispatcher) prepare(p *pendingRecord) {
 		p.bad = true
 		return
 	}
-	t := d.topic(v.Topic())
-	p.topic, p.qoff, p.ts = t.name, v.QueueOffset(), v.StoreTimestamp()
+	p.v = v
+	p.t = d.topic(v.Topic())
 	tags, keys, uniq := v.DispatchProperties()
-	d.prepareKeys(p, t, v.SysFlag(), keys, uniq)
+	d.prepareKeys(p, keys, uniq)
 	if !message.Dispatchable(v.SysFlag()) {
 		return
 	}
-	if p.q = d.queue(t, v.QueueID()); p.q == nil {
+	if p.q = d.queue(p.t, v.QueueID()); p.q == nil {
 		return
 	}
 	code, ok := int64(0), false
@@ -366,21 +281,23 @@ func (d *dispatcher) write(p *pendingRecord) error {
 		return nil
 	}
 	s := d.s
+	v, t := p.v, p.t
 	if q := p.q; q != nil {
-		if err := q.Append(p.qoff, p.e); err != nil {
+		if err := q.Append(v.QueueOffset(), p.e); err != nil {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return err
 			}
 			s.stats.dispatchErrors.Add(1)
-			s.opts.Logger.Error("store: consume-queue append failed", "topic", p.topic, "queue", q.ID(), "queueOffset", p.qoff, "err", err)
+			s.opts.Logger.Error("store: consume-queue append failed", "topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "err", err)
 		} else {
 			d.arrived(q)
 		}
 	}
+	ts := v.StoreTimestamp()
 	for _, h := range d.hashes[p.keys[0]:p.keys[1]] {
-		if err := s.idx.PutHash(h, p.off, p.ts); err != nil {
+		if err := s.idx.PutHash(h, p.off, ts); err != nil {
 			s.stats.dispatchErrors.Add(1)
-			s.opts.Logger.Error("store: index put failed", "topic", p.topic, "offset", p.off, "err", err)
+			s.opts.Logger.Error("store: index put failed", "topic", t.name, "offset", p.off, "err", err)
 		}
 	}
 	return nil
@@ -389,58 +306,37 @@ func (d *dispatcher) write(p *pendingRecord) error {
 // prepareKeys hashes the record's index keys (its UNIQ_KEY and each item of
 // its space-separated KEYS) into d.hashes. A rolled-back transaction record
 // is not indexed.
-func (d *dispatcher) prepareKeys(p *pendingRecord, t *dispatchTopic, sysFlag int32, keys, uniq []byte) {
+func (d *dispatcher) prepareKeys(p *pendingRecord, keys, uniq []byte) {
 	p.keys[0] = len(d.hashes)
 	p.keys[1] = len(d.hashes)
-	if message.TxType(sysFlag) == message.TxRollbackType {
+	if message.TxType(p.v.SysFlag()) == message.TxRollbackType {
 		return
 	}
 	if len(uniq) > 0 {
-		d.hashes = append(d.hashes, index.KeyHashAfter(t.keyHash, uniq))
+		d.hashes = append(d.hashes, index.KeyHashAfter(p.t.keyHash, uniq))
 	}
 	for len(keys) > 0 {
+		i := bytes.IndexByte(keys, ' ')
 		var k []byte
-		k, keys = nextKey(keys)
+		if i < 0 {
+			k, keys = keys, nil
+		} else {
+			k, keys = keys[:i], keys[i+1:]
+		}
 		if len(k) > 0 {
-			d.hashes = append(d.hashes, index.KeyHashAfter(t.keyHash, k))
+			d.hashes = append(d.hashes, index.KeyHashAfter(p.t.keyHash, k))
 		}
 	}
 	p.keys[1] = len(d.hashes)
-}
-
-// nextKey splits the first item off a space-separated KEYS value.
-func nextKey(keys []byte) (key, rest []byte) {
-	if i := bytes.IndexByte(keys, ' '); i >= 0 {
-		return keys[:i], keys[i+1:]
-	}
-	return keys, nil
-}
-
-// counterQueue returns the consume queue of c's topic and queue, cached in c
-// until forget.
-func (d *dispatcher) counterQueue(c *queueCounter) *consumequeue.Queue {
-	if c.dq != nil && c.dgen == d.gen {
-		return c.dq
-	}
-	t, ok := d.topics[c.topic]
-	if !ok {
-		t = d.addTopic(c.topic)
-	}
-	q := d.queue(t, c.id)
-	c.dq, c.dgen = q, d.gen
-	return q
 }
 
 func (d *dispatcher) topic(name []byte) *dispatchTopic {
 	if t, ok := d.topics[string(name)]; ok {
 		return t
 	}
-	return d.addTopic(string(name))
-}
-
-func (d *dispatcher) addTopic(name string) *dispatchTopic {
-	t := &dispatchTopic{name: name, keyHash: index.TopicHash(name)}
-	d.topics[name] = t
+	t := &dispatchTopic{name: string(name)}
+	t.keyHash = index.TopicHash(t.name)
+	d.topics[t.name] = t
 	return t
 }
 
@@ -468,7 +364,6 @@ func (d *dispatcher) queue(t *dispatchTopic, id int32) *consumequeue.Queue {
 func (d *dispatcher) forget(topic string) {
 	d.mu.Lock()
 	delete(d.topics, topic)
-	d.gen++
 	d.mu.Unlock()
 }
 

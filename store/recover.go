@@ -106,15 +106,16 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	if from < end {
 		o.Logger.Info("store: re-dispatching the commit log", "from", from, "to", end, "crashed", crashed)
 	}
+	s.dispatched.Store(from)
+	s.dispatch.init(s)
+	s.dispatch.cursor.Close()
+	s.dispatch.cursor = log.NewCursor(from)
 	if from > logMin && !isBoundary(log, from) {
 		// A checkpoint from before a truncation can point into the middle of
 		// nothing valid; fall back to a full re-dispatch.
-		from = logMin
+		s.dispatch.cursor = log.NewCursor(logMin)
+		s.dispatched.Store(logMin)
 	}
-	s.dispatched.Store(from)
-	s.hints.init(log.WrittenOffset()) // records from here on come through Put
-	s.dispatch.init(s)
-	s.dispatch.pos = from
 	s.dispatch.run()
 	if s.dispatched.Load() != end {
 		return rep, fmt.Errorf("store: re-dispatch stopped at %d, log ends at %d", s.dispatched.Load(), end)

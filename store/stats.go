@@ -12,7 +12,6 @@ type counters struct {
 	gets, getBytes            atomic.Int64
 	dispatchErrors            atomic.Int64
 	dispatchStalls            atomic.Int64
-	dispatchDecoded           atomic.Int64
 	lastDispatch              atomic.Int64
 }
 
@@ -27,10 +26,6 @@ type Stats struct {
 	DispatchErrors int64
 	// DispatchStalls counts pauses of dispatch for lack of disk space.
 	DispatchStalls int64
-	// DispatchDecoded counts records the dispatcher decoded from the commit
-	// log rather than taking Put's hint: those re-dispatched at Open, and
-	// those whose hint did not fit (a full hint ring, more than two index keys).
-	DispatchDecoded int64
 	// LagWaits counts Put calls that waited for the dispatcher to come back
 	// within Options.MaxDispatchLag.
 	LagWaits int64
@@ -50,7 +45,6 @@ func (s *Store) Stats() Stats {
 		DispatchLag:      ls.WrittenOffset - s.dispatched.Load(),
 		DispatchErrors:   s.stats.dispatchErrors.Load(),
 		DispatchStalls:   s.stats.dispatchStalls.Load(),
-		DispatchDecoded:  s.stats.dispatchDecoded.Load(),
 		LagWaits:         s.lag.waits.Load(),
 		Log:              ls,
 		MappedQueueFiles: s.cqs.MappedFiles(),

@@ -46,8 +46,7 @@ type Store struct {
 
 	dispatched atomic.Int64 // everything below is in the consume queues and the index
 	dispatch   dispatcher
-	hints      hintRing // Put's dispatch hints, for the dispatcher (hints.go)
-	lag        lagGate  // Put waits here while the dispatcher is too far behind
+	lag        lagGate // Put waits here while the dispatcher is too far behind
 	ckpt       *storeCheckpoint
 
 	putPool sync.Pool // *putBatch
@@ -59,20 +58,7 @@ type Store struct {
 	stats counters
 }
 
-// queueCounter is one queue's offset counter, and what Put and the
-// dispatcher keep about the queue.
-type queueCounter struct {
-	next    int64 // inside the commit log's append critical section only
-	topic   string
-	id      int32
-	keyHash int32 // index.TopicHash(topic)
-
-	_ [64]byte // the writers write next; the dispatcher reads the fields below
-	// Owned by the dispatcher (under dispatcher.mu): the consume queue,
-	// resolved once per dispatcher.gen.
-	dq   *consumequeue.Queue
-	dgen uint64
-}
+type queueCounter struct{ next int64 }
 
 // Open opens (or creates) the store in opts.Dir and recovers it. The
 // returned Recovery describes what the commit log's recovery did.
@@ -175,40 +161,26 @@ func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
 // putBatch is the pooled state of one Put: the encode buffer, the queue
 // counters of its records, and the results. It is the commit log's Assigner.
 type putBatch struct {
-	s        *Store
 	buf      []byte
 	counters []*queueCounter
 	sysflags []int32
 	qoffs    []int64
-	views    []message.View // of the records in buf, once all are encoded
-	hints    []dispatchHint // the records' dispatch hints (hints.go)
 	i        int
 	res      commitlog.Result
 }
 
-// Assign runs inside the commit log's critical section, once per record, in
-// log order: it gives the record its queue offset and places its dispatch
-// hint.
-func (b *putBatch) Assign(rec []byte, off int64) {
+// Assign runs inside the commit log's critical section, once per record.
+func (b *putBatch) Assign(rec []byte, _ int64) {
 	i := b.i
 	b.i++
-	qoff := int64(-1)
-	if message.Dispatchable(b.sysflags[i]) {
-		c := b.counters[i]
-		qoff = c.next
-		message.SetQueueOffset(rec, qoff)
-		c.next++
+	if !message.Dispatchable(b.sysflags[i]) {
+		b.qoffs = append(b.qoffs, -1)
+		return
 	}
-	b.qoffs = append(b.qoffs, qoff)
-	h, v := &b.hints[i], b.views[i]
-	if qoff >= 0 && h.size != 0 && b.s.opts.TagCode != nil {
-		// The override may read the store timestamp, set just now (v is a
-		// view of the same bytes as rec).
-		if code, ok := b.s.opts.TagCode(v); ok {
-			h.tag = code
-		}
-	}
-	b.s.hints.place(h, off, qoff, v.StoreTimestamp())
+	c := b.counters[i]
+	message.SetQueueOffset(rec, c.next)
+	b.qoffs = append(b.qoffs, c.next)
+	c.next++
 }
 
 func (b *putBatch) reset() {
@@ -216,29 +188,8 @@ func (b *putBatch) reset() {
 	b.counters = b.counters[:0]
 	b.sysflags = b.sysflags[:0]
 	b.qoffs = b.qoffs[:0]
-	clear(b.views) // no views of a buffer the pool may hand to another Put
-	b.views = b.views[:0]
-	clear(b.hints) // nor counters of a deleted topic
-	b.hints = b.hints[:0]
 	b.i = 0
 	b.res.Offsets = b.res.Offsets[:0]
-}
-
-// prepareHints decodes the batch's encoded records (the views Assign and the
-// hints need) and prepares their dispatch hints.
-func (b *putBatch) prepareHints() error {
-	for off := 0; off < len(b.buf); {
-		v, err := message.Decode(b.buf[off:], false)
-		if err != nil {
-			return fmt.Errorf("%w: re-reading its own encoding: %w", ErrBadMessage, err)
-		}
-		i := len(b.views)
-		b.views = append(b.views, v)
-		b.hints = append(b.hints, dispatchHint{})
-		prepareHint(&b.hints[i], v, b.counters[i])
-		off += v.TotalSize()
-	}
-	return nil
 }
 
 // counter returns the queue-offset counter of (topic, queueID), creating it.
@@ -255,7 +206,7 @@ func (s *Store) counter(topic string, queueID int32) *queueCounter {
 	}
 	grown := make([]*queueCounter, max(len(qs), int(queueID)+1))
 	copy(grown, qs)
-	grown[queueID] = &queueCounter{topic: topic, id: queueID, keyHash: index.TopicHash(topic)}
+	grown[queueID] = &queueCounter{}
 	m := make(map[string][]*queueCounter, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -307,9 +258,6 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 		b.counters = append(b.counters, s.counter(m.Topic, m.QueueID))
 		b.sysflags = append(b.sysflags, rec.SysFlag)
 	}
-	if err := b.prepareHints(); err != nil {
-		return res, err
-	}
 	if err := s.log.Append(b.buf, b, &b.res); err != nil {
 		s.stats.putErrors.Add(1)
 		return res, err
@@ -344,7 +292,7 @@ func (s *Store) getBatch() *putBatch {
 		b.reset()
 		return b
 	}
-	return &putBatch{s: s}
+	return &putBatch{}
 }
 
 // Close stops the dispatcher after it caught up, flushes everything, writes
