@@ -62,7 +62,7 @@ func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
 	warmHostMemory(l.s.opts.Dir)
 	b.ResetTimer()
 	stopProfile := startTimedProfile(b)
-	cpu0 := processCPU()
+	cpu0 := processCPU(b)
 	l.put(b, int64(b.N))
 	b.StopTimer()
 	stopProfile()
@@ -70,7 +70,7 @@ func benchPutDispatch(b *testing.B, topics int, uniqueKeys bool) {
 	b.ReportMetric(float64(l.s.Stats().LagWaits), "lag-waits")
 	// CPUs busy during the timed part (2 = both cores of the bench machine):
 	// below the machine's count, something other than CPU sets the pace.
-	b.ReportMetric((processCPU()-cpu0).Seconds()/b.Elapsed().Seconds(), "cpus")
+	b.ReportMetric((processCPU(b)-cpu0).Seconds()/b.Elapsed().Seconds(), "cpus")
 }
 
 // BenchmarkPutDispatchRatio measures what BenchmarkPutDispatch does for 1
@@ -172,7 +172,7 @@ func (l *putLoad) put(b *testing.B, n int64) {
 	end := l.next.Load() + n
 	topics := int64(len(l.names))
 	var wg sync.WaitGroup
-	for w := 0; w < benchWriters(); w++ {
+	for range benchWriters() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -412,10 +412,10 @@ func BenchmarkRecoverAfterCrash(b *testing.B) {
 }
 
 // processCPU is the user plus system CPU time the process has used so far.
-func processCPU() time.Duration {
+func processCPU(b *testing.B) time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		b.Fatalf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
