@@ -28,14 +28,15 @@ trap cleanup EXIT
 for ref in a b; do
   commit=$a
   [ "$ref" = b ] && commit=$b
-  git worktree add --detach "$work/$ref" "$commit" >/dev/null 2>&1
+  git worktree add --quiet --detach "$work/$ref" "$commit"
   (cd "$work/$ref" && go test -c -o "$work/$ref.test" "$pkg")
+  # The tests run in the package's directory of that commit, as go test does.
+  (cd "$work/$ref" && go list -f '{{.Dir}}' "$pkg") >"$work/$ref.dir"
 done
 run() { # ref, then the test binary's flags
   local ref=$1 out
   shift
-  # Run in the package's directory of that commit, as go test does.
-  out=$(cd "$work/$ref" && cd "$(go list -f '{{.Dir}}' "$pkg")" && "$work/$ref.test" -test.run '^$' -test.bench "$bench" "$@" 2>&1 | grep '^Benchmark' || true)
+  out=$(cd "$(cat "$work/$ref.dir")" && "$work/$ref.test" -test.run '^$' -test.bench "$bench" "$@" 2>&1 | grep '^Benchmark' || true)
   [ -n "$out" ] || out="(no result)"
   sed "s/^/$ref /" <<<"$out" | tee -a "$work/results"
 }
