@@ -115,6 +115,94 @@ func BenchmarkPutDispatchRatio(b *testing.B) {
 	}
 }
 
+// BenchmarkPutDispatchVsAppend measures issue 3's first target in one
+// process: Put + dispatch of 1 KiB messages into 1 topic × 8 queues against
+// the commit log's own async append of the same records (encoded with their
+// CRC, as commitlog's BenchmarkAppend does), both from benchWriters()
+// goroutines. It alternates the two in ten chunks of b.N/10 records (the
+// order swapped every round), so that the machine's drift from minute to
+// minute falls on both, and reports each rate, their ratio, and the CPU
+// time each spends per message.
+func BenchmarkPutDispatchVsAppend(b *testing.B) {
+	store := newPutLoad(b, 1, false)
+	opts := benchOptions(b, commitlog.FlushAsync)
+	log, _, err := commitlog.Open(commitlog.Options{Dir: opts.Dir, SegmentSize: store.s.opts.SegmentSize,
+		FlushMode: commitlog.FlushAsync, RetentionInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { log.Close() })
+	warmHostMemory(opts.Dir)
+	b.SetBytes(int64(len(store.body)))
+	b.ResetTimer()
+	stopProfile := startTimedProfile(b)
+	defer stopProfile()
+	const rounds = 10
+	chunk := max(int64(b.N)/rounds, 1)
+	var tPut, tAppend, cpuPut, cpuAppend time.Duration
+	put := func() {
+		start, cpu := time.Now(), processCPU(b)
+		store.put(b, chunk)
+		tPut += time.Since(start)
+		cpuPut += processCPU(b) - cpu
+	}
+	appendOnly := func() {
+		start, cpu := time.Now(), processCPU(b)
+		appendRecords(b, log, store, chunk)
+		tAppend += time.Since(start)
+		cpuAppend += processCPU(b) - cpu
+	}
+	for r := range rounds {
+		if r%2 == 0 {
+			put()
+			appendOnly()
+		} else {
+			appendOnly()
+			put()
+		}
+	}
+	b.StopTimer()
+	n := float64(chunk * rounds)
+	b.ReportMetric(n/tPut.Seconds(), "msgs/s-put-dispatch")
+	b.ReportMetric(n/tAppend.Seconds(), "msgs/s-log-append")
+	b.ReportMetric(tAppend.Seconds()/tPut.Seconds(), "ratio")
+	// CPU time per message, both cores together: on two cores the two rates
+	// follow these when both runs keep the cores busy.
+	b.ReportMetric(float64(cpuPut.Nanoseconds())/n, "cpu-ns/msg-put-dispatch")
+	b.ReportMetric(float64(cpuAppend.Nanoseconds())/n, "cpu-ns/msg-log-append")
+}
+
+// appendRecords appends n records to log from benchWriters() goroutines, each
+// encoding its record (with its CRC) before every append: the messages of l,
+// with the store's stamps left out.
+func appendRecords(b *testing.B, log *commitlog.Log, l *putLoad, n int64) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range benchWriters() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := message.Record{Topic: l.names[0], BornHost: born, StoreHost: born, Body: l.body, Properties: l.pr}
+			var buf []byte
+			res := commitlog.Result{Offsets: make([]int64, 0, 1)}
+			for i := next.Add(1); i <= n; i = next.Add(1) {
+				r.QueueID = int32(i % 8)
+				var err error
+				if buf, err = message.AppendRecord(buf[:0], &r); err != nil {
+					b.Error(err)
+					return
+				}
+				res.Offsets = res.Offsets[:0]
+				if err := log.Append(buf, nil, &res); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // probeRun reports whether this is the b.N = 1 run that go test makes of
 // every benchmark before the measured one, for a store of many topics: its
 // result is discarded (unless -benchtime 1x asked for exactly that run), and
