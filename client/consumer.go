@@ -644,6 +644,9 @@ func (c *consumer) pullOnce(pq *processQueue, req, resp *protocol.Command) error
 	if err != nil {
 		return err
 	}
+	// The messages of the last response keep its body: each one's Body aliases
+	// it (decodeMessage). This response gets an array of its own.
+	resp.Body = nil
 	if err := cl.InvokeInto(ctx, req, resp); err != nil {
 		if _, g, _ := pq.pullState(); g != gen {
 			return errSeeked
@@ -676,7 +679,7 @@ func (c *consumer) pullOnce(pq *processQueue, req, resp *protocol.Command) error
 			if derr != nil {
 				c.log.Warn("client: message body does not inflate; delivered as stored", "queue", mq, "offset", v.QueueOffset(), "err", derr)
 			}
-			if sub != nil && !sub.matchTag(v.Tags()) {
+			if sub != nil && !sub.matchTag(m.Tags) {
 				return nil
 			}
 			if m.Properties != nil {

@@ -7,7 +7,9 @@ import (
 	"github.com/apogeemq/apogee/message"
 )
 
-// decodeMessage copies the record v into a new MessageExt. The body is inflated
+// decodeMessage turns the record v into a new MessageExt. Its Body aliases v's
+// body (capacity capped at its length), so v's bytes must be the caller's to give
+// away: a response that no one reuses. The body is inflated
 // when the record is compressed (a body that does not inflate is kept as stored, as
 // the official Go client does, and the error returned alongside the message). A
 // record from a retry topic gets its original topic back (RETRY_TOPIC).
@@ -30,14 +32,14 @@ func decodeMessage(v message.View, queue MessageQueue) (*MessageExt, error) {
 	m.ReconsumeTimes = v.ReconsumeTimes()
 	m.PreparedTxOffset = v.PreparedTransactionOffset()
 	m.StoreSize = int32(v.TotalSize())
-	var idbuf [64]byte
-	m.OffsetMsgID = string(v.AppendOffsetMsgID(idbuf[:0]))
-	props := v.Properties()
-	if len(props) > 0 {
-		m.Properties = message.ParseProperties(props)
-	} else {
-		m.Properties = map[string]string{}
-	}
+	// The offset id and the properties share one string: one allocation for
+	// both (and for every property key and value, substrings of it).
+	var sbuf [256]byte
+	s := v.AppendOffsetMsgID(sbuf[:0])
+	idLen := len(s)
+	all := string(append(s, v.Properties()...))
+	m.OffsetMsgID = all[:idLen]
+	m.Properties = message.ParsePropertiesString(all[idLen:])
 	m.Tags = m.Properties[message.PropTags]
 	if k := m.Properties[message.PropKeys]; k != "" {
 		m.Keys = strings.Split(k, message.PropKeysSeparator)
@@ -59,6 +61,6 @@ func decodeMessage(v message.View, queue MessageQueue) (*MessageExt, error) {
 			return m, nil
 		}
 	}
-	m.Body = append([]byte(nil), body...)
+	m.Body = body[:len(body):len(body)]
 	return m, err
 }

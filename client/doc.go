@@ -62,8 +62,10 @@
 // long-polling PULL_MESSAGE requests (the broker holds them up to LongPollTimeout)
 // and pauses, without failing, while the queue holds more than QueueCacheLimits
 // (1,000 messages, 100 MiB) or, for concurrent consumption, spans more than MaxSpan
-// (2,000) offsets. Pull bodies are walked with message.ForEachRecord, compressed
-// bodies inflated (zlib or zstd), and tags checked again by exact string.
+// (2,000) offsets. Pull bodies are walked with message.ForEachRecord; each message's
+// Body aliases its response, which gets an array of its own for that (one copy per
+// pull, none per message), compressed bodies are inflated (zlib or zstd), and tags
+// are checked again by exact string.
 //
 // A concurrent listener runs on at most ConsumeGoroutines (20) goroutines that exist
 // only while there are batches; a failed message is sent back for redelivery

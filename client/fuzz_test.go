@@ -29,7 +29,7 @@ func FuzzPullBody(f *testing.F) {
 			if m == nil {
 				t.Fatal("nil message")
 			}
-			sub.matchTag(v.Tags())
+			sub.matchTag(m.Tags)
 			return nil
 		})
 	})

@@ -63,7 +63,11 @@ type Message struct {
 }
 
 // MessageExt is a received message: the Message and what the broker stored with it.
-// It is the consumer's to keep.
+// It is the consumer's to keep. Its Body shares one array with the other messages
+// of the pull response it came in (as in the official client, without a copy per
+// message), so keeping one message keeps that array alive: copy the Body to keep a
+// few messages of many for long. The Body's capacity ends where the body does, so an
+// append to it cannot reach another message's bytes.
 type MessageExt struct {
 	Message
 	// MsgID is the producer's unique id (UNIQ_KEY), or the OffsetMsgID when there is none.
@@ -249,12 +253,12 @@ func newTagSubscription(topic, expr string) subscription {
 
 // matchTag re-checks a message's tag against the subscription by exact string (the
 // broker filters by hash only).
-func (s *subscription) matchTag(tag []byte) bool {
+func (s *subscription) matchTag(tag string) bool {
 	if s.sql || s.tags == nil {
 		return true
 	}
 	for _, t := range s.tags {
-		if string(tag) == t {
+		if tag == t {
 			return true
 		}
 	}

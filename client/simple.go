@@ -288,7 +288,7 @@ func (s *SimpleConsumer) pop(ctx context.Context, t popTarget, max int, invisibl
 		if derr != nil {
 			s.in.log.Warn("client: message body does not inflate; delivered as stored", "queue", mq, "offset", v.QueueOffset(), "err", derr)
 		}
-		if sub != nil && !sub.sql && !sub.matchTag(v.Tags()) {
+		if sub != nil && !sub.sql && !sub.matchTag(m.Tags) {
 			// A broker that does not filter (or filters by hash code only): the
 			// message is not for us; ack it so it does not come back.
 			x := handleOf(rh.PopTime, rh.InvisibleTime, rh.ReviveQid, starts, t.broker, v)

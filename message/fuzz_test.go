@@ -94,6 +94,11 @@ func FuzzProperties(f *testing.F) {
 	f.Add([]byte(""), "")
 	f.Fuzz(func(t *testing.T, props []byte, key string) {
 		m := ParseProperties(props)
+		want := map[string]string{}
+		ForEachProperty(props, func(k, v []byte) bool { want[string(k)] = string(v); return true })
+		if !maps.Equal(m, want) {
+			t.Fatalf("ParseProperties(%q) = %q, ForEachProperty gives %q", props, m, want)
+		}
 		v, ok := LookupProperty(props, key)
 		mv, mok := m[key]
 		if ok != mok || string(v) != mv {

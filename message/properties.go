@@ -171,16 +171,29 @@ func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
 // instead of two per pair (a consumer decodes every message it receives this
 // way).
 func ParseProperties(props []byte) map[string]string {
+	return ParsePropertiesString(string(props))
+}
+
+// ParsePropertiesString is ParseProperties over props already in a string,
+// whose substrings the keys and values are: a caller that copies the
+// properties into a string together with other strings it needs makes one
+// allocation for all of them.
+func ParsePropertiesString(props string) map[string]string {
 	m := make(map[string]string)
-	all := string(props)
-	// k and v are subslices of props, so their distance from the end of its
-	// array (cap) gives their offset in all.
-	end := cap(props)
-	ForEachProperty(props, func(k, v []byte) bool {
-		ko, vo := end-cap(k), end-cap(v)
-		m[all[ko:ko+len(k)]] = all[vo : vo+len(v)]
-		return true
-	})
+	for len(props) > 0 {
+		item := props
+		if i := strings.IndexByte(props, PropertySeparator); i >= 0 {
+			item, props = props[:i], props[i+1:]
+		} else {
+			props = ""
+		}
+		// One 0x01 exactly, as splitPair requires.
+		i := strings.IndexByte(item, NameValueSeparator)
+		if i < 0 || strings.IndexByte(item[i+1:], NameValueSeparator) >= 0 {
+			continue
+		}
+		m[item[:i]] = item[i+1:]
+	}
 	return m
 }
 
