@@ -445,3 +445,70 @@ func TestBrokerTransactions(t *testing.T) {
 		t.Fatalf("delivered %v", col.count)
 	}
 }
+
+// TestBrokerKeptMessagesStayIntact keeps every received message while later
+// pulls arrive, then checks each one: a message's Body aliases its pull
+// response, so a response array reused for the next pull would show here as
+// bodies, ids or properties of other messages. It also appends to every kept
+// Body and checks that no other message changed (the capacity ends at the body).
+func TestBrokerKeptMessagesStayIntact(t *testing.T) {
+	addr := startBroker(t)
+	p := realProducer(t, addr)
+	const n = 400
+	body := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("[%04d]", i)), 50) }
+	sendN(t, p, "KEEP", 0, n, func(i int, m *client.Message) {
+		m.Body = body(i)
+		m.Keys = []string{fmt.Sprintf("key-%d", i)}
+		m.Tags = "t"
+	})
+	var mu sync.Mutex
+	var kept []*client.MessageExt
+	c := realPush(t, addr, client.ConsumerGroup("keep"), client.Subscribe("KEEP", "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.PullBatchSize(32),
+		client.WithConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			mu.Lock()
+			kept = append(kept, msgs...)
+			mu.Unlock()
+			return client.ConsumeSuccess
+		}))
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "every message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(kept) >= n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	check := func(when string) {
+		seen := map[int]bool{}
+		for _, m := range kept {
+			var i int
+			if _, err := fmt.Sscanf(string(m.Body), "[%04d]", &i); err != nil {
+				t.Fatalf("%s: body %q: %v", when, m.Body[:min(len(m.Body), 20)], err)
+			}
+			if !bytes.Equal(m.Body, body(i)) {
+				t.Fatalf("%s: message %d: body changed", when, i)
+			}
+			if want := fmt.Sprintf("key-%d", i); len(m.Keys) != 1 || m.Keys[0] != want || m.Property("KEYS") != want || m.Tags != "t" {
+				t.Fatalf("%s: message %d: keys %q, KEYS %q, tags %q", when, i, m.Keys, m.Property("KEYS"), m.Tags)
+			}
+			if len(m.OffsetMsgID) != 32 || m.MsgID == "" {
+				t.Fatalf("%s: message %d: ids %q %q", when, i, m.OffsetMsgID, m.MsgID)
+			}
+			if cap(m.Body) != len(m.Body) {
+				t.Fatalf("%s: message %d: Body capacity %d beyond its length %d", when, i, cap(m.Body), len(m.Body))
+			}
+			seen[i] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("%s: %d distinct messages, want %d", when, len(seen), n)
+		}
+	}
+	check("after the last pull")
+	for _, m := range kept {
+		_ = append(m.Body, "overwrite?"...)
+	}
+	check("after appending to every body")
+}
