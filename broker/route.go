@@ -95,7 +95,7 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, ext *
 		return protocol.RespSuccess, "" // stored, not dispatched (as RocketMQ's store does)
 	}
 
-	deliver, isTimer, code, remark := b.timerDeliverTime(props, time.Now())
+	deliver, isTimer, code, remark := b.timerDeliverTime(props, time.Now)
 	if code != protocol.RespSuccess {
 		return code, remark
 	}
@@ -183,23 +183,26 @@ func typeAccepted(topic, msg msgType) bool {
 // timerDeliverTime reads a message's timer properties (TIMER_DELIVER_MS,
 // else TIMER_DELAY_SEC, else TIMER_DELAY_MS, RocketMQ 5's order) and returns
 // the delivery time in ms. isTimer is false when there are none or the time
-// has already come (the message is then an ordinary one).
-func (b *Broker) timerDeliverTime(props []byte, now time.Time) (deliver int64, isTimer bool, code int32, remark string) {
-	nowMs := now.UnixMilli()
+// has already come (the message is then an ordinary one). The clock is read
+// only for a message that has one of them: not on every send.
+func (b *Broker) timerDeliverTime(props []byte, now func() time.Time) (deliver int64, isTimer bool, code int32, remark string) {
+	var nowMs int64
 	if v, present, ok := propInt(props, message.PropTimerDeliverMS); present {
 		if !ok {
 			return 0, false, protocol.RespMessageIllegal, "the TIMER_DELIVER_MS property is not a number"
 		}
-		deliver = v
+		nowMs, deliver = now().UnixMilli(), v
 	} else if v, present, ok := propInt(props, message.PropTimerDelaySec); present {
 		if !ok || v > int64(b.opts.TimerMaxDelay/time.Second)+1 {
 			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
 		}
+		nowMs = now().UnixMilli()
 		deliver = nowMs + v*1000
 	} else if v, present, ok := propInt(props, message.PropTimerDelayMS); present {
 		if !ok || v > b.opts.TimerMaxDelay.Milliseconds()+1 {
 			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
 		}
+		nowMs = now().UnixMilli()
 		deliver = nowMs + v
 	} else {
 		return 0, false, protocol.RespSuccess, ""

@@ -270,7 +270,7 @@ func (b *Broker) committedMessage(v message.View, s *sendScratch) (store.Message
 	m.SysFlag = message.SetTxType(m.SysFlag, message.TxCommitType)
 	start := len(s.props)
 	s.props = appendPropsExcept(s.props, v.Properties(), message.PropRealTopic, message.PropRealQueueID, message.PropTranMsg)
-	if deliver, isTimer, code, _ := b.timerDeliverTime(s.props[start:], time.Now()); code == protocol.RespSuccess && isTimer {
+	if deliver, isTimer, code, _ := b.timerDeliverTime(s.props[start:], time.Now); code == protocol.RespSuccess && isTimer {
 		s.props = b.timerProps(s.props, &m, deliver)
 	} else if level, _, ok := propInt(s.props[start:], message.PropDelay); ok && level > 0 {
 		lv := b.sched.clampLevel(level)

@@ -359,10 +359,11 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
-	if err := r.pickQueue(time.Now().UnixNano()); err != nil {
+	now := time.Now().UnixNano()
+	if err := r.pickQueue(now); err != nil {
 		return err
 	}
-	r.encode()
+	r.encode(now)
 	cl, err := p.in.pool.Get(ctx, r.addr)
 	if err != nil {
 		return fmt.Errorf("client: oneway send to %s: %w", r.addr, err)
@@ -422,7 +423,7 @@ func (p *Producer) start(ctx context.Context, r *sendReq) error {
 	}
 	r.state.Store(reqInflight)
 	p.track(r)
-	r.run()
+	r.run(now)
 	return nil
 }
 
@@ -557,8 +558,8 @@ func (p *Producer) roundRobin(pi *publishInfo, lastBroker string, now int64) int
 	return int(pi.next.Add(1)-1) % n
 }
 
-// encode fills the request command for this attempt.
-func (r *sendReq) encode() {
+// encode fills the request command for this attempt, made at now (unix nanos).
+func (r *sendReq) encode(now int64) {
 	p := r.p
 	r.topic = append(r.topic[:0], r.msg.Topic...)
 	r.bname = append(r.bname[:0], r.queue.BrokerName...)
@@ -570,7 +571,7 @@ func (r *sendReq) encode() {
 		DefaultTopicQueueNums: int32(p.cfg.topicQueueNums),
 		QueueID:               r.queue.QueueID,
 		SysFlag:               r.sysFlag,
-		BornTimestamp:         time.Now().UnixMilli(),
+		BornTimestamp:         now / int64(time.Millisecond),
 		Flag:                  r.msg.Flag,
 		Properties:            r.props,
 		BrokerName:            r.bname,
@@ -590,15 +591,19 @@ func (r *sendReq) encode() {
 
 // run makes attempts until one is on the wire (its response will continue the send)
 // or the send is over. It runs on the sender's goroutine or a retry goroutine, and
-// holds the activity chain's ref.
-func (r *sendReq) run() {
+// holds the activity chain's ref. now is the time (unix nanos) if the caller has
+// just read it, 0 otherwise: a send reads the clock once for its deadline, its
+// first attempt and its born timestamp.
+func (r *sendReq) run(now int64) {
 	p := r.p
 	for {
 		if r.state.Load() != reqInflight {
 			r.unref()
 			return
 		}
-		now := time.Now().UnixNano()
+		if now == 0 {
+			now = time.Now().UnixNano()
+		}
 		if now >= r.deadline {
 			r.fail(fmt.Errorf("%w: send to %q after %d attempts", ErrTimeout, r.msg.Topic, r.attempts))
 			return
@@ -608,13 +613,14 @@ func (r *sendReq) run() {
 			r.fail(err)
 			return
 		}
-		r.encode()
+		r.encode(now)
 		r.start = now
 		err := r.invoke()
 		if err == nil {
 			return // the response callback owns the chain now
 		}
-		p.faults.update(r.queue.BrokerName, time.Now().UnixNano(), 0, true)
+		now = time.Now().UnixNano() // also the next attempt's
+		p.faults.update(r.queue.BrokerName, now, 0, true)
 		r.lastBroker = r.queue.BrokerName
 		if r.attempts > p.cfg.retries {
 			r.fail(fmt.Errorf("client: send to %s (%s): %w", r.addr, r.queue, err))
@@ -717,7 +723,7 @@ func (r *sendReq) retryOrFail(err error, busy bool) {
 	go r.retry()
 }
 
-func (r *sendReq) retry() { r.run() }
+func (r *sendReq) retry() { r.run(0) }
 
 // fail completes the send with err (if nobody completed it yet) and drops the chain's ref.
 func (r *sendReq) fail(err error) {
