@@ -125,18 +125,17 @@ func BenchmarkPutDispatchRatio(b *testing.B) {
 // time each spends per message.
 func BenchmarkPutDispatchVsAppend(b *testing.B) {
 	store := newPutLoad(b, 1, false)
-	opts := benchOptions(b, commitlog.FlushAsync)
-	log, _, err := commitlog.Open(commitlog.Options{Dir: opts.Dir, SegmentSize: store.s.opts.SegmentSize,
+	dir := b.TempDir()
+	log, _, err := commitlog.Open(commitlog.Options{Dir: dir, SegmentSize: store.s.opts.SegmentSize,
 		FlushMode: commitlog.FlushAsync, RetentionInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { log.Close() })
-	warmHostMemory(opts.Dir)
+	warmHostMemory(dir)
 	b.SetBytes(int64(len(store.body)))
 	b.ResetTimer()
 	stopProfile := startTimedProfile(b)
-	defer stopProfile()
 	const rounds = 10
 	chunk := max(int64(b.N)/rounds, 1)
 	var tPut, tAppend, cpuPut, cpuAppend time.Duration
@@ -162,6 +161,7 @@ func BenchmarkPutDispatchVsAppend(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	stopProfile()
 	n := float64(chunk * rounds)
 	b.ReportMetric(n/tPut.Seconds(), "msgs/s-put-dispatch")
 	b.ReportMetric(n/tAppend.Seconds(), "msgs/s-log-append")
