@@ -250,8 +250,9 @@ func TestTruncateWithConcurrentReaders(t *testing.T) {
 	}
 }
 
-// 2,000 queues of small files: Sweep keeps the number of mapped files bounded
-// by what was touched in the last two sweep intervals.
+// 2,000 queues of small files: Sweep keeps the number of mapped files, and of
+// files held open for the writer, bounded by what was touched in the last two
+// sweep intervals.
 func TestSweepKeepsMappedFilesBounded(t *testing.T) {
 	const per, queues, n, batch = 64, 2000, 150, 100
 	const filesPerQueue = (n + per - 1) / per
@@ -275,6 +276,10 @@ func TestSweepKeepsMappedFilesBounded(t *testing.T) {
 			if s.MappedFiles() > bound {
 				t.Fatalf("after %d queues: %d files mapped, bound %d", id+1, s.MappedFiles(), bound)
 			}
+			// One open file per queue at most (a roll closes the old tail's).
+			if s.WriteFiles() > 2*batch {
+				t.Fatalf("after %d queues: %d files open for writing, bound %d", id+1, s.WriteFiles(), 2*batch)
+			}
 			sweep()
 		}
 	}
@@ -282,6 +287,9 @@ func TestSweepKeepsMappedFilesBounded(t *testing.T) {
 	sweep()
 	if got := s.MappedFiles(); got != 0 {
 		t.Fatalf("%d files mapped after idle sweeps", got)
+	}
+	if got := s.WriteFiles(); got != 0 {
+		t.Fatalf("%d files open for writing after idle sweeps", got)
 	}
 	// Reading everything back maps files again, still bounded.
 	for id := int32(0); id < queues; id++ {
@@ -309,8 +317,42 @@ func TestSweepKeepsMappedFilesBounded(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s.MappedFiles() != 0 {
-		t.Fatalf("%d files mapped after Close", s.MappedFiles())
+	if s.MappedFiles() != 0 || s.WriteFiles() != 0 {
+		t.Fatalf("%d files mapped, %d open for writing after Close", s.MappedFiles(), s.WriteFiles())
 	}
 	t.Logf("%d files in %d queues; peak mapped %d (bound %d)", queues*filesPerQueue, queues, peak, bound)
+}
+
+// More queues than maxWriteFiles written at once, with no Sweep: the set keeps
+// maxWriteFiles files open for their writers and writes the others by opening
+// them each time; every entry reads back. Dropping a queue closes its file.
+func TestWriteFilesCapped(t *testing.T) {
+	const queues, n = maxWriteFiles + 100, 300 // 300 entries: two pages of a file
+	s, err := OpenSet(t.TempDir(), Options{EntriesPerFile: 1024, IdleUnmap: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id := int32(0); id < queues; id++ {
+		appendRange(t, mustQueue(t, s, "T", id), 0, n)
+	}
+	if got := s.WriteFiles(); got != maxWriteFiles {
+		t.Fatalf("%d files open for writing, want the cap %d", got, maxWriteFiles)
+	}
+	for id := int32(0); id < queues; id++ {
+		q, _ := s.Lookup("T", id)
+		checkRange(t, q, 0, n)
+	}
+	if err := s.DropQueue("T", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WriteFiles(); got != maxWriteFiles-1 {
+		t.Fatalf("%d files open for writing after a drop, want %d", got, maxWriteFiles-1)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WriteFiles(); got != 0 {
+		t.Fatalf("%d files open for writing after Close", got)
+	}
 }

@@ -35,8 +35,12 @@
 //     the region is unmapped when the last reference goes. Files are removed
 //     with unlink, never truncated, so a reader's mapping stays valid.
 //     Readers of unmapped (cold) files map them too; no pread path.
-//   - No file descriptor is kept open: files are opened to be mapped, synced
-//     or created, and closed at once.
+//   - The only file descriptors kept open are those of tails being written,
+//     for the first write into each page (a pwrite, see segment.touched): at
+//     most 1,024 per set (past that a file is opened and closed for each such
+//     write), closed when the tail rolls, when Sweep finds it idle, and when
+//     the file is retired. Other files are opened to be mapped, synced or
+//     created, and closed at once.
 //
 // # Who may call what
 //

@@ -326,6 +326,7 @@ func (q *Queue) roll(off int64) (*segment, error) {
 	q.segs.Store(nl)
 	if q.tail != nil {
 		q.tail.writable.Store(false)
+		q.set.closeWriteFile(q.tail) // only a hole refill writes there again
 	}
 	q.tail = sg
 	q.dirDirty.Store(true)

@@ -40,7 +40,14 @@ type segment struct {
 	// cached, after which stores through the mapping are cheap. Writer only.
 	touched int64
 
-	mu        sync.Mutex // serialises mapping, unmapping and retiring
+	// wf is the file kept open for the writer's cold-page writes
+	// (writeCold), so that each new page costs a pwrite rather than an open,
+	// a pwrite and a close. Sweep closes it with the mapping once the segment
+	// is idle, retire for good, and roll when the segment stops being the
+	// tail. Changed under mu; the pointer is atomic for Sweep's quick check.
+	wf atomic.Pointer[os.File]
+
+	mu        sync.Mutex // serialises mapping, unmapping, retiring and the writer's file
 	dead      bool       // retired: never map again; under mu
 	idleSince int64      // unix nanos of the Sweep that last saw it unused; under mu
 }
@@ -151,6 +158,7 @@ func (s *Set) retire(sg *segment, unlink bool) error {
 		m.Release()
 		s.mapped.Add(-1)
 	}
+	s.closeWriteFileLocked(sg)
 	sg.mu.Unlock()
 	if unlink {
 		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -160,15 +168,16 @@ func (s *Set) retire(sg *segment, unlink bool) error {
 	return nil
 }
 
-// sweep drops sg's cache reference if nobody touched it for idle nanoseconds.
+// sweep drops sg's cache reference and closes its writer's file if nobody
+// touched it for idle nanoseconds.
 func (s *Set) sweep(sg *segment, now, idle int64) {
-	if sg.m.Load() == nil {
+	if sg.m.Load() == nil && sg.wf.Load() == nil {
 		return
 	}
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
 	m := sg.m.Load()
-	if m == nil {
+	if m == nil && sg.wf.Load() == nil {
 		return
 	}
 	if sg.used.Swap(false) {
@@ -178,9 +187,26 @@ func (s *Set) sweep(sg *segment, now, idle int64) {
 	if now-sg.idleSince < idle {
 		return
 	}
-	sg.m.Store(nil)
-	m.Release()
-	s.mapped.Add(-1)
+	if m != nil {
+		sg.m.Store(nil)
+		m.Release()
+		s.mapped.Add(-1)
+	}
+	s.closeWriteFileLocked(sg)
+}
+
+// closeWriteFile closes sg's writer's file, if open.
+func (s *Set) closeWriteFile(sg *segment) {
+	sg.mu.Lock()
+	s.closeWriteFileLocked(sg)
+	sg.mu.Unlock()
+}
+
+func (s *Set) closeWriteFileLocked(sg *segment) {
+	if f := sg.wf.Swap(nil); f != nil {
+		f.Close() // opened for pwrite only: nothing is buffered, and durability is syncRange's
+		s.writeFiles.Add(-1)
+	}
 }
 
 // syncRange makes entries [from, to) of sg durable: msync through the mapping
@@ -211,16 +237,36 @@ func (s *Set) syncRange(sg *segment, from, to int64) error {
 // allocChunk is how far ahead of the writer file blocks are reserved.
 const allocChunk = 128 << 10
 
+// maxWriteFiles bounds how many files a set keeps open for cold-page writes
+// (segment.wf). Past it, writeCold opens and closes the file each time, so a
+// broker with tens of thousands of active queues does not run out of file
+// descriptors.
+const maxWriteFiles = 1024
+
 // writeCold writes b at byte pos of sg's file with pwrite, first reserving
 // blocks up to a chunk beyond it if needed, and marks the pages it covers as
 // touched. Only the writer calls it.
 func (s *Set) writeCold(sg *segment, pos int64, b []byte) error {
 	end := pos + int64(len(b))
-	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.dead {
+		return fmt.Errorf("consumequeue: write %s: %w", sg.path, errSegmentGone)
 	}
-	defer f.Close()
+	f := sg.wf.Load()
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(sg.path, os.O_RDWR, 0); err != nil {
+			return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
+		}
+		if s.writeFiles.Add(1) <= maxWriteFiles {
+			sg.wf.Store(f)
+		} else {
+			s.writeFiles.Add(-1)
+			defer f.Close()
+		}
+	}
+	sg.used.Store(true) // a tail being written is not idle: its file stays open
 	if end > sg.allocated {
 		to := min((end+allocChunk-1)/allocChunk*allocChunk, s.fileSize)
 		if err := mmap.Fallocate(f, sg.allocated, to-sg.allocated); err != nil {

@@ -21,8 +21,9 @@ type Set struct {
 	opts     Options
 	fileSize int64
 
-	mapped atomic.Int64 // segments holding a cache reference on a mapping
-	epoch  atomic.Int64 // unix nanos of the last Sweep (or of OpenSet)
+	mapped     atomic.Int64 // segments holding a cache reference on a mapping
+	writeFiles atomic.Int64 // segments holding their writer's file open (segment.wf)
+	epoch      atomic.Int64 // unix nanos of the last Sweep (or of OpenSet)
 
 	mu      sync.RWMutex
 	queues  map[queueKey]*Queue
@@ -308,9 +309,10 @@ func (s *Set) FlushDirty(leastEntries int64) error {
 	return errors.Join(errs...)
 }
 
-// Sweep unmaps files that nobody touched for IdleUnmap. A file counts as idle
-// from the first Sweep that finds it untouched, so the measure has the
-// resolution of the Sweep interval. Readers still holding an unmapped file's
+// Sweep unmaps files that nobody touched for IdleUnmap, and closes those the
+// set held open for the writer. A file counts as idle from the first Sweep
+// that finds it untouched, so the measure has the resolution of the Sweep
+// interval. Readers still holding an unmapped file's
 // mapping keep it until they release it; the next access maps it again.
 func (s *Set) Sweep(now time.Time) {
 	idle := int64(s.opts.IdleUnmap)
@@ -325,6 +327,11 @@ func (s *Set) Sweep(now time.Time) {
 		}
 	}
 }
+
+// WriteFiles returns the number of files the set holds open for the writer's
+// cold-page writes: tails being written, at most 1,024, until Sweep finds them
+// idle.
+func (s *Set) WriteFiles() int { return int(s.writeFiles.Load()) }
 
 // MappedFiles returns the number of files the set currently holds mapped.
 // (A file unmapped by Sweep or deleted while a reader still holds its mapping
