@@ -7,7 +7,7 @@
 # the median of each reported metric per commit.
 #
 # Usage: scripts/bench-ab.sh A B PKG BENCH ROUNDS [test binary flags]
-#   scripts/bench-ab.sh main~1 main ./store 'PutDispatch/keys=fixed/topics=1000$' 5 -test.benchtime 1000000x
+#   scripts/bench-ab.sh main~1 main ./store 'PutDispatch$/keys=fixed/topics=1000$' 5 -test.benchtime 1000000x
 # Environment variables (APOGEE_BENCH_WARM, ...) pass through to the runs.
 set -euo pipefail
 if [ $# -lt 5 ]; then
