@@ -312,8 +312,8 @@ func (s *Set) FlushDirty(leastEntries int64) error {
 // Sweep unmaps files that nobody touched for IdleUnmap, and closes those the
 // set held open for the writer. A file counts as idle from the first Sweep
 // that finds it untouched, so the measure has the resolution of the Sweep
-// interval. Readers still holding an unmapped file's
-// mapping keep it until they release it; the next access maps it again.
+// interval. Readers still holding an unmapped file's mapping keep it until
+// they release it; the next access maps it again.
 func (s *Set) Sweep(now time.Time) {
 	idle := int64(s.opts.IdleUnmap)
 	if idle < 0 {
