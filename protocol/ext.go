@@ -153,6 +153,42 @@ func addPair[K, V string | []byte](e *ExtFields, key K, value V) {
 	e.ents = append(e.ents, extEntry{koff: koff, klen: uint32(len(key)), voff: voff, vlen: uint32(len(value))})
 }
 
+// fieldWriter writes an encoder's fields into an ExtFields. When the header
+// held no pair as the encoder began (a command just reset, as every client and
+// broker encoder starts from), none of its keys can be there yet, and each
+// pair is appended without the search for an existing key that Set makes: a
+// dozen fields would otherwise compare each key with every one before it.
+// Otherwise it sets, as Set does. An encoder writes each key once.
+type fieldWriter struct {
+	e     *ExtFields
+	fresh bool
+}
+
+func writeFields(e *ExtFields) fieldWriter { return fieldWriter{e: e, fresh: e.Len() == 0} }
+
+func (w fieldWriter) bytes(key string, value []byte) {
+	if w.fresh {
+		addPair(w.e, key, value)
+	} else {
+		setPair(w.e, key, value)
+	}
+}
+
+func (w fieldWriter) int(key string, v int64) {
+	var tmp [20]byte
+	w.bytes(key, strconv.AppendInt(tmp[:0], v, 10))
+}
+
+func (w fieldWriter) bool(key string, v bool) {
+	if v {
+		w.bytes(key, trueBytes)
+	} else {
+		w.bytes(key, falseBytes)
+	}
+}
+
+var trueBytes, falseBytes = []byte("true"), []byte("false")
+
 // SetInt sets key to the decimal text of v.
 func (e *ExtFields) SetInt(key string, v int64) {
 	var tmp [20]byte

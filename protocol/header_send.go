@@ -88,42 +88,44 @@ func (h *SendMessageRequest) Decode(ext *ExtFields) error {
 // Encode writes the long-key (SEND_MESSAGE, code 10) form, with the keys
 // rocketmq-client-go sends. bname is written only when BrokerName is not empty.
 func (h *SendMessageRequest) Encode(ext *ExtFields) {
-	ext.Set("producerGroup", h.ProducerGroup)
-	ext.Set("topic", h.Topic)
-	ext.SetInt("queueId", int64(h.QueueID))
-	ext.SetInt("sysFlag", int64(h.SysFlag))
-	ext.SetInt("bornTimestamp", h.BornTimestamp)
-	ext.SetInt("flag", int64(h.Flag))
-	ext.SetInt("reconsumeTimes", int64(h.ReconsumeTimes))
-	ext.SetBool("unitMode", h.UnitMode)
-	ext.SetInt("maxReconsumeTimes", int64(h.MaxReconsumeTimes))
-	ext.Set("defaultTopic", h.DefaultTopic)
-	ext.SetInt("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums))
-	ext.SetBool("batch", h.Batch)
-	ext.Set("properties", h.Properties)
+	w := writeFields(ext)
+	w.bytes("producerGroup", h.ProducerGroup)
+	w.bytes("topic", h.Topic)
+	w.int("queueId", int64(h.QueueID))
+	w.int("sysFlag", int64(h.SysFlag))
+	w.int("bornTimestamp", h.BornTimestamp)
+	w.int("flag", int64(h.Flag))
+	w.int("reconsumeTimes", int64(h.ReconsumeTimes))
+	w.bool("unitMode", h.UnitMode)
+	w.int("maxReconsumeTimes", int64(h.MaxReconsumeTimes))
+	w.bytes("defaultTopic", h.DefaultTopic)
+	w.int("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums))
+	w.bool("batch", h.Batch)
+	w.bytes("properties", h.Properties)
 	if len(h.BrokerName) > 0 {
-		ext.Set("bname", h.BrokerName)
+		w.bytes("bname", h.BrokerName)
 	}
 }
 
 // EncodeV2 writes the short-key form used by SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE
 // (320). "n" is written only when BrokerName is not empty.
 func (h *SendMessageRequest) EncodeV2(ext *ExtFields) {
-	ext.Set("a", h.ProducerGroup)
-	ext.Set("b", h.Topic)
-	ext.Set("c", h.DefaultTopic)
-	ext.SetInt("d", int64(h.DefaultTopicQueueNums))
-	ext.SetInt("e", int64(h.QueueID))
-	ext.SetInt("f", int64(h.SysFlag))
-	ext.SetInt("g", h.BornTimestamp)
-	ext.SetInt("h", int64(h.Flag))
-	ext.Set("i", h.Properties)
-	ext.SetInt("j", int64(h.ReconsumeTimes))
-	ext.SetBool("k", h.UnitMode)
-	ext.SetInt("l", int64(h.MaxReconsumeTimes))
-	ext.SetBool("m", h.Batch)
+	w := writeFields(ext)
+	w.bytes("a", h.ProducerGroup)
+	w.bytes("b", h.Topic)
+	w.bytes("c", h.DefaultTopic)
+	w.int("d", int64(h.DefaultTopicQueueNums))
+	w.int("e", int64(h.QueueID))
+	w.int("f", int64(h.SysFlag))
+	w.int("g", h.BornTimestamp)
+	w.int("h", int64(h.Flag))
+	w.bytes("i", h.Properties)
+	w.int("j", int64(h.ReconsumeTimes))
+	w.bool("k", h.UnitMode)
+	w.int("l", int64(h.MaxReconsumeTimes))
+	w.bool("m", h.Batch)
 	if len(h.BrokerName) > 0 {
-		ext.Set("n", h.BrokerName)
+		w.bytes("n", h.BrokerName)
 	}
 }
 

@@ -73,6 +73,38 @@ func TestSendMessageRequestV1V2(t *testing.T) {
 	}
 }
 
+// TestSendMessageRequestEncodeOverExisting encodes into a header that already
+// holds some of the keys (and one other): the encoder sets them, as Set does,
+// instead of appending duplicates as it does into a fresh header.
+func TestSendMessageRequestEncodeOverExisting(t *testing.T) {
+	in := SendMessageRequest{ProducerGroup: []byte("pg"), Topic: []byte("T"), DefaultTopic: []byte("TBW102"),
+		DefaultTopicQueueNums: 4, QueueID: 7, BornTimestamp: 1700000000000, Properties: []byte("a\x01b\x02")}
+	for _, v2 := range []bool{false, true} {
+		encode, topicKey := in.Encode, "topic"
+		if v2 {
+			encode, topicKey = in.EncodeV2, "b"
+		}
+		var fresh, used ExtFields
+		encode(&fresh)
+		used.SetString(topicKey, "stale-topic-value")
+		used.SetString("other", "kept")
+		encode(&used)
+		if used.Len() != fresh.Len()+1 {
+			t.Fatalf("v2=%v: %d pairs over an existing header, want %d (no duplicates)", v2, used.Len(), fresh.Len()+1)
+		}
+		var out SendMessageRequest
+		if err := out.Decode(&used); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("v2=%v:\n in %+v\nout %+v", v2, in, out)
+		}
+		if v, _ := used.GetString("other"); v != "kept" {
+			t.Fatalf("v2=%v: other = %q", v2, v)
+		}
+	}
+}
+
 func TestSendMessageRequestErrors(t *testing.T) {
 	base := map[string]string{"producerGroup": "pg", "topic": "T", "queueId": "1", "sysFlag": "0", "bornTimestamp": "1", "flag": "0"}
 	cases := []struct {
