@@ -14,12 +14,9 @@ import (
 	"github.com/apogeemq/apogee/store"
 )
 
-// Values of the send response's MSG_REGION and TRACE_ON, as the Java broker's
-// defaults give them.
-const (
-	defaultRegion = "DefaultRegion"
-	traceOn       = "true"
-)
+// defaultRegion is the send response's MSG_REGION, as the Java broker's
+// default gives it (and TRACE_ON is true, as there).
+var defaultRegion = []byte("DefaultRegion")
 
 // sendScratch is the pooled working memory of one send request.
 type sendScratch struct {
@@ -224,14 +221,9 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 
 // setSendResponse writes the ext fields the Go client reads from a send response.
 func setSendResponse(ext *protocol.ExtFields, msgID []byte, queueID int32, queueOffset int64, uniq []byte) {
-	ext.Set("msgId", msgID)
-	ext.SetInt("queueId", int64(queueID))
-	ext.SetInt("queueOffset", queueOffset)
-	if len(uniq) > 0 {
-		ext.Set("transactionId", uniq)
-	}
-	ext.SetString(message.PropMsgRegion, defaultRegion)
-	ext.SetString(message.PropTraceOn, traceOn)
+	h := protocol.SendMessageResponse{MsgID: msgID, QueueID: queueID, QueueOffset: queueOffset,
+		TransactionID: uniq, Region: defaultRegion, TraceOn: true}
+	h.Encode(ext)
 }
 
 // checkSend validates what can be checked before the topic is looked up:

@@ -175,16 +175,17 @@ func (h *SendMessageResponse) Decode(ext *ExtFields) error {
 // Encode writes msgId, queueId, queueOffset, transactionId (when set), MSG_REGION (when
 // set) and TRACE_ON.
 func (h *SendMessageResponse) Encode(ext *ExtFields) {
-	ext.Set("msgId", h.MsgID)
-	ext.SetInt("queueId", int64(h.QueueID))
-	ext.SetInt("queueOffset", h.QueueOffset)
+	w := writeFields(ext)
+	w.bytes("msgId", h.MsgID)
+	w.int("queueId", int64(h.QueueID))
+	w.int("queueOffset", h.QueueOffset)
 	if len(h.TransactionID) > 0 {
-		ext.Set("transactionId", h.TransactionID)
+		w.bytes("transactionId", h.TransactionID)
 	}
 	if len(h.Region) > 0 {
-		ext.Set("MSG_REGION", h.Region)
+		w.bytes("MSG_REGION", h.Region)
 	}
-	ext.SetBool("TRACE_ON", h.TraceOn)
+	w.bool("TRACE_ON", h.TraceOn)
 }
 
 // nonEmpty returns bit if v is not empty: an empty value counts as absent.
