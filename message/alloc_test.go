@@ -129,6 +129,19 @@ func BenchmarkLookupProperty(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupDispatchProperties reads what the store's dispatcher reads
+// from every record: TAGS, KEYS and UNIQ_KEY, from a producer's properties.
+func BenchmarkLookupDispatchProperties(b *testing.B) {
+	props := AppendProperty(AppendProperty(AppendProperty(AppendProperty(nil, PropUniqKey, "0A0000010001719D1CBD481908000002"),
+		PropWait, "true"), PropKeys, "order-1"), PropTags, "TagA")
+	b.ReportAllocs()
+	for b.Loop() {
+		if tags, keys, uniq := LookupDispatchProperties(props); tags == nil || keys == nil || uniq == nil {
+			b.Fatal("missing")
+		}
+	}
+}
+
 func BenchmarkUniqIDAppendNext(b *testing.B) {
 	g := NewUniqIDGenerator(netip.MustParseAddr("10.0.0.1"), 1)
 	buf := make([]byte, 0, 64)

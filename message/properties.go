@@ -149,17 +149,20 @@ func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
 		var item []byte
 		item, props = nextItem(props)
 		var dst *[]byte
+		var name string
 		switch {
 		case hasName(item, PropTags):
-			dst = &tags
+			dst, name = &tags, PropTags
 		case hasName(item, PropKeys):
-			dst = &keys
+			dst, name = &keys, PropKeys
 		case hasName(item, PropUniqKey):
-			dst = &uniqKey
+			dst, name = &uniqKey, PropUniqKey
 		default:
 			continue
 		}
-		if _, val, ok := splitPair(item); ok {
+		// The item's first 0x01 ends the name (hasName); splitPair's rule,
+		// exactly one 0x01, leaves the value to check for another.
+		if val := item[len(name)+1:]; bytes.IndexByte(val, NameValueSeparator) < 0 {
 			*dst = val
 		}
 	}
