@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -255,37 +256,64 @@ func TestRecoverZeroedTail(t *testing.T) {
 }
 
 func TestRecoverFlippedByteMidSegment(t *testing.T) {
-	dir, offs, end := crashedLog(t, 100)
+	dir, offs, _ := crashedLog(t, 100)
 	bad := offs[40]
-	patchFile(t, dir, 0, bad, func(b []byte) { b[200] ^= 0x40 }) // inside the body: CRC mismatch
+	var original []byte
+	patchFile(t, dir, 0, bad, func(b []byte) {
+		original = bytes.Clone(b[:offs[41]-bad])
+		b[200] ^= 0x40 // inside the body: CRC mismatch
+	})
 	l, rep := reopenAfterDamage(t, dir)
-	if rep.End != bad || rep.DroppedRecords != 60 || rep.DroppedBytes != end-bad {
-		t.Fatalf("report %+v, want end %d, 60 records and %d bytes dropped", rep, bad, end-bad)
+	// The damaged record becomes a hole; the 59 records after it are kept.
+	if len(rep.Losses) != 1 || rep.Losses[0].From != bad || rep.Losses[0].To != offs[41] {
+		t.Fatalf("report %+v, want one loss [%d,%d)", rep, bad, offs[41])
 	}
-	if !strings.Contains(rep.Reason, "CRC") && !strings.Contains(rep.Reason, "crc") {
-		t.Fatalf("reason %q does not name the CRC", rep.Reason)
+	if !strings.Contains(rep.Losses[0].Reason, "CRC") {
+		t.Fatalf("reason %q does not name the CRC", rep.Losses[0].Reason)
 	}
-	if got := len(readAll(t, l)); got != 40 {
-		t.Fatalf("%d records readable, want 40", got)
+	saved, err := os.ReadFile(rep.Losses[0].Saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	original[200] ^= 0x40
+	if !bytes.Equal(saved, original) {
+		t.Fatal("the saved bytes are not the damaged record's")
+	}
+	if got := len(readAll(t, l)); got != 99 {
+		t.Fatalf("%d records readable, want 99", got)
+	}
+	if _, err := l.ReadRecord(bad); !errors.Is(err, ErrNoRecord) {
+		t.Fatalf("ReadRecord of the hole: %v, want ErrNoRecord", err)
 	}
 	checkAllValid(t, l)
-	// The dropped bytes are gone from the file too: a second crash cannot bring them back.
+	// The hole stays a hole: a second recovery skips it and loses nothing.
 	l.simulateCrash()
 	l2, rep2 := reopenAfterDamage(t, dir)
-	if rep2.End != bad || rep2.Lost() {
-		t.Fatalf("second recovery %+v, want end %d and nothing more dropped", rep2, bad)
+	if rep2.Lost() || rep2.Holes != 1 || len(readAll(t, l2)) != 99 {
+		t.Fatalf("second recovery %+v, want the hole skipped and nothing dropped", rep2)
 	}
-	_ = l2
 }
 
 func TestRecoverStaleRecordAfterTruncation(t *testing.T) {
 	// A record whose bytes are valid but whose PHYSICALOFFSET names another
 	// position is stale data from before an earlier truncation.
 	dir, offs, _ := crashedLog(t, 10)
-	patchFile(t, dir, 0, offs[5], func(b []byte) { message.SetPhysicalOffset(b, 12345) })
+	patchFile(t, dir, 0, offs[9], func(b []byte) { message.SetPhysicalOffset(b, 12345) })
 	_, rep := reopenAfterDamage(t, dir)
-	if rep.End != offs[5] || !strings.Contains(rep.Reason, "stale") {
-		t.Fatalf("report %+v, want truncation at %d for a stale record", rep, offs[5])
+	if rep.End != offs[9] || !strings.Contains(rep.Reason, "stale") {
+		t.Fatalf("report %+v, want truncation at %d for a stale record", rep, offs[9])
+	}
+}
+
+func TestRecoverStaleRecordMidLogIsAHole(t *testing.T) {
+	dir, offs, end := crashedLog(t, 10)
+	patchFile(t, dir, 0, offs[5], func(b []byte) { message.SetPhysicalOffset(b, 12345) })
+	l, rep := reopenAfterDamage(t, dir)
+	if rep.End != end || len(rep.Losses) != 1 || rep.Losses[0].From != offs[5] || !strings.Contains(rep.Losses[0].Reason, "stale") {
+		t.Fatalf("report %+v, want a hole at %d", rep, offs[5])
+	}
+	if got := len(readAll(t, l)); got != 9 {
+		t.Fatalf("%d records readable, want 9", got)
 	}
 }
 
@@ -294,20 +322,25 @@ func TestRecoverRemovesSegmentsAfterTruncation(t *testing.T) {
 	l := openLog(t, Options{Dir: dir})
 	var res Result
 	for l.WrittenOffset() < 2*MinSegmentSize+1000 {
-		res.Offsets = res.Offsets[:0]
 		if err := l.Append(encode(t, "T", bodyOf(1, 3000)), nil, &res); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l.simulateCrash()
-	// Damage the first record of the second segment: everything after it goes.
-	patchFile(t, dir, MinSegmentSize, MinSegmentSize, func(b []byte) { b[100] ^= 1 })
+	// The second segment's pages never reached the disk, and the third holds
+	// only garbage (torn records): the log ends at the second segment's base.
+	patchFile(t, dir, MinSegmentSize, MinSegmentSize, func(b []byte) { clear(b) })
+	patchFile(t, dir, 2*MinSegmentSize, 2*MinSegmentSize, func(b []byte) {
+		for i := 0; i+8 < 4000; i += 64 {
+			b[i+message.OffMagic] ^= 0xFF
+		}
+	})
 	l2, rep, err := Open(Options{Dir: dir, SegmentSize: MinSegmentSize, RetentionInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l2.Close()
-	if rep.End != MinSegmentSize || rep.DroppedSegments == 0 {
+	if rep.End != MinSegmentSize || rep.DroppedSegments != 1 {
 		t.Fatalf("report %+v", rep)
 	}
 	if segs := l2.Segments(); len(segs) != 2 {

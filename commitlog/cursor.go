@@ -6,7 +6,7 @@ import (
 	"github.com/apogeemq/apogee/message"
 )
 
-// Cursor walks the log's records in order, skipping blank markers. It pins
+// Cursor walks the log's records in order, skipping blank and hole markers. It pins
 // one segment at a time. A record returned by Next is valid until a call to
 // Next moves to another segment (AtSegmentEnd tells in advance) or Close.
 // A Cursor is used by one goroutine.
@@ -43,6 +43,10 @@ func (c *Cursor) Next() ([]byte, int64, error) {
 		buf := c.seg.data[c.pos-c.seg.base:]
 		if size, ok := message.IsBlank(buf); ok && int64(size) == c.seg.end()-c.pos {
 			c.pos = c.seg.end()
+			continue
+		}
+		if size, ok := message.IsHole(buf); ok && c.pos+int64(size) <= min(w, c.seg.end()) {
+			c.pos += int64(size)
 			continue
 		}
 		size := int64(message.ReadTotalSize(buf))

@@ -9,8 +9,8 @@
 // segments: when one does not fit (with 8 bytes to spare) the rest of the
 // segment is closed with an 8-byte blank-end marker (TOTALSIZE = the bytes
 // left, MAGIC = message.MagicBlank) and the record starts the next segment.
-// Beside the segments, the file "checkpoint" holds the last flushed offset and
-// the clean-shutdown flag.
+// Beside the segments, the file "CHECKPOINT" holds the last flushed offset and
+// the clean-shutdown flag, and the directory DamagedDir what recovery set aside.
 //
 // # Invariants
 //
@@ -33,10 +33,23 @@
 //     goroutine ahead of need; the writer takes it without blocking in the
 //     common case. If it cannot be created (disk full), appends fail with
 //     ErrDiskFull and succeed again once space returns; the log is unchanged.
-//  6. Recovery after a crash scans from the checkpoint's segment, validates each
-//     record (magic, size bounds, PHYSICALOFFSET equal to its position, body
-//     CRC), and truncates at the first invalid one: the rest of that segment is
-//     zeroed and later segments are removed. Open reports what was dropped.
+//  6. Open trusts no file it has not checked. After a clean shutdown it
+//     still checks every segment's size and name, validates every record of
+//     the newest segment (magic, size, PHYSICALOFFSET equal to its position,
+//     body CRC) up to the checkpoint's end and the zeros after it
+//     (Recovery.Verified). After a crash it validates from the checkpoint's
+//     flushed segment. Damage is repaired from what can be proven: a damaged
+//     range followed by a valid record becomes a hole (its bytes copied into
+//     DamagedDir, then covered by a message.MagicHole marker that readers
+//     skip); a segment whose data stops short while later ones hold data is
+//     closed early with a blank-end marker; otherwise the log ends at the
+//     first invalid record, the rest of that segment is zeroed (after copying
+//     aside what should have been durable) and later segments are removed. A
+//     short segment file is extended (never shortened) and scanned; a long
+//     one, a misnamed one, a missing middle segment or a missing log is
+//     ErrLayout unless Options.AcceptLoss. Open reports every lost range
+//     (Recovery.Losses) and never writes over a byte it has not copied aside
+//     or found zero.
 //
 // # Lock order
 //

@@ -9,6 +9,9 @@ var (
 	ErrOffsetNotWritten = errors.New("commitlog: offset not written yet")
 	// ErrOffsetDeleted: a read below the minimum offset (retention removed it).
 	ErrOffsetDeleted = errors.New("commitlog: offset below the log's minimum (deleted)")
+	// ErrNoRecord: ReadRecord found no record at the offset (a blank or hole
+	// marker, or bytes that are not a record header).
+	ErrNoRecord = errors.New("commitlog: no record at offset")
 	// ErrRecordTooLarge: a record or batch that cannot fit in one segment.
 	ErrRecordTooLarge = errors.New("commitlog: record or batch larger than a segment allows")
 	// ErrBadBatch: the bytes passed to Append are not a sequence of whole records.

@@ -259,8 +259,9 @@ func (l *Log) Read(offset int64, size int) (View, error) {
 }
 
 // ReadRecord returns a view of the whole record at offset (its size taken
-// from its TOTALSIZE field), after checking that it is a record and not a
-// blank marker or garbage. It does not check the CRC.
+// from its TOTALSIZE field), after checking that it is a record (its magic
+// code and size) and not a blank or hole marker or garbage: otherwise
+// ErrNoRecord. It does not check the CRC.
 func (l *Log) ReadRecord(offset int64) (View, error) {
 	seg, err := l.pin(offset)
 	if err != nil {
@@ -273,10 +274,11 @@ func (l *Log) ReadRecord(offset int64) (View, error) {
 	}
 	buf := seg.data[offset-seg.base:]
 	size := int64(message.ReadTotalSize(buf))
+	magic := binary.BigEndian.Uint32(buf[message.OffMagic:])
 	if size < message.MinRecordSize || offset+size > w || offset+size > seg.end() ||
-		binary.BigEndian.Uint32(buf[message.OffMagic:]) == message.MagicBlank {
+		(magic != message.MagicV1 && magic != message.MagicV2) {
 		seg.m.Release()
-		return View{}, fmt.Errorf("commitlog: no record at offset %d", offset)
+		return View{}, fmt.Errorf("%w: offset %d", ErrNoRecord, offset)
 	}
 	return View{b: buf[:size], seg: seg}, nil
 }

@@ -76,6 +76,13 @@ type Options struct {
 	// Logger receives the errors of the log's own retention runs (a failed
 	// statfs or unlink; the next run retries). Default slog.Default().
 	Logger *slog.Logger
+	// AcceptLoss lets Open start a log whose segment files do not form one
+	// sequence (a segment missing between two present ones, or none left at
+	// all while the checkpoint records data): the segments before the last
+	// gap are moved into DamagedDir and the log starts after it. Without it
+	// Open refuses such a directory with ErrLayout, naming the files. Damage
+	// inside segments never needs it: it is repaired (see Recovery).
+	AcceptLoss bool
 	// PrefaultAhead is how far ahead of the written position the background
 	// goroutine faults pages of the active segment in. Default 8 MiB; negative
 	// disables pre-faulting.

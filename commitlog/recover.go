@@ -1,22 +1,69 @@
 package commitlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/mmap"
 )
 
+// DamagedDir is the directory, inside the log's, where recovery keeps the
+// bytes it could not trust: the original content of every hole, of every
+// dropped range that should have been durable, and whole segment files set
+// aside. Nothing under it is ever read back by the log.
+const DamagedDir = "damaged"
+
+// ErrLayout: the segment files do not form one log (a missing segment between
+// two present ones, a file of the wrong size or name, a checkpoint recording
+// data where no segment is). Open refuses such a directory unless
+// Options.AcceptLoss is set; the error names the files.
+var ErrLayout = errors.New("commitlog: segment files do not form one log")
+
+// Loss is a range of the log that recovery could not keep.
+type Loss struct {
+	// From and To bound the lost bytes: [From, To) in log offsets.
+	From, To int64
+	// Reason says what was wrong (the first failed check).
+	Reason string
+	// Saved is the file under DamagedDir holding the range's original
+	// bytes, "" when there were none to keep (all zero, or cut off the file).
+	Saved string
+	// Unsynced is true when the range lay beyond the last position the
+	// checkpoint recorded as synced: the loss a machine crash may cause in
+	// async mode, not damage to durable data.
+	Unsynced bool
+}
+
+func (l Loss) String() string {
+	s := fmt.Sprintf("[%d,%d) %s", l.From, l.To, l.Reason)
+	if l.Saved != "" {
+		s += "; original bytes in " + l.Saved
+	}
+	if l.Unsynced {
+		s += " (unsynced)"
+	}
+	return s
+}
+
 // Recovery reports what Open found and did.
 type Recovery struct {
-	// Clean is true when the last shutdown was clean (normal path, no scan).
+	// Clean is true when the checkpoint recorded a clean shutdown.
 	Clean bool
-	// ScannedFrom is where the abnormal path started validating records.
-	ScannedFrom int64
-	// ScannedBytes and ScannedRecords count what the abnormal path validated.
+	// Verified is true when the shutdown was clean and every check agreed
+	// with the checkpoint: segment sizes, the newest segment's records (magic,
+	// size, offset, CRC), the end it recorded and the zeros after it.
+	Verified bool
+	// Mismatch says why a clean shutdown's record was not trusted ("" when
+	// Verified or after a crash).
+	Mismatch string
+	// ScannedFrom is where validation started; ScannedBytes and
+	// ScannedRecords count what it validated.
+	ScannedFrom    int64
 	ScannedBytes   int64
 	ScannedRecords int64
 	// End is the written position after recovery.
@@ -26,88 +73,171 @@ type Recovery struct {
 	// DroppedRecords counts the records in the discarded bytes that still had a
 	// plausible header (the first of them failed validation).
 	DroppedRecords int64
-	// DroppedSegments counts whole segment files removed after the truncation point.
+	// DroppedSegments counts whole segment files removed (or set aside)
+	// after the truncation point.
 	DroppedSegments int
-	// Reason says why the scan stopped when it dropped something.
+	// Reason says why validation stopped when it dropped something.
 	Reason string
+	// Losses lists every range recovery could not keep: holes inside the
+	// log, segments closed early, and the dropped tail. Losses below the
+	// synced position are damage (bit rot, a cut or overwritten file); the
+	// rest (Unsynced) is what a machine crash may cost.
+	Losses []Loss
+	// Holes counts the hole markers met that earlier recoveries left.
+	Holes int
+	// Extended lists the segment files that were shorter than the segment
+	// size and were extended (with zeros, never over a byte) to be scanned.
+	Extended []string
+	// SetAside lists the segment files moved into DamagedDir whole.
+	SetAside []string
 }
 
 // Lost reports whether recovery discarded anything.
-func (r Recovery) Lost() bool { return r.DroppedBytes > 0 || r.DroppedSegments > 0 }
+func (r Recovery) Lost() bool {
+	return r.DroppedBytes > 0 || r.DroppedSegments > 0 || len(r.Losses) > 0 || len(r.SetAside) > 0
+}
+
+// Damaged reports whether recovery found damage to data that was durable:
+// a loss below the synced position, a cut segment, or a file set aside.
+func (r Recovery) Damaged() bool {
+	for _, l := range r.Losses {
+		if !l.Unsynced {
+			return true
+		}
+	}
+	return len(r.Extended) > 0 || len(r.SetAside) > 0
+}
 
 // String summarises the report for a log line.
 func (r Recovery) String() string {
-	if r.Clean {
-		return fmt.Sprintf("clean shutdown; end %d", r.End)
+	var b strings.Builder
+	switch {
+	case r.Verified:
+		fmt.Fprintf(&b, "clean shutdown, verified %d records (%d bytes) from %d; end %d", r.ScannedRecords, r.ScannedBytes, r.ScannedFrom, r.End)
+	case r.Clean:
+		fmt.Fprintf(&b, "clean shutdown NOT confirmed (%s): scanned %d records (%d bytes) from %d; end %d", r.Mismatch, r.ScannedRecords, r.ScannedBytes, r.ScannedFrom, r.End)
+	default:
+		fmt.Fprintf(&b, "crash recovery: scanned %d records (%d bytes) from %d; end %d", r.ScannedRecords, r.ScannedBytes, r.ScannedFrom, r.End)
 	}
-	s := fmt.Sprintf("crash recovery: scanned %d records (%d bytes) from %d; end %d", r.ScannedRecords, r.ScannedBytes, r.ScannedFrom, r.End)
-	if r.Lost() {
-		s += fmt.Sprintf("; dropped %d bytes, %d records, %d segments (%s)", r.DroppedBytes, r.DroppedRecords, r.DroppedSegments, r.Reason)
+	if r.DroppedBytes > 0 || r.DroppedSegments > 0 {
+		fmt.Fprintf(&b, "; dropped %d bytes, %d records, %d segments (%s)", r.DroppedBytes, r.DroppedRecords, r.DroppedSegments, r.Reason)
 	}
-	return s
+	if len(r.Extended) > 0 {
+		fmt.Fprintf(&b, "; short segments extended: %s", strings.Join(r.Extended, ", "))
+	}
+	if len(r.SetAside) > 0 {
+		fmt.Fprintf(&b, "; segments set aside: %s", strings.Join(r.SetAside, ", "))
+	}
+	for _, l := range r.Losses {
+		fmt.Fprintf(&b, "; lost %s", l)
+	}
+	return b.String()
 }
 
-// recover opens the segments and finds the written position.
+func (r *Recovery) mismatch(format string, args ...any) {
+	if !r.Clean {
+		return
+	}
+	s := fmt.Sprintf(format, args...)
+	if r.Mismatch == "" {
+		r.Mismatch = s
+	} else if !strings.Contains(r.Mismatch, s) {
+		r.Mismatch += "; " + s
+	}
+}
+
+// recover opens the segments, verifies them and finds the written position.
+//
+// Whatever the checkpoint says, the files are checked before they are
+// trusted: every segment's size and name (a short one is extended, never
+// shortened, and scanned), and the records of the newest segment (magic,
+// size, PHYSICALOFFSET, CRC) up to the recorded end, with zeros after it.
+// After a crash, validation starts at the checkpoint's flushed segment as
+// before. Damage inside the log becomes a hole (the bytes saved aside and
+// covered by a hole marker) and the records after it are kept; only when no
+// valid record follows does the log end there.
 func (l *Log) recover() (Recovery, error) {
 	ckpt, st, ok, err := openCheckpoint(l.dir)
 	if err != nil {
 		return Recovery{}, err
 	}
 	l.ckpt = ckpt
+	rep := Recovery{Clean: ok && st.clean}
 	bases, err := listSegments(l.dir)
 	if err != nil {
-		return Recovery{}, err
+		return rep, err
 	}
-	var segs []*segment
-	var rep Recovery
-	for i, b := range bases {
-		if b%l.opts.SegmentSize != 0 || (i > 0 && b != bases[i-1]+l.opts.SegmentSize) {
-			releaseSegments(segs)
-			return Recovery{}, fmt.Errorf("commitlog: segment %s does not follow its predecessor (segment size %d): the directory is not one log", segmentName(b), l.opts.SegmentSize)
-		}
-		s, err := openSegment(l.dir, b, l.opts.SegmentSize)
-		if err != nil {
-			if errors.Is(err, errShortSegment) && i == len(bases)-1 {
-				// A crash while creating the last segment: it never held data
-				// (records go into a segment only after it is fully allocated).
-				os.Remove(filepath.Join(l.dir, segmentName(b)))
-				rep.DroppedSegments++
-				continue
-			}
-			releaseSegments(segs)
-			return Recovery{}, err
-		}
-		segs = append(segs, s)
+	if bases, err = l.checkLayout(bases, &rep); err != nil {
+		return rep, err
+	}
+	segs, cut, err := l.openSegments(bases, &rep)
+	if err != nil {
+		return rep, err
 	}
 	if len(segs) == 0 {
-		s, err := createSegment(l.dir, 0, l.opts.SegmentSize, l.opts.fallocate, l.opts.now())
-		if err != nil {
-			return Recovery{}, err
+		base := int64(0)
+		if ok && st.written > 0 {
+			if !l.opts.AcceptLoss {
+				return rep, fmt.Errorf("%w: %s holds no segment file but its checkpoint records data up to offset %d; "+
+					"restore the segments, or accept the loss (Options.AcceptLoss, --recover-accept-loss) to start an empty log after it",
+					ErrLayout, l.dir, st.written)
+			}
+			// Never reuse offsets that messages may still refer to.
+			base = (st.written + l.opts.SegmentSize - 1) / l.opts.SegmentSize * l.opts.SegmentSize
+			rep.Losses = append(rep.Losses, Loss{To: st.written, Reason: "no segment file left"})
+		} else if !ok {
+			rep.Clean = true // a new log
 		}
-		segs = []*segment{s}
-		ok, st = true, checkpointState{clean: true}
-	}
-	l.segs.Store(&segs)
-	l.minOff.Store(segs[0].base)
-
-	var end int64
-	if ok && st.clean && st.written >= segs[0].base && st.written < segs[len(segs)-1].end() {
-		end = st.written
-		rep.Clean = true
-	} else {
-		from := segs[0].base
-		if ok && st.flushed > from && st.flushed < segs[len(segs)-1].end() {
-			// Everything below the checkpoint was synced; start at its segment.
-			from = st.flushed - (st.flushed-segs[0].base)%l.opts.SegmentSize
-		}
-		end, err = l.scan(from, &rep)
+		s, err := createSegment(l.dir, base, l.opts.SegmentSize, l.opts.fallocate, l.opts.now())
 		if err != nil {
 			return rep, err
 		}
+		if err := syncDir(l.dir); err != nil {
+			s.release(true)
+			return rep, err
+		}
+		segs = []*segment{s}
+		ok, st = true, checkpointState{clean: rep.Clean, flushed: base, written: base}
 	}
-	if err := l.truncateAfter(end, &rep); err != nil {
+	l.segs.Store(&segs)
+	l.minOff.Store(segs[0].base)
+	first, last := segs[0], segs[len(segs)-1]
+
+	// durable: below it the log was synced (or, after a clean shutdown,
+	// written in full); a loss there is damage, not the price of a crash.
+	durable := first.base
+	if ok {
+		durable = max(first.base, st.flushed)
+		if st.clean {
+			durable = max(first.base, st.written)
+		}
+	}
+	from := first.base
+	switch {
+	case rep.Clean && (st.written < first.base || st.written >= last.end()):
+		rep.mismatch("the checkpoint's end %d lies outside the segments [%d, %d)", st.written, first.base, last.end())
+		from = last.base
+	case rep.Clean:
+		// The newest segment holding data.
+		from = l.segmentBase(max(st.written-1, first.base))
+	case ok && st.flushed > first.base:
+		from = l.segmentBase(min(st.flushed, last.base))
+	}
+	for _, c := range cut {
+		rep.mismatch("segment %s was %d bytes, not %d", segmentName(c.base), c.size, l.opts.SegmentSize)
+		from = min(from, c.base)
+	}
+	end, err := l.scan(from, durable, &rep)
+	if err != nil {
 		return rep, err
 	}
+	if rep.Clean && end != st.written {
+		rep.mismatch("the log ends at %d, the checkpoint recorded %d", end, st.written)
+	}
+	if err := l.truncateAfter(end, durable, &rep); err != nil {
+		return rep, err
+	}
+	rep.Verified = rep.Clean && rep.Mismatch == "" && len(rep.Losses) == 0
 	rep.End = end
 	segs = *l.segs.Load()
 	l.active = segs[len(segs)-1]
@@ -123,53 +253,381 @@ func (l *Log) recover() (Recovery, error) {
 	return rep, nil
 }
 
+// segmentBase returns the base of the segment holding off.
+func (l *Log) segmentBase(off int64) int64 { return off - off%l.opts.SegmentSize }
+
+// checkLayout checks the segment names: aligned to the segment size and
+// contiguous. A gap (a segment missing between two present ones) is refused
+// unless Options.AcceptLoss, which sets the segments before the last gap
+// aside so that the log starts after it.
+func (l *Log) checkLayout(bases []int64, rep *Recovery) ([]int64, error) {
+	size := l.opts.SegmentSize
+	for _, b := range bases {
+		if b%size != 0 {
+			return nil, fmt.Errorf("%w: segment %s does not start at a multiple of the segment size %d (was the segment size changed?)",
+				ErrLayout, filepath.Join(l.dir, segmentName(b)), size)
+		}
+	}
+	gap := -1
+	for i := 1; i < len(bases); i++ {
+		if bases[i] != bases[i-1]+size {
+			gap = i
+		}
+	}
+	if gap < 0 {
+		return bases, nil
+	}
+	missing := fmt.Sprintf("%s to %s", segmentName(bases[gap-1]+size), segmentName(bases[gap]-size))
+	if !l.opts.AcceptLoss {
+		return nil, fmt.Errorf("%w: in %s the segments %s are missing between %s and %s; restore them, or accept the loss "+
+			"(Options.AcceptLoss, --recover-accept-loss) to set the %d segments before the gap aside in %s and start the log at %s",
+			ErrLayout, l.dir, missing, segmentName(bases[gap-1]), segmentName(bases[gap]), gap, filepath.Join(l.dir, DamagedDir), segmentName(bases[gap]))
+	}
+	for _, b := range bases[:gap] {
+		saved, err := l.setAside(b)
+		if err != nil {
+			return nil, err
+		}
+		rep.SetAside = append(rep.SetAside, saved)
+	}
+	rep.Losses = append(rep.Losses, Loss{From: bases[0], To: bases[gap], Reason: "segments " + missing + " missing; the segments before them were set aside"})
+	return bases[gap:], nil
+}
+
+// cutSegment is a segment file found shorter than the segment size.
+type cutSegment struct{ base, size int64 }
+
+// openSegments maps every segment. One shorter than the segment size (cut
+// by an operator or a broken copy) is extended with zeros to full size, so
+// that its valid records can be kept; the caller scans it. One longer is
+// refused.
+func (l *Log) openSegments(bases []int64, rep *Recovery) (segs []*segment, cut []cutSegment, err error) {
+	size := l.opts.SegmentSize
+	for _, b := range bases {
+		path := filepath.Join(l.dir, segmentName(b))
+		st, err := os.Stat(path)
+		if err == nil && st.Size() > size {
+			err = fmt.Errorf("%w: segment %s is %d bytes, more than the segment size %d (was the segment size changed?)", ErrLayout, path, st.Size(), size)
+		}
+		if err == nil && st.Size() < size {
+			if err = extendFile(path, size, l.opts.fallocate); err == nil {
+				cut = append(cut, cutSegment{b, st.Size()})
+				rep.Extended = append(rep.Extended, fmt.Sprintf("%s (%d bytes)", segmentName(b), st.Size()))
+			}
+		}
+		var s *segment
+		if err == nil {
+			s, err = openSegment(l.dir, b, size)
+		}
+		if err != nil {
+			releaseSegments(segs)
+			return nil, nil, fmt.Errorf("commitlog: %w", err)
+		}
+		segs = append(segs, s)
+	}
+	return segs, cut, nil
+}
+
+// extendFile grows a short file to size with zeros, allocating the blocks
+// (a later write through the mapping must not meet a full disk) and syncing
+// the new size. Existing bytes are not touched.
+func extendFile(path string, size int64, fallocate func(*os.File, int64, int64) error) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("commitlog: extend %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := fallocate(f, 0, size); err != nil {
+		return fmt.Errorf("commitlog: extend short segment %s to %d bytes: %w", path, size, classifySpace(err))
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("commitlog: sync extended %s: %w", path, err)
+	}
+	return nil
+}
+
 func releaseSegments(segs []*segment) {
 	for _, s := range segs {
 		s.release(false)
 	}
 }
 
-// scan validates records from offset from (a segment base) and returns the
-// offset of the first invalid one, or of the end of the valid data.
-func (l *Log) scan(from int64, rep *Recovery) (int64, error) {
+// scan validates the log from from (a segment base) on and returns the end
+// of the valid data. Damage inside a segment becomes a hole when a valid
+// record follows it; a segment whose data stops short is closed with a
+// blank-end marker when a later segment holds data; the first segment that
+// stops short with nothing valid after it ends the log.
+func (l *Log) scan(from, durable int64, rep *Recovery) (int64, error) {
 	rep.ScannedFrom = from
 	segs := *l.segs.Load()
 	i := int((from - segs[0].base) / l.opts.SegmentSize)
-	pos := from
+	end := from
+	type short struct {
+		seg    *segment
+		pos    int64
+		reason string
+	}
+	var pending []short // segments whose data stopped short, awaiting a later segment with data
 	for ; i < len(segs); i++ {
 		seg := segs[i]
-		pos = seg.base
-		for pos < seg.end() {
-			buf := seg.data[pos-seg.base:]
-			if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-pos {
-				if i+1 == len(segs) {
-					// Closed, but its successor is gone: the log ends at the
-					// marker, which the writer will overwrite.
-					return pos, nil
+		stop, closed, reason, err := l.scanSegment(seg, durable, rep)
+		if err != nil {
+			return 0, err
+		}
+		if stop > seg.base || closed {
+			for _, p := range pending {
+				if err := l.closeShort(p.seg, p.pos, durable, p.reason, rep); err != nil {
+					return 0, err
 				}
-				pos = seg.end()
-				break
 			}
-			v, err := message.Decode(buf, true)
-			if err != nil {
-				rep.Reason = fmt.Sprintf("offset %d: %v", pos, err)
-				return pos, nil
-			}
-			if v.PhysicalOffset() != pos {
-				rep.Reason = fmt.Sprintf("offset %d: record claims offset %d (stale data)", pos, v.PhysicalOffset())
-				return pos, nil
-			}
+			pending = pending[:0]
+		}
+		if closed {
+			end = seg.end()
+			continue
+		}
+		pending = append(pending, short{seg, stop, reason})
+	}
+	if len(pending) > 0 {
+		rep.Reason = pending[0].reason
+		return pending[0].pos, nil
+	}
+	return end, nil
+}
+
+// scanSegment validates seg's records from its base. It returns where the
+// valid data stops and whether the segment is closed (a valid blank-end
+// marker, or holes up to its end). Damage followed by a valid record is
+// turned into a hole on the way.
+func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int64, closed bool, reason string, err error) {
+	pos := seg.base
+	for pos < seg.end() {
+		buf := seg.data[pos-seg.base:]
+		if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-pos {
+			return pos, true, "", nil
+		}
+		if size, ok := message.IsHole(buf); ok && pos+int64(size) <= seg.end() {
+			rep.Holes++
+			pos += int64(size)
+			continue
+		}
+		v, err := message.Decode(buf, true)
+		if err == nil && v.PhysicalOffset() == pos {
 			pos += int64(v.TotalSize())
 			rep.ScannedRecords++
 			rep.ScannedBytes += int64(v.TotalSize())
+			continue
+		}
+		if err != nil {
+			reason = fmt.Sprintf("offset %d: %v", pos, err)
+		} else {
+			reason = fmt.Sprintf("offset %d: record claims offset %d (stale data)", pos, v.PhysicalOffset())
+		}
+		next, found := resync(seg, pos, durable)
+		if !found {
+			return pos, false, reason, nil
+		}
+		if err := l.makeHole(seg, pos, next, durable, reason, rep); err != nil {
+			return 0, false, "", err
+		}
+		pos = next
+	}
+	return pos, true, "", nil
+}
+
+// zeroChunk is the granularity at which resync and the loss accounting look
+// for the end of written data: a whole chunk of zeros.
+const zeroChunk = 64 << 10
+
+var (
+	recordMagicPrefix = []byte{0xDA, 0xA3, 0x20} // MagicV1 and MagicV2 share it
+	blankMagicBytes   = []byte{0xCB, 0xD4, 0x31, 0x94}
+)
+
+// resync looks for the first trustworthy boundary after damage at pos in seg:
+// a record whose magic, PHYSICALOFFSET (equal to its position) and CRC are
+// all right, or a valid blank-end marker. Below durable it searches the whole
+// segment; past it (the unsynced tail a crash may have torn) it stops at the
+// first all-zero 64 KiB chunk, where written data ended. The boundary must
+// leave room for a hole marker.
+func resync(seg *segment, pos, durable int64) (int64, bool) {
+	rel := pos - seg.base
+	limit := int64(len(seg.data))
+	for c := max(rel, durable-seg.base); c < limit; c += zeroChunk {
+		if lastNonZero(seg.data[c:min(c+zeroChunk, limit)]) < 0 {
+			limit = c
+			break
 		}
 	}
-	return pos, nil
+	start := rel + message.BlankHeaderSize
+	if start >= limit {
+		return 0, false
+	}
+	area := seg.data[:limit]
+	nextRec, nextBlank := int64(-2), int64(-2) // -2: not searched yet; -1: none
+	for p := start; p < limit; {
+		if nextRec != -1 && nextRec < p {
+			nextRec = indexFrom(area, recordMagicPrefix, p+message.OffMagic) - message.OffMagic
+			if nextRec < 0 {
+				nextRec = -1
+			}
+		}
+		if nextBlank != -1 && nextBlank < p {
+			nextBlank = indexFrom(area, blankMagicBytes, p+message.OffMagic) - message.OffMagic
+			if nextBlank < 0 {
+				nextBlank = -1
+			}
+		}
+		var cand int64
+		switch {
+		case nextRec < 0 && nextBlank < 0:
+			return 0, false
+		case nextRec < 0:
+			cand = nextBlank
+		case nextBlank < 0:
+			cand = nextRec
+		default:
+			cand = min(nextRec, nextBlank)
+		}
+		buf := seg.data[cand:]
+		if size, ok := message.IsBlank(buf); ok && int64(size) == int64(len(seg.data))-cand {
+			return seg.base + cand, true
+		}
+		if v, err := message.Decode(buf, true); err == nil && v.PhysicalOffset() == seg.base+cand {
+			return seg.base + cand, true
+		}
+		p = cand + 1
+	}
+	return 0, false
+}
+
+// indexFrom returns the index of sep in b at or after from, or -1.
+func indexFrom(b, sep []byte, from int64) int64 {
+	if from >= int64(len(b)) {
+		return -1
+	}
+	i := bytes.Index(b[from:], sep)
+	if i < 0 {
+		return -1
+	}
+	return from + int64(i)
+}
+
+// makeHole saves the damaged bytes [from, to) of seg aside and covers them
+// with a hole marker, which readers and later recoveries skip.
+func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep *Recovery) error {
+	saved, err := l.saveAside(seg, from, to)
+	if err != nil {
+		return err
+	}
+	message.PutHole(seg.data[from-seg.base:], int32(to-from))
+	if err := seg.m.Sync(int(from-seg.base), message.BlankHeaderSize); err != nil {
+		return fmt.Errorf("commitlog: sync hole marker at %d: %w", from, err)
+	}
+	rep.Losses = append(rep.Losses, Loss{From: from, To: to, Reason: reason, Saved: saved, Unsynced: from >= durable})
+	rep.mismatch("damaged bytes [%d, %d)", from, to)
+	return nil
+}
+
+// closeShort ends seg at pos with a blank-end marker, after saving what
+// follows aside: its valid data stopped there but later segments hold data.
+func (l *Log) closeShort(seg *segment, pos, durable int64, reason string, rep *Recovery) error {
+	n := nonZeroExtent(seg.data, pos-seg.base)
+	saved, err := l.saveAside(seg, pos, pos+n)
+	if err != nil {
+		return err
+	}
+	message.PutBlank(seg.data[pos-seg.base:], int32(seg.end()-pos))
+	if err := seg.m.Sync(int(pos-seg.base), message.BlankHeaderSize); err != nil {
+		return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
+	}
+	to := pos + n
+	if pos < durable {
+		to = max(to, min(durable, seg.end()))
+	}
+	if to > pos {
+		rep.Losses = append(rep.Losses, Loss{From: pos, To: to, Reason: reason + "; segment closed early", Saved: saved, Unsynced: pos >= durable})
+	}
+	rep.mismatch("segment %s closed early at %d", segmentName(seg.base), pos)
+	return nil
+}
+
+// saveAside copies seg's bytes [from, to) into a file under DamagedDir, synced,
+// and returns its path; nothing when they are all zero.
+func (l *Log) saveAside(seg *segment, from, to int64) (string, error) {
+	b := seg.data[from-seg.base : to-seg.base]
+	if lastNonZero(b) < 0 {
+		return "", nil
+	}
+	dir := filepath.Join(l.dir, DamagedDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("commitlog: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.%d", segmentName(from), to-from, l.opts.now().UnixMilli()))
+	if err := writeSynced(path, b); err != nil {
+		return "", err
+	}
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// setAside moves the segment file at base into DamagedDir.
+func (l *Log) setAside(base int64) (string, error) {
+	dir := filepath.Join(l.dir, DamagedDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("commitlog: %w", err)
+	}
+	to := filepath.Join(dir, fmt.Sprintf("%s.%d", segmentName(base), l.opts.now().UnixMilli()))
+	if err := os.Rename(filepath.Join(l.dir, segmentName(base)), to); err != nil {
+		return "", fmt.Errorf("commitlog: set segment aside: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	if err := syncDir(l.dir); err != nil {
+		return "", err
+	}
+	return to, nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("commitlog: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("commitlog: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("commitlog: sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// syncDir fsyncs a directory, so that files created, renamed or removed in
+// it survive a power failure.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("commitlog: sync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // truncateAfter discards everything at and after end: it counts what is
 // dropped, zeroes the rest of end's segment and removes later segments.
-func (l *Log) truncateAfter(end int64, rep *Recovery) error {
+// Bytes that should have been durable (below durable) or that should not
+// exist at all (after a clean shutdown) are saved aside first, and later
+// segments holding such bytes are set aside whole instead of deleted.
+func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 	segs := *l.segs.Load()
 	i := int((end - segs[0].base) / l.opts.SegmentSize)
 	if i >= len(segs) {
@@ -178,22 +636,62 @@ func (l *Log) truncateAfter(end int64, rep *Recovery) error {
 		i = len(segs) - 1
 	}
 	seg := segs[i]
-	if !rep.Clean {
-		countDropped(seg, end, rep)
-		if err := mmap.ZeroRange(seg.f, end-seg.base, seg.end()-end); err != nil {
-			return fmt.Errorf("commitlog: zero tail of %s: %w", seg.path, err)
+	countDropped(seg, end, rep)
+	n := nonZeroExtent(seg.data, end-seg.base)
+	var saved string
+	if n > 0 {
+		rep.mismatch("%d non-zero bytes after the end %d", n, end)
+		if end < durable || rep.Clean {
+			var err error
+			if saved, err = l.saveAside(seg, end, end+n); err != nil {
+				return err
+			}
 		}
-		if err := seg.m.Sync(int(end-seg.base), int(seg.end()-end)); err != nil {
-			return err
+	}
+	switch {
+	case end < durable:
+		reason := rep.Reason
+		if reason == "" {
+			reason = "the log ends before the synced position"
 		}
+		rep.Losses = append(rep.Losses, Loss{From: end, To: max(durable, end+n), Reason: reason, Saved: saved})
+	case n > 0:
+		reason := rep.Reason
+		if reason == "" {
+			reason = "non-zero bytes after the recorded end"
+		}
+		rep.Losses = append(rep.Losses, Loss{From: end, To: end + n, Reason: reason, Saved: saved, Unsynced: true})
+	}
+	if err := mmap.ZeroRange(seg.f, end-seg.base, seg.end()-end); err != nil {
+		return fmt.Errorf("commitlog: zero tail of %s: %w", seg.path, err)
+	}
+	if err := seg.m.Sync(int(end-seg.base), int(seg.end()-end)); err != nil {
+		return err
 	}
 	for _, later := range segs[i+1:] {
 		// An unused preallocated segment (all zeros) is not a loss.
-		if n := nonZeroExtent(later.data, 0); n > 0 {
-			rep.DroppedBytes += n
-			rep.DroppedSegments++
+		n := nonZeroExtent(later.data, 0)
+		if n == 0 {
+			later.release(true)
+			continue
+		}
+		rep.DroppedBytes += n
+		rep.DroppedSegments++
+		if later.base < durable || rep.Clean {
+			saved, err := l.setAside(later.base)
+			if err != nil {
+				return err
+			}
+			rep.SetAside = append(rep.SetAside, saved)
+			later.release(false)
+			continue
 		}
 		later.release(true)
+	}
+	if len(segs) > i+1 {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
 	}
 	kept := segs[: i+1 : i+1]
 	l.segs.Store(&kept)
@@ -221,10 +719,9 @@ func countDropped(seg *segment, end int64, rep *Recovery) {
 // stops at the first chunk that is entirely zero (data is written front to
 // back, so that is where the written part ended).
 func nonZeroExtent(data []byte, start int64) int64 {
-	const chunk = 64 << 10
 	last := start
-	for off := start; off < int64(len(data)); off += chunk {
-		c := data[off:min(off+chunk, int64(len(data)))]
+	for off := start; off < int64(len(data)); off += zeroChunk {
+		c := data[off:min(off+zeroChunk, int64(len(data)))]
 		nz := lastNonZero(c)
 		if nz < 0 {
 			break

@@ -45,6 +45,10 @@
 //   - The end of a commit-log segment is closed by an 8-byte blank marker
 //     (TOTALSIZE = bytes left in the segment, MAGIC = MagicBlank). It is not a
 //     record: [Decode] reports it as [ErrBlank]; [IsBlank] recognises it.
+//   - Bytes that recovery found damaged inside a segment are covered by an
+//     8-byte hole marker (TOTALSIZE = the hole's length, MAGIC = MagicHole)
+//     once copied aside. It is not a record either: [Decode] reports
+//     [ErrHole]; [IsHole] recognises it; readers skip it.
 //
 // # Who may hold what
 //

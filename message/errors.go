@@ -17,6 +17,8 @@ var (
 	ErrBadCRC = errors.New("message: body CRC mismatch")
 	// ErrBlank: the bytes are an end-of-segment blank marker, not a record.
 	ErrBlank = errors.New("message: end-of-segment blank marker")
+	// ErrHole: the bytes are a hole marker (damaged bytes set aside), not a record.
+	ErrHole = errors.New("message: hole marker over damaged bytes")
 
 	// ErrTopicTooLong: the topic does not fit the record's topic length field.
 	ErrTopicTooLong = errors.New("message: topic too long")

@@ -14,6 +14,10 @@ const (
 	MagicV1    uint32 = 0xDAA320A7 // record with a 1-byte topic length
 	MagicV2    uint32 = 0xDAA320AB // record with a 2-byte topic length
 	MagicBlank uint32 = 0xCBD43194 // end-of-segment blank marker
+	// MagicHole marks a hole: bytes of the commit log that recovery or the
+	// scrubber found damaged, copied aside and covered with this marker.
+	// Apogee's own; RocketMQ has no such marker.
+	MagicHole uint32 = 0xDEADF111
 
 	// BlankHeaderSize is the size of the blank marker: TOTALSIZE (the bytes
 	// left in the segment) and MagicBlank.
@@ -252,6 +256,27 @@ func PutBlank(b []byte, size int32) {
 	binary.BigEndian.PutUint32(b[OffMagic:], MagicBlank)
 }
 
+// IsHole reports whether buf starts with a hole marker (MagicHole) and
+// returns its TOTALSIZE: the bytes from the marker to the next record. A
+// marker whose size is below BlankHeaderSize is not a valid hole.
+func IsHole(buf []byte) (size int, ok bool) {
+	if len(buf) < BlankHeaderSize || binary.BigEndian.Uint32(buf[OffMagic:]) != MagicHole {
+		return 0, false
+	}
+	size = int(int32(binary.BigEndian.Uint32(buf)))
+	if size < BlankHeaderSize {
+		return 0, false
+	}
+	return size, true
+}
+
+// PutHole writes a hole marker covering size bytes (marker included) at the
+// start of b, which must hold BlankHeaderSize bytes.
+func PutHole(b []byte, size int32) {
+	binary.BigEndian.PutUint32(b[OffTotalSize:], uint32(size))
+	binary.BigEndian.PutUint32(b[OffMagic:], MagicHole)
+}
+
 // AppendBlank appends a blank marker announcing size bytes.
 func AppendBlank(dst []byte, size int32) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(size))
@@ -281,7 +306,8 @@ type View struct {
 // length fit and sum exactly to TOTALSIZE, and, if checkCRC, the body CRC.
 //
 // Errors (unwrapped sentinels, so Decode never allocates): ErrTruncated,
-// ErrBadMagic, ErrBadSize, ErrBadCRC, and ErrBlank for an end-of-segment
+// ErrBadMagic, ErrBadSize, ErrBadCRC, ErrBlank for an end-of-segment
+// marker and ErrHole for a hole marker.
 // marker. Decode never panics.
 func Decode(buf []byte, checkCRC bool) (View, error) {
 	if len(buf) < 8 {
@@ -295,6 +321,8 @@ func Decode(buf []byte, checkCRC bool) (View, error) {
 		topicLenSize = 2
 	case MagicBlank:
 		return View{}, ErrBlank
+	case MagicHole:
+		return View{}, ErrHole
 	default:
 		return View{}, ErrBadMagic
 	}
