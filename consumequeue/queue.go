@@ -255,8 +255,11 @@ func (q *Queue) appendSlow(off int64, e Entry) error {
 
 // fillHole writes e over an all-zero entry below max: one lost in a crash
 // (e.g. a page that never reached the disk) and given again by re-dispatch.
-// Readers may be reading there, so it runs under the sequence lock.
-func (q *Queue) fillHole(off int64, e Entry) error {
+func (q *Queue) fillHole(off int64, e Entry) error { return q.rewrite(off, e) }
+
+// rewrite writes e over the entry at off, below max. Readers may be reading
+// there, so it runs under the sequence lock. Holds wmu.
+func (q *Queue) rewrite(off int64, e Entry) error {
 	sg := q.segs.Load().find(off, q.per)
 	if sg == nil {
 		return q.errorf("offset %d: no file: %w", off, ErrOutOfRange)

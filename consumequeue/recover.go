@@ -13,8 +13,9 @@ import (
 	"github.com/apogeemq/apogee/mmap"
 )
 
-// scan finds every <topic>/<queueId> directory under the root and recovers it.
-func (s *Set) scan() error {
+// scan finds every <topic>/<queueId> directory under the root and recovers
+// it, strictly when strict (the clean-shutdown record was found).
+func (s *Set) scan(strict bool) error {
 	topics, err := os.ReadDir(s.root)
 	if err != nil {
 		return fmt.Errorf("consumequeue: %w", err)
@@ -34,7 +35,7 @@ func (s *Set) scan() error {
 				continue
 			}
 			k := queueKey{t.Name(), int32(id)}
-			q, err := s.recoverQueue(k.topic, k.id, buf)
+			q, err := s.recoverQueue(k.topic, k.id, buf, strict)
 			switch {
 			case err != nil:
 				s.damaged[k] = err
@@ -77,7 +78,13 @@ func isFileName(name string) bool {
 // below the window. What lies between the end and the search's boundary is
 // zeroed, as are non-zero bytes in a window after it (in the whole rest of the
 // file if the tail was damaged), so later appends form a clean prefix again.
-func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
+//
+// strict is recovery after a clean shutdown, when the files must be exactly
+// as Close left them: every entry of the last file before the end is
+// validated, and any defect (an invalid entry, non-zero bytes after the end,
+// a file of the wrong size) makes the queue damaged instead of being cut or
+// zeroed: the store rebuilds it from the commitlog.
+func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Queue, error) {
 	q := newQueue(s, topic, id)
 	damaged := func(format string, args ...any) error {
 		return fmt.Errorf("consumequeue: %s/%d: %w: %s", topic, id, ErrDamaged, fmt.Sprintf(format, args...))
@@ -114,6 +121,10 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 			return nil, damaged("file missing before %s", f.path)
 		case f.size > fs || (i < len(files)-1 && f.size != fs):
 			return nil, damaged("file %s is %d bytes, want %d", f.path, f.size, fs)
+		case f.size != fs && (f.size != 0 || strict):
+			// Files are created at full size in one ftruncate: a crash
+			// can leave an empty file, never a short one with data.
+			return nil, damaged("file %s is %d bytes, want %d (cut?)", f.path, f.size, fs)
 		}
 	}
 
@@ -147,6 +158,25 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 	}
 	var valid, lastEnd int64
 	window := int64(len(buf) / EntrySize)
+	if strict {
+		if valid, lastEnd, err = validateAll(lf, end, len(files) == 1, prevEnd, buf); err != nil {
+			return nil, damaged("%v", err)
+		}
+		if valid < end {
+			return nil, damaged("entry %d of %s is not valid, though entries follow up to %d", last.byteStart/EntrySize+valid, last.path, last.byteStart/EntrySize+end)
+		}
+		nz, err := scrub(lf, end*EntrySize, min(last.size, (end+window)*EntrySize), buf, false)
+		if err != nil {
+			return nil, damaged("%v", err)
+		}
+		if nz {
+			return nil, damaged("non-zero bytes after the last entry %d of %s", last.byteStart/EntrySize+end, last.path)
+		}
+		if valid == 0 && prevEnd >= 0 {
+			lastEnd = prevEnd
+		}
+		return s.openedQueue(q, files, valid, lastEnd, damaged)
+	}
 	for hi := end; ; {
 		w0 := max(0, hi-window)
 		win := buf[:(hi-w0)*EntrySize]
@@ -180,7 +210,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 	if valid < end {
 		scrubTo = last.size
 	}
-	scrubbed, err := scrub(lf, valid*EntrySize, scrubTo, buf)
+	scrubbed, err := scrub(lf, valid*EntrySize, scrubTo, buf, true)
 	if err != nil {
 		return nil, damaged("%v", err)
 	}
@@ -195,6 +225,14 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte) (*Queue, error) {
 		}
 	}
 
+	return s.openedQueue(q, files, valid, lastEnd, damaged)
+}
+
+// openedQueue sets q's state from its recovered files: valid entries in the
+// last one, the last message's end lastEnd.
+func (s *Set) openedQueue(q *Queue, files []fileInfo, valid, lastEnd int64, damaged func(string, ...any) error) (*Queue, error) {
+	fs := s.fileSize
+	last := files[len(files)-1]
 	per := fs / EntrySize
 	first := files[0]
 	floor := first.byteStart / EntrySize
@@ -262,6 +300,32 @@ func validPrefix(win []byte, w0 int64, blanksAllowed bool, prevEnd int64) (valid
 	return valid, lastEnd
 }
 
+// validateAll validates entries [0, end) of f (the queue's last file), a
+// window of buf at a time, and returns the index just past the last valid one
+// and the End() of the last message (see validPrefix).
+func validateAll(f *os.File, end int64, blanksAllowed bool, prevEnd int64, buf []byte) (valid, lastEnd int64, err error) {
+	window := int64(len(buf) / EntrySize)
+	lastEnd = max(prevEnd, 0)
+	for w0 := int64(0); w0 < end; w0 += window {
+		n := min(window, end-w0)
+		win := buf[:n*EntrySize]
+		if _, err := f.ReadAt(win, w0*EntrySize); err != nil {
+			return w0, lastEnd, fmt.Errorf("read %s: %w", f.Name(), err)
+		}
+		v, le := validPrefix(win, w0, blanksAllowed, prevEnd)
+		if v > w0 {
+			lastEnd = le
+		}
+		if v < w0+n {
+			return v, lastEnd, nil
+		}
+		if le > 0 || prevEnd >= 0 {
+			prevEnd = le
+		}
+	}
+	return end, lastEnd, nil
+}
+
 func isZero(e Entry) bool { return e == Entry{} }
 
 // searchFile returns the first entry index in [0, n) of f for which pred is
@@ -299,8 +363,9 @@ func readEntry(path string, idx int64) (Entry, error) {
 // scrub zeroes every non-zero byte of f in [from, size), reading only the
 // regions SEEK_DATA reports (preallocated, never written blocks are holes to
 // it, though ext4 reports a file written through a mapping as data through
-// and through) or, without it, the whole range. It reports whether it wrote.
-func scrub(f *os.File, from, size int64, buf []byte) (bool, error) {
+// and through) or, without it, the whole range. It reports whether it found
+// (and, with write, zeroed) any; without write it stops at the first.
+func scrub(f *os.File, from, size int64, buf []byte, write bool) (bool, error) {
 	buf = buf[:len(buf)-len(buf)%EntrySize]
 	var zeros []byte
 	wrote := false
@@ -326,6 +391,9 @@ func scrub(f *os.File, from, size int64, buf []byte) (bool, error) {
 				return wrote, fmt.Errorf("read %s at %d: %w", f.Name(), start, err)
 			}
 			if !allZero(chunk) {
+				if !write {
+					return true, nil
+				}
 				if zeros == nil {
 					zeros = make([]byte, len(buf))
 				}

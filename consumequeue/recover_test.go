@@ -8,8 +8,18 @@ import (
 	"testing"
 )
 
-// TestRecoveryTail damages the tail of a closed queue on disk and checks where
-// OpenSet ends it, that the damage is zeroed, and that appends continue.
+// forgetCleanShutdown removes the record Close leaves, so that the next
+// OpenSet takes the crash path, as after a process or machine crash.
+func forgetCleanShutdown(t testing.TB, root string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(root, cleanRecordName)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoveryTail damages the tail of a queue on disk as a crash would and
+// checks where OpenSet ends it, that the damage is zeroed, and that appends
+// continue.
 func TestRecoveryTail(t *testing.T) {
 	const per = 64
 	const n = 150 // files 0, 64, 128; the last holds entries 128..149
@@ -48,11 +58,6 @@ func TestRecoveryTail(t *testing.T) {
 			writeRawAt(t, filepath.Join(dir, lastFile), 150-128, encode(ent(150)))
 			writeRawAt(t, filepath.Join(dir, lastFile), 160-128, encode(Entry{CommitLogOffset: 7}))
 		}, 149},
-		{"last file shorter than full (crash before fallocate)", func(t *testing.T, dir string) {
-			if err := os.Truncate(filepath.Join(dir, lastFile), 10*EntrySize+7); err != nil {
-				t.Fatal(err)
-			}
-		}, 138},
 		{"last file empty", func(t *testing.T, dir string) {
 			if err := os.Truncate(filepath.Join(dir, lastFile), 0); err != nil {
 				t.Fatal(err)
@@ -66,6 +71,7 @@ func TestRecoveryTail(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
+			forgetCleanShutdown(t, root)
 			dir := queueDir(root, "T", 0)
 			tc.damage(t, dir)
 			s = openSet(t, root, per)
@@ -121,6 +127,11 @@ func TestRecoveryDamaged(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"last file cut short (not a crash: files are sized in one ftruncate)", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "00000000000000001280"), 3*EntrySize+7); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"empty last file after an unwritten end", func(t *testing.T, dir string) {
 			writeRawAt(t, filepath.Join(dir, "00000000000000000960"), per-1, make([]byte, EntrySize))
 			writeRawAt(t, filepath.Join(dir, "00000000000000001280"), 0, make([]byte, per*EntrySize))
@@ -132,6 +143,7 @@ func TestRecoveryDamaged(t *testing.T) {
 			appendRange(t, mustQueue(t, s, "T", 0), 0, 70) // 5 files
 			appendRange(t, mustQueue(t, s, "T", 1), 0, 70)
 			s.Close()
+			forgetCleanShutdown(t, root)
 			tc.damage(t, queueDir(root, "T", 0))
 			s = openSet(t, root, per)
 			d := s.Damaged()
@@ -197,6 +209,7 @@ func TestRecoveryHole(t *testing.T) {
 	s := open()
 	appendRange(t, mustQueue(t, s, "T", 0), 0, 150)
 	s.Close()
+	forgetCleanShutdown(t, root)
 	last := filepath.Join(queueDir(root, "T", 0), "00000000000000002560")
 	writeRawAt(t, last, 130-128, make([]byte, 16*EntrySize)) // entries 130..145
 	s = open()
@@ -206,6 +219,7 @@ func TestRecoveryHole(t *testing.T) {
 	s.Close()
 
 	// A hole wholly before the window goes unseen by recovery ...
+	forgetCleanShutdown(t, root)
 	writeRawAt(t, last, 135-128, make([]byte, 5*EntrySize)) // entries 135..139
 	s = open()
 	q = mustQueue(t, s, "T", 0)
@@ -221,4 +235,77 @@ func TestRecoveryHole(t *testing.T) {
 	s.Close()
 	s = open()
 	checkRange(t, mustQueue(t, s, "T", 0), 0, 160)
+}
+
+// TestStrictRecoveryAfterCleanClose damages queue files after a clean Close,
+// as an operator or bit rot would: recovery must not cut or zero the queue
+// (a cut queue silently hides messages and reuses their offsets) but report
+// it damaged, for the store to rebuild from the commitlog.
+func TestStrictRecoveryAfterCleanClose(t *testing.T) {
+	const per = 300
+	const n = 250 // one file
+	file := "00000000000000000000"
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, root, dir string)
+	}{
+		{"200 bytes zeroed in the middle", func(t *testing.T, _, dir string) {
+			writeRawAt(t, filepath.Join(dir, file), 100, make([]byte, 200))
+		}},
+		{"200 bytes of garbage in the middle", func(t *testing.T, _, dir string) {
+			writeRawAt(t, filepath.Join(dir, file), 100, bytes.Repeat([]byte{0xA5}, 200))
+		}},
+		{"file cut to 4,000 bytes", func(t *testing.T, _, dir string) {
+			if err := os.Truncate(filepath.Join(dir, file), 4000); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"torn last entry", func(t *testing.T, _, dir string) {
+			writeRawAt(t, filepath.Join(dir, file), n-1, make([]byte, 7))
+		}},
+		{"entry after the end", func(t *testing.T, _, dir string) {
+			writeRawAt(t, filepath.Join(dir, file), n+3, encode(ent(n+3)))
+		}},
+		{"queue directory removed", func(t *testing.T, _, dir string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a long hole of zeros before the end", func(t *testing.T, _, dir string) {
+			writeRawAt(t, filepath.Join(dir, file), 20, make([]byte, 220*EntrySize))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			s := openSet(t, root, per)
+			appendRange(t, mustQueue(t, s, "T", 0), 0, n)
+			appendRange(t, mustQueue(t, s, "T", 1), 0, n)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, root, queueDir(root, "T", 0))
+			s = openSet(t, root, per)
+			d := s.Damaged()
+			if len(d) != 1 || d[0].Topic != "T" || d[0].QueueID != 0 || !errors.Is(d[0].Err, ErrDamaged) {
+				t.Fatalf("damaged: %+v", d)
+			}
+			t.Logf("reported: %v", d[0].Err)
+			checkRange(t, mustQueue(t, s, "T", 1), 0, n)
+			// The record is used once: a crash now takes the crash path.
+			if _, err := os.Stat(filepath.Join(root, cleanRecordName)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("clean record still there after OpenSet: %v", err)
+			}
+		})
+	}
+	t.Run("undamaged", func(t *testing.T) {
+		root := t.TempDir()
+		s := openSet(t, root, per)
+		appendRange(t, mustQueue(t, s, "T", 0), 0, n)
+		s.Close()
+		s = openSet(t, root, per)
+		if d := s.Damaged(); len(d) != 0 {
+			t.Fatalf("damaged: %+v", d)
+		}
+		checkRange(t, mustQueue(t, s, "T", 0), 0, n)
+	})
 }

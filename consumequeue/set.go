@@ -68,9 +68,17 @@ func OpenSet(root string, opts Options) (*Set, error) {
 		damaged:  make(map[queueKey]error),
 	}
 	s.epoch.Store(time.Now().UnixNano())
-	if err := s.scan(); err != nil {
-		s.Close()
+	rec, err := s.takeCleanRecord()
+	strict := err == nil
+	if err != nil && !errors.Is(err, errNoCleanRecord) {
 		return nil, err
+	}
+	if err := s.scan(strict); err != nil {
+		s.closeQueues()
+		return nil, err
+	}
+	if strict {
+		s.checkCleanRecord(rec)
 	}
 	return s, nil
 }
@@ -338,8 +346,10 @@ func (s *Set) WriteFiles() int { return int(s.writeFiles.Load()) }
 // is no longer counted; it goes away when that reader releases it.)
 func (s *Set) MappedFiles() int { return int(s.mapped.Load()) }
 
-// Close flushes every queue and drops the set's mappings. Queues obtained
-// from the set return ErrClosed afterwards. Do not call it while Append runs.
+// Close flushes every queue, records every queue's max offset for the next
+// OpenSet to check (the clean-shutdown record) and drops the set's mappings.
+// Queues obtained from the set return ErrClosed afterwards. Do not call it
+// while Append runs.
 func (s *Set) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -349,9 +359,25 @@ func (s *Set) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	qs := s.snapshot()
-	errs := []error{s.Flush()}
+	err := s.Flush()
+	if err == nil {
+		// Everything is flushed: record where each queue ends, for the
+		// next OpenSet to check the files against.
+		err = s.writeCleanRecord(qs)
+	}
+	errs := []error{err}
 	for _, q := range qs {
 		errs = append(errs, q.close(false))
 	}
 	return errors.Join(errs...)
+}
+
+// closeQueues closes the set without a clean-shutdown record (a failed OpenSet).
+func (s *Set) closeQueues() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	for _, q := range s.snapshot() {
+		q.close(false)
+	}
 }

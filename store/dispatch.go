@@ -27,6 +27,11 @@ type dispatcher struct {
 	// once per queue per run, after the run, not once per record.
 	touched map[*consumequeue.Queue]struct{}
 
+	// rebuilding is set while Open re-dispatches: a queue offset beyond a
+	// queue's max then means the records in between were lost from the log
+	// (its queue was rebuilt), and they are filled with lost-message entries.
+	rebuilding bool
+
 	retry      chan struct{} // a token asks the loop to run again (after a full disk)
 	retryArmed bool          // a retry timer is pending; under mu
 
@@ -283,7 +288,16 @@ func (d *dispatcher) write(p *pendingRecord) error {
 	s := d.s
 	v, t := p.v, p.t
 	if q := p.q; q != nil {
-		if err := q.Append(v.QueueOffset(), p.e); err != nil {
+		err := q.Append(v.QueueOffset(), p.e)
+		if errors.Is(err, consumequeue.ErrGap) && d.rebuilding {
+			from := q.MaxOffset()
+			if err = q.FillLost(v.QueueOffset()); err == nil {
+				s.opts.Logger.Warn("store: queue offsets whose records the commit log lost; marked lost",
+					"topic", t.name, "queue", v.QueueID(), "fromQueueOffset", from, "toQueueOffset", v.QueueOffset()-1)
+				err = q.Append(v.QueueOffset(), p.e)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return err
 			}

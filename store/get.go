@@ -173,6 +173,10 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 			if e.Size <= 0 || e.Size == 0x7FFFFFFF {
 				continue // a blank pre-fill entry
 			}
+			if e.IsLost() {
+				s.stats.lostSkipped.Add(1)
+				continue // its record was lost from the commit log
+			}
 			if e.CommitLogOffset < logMin {
 				removing = true
 				continue
@@ -186,8 +190,13 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 					removing = true
 					continue
 				}
-				res.Release()
-				return fmt.Errorf("store: read message at %d for %s/%d@%d: %w", e.CommitLogOffset, topic, queueID, next-1, err)
+				s.badEntry(topic, queueID, next-1, e, err.Error())
+				continue
+			}
+			if !recordMatches(v.Bytes(), e, queueID, next-1) {
+				v.Release()
+				s.badEntry(topic, queueID, next-1, e, "the record there is not this entry's")
+				continue
 			}
 			if f != nil && f.NeedsRecord() {
 				m, err := message.Decode(v.Bytes(), false)
@@ -377,7 +386,8 @@ type QueueEntry struct {
 // offset offset on, at most cap(dst)-len(dst) of them, without reading the
 // records (the broker's delay scanners and timer wheel look at tag codes
 // first). Blank pre-fill entries are returned as they are (Size 0 or
-// 0x7FFFFFFF). An unknown queue, or offset at or past the max offset, gives
+// 0x7FFFFFFF), and an entry standing for a message the commit log lost with
+// Size 0. An unknown queue, or offset at or past the max offset, gives
 // dst unchanged; an offset below the min offset is an error wrapping
 // ErrOffsetOutOfRange. It does not allocate once dst has room.
 func (s *Store) ReadEntries(topic string, queueID int32, offset int64, dst []QueueEntry) ([]QueueEntry, error) {
@@ -408,6 +418,9 @@ func (s *Store) ReadEntries(topic string, queueID int32, offset int64, dst []Que
 			return dst, nil
 		}
 		for _, e := range entries {
+			if e.IsLost() {
+				e = consumequeue.Entry{}
+			}
 			dst = append(dst, QueueEntry{CommitLogOffset: e.CommitLogOffset, Size: e.Size, TagCode: e.TagCode})
 		}
 		offset += int64(len(entries))

@@ -61,6 +61,13 @@ type Options struct {
 	// ok (the broker uses it for scheduled messages, whose tag code is the
 	// delivery time). Default: the Java hash of TAGS, 0 without tags.
 	TagCode func(v message.View) (code int64, ok bool)
+	// AcceptLoss lets Open start when the commit log's segment files do not
+	// form one log (a segment missing between two present ones, or none left
+	// while the checkpoint records data): the segments before the gap are set
+	// aside and the log starts after it (commitlog.Options.AcceptLoss).
+	// Without it Open refuses such a directory with an error naming the
+	// files. Off by default; damage inside files never needs it.
+	AcceptLoss bool
 	// Logger receives recovery reports and dispatch errors. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -29,6 +29,7 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	}
 	log, rep, err := commitlog.Open(commitlog.Options{
 		Dir:               filepath.Join(o.Dir, "commitlog"),
+		AcceptLoss:        o.AcceptLoss,
 		SegmentSize:       o.SegmentSize,
 		FlushMode:         o.FlushMode,
 		SyncFlushTimeout:  o.SyncFlushTimeout,
@@ -41,7 +42,10 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		return rep, fmt.Errorf("store: %w", err)
 	}
 	s.log = log
-	if !rep.Clean || rep.Lost() {
+	switch {
+	case rep.Damaged():
+		o.Logger.Error("store: commit log damaged; repaired from what could be proven", "report", rep.String())
+	case !rep.Verified:
 		o.Logger.Warn("store: commit log recovered", "report", rep.String())
 	}
 	s.cqs, err = consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries})
@@ -59,19 +63,41 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	s.ckpt = ckpt
 
 	end, logMin := log.WrittenOffset(), log.MinOffset()
+	// Which messages the log lost, while the queues still point at them.
+	s.reportLosses(rep.Losses)
 	rebuildAll := derivedMissing && end > logMin
-	for _, d := range s.cqs.Damaged() {
-		o.Logger.Warn("store: dropping a damaged consume queue to rebuild it from the commit log", "topic", d.Topic, "queue", d.QueueID, "err", d.Err)
-		if err := s.cqs.DropQueue(d.Topic, d.QueueID); err != nil {
-			return rep, fmt.Errorf("store: %w", err)
-		}
+	rebuild := func(topic string, id int32, why string) error {
+		o.Logger.Error("store: consume queue damaged; rebuilding it from the commit log", "topic", topic, "queue", id, "reason", why)
+		s.stats.queuesRebuilt.Add(1)
 		rebuildAll = true
+		if err := s.cqs.DropQueue(topic, id); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
+	}
+	for _, d := range s.cqs.Damaged() {
+		if err := rebuild(d.Topic, d.QueueID, d.Err.Error()); err != nil {
+			return rep, err
+		}
 	}
 	if err := s.cqs.TruncateAfter(end); err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
 	if _, err := s.cqs.DeleteBelow(logMin); err != nil {
 		return rep, fmt.Errorf("store: %w", err)
+	}
+	// Each queue's last entries must point at their records.
+	var disagree []consumequeue.DamagedQueue
+	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+		if bad := s.checkTail(q, logMin, rep.Losses); bad != "" {
+			disagree = append(disagree, consumequeue.DamagedQueue{Topic: topic, QueueID: id, Err: fmt.Errorf("%s", bad)})
+		}
+		return true
+	})
+	for _, d := range disagree {
+		if err := rebuild(d.Topic, d.QueueID, d.Err.Error()); err != nil {
+			return rep, err
+		}
 	}
 	// The index can only hold entries past the log's end after the log was
 	// truncated; then whole index files went and must be re-indexed.
@@ -116,7 +142,11 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		s.dispatch.cursor = log.NewCursor(logMin)
 		s.dispatched.Store(logMin)
 	}
+	// A rebuilt queue may meet queue offsets whose records the log lost:
+	// the dispatcher fills them with lost-message entries meanwhile.
+	s.dispatch.rebuilding = true
 	s.dispatch.run()
+	s.dispatch.rebuilding = false
 	if s.dispatched.Load() != end {
 		return rep, fmt.Errorf("store: re-dispatch stopped at %d, log ends at %d", s.dispatched.Load(), end)
 	}
@@ -138,12 +168,15 @@ func isBoundary(log *commitlog.Log, off int64) bool {
 	}
 	v, err := log.ReadRecord(off)
 	if err != nil {
-		// A blank marker is a boundary too.
+		// A blank or hole marker is a boundary too.
 		b, err := log.Read(off, 8)
 		if err != nil {
 			return false
 		}
 		defer b.Release()
+		if _, ok := message.IsHole(b.Bytes()); ok {
+			return true
+		}
 		size, ok := message.IsBlank(b.Bytes())
 		return ok && int64(size) == log.SegmentSize()-off%log.SegmentSize()
 	}

@@ -55,7 +55,8 @@ type Store struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
-	stats counters
+	stats          counters
+	badEntryLogged atomic.Int64 // unix nanos of the last bad-entry report
 }
 
 type queueCounter struct{ next int64 }

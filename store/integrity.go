@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/message"
+)
+
+// recordMatches reports whether rec, read at entry e's commit-log offset, is
+// the record e points to as queue offset qoff of queue queueID: its
+// TOTALSIZE is e's size, its magic a record's (not a blank or hole marker),
+// and its PHYSICALOFFSET, QUEUEID and QUEUEOFFSET agree. It reads the first
+// 36 bytes only (the line a pull writes out anyway); the topic is left to the
+// scrubber. rec must hold at least e.Size bytes.
+func recordMatches(rec []byte, e consumequeue.Entry, queueID int32, qoff int64) bool {
+	if len(rec) < message.MinRecordSize || int(e.Size) != len(rec) {
+		return false
+	}
+	be := binary.BigEndian
+	magic := be.Uint32(rec[message.OffMagic:])
+	return int32(be.Uint32(rec)) == e.Size &&
+		(magic == message.MagicV1 || magic == message.MagicV2) &&
+		int64(be.Uint64(rec[message.OffPhysicalOffset:])) == e.CommitLogOffset &&
+		int32(be.Uint32(rec[message.OffQueueID:])) == queueID &&
+		int64(be.Uint64(rec[message.OffQueueOffset:])) == qoff
+}
+
+// checkEntry reads the record entry e (queue offset qoff of topic/queueID)
+// points to and checks it fully: the header (recordMatches) and the topic.
+// It returns a description of the disagreement, "" when they agree.
+func (s *Store) checkEntry(topic string, queueID int32, qoff int64, e consumequeue.Entry) string {
+	v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
+	if err != nil {
+		return fmt.Sprintf("entry %d points at [%d,+%d): %v", qoff, e.CommitLogOffset, e.Size, err)
+	}
+	defer v.Release()
+	if !recordMatches(v.Bytes(), e, queueID, qoff) {
+		return fmt.Sprintf("entry %d (%d bytes at %d) does not point at its record", qoff, e.Size, e.CommitLogOffset)
+	}
+	m, err := message.Decode(v.Bytes(), false)
+	if err != nil {
+		return fmt.Sprintf("entry %d: record at %d: %v", qoff, e.CommitLogOffset, err)
+	}
+	if string(m.Topic()) != topic {
+		return fmt.Sprintf("entry %d points at a record of topic %q", qoff, m.Topic())
+	}
+	return ""
+}
+
+// tailEntriesChecked is how many of each queue's last entries Open checks
+// against the commit log.
+const tailEntriesChecked = 2
+
+// checkTail checks q's last entries against the records they point to and
+// returns what disagrees ("" when all agree). Entries below the log's
+// minimum (retention) or inside a lost range (reported already) and
+// lost-message entries are skipped.
+func (s *Store) checkTail(q *consumequeue.Queue, logMin int64, losses []commitlog.Loss) string {
+	lo, hi := q.MinOffset(), q.MaxOffset()
+	for k := hi - 1; k >= max(lo, hi-tailEntriesChecked); k-- {
+		e, err := q.Get(k)
+		if err != nil {
+			return fmt.Sprintf("entry %d unreadable: %v", k, err)
+		}
+		if e.IsLost() || e.Size <= 0 || e.Size == 0x7FFFFFFF || e.CommitLogOffset < logMin || inLosses(losses, e.CommitLogOffset) {
+			continue
+		}
+		if bad := s.checkEntry(q.Topic(), q.ID(), k, e); bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+func inLosses(losses []commitlog.Loss, off int64) bool {
+	for _, l := range losses {
+		if l.From <= off && off < l.To {
+			return true
+		}
+	}
+	return false
+}
+
+// reportLosses logs, for every range the commit log lost, which messages it
+// held: per queue, the queue offsets whose entries point into it (ERROR for
+// damage to synced data, WARN for the unsynced tail of a crash). It must run
+// before the queues are truncated to the log's end.
+func (s *Store) reportLosses(losses []commitlog.Loss) {
+	for _, l := range losses {
+		level := slog.LevelError
+		if l.Unsynced {
+			level = slog.LevelWarn
+		}
+		var msgs int64
+		s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+			first, err := q.SearchCommitLogOffset(l.From)
+			if err != nil {
+				s.opts.Logger.Error("store: cannot tell which messages were lost", "topic", topic, "queue", id, "err", err)
+				return true
+			}
+			last, err := q.SearchCommitLogOffset(l.To)
+			if err != nil {
+				s.opts.Logger.Error("store: cannot tell which messages were lost", "topic", topic, "queue", id, "err", err)
+				return true
+			}
+			if last > first {
+				msgs += last - first
+				s.opts.Logger.Log(context.Background(), level, "store: messages lost",
+					"topic", topic, "queue", id, "fromQueueOffset", first, "toQueueOffset", last-1, "count", last-first)
+			}
+			return true
+		})
+		s.opts.Logger.Log(context.Background(), level, "store: commit log range lost",
+			"from", l.From, "to", l.To, "bytes", l.To-l.From, "messages", msgs, "reason", l.Reason, "savedIn", l.Saved, "unsynced", l.Unsynced)
+		if !l.Unsynced {
+			s.stats.lostMessages.Add(msgs)
+			s.stats.lostBytes.Add(l.To - l.From)
+		}
+	}
+}
+
+// badEntry counts and reports a consume-queue entry Get skipped because the
+// record it points at is not its own (damage the scrubber or the next start
+// repairs). Reports are rate-limited to one a second.
+func (s *Store) badEntry(topic string, queueID int32, qoff int64, e consumequeue.Entry, why string) {
+	s.stats.badEntries.Add(1)
+	now := time.Now().UnixNano()
+	last := s.badEntryLogged.Load()
+	if now-last < int64(time.Second) || !s.badEntryLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.opts.Logger.Error("store: consume-queue entry does not match the commit log; skipped",
+		"topic", topic, "queue", queueID, "queueOffset", qoff, "commitLogOffset", e.CommitLogOffset, "size", e.Size,
+		"reason", why, "skippedSoFar", s.stats.badEntries.Load())
+}
