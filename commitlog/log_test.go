@@ -385,8 +385,8 @@ func TestRetentionWaitsForReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := l.Retain(); err != nil || n != 0 {
-		t.Fatalf("retain of fresh segments deleted %d (%v)", n, err)
+	if n, err := l.Retain(); err != nil || len(n) != 0 {
+		t.Fatalf("retain of fresh segments deleted %+v (%v)", n, err)
 	}
 	pinned, err := l.ReadRecord(0)
 	if err != nil {
@@ -397,8 +397,8 @@ func TestRetentionWaitsForReaders(t *testing.T) {
 	now = now.Add(2 * time.Hour)
 	clockMu.Unlock()
 	n, err := l.Retain()
-	if err != nil || n != 3 {
-		t.Fatalf("retain deleted %d (%v), want the 3 sealed segments", n, err)
+	if err != nil || len(n) != 3 || n[0].Pressure || n[2].Base != 2*l.SegmentSize() || n[2].End != 3*l.SegmentSize() {
+		t.Fatalf("retain deleted %+v (%v), want the 3 sealed segments, for their age", n, err)
 	}
 	if l.MinOffset() != 3*l.SegmentSize() {
 		t.Fatalf("min offset %d after retention", l.MinOffset())
@@ -439,8 +439,8 @@ func TestRetentionByDiskUsage(t *testing.T) {
 		return 0.5, nil
 	}
 	n, err := l.Retain()
-	if err != nil || n != 1 {
-		t.Fatalf("retain over the usage ratio deleted %d (%v), want 1", n, err)
+	if err != nil || len(n) != 1 || !n[0].Pressure || n[0].Usage != 0.9 || n[0].Base != 0 {
+		t.Fatalf("retain over the usage ratio deleted %+v (%v), want the first segment, for disk pressure", n, err)
 	}
 	if l.MinOffset() != l.SegmentSize() {
 		t.Fatalf("min offset %d", l.MinOffset())

@@ -4,46 +4,57 @@ import (
 	"time"
 )
 
+// Removed describes a segment Retain deleted.
+type Removed struct {
+	// Base and End bound the segment's offsets: [Base, End).
+	Base, End int64
+	// Pressure is true when the segment went because the file system was
+	// fuller than Options.DiskUsageRatio (Usage), before its retention time.
+	Pressure bool
+	Usage    float64
+}
+
 // Retain deletes whole segments from the front of the log: those whose last
 // write is older than Options.RetentionTime, and, while the file system is
 // fuller than Options.DiskUsageRatio, the oldest ones whatever their age. The
 // segment being written is never deleted. A deleted segment leaves the list
 // at once (MinOffset moves up) but its mapping and file go only when the last
-// View of it is released. It returns the number of segments deleted.
-func (l *Log) Retain() (int, error) {
+// View of it is released. It returns the segments deleted, oldest first.
+func (l *Log) Retain() ([]Removed, error) {
 	if l.closed.Load() {
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
 	now := l.opts.now()
-	deleted := 0
+	var removed []Removed
 	for {
 		l.segMu.Lock()
 		segs := *l.segs.Load()
 		if len(segs) < 2 {
 			l.segMu.Unlock()
-			return deleted, nil
+			return removed, nil
 		}
 		oldest := segs[0]
 		expired := now.Sub(time.Unix(0, oldest.lastWrite.Load())) > l.opts.RetentionTime
-		full := false
+		full, usage := false, 0.0
 		if !expired {
-			usage, err := l.usageFn(l.dir)
+			var err error
+			usage, err = l.usageFn(l.dir)
 			if err != nil {
 				l.segMu.Unlock()
-				return deleted, err
+				return removed, err
 			}
 			full = usage > l.opts.DiskUsageRatio
 		}
 		if !expired && !full {
 			l.segMu.Unlock()
-			return deleted, nil
+			return removed, nil
 		}
 		rest := segs[1:len(segs):len(segs)]
 		l.segs.Store(&rest)
 		l.minOff.Store(rest[0].base)
 		l.segMu.Unlock()
 		oldest.release(true)
-		deleted++
+		removed = append(removed, Removed{Base: oldest.base, End: oldest.end(), Pressure: full, Usage: usage})
 	}
 }
 

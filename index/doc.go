@@ -44,8 +44,11 @@
 // # Crash safety
 //
 // Every file but the newest was synced (msync) before its successor was
-// created; its header is trusted when within bounds and re-derived from its
-// entries otherwise. The newest file may be torn: after a process crash the
+// created; its header is trusted when within bounds. A file of the wrong size
+// (cut, or written with other options) or an older file whose header is out
+// of bounds is damaged: Open removes it and every later file (Repaired says
+// so) and the store re-indexes that range from the commit log. The newest
+// file may be torn: after a process crash the
 // header can lag the entries; after a power loss any subset of its dirty
 // pages may have reached the disk. Open therefore trusts none of the newest
 // file's counters. It rescans the entries from entry 1 and keeps the
@@ -67,4 +70,12 @@
 // Flush syncs the slots and entries of the file being written and then its
 // header, without holding up Put; it is for the store's periodic flush and
 // Close. A failed sync is sticky.
+//
+// # A full disk
+//
+// A file is fully allocated (fallocate) when it is created, so writes into it
+// never meet a full disk. When a new file cannot be created, Put returns
+// ErrUnavailable and keeps failing fast, without trying, for a back-off delay
+// (1 s, doubling per failure up to a minute); the first Put after it tries
+// again. The keys of messages put meanwhile are not indexed.
 package index

@@ -336,24 +336,6 @@ func (f *file) recover(lay *layout) (bool, error) {
 	return true, nil
 }
 
-// checkReadOnly validates an older file, which was synced before its
-// successor was created. A header out of bounds means the file was damaged
-// after the fact; its counters are then re-derived by scan, and readers'
-// bounds keep every walk inside the valid entries.
-func (f *file) checkReadOnly(lay *layout) {
-	if f.headerSane(lay) {
-		return
-	}
-	h := readHeader(f.m.Bytes())
-	r := scan(f.m.Bytes(), lay, h.beginPhy)
-	if r.count <= 1 {
-		f.setFromHeader(header{beginTs: h.endTs, endTs: h.endTs, beginPhy: h.endPhy, endPhy: h.endPhy, count: 1})
-		return
-	}
-	f.setFromHeader(header{beginTs: h.beginTs, endTs: h.beginTs + int64(r.maxDiff)*1000 + 999,
-		beginPhy: h.beginPhy, endPhy: r.lastOff, slotsUsed: r.used, count: r.count})
-}
-
 // sync writes the file's slots and its first n entries back, then the
 // header: the header goes last so that a synced header never describes
 // entries that were not synced before it.

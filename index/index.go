@@ -19,9 +19,21 @@ var (
 	ErrClosed = errors.New("index: closed")
 	// ErrOptions is wrapped by Open when an option is out of range.
 	ErrOptions = errors.New("index: invalid options")
-	// ErrLayout is wrapped by Open when a file's size does not match the
-	// options (the directory was written with other SlotCount/MaxEntries).
+	// ErrLayout describes a file whose size does not match the options (the
+	// directory was written with other SlotCount/MaxEntries, or the file was
+	// cut). Open removes such a file (see Repaired); it is not returned.
 	ErrLayout = errors.New("index: file does not match the options")
+	// ErrUnavailable is returned by Put while no file can be created (a full
+	// disk): after a failure Put fails fast until a back-off delay (1 s,
+	// doubling up to a minute) has passed, then tries again. It wraps the
+	// cause.
+	ErrUnavailable = errors.New("index: no file can be created")
+)
+
+// Back-off after a failed file creation.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
 )
 
 const (
@@ -56,6 +68,15 @@ type Index struct {
 	hasLast  bool   // some file holds an entry
 	lastOff  int64  // the highest commit-log offset indexed, if hasLast
 
+	// After a failed file creation, puts fail fast with ErrUnavailable
+	// (wrapping downErr) until downUntil; backoff doubles per failure.
+	downUntil time.Time
+	downErr   error
+	backoff   time.Duration
+
+	// repaired lists what Open removed as damaged (set once by Open).
+	repaired []string
+
 	// memo lists the keyHashes put for commit-log offset memoOff since its
 	// first key arrived in this process, so that re-putting that message's
 	// keys (a resumed dispatch) does not duplicate them. memoOK is false when
@@ -73,7 +94,10 @@ type Index struct {
 // The newest file is validated and repaired as described in the package
 // doc; if none of its entries survives it is deleted. Older files were
 // synced before their successor was created and are trusted when their
-// header is within bounds.
+// header is within bounds. A file of the wrong size or with a header out of
+// bounds is damaged: it and every later file are removed (Repaired says
+// which and why), so that the index ends before it and the store re-indexes
+// the rest from the commit log (TruncateAfter reports where to resume).
 func Open(dir string, opts Options) (*Index, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -115,11 +139,20 @@ func Open(dir string, opts Options) (*Index, error) {
 	for i, name := range names {
 		newest := i == len(names)-1
 		f, err := openFile(dir, name, &x.lay, newest)
+		if errors.Is(err, ErrLayout) || err == nil && !newest && !f.headerSane(&x.lay) {
+			if err == nil {
+				f.m.Release()
+				err = fmt.Errorf("%s: header out of bounds", f.path)
+			}
+			if err := x.removeDamaged(names[i:], err); err != nil {
+				return fail(err)
+			}
+			break
+		}
 		if err != nil {
 			return fail(err)
 		}
 		if !newest {
-			f.checkReadOnly(&x.lay)
 			files = append(files, f)
 			continue
 		}
@@ -148,6 +181,22 @@ func Open(dir string, opts Options) (*Index, error) {
 	x.resetLast()
 	return x, nil
 }
+
+// removeDamaged removes the files names (a damaged one and every later one)
+// and records why, for Repaired.
+func (x *Index) removeDamaged(names []string, why error) error {
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(x.dir, n)); err != nil {
+			return fmt.Errorf("index: remove damaged %s: %w", n, err)
+		}
+	}
+	x.repaired = append(x.repaired, fmt.Sprintf("%v; removed %s to re-index from the commit log", why, strings.Join(names, ", ")))
+	return syncDir(x.dir)
+}
+
+// Repaired lists the damaged files Open removed, with the reason; empty when
+// none. The store re-indexes their range from the commit log.
+func (x *Index) Repaired() []string { return x.repaired }
 
 // validName reports whether s has the form of an index file name.
 func validName(s string) bool {
@@ -288,10 +337,17 @@ func (x *Index) put(h int32, off, ts int64) error {
 	}
 	f := x.cur
 	if f == nil || int(f.count.Load()) >= x.lay.entries {
+		now := time.Now()
+		if now.Before(x.downUntil) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, x.downErr)
+		}
 		var err error
 		if f, err = x.roll(); err != nil {
-			return err
+			x.backoff = min(max(2*x.backoff, minBackoff), maxBackoff)
+			x.downUntil, x.downErr = now.Add(x.backoff), err
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
+		x.backoff = 0
 	}
 	b := f.m.Bytes()
 	n := f.count.Load()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apogeemq/apogee/mmap"
 )
@@ -311,9 +312,19 @@ func TestPutQueryAcrossFilesAndReopen(t *testing.T) {
 	if err := x.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Reopening with other sizes is refused.
-	if _, err := Open(dir, Options{SlotCount: 65, MaxEntries: 100}); !errors.Is(err, ErrLayout) {
-		t.Errorf("Open with other SlotCount: %v, want ErrLayout", err)
+	x.Close()
+	// Reopening with other sizes removes the files, to be re-indexed from
+	// the commit log with the new layout.
+	x2, err := Open(dir, Options{SlotCount: 65, MaxEntries: 100})
+	if err != nil {
+		t.Fatalf("Open with other SlotCount: %v", err)
+	}
+	defer x2.Close()
+	if len(x2.Repaired()) != 1 || !strings.Contains(x2.Repaired()[0], ErrLayout.Error()) || x2.MaxCommitLogOffset() >= 0 && x2.MaxCommitLogOffset() != 0 {
+		t.Fatalf("repaired %q, max offset %d: want the files removed", x2.Repaired(), x2.MaxCommitLogOffset())
+	}
+	if from, err := x2.TruncateAfter(1 << 50); err != nil || from != 0 {
+		t.Fatalf("resume from %d (%v), want 0", from, err)
 	}
 }
 
@@ -753,23 +764,66 @@ func TestOlderFileBadHeader(t *testing.T) {
 		t.Fatalf("%d files", len(names))
 	}
 	for _, tt := range []struct {
-		name     string
-		complete bool
-		mutate   func(b []byte)
+		name   string
+		mutate func(b []byte)
 	}{
-		{"counters zeroed", true, func(b []byte) { clear(b[hdrSlotsUsed:headerSize]) }},
-		{"count too big", true, func(b []byte) { be.PutUint32(b[hdrCount:], 51) }},
-		{"end before begin", true, func(b []byte) { be.PutUint64(b[hdrEndPhy:], 0) }},
-		{"whole header zeroed", false, func(b []byte) { clear(b[:headerSize]) }},
+		{"counters zeroed", func(b []byte) { clear(b[hdrSlotsUsed:headerSize]) }},
+		{"count too big", func(b []byte) { be.PutUint32(b[hdrCount:], 51) }},
+		{"end before begin", func(b []byte) { be.PutUint64(b[hdrEndPhy:], 0) }},
+		{"whole header zeroed", func(b []byte) { clear(b[:headerSize]) }},
+		{"cut short", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := copyDir(t, src)
 			p := filepath.Join(dir, names[1])
-			b, _ := os.ReadFile(p)
-			tt.mutate(b)
-			os.WriteFile(p, b, 0o644)
-			m.check(t, openT(t, dir, o), tt.complete)
+			if tt.mutate == nil {
+				os.Truncate(p, 1000)
+			} else {
+				b, _ := os.ReadFile(p)
+				tt.mutate(b)
+				os.WriteFile(p, b, 0o644)
+			}
+			// The damaged file and every later one are removed ...
+			x := openT(t, dir, o)
+			if len(x.Repaired()) != 1 || !slices.Equal(listFiles(t, dir), names[:1]) {
+				t.Fatalf("repaired %q, files %v: want only %s left", x.Repaired(), listFiles(t, dir), names[0])
+			}
+			// ... and re-indexing from where the index now ends restores every key.
+			from, err := x.TruncateAfter(math.MaxInt64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.putAll(t, x, from)
+			m.check(t, x, true)
 		})
+	}
+}
+
+// TestUnavailableBacksOff: when no file can be created, Put fails with
+// ErrUnavailable and stops trying until the back-off has passed.
+func TestUnavailableBacksOff(t *testing.T) {
+	dir := t.TempDir()
+	x := openT(t, dir, Options{SlotCount: 8, MaxEntries: 50})
+	// With its directory gone, no file can be created.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	err := x.Put("T", "k", 100, ts0)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Put with no file creatable: %v, want ErrUnavailable", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Within the back-off Put fails fast, even though a file could be made now.
+	if err := x.Put("T", "k", 200, ts0); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Put within the back-off: %v", err)
+	}
+	x.mu.Lock()
+	x.downUntil = time.Time{} // the back-off has passed
+	x.mu.Unlock()
+	if err := x.Put("T", "k", 300, ts0); err != nil {
+		t.Fatalf("Put after the back-off: %v", err)
 	}
 }
 

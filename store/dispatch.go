@@ -31,6 +31,9 @@ type dispatcher struct {
 	// queue's max then means the records in between were lost from the log
 	// (its queue was rebuilt), and they are filled with lost-message entries.
 	rebuilding bool
+	// indexDown is set while index puts fail, stalled while dispatch waits
+	// for disk space (each logged once per change).
+	indexDown, stalled bool
 
 	retry      chan struct{} // a token asks the loop to run again (after a full disk)
 	retryArmed bool          // a retry timer is pending; under mu
@@ -120,6 +123,11 @@ func (d *dispatcher) run() {
 				d.cursor.Close()
 				d.cursor = s.log.NewCursor(p.off)
 				s.stats.dispatchStalls.Add(1)
+				if !d.stalled {
+					d.stalled = true
+					s.opts.Logger.Warn("store: disk full: dispatch paused; new messages are stored but not visible until space returns",
+						"offset", p.off, "err", err)
+				}
 				if !d.retryArmed {
 					// One timer at a time: appends also wake the loop, and
 					// each of those runs stalls here again while the disk is full.
@@ -135,6 +143,10 @@ func (d *dispatcher) run() {
 				break
 			}
 			s.dispatched.Store(p.off + int64(len(p.rec)))
+			if d.stalled {
+				d.stalled = false
+				s.opts.Logger.Warn("store: disk space is back: dispatch resumed", "offset", p.off)
+			}
 			if n++; n%arrivalBatch == 0 {
 				d.flushArrival()
 			}
@@ -310,11 +322,28 @@ func (d *dispatcher) write(p *pendingRecord) error {
 	ts := v.StoreTimestamp()
 	for _, h := range d.hashes[p.keys[0]:p.keys[1]] {
 		if err := s.idx.PutHash(h, p.off, ts); err != nil {
-			s.stats.dispatchErrors.Add(1)
-			s.opts.Logger.Error("store: index put failed", "topic", t.name, "offset", p.off, "err", err)
+			d.indexFailed(err)
+			return nil
 		}
 	}
+	if d.indexDown && p.keys[1] > p.keys[0] {
+		d.indexDown = false
+		s.opts.Logger.Warn("store: the index is back: keys are indexed again", "unindexedMeanwhile", s.stats.unindexed.Load())
+	}
 	return nil
+}
+
+// indexFailed counts a record whose keys could not be indexed and logs when
+// the index becomes unavailable (not once per record: while no index file
+// can be created, the index backs off and fails fast).
+func (d *dispatcher) indexFailed(err error) {
+	s := d.s
+	s.stats.unindexed.Add(1)
+	if !d.indexDown {
+		d.indexDown = true
+		s.stats.dispatchErrors.Add(1)
+		s.opts.Logger.Warn("store: the index is unavailable: keys of new messages are not indexed until it is back", "err", err)
+	}
 }
 
 // prepareKeys hashes the record's index keys (its UNIQ_KEY and each item of

@@ -102,11 +102,15 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	// The index can only hold entries past the log's end after the log was
 	// truncated; then whole index files went and must be re-indexed.
 	idxAhead := s.idx.MaxCommitLogOffset() >= end && end > logMin
+	for _, r := range s.idx.Repaired() {
+		o.Logger.Error("store: index file damaged; re-indexing from the commit log", "reason", r)
+		s.stats.indexFilesRebuilt.Add(1)
+	}
 	idxResume, err := s.idx.TruncateAfter(end)
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
-	if !idxAhead {
+	if !idxAhead && len(s.idx.Repaired()) == 0 {
 		idxResume = end
 	}
 

@@ -18,6 +18,11 @@ type counters struct {
 	queuesRebuilt           atomic.Int64 // consume queues rebuilt from the log at Open
 	badEntries              atomic.Int64 // entries Get skipped: their record did not match
 	lostSkipped             atomic.Int64 // lost-message entries Get skipped
+	indexFilesRebuilt       atomic.Int64 // damaged index files removed at Open
+	// disk pressure
+	diskFullRefusals atomic.Int64 // appends refused for lack of space
+	pressureDeletes  atomic.Int64 // segments deleted early because the disk was too full
+	unindexed        atomic.Int64 // records whose keys were not indexed (index unavailable)
 }
 
 // Stats is a snapshot of the store's counters.
@@ -49,8 +54,18 @@ type Stats struct {
 	// stepped over.
 	LostMessages, LostBytes int64
 	QueuesRebuilt           int64
+	IndexFilesRebuilt       int64
 	BadEntries              int64
 	LostEntriesSkipped      int64
+	// Disk pressure: DiskFull is true while appends fail for lack of space;
+	// DiskFullRefusals counts those appends; PressureDeletes counts segments
+	// deleted before their retention time because the disk was fuller than
+	// Options.DiskUsageRatio; Unindexed counts records whose keys could not be
+	// indexed (no index file could be created).
+	DiskFull         bool
+	DiskFullRefusals int64
+	PressureDeletes  int64
+	Unindexed        int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -72,6 +87,12 @@ func (s *Store) Stats() Stats {
 		QueuesRebuilt:      s.stats.queuesRebuilt.Load(),
 		BadEntries:         s.stats.badEntries.Load(),
 		LostEntriesSkipped: s.stats.lostSkipped.Load(),
+		IndexFilesRebuilt:  s.stats.indexFilesRebuilt.Load(),
+
+		DiskFull:         s.diskFull.Load(),
+		DiskFullRefusals: s.stats.diskFullRefusals.Load(),
+		PressureDeletes:  s.stats.pressureDeletes.Load(),
+		Unindexed:        s.stats.unindexed.Load(),
 	}
 }
 

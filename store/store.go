@@ -57,6 +57,24 @@ type Store struct {
 
 	stats          counters
 	badEntryLogged atomic.Int64 // unix nanos of the last bad-entry report
+	diskFull       atomic.Bool  // the last append failed for lack of space
+}
+
+// writesRefused records that an append failed for lack of space, logging the
+// change of state once.
+func (s *Store) writesRefused(err error) {
+	s.stats.diskFullRefusals.Add(1)
+	if !s.diskFull.Swap(true) {
+		s.opts.Logger.Warn("store: disk full: refusing writes until space returns", "dir", s.opts.Dir, "err", err)
+	}
+}
+
+// writesAccepted records that appends succeed again after a full disk.
+func (s *Store) writesAccepted() {
+	if s.diskFull.Swap(false) {
+		s.opts.Logger.Warn("store: disk space is back: accepting writes again", "dir", s.opts.Dir,
+			"refusedMeanwhile", s.stats.diskFullRefusals.Load())
+	}
 }
 
 type queueCounter struct{ next int64 }
@@ -261,7 +279,13 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	}
 	if err := s.log.Append(b.buf, b, &b.res); err != nil {
 		s.stats.putErrors.Add(1)
+		if errors.Is(err, commitlog.ErrDiskFull) {
+			s.writesRefused(err)
+		}
 		return res, err
+	}
+	if s.diskFull.Load() {
+		s.writesAccepted()
 	}
 	status := StatusOK
 	if s.log.FlushMode() == commitlog.FlushSync && !msgs[0].NoWait {
@@ -409,7 +433,18 @@ func (s *Store) maintain() {
 // index files wholly below the log's new minimum offset. It returns the number
 // of commit-log segments removed.
 func (s *Store) Clean() (int, error) {
-	n, err := s.log.Retain()
+	removed, err := s.log.Retain()
+	n := len(removed)
+	for _, r := range removed {
+		if r.Pressure {
+			s.stats.pressureDeletes.Add(1)
+			s.opts.Logger.Warn("store: commit-log segment deleted before its retention time: the disk is too full",
+				"from", r.Base, "to", r.End, "diskUsage", fmt.Sprintf("%.1f%%", 100*r.Usage),
+				"limit", fmt.Sprintf("%.1f%%", 100*s.opts.DiskUsageRatio))
+		} else {
+			s.opts.Logger.Info("store: expired commit-log segment deleted", "from", r.Base, "to", r.End)
+		}
+	}
 	if err != nil {
 		return n, err
 	}
