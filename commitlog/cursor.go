@@ -40,6 +40,10 @@ func (c *Cursor) Next() ([]byte, int64, error) {
 			}
 			c.seg = seg
 		}
+		if to, bad := c.l.holeAt(c.pos); bad {
+			c.pos = to // read-only: a damaged range recovery would cover with a hole
+			continue
+		}
 		buf := c.seg.data[c.pos-c.seg.base:]
 		if size, ok := message.IsBlank(buf); ok && int64(size) == c.seg.end()-c.pos {
 			c.pos = c.seg.end()

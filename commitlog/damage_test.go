@@ -284,3 +284,38 @@ func TestCleanShutdownGarbageAfterEnd(t *testing.T) {
 	}
 	_ = message.MagicHole
 }
+
+// OpenReadOnly finds what recovery would, and changes nothing.
+func TestOpenReadOnlyReportsWithoutWriting(t *testing.T) {
+	dir, offs, end := cleanLog(t, 200, 1<<20)
+	patchFile(t, dir, 0, offs[50], func(b []byte) { b[150] ^= 0x11 })
+	cut := offs[150] + 100
+	path := filepath.Join(dir, segmentName(0))
+	if err := os.Truncate(path, cut); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	ckpt, _ := os.ReadFile(filepath.Join(dir, checkpointName))
+	l, rep, err := OpenReadOnly(Options{Dir: dir, SegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.End != offs[150] || len(rep.Losses) != 2 || rep.Losses[0].From != offs[50] || rep.Losses[1].From != offs[150] || rep.Losses[1].To != end || len(rep.Extended) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := len(readAll(t, l)); got != 149 {
+		t.Fatalf("%d records readable, want 149", got)
+	}
+	if err := l.Append(encode(t, "T", []byte("x")), nil, &Result{}); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Append on a read-only log: %v", err)
+	}
+	l.Close()
+	after, _ := os.ReadFile(path)
+	ckpt2, _ := os.ReadFile(filepath.Join(dir, checkpointName))
+	if !bytes.Equal(before, after) || !bytes.Equal(ckpt, ckpt2) {
+		t.Fatal("OpenReadOnly changed a file")
+	}
+	if _, err := os.Stat(filepath.Join(dir, DamagedDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenReadOnly created %s", DamagedDir)
+	}
+}

@@ -60,8 +60,10 @@ type Log struct {
 	allocKick  chan struct{} // asks the allocator to prepare the next segment or prefault
 	prefaulted atomic.Int64  // offset up to which the active segment is prefaulted
 
-	closed  atomic.Bool
-	stop    chan struct{}
+	closed   atomic.Bool
+	readOnly bool   // OpenReadOnly: nothing is written, nothing runs in the background
+	holes    []Loss // OpenReadOnly: damaged ranges, skipped by readers as holes would be
+	stop     chan struct{}
 	wg      sync.WaitGroup
 	ckpt    *checkpoint
 	usageFn func(dir string) (float64, error)
@@ -142,6 +144,9 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	if l.readOnly {
+		return ErrReadOnly
+	}
 	if err := l.fl.failure(); err != nil {
 		return err
 	}
@@ -221,10 +226,15 @@ func checkBatch(recs []byte) (int, error) {
 // triggering a sync if none is under way. Concurrent waiters share syncs. It
 // returns ErrFlushTimeout after Options.SyncFlushTimeout, and the sticky
 // ErrLogFailed error after a failed sync.
-func (l *Log) WaitFlushed(end int64) error { return l.fl.wait(end) }
+func (l *Log) WaitFlushed(end int64) error {
+	if l.readOnly {
+		return ErrReadOnly
+	}
+	return l.fl.wait(end)
+}
 
 // Flush syncs everything written so far and waits for it.
-func (l *Log) Flush() error { return l.fl.wait(l.written.Load()) }
+func (l *Log) Flush() error { return l.WaitFlushed(l.written.Load()) }
 
 // View is a zero-copy view of bytes in the log. The bytes stay valid until
 // Release; a View must be released exactly once.
@@ -246,6 +256,9 @@ func (v View) Release() {
 // Read returns a view of size bytes at offset. The range must lie below the
 // written position and inside one segment.
 func (l *Log) Read(offset int64, size int) (View, error) {
+	if _, bad := l.holeAt(offset); bad {
+		return View{}, fmt.Errorf("%w: offset %d is in a damaged range", ErrNoRecord, offset)
+	}
 	seg, err := l.pin(offset)
 	if err != nil {
 		return View{}, err
@@ -263,6 +276,9 @@ func (l *Log) Read(offset int64, size int) (View, error) {
 // code and size) and not a blank or hole marker or garbage: otherwise
 // ErrNoRecord. It does not check the CRC.
 func (l *Log) ReadRecord(offset int64) (View, error) {
+	if _, bad := l.holeAt(offset); bad {
+		return View{}, fmt.Errorf("%w: offset %d is in a damaged range", ErrNoRecord, offset)
+	}
 	seg, err := l.pin(offset)
 	if err != nil {
 		return View{}, err
@@ -430,6 +446,10 @@ func (l *Log) Close() error {
 	}
 	l.mu.Unlock()
 	close(l.stop)
+	if l.readOnly {
+		l.releaseAll()
+		return nil
+	}
 	l.wg.Wait()
 	err := l.fl.final()
 	if err == nil {

@@ -401,7 +401,8 @@ func (l *Log) scan(from, durable int64, rep *Recovery) (int64, error) {
 // turned into a hole on the way.
 func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int64, closed bool, reason string, err error) {
 	pos := seg.base
-	for pos < seg.end() {
+	// A read-only log maps a cut file as it is: its data may end early.
+	for limit := seg.base + int64(len(seg.data)); pos < limit; {
 		buf := seg.data[pos-seg.base:]
 		if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-pos {
 			return pos, true, "", nil
@@ -431,6 +432,9 @@ func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int6
 			return 0, false, "", err
 		}
 		pos = next
+	}
+	if pos < seg.end() {
+		return pos, false, fmt.Sprintf("segment file ends at %d", pos), nil
 	}
 	return pos, true, "", nil
 }
@@ -490,7 +494,7 @@ func resync(seg *segment, pos, durable int64) (int64, bool) {
 			cand = min(nextRec, nextBlank)
 		}
 		buf := seg.data[cand:]
-		if size, ok := message.IsBlank(buf); ok && int64(size) == int64(len(seg.data))-cand {
+		if size, ok := message.IsBlank(buf); ok && int64(size) == seg.size-cand {
 			return seg.base + cand, true
 		}
 		if v, err := message.Decode(buf, true); err == nil && v.PhysicalOffset() == seg.base+cand {
@@ -516,13 +520,16 @@ func indexFrom(b, sep []byte, from int64) int64 {
 // makeHole saves the damaged bytes [from, to) of seg aside and covers them
 // with a hole marker, which readers and later recoveries skip.
 func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep *Recovery) error {
-	saved, err := l.saveAside(seg, from, to)
-	if err != nil {
-		return err
-	}
-	message.PutHole(seg.data[from-seg.base:], int32(to-from))
-	if err := seg.m.Sync(int(from-seg.base), message.BlankHeaderSize); err != nil {
-		return fmt.Errorf("commitlog: sync hole marker at %d: %w", from, err)
+	var saved string
+	if !l.readOnly {
+		var err error
+		if saved, err = l.saveAside(seg, from, to); err != nil {
+			return err
+		}
+		message.PutHole(seg.data[from-seg.base:], int32(to-from))
+		if err := seg.m.Sync(int(from-seg.base), message.BlankHeaderSize); err != nil {
+			return fmt.Errorf("commitlog: sync hole marker at %d: %w", from, err)
+		}
 	}
 	rep.Losses = append(rep.Losses, Loss{From: from, To: to, Reason: reason, Saved: saved, Unsynced: from >= durable})
 	rep.mismatch("damaged bytes [%d, %d)", from, to)
@@ -533,13 +540,16 @@ func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep
 // follows aside: its valid data stopped there but later segments hold data.
 func (l *Log) closeShort(seg *segment, pos, durable int64, reason string, rep *Recovery) error {
 	n := nonZeroExtent(seg.data, pos-seg.base)
-	saved, err := l.saveAside(seg, pos, pos+n)
-	if err != nil {
-		return err
-	}
-	message.PutBlank(seg.data[pos-seg.base:], int32(seg.end()-pos))
-	if err := seg.m.Sync(int(pos-seg.base), message.BlankHeaderSize); err != nil {
-		return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
+	var saved string
+	if !l.readOnly {
+		var err error
+		if saved, err = l.saveAside(seg, pos, pos+n); err != nil {
+			return err
+		}
+		message.PutBlank(seg.data[pos-seg.base:], int32(seg.end()-pos))
+		if err := seg.m.Sync(int(pos-seg.base), message.BlankHeaderSize); err != nil {
+			return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
+		}
 	}
 	to := pos + n
 	if pos < durable {
@@ -641,7 +651,7 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 	var saved string
 	if n > 0 {
 		rep.mismatch("%d non-zero bytes after the end %d", n, end)
-		if end < durable || rep.Clean {
+		if (end < durable || rep.Clean) && !l.readOnly {
 			var err error
 			if saved, err = l.saveAside(seg, end, end+n); err != nil {
 				return err
@@ -662,15 +672,25 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		}
 		rep.Losses = append(rep.Losses, Loss{From: end, To: end + n, Reason: reason, Saved: saved, Unsynced: true})
 	}
-	if err := mmap.ZeroRange(seg.f, end-seg.base, seg.end()-end); err != nil {
-		return fmt.Errorf("commitlog: zero tail of %s: %w", seg.path, err)
-	}
-	if err := seg.m.Sync(int(end-seg.base), int(seg.end()-end)); err != nil {
-		return err
+	if !l.readOnly {
+		if err := mmap.ZeroRange(seg.f, end-seg.base, seg.end()-end); err != nil {
+			return fmt.Errorf("commitlog: zero tail of %s: %w", seg.path, err)
+		}
+		if err := seg.m.Sync(int(end-seg.base), int(seg.end()-end)); err != nil {
+			return err
+		}
 	}
 	for _, later := range segs[i+1:] {
 		// An unused preallocated segment (all zeros) is not a loss.
 		n := nonZeroExtent(later.data, 0)
+		if l.readOnly {
+			if n > 0 {
+				rep.DroppedBytes += n
+				rep.DroppedSegments++
+			}
+			later.release(false)
+			continue
+		}
 		if n == 0 {
 			later.release(true)
 			continue
@@ -688,7 +708,7 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		}
 		later.release(true)
 	}
-	if len(segs) > i+1 {
+	if len(segs) > i+1 && !l.readOnly {
 		if err := syncDir(l.dir); err != nil {
 			return err
 		}

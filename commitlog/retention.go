@@ -24,6 +24,9 @@ func (l *Log) Retain() ([]Removed, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	if l.readOnly {
+		return nil, ErrReadOnly
+	}
 	now := l.opts.now()
 	var removed []Removed
 	for {
