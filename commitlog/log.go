@@ -64,9 +64,9 @@ type Log struct {
 	readOnly bool   // OpenReadOnly: nothing is written, nothing runs in the background
 	holes    []Loss // OpenReadOnly: damaged ranges, skipped by readers as holes would be
 	stop     chan struct{}
-	wg      sync.WaitGroup
-	ckpt    *checkpoint
-	usageFn func(dir string) (float64, error)
+	wg       sync.WaitGroup
+	ckpt     *checkpoint
+	usageFn  func(dir string) (float64, error)
 }
 
 // Open opens the log in opts.Dir, creating it if needed, and recovers it: the
