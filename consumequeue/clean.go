@@ -66,12 +66,21 @@ func (s *Set) writeCleanRecord(qs []*Queue) error {
 func (s *Set) takeCleanRecord() (map[queueKey]int64, error) {
 	path := filepath.Join(s.root, cleanRecordName)
 	b, err := os.ReadFile(path)
-	os.Remove(path + ".tmp")
+	if !s.opts.ReadOnly {
+		os.Remove(path + ".tmp")
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errNoCleanRecord
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: read clean record: %w", err)
+	}
+	if s.opts.ReadOnly {
+		rec, ok := decodeCleanRecord(b)
+		if !ok {
+			return nil, errNoCleanRecord
+		}
+		return rec, nil
 	}
 	if err := os.Remove(path); err != nil {
 		return nil, fmt.Errorf("consumequeue: remove clean record: %w", err)

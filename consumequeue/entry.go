@@ -40,6 +40,8 @@ var (
 	ErrDamaged = errors.New("consumequeue: queue damaged")
 	// ErrClosed: the set was closed or the queue dropped.
 	ErrClosed = errors.New("consumequeue: closed")
+	// ErrReadOnly: a write to a set opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("consumequeue: opened read-only")
 )
 
 // putEntry encodes e into b[:EntrySize].

@@ -23,6 +23,13 @@ type Options struct {
 	// data that OpenSet validates entry by entry (torn entries, commitlog
 	// offsets going backwards). Default 4096 (80 KiB read per queue).
 	RecoveryWindow int
+
+	// ReadOnly opens the set for offline verification: nothing is written
+	// (no repair, no clean-shutdown record taken or written), every queue is
+	// checked as strictly as after a clean shutdown, and what recovery would
+	// cut or zero is reported in Damaged instead. Readers work; Append,
+	// Repair and the creation of queues do not.
+	ReadOnly bool
 }
 
 const (

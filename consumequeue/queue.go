@@ -205,6 +205,9 @@ func (q *Queue) appendSlow(off int64, e Entry) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
+	if q.set.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if !validForAppend(e) || off < 0 {
 		return q.errorf("append at %d: %+v: %w", off, e, ErrInvalidEntry)
 	}

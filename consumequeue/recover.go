@@ -129,7 +129,11 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	}
 
 	last := files[len(files)-1]
-	lf, err := os.OpenFile(last.path, os.O_RDWR, 0)
+	flag := os.O_RDWR
+	if s.opts.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	lf, err := os.OpenFile(last.path, flag, 0)
 	if err != nil {
 		return nil, damaged("%v", err)
 	}
@@ -258,8 +262,11 @@ func (s *Set) openedQueue(q *Queue, files []fileInfo, valid, lastEnd int64, dama
 		segs[i] = &segment{start: f.byteStart / EntrySize, path: f.path}
 	}
 	q.segs.Store(&segList{base: segs[0].start, segs: segs})
-	q.tail = segs[len(segs)-1]
-	q.tail.writable.Store(true)
+	if !s.opts.ReadOnly {
+		// Read-only, there is no tail: Append takes the slow path and fails.
+		q.tail = segs[len(segs)-1]
+		q.tail.writable.Store(true)
+	}
 	maxOff := last.byteStart/EntrySize + valid
 	q.min.Store(floor)
 	q.max.Store(maxOff)

@@ -59,6 +59,9 @@ func (q *Queue) Repair(off int64, e Entry) (bool, error) {
 	if q.closed.Load() {
 		return false, ErrClosed
 	}
+	if q.set.opts.ReadOnly {
+		return false, ErrReadOnly
+	}
 	if !validForAppend(e) {
 		return false, q.errorf("repair at %d: %+v: %w", off, e, ErrInvalidEntry)
 	}

@@ -57,7 +57,11 @@ func OpenSet(root string, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if o.ReadOnly {
+		if _, err := os.Stat(root); err != nil {
+			return nil, fmt.Errorf("consumequeue: %w", err)
+		}
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
 	s := &Set{
@@ -73,7 +77,9 @@ func OpenSet(root string, opts Options) (*Set, error) {
 	if err != nil && !errors.Is(err, errNoCleanRecord) {
 		return nil, err
 	}
-	if err := s.scan(strict); err != nil {
+	// Read-only, every queue is checked strictly: what recovery would cut or
+	// zero is reported as damage instead.
+	if err := s.scan(strict || o.ReadOnly); err != nil {
 		s.closeQueues()
 		return nil, err
 	}
@@ -123,6 +129,9 @@ func (s *Set) Queue(topic string, queueID int32) (*Queue, error) {
 		return nil, err
 	}
 	if q = s.queues[k]; q == nil {
+		if s.opts.ReadOnly {
+			return nil, fmt.Errorf("consumequeue: %s/%d: no such queue (read-only set)", topic, queueID)
+		}
 		q = newQueue(s, topic, queueID)
 		s.queues[k] = q
 	}
@@ -358,6 +367,10 @@ func (s *Set) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.opts.ReadOnly {
+		s.closeQueues()
+		return nil
+	}
 	qs := s.snapshot()
 	err := s.Flush()
 	if err == nil {
@@ -372,7 +385,8 @@ func (s *Set) Close() error {
 	return errors.Join(errs...)
 }
 
-// closeQueues closes the set without a clean-shutdown record (a failed OpenSet).
+// closeQueues closes the set without a clean-shutdown record (a failed
+// OpenSet, or a read-only set).
 func (s *Set) closeQueues() {
 	s.mu.Lock()
 	s.closed = true
