@@ -759,3 +759,57 @@ func lastNonZero(b []byte) int {
 	}
 	return -1
 }
+
+// Quarantine turns the damaged bytes starting at off, a record boundary
+// below the written position that fails validation (the scrubber found it),
+// into a hole while the log runs: the range up to the next trustworthy
+// boundary (a valid record, a blank-end marker, or the written position) is
+// saved into DamagedDir and covered with a hole marker, so that no reader is
+// served it again and recovery skips it. A reader holding a view of the
+// range keeps the mapping but may see the marker's 8 bytes. It returns the
+// range, or an error if off holds a valid record or a marker already.
+func (l *Log) Quarantine(off int64) (Loss, error) {
+	if l.readOnly {
+		return Loss{}, ErrReadOnly
+	}
+	seg, err := l.pin(off)
+	if err != nil {
+		return Loss{}, err
+	}
+	defer seg.m.Release()
+	w := l.written.Load()
+	if off >= w {
+		return Loss{}, fmt.Errorf("%w: %d", ErrOffsetNotWritten, off)
+	}
+	buf := seg.data[off-seg.base:]
+	if _, ok := message.IsHole(buf); ok {
+		return Loss{}, fmt.Errorf("commitlog: offset %d is a hole already", off)
+	}
+	if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-off {
+		return Loss{}, fmt.Errorf("commitlog: offset %d is a blank-end marker", off)
+	}
+	v, derr := message.Decode(buf, true)
+	if derr == nil && v.PhysicalOffset() == off {
+		return Loss{}, fmt.Errorf("commitlog: the record at %d is valid", off)
+	}
+	var reason string
+	if derr != nil {
+		reason = fmt.Sprintf("offset %d: %v", off, derr)
+	} else {
+		reason = fmt.Sprintf("offset %d: record claims offset %d (stale data)", off, v.PhysicalOffset())
+	}
+	// The written position is a boundary too; search no further than it.
+	limit := min(w, seg.end())
+	to, found := resync(&segment{base: seg.base, size: seg.size, data: seg.data[:limit-seg.base]}, off, limit)
+	if !found {
+		to = limit
+	}
+	if to-off < message.BlankHeaderSize {
+		return Loss{}, fmt.Errorf("commitlog: damaged range at %d is %d bytes, too short for a hole marker", off, to-off)
+	}
+	var rep Recovery
+	if err := l.makeHole(seg, off, to, limit, reason, &rep); err != nil {
+		return Loss{}, err
+	}
+	return rep.Losses[0], nil
+}

@@ -281,14 +281,18 @@ func (d *dispatcher) prepare(p *pendingRecord) {
 	if p.q = d.queue(p.t, v.QueueID()); p.q == nil {
 		return
 	}
-	code, ok := int64(0), false
+	p.e = consumequeue.Entry{CommitLogOffset: p.off, Size: int32(v.TotalSize()), TagCode: s.tagCode(v, tags)}
+}
+
+// tagCode is the consume-queue tag code of record v whose TAGS are tags:
+// Options.TagCode's, or the Java hash of the tags (0 without).
+func (s *Store) tagCode(v message.View, tags []byte) int64 {
 	if s.opts.TagCode != nil {
-		code, ok = s.opts.TagCode(v)
+		if code, ok := s.opts.TagCode(v); ok {
+			return code
+		}
 	}
-	if !ok {
-		code = message.TagCode(tags)
-	}
-	p.e = consumequeue.Entry{CommitLogOffset: p.off, Size: int32(v.TotalSize()), TagCode: code}
+	return message.TagCode(tags)
 }
 
 // write appends p's consume-queue entry and index keys. It returns an error

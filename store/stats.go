@@ -23,6 +23,10 @@ type counters struct {
 	diskFullRefusals atomic.Int64 // appends refused for lack of space
 	pressureDeletes  atomic.Int64 // segments deleted early because the disk was too full
 	unindexed        atomic.Int64 // records whose keys were not indexed (index unavailable)
+	// scrubber
+	scrubPasses, scrubBytes, scrubBadRecords atomic.Int64
+	scrubRepaired, scrubMissing              atomic.Int64
+	lastScrub                                atomic.Int64 // unix nanos of the end of the last pass
 }
 
 // Stats is a snapshot of the store's counters.
@@ -66,12 +70,18 @@ type Stats struct {
 	DiskFullRefusals int64
 	PressureDeletes  int64
 	Unindexed        int64
+	// The scrubber: passes run, bytes checked, damaged records found (and
+	// set aside), consume-queue entries rewritten from their record, records
+	// whose entry is missing, and when the last pass ended (zero: none yet).
+	ScrubPasses, ScrubBytes, ScrubBadRecords int64
+	ScrubRepairedEntries, ScrubMissingEntries int64
+	LastScrub                                 time.Time
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Store) Stats() Stats {
 	ls := s.log.Stats()
-	return Stats{
+	st := Stats{
 		Puts: s.stats.puts.Load(), PutBytes: s.stats.putBytes.Load(), PutErrors: s.stats.putErrors.Load(),
 		Gets: s.stats.gets.Load(), GetBytes: s.stats.getBytes.Load(),
 		DispatchLag:      ls.WrittenOffset - s.dispatched.Load(),
@@ -93,7 +103,17 @@ func (s *Store) Stats() Stats {
 		DiskFullRefusals: s.stats.diskFullRefusals.Load(),
 		PressureDeletes:  s.stats.pressureDeletes.Load(),
 		Unindexed:        s.stats.unindexed.Load(),
+
+		ScrubPasses:          s.stats.scrubPasses.Load(),
+		ScrubBytes:           s.stats.scrubBytes.Load(),
+		ScrubBadRecords:      s.stats.scrubBadRecords.Load(),
+		ScrubRepairedEntries: s.stats.scrubRepaired.Load(),
+		ScrubMissingEntries:  s.stats.scrubMissing.Load(),
 	}
+	if t := s.stats.lastScrub.Load(); t != 0 {
+		st.LastScrub = time.Unix(0, t)
+	}
+	return st
 }
 
 // DispatchedOffset is the commit-log offset below which every message is

@@ -58,6 +58,7 @@ type Store struct {
 	stats          counters
 	badEntryLogged atomic.Int64 // unix nanos of the last bad-entry report
 	diskFull       atomic.Bool  // the last append failed for lack of space
+	scrubMu        sync.Mutex   // one scrub pass at a time
 }
 
 // writesRefused records that an append failed for lack of space, logging the
@@ -106,6 +107,10 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	s.wg.Add(2)
 	go s.dispatch.loop()
 	go s.maintain()
+	if o.ScrubRate > 0 {
+		s.wg.Add(1)
+		go s.scrubLoop()
+	}
 	return s, rep, nil
 }
 
