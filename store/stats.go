@@ -73,7 +73,7 @@ type Stats struct {
 	// The scrubber: passes run, bytes checked, damaged records found (and
 	// set aside), consume-queue entries rewritten from their record, records
 	// whose entry is missing, and when the last pass ended (zero: none yet).
-	ScrubPasses, ScrubBytes, ScrubBadRecords int64
+	ScrubPasses, ScrubBytes, ScrubBadRecords  int64
 	ScrubRepairedEntries, ScrubMissingEntries int64
 	LastScrub                                 time.Time
 }
