@@ -724,3 +724,57 @@ func (x *Index) Close() error {
 	}
 	return err
 }
+
+// Check inspects the index files in dir without changing anything, for
+// offline verification, and returns what Open would repair or remove: a
+// file of the wrong size, an older file whose header is out of bounds, a
+// newest file whose header does not describe its valid entries. An empty
+// result means Open would use every file as it is.
+func Check(dir string, opts Options) ([]string, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && validName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	lay := newLayout(o)
+	var problems []string
+	for i, name := range names {
+		f, err := openFile(dir, name, &lay, false)
+		if errors.Is(err, ErrLayout) {
+			problems = append(problems, err.Error()+"; it and every later file would be re-indexed")
+			break
+		}
+		if err != nil {
+			return problems, err
+		}
+		if i < len(names)-1 {
+			if !f.headerSane(&lay) {
+				problems = append(problems, fmt.Sprintf("%s: header out of bounds; it and every later file would be re-indexed", f.path))
+				f.m.Release()
+				break
+			}
+			f.m.Release()
+			continue
+		}
+		h := readHeader(f.m.Bytes())
+		r := scan(f.m.Bytes(), &lay, h.beginPhy)
+		if h.count != r.count || h.count > 1 && h.endPhy != r.lastOff {
+			problems = append(problems, fmt.Sprintf("%s: header records %d entries, %d are valid; Open would repair it", f.path, h.count-1, r.count-1))
+		}
+		f.m.Release()
+	}
+	return problems, nil
+}

@@ -28,7 +28,7 @@ func fillScrub(t *testing.T, dir string, n int) []PutResult {
 	s := openStore(t, scrubOptions(dir))
 	var res []PutResult
 	for i := 0; i < n; i++ {
-		r, err := s.Put(msg("T", int32(i%4), wantBody(i)))
+		r, err := s.Put(msg("T", int32(i%4), wantBody(i), "KEYS", fmt.Sprint("k", i)))
 		if err != nil {
 			t.Fatal(err)
 		}

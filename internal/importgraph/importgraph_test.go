@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 
 	"cmd/apogee-broker": {"broker", "namesrv", "store", "remoting", "protocol"},
 	"cmd/apogee-bench":  {"benchmark", "broker", "store", "client"},
+	"cmd/apogee-admin":  {"store"},
 
 	"internal/importgraph": {},
 }
