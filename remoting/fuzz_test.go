@@ -47,7 +47,8 @@ var fuzzHandler = HandlerFunc(func(c *Conn, req *protocol.Command, resp *Respons
 
 // FuzzConnInput feeds arbitrary bytes, in arbitrary read sizes, through a connection's
 // read path: it must never panic, never grow its buffer past the class of the largest
-// frame, never hold more than twice what it received, give back all it reserved in the
+// frame, never hold more than max(the largest pooled class, twice what it received),
+// never more than it reserved, give back all it reserved in the
 // receive budget, and end with a protocol error, EOF, or a clean stop.
 func FuzzConnInput(f *testing.F) {
 	for _, seed := range fuzzSeeds(f) {
@@ -60,14 +61,14 @@ func FuzzConnInput(f *testing.F) {
 		cfg := (&Options{Logger: quiet, MaxFrameSize: maxFrame, ReadBufferSize: 64, ReceiveBudget: budget}).config()
 		c := newConn(nc, &cfg, fuzzHandler, nil)
 		nc.check = func() {
-			if held := len(c.rbuf); held > maxReadBuffer && held > 2*(c.w-c.r) {
+			if held := len(c.rbuf); held > bigClassSize(pooledClasses-1) && held > 2*(c.w-c.r) {
 				t.Fatalf("%d-byte buffer for %d bytes received", held, c.w-c.r)
 			}
 			if held := len(c.rbuf); held > bigClassSize(bigClass(maxFrame+4)) {
 				t.Fatalf("read buffer grew to %d", held)
 			}
-			if c.big != nil && budget.Stats().InUse != int64(bigClassSize(c.bigFinal)) {
-				t.Fatalf("reserved %d for a class-%d frame", budget.Stats().InUse, c.bigFinal)
+			if c.big != nil && (budget.Stats().InUse != int64(bigClassSize(c.bigFinal)) || c.bigClass > c.bigFinal) {
+				t.Fatalf("reserved %d for a class-%d frame, holding class %d", budget.Stats().InUse, c.bigFinal, c.bigClass)
 			}
 		}
 		err := c.readFrames()

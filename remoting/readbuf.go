@@ -15,7 +15,7 @@ import (
 // to the receive budget. A frame larger than that buffer is moved, once the own
 // buffer is full of it, into a "big" buffer of a size class, reserved in the receive
 // budget for the class that holds the whole frame and allocated in growing classes as
-// its bytes arrive. While a connection has a big buffer it holds exactly one frame:
+// its bytes arrive (pooled classes at once). While a connection has a big buffer it holds exactly one frame:
 // reads stop at the frame's end, so once the frame is handled the big buffer is empty
 // and goes back (with its reservation), and the next frame starts in the own buffer.
 //
@@ -24,8 +24,11 @@ import (
 // two (a 4 MiB message, the 16 MiB limit) fit the class of that size with its header,
 // and makes each class twice the previous one less 64 KiB, so a buffer that grows when
 // full never holds more than twice what arrived. Classes up to 1088 KiB are pooled
-// (a stream of medium frames allocates nothing, as the retained buffer did before);
-// larger ones are allocated for their frame and left to the garbage collector.
+// (a stream of medium frames allocates nothing, as the retained buffer did before)
+// and a frame's first big buffer is its reserved class or 1088 KiB, whichever is
+// smaller; larger classes are allocated as the frame's bytes arrive and left to the
+// garbage collector with it. So a connection holds at most max(1088 KiB, twice what
+// it received) for a frame, and never more than its reservation.
 
 const (
 	bigUnit       = maxReadBuffer // class sizes are multiples of this
@@ -138,11 +141,13 @@ func (c *Conn) enterBig(need int) error {
 	return nil
 }
 
-// growBig moves the frame into the next class (at most the reserved one).
+// growBig moves the frame into the next class, at most the reserved one: from the own
+// buffer straight to the largest pooled class (pooled buffers are already resident,
+// and this spares the copies through the small classes), then doubling.
 func (c *Conn) growBig() {
 	next := c.bigClass + 1
 	if c.big == nil {
-		next = bigClass(len(c.rbuf) + 1)
+		next = max(pooledClasses-1, bigClass(len(c.rbuf)+1))
 	}
 	k := min(next, c.bigFinal)
 	nb := getBig(k)
