@@ -212,13 +212,16 @@ func (b *ReceiveBudget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	if b.used < 0 {
+	over := b.used < 0
+	if over {
 		b.used = 0
-		b.logger().Error("remoting: receive budget released more than was reserved")
 	}
 	b.grantLocked()
 	logFn := b.checkRecoveredLocked()
 	b.mu.Unlock()
+	if over {
+		b.logger().Error("remoting: receive budget released more than was reserved", "released", n)
+	}
 	logFn()
 }
 
