@@ -290,6 +290,8 @@ func TestBudgetExhaustedWaitsThenServes(t *testing.T) {
 	if st := budget.Stats(); st.Waits != 1 || st.Reserves != 2 || st.Timeouts != 0 {
 		t.Fatalf("budget after: %+v", st)
 	}
+	// The line is written just after the state changes.
+	waitFor(t, 5*time.Second, "the room-again line", func() bool { return sink.count("INFO", "receive budget has room again") > 0 })
 	if w, i := sink.count("WARN", "receive budget exhausted"), sink.count("INFO", "receive budget has room again"); w != 1 || i != 1 {
 		t.Fatalf("%d exhausted and %d room-again lines, want one each:\n%v", w, i, sink.lines())
 	}
