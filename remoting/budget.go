@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// DefaultReceiveBudget is the limit of SharedReceiveBudget: 128 MiB. It lets eight
-// frames of the largest size (16 MiB), or 31 messages of the broker's largest size
-// (4 MiB), arrive at once, while a flood of half-sent frames costs at most this much
-// memory. Frames that fit a connection's own read buffer (64 KiB) never touch it.
+// DefaultReceiveBudget is the limit of SharedReceiveBudget: 128 MiB. It lets seven
+// frames of the largest size (16 MiB, reserved as 16 MiB + 64 KiB), or 31 messages of
+// the broker's largest size (4 MiB), arrive at once, while a flood of half-sent frames
+// costs at most this much memory. Frames that fit a connection's own read buffer
+// (64 KiB) never touch it.
 const DefaultReceiveBudget = 128 << 20
 
 // ReceiveBudget caps the memory that connections hold for frames larger than their
