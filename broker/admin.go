@@ -379,7 +379,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	cfgs, _ := b.topics.snapshot()
 	up := time.Since(b.start)
 	timersPending, _ := b.timers.stats()
+	rs := b.srv.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return map[string]string{
 		"brokerVersionDesc":      "V4_9_4",
 		"brokerVersion":          i(int64(protocol.DefaultVersion)),
@@ -434,6 +436,21 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"transactionRollbacks":   i(b.stats.txRollbacks.Load()),
 		"transactionChecks":      i(b.stats.txChecks.Load()),
 		"transactionCheckMaxed":  i(b.stats.txCheckMaxed.Load()),
+		// Receive limits (remoting.ServerStats): connections closed for each, and
+		// the receive budget (process-wide by default).
+		"remotingFrameTimeouts":            u(rs.FrameTimeouts),
+		"remotingSlowSenders":              u(rs.SlowSenders),
+		"remotingReceiveBudgetCloses":      u(rs.BudgetCloses),
+		"remotingReceiveBudgetLimit":       i(rs.Budget.Limit),
+		"remotingReceiveBudgetInUse":       i(rs.Budget.InUse),
+		"remotingReceiveBudgetPeak":        i(rs.Budget.Peak),
+		"remotingReceiveBudgetWaiting":     strconv.Itoa(rs.Budget.Waiting),
+		"remotingReceiveBudgetExhausted":   strconv.FormatBool(rs.Budget.Exhausted),
+		"remotingReceiveBudgetReserves":    u(rs.Budget.Reserves),
+		"remotingReceiveBudgetWaits":       u(rs.Budget.Waits),
+		"remotingReceiveBudgetTimeouts":    u(rs.Budget.Timeouts),
+		"remotingReceiveBudgetRefused":     u(rs.Budget.Refused),
+		"remotingReceiveBudgetExhaustions": u(rs.Budget.Exhaustions),
 	}
 }
 

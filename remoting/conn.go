@@ -35,10 +35,20 @@ type Conn struct {
 	srv    *Server // nil on the client side
 
 	// Read goroutine only.
-	rbuf     []byte // len(rbuf) == cap(rbuf); frames in rbuf[r:w]
+	rbuf     []byte // the current buffer, own or *big; len(rbuf) == cap(rbuf); frames in rbuf[r:w]
 	r, w     int
-	need     int  // bytes the next frame needs in all (length field included), once known
-	grow     bool // the last read filled at least half of the buffer
+	need     int     // bytes the next frame needs in all (length field included), once known
+	grow     bool    // the last read filled at least half of the buffer
+	own      []byte  // the connection's own buffer (not charged to the receive budget)
+	big      *[]byte // while a frame larger than own arrives: its buffer, of class bigClass
+	bigClass int
+	bigFinal int       // the class reserved for that frame
+	reserved int64     // bytes reserved in the receive budget (0 without a big buffer)
+	frameAt  time.Time // when the first byte of the incomplete frame in rbuf[r:w] was read; zero if none
+	rateAt   time.Time // frameAt moved later by the time this side did not read (slow-sender clock)
+	waited   bool      // prepareRead waited for the budget: the time taken before it is stale
+	dlKind   int       // what the read deadline was set from (dlIdle, dlFrame, dlSlow)
+	dlSet    bool      // a read deadline is set on the socket
 	in       protocol.Command
 	respCmd  protocol.Command
 	resp     Response
@@ -68,6 +78,8 @@ type Conn struct {
 
 	draining atomic.Bool
 	closing  atomic.Bool
+	stopc    chan struct{} // closed when the connection closes or drains: ends a wait for the budget
+	stopOnce sync.Once
 	live     atomic.Int32 // goroutines running: read and write
 	done     chan struct{}
 
@@ -134,12 +146,14 @@ func newConn(nc net.Conn, cfg *config, h Handler, srv *Server) *Conn {
 		cfg:   cfg,
 		h:     h,
 		srv:   srv,
-		rbuf:  make([]byte, cfg.readBuf),
+		own:   make([]byte, cfg.readBuf),
 		pend:  new(batch),
 		spare: new(batch),
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
+		stopc: make(chan struct{}),
 	}
+	c.rbuf = c.own
 	if a := nc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -345,6 +359,7 @@ func malformed(format string, args ...any) error {
 
 func (c *Conn) readLoop() {
 	defer c.exit()
+	defer c.releaseRead()
 	err := c.readFrames()
 	if c.draining.Load() {
 		var pe *protocolError
@@ -360,7 +375,9 @@ func (c *Conn) readLoop() {
 }
 
 func (c *Conn) readFrames() error {
+	timed := c.cfg.idleTimeout > 0 || c.cfg.frameTimeout > 0 || c.cfg.minRate > 0
 	for {
+		handled := false
 		for {
 			if !c.waitCapacity() {
 				return ErrClosed
@@ -373,24 +390,45 @@ func (c *Conn) readFrames() error {
 			if !ok {
 				break
 			}
+			handled = true
 		}
 		c.kick()
-		c.prepareRead()
-		if c.cfg.idleTimeout > 0 {
-			if err := c.nc.SetReadDeadline(time.Now().Add(c.cfg.idleTimeout)); err != nil {
+		var now time.Time
+		if timed {
+			now = time.Now()
+			switch {
+			case c.r == c.w:
+				c.frameAt = time.Time{}
+			case handled || c.frameAt.IsZero():
+				// The incomplete frame at rbuf[r:w] started in the last read.
+				c.frameAt, c.rateAt = now, now
+			}
+		}
+		if err := c.prepareRead(); err != nil {
+			return err
+		}
+		if timed {
+			if c.waited {
+				c.waited = false
+				now = time.Now()
+			}
+			if err := c.setReadDeadline(now); err != nil {
 				return err
 			}
 		}
 		if c.draining.Load() {
 			return errDraining
 		}
-		free := c.rbuf[c.w:]
+		free := c.readSpace()
 		n, err := c.nc.Read(free)
 		c.w += n
-		c.grow = n >= len(c.rbuf)/2 && n == len(free)
+		c.grow = c.big == nil && n >= len(c.rbuf)/2 && n == len(free)
 		if err != nil {
 			if n > 0 {
 				continue // handle what arrived; the error comes back on the next Read
+			}
+			if c.dlKind != dlIdle && errors.Is(err, os.ErrDeadlineExceeded) && !c.draining.Load() {
+				return c.limitError()
 			}
 			if errors.Is(err, io.EOF) && c.w > c.r {
 				return malformed("connection closed inside a frame (%d bytes of it received)", c.w-c.r)
@@ -407,6 +445,7 @@ func (c *Conn) waitCapacity() bool {
 		return true
 	}
 	c.kick()
+	start := time.Now()
 	c.wmu.Lock()
 	for !c.closed && (c.inflight.Load() >= c.cfg.maxInFlight || c.owed.Load() >= c.cfg.maxPending) {
 		c.readerWaiting = true
@@ -415,6 +454,11 @@ func (c *Conn) waitCapacity() bool {
 	c.readerWaiting = false
 	ok := !c.closed
 	c.wmu.Unlock()
+	if !c.frameAt.IsZero() {
+		// This side did not read meanwhile: the time is not the sender's.
+		waited := time.Since(start)
+		c.frameAt, c.rateAt = c.frameAt.Add(waited), c.rateAt.Add(waited)
+	}
 	return ok
 }
 
@@ -450,39 +494,6 @@ func (c *Conn) handleNext() (bool, error) {
 		c.serve(&c.in)
 	}
 	return true, nil
-}
-
-// prepareRead makes room in the read buffer for the next Read: it resets an empty
-// buffer, grows it (geometrically, up to what the pending frame needs), or moves the
-// unread tail to the front.
-func (c *Conn) prepareRead() {
-	if c.r == c.w {
-		c.r, c.w = 0, 0
-		if len(c.rbuf) > keepReadBuffer {
-			c.rbuf = make([]byte, maxReadBuffer)
-		}
-	}
-	have := c.w - c.r
-	size := len(c.rbuf)
-	if c.grow && size < maxReadBuffer {
-		size = min(2*size, maxReadBuffer)
-	}
-	c.grow = false
-	if c.need > size {
-		// Grow toward the frame as its bytes arrive, so a length field alone cannot
-		// make us allocate MaxFrameSize.
-		size = min(c.need, max(2*size, maxReadBuffer))
-	}
-	if size != len(c.rbuf) {
-		nb := make([]byte, size)
-		copy(nb, c.rbuf[c.r:c.w])
-		c.rbuf, c.r, c.w = nb, 0, have
-		return
-	}
-	if c.r > 0 && (c.w == len(c.rbuf) || c.r+max(c.need, 4) > len(c.rbuf)) {
-		copy(c.rbuf, c.rbuf[c.r:c.w])
-		c.r, c.w = 0, have
-	}
 }
 
 // serve runs the handler for one request and queues its answer.
@@ -665,6 +676,7 @@ func (c *Conn) fail(cause error) {
 	c.rcond.Broadcast()
 	c.wakeWriterLocked()
 	c.wmu.Unlock()
+	c.stopReading()
 	_ = c.nc.Close()
 
 	c.cmu.Lock()
@@ -684,6 +696,8 @@ func (c *Conn) logClose(cause error) {
 	switch {
 	case errors.As(cause, &pe):
 		log.Warn("remoting: closing connection: bad input", "conn", c.id, "remote", c.remote, "err", cause)
+	case errors.Is(cause, ErrFrameTimeout) || errors.Is(cause, ErrSlowSender) || errors.Is(cause, ErrReceiveBudget):
+		c.receiveLimitClosed(cause)
 	case errors.Is(cause, os.ErrDeadlineExceeded):
 		log.Debug("remoting: connection closed: idle or write timeout", "conn", c.id, "remote", c.remote, "err", cause)
 	default:
@@ -715,5 +729,11 @@ func (c *Conn) drain() {
 	c.rcond.Broadcast()
 	c.wakeWriterLocked()
 	c.wmu.Unlock()
+	c.stopReading()
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// stopReading ends a wait of the read goroutine for the receive budget.
+func (c *Conn) stopReading() {
+	c.stopOnce.Do(func() { close(c.stopc) })
 }

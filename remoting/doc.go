@@ -32,7 +32,8 @@
 //     here. Handlers and callbacks must therefore not block: a handler that must wait
 //     calls Conn.Defer, returns Deferred, and answers later from any goroutine through
 //     the Responder. The read goroutine never waits for a deferred request; it only
-//     stops reading while the connection is over a limit (below).
+//     stops reading while the connection is over a limit, or while a large frame
+//     waits for room in the receive budget (below).
 //   - The writer goroutine owns the socket's write side. Responses and requests are
 //     queued by encoding their header (and Cmd.Body) into a shared pending buffer under
 //     the connection's write lock; zero-copy body slices are spliced in by reference.
@@ -53,8 +54,9 @@
 //
 //   - A request passed to a handler (and the response of an InvokeAsync callback) is
 //     valid only until the handler (callback) returns: its Body aliases the read
-//     buffer, which is reused for the next read, and its Ext and Remark live in a
-//     Command that is decoded into again. A deferring handler copies what it keeps
+//     buffer, which is reused for the next read (a frame larger than 64 KiB is read
+//     into a pooled buffer that another connection may take next), and its Ext and
+//     Remark live in a Command that is decoded into again. A deferring handler copies what it keeps
 //     (it usually has decoded a typed header and copied its strings already). This is
 //     the one rule, and it keeps the server path allocation-free.
 //   - A Response's Cmd (header and Cmd.Body) is copied when the response is queued, so
@@ -75,9 +77,16 @@
 // # Limits and their defaults (Options)
 //
 //   - MaxFrameSize, 16 MiB (protocol.DefaultMaxFrameSize): a peer announcing a larger
-//     frame is disconnected before anything is allocated for it; the read buffer
-//     grows toward a large frame only as its bytes arrive. Larger outgoing frames are
-//     refused with protocol.ErrFrameTooLarge.
+//     frame is disconnected before anything is allocated for it. Larger outgoing
+//     frames are refused with protocol.ErrFrameTooLarge.
+//   - ReceiveBudget, 128 MiB (DefaultReceiveBudget) for the whole process, shared by
+//     every Server that has none of its own: the memory held for frames larger than
+//     a connection's own read buffer while they arrive (see "Receiving" below).
+//   - FrameTimeout, 30 s: a frame still incomplete that long after its first byte
+//     closes the connection (ErrFrameTimeout). MinReceiveRate, 64 KiB/s after
+//     SlowSenderGrace, 5 s: a frame whose first byte came t ago and of which R bytes
+//     arrived is closed (ErrSlowSender) once t > 5 s + R / 64 KiB/s, so a peer that
+//     trickles a byte now and then is gone seconds after the grace.
 //   - IdleTimeout, 120 s (the Go client's read deadline): no bytes received for that
 //     long closes the connection.
 //   - WriteTimeout, 60 s: one vectored write that cannot complete in that time (the
@@ -86,15 +95,62 @@
 //     response bytes: over either, the read goroutine stops reading (TCP pushes back
 //     on the peer) until answers are written. Only what this side owes the peer
 //     counts, so two peers cannot deadlock each other.
-//   - ReadBufferSize, 4 KiB initially per connection; it doubles up to 64 KiB while
-//     reads fill it, and an empty buffer above 1 MiB (left by a large frame) is
-//     dropped.
+//   - ReadBufferSize, 4 KiB initially per connection; this own buffer doubles up to
+//     64 KiB while reads fill it, and is never charged to the budget.
+//
+// # Receiving
+//
+// A connection reads as many frames per read as its own buffer holds, and handles
+// every complete one; nothing is allocated per frame. The buffer grows only when
+// it is full, so a length field alone allocates nothing, and a connection holds at
+// most max(its own buffer, twice what it received) for an incomplete frame.
+//
+// A frame larger than the own buffer, once the own buffer is full of it, reserves in
+// the ReceiveBudget the size class that holds all of it (a power of two times 64 KiB
+// plus 64 KiB: 16 MiB + 64 KiB for the largest frame), all at once and while holding
+// nothing else of the budget, so that connections never wait for each other while
+// holding part of it and the budget cannot deadlock. The frame then moves into a big
+// buffer that grows, within the reservation, as its bytes arrive (classes up to 1088
+// KiB come from a pool; larger ones are allocated as they are needed). Reads stop at
+// the frame's end, so once it is handled the big buffer and the reservation go back
+// and the next frame starts in the own buffer. The read goroutine owns the buffers
+// and the reservation, and gives them back when it exits, whatever the cause.
+//
+// Who owns the budget: whoever created it. By default it is SharedReceiveBudget(),
+// one per process (a broker's remoting and name-server listeners share it);
+// SetLimit changes its limit at run time. A Client's connections charge none unless
+// Options.ReceiveBudget is set. Invariants: InUse is the sum of the reservations of
+// the connections that hold a big buffer now; InUse <= Limit; each connection holds at
+// most one reservation; a waiting frame holds none.
+//
+// When a reservation does not fit, the frame waits (its connection stops reading, and
+// TCP pushes back on the peer), in arrival order, until room is released or its
+// FrameTimeout passes; then the connection is closed with ErrReceiveBudget. A frame
+// larger than the whole limit is closed at once. Frames of at most 64 KiB never wait,
+// so ordinary clients keep being served while senders of half frames hold the budget;
+// the frame timeout and the slow-sender rule then take those senders off. The time
+// this side spends not reading (for the budget, MaxInFlight or MaxPendingBytes) does
+// not count against the sender's rate, and only the budget's wait counts against the
+// frame timeout.
+//
+// What is logged and counted: the budget logs one Warn line when it becomes
+// exhausted (a frame waits) and one Info line when it has room again (nothing waits
+// and at most 3/4 of it is reserved), with the number of waits and timeouts in
+// between. A Server logs the first connection it closes for a receive limit (frame
+// timeout, slow sender, budget) with a Warn line, counts the following ones for a
+// minute and reports them on the next line. Counters: ServerStats (FrameTimeouts,
+// SlowSenders, BudgetCloses, and the budget's ReceiveBudgetStats: Limit, InUse, Peak,
+// Waiting, Exhausted, Reserves, Waits, Timeouts, Refused, Exhaustions); a broker
+// reports them in its runtime info as remotingFrameTimeouts, remotingSlowSenders,
+// remotingReceiveBudgetCloses and remotingReceiveBudget{Limit, InUse, Peak, Waiting,
+// Exhausted, Reserves, Waits, Timeouts, Refused, Exhaustions}.
 //
 // # Failures
 //
 // A malformed frame (length over the limit or under 4, a header that does not decode,
 // the peer closing inside a frame) closes that connection with one Warn log line and
-// nothing else; ordinary closes (EOF, reset, idle) log one Debug line. A handler panic
+// nothing else; ordinary closes (EOF, reset, idle) log one Debug line; closes for a
+// receive limit are logged as described under "Receiving". A handler panic
 // is recovered, logged with its stack, and answered with SYSTEM_ERROR (code 1); the
 // connection keeps serving. When a connection closes, its outstanding Invokes fail
 // with an error wrapping ErrClosed and the cause, queued zero-copy bodies are
@@ -109,5 +165,7 @@
 // # Lock order
 //
 // Conn.cmu (outstanding calls) and Conn.wmu (write queue, limits) are never held
-// together. Server.mu is never held while a connection lock is taken.
+// together. Server.mu is never held while a connection lock is taken. A
+// ReceiveBudget's mutex is taken with no other lock held and nothing is logged under
+// it.
 package remoting

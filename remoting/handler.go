@@ -17,6 +17,16 @@ var (
 	ErrTimeout = errors.New("remoting: request timed out")
 	// ErrPoolClosed: Pool.Get after Pool.Close.
 	ErrPoolClosed = errors.New("remoting: pool closed")
+	// ErrFrameTimeout: a frame was not received in full within Options.FrameTimeout of
+	// its first byte; the connection was closed (Conn.Err wraps it).
+	ErrFrameTimeout = errors.New("remoting: frame not received within the frame timeout")
+	// ErrSlowSender: a frame arrived below Options.MinReceiveRate once
+	// Options.SlowSenderGrace had passed; the connection was closed.
+	ErrSlowSender = errors.New("remoting: frame received below the minimum rate")
+	// ErrReceiveBudget: a frame larger than the connection's own read buffer found no
+	// room in the receive budget before its deadline (or is larger than the whole
+	// budget); the connection was closed.
+	ErrReceiveBudget = errors.New("remoting: no room in the receive budget")
 )
 
 // Handler serves the requests that arrive on a connection.

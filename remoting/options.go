@@ -27,9 +27,21 @@ const (
 	// DefaultDialTimeout bounds Dial when its context has no earlier deadline (the
 	// official Go client's dial timeout).
 	DefaultDialTimeout = 15 * time.Second
+	// DefaultFrameTimeout is how long a frame may take to arrive from its first byte.
+	// RocketMQ clients give up on a request after 3 s (sendMsgTimeout): a frame still
+	// arriving after 30 s is of use to nobody, and ten times the client's patience
+	// leaves room for a 16 MiB frame over a slow link (560 KiB/s).
+	DefaultFrameTimeout = 30 * time.Second
+	// DefaultMinReceiveRate is the slow-sender rule's rate, in bytes per second, as
+	// Apache's mod_reqtimeout MinRate: after the grace period every 64 KiB received
+	// buys the frame one more second. A peer trickling a byte now and then is closed
+	// soon after the grace; any working link is far faster.
+	DefaultMinReceiveRate = 64 << 10
+	// DefaultSlowSenderGrace is how long a frame may arrive at any rate before the
+	// minimum rate applies (room for TCP's slow start and a retransmission or two).
+	DefaultSlowSenderGrace = 5 * time.Second
 
-	maxReadBuffer  = 64 << 10 // adaptive growth stops here (frames may still need more)
-	keepReadBuffer = 1 << 20  // an empty buffer larger than this is dropped
+	maxReadBuffer  = 64 << 10 // the own read buffer's growth stops here; larger frames use a big buffer
 	keepWriteBatch = 4 << 20  // a write batch buffer larger than this is dropped once written
 	kickBytes      = 64 << 10 // the read goroutine wakes the writer mid-read once this much is queued
 )
@@ -63,9 +75,36 @@ type Options struct {
 	// deadlock two peers that both stop reading. Default DefaultMaxPendingBytes (64 MiB).
 	MaxPendingBytes int
 
-	// ReadBufferSize is the initial read buffer of a connection. Default
+	// ReadBufferSize is the initial size of a connection's own read buffer. It
+	// doubles while reads fill it, up to 64 KiB (or stays at ReadBufferSize if that
+	// is larger). The own buffer is not charged to the ReceiveBudget. Default
 	// DefaultReadBufferSize (4 KiB).
 	ReadBufferSize int
+
+	// ReceiveBudget caps the memory held for frames larger than a connection's own
+	// read buffer while they arrive (see ReceiveBudget). Nil: the connections of a
+	// Server charge SharedReceiveBudget() (DefaultReceiveBudget, 128 MiB, for the
+	// whole process); a Client's connection charges nothing (it trusts the server it
+	// dialled).
+	ReceiveBudget *ReceiveBudget
+
+	// FrameTimeout closes a connection (ErrFrameTimeout) when a frame is still
+	// incomplete this long after its first byte arrived, time spent waiting for the
+	// ReceiveBudget included (time this side stopped reading for MaxInFlight or
+	// MaxPendingBytes is not). It also bounds that wait. Default DefaultFrameTimeout
+	// (30 s); negative disables it.
+	FrameTimeout time.Duration
+
+	// MinReceiveRate, in bytes per second, is the slow-sender rule: a frame whose
+	// first byte arrived t ago, with R bytes of it received, is closed
+	// (ErrSlowSender) once t > SlowSenderGrace + R/MinReceiveRate. The time this side
+	// did not read (waiting for the budget, MaxInFlight or MaxPendingBytes) does not
+	// count. Default DefaultMinReceiveRate (64 KiB/s); negative disables it.
+	MinReceiveRate int64
+
+	// SlowSenderGrace is how long a frame may arrive at any rate before
+	// MinReceiveRate applies. Default DefaultSlowSenderGrace (5 s).
+	SlowSenderGrace time.Duration
 
 	// Logger receives one line per closed connection (Debug for ordinary closes, Warn
 	// for a malformed frame), handler and callback panics (Error), and accept errors.
@@ -82,6 +121,10 @@ type config struct {
 	maxPending   int64
 	readBuf      int
 	log          *slog.Logger
+	budget       *ReceiveBudget // nil: none (NewServer sets the shared one)
+	frameTimeout time.Duration  // 0: disabled
+	minRate      int64          // 0: disabled
+	slowGrace    time.Duration
 }
 
 func (o *Options) config() config {
@@ -97,6 +140,10 @@ func (o *Options) config() config {
 		maxPending:   int64(opt.MaxPendingBytes),
 		readBuf:      opt.ReadBufferSize,
 		log:          opt.Logger,
+		budget:       opt.ReceiveBudget,
+		frameTimeout: opt.FrameTimeout,
+		minRate:      opt.MinReceiveRate,
+		slowGrace:    opt.SlowSenderGrace,
 	}
 	if c.maxFrame <= 0 {
 		c.maxFrame = protocol.DefaultMaxFrameSize
@@ -124,6 +171,21 @@ func (o *Options) config() config {
 	}
 	if c.log == nil {
 		c.log = slog.Default()
+	}
+	switch {
+	case c.frameTimeout == 0:
+		c.frameTimeout = DefaultFrameTimeout
+	case c.frameTimeout < 0:
+		c.frameTimeout = 0
+	}
+	switch {
+	case c.minRate == 0:
+		c.minRate = DefaultMinReceiveRate
+	case c.minRate < 0:
+		c.minRate = 0
+	}
+	if c.slowGrace <= 0 {
+		c.slowGrace = DefaultSlowSenderGrace
 	}
 	return c
 }

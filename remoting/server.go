@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +19,48 @@ type Server struct {
 	conns     map[*Conn]struct{}
 	onClose   []func(*Conn)
 	closed    bool
+
+	limits limitCounters
 }
+
+// limitCounters count the connections a server closed for a receive limit, and
+// space out their log lines.
+type limitCounters struct {
+	frameTimeouts, slowSenders, budgetCloses atomic.Uint64
+	lastLog                                  atomic.Int64  // UnixNano of the last Warn line; 0: none yet
+	unlogged                                 atomic.Uint64 // closes since that line that were not logged
+}
+
+// limitLogEvery spaces the Warn lines about connections closed for a receive limit:
+// the first close logs one, later ones within this time are only counted, and the
+// next line says how many there were.
+const limitLogEvery = time.Minute
+
+// ServerStats are a server's counters.
+type ServerStats struct {
+	Connections int // open now
+	// Connections closed because a frame was not received within FrameTimeout
+	// (ErrFrameTimeout), arrived below MinReceiveRate (ErrSlowSender), or found no
+	// room in the receive budget before its deadline (ErrReceiveBudget).
+	FrameTimeouts, SlowSenders, BudgetCloses uint64
+	// Budget is the receive budget this server charges; a shared budget's numbers
+	// cover every server that shares it.
+	Budget ReceiveBudgetStats
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		Connections:   s.Len(),
+		FrameTimeouts: s.limits.frameTimeouts.Load(),
+		SlowSenders:   s.limits.slowSenders.Load(),
+		BudgetCloses:  s.limits.budgetCloses.Load(),
+		Budget:        s.cfg.budget.Stats(),
+	}
+}
+
+// Budget returns the receive budget the server's connections charge.
+func (s *Server) Budget() *ReceiveBudget { return s.cfg.budget }
 
 // NewServer returns a server that serves every connection's requests with h. opts may
 // be nil.
@@ -26,12 +68,16 @@ func NewServer(h Handler, opts *Options) *Server {
 	if h == nil {
 		panic("remoting: NewServer with a nil Handler")
 	}
-	return &Server{
+	s := &Server{
 		h:         h,
 		cfg:       opts.config(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),
 	}
+	if s.cfg.budget == nil {
+		s.cfg.budget = SharedReceiveBudget()
+	}
+	return s
 }
 
 // OnClose registers fn to run once for every connection that closes, after its
@@ -181,4 +227,34 @@ func (s *Server) Close() error {
 		<-c.done
 	}
 	return nil
+}
+
+// receiveLimitClosed counts and logs a connection closed for a receive limit. A
+// server's connections share one Warn line per limitLogEvery (the first close logs
+// at once); a client's connection logs its own.
+func (c *Conn) receiveLimitClosed(cause error) {
+	attrs := []any{"conn", c.id, "remote", c.remote, "err", cause}
+	if c.srv == nil {
+		c.cfg.log.Warn("remoting: closing connection: receive limit", attrs...)
+		return
+	}
+	lim := &c.srv.limits
+	switch {
+	case errors.Is(cause, ErrFrameTimeout):
+		lim.frameTimeouts.Add(1)
+	case errors.Is(cause, ErrSlowSender):
+		lim.slowSenders.Add(1)
+	default:
+		lim.budgetCloses.Add(1)
+	}
+	now := time.Now().UnixNano()
+	last := lim.lastLog.Load()
+	if last != 0 && now-last < int64(limitLogEvery) || !lim.lastLog.CompareAndSwap(last, now) {
+		lim.unlogged.Add(1)
+		return
+	}
+	attrs = append(attrs, "closed_unlogged_since_last_line", lim.unlogged.Swap(0),
+		"frame_timeouts", lim.frameTimeouts.Load(), "slow_senders", lim.slowSenders.Load(),
+		"budget_closes", lim.budgetCloses.Load())
+	c.cfg.log.Warn("remoting: closing connection: receive limit (further ones within a minute are only counted)", attrs...)
 }
