@@ -436,6 +436,24 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"transactionRollbacks":   i(b.stats.txRollbacks.Load()),
 		"transactionChecks":      i(b.stats.txChecks.Load()),
 		"transactionCheckMaxed":  i(b.stats.txCheckMaxed.Load()),
+		// Integrity (store.Stats): what the last start found lost and rebuilt,
+		// what reads skipped, the scrubber, disk pressure.
+		"storeLostMessages":          i(st.LostMessages),
+		"storeLostBytes":             i(st.LostBytes),
+		"storeQueuesRebuilt":         i(st.QueuesRebuilt),
+		"storeIndexFilesRebuilt":     i(st.IndexFilesRebuilt),
+		"storeBadEntriesSkipped":     i(st.BadEntries),
+		"storeLostEntriesSkipped":    i(st.LostEntriesSkipped),
+		"scrubPasses":                i(st.ScrubPasses),
+		"scrubBytes":                 i(st.ScrubBytes),
+		"scrubBadRecords":            i(st.ScrubBadRecords),
+		"scrubRepairedEntries":       i(st.ScrubRepairedEntries),
+		"scrubMissingEntries":        i(st.ScrubMissingEntries),
+		"scrubLastPass":              i(lastScrubMs(st.LastScrub)),
+		"diskFull":                   strconv.FormatBool(st.DiskFull),
+		"diskFullRefusals":           i(st.DiskFullRefusals),
+		"diskPressureSegmentDeletes": i(st.PressureDeletes),
+		"unindexedMessages":          i(st.Unindexed),
 		// Receive limits (remoting.ServerStats): connections closed for each, and
 		// the receive budget (process-wide by default).
 		"remotingFrameTimeouts":            u(rs.FrameTimeouts),
@@ -452,6 +470,14 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"remotingReceiveBudgetRefused":     u(rs.Budget.Refused),
 		"remotingReceiveBudgetExhaustions": u(rs.Budget.Exhaustions),
 	}
+}
+
+// lastScrubMs is the end of the last scrub pass in ms since the epoch, 0 if none.
+func lastScrubMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // ---- queue locks ----

@@ -547,3 +547,24 @@ func TestCursorAtSegmentEnd(t *testing.T) {
 		t.Fatalf("records spread over %d segments, want at least 4", segments)
 	}
 }
+
+func TestRetainBelowKeepsSegmentsPastTheLimit(t *testing.T) {
+	l := openLog(t, Options{RetentionInterval: -1})
+	defer l.Close()
+	l.usageFn = func(string) (float64, error) { return 0.99, nil } // always too full
+	var res Result
+	for l.WrittenOffset() < 3*l.SegmentSize()+100 {
+		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reader (the store's dispatcher) is in the second segment: only the
+	// first may go, however full the disk.
+	removed, err := l.RetainBelow(l.SegmentSize() + 10)
+	if err != nil || len(removed) != 1 || removed[0].Base != 0 {
+		t.Fatalf("RetainBelow removed %+v (%v), want only the first segment", removed, err)
+	}
+	if l.MinOffset() != l.SegmentSize() {
+		t.Fatalf("min offset %d", l.MinOffset())
+	}
+}

@@ -20,7 +20,13 @@ type Removed struct {
 // segment being written is never deleted. A deleted segment leaves the list
 // at once (MinOffset moves up) but its mapping and file go only when the last
 // View of it is released. It returns the segments deleted, oldest first.
-func (l *Log) Retain() ([]Removed, error) {
+func (l *Log) Retain() ([]Removed, error) { return l.RetainBelow(l.written.Load()) }
+
+// RetainBelow is Retain restricted to segments that end at or below limit:
+// the store passes its dispatched offset, so that no record is deleted
+// before its consume-queue entry exists (a message deleted before it was
+// ever visible would vanish without a trace).
+func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -37,6 +43,10 @@ func (l *Log) Retain() ([]Removed, error) {
 			return removed, nil
 		}
 		oldest := segs[0]
+		if oldest.end() > limit {
+			l.segMu.Unlock()
+			return removed, nil
+		}
 		expired := now.Sub(time.Unix(0, oldest.lastWrite.Load())) > l.opts.RetentionTime
 		full, usage := false, 0.0
 		if !expired {

@@ -438,7 +438,7 @@ func (s *Store) maintain() {
 // index files wholly below the log's new minimum offset. It returns the number
 // of commit-log segments removed.
 func (s *Store) Clean() (int, error) {
-	removed, err := s.log.Retain()
+	removed, err := s.log.RetainBelow(s.dispatched.Load())
 	n := len(removed)
 	for _, r := range removed {
 		if r.Pressure {

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/message"
+)
+
+// Damage after a clean stop, through the broker binary (issue 14's defects
+// 1 and 2, and flipped bytes in the newest segment): the broker is stopped
+// with SIGTERM, a file is damaged as an operator or bit rot would, and the
+// restarted broker must serve every message it can prove, never a damaged
+// one, name what was lost, and never write over the kept records.
+
+const integrityTopic = "Integrity"
+
+// integrityBroker starts the binary on a fresh data directory with 4 queues
+// per topic and 16 MiB segments.
+func integrityBroker(t *testing.T, bin, data string) *process {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=16777216\n"), 0o644)
+	return start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
+}
+
+func stopBroker(t *testing.T, p *process) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatal("broker did not stop after SIGTERM")
+	}
+}
+
+func integrityBody(i int) string { return fmt.Sprintf("msg-%05d-%s", i, strings.Repeat("b", 300)) }
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// sendIntegrity sends n messages round-robin to queues 0..3, message i to
+// queue i%4.
+func sendIntegrity(t *testing.T, addr string, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod, err := client.NewProducer(client.NameServer(addr), client.Selector(client.ManualSelector()), client.Logger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	for i := from; i < from+n; i++ {
+		q := client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: int32(i % 4)}
+		if _, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Keys: []string{fmt.Sprint("key-", i)}, Body: []byte(integrityBody(i))}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+}
+
+// pullIntegrity pulls the topic's 4 queues from offset 0 until queue q has
+// served want[q] messages, then once more to see that nothing else comes, and
+// returns the bodies per queue, in queue order.
+func pullIntegrity(t *testing.T, addr string, want [4]int) [4][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := client.NewPullConsumer(client.NameServer(addr), client.ConsumerGroup(fmt.Sprint("check-", time.Now().UnixNano())),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.AutoCommit(false), client.Logger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	var qs []client.MessageQueue
+	for i := int32(0); i < 4; i++ {
+		qs = append(qs, client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: i})
+	}
+	if err := cons.Assign(ctx, qs); err != nil {
+		t.Fatal(err)
+	}
+	var out [4][]string
+	done := func() bool {
+		for q := range out {
+			if len(out[q]) < want[q] {
+				return false
+			}
+		}
+		return true
+	}
+	for extra := 0; extra < 2; {
+		if done() {
+			extra++ // one more poll: nothing beyond what is expected may come
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		msgs, err := cons.Poll(pctx)
+		pcancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("poll: %v", err)
+		}
+		for _, m := range msgs {
+			out[m.Queue.QueueID] = append(out[m.Queue.QueueID], string(m.Body))
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("pulled %d/%d/%d/%d messages, want %v", len(out[0]), len(out[1]), len(out[2]), len(out[3]), want)
+		}
+	}
+	return out
+}
+
+// recordOffsets walks a commit-log segment file and returns the offset of
+// each record in it.
+func recordOffsets(t *testing.T, path string) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for off := 0; off < len(b); {
+		v, err := message.Decode(b[off:], true)
+		if err != nil {
+			break
+		}
+		offs = append(offs, int64(off))
+		off += int(v.TotalSize())
+	}
+	return offs
+}
+
+// checkServed pulls the topic and asserts that each queue serves exactly the
+// messages (by number, of n sent) that want accepts, in order.
+func checkServed(t *testing.T, addr string, want func(i int) bool, n int) {
+	t.Helper()
+	var exp [4][]string
+	var counts [4]int
+	for i := 0; i < n; i++ {
+		if want(i) {
+			exp[i%4] = append(exp[i%4], integrityBody(i))
+			counts[i%4]++
+		}
+	}
+	got := pullIntegrity(t, addr, counts)
+	for q := 0; q < 4; q++ {
+		if len(got[q]) != len(exp[q]) {
+			t.Fatalf("queue %d served %d messages, want %d", q, len(got[q]), len(exp[q]))
+		}
+		for k := range exp[q] {
+			if got[q][k] != exp[q][k] {
+				t.Fatalf("queue %d message %d is %.9q, want %.9q", q, k, got[q][k], exp[q][k])
+			}
+		}
+	}
+}
+
+// Defect 1: a shortened commit-log segment used to wipe the log.
+func TestRestartAfterShortenedSegment(t *testing.T) {
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	const n = 3000
+	p := integrityBroker(t, bin, data)
+	sendIntegrity(t, p.addr, 0, n)
+	stopBroker(t, p)
+
+	seg := filepath.Join(data, "commitlog", "00000000000000000000")
+	offs := recordOffsets(t, seg)
+	// The topic's messages follow whatever the broker itself wrote first.
+	first := len(offs) - n
+	if first < 0 {
+		t.Fatalf("%d records in the segment, want at least %d", len(offs), n)
+	}
+	cut := offs[first+2000] + 100
+	if err := os.Truncate(seg, cut); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := os.ReadFile(seg)
+
+	p = integrityBroker(t, bin, data)
+	defer stopBroker(t, p)
+	checkServed(t, p.addr, func(i int) bool { return i < 2000 }, n)
+	logs := p.stderr.String()
+	for _, want := range []string{"commit log range lost", "store: messages lost", fmt.Sprintf("from=%d", offs[first+2000])} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("the loss is not reported (%q missing):\n%s", want, logs)
+		}
+	}
+	// New messages go after the kept records, never over them.
+	sendIntegrity(t, p.addr, n, 4)
+	now, _ := os.ReadFile(seg)
+	if len(now) < len(kept) || string(now[:offs[first+2000]]) != string(kept[:offs[first+2000]]) {
+		t.Fatal("the kept records were written over")
+	}
+}
+
+// Defect 2: a damaged or shortened consume queue used to hide messages.
+func TestRestartAfterDamagedConsumeQueue(t *testing.T) {
+	bin := buildBinary(t)
+	const n = 2000
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"200 bytes overwritten at offset 2,000", func(path string) error {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt([]byte(strings.Repeat("\x5a", 200)), 2000)
+			return err
+		}},
+		{"cut to 4,000 bytes", func(path string) error { return os.Truncate(path, 4000) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			p := integrityBroker(t, bin, data)
+			sendIntegrity(t, p.addr, 0, n)
+			stopBroker(t, p)
+			if err := tc.damage(filepath.Join(data, "consumequeue", integrityTopic, "1", "00000000000000000000")); err != nil {
+				t.Fatal(err)
+			}
+			p = integrityBroker(t, bin, data)
+			defer stopBroker(t, p)
+			checkServed(t, p.addr, func(int) bool { return true }, n)
+			if !strings.Contains(p.stderr.String(), "rebuilding it from the commit log") {
+				t.Fatalf("the rebuild is not reported:\n%s", p.stderr.String())
+			}
+		})
+	}
+}
+
+// Bytes flipped in the middle of the newest segment after a clean stop: the
+// damaged message is never served, every other one is.
+func TestRestartAfterFlippedBytesInNewestSegment(t *testing.T) {
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	const n = 2000
+	p := integrityBroker(t, bin, data)
+	sendIntegrity(t, p.addr, 0, n)
+	stopBroker(t, p)
+	seg := filepath.Join(data, "commitlog", "00000000000000000000")
+	offs := recordOffsets(t, seg)
+	bad := offs[len(offs)-n+1000]
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("\xff\xfe\xfd\xfc"), bad+200) // inside the body
+	f.Close()
+
+	p = integrityBroker(t, bin, data)
+	defer stopBroker(t, p)
+	checkServed(t, p.addr, func(i int) bool { return i != 1000 }, n)
+	if !strings.Contains(p.stderr.String(), fmt.Sprintf("topic=%s queue=0 fromQueueOffset=250 toQueueOffset=250 count=1", integrityTopic)) {
+		t.Fatalf("the lost message is not named:\n%s", p.stderr.String())
+	}
+}
+
+// Defect 5: disk-full refusals and disk-pressure deletions were silent. On a
+// small tmpfs filled by a ballast file, sends are refused (code 14) with one
+// WARN line, the cleaner deletes old segments early with a WARN line each
+// naming the range, and writes are accepted again with one WARN line.
+// Needs permission to mount a tmpfs (root); skipped otherwise.
+func TestDiskFullIsLogged(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=96m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	bin := buildBinary(t)
+	data := filepath.Join(mnt, "data")
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=8388608\nmaxMessageSize=65536\ndiskMaxUsedSpaceRatio=75\n"), 0o644)
+	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
+	defer stopBroker(t, p)
+	sendIntegrity(t, p.addr, 0, 50000) // about 18 MiB: two sealed segments
+
+	// Fill the rest of the disk.
+	ballast, err := os.Create(filepath.Join(mnt, "ballast"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<16)
+	for {
+		if _, err := ballast.Write(chunk); err != nil {
+			break
+		}
+	}
+	ballast.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	prod, err := client.NewProducer(client.NameServer(p.addr), client.Selector(client.ManualSelector()),
+		client.Logger(quietLogger()), client.SendRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	q := client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: 0}
+	refused, accepted := 0, false
+	for !accepted && ctx.Err() == nil {
+		_, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Body: []byte(integrityBody(0))})
+		switch {
+		case err != nil:
+			refused++
+			time.Sleep(20 * time.Millisecond)
+		case refused > 0:
+			accepted = true
+		}
+	}
+	if refused == 0 || !accepted {
+		t.Fatalf("refused %d sends, accepted again: %v\n%s", refused, accepted, p.stderr.String())
+	}
+	logs := p.stderr.String()
+	if c := strings.Count(logs, "refusing writes"); c != 1 {
+		t.Fatalf("%d 'refusing writes' lines for %d refused sends, want 1:\n%s", c, refused, logs)
+	}
+	if !strings.Contains(logs, "deleted before its retention time") || !strings.Contains(logs, "from=0 to=8388608") {
+		t.Fatalf("the early deletion is not logged with its range:\n%s", logs)
+	}
+	if c := strings.Count(logs, "accepting writes again"); c != 1 {
+		t.Fatalf("%d 'accepting writes again' lines, want 1:\n%s", c, logs)
+	}
+	info := runtimeInfo(t, p.addr)
+	if info["diskFullRefusals"] == "0" || info["diskPressureSegmentDeletes"] == "0" {
+		t.Fatalf("runtime info: refusals %s, pressure deletes %s", info["diskFullRefusals"], info["diskPressureSegmentDeletes"])
+	}
+}
