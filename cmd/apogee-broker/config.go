@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,10 +210,21 @@ var honoured = map[string]confKey{
 			return fmt.Errorf("want a port number")
 		}
 		host := "0.0.0.0"
-		if h, _, e := splitHost(c.listen); e == nil {
+		if h, _, e := net.SplitHostPort(c.listen); e == nil {
 			host = h
 		}
-		c.listen = fmt.Sprintf("%s:%d", host, port)
+		c.listen = net.JoinHostPort(host, strconv.Itoa(port))
+		return nil
+	}},
+	"bindAddress": {"listen", "the host of `--listen` (default `0.0.0.0`); `listenPort` gives its port", func(c *config, v string) error {
+		if v == "" || strings.ContainsAny(v, " /") {
+			return fmt.Errorf("want a host or an IP address")
+		}
+		port := "10911"
+		if _, p, e := net.SplitHostPort(c.listen); e == nil {
+			port = p
+		}
+		c.listen = net.JoinHostPort(v, port)
 		return nil
 	}},
 	"autoCreateTopicEnable": {"", "`true` (default): a send to an unknown topic creates it from `TBW102`, as RocketMQ does. `false`: such sends fail with TOPIC_NOT_EXIST; create topics with the admin API (`UPDATE_AND_CREATE_TOPIC`)",
@@ -500,15 +512,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// splitHost splits "host:port" at the last colon.
-func splitHost(addr string) (string, string, error) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("no port in %q", addr)
-	}
-	return addr[:i], addr[i+1:], nil
 }
 
 // readProperties reads a broker.conf file; see parseProperties.
