@@ -35,8 +35,9 @@ var allowed = map[string][]string{
 	"client/idempotent":           {"client", "remoting", "protocol", "message"},
 	"client/idempotent/storetest": {"client/idempotent"},
 
-	"cmd/apogee-broker": {"broker", "namesrv", "store", "remoting", "protocol"},
-	"cmd/apogee-bench":  {"benchmark", "broker", "store", "client"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
+	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
+	"cmd/apogee-hdrplot": {"benchmark"},
 
 	"internal/importgraph": {},
 }
