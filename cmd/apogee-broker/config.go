@@ -465,13 +465,14 @@ var ignoredRules = []struct {
 	words []string
 	why   string
 }{
-	{[]string{"ThreadPool", "Threads", "ThreadNum", "ThreadPoolNums", "QueueCapacity", "PoolNums"}, "sizes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size"},
+	{[]string{"ThreadPool", "Threads", "ThreadNum", "ThreadPoolNums", "QueueCapacity", "PoolNums", "waitTimeMillsIn"}, "tunes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size"},
+	{[]string{"LockWhenPut", "ABSLock", "spinLock", "topicQueueLockNum"}, "tunes the Java store's put lock; Apogee serialises appends its own way"},
 	{[]string{"dLeger", "DLeger", "dLedger", "DLedger"}, "Apogee has no DLedger commit log"},
 	{[]string{"controller", "Controller", "SyncStateSet", "syncStateSet", "InSyncReplicas", "ElectionPriority"}, "controller mode is not implemented yet"},
-	{[]string{"slave", "Slave", "^ha", "HA"}, "replication is not implemented yet"},
+	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "replication is not implemented yet"},
 	{[]string{"rocksdb", "RocksDB", "Rocksdb", "rocksDB", "RocksDb"}, "Apogee's store has no RocksDB"},
 	{[]string{"tls", "Tls", "TLS"}, "TLS is not implemented yet"},
-	{[]string{"acl", "Acl", "auth", "Auth", "User", "Whitelist", "Credentials"}, "authentication and authorization are not implemented yet"},
+	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "authentication and authorization are not implemented yet"},
 	{[]string{"pop", "Pop", "revive", "Revive"}, "tunes the Java broker's POP internals; Apogee's POP has its own design"},
 	{[]string{"timer", "Timer"}, "tunes the Java broker's timer wheel; Apogee's timer has its own design"},
 	{[]string{"transaction", "Transaction"}, "tunes the Java broker's transaction checker; Apogee's has its own design"},

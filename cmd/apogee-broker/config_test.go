@@ -211,7 +211,7 @@ func TestIgnoredKeysAreNoted(t *testing.T) {
 	}
 	want := []string{
 		"broker.conf: key ignored[key deleteWhen value 04 why " + ignoredWhy["deleteWhen"] + "]",
-		"broker.conf: key ignored[key sendMessageThreadPoolNums value 16 why sizes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size]",
+		"broker.conf: key ignored[key sendMessageThreadPoolNums value 16 why tunes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size]",
 		"broker.conf: key ignored[key haListenPort value 10912 why " + ignoredWhy["haListenPort"] + "]",
 		"broker.conf: key ignored[key rmqAddressServerDomain value jmenv.tbsite.net why " + ignoredWhy["rmqAddressServerDomain"] + "]",
 		"broker.conf: brokerRole=SYNC_MASTER runs as ASYNC_MASTER: Apogee has no slaves to wait for (replication is not implemented yet)[]",

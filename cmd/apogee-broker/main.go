@@ -12,10 +12,14 @@
 //	--flush async|sync      default async
 //	--broker-name, --cluster
 //	--pprof ADDR            serve net/http/pprof
-//	--config FILE           a RocketMQ-style broker.conf (key=value); flags win over the file
+//	-c, --config FILE       a RocketMQ broker.conf; flags win over the file
+//	--log-level LEVEL       debug, info, warn or error
+//	--version               print the version and the commit, and exit
 //
-// On start it prints one line with its addresses. SIGINT or SIGTERM stops
-// accepting, finishes in-flight requests, flushes, persists offsets and exits 0.
+// At start it binds its addresses, opens the store (recovering it), and only
+// then listens and prints one line with its addresses and version: until the
+// store is open, connections are refused. SIGINT or SIGTERM stops accepting,
+// finishes in-flight requests, flushes, persists offsets and exits 0.
 package main
 
 import (
