@@ -109,6 +109,13 @@ func TestPlotPercentiles(t *testing.T) {
 			t.Errorf("series %d drawn with %d pixels", i, seen[firstSeriesColour+i])
 		}
 	}
+	buf.Reset()
+	if err := PlotPercentiles(&buf, []PlotSeries{{"a", a}, {"b", b}}, PlotOptions{LogY: true, Width: 640, Height: 400}); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := png.Decode(&buf); err != nil || img.Bounds().Dx() != 640 {
+		t.Fatalf("log-scale plot: %v", err)
+	}
 	if err := PlotPercentiles(&buf, nil, PlotOptions{}); err == nil {
 		t.Fatal("a plot of nothing was drawn")
 	}
@@ -116,6 +123,14 @@ func TestPlotPercentiles(t *testing.T) {
 
 // hdrNs is a histogram of nanoseconds, as the logs hold.
 func hdrNs() *hdr.Histogram { return hdr.New(1000, maxLatencyUs*1000, sigFigs) }
+
+func TestMsString(t *testing.T) {
+	for ns, want := range map[int64]string{481_000: "0.481ms", 2_523_000: "2.52ms", 24_100_000: "24.1ms", 312_400_000: "312ms", 1_210_000_000: "1.21s"} {
+		if got := msString(ns); got != want {
+			t.Errorf("msString(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}
 
 func TestNinesLabelsAndSteps(t *testing.T) {
 	var got []string

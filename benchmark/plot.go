@@ -26,6 +26,9 @@ type PlotSeries struct {
 type PlotOptions struct {
 	Title         string
 	Width, Height int
+	// LogY puts the latency on a logarithmic scale (a grid line per decade),
+	// which keeps series of very different magnitudes readable in one plot.
+	LogY bool
 }
 
 // Colours of the plot: the first four are the frame, the rest the series'
@@ -92,22 +95,48 @@ func PlotPercentiles(w io.Writer, series []PlotSeries, o PlotOptions) error {
 		maxMs = max(maxMs, float64(h.Max())/1e6)
 	}
 	maxNines = min(maxNines, 7)
-	step := niceStep(maxMs / 6)
-	top := math.Ceil(maxMs/step) * step
-	if top <= 0 {
-		top, step = 1, 0.2
+	// The y axis: linear from 0 in steps of 1, 2 or 5, or by decades.
+	var ticks []float64
+	var yPos func(ms float64) float64 // 0 at the bottom, 1 at the top
+	if o.LogY {
+		// From the decade of the lowest p1: the bottom percent (a clock's
+		// microsecond here and there) would stretch the axis for nothing.
+		minMs := maxMs
+		for _, s := range series {
+			minMs = min(minMs, float64(s.Histogram.ValueAtQuantile(1))/1e6)
+		}
+		lo := math.Floor(math.Log10(max(minMs, 0.001)))
+		hi := math.Ceil(math.Log10(max(maxMs, 0.001)))
+		if hi <= lo {
+			hi = lo + 1
+		}
+		for d := lo; d <= hi; d++ {
+			ticks = append(ticks, math.Pow(10, d))
+		}
+		yPos = func(ms float64) float64 {
+			return (math.Log10(max(ms, math.Pow(10, lo))) - lo) / (hi - lo)
+		}
+	} else {
+		step := niceStep(maxMs / 6)
+		top := math.Ceil(maxMs/step) * step
+		if top <= 0 {
+			top, step = 1, 0.2
+		}
+		for k := 0; float64(k)*step <= top+step/1e6; k++ {
+			ticks = append(ticks, float64(k)*step)
+		}
+		yPos = func(ms float64) float64 { return ms / top }
 	}
 
 	img := image.NewPaletted(image.Rect(0, 0, o.Width, o.Height), plotPalette)
 	const left, right, topM, bottom = 96, 60, 70, 78
 	pw, ph := o.Width-left-right, o.Height-topM-bottom
 	px := func(x float64) int { return left + int(math.Round(x/maxNines*float64(pw))) }
-	py := func(y float64) int { return topM + ph - int(math.Round(y/top*float64(ph))) }
+	py := func(y float64) int { return topM + ph - int(math.Round(yPos(y)*float64(ph))) }
 	black, grid, grey := plotPalette[1], plotPalette[2], plotPalette[3]
 
 	// Grid, ticks and their labels.
-	for k := 0; float64(k)*step <= top+step/1e6; k++ {
-		v := float64(k) * step
+	for _, v := range ticks {
 		y := py(v)
 		hline(img, left, left+pw, y, grid)
 		label := strconv.FormatFloat(v, 'f', -1, 64)
@@ -148,9 +177,21 @@ func PlotPercentiles(w io.Writer, series []PlotSeries, o PlotOptions) error {
 	return png.Encode(w, img)
 }
 
-// msString prints nanoseconds as milliseconds with three significant digits.
+// msString prints nanoseconds as milliseconds with about three significant
+// digits ("0.481ms", "24.1ms", "312ms"), or as seconds from 1 s on ("1.21s").
 func msString(ns int64) string {
-	return strconv.FormatFloat(float64(ns)/1e6, 'g', 3, 64) + "ms"
+	ms := float64(ns) / 1e6
+	switch {
+	case ms >= 1000:
+		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + "s"
+	case ms >= 100:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + "ms"
+	case ms >= 10:
+		return strconv.FormatFloat(ms, 'f', 1, 64) + "ms"
+	case ms >= 1:
+		return strconv.FormatFloat(ms, 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 3, 64) + "ms"
 }
 
 // ninesLabel names the percentile k nines along: 0%, 90%, 99%, 99.9%, ...

@@ -4,7 +4,7 @@
 // --percentiles it prints the same distributions as text in the
 // HdrHistogram format (.hgrm) other tools read. See docs/bench.md.
 //
-//	apogee-hdrplot [-o FILE.png] [--tags send,e2e] [--title TEXT] [--labels A,B] LOG...
+//	apogee-hdrplot [-o FILE.png] [--tags send,e2e] [--title TEXT] [--labels A,B] [--log-y] LOG...
 package main
 
 import (
@@ -42,6 +42,7 @@ func run(args []string) error {
 	title := fs.String("title", "", "title above the plot")
 	width := fs.Int("width", 960, "width in pixels")
 	height := fs.Int("height", 600, "height in pixels")
+	logY := fs.Bool("log-y", false, "latency on a logarithmic scale (for series of very different magnitudes)")
 	hgrm := fs.Bool("percentiles", false, "also print each series' percentile distribution (HdrHistogram's .hgrm text, in ms) to standard output")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -104,7 +105,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := benchmark.PlotPercentiles(f, series, benchmark.PlotOptions{Title: *title, Width: *width, Height: *height}); err != nil {
+	if err := benchmark.PlotPercentiles(f, series, benchmark.PlotOptions{Title: *title, Width: *width, Height: *height, LogY: *logY}); err != nil {
 		f.Close()
 		return err
 	}
