@@ -267,7 +267,7 @@ var honoured = map[string]confKey{
 	}},
 	"mappedFileSizeCommitLog":    {"", "commit-log segment size in bytes (default 1 GiB); must not change for an existing data directory", applySegmentSize},
 	"mapedFileSizeCommitLog":     {"", "RocketMQ 4's spelling of `mappedFileSizeCommitLog`", applySegmentSize},
-	"mappedFileSizeConsumeQueue": {"", "consume-queue file size in bytes, a multiple of 20 (one entry): the file holds this ÷ 20 entries (default 6000000, 300,000 entries)", applyConsumeQueueSize},
+	"mappedFileSizeConsumeQueue": {"", "consume-queue file size in bytes, a multiple of 20 (one entry): the file holds this ÷ 20 entries (default 6000000, 300,000 entries); must not change for an existing data directory", applyConsumeQueueSize},
 	"mapedFileSizeConsumeQueue":  {"", "RocketMQ 4's spelling of `mappedFileSizeConsumeQueue`", applyConsumeQueueSize},
 	"maxHashSlotNum": {"", "hash slots of an index file (default 5000000)", func(c *config, v string) (err error) {
 		c.store.IndexSlots, err = positiveInt(v)
