@@ -69,8 +69,10 @@ func TestFixedRateReportsDelayAndReach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.TargetRate != 2000 || !res.RateReached {
-		t.Fatalf("2,000 msgs/s not reached on the store: %+v", res)
+	// Whether a loaded machine sustained the rate over one second is not this
+	// test's business; that the run says so truthfully is.
+	if res.TargetRate != 2000 || res.ClosedLoop || res.RateReached != (res.MsgsPerSec >= 0.95*2000) {
+		t.Fatalf("fixed-rate result: %+v", res)
 	}
 	if res.SendDelay.Count == 0 {
 		t.Fatal("fixed-rate run recorded no send delay")
@@ -95,8 +97,12 @@ func TestConsumeModeDrainsBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Consumed < 20_000 || res.ConsumeMsgsPerSec <= 0 {
+	if res.Consumed < 20_000 || res.ConsumeMsgsPerSec <= 0 || res.Backlog != 20_000 {
 		t.Fatalf("drained %d of 20000: %+v", res.Consumed, res)
+	}
+	// A drain measures its rate; the messages' age is not a latency.
+	if res.E2ELatency.Count != 0 || res.SendLatency.Count != 0 {
+		t.Fatalf("consume mode reported latencies: %+v", res)
 	}
 }
 
@@ -139,13 +145,23 @@ func TestBrokerModesAgainstEmbeddedBroker(t *testing.T) {
 				if res.SendLatency.Count == 0 || res.Consumed != 0 {
 					t.Fatalf("produce: %+v", res)
 				}
+				if strings.Contains(res.Config, "consumer") || strings.Contains(out.String(), "recv") {
+					t.Fatalf("produce names consumers:\n%s", out.String())
+				}
 			case ModeE2E:
 				if res.Consumed == 0 || res.E2ELatency.Count == 0 {
 					t.Fatalf("e2e consumed nothing: %+v\n%s", res, out.String())
 				}
+				// The default e2e run is at a fixed rate.
+				if res.TargetRate != DefaultE2ERate || res.ClosedLoop || !strings.Contains(res.Config, "fixed rate 20000 msgs/s") {
+					t.Fatalf("default e2e run: %+v", res)
+				}
 			case ModeConsume:
-				if res.Consumed < 5_000 {
-					t.Fatalf("drained %d of 5000\n%s", res.Consumed, out.String())
+				if res.Consumed < 5_000 || res.E2ELatency.Count != 0 {
+					t.Fatalf("drained %d of 5000, e2e %+v\n%s", res.Consumed, res.E2ELatency, out.String())
+				}
+				if strings.Contains(out.String(), "end-to-end") || !strings.Contains(out.String(), "drained") {
+					t.Fatalf("consume summary:\n%s", out.String())
 				}
 			}
 		})
@@ -165,5 +181,83 @@ func TestFindMaxOnTheStore(t *testing.T) {
 	}
 	if res.MaxRate <= 0 {
 		t.Fatalf("find-max found no rate: %+v\n%s", res, c.Out.(*bytes.Buffer).String())
+	}
+}
+
+func TestRateDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		mode Mode
+		rate float64
+		want float64
+	}{
+		{ModeE2E, 0, DefaultE2ERate},
+		{ModeE2E, ClosedLoop, 0},
+		{ModeE2E, 5000, 5000},
+		{ModeProduce, 0, 0},
+		{ModeStore, 0, 0},
+		{ModeProduce, 3000, 3000},
+	} {
+		c := mustDefaults(t, Config{Mode: tc.mode, Rate: tc.rate})
+		if c.Rate != tc.want {
+			t.Errorf("%s with rate %v: %v, want %v", tc.mode, tc.rate, c.Rate, tc.want)
+		}
+	}
+}
+
+// TestHeadersNameWhatRan: a header names the roles that ran, and the
+// broker's flush mode only when the broker is the embedded one.
+func TestHeadersNameWhatRan(t *testing.T) {
+	for _, tc := range []struct {
+		c        Config
+		has, not []string
+	}{
+		{Config{Mode: ModeProduce}, []string{"4 producers x 64 in flight", "embedded broker, flush async", "closed loop"}, []string{"consumer", "reader"}},
+		{Config{Mode: ModeE2E}, []string{"4 producers", "4 consumers", "fixed rate 20000 msgs/s"}, []string{"closed loop"}},
+		{Config{Mode: ModeConsume}, []string{"4 consumers draining a backlog of 1000000 messages"}, []string{"producer", "rate", "closed loop"}},
+		{Config{Mode: ModeStore}, []string{"4 writers (store.PutBatch) x 1 in flight", "4 readers (store.Get)", "store, flush async"}, []string{"consumer", "producer"}},
+		{Config{Mode: ModeE2E, Addr: "10.0.0.1:9876", Rate: ClosedLoop}, []string{"broker 10.0.0.1:9876", "closed loop"}, []string{"flush"}},
+	} {
+		c := mustDefaults(t, tc.c)
+		d := describe(c, c.Rate)
+		for _, w := range tc.has {
+			if !strings.Contains(d, w) {
+				t.Errorf("%s header %q lacks %q", c.Mode, d, w)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(d, w) {
+				t.Errorf("%s header %q has %q", c.Mode, d, w)
+			}
+		}
+	}
+}
+
+// TestConsumersBehind: a run whose consumers keep a queue is told apart
+// from one whose consumers keep up, and its summary says what its
+// end-to-end figures measured.
+func TestConsumersBehind(t *testing.T) {
+	keepUp := &Result{Mode: ModeE2E, Messages: 200_000, Consumed: 199_990, ConsumeMsgsPerSec: 20_000, BacklogMean: 3,
+		TargetRate: 20_000, RateReached: true, E2ELatency: Percentiles{Count: 1}}
+	queue := &Result{Mode: ModeE2E, Messages: 1_500_000, Consumed: 1_490_000, ConsumeMsgsPerSec: 149_000, BacklogMean: 39_000,
+		ClosedLoop: true, E2ELatency: Percentiles{Count: 1}}
+	lagging := &Result{Mode: ModeE2E, Messages: 1_000_000, Consumed: 900_000, ConsumeMsgsPerSec: 90_000, BacklogMean: 10,
+		ClosedLoop: true, E2ELatency: Percentiles{Count: 1}}
+	if consumersBehind(keepUp) || !consumersBehind(queue) || !consumersBehind(lagging) {
+		t.Fatalf("behind: keep-up %v, queue %v, lagging %v", consumersBehind(keepUp), consumersBehind(queue), consumersBehind(lagging))
+	}
+	queue.ConsumersBehind = true
+	var out bytes.Buffer
+	printSummary(&out, queue)
+	for _, want := range []string{"closed loop: producers send as fast as acknowledgements return",
+		"the consumers fell behind (on average 39000 messages waited for them, 262 ms of consumption): the end-to-end figures measure that queue"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	printSummary(&out, keepUp)
+	if !strings.Contains(out.String(), "note: fixed rate: latencies count from each message's intended send time") ||
+		strings.Contains(out.String(), "fell behind") {
+		t.Fatalf("fixed-rate summary:\n%s", out.String())
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // sender sends one request carrying bodies and calls done exactly once with
@@ -40,9 +38,12 @@ type run struct {
 	send    *metric
 	e2e     *metric
 	delay   *metric
-	hdrLog  *hdr.HistogramLogWriter
+	hdrLog  *hdrLogWriter
 	measure atomic.Bool // past the warm-up
 	mStart  time.Time
+	// noE2E: consumers count what they receive but record no end-to-end
+	// latency (consume mode: the messages were sent before the clock started).
+	noE2E bool
 }
 
 func newRun(cfg Config, t target) *run {
@@ -137,6 +138,11 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 				}
 				now = time.Now()
 			}
+			if now.Before(when) {
+				// Sent up to 50 µs early (not worth a timer): count from the
+				// actual send, so that the message never looks faster than it was.
+				when = now
+			}
 			delayRec.record(now.Sub(when).Microseconds())
 		}
 		intended[slot] = when
@@ -178,7 +184,9 @@ func (r *run) consume(ctx context.Context, wg *sync.WaitGroup) error {
 					return // a set-up message, not part of the workload
 				}
 				r.c.received.Add(1)
-				rec.record((time.Now().UnixNano() - sent) / 1000)
+				if !r.noE2E {
+					rec.record((time.Now().UnixNano() - sent) / 1000)
+				}
 			})
 			if err != nil && ctx.Err() == nil {
 				r.c.errors.Add(1)
@@ -200,23 +208,36 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	if cfg.Warmup == 0 {
 		r.startMeasuring(begin)
 	}
+	consumers := cfg.Mode == ModeE2E || cfg.Mode == ModeStore
 	var lastAcked, lastBytes, lastRecv, lastErr int64
 	var mAcked, mBytes, mRecv, mErr int64 // counters at the start of measurement
+	var backlogSum, backlogEnd, ticks int64
+	last := begin
 	for {
 		select {
 		case <-ctx.Done():
 		case now := <-t.C:
 			measured := r.measure.Load()
-			sendH, e2eH := r.send.tick(measured), r.e2e.tick(measured)
-			r.delay.tick(measured)
+			sendH, e2eH, delayH := r.send.tick(measured), r.e2e.tick(measured), r.delay.tick(measured)
 			acked, bytes, recv, errs := r.c.acked.Load(), r.c.bytes.Load(), r.c.received.Load(), r.c.errors.Load()
+			backlog := int64(-1)
+			if consumers {
+				backlog = max(acked-recv, 0)
+			}
 			if !cfg.Quiet {
-				printLine(cfg.Out, now.Sub(begin), !measured, acked-lastAcked, bytes-lastBytes, recv-lastRecv, errs-lastErr, sendH, e2eH)
+				printLine(cfg.Out, now.Sub(begin), !measured, acked-lastAcked, bytes-lastBytes, recv-lastRecv, errs-lastErr, backlog, sendH, e2eH)
 			}
-			if r.hdrLog != nil {
-				r.writeHdr(sendH, "send", now)
-				r.writeHdr(e2eH, "e2e", now)
+			if measured {
+				if r.hdrLog != nil {
+					r.hdrLog.write("send", last, now, sendH)
+					r.hdrLog.write("e2e", last, now, e2eH)
+					r.hdrLog.write("delay", last, now, delayH)
+				}
+				backlogSum += backlog
+				backlogEnd = backlog
+				ticks++
 			}
+			last = now
 			lastAcked, lastBytes, lastRecv, lastErr = acked, bytes, recv, errs
 			if !measured {
 				// Ticks fire a whisker early or late: within 10 ms counts.
@@ -247,31 +268,31 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs,
 		SendLatency: percentiles(r.send.total), E2ELatency: percentiles(r.e2e.total), SendDelay: percentiles(r.delay.total),
 		TargetRate: rate, RateReached: rate == 0 || float64(acked)/secs >= 0.95*rate,
+		ClosedLoop: rate == 0, Roles: roles(cfg),
 		Config: describe(cfg, rate),
 	}
+	if consumers && ticks > 0 {
+		res.Backlog = backlogEnd
+		res.BacklogMean = backlogSum / ticks
+		res.ConsumersBehind = consumersBehind(res)
+	}
 	return res
+}
+
+// consumersBehind says whether the consumers of a run fell behind its
+// producers: they received less than 95% of what was acknowledged, or the
+// messages waiting for them at the once-a-second samples would, at the rate
+// they consumed, take 50 ms or more to drain (Little's law: that is the
+// average time a message waited in the queue). The end-to-end figures of
+// such a run measure that queue more than the broker.
+func consumersBehind(r *Result) bool {
+	if r.Consumed < r.Messages*95/100 {
+		return true
+	}
+	return r.ConsumeMsgsPerSec > 0 && float64(r.BacklogMean)/r.ConsumeMsgsPerSec >= 0.050
 }
 
 func (r *run) startMeasuring(t time.Time) {
 	r.mStart = t
 	r.measure.Store(true)
-}
-
-func (r *run) writeHdr(h *hdr.Histogram, tag string, now time.Time) {
-	if h.TotalCount() == 0 {
-		return
-	}
-	h.SetTag(tag)
-	h.SetStartTimeMs(now.Add(-time.Second).UnixMilli())
-	h.SetEndTimeMs(now.UnixMilli())
-	r.hdrLog.OutputIntervalHistogram(h)
-}
-
-func describe(c Config, rate float64) string {
-	r := "closed loop"
-	if rate > 0 {
-		r = fmt.Sprintf("rate %.0f msgs/s", rate)
-	}
-	return fmt.Sprintf("size %d B, %d producers x %d in flight, batch %d, %d consumers, %d queues, flush %s, %s",
-		c.Size, c.Producers, c.Inflight, c.Batch, c.Consumers, c.Queues, c.Flush, r)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,22 +44,39 @@ type Result struct {
 	Errors   int64   `json:"errors"`
 	Seconds  float64 `json:"seconds"`
 	// MsgsPerSec and MiBPerSec are what producers got acknowledged (consume
-	// mode: what consumers received).
+	// mode: what consumers received, the drain rate).
 	MsgsPerSec float64 `json:"msgs_per_sec"`
 	MiBPerSec  float64 `json:"mib_per_sec"`
 	// Consumed counts messages received by consumers in the measured part.
 	Consumed          int64   `json:"consumed"`
 	ConsumeMsgsPerSec float64 `json:"consume_msgs_per_sec"`
-	// SendLatency: intended send time to acknowledgement.
+	// SendLatency: intended send time to acknowledgement (closed loop: the
+	// actual send time). Empty (count 0) in consume mode.
 	SendLatency Percentiles `json:"send_latency_us"`
-	// E2ELatency: send time (in the body) to consumer receipt.
+	// E2ELatency: send time (in the body) to consumer receipt. Empty (count
+	// 0) where it means nothing: produce mode, and consume mode, whose
+	// messages were all sent before the clock started.
 	E2ELatency Percentiles `json:"e2e_latency_us"`
 	// SendDelay (fixed rate only): actual minus intended send time.
 	SendDelay Percentiles `json:"send_delay_us"`
-	// TargetRate is --rate; RateReached is false when the run fell more than
-	// 5% short of it.
+	// TargetRate is the fixed rate (0: closed loop); RateReached is false
+	// when the run fell more than 5% short of it.
 	TargetRate  float64 `json:"target_rate,omitempty"`
 	RateReached bool    `json:"rate_reached"`
+	// ClosedLoop: producers sent as fast as acknowledgements came back.
+	ClosedLoop bool `json:"closed_loop"`
+	// Roles names what ran: "producers", "consumers" (client modes),
+	// "writers", "readers" (store mode).
+	Roles []string `json:"roles"`
+	// Backlog and BacklogMean (e2e and store) are the messages acknowledged
+	// but not yet received, at the end of the measured part and on average
+	// over its once-a-second samples. ConsumersBehind is set when the
+	// consumers fell behind (see consumersBehind): the end-to-end figures then
+	// measure the queue in front of them, not the broker's latency. In consume
+	// mode Backlog is the number of messages produced before the drain.
+	Backlog         int64 `json:"backlog"`
+	BacklogMean     int64 `json:"backlog_mean,omitempty"`
+	ConsumersBehind bool  `json:"consumers_behind"`
 	// MaxRate is --find-max's answer: the highest rate whose p99 send latency
 	// stayed under the bound.
 	MaxRate float64 `json:"max_rate,omitempty"`
@@ -76,8 +94,8 @@ func usString(us int64) string {
 	}
 }
 
-// printLine writes the per-second line.
-func printLine(w io.Writer, elapsed time.Duration, warm bool, msgs, bytes, recv, errs int64, send, e2e *hdr.Histogram) {
+// printLine writes the per-second line; backlog < 0 when no consumers run.
+func printLine(w io.Writer, elapsed time.Duration, warm bool, msgs, bytes, recv, errs, backlog int64, send, e2e *hdr.Histogram) {
 	tag := ""
 	if warm {
 		tag = " (warm-up)"
@@ -86,8 +104,8 @@ func printLine(w io.Writer, elapsed time.Duration, warm bool, msgs, bytes, recv,
 	if send.TotalCount() > 0 {
 		fmt.Fprintf(w, "  send p50 %s p99 %s", usString(send.ValueAtQuantile(50)), usString(send.ValueAtQuantile(99)))
 	}
-	if recv > 0 || e2e.TotalCount() > 0 {
-		fmt.Fprintf(w, "  recv %d msgs/s", recv)
+	if backlog >= 0 {
+		fmt.Fprintf(w, "  recv %d msgs/s  backlog %d", recv, backlog)
 	}
 	if e2e.TotalCount() > 0 {
 		fmt.Fprintf(w, "  e2e p50 %s p99 %s", usString(e2e.ValueAtQuantile(50)), usString(e2e.ValueAtQuantile(99)))
@@ -95,12 +113,19 @@ func printLine(w io.Writer, elapsed time.Duration, warm bool, msgs, bytes, recv,
 	fmt.Fprintf(w, "  errors %d%s\n", errs, tag)
 }
 
-// printSummary writes the human summary.
+// printSummary writes the human summary: the figures, each named for what
+// it measured, and what the reader should make of them.
 func printSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\n== %s: %s\n", r.Mode, r.Config)
+	if r.Mode == ModeConsume {
+		fmt.Fprintf(w, "drained %d of a backlog of %d messages in %.1fs: %.0f msgs/s, %.1f MiB/s, errors %d\n",
+			r.Consumed, r.Backlog, r.Seconds, r.MsgsPerSec, r.MiBPerSec, r.Errors)
+		fmt.Fprintln(w, "(consume mode measures the drain rate only: the messages were sent before the clock started, so a latency from their send time would be their age)")
+		return
+	}
 	fmt.Fprintf(w, "messages %d in %.1fs: %.0f msgs/s, %.1f MiB/s, errors %d\n", r.Messages, r.Seconds, r.MsgsPerSec, r.MiBPerSec, r.Errors)
-	if r.Consumed > 0 {
-		fmt.Fprintf(w, "consumed %d: %.0f msgs/s\n", r.Consumed, r.ConsumeMsgsPerSec)
+	if slices.Contains(r.Roles, "consumers") || slices.Contains(r.Roles, "readers") {
+		fmt.Fprintf(w, "consumed %d: %.0f msgs/s; backlog at the end %d, mean %d\n", r.Consumed, r.ConsumeMsgsPerSec, r.Backlog, r.BacklogMean)
 	}
 	if r.TargetRate > 0 {
 		state := "reached"
@@ -122,6 +147,78 @@ func printSummary(w io.Writer, r *Result) {
 	if r.MaxRate > 0 {
 		fmt.Fprintf(w, "highest rate with p99 send latency under the bound: %.0f msgs/s\n", r.MaxRate)
 	}
+	for _, n := range notes(r) {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// notes says how to read a result's latencies.
+func notes(r *Result) []string {
+	var out []string
+	switch {
+	case r.TargetRate > 0 && r.RateReached:
+		out = append(out, fmt.Sprintf("fixed rate: latencies count from each message's intended send time, so a stall delays every message scheduled during it (no coordinated omission); they are latency at %.0f msgs/s", r.TargetRate))
+	case r.TargetRate > 0:
+		out = append(out, fmt.Sprintf("the broker did not sustain %.0f msgs/s: messages waited to be sent, and the latencies, counted from the intended send times, include that wait; lower --rate to measure latency", r.TargetRate))
+	case r.ClosedLoop && r.MaxRate == 0:
+		out = append(out, "closed loop: producers send as fast as acknowledgements return, so msgs/s is the throughput and send-to-ack is latency at saturation, not at a normal load; use --rate for latency")
+	}
+	if r.ConsumersBehind {
+		ms := 0.0
+		if r.ConsumeMsgsPerSec > 0 {
+			ms = float64(r.BacklogMean) / r.ConsumeMsgsPerSec * 1000
+		}
+		out = append(out, fmt.Sprintf("the consumers fell behind (on average %d messages waited for them, %.0f ms of consumption): the end-to-end figures measure that queue, not the broker's latency", r.BacklogMean, ms))
+	} else if r.ClosedLoop && r.E2ELatency.Count > 0 {
+		out = append(out, "closed loop: end-to-end includes any wait for the consumers; it measures latency only while they keep up, as they did in this run")
+	}
+	return out
+}
+
+// roles names what a mode runs.
+func roles(c Config) []string {
+	switch c.Mode {
+	case ModeProduce:
+		return []string{"producers"}
+	case ModeConsume:
+		return []string{"consumers"}
+	case ModeStore:
+		return []string{"writers", "readers"}
+	}
+	return []string{"producers", "consumers"}
+}
+
+// describe is the run's header: what ran, against what, at which rate.
+func describe(c Config, rate float64) string {
+	var b strings.Builder
+	switch c.Mode {
+	case ModeProduce:
+		fmt.Fprintf(&b, "size %d B, %d producers x %d in flight, batch %d, %d queues", c.Size, c.Producers, c.Inflight, c.Batch, c.Queues)
+	case ModeE2E:
+		fmt.Fprintf(&b, "size %d B, %d producers x %d in flight, batch %d, %d consumers, %d queues", c.Size, c.Producers, c.Inflight, c.Batch, c.Consumers, c.Queues)
+	case ModeConsume:
+		fmt.Fprintf(&b, "size %d B, %d consumers draining a backlog of %d messages, %d queues", c.Size, c.Consumers, c.Messages, c.Queues)
+	case ModeStore:
+		fmt.Fprintf(&b, "size %d B, %d writers (store.PutBatch) x %d in flight, batch %d, %d readers (store.Get), %d queues",
+			c.Size, c.Producers, c.Inflight, c.Batch, c.Consumers, c.Queues)
+	}
+	if c.Addr != "" {
+		fmt.Fprintf(&b, ", broker %s", c.Addr)
+	} else {
+		target := "embedded broker"
+		if c.Mode == ModeStore {
+			target = "store"
+		}
+		fmt.Fprintf(&b, ", %s, flush %s", target, c.Flush)
+	}
+	switch {
+	case c.Mode == ModeConsume:
+	case rate > 0:
+		fmt.Fprintf(&b, ", fixed rate %.0f msgs/s", rate)
+	default:
+		b.WriteString(", closed loop")
+	}
+	return b.String()
 }
 
 // printJSON writes r as one line.

@@ -6,13 +6,11 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Run executes the workload cfg describes, printing a line per second and a
 // summary to cfg.Out, and returns the result.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (res *Result, retErr error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -22,22 +20,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer t.close()
-	var hdrLog *hdr.HistogramLogWriter
+	var hdrLog *hdrLogWriter
 	if c.HdrOut != "" {
 		f, err := os.Create(c.HdrOut)
 		if err != nil {
 			return nil, fmt.Errorf("benchmark: --hdr-out: %w", err)
 		}
 		defer f.Close()
-		hdrLog = hdr.NewHistogramLogWriter(f)
-		hdrLog.OutputLogFormatVersion()
-		hdrLog.OutputStartTime(time.Now().UnixMilli())
-		hdrLog.OutputLegend()
+		hdrLog = newHdrLogWriter(f, time.Now(), fmt.Sprintf("apogee-bench %s: %s; values in nanoseconds, Interval_Max in milliseconds; "+
+			"tags: send (intended send to ack), e2e (send to receipt), delay (intended to actual send)", c.Mode, describe(c, c.Rate)))
+		defer func() {
+			if err := hdrLog.close(); err != nil && retErr == nil {
+				res, retErr = nil, fmt.Errorf("benchmark: --hdr-out: %w", err)
+			}
+		}()
 	}
 	if c.FindMax {
 		return findMax(ctx, c, t, hdrLog)
 	}
-	res, err := measure(ctx, c, t, c.Rate, hdrLog)
+	res, err = measure(ctx, c, t, c.Rate, hdrLog)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func openTarget(ctx context.Context, c Config) (target, error) {
 }
 
 // measure is one run at rate (0: closed loop).
-func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrLogWriter) (*Result, error) {
 	if c.Mode == ModeConsume {
 		return measureBacklog(ctx, c, t, hdrLog)
 	}
@@ -88,8 +89,10 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdr.
 }
 
 // measureBacklog produces c.Messages first, then times the consumers
-// draining them from the first offset.
-func measureBacklog(ctx context.Context, c Config, t target, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+// draining them from the first offset. It measures the drain rate only: the
+// messages were all sent before the clock started, so their send time says
+// how old they are, not how long the broker took.
+func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*Result, error) {
 	fmt.Fprintf(c.Out, "producing a backlog of %d messages of %d bytes...\n", c.Messages, c.Size)
 	pr := newRun(c, t)
 	var pwg sync.WaitGroup
@@ -101,10 +104,10 @@ func measureBacklog(ctx context.Context, c Config, t target, hdrLog *hdr.Histogr
 	if n := pr.c.acked.Load(); n < c.Messages {
 		return nil, fmt.Errorf("benchmark: backlog: only %d of %d messages acknowledged (%d errors)", n, c.Messages, pr.c.errors.Load())
 	}
-	fmt.Fprintf(c.Out, "backlog ready in %.1fs; consuming\n", time.Since(start).Seconds())
+	fmt.Fprintf(c.Out, "backlog ready in %.1fs; draining it\n", time.Since(start).Seconds())
 	startBacklog(t)
 	r := newRun(c, t)
-	r.hdrLog = hdrLog
+	r.noE2E = true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cwg sync.WaitGroup
@@ -119,13 +122,10 @@ func measureBacklog(ctx context.Context, c Config, t target, hdrLog *hdr.Histogr
 	for r.c.received.Load() < c.Messages && time.Since(r.mStart) < limit && ctx.Err() == nil {
 		select {
 		case now := <-tick.C:
-			e2e := r.e2e.tick(true)
 			recv := r.c.received.Load()
 			if !c.Quiet {
-				fmt.Fprintf(c.Out, "%5.0fs  recv %9d msgs/s  %8.1f MiB/s  errors %d\n", now.Sub(r.mStart).Seconds(), recv-last, float64((recv-last)*int64(c.Size))/(1<<20), r.c.errors.Load())
-			}
-			if hdrLog != nil {
-				r.writeHdr(e2e, "e2e", now)
+				fmt.Fprintf(c.Out, "%5.0fs  recv %9d msgs/s  %8.1f MiB/s  left %d  errors %d\n", now.Sub(r.mStart).Seconds(), recv-last,
+					float64((recv-last)*int64(c.Size))/(1<<20), max(c.Messages-recv, 0), r.c.errors.Load())
 			}
 			last = recv
 		case <-time.After(time.Millisecond):
@@ -134,14 +134,12 @@ func measureBacklog(ctx context.Context, c Config, t target, hdrLog *hdr.Histogr
 	secs := time.Since(r.mStart).Seconds()
 	cancel()
 	cwg.Wait()
-	r.e2e.tick(true)
 	recv := r.c.received.Load()
 	return &Result{
 		Mode: c.Mode, Messages: recv, Errors: r.c.errors.Load() + pr.c.errors.Load(), Seconds: secs,
 		MsgsPerSec: float64(recv) / secs, MiBPerSec: float64(recv*int64(c.Size)) / secs / (1 << 20),
-		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs,
-		SendLatency: percentiles(pr.send.total), E2ELatency: percentiles(r.e2e.total),
-		RateReached: true, Config: describe(c, 0) + ", backlog drain",
+		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs, Backlog: c.Messages,
+		RateReached: true, Roles: roles(c), Config: describe(c, 0),
 	}, nil
 }
 
@@ -157,7 +155,7 @@ func (t *storeTarget) setFromStart() { t.fromStart.Store(true) }
 // findMax searches for the highest rate whose p99 send latency stays under
 // c.MaxP99: a closed-loop run finds the ceiling, then a binary search over
 // fixed-rate runs narrows it down.
-func findMax(ctx context.Context, c Config, t target, hdrLog *hdr.HistogramLogWriter) (*Result, error) {
+func findMax(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*Result, error) {
 	probe := c
 	probe.Quiet = true
 	probe.Duration = min(c.Duration, 5*time.Second)

@@ -61,7 +61,7 @@ func runMain(m *testing.M) int {
 }
 
 // startLine matches the broker's one start-up line.
-var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+)$`)
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+), version (.+)$`)
 
 // lockedBuffer collects a process's stderr; the exec package writes it from
 // its own goroutine while a failing test may read it.

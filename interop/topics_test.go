@@ -67,7 +67,7 @@ func TestBrokerConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBroker(t, "--config", conf)
-	if !strings.HasPrefix(b.Line, "apogee-broker broker-conf ") || !strings.HasSuffix(b.Line, "flush sync") {
+	if !strings.HasPrefix(b.Line, "apogee-broker broker-conf ") || !strings.Contains(b.Line, ", flush sync, version ") {
 		t.Fatalf("start line %q does not reflect the config file", b.Line)
 	}
 	p := newProducer(t, b)

@@ -43,7 +43,17 @@ func TestJSONContract(t *testing.T) {
 			t.Fatalf("%s not written: %v", f, err)
 		}
 	}
+	if res["closed_loop"] != true || res["roles"].([]any)[0] != "producers" || len(res["roles"].([]any)) != 1 {
+		t.Fatalf("produce without --rate is closed loop with producers only: %v", res)
+	}
 	if err := exec.Command(bin, "--flush", "sometimes").Run(); err == nil {
 		t.Fatal("a bad --flush was accepted")
+	}
+	if err := exec.Command(bin, "--rate", "-5").Run(); err == nil {
+		t.Fatal("a negative --rate was accepted")
+	}
+	out, err = exec.Command(bin, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "apogee-bench ") || !strings.Contains(string(out), ", commit ") {
+		t.Fatalf("--version: %v %q", err, out)
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ type config struct {
 	namesrvs                                   []string
 	dataDir, brokerName, cluster               string
 	pprof, logLevel                            string
+	showVersion                                bool
 	autoCreate                                 bool
 	defaultQueues, maxMessageSize              int
 	store                                      store.Options
@@ -28,9 +31,26 @@ type config struct {
 	txCheckMax                 int
 	propertyFilter             bool
 	timerMaxDelay              time.Duration
+	// tuning: broker.Options and remoting.Options fields (0: their default)
+	offsetFlush, registerInterval, busyTimeout, idleTimeout time.Duration
+
+	// role and brokerID are brokerRole and brokerId as the file gives them;
+	// commitLogPath is storePathCommitLog. finish checks them.
+	role          string
+	brokerID      int64
+	commitLogPath string
+	// notes are the WARN lines the file calls for (ignored keys, settings
+	// Apogee reads differently), logged once the logger exists.
+	notes []note
 }
 
-// parseConfig reads the flags and, with --config, a RocketMQ-style
+// note is one WARN line: a message and its attributes.
+type note struct {
+	msg   string
+	attrs []any
+}
+
+// parseConfig reads the flags and, with --config (-c), a RocketMQ-style
 // broker.conf; a flag given on the command line wins over the file.
 func parseConfig(args []string) (*config, error) {
 	fs := pflag.NewFlagSet("apogee-broker", pflag.ContinueOnError)
@@ -43,8 +63,9 @@ func parseConfig(args []string) (*config, error) {
 	brokerName := fs.String("broker-name", "broker-a", "broker name")
 	cluster := fs.String("cluster", "DefaultCluster", "cluster name")
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
-	configFile := fs.String("config", "", "RocketMQ-style broker.conf (key=value); flags win over the file")
+	configFile := fs.StringP("config", "c", "", "RocketMQ broker.conf (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -55,7 +76,10 @@ func parseConfig(args []string) (*config, error) {
 		listen: *listen, namesrvListen: *nsListen, advertise: *advertise, dataDir: *dataDir,
 		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, logLevel: *logLevel,
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
-		namesrvs: splitNamesrvs(*namesrvs),
+		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: roleAsyncMaster,
+	}
+	if c.showVersion {
+		return c, nil
 	}
 	mode, err := store.ParseFlushMode(*flush)
 	if err != nil {
@@ -63,140 +87,443 @@ func parseConfig(args []string) (*config, error) {
 	}
 	c.store.FlushMode = mode
 	if *configFile != "" {
-		kv, err := readBrokerConf(*configFile)
+		props, err := readProperties(*configFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--config: %w", err)
 		}
-		if err := c.applyFile(kv, fs); err != nil {
+		if err := c.applyFile(props, fs); err != nil {
 			return nil, fmt.Errorf("%s: %w", *configFile, err)
 		}
 	}
 	return c, nil
 }
 
-// readBrokerConf reads key=value lines; '#' starts a comment line.
-func readBrokerConf(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
-	}
-	defer f.Close()
-	kv := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+// applyFile applies the file's keys in the file's order. A key Apogee
+// honours is applied unless the flag that stands for it was given; a key of
+// the Java broker's configuration that Apogee has no use for is noted for a
+// WARN; any other key is an error, so a typo does not fall back to a default
+// silently.
+func (c *config) applyFile(props []property, fs *pflag.FlagSet) error {
+	for _, p := range props {
+		if k, ok := honoured[p.key]; ok {
+			if k.flag != "" && fs.Changed(k.flag) {
+				continue
+			}
+			if err := k.apply(c, p.value); err != nil {
+				return fmt.Errorf("line %d: %s=%s: %w", p.line, p.key, p.value, err)
+			}
 			continue
 		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: expected key=value, got %q", path, n, line)
+		if _, ok := javaKeyClass[p.key]; ok {
+			c.notes = append(c.notes, note{"broker.conf: key ignored", []any{"key", p.key, "value", p.value, "why", ignoredReason(p.key)}})
+			continue
 		}
-		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		msg := fmt.Sprintf("line %d: unknown key %q", p.line, p.key)
+		if s := closestKey(p.key); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return fmt.Errorf("%s; the keys of RocketMQ's broker configuration are listed in docs/operations.md", msg)
 	}
-	return kv, sc.Err()
+	return c.finish()
 }
 
-// applyFile applies broker.conf keys that no flag overrides. Unknown keys are
-// an error, so a typo does not silently fall back to a default.
-func (c *config) applyFile(kv map[string]string, fs *pflag.FlagSet) error {
-	set := func(flag string) bool { return !fs.Changed(flag) }
-	for k, v := range kv {
-		var err error
-		switch k {
-		case "brokerClusterName":
-			if set("cluster") {
-				c.cluster = v
-			}
-		case "brokerName":
-			if set("broker-name") {
-				c.brokerName = v
-			}
-		case "listenPort":
-			if set("listen") {
-				var port int
-				if port, err = strconv.Atoi(v); err == nil {
-					host := "0.0.0.0"
-					if h, _, e := splitHost(c.listen); e == nil {
-						host = h
-					}
-					c.listen = fmt.Sprintf("%s:%d", host, port)
-				}
-			}
-		case "namesrvAddr":
-			if set("namesrv") {
-				c.namesrvs = splitNamesrvs(v)
-			}
-		case "storePathRootDir":
-			if set("data-dir") {
-				c.dataDir = v
-			}
-		case "flushDiskType":
-			if set("flush") {
-				c.store.FlushMode, err = store.ParseFlushMode(v)
-			}
-		case "autoCreateTopicEnable":
-			c.autoCreate, err = strconv.ParseBool(v)
-		case "defaultTopicQueueNums":
-			c.defaultQueues, err = strconv.Atoi(v)
-		case "fileReservedTime":
-			var hours int
-			if hours, err = strconv.Atoi(v); err == nil {
-				c.store.RetentionTime = time.Duration(hours) * time.Hour
-			}
-		case "deleteWhen":
-			// RocketMQ deletes expired files at this hour; Apogee checks every
-			// 10 s and deletes a segment as soon as it expires. Accepted for
-			// compatibility.
-			_, err = strconv.Atoi(strings.Split(v, ";")[0])
-		case "maxMessageSize":
-			c.maxMessageSize, err = strconv.Atoi(v)
-		case "brokerIP1":
-			c.brokerIP = v
-		case "diskMaxUsedSpaceRatio":
-			var pct int
-			if pct, err = strconv.Atoi(v); err == nil {
-				c.store.DiskUsageRatio = float64(pct) / 100
-			}
-		case "mapedFileSizeCommitLog", "mappedFileSizeCommitLog":
-			c.store.SegmentSize, err = strconv.ParseInt(v, 10, 64)
-		case "messageDelayLevel":
-			c.delayLevels = v
-		case "transactionTimeOut":
-			var ms int64
-			if ms, err = strconv.ParseInt(v, 10, 64); err == nil {
-				c.txTimeout = time.Duration(ms) * time.Millisecond
-			}
-		case "transactionCheckInterval":
-			var ms int64
-			if ms, err = strconv.ParseInt(v, 10, 64); err == nil {
-				c.txCheckInterval = time.Duration(ms) * time.Millisecond
-			}
-		case "transactionCheckMax":
-			c.txCheckMax, err = strconv.Atoi(v)
-		case "enablePropertyFilter":
-			c.propertyFilter, err = strconv.ParseBool(v)
-		case "timerMaxDelaySec":
-			var sec int64
-			if sec, err = strconv.ParseInt(v, 10, 64); err == nil {
-				c.timerMaxDelay = time.Duration(sec) * time.Second
-			}
-		case "brokerId", "brokerRole":
-			// Only a master (id 0) exists so far.
-		default:
-			return fmt.Errorf("unknown key %q", k)
-		}
-		if err != nil {
-			return fmt.Errorf("%s=%s: %w", k, v, err)
+// The broker roles of RocketMQ (MessageStoreConfig.brokerRole).
+const (
+	roleAsyncMaster = "ASYNC_MASTER"
+	roleSyncMaster  = "SYNC_MASTER"
+	roleSlave       = "SLAVE"
+)
+
+// finish checks the keys that depend on each other once the whole file is
+// read.
+func (c *config) finish() error {
+	switch c.role {
+	case roleSlave:
+		return fmt.Errorf("brokerRole=SLAVE (brokerId=%d): Apogee cannot run as a slave yet (replication is not implemented); "+
+			"start it as a master (brokerRole=ASYNC_MASTER, brokerId=0)", c.brokerID)
+	case roleSyncMaster:
+		c.notes = append(c.notes, note{"broker.conf: brokerRole=SYNC_MASTER runs as ASYNC_MASTER: Apogee has no slaves to wait for (replication is not implemented yet)", nil})
+	}
+	if c.brokerID != 0 {
+		// RocketMQ sets a master's id to 0 whatever the file says.
+		c.notes = append(c.notes, note{"broker.conf: brokerId ignored: a master is broker 0, as in RocketMQ", []any{"brokerId", c.brokerID}})
+	}
+	if c.commitLogPath != "" {
+		want := filepath.Join(c.dataDir, "commitlog")
+		got, err1 := filepath.Abs(c.commitLogPath)
+		abs, err2 := filepath.Abs(want)
+		if err1 != nil || err2 != nil || got != abs {
+			return fmt.Errorf("storePathCommitLog=%s: Apogee keeps the commit log in the data directory's commitlog/ (%s); "+
+				"set storePathRootDir (or --data-dir) to the directory above it, or remove the key", c.commitLogPath, want)
 		}
 	}
 	return nil
 }
 
-func splitHost(addr string) (string, string, error) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("no port in %q", addr)
+// confKey is a broker.conf key Apogee honours.
+type confKey struct {
+	// flag is the command-line flag that wins over the key ("" none).
+	flag string
+	// doc says what Apogee does with the key (a cell of the table in
+	// docs/operations.md).
+	doc   string
+	apply func(c *config, v string) error
+}
+
+// honoured lists the keys of the Java broker's configuration that Apogee
+// applies. Every other key in javaKeys is accepted and ignored with a WARN.
+var honoured = map[string]confKey{
+	"brokerClusterName": {"cluster", "`--cluster`: the cluster name", func(c *config, v string) error {
+		c.cluster = v
+		return nil
+	}},
+	"brokerName": {"broker-name", "`--broker-name`: the broker name in routes", func(c *config, v string) error {
+		c.brokerName = v
+		return nil
+	}},
+	"brokerId": {"", "accepted. A master is broker 0 whatever the file says, as in RocketMQ (a WARN when it says otherwise); a slave's id comes with `brokerRole=SLAVE`, which is refused",
+		func(c *config, v string) (err error) {
+			c.brokerID, err = strconv.ParseInt(v, 10, 64)
+			return err
+		}},
+	"brokerRole": {"", "`ASYNC_MASTER` (the default) runs as a master. `SYNC_MASTER` runs as `ASYNC_MASTER` with a WARN: there are no slaves to wait for. `SLAVE` is refused with an error: replication is not implemented yet",
+		func(c *config, v string) error {
+			switch r := strings.ToUpper(v); r {
+			case roleAsyncMaster, roleSyncMaster, roleSlave:
+				c.role = r
+				return nil
+			}
+			return fmt.Errorf("want ASYNC_MASTER, SYNC_MASTER or SLAVE")
+		}},
+	"namesrvAddr": {"namesrv", "`--namesrv`: name servers to register with (`host:port;host:port`). An address that reaches this broker's own embedded name server or its listen address (`127.0.0.1`, `localhost`, `0.0.0.0` or one of the host's addresses, with that port) is recognised: the broker does not register with itself",
+		func(c *config, v string) error {
+			c.namesrvs = splitNamesrvs(v)
+			return nil
+		}},
+	"brokerIP1": {"advertise-addr", "the host of the advertised address (with the listen port), unless `--advertise-addr` is given", func(c *config, v string) error {
+		c.brokerIP = v
+		return nil
+	}},
+	"listenPort": {"listen", "the port of `--listen`; the host stays that of the default listen address (`0.0.0.0`), and the advertised address is chosen as without the key", func(c *config, v string) error {
+		port, err := strconv.Atoi(v)
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("want a port number")
+		}
+		host := "0.0.0.0"
+		if h, _, e := net.SplitHostPort(c.listen); e == nil {
+			host = h
+		}
+		c.listen = net.JoinHostPort(host, strconv.Itoa(port))
+		return nil
+	}},
+	"bindAddress": {"listen", "the host of `--listen` (default `0.0.0.0`); `listenPort` gives its port", func(c *config, v string) error {
+		if v == "" || strings.ContainsAny(v, " /") {
+			return fmt.Errorf("want a host or an IP address")
+		}
+		port := "10911"
+		if _, p, e := net.SplitHostPort(c.listen); e == nil {
+			port = p
+		}
+		c.listen = net.JoinHostPort(v, port)
+		return nil
+	}},
+	"autoCreateTopicEnable": {"", "`true` (default): a send to an unknown topic creates it from `TBW102`, as RocketMQ does. `false`: such sends fail with TOPIC_NOT_EXIST; create topics with the admin API (`UPDATE_AND_CREATE_TOPIC`)",
+		func(c *config, v string) (err error) {
+			c.autoCreate, err = strconv.ParseBool(v)
+			return err
+		}},
+	"defaultTopicQueueNums": {"", "queues of `TBW102`, hence the most an auto-created topic gets (default 8; the Go client asks for 4)", func(c *config, v string) (err error) {
+		c.defaultQueues, err = positiveInt(v)
+		return err
+	}},
+	"maxMessageSize": {"", "largest message body the broker stores, in bytes (default 4194304); a larger one is refused with MESSAGE_ILLEGAL (13)", func(c *config, v string) (err error) {
+		c.maxMessageSize, err = positiveInt(v)
+		return err
+	}},
+	"storePathRootDir": {"data-dir", "`--data-dir`", func(c *config, v string) error {
+		c.dataDir = v
+		return nil
+	}},
+	"storePathCommitLog": {"data-dir", "accepted when it is `<storePathRootDir>/commitlog`, where Apogee keeps the commit log; any other path is refused with an error (Apogee cannot put the commit log elsewhere)", func(c *config, v string) error {
+		c.commitLogPath = v
+		return nil
+	}},
+	"flushDiskType": {"flush", "`--flush`: `ASYNC_FLUSH` or `SYNC_FLUSH` (also `async`, `sync`)", func(c *config, v string) (err error) {
+		c.store.FlushMode, err = store.ParseFlushMode(v)
+		return err
+	}},
+	"fileReservedTime": {"", "hours to keep commit-log segments (retention; default 72)", func(c *config, v string) error {
+		h, err := positiveInt(v)
+		c.store.RetentionTime = time.Duration(h) * time.Hour
+		return err
+	}},
+	"diskMaxUsedSpaceRatio": {"", "percent (default 75): while the file system is fuller than this, the oldest segments are deleted whatever their age", func(c *config, v string) error {
+		pct, err := strconv.Atoi(v)
+		if err != nil || pct < 1 || pct > 100 {
+			return fmt.Errorf("want a percentage from 1 to 100")
+		}
+		c.store.DiskUsageRatio = float64(pct) / 100
+		return nil
+	}},
+	"mappedFileSizeCommitLog":    {"", "commit-log segment size in bytes (default 1 GiB); must not change for an existing data directory", applySegmentSize},
+	"mapedFileSizeCommitLog":     {"", "RocketMQ 4's spelling of `mappedFileSizeCommitLog`", applySegmentSize},
+	"mappedFileSizeConsumeQueue": {"", "consume-queue file size in bytes, a multiple of 20 (one entry): the file holds this ÷ 20 entries (default 6000000, 300,000 entries); must not change for an existing data directory", applyConsumeQueueSize},
+	"mapedFileSizeConsumeQueue":  {"", "RocketMQ 4's spelling of `mappedFileSizeConsumeQueue`", applyConsumeQueueSize},
+	"maxHashSlotNum": {"", "hash slots of an index file (default 5000000)", func(c *config, v string) (err error) {
+		c.store.IndexSlots, err = positiveInt(v)
+		return err
+	}},
+	"maxIndexNum": {"", "entries of an index file (default 20000000)", func(c *config, v string) (err error) {
+		c.store.IndexMaxEntries, err = positiveInt(v)
+		return err
+	}},
+	"syncFlushTimeout": {"", "ms a `SYNC_FLUSH` send waits for its flush before it is answered FLUSH_DISK_TIMEOUT (default 5000)", func(c *config, v string) (err error) {
+		c.store.SyncFlushTimeout, err = positiveMillis(v)
+		return err
+	}},
+	"flushIntervalConsumeQueue": {"", "ms between flushes of the consume queues and the index (default 1000)", func(c *config, v string) (err error) {
+		c.store.FlushInterval, err = positiveMillis(v)
+		return err
+	}},
+	"flushConsumeQueueThoroughInterval": {"", "ms between flushes of every consume queue with the store's checkpoint (default 10000 in Apogee, 60000 in RocketMQ)", func(c *config, v string) (err error) {
+		c.store.CheckpointInterval, err = positiveMillis(v)
+		return err
+	}},
+	"cleanResourceInterval": {"", "ms between checks for expired segments, consume-queue files and index files (default 10000)", func(c *config, v string) (err error) {
+		c.store.CleanInterval, err = positiveMillis(v)
+		return err
+	}},
+	"osPageCacheBusyTimeOutMills": {"", "ms without a completed store write, while writes are in progress, after which new sends are answered SYSTEM_BUSY (default 1000)", func(c *config, v string) (err error) {
+		c.busyTimeout, err = positiveMillis(v)
+		return err
+	}},
+	"flushConsumerOffsetInterval": {"", "ms between writes of the committed consumer offsets (default 5000)", func(c *config, v string) (err error) {
+		c.offsetFlush, err = positiveMillis(v)
+		return err
+	}},
+	"registerNameServerPeriod": {"", "ms between registrations with the external name servers (default 30000)", func(c *config, v string) (err error) {
+		c.registerInterval, err = positiveMillis(v)
+		return err
+	}},
+	"serverChannelMaxIdleTimeSeconds": {"", "seconds a connection may stay silent before the broker closes it (default 120)", func(c *config, v string) error {
+		s, err := positiveInt(v)
+		c.idleTimeout = time.Duration(s) * time.Second
+		return err
+	}},
+	"messageDelayLevel": {"", "the delay levels, space-separated (default `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`)", func(c *config, v string) error {
+		c.delayLevels = v
+		return nil
+	}},
+	"timerMaxDelaySec": {"", "the longest delivery delay a timer message may ask for, in seconds (default 40 days)", func(c *config, v string) error {
+		s, err := positiveInt(v)
+		c.timerMaxDelay = time.Duration(s) * time.Second
+		return err
+	}},
+	"transactionTimeOut": {"", "ms before an unresolved half message is checked back (default 6000)", func(c *config, v string) (err error) {
+		c.txTimeout, err = positiveMillis(v)
+		return err
+	}},
+	"transactionCheckInterval": {"", "ms between check-backs of one half message (default 30000)", func(c *config, v string) (err error) {
+		c.txCheckInterval, err = positiveMillis(v)
+		return err
+	}},
+	"transactionCheckMax": {"", "check-backs before a half message goes to TRANS_CHECK_MAX_TIME_TOPIC (default 15)", func(c *config, v string) (err error) {
+		c.txCheckMax, err = positiveInt(v)
+		return err
+	}},
+	"enablePropertyFilter": {"", "SQL92 subscriptions (default `true` in Apogee; RocketMQ's default is `false`)", func(c *config, v string) (err error) {
+		c.propertyFilter, err = strconv.ParseBool(v)
+		return err
+	}},
+	"aclEnable":             {"", "`false` is accepted; `true` is refused with an error: authentication and ACLs are not implemented yet, and a broker the file means to protect must not start open", refuseTrue("ACLs are not implemented yet")},
+	"authenticationEnabled": {"", "as `aclEnable`: `true` is refused", refuseTrue("authentication is not implemented yet")},
+	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
+	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
+	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
+}
+
+func applySegmentSize(c *config, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("want a positive size in bytes")
 	}
-	return addr[:i], addr[i+1:], nil
+	c.store.SegmentSize = n
+	return nil
+}
+
+func applyConsumeQueueSize(c *config, v string) error {
+	n, err := positiveInt(v)
+	if err != nil {
+		return err
+	}
+	if n%20 != 0 {
+		return fmt.Errorf("want a multiple of 20 (the size of a consume-queue entry)")
+	}
+	c.store.ConsumeQueueEntries = n / 20
+	return nil
+}
+
+// refuseTrue accepts false and refuses true with why.
+func refuseTrue(why string) func(*config, string) error {
+	return func(_ *config, v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		if on {
+			return fmt.Errorf("%s; remove the key or set it to false", why)
+		}
+		return nil
+	}
+}
+
+func positiveInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("want a positive integer")
+	}
+	return n, nil
+}
+
+func positiveMillis(v string) (time.Duration, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 || n > int64(time.Duration(1<<62)/time.Millisecond) {
+		return 0, fmt.Errorf("want a positive number of milliseconds")
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// javaClass is one configuration class of the Java broker and its keys.
+type javaClass struct {
+	name string
+	keys []string
+}
+
+// javaKeyClass maps each key of javaKeys to the classes that declare it.
+var javaKeyClass = func() map[string][]string {
+	m := map[string][]string{}
+	for _, c := range javaKeys {
+		for _, k := range c.keys {
+			m[k] = append(m[k], c.name)
+		}
+	}
+	return m
+}()
+
+// ignoredReason says why Apogee has no use for a key of the Java broker.
+func ignoredReason(key string) string {
+	if r, ok := ignoredWhy[key]; ok {
+		return r
+	}
+	for _, r := range ignoredRules {
+		for _, w := range r.words {
+			if p, ok := strings.CutPrefix(w, "^"); ok && strings.HasPrefix(key, p) || !ok && strings.Contains(key, w) {
+				return r.why
+			}
+		}
+	}
+	if slices.Contains(javaKeyClass[key], "NettyClientConfig") {
+		return "tunes the Java broker's outgoing connections; Apogee's have their own defaults"
+	}
+	return "no counterpart in Apogee"
+}
+
+// ignoredWhy gives the reason for single keys users often set.
+var ignoredWhy = map[string]string{
+	"deleteWhen":                      "Apogee deletes a segment as soon as it is older than fileReservedTime (checked every cleanResourceInterval), not at a set hour",
+	"brokerIP2":                       "the address slaves replicate from: replication is not implemented yet",
+	"haListenPort":                    "the replication port: replication is not implemented yet",
+	"controllerAddr":                  "controller mode is not implemented yet (enableControllerMode=true is refused)",
+	"rocketmqHome":                    "Apogee needs no installation directory",
+	"inBrokerContainer":               "broker containers are not implemented",
+	"brokerPermission":                "the broker's routes are always readable and writable",
+	"autoCreateSubscriptionGroup":     "subscription groups are always created on first use",
+	"longPollingEnable":               "pulls are always held (long polling)",
+	"messageIndexEnable":              "message keys and ids are always indexed",
+	"messageIndexSafe":                "the index is rebuilt from the commit log after a crash",
+	"flushIntervalCommitLog":          "the asynchronous flusher's interval is fixed (about 500 ms)",
+	"flushCommitLogLeastPages":        "the asynchronous flusher flushes what is dirty",
+	"flushCommitLogThoroughInterval":  "the asynchronous flusher flushes what is dirty",
+	"flushCommitLogTimed":             "the asynchronous flusher is woken by writes and by its interval",
+	"flushConsumeQueueLeastPages":     "consume queues with at least two dirty pages are flushed (fixed)",
+	"transientStorePoolEnable":        "writes go straight to the mapped segments; there is no off-heap buffer pool",
+	"traceTopicEnable":                "trace messages are stored like any other (send them to a topic of your choice)",
+	"msgTraceTopicName":               "trace messages are stored like any other (send them to a topic of your choice)",
+	"storePathDLedgerCommitLog":       "Apogee has no DLedger commit log",
+	"storePathEpochFile":              "replication is not implemented yet",
+	"storePathBrokerIdentity":         "replication is not implemented yet",
+	"readOnlyCommitLogStorePaths":     "the commit log lives in one directory",
+	"warmMapedFileEnable":             "the next segment is always allocated and pre-touched ahead of need",
+	"rmqAddressServerDomain":          "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
+	"rmqAddressServerSubGroup":        "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
+	"fetchNamesrvAddrByAddressServer": "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
+}
+
+// ignoredRules give a reason by a word in the key ("^word": at its start),
+// the first rule that matches.
+var ignoredRules = []struct {
+	words []string
+	why   string
+}{
+	{[]string{"ThreadPool", "Threads", "ThreadNum", "ThreadPoolNums", "QueueCapacity", "PoolNums", "waitTimeMillsIn"}, "tunes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size"},
+	{[]string{"LockWhenPut", "ABSLock", "spinLock", "topicQueueLockNum"}, "tunes the Java store's put lock; Apogee serialises appends its own way"},
+	{[]string{"dLeger", "DLeger", "dLedger", "DLedger"}, "Apogee has no DLedger commit log"},
+	{[]string{"controller", "Controller", "SyncStateSet", "syncStateSet", "InSyncReplicas", "ElectionPriority"}, "controller mode is not implemented yet"},
+	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "replication is not implemented yet"},
+	{[]string{"rocksdb", "RocksDB", "Rocksdb", "rocksDB", "RocksDb"}, "Apogee's store has no RocksDB"},
+	{[]string{"tls", "Tls", "TLS"}, "TLS is not implemented yet"},
+	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "authentication and authorization are not implemented yet"},
+	{[]string{"pop", "Pop", "revive", "Revive"}, "tunes the Java broker's POP internals; Apogee's POP has its own design"},
+	{[]string{"timer", "Timer"}, "tunes the Java broker's timer wheel; Apogee's timer has its own design"},
+	{[]string{"transaction", "Transaction"}, "tunes the Java broker's transaction checker; Apogee's has its own design"},
+	{[]string{"metric", "Metric", "Stats", "stats", "commercial"}, "metrics and statistics are not configured this way"},
+	{[]string{"compaction", "Compaction", "compacted"}, "compacted topics are not implemented"},
+	{[]string{"lmq", "Lmq", "LMQ"}, "light message queues are not implemented"},
+	{[]string{"Netty", "netty", "Epoll", "Socket", "socket", "Pooled", "WriteBuffer", "writeBuffer", "Semaphore", "Channel"}, "tunes Netty; Apogee's remoting layer has its own limits"},
+	{[]string{"swap", "Swap", "MapedFile", "MappedFile", "mappedFile"}, "tunes the Java store's mapped files; Apogee's store manages its own"},
+}
+
+// closestKey returns the known key nearest to k by edit distance, if it is
+// close enough to be a likely typo.
+func closestKey(k string) string {
+	best, bestD := "", 3
+	for known := range javaKeyClass {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(known)); d < bestD || (d == bestD && best != "" && known < best) {
+			best, bestD = known, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// readProperties reads a broker.conf file; see parseProperties.
+func readProperties(path string) ([]property, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	props, err := parseProperties(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return props, nil
 }

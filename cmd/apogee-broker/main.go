@@ -12,10 +12,14 @@
 //	--flush async|sync      default async
 //	--broker-name, --cluster
 //	--pprof ADDR            serve net/http/pprof
-//	--config FILE           a RocketMQ-style broker.conf (key=value); flags win over the file
+//	-c, --config FILE       a RocketMQ broker.conf; flags win over the file
+//	--log-level LEVEL       debug, info, warn or error
+//	--version               print the version and the commit, and exit
 //
-// On start it prints one line with its addresses. SIGINT or SIGTERM stops
-// accepting, finishes in-flight requests, flushes, persists offsets and exits 0.
+// At start it binds its addresses, opens the store (recovering it), and only
+// then listens and prints one line with its addresses and version: until the
+// store is open, connections are refused. SIGINT or SIGTERM stops accepting,
+// finishes in-flight requests, flushes, persists offsets and exits 0.
 package main
 
 import (
@@ -35,7 +39,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -54,6 +60,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	build := version.Get()
+	if cfg.showVersion {
+		fmt.Println(build.String("apogee-broker"))
+		return nil
+	}
 	level := slog.LevelInfo
 	if cfg.logLevel != "" {
 		if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
@@ -62,46 +73,69 @@ func run(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
+	for _, n := range cfg.notes {
+		logger.Warn(n.msg, n.attrs...)
+	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
+	// Bind the addresses now, so that a port in use is reported before the
+	// store's recovery, but listen only once the store is open: until then
+	// connections are refused rather than left waiting (see reservation).
+	brokerRes, err := reserve(cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.listen, err)
 	}
-	advertise, err := advertiseAddr(cfg.advertise, cfg.brokerIP, ln.Addr().(*net.TCPAddr))
+	defer brokerRes.Close()
+	advertise, err := advertiseAddr(cfg.advertise, cfg.brokerIP, brokerRes.Addr())
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	var nsln net.Listener
+	var nsRes *reservation
 	if cfg.namesrvListen != "" {
-		if nsln, err = net.Listen("tcp", cfg.namesrvListen); err != nil {
-			ln.Close()
+		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
 			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
 		}
+		defer nsRes.Close()
 	}
+	own := []*net.TCPAddr{brokerRes.Addr()}
+	if nsRes != nil {
+		own = append(own, nsRes.Addr())
+	}
+	var namesrvs []string
+	for _, a := range cfg.namesrvs {
+		if reachesSelf(a, own, localIPs()) {
+			logger.Info("not registering with a name server that is this broker's own", "namesrv", a)
+			continue
+		}
+		namesrvs = append(namesrvs, a)
+	}
+	var remotingOpts *remoting.Options
+	if cfg.idleTimeout > 0 {
+		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
+	}
+
 	b, err := broker.New(broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
 		BrokerName:               cfg.brokerName,
 		ClusterName:              cfg.cluster,
 		AdvertiseAddr:            advertise,
-		NamesrvAddrs:             cfg.namesrvs,
+		NamesrvAddrs:             namesrvs,
 		DisableAutoCreateTopic:   !cfg.autoCreate,
 		DefaultTopicQueues:       cfg.defaultQueues,
 		MaxMessageSize:           cfg.maxMessageSize,
+		OffsetFlushInterval:      cfg.offsetFlush,
+		RegisterInterval:         cfg.registerInterval,
+		BusyTimeout:              cfg.busyTimeout,
 		DelayLevels:              cfg.delayLevels,
 		TransactionTimeout:       cfg.txTimeout,
 		TransactionCheckInterval: cfg.txCheckInterval,
 		TransactionCheckMax:      cfg.txCheckMax,
 		DisablePropertyFilter:    !cfg.propertyFilter,
 		TimerMaxDelay:            cfg.timerMaxDelay,
+		Remoting:                 remotingOpts,
 		Logger:                   logger,
 	})
 	if err != nil {
-		ln.Close()
-		if nsln != nil {
-			nsln.Close()
-		}
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("data directory %s is in use by another running broker (%w)", cfg.dataDir, err)
 		}
@@ -110,13 +144,31 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return b.Shutdown(sctx)
+	}
+	ln, err := brokerRes.Listen()
+	if err != nil {
+		shutdown()
+		return err
+	}
+	var nsln net.Listener
+	if nsRes != nil {
+		if nsln, err = nsRes.Listen(); err != nil {
+			ln.Close()
+			shutdown()
+			return fmt.Errorf("--namesrv-listen: %w", err)
+		}
+	}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- b.Serve(ln) }()
 	nsDone := make(chan struct{})
 	if nsln != nil {
 		go func() {
 			defer close(nsDone)
-			if err := namesrv.Serve(ctx, nsln, b.Registry(), nil); err != nil {
+			if err := namesrv.Serve(ctx, nsln, b.Registry(), remotingOpts); err != nil {
 				serveErr <- fmt.Errorf("name server: %w", err)
 			}
 		}()
@@ -134,10 +186,10 @@ func run(args []string) error {
 	}
 	ns := "disabled"
 	if nsln != nil {
-		ns = nsln.Addr().String()
+		ns = nsRes.Addr().String()
 	}
-	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, flush %s\n",
-		cfg.brokerName, ln.Addr(), advertise, ns, cfg.dataDir, cfg.store.FlushMode)
+	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, flush %s, version %s\n",
+		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, cfg.store.FlushMode, build.Short())
 
 	select {
 	case <-ctx.Done():
@@ -146,9 +198,7 @@ func run(args []string) error {
 		logger.Error("server stopped", "err", err)
 	}
 	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = b.Shutdown(sctx)
+	err = shutdown()
 	<-nsDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,13 +30,13 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-var startLine = regexp.MustCompile(`listening on (\S+) \(advertised (\S+)\), name server on (\S+),`)
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+), version (.+)$`)
 
 type process struct {
-	cmd          *exec.Cmd
-	addr, nsAddr string
-	stderr       *strings.Builder
-	exited       chan error
+	cmd                            *exec.Cmd
+	addr, advertised, nsAddr, line string
+	stderr                         *strings.Builder
+	exited                         chan error
 }
 
 func start(t *testing.T, bin string, args ...string) *process {
@@ -63,7 +66,7 @@ func start(t *testing.T, bin string, args ...string) *process {
 		if m == nil {
 			t.Fatalf("unexpected start line %q", line)
 		}
-		p.addr, p.nsAddr = m[1], m[3]
+		p.addr, p.advertised, p.nsAddr, p.line = m[2], m[3], m[4], line
 	case err := <-p.exited:
 		t.Fatalf("broker exited at start: %v\n%s", err, stderr.String())
 	case <-time.After(30 * time.Second):
@@ -139,27 +142,170 @@ func TestStartServeSignalRestartAndLock(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
-	conf := filepath.Join(t.TempDir(), "bad.conf")
-	os.WriteFile(conf, []byte("brokerNmae=typo\n"), 0o644)
-	if _, err := parseConfig([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), "unknown key") {
-		t.Fatalf("typo in config = %v", err)
+// stop sends sig and checks that the broker exits 0 after logging that it
+// stopped cleanly; it returns the broker's stderr.
+func (p *process) stop(t *testing.T, sig os.Signal) string {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after %v: %v\n%s", sig, err, p.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatalf("broker did not stop after %v\n%s", sig, p.stderr.String())
 	}
-	if _, err := parseConfig([]string{"--flush", "sometimes"}); err == nil {
-		t.Fatal("bad flush mode accepted")
+	logs := p.stderr.String()
+	if !strings.Contains(logs, `msg="stopped cleanly"`) {
+		t.Fatalf("no \"stopped cleanly\" line:\n%s", logs)
 	}
-	good := filepath.Join(t.TempDir(), "good.conf")
-	os.WriteFile(good, []byte("brokerName=from-file\nlistenPort=10999\nflushDiskType=SYNC_FLUSH\n"+
-		"messageDelayLevel=1s 2s\ntransactionTimeOut=3000\ntransactionCheckInterval=1000\ntransactionCheckMax=5\nenablePropertyFilter=false\ntimerMaxDelaySec=3600\n"), 0o644)
-	c, err := parseConfig([]string{"--config", good, "--broker-name", "from-flag"})
+	return logs
+}
+
+// freePort returns a loopback port nobody listens on at the moment.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.delayLevels != "1s 2s" || c.txTimeout != 3*time.Second || c.txCheckInterval != time.Second ||
-		c.txCheckMax != 5 || c.propertyFilter || c.timerMaxDelay != time.Hour {
-		t.Fatalf("feature keys not applied: %+v", c)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// confFrom copies a testdata file into a temporary directory with the
+// replacements old1, new1, old2, new2, ... applied.
+func confFrom(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c.brokerName != "from-flag" || c.listen != "0.0.0.0:10999" || c.store.FlushMode.String() != "sync" {
-		t.Fatalf("config %+v", c)
+	text := strings.NewReplacer(replace...).Replace(string(b))
+	path := filepath.Join(t.TempDir(), filepath.Base(name))
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	return path
+}
+
+// TestStockBrokerConf runs the binary with the broker.conf RocketMQ ships
+// (and the namesrvAddr line every user adds, naming the broker's own
+// embedded name server), the master of a 2m-2s-sync cluster, and a
+// production-style file: each starts, serves, and stops on SIGTERM with
+// status 0 and "stopped cleanly", without ever registering with itself.
+func TestStockBrokerConf(t *testing.T) {
+	bin := buildBinary(t)
+	t.Run("broker.conf", func(t *testing.T) {
+		port := freePort(t)
+		conf := confFrom(t, "broker.conf", "127.0.0.1:9876", fmt.Sprintf("127.0.0.1:%d", port))
+		p := start(t, bin, "-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("127.0.0.1:%d", port),
+			"--data-dir", filepath.Join(t.TempDir(), "data"))
+		if code := route(t, p.nsAddr, "TBW102"); code != protocol.RespSuccess {
+			t.Fatalf("route at the embedded name server: code %d", code)
+		}
+		logs := p.stop(t, syscall.SIGTERM)
+		for _, want := range []string{
+			"not registering with a name server that is this broker's own",
+			`msg="broker.conf: key ignored" key=deleteWhen value=04`,
+		} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, logs)
+			}
+		}
+		for _, bad := range []string{"level=ERROR", "unregister from the name servers failed", "registration failed"} {
+			if strings.Contains(logs, bad) {
+				t.Errorf("stderr has %q:\n%s", bad, logs)
+			}
+		}
+	})
+	t.Run("2m-2s-sync master", func(t *testing.T) {
+		p := start(t, bin, "--config", filepath.Join("testdata", "2m-2s-sync", "broker-a.properties"),
+			"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))
+		logs := p.stop(t, syscall.SIGTERM)
+		if !strings.Contains(logs, "brokerRole=SYNC_MASTER runs as ASYNC_MASTER") {
+			t.Errorf("no WARN about SYNC_MASTER:\n%s", logs)
+		}
+	})
+	t.Run("production", func(t *testing.T) {
+		port := freePort(t)
+		root := filepath.Join(t.TempDir(), "store")
+		conf := confFrom(t, "production.conf", "localhost:9876", fmt.Sprintf("localhost:%d", port), "/data/rocketmq/store", root)
+		p := start(t, bin, "-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("0.0.0.0:%d", port))
+		if !strings.Contains(p.line, "broker-prod") || !strings.Contains(p.line, "data "+root+",") || !strings.Contains(p.line, "flush sync,") {
+			t.Fatalf("start line %q does not reflect the file", p.line)
+		}
+		if !strings.HasPrefix(p.advertised, "127.0.0.1:") { // brokerIP1
+			t.Fatalf("advertised %q, want brokerIP1's 127.0.0.1", p.advertised)
+		}
+		// mapedFileSizeCommitLog=64 MiB: the first segment has that size.
+		st, err := os.Stat(filepath.Join(root, "commitlog", "00000000000000000000"))
+		if err != nil || st.Size() != 64<<20 {
+			t.Fatalf("first segment: %v, size %d", err, st.Size())
+		}
+		// autoCreateTopicEnable=false: no TBW102.
+		if code := route(t, p.addr, "TBW102"); code != protocol.RespTopicNotExist {
+			t.Fatalf("route of TBW102 with auto-create off: code %d", code)
+		}
+		logs := p.stop(t, syscall.SIGTERM)
+		if !strings.Contains(logs, "not registering with a name server that is this broker's own") {
+			t.Errorf("localhost:%d was not recognised as the embedded name server:\n%s", port, logs)
+		}
+		if n := strings.Count(logs, `msg="broker.conf: key ignored"`); n != 12 {
+			t.Errorf("%d keys ignored, want 12 (one WARN each):\n%s", n, logs)
+		}
+	})
+}
+
+// TestSlaveConfRefused: a slave's file is refused with a clear message
+// rather than started as a master.
+func TestSlaveConfRefused(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "-c", filepath.Join("testdata", "2m-2s-sync", "broker-a-s.properties"),
+		"--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("slave config: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "brokerRole=SLAVE (brokerId=1): Apogee cannot run as a slave yet") {
+		t.Fatalf("unclear refusal:\n%s", out)
+	}
+}
+
+// TestUnregisterFailureIsAWarning: an external name server that is gone at
+// shutdown costs a WARN, not a failed stop.
+func TestUnregisterFailureIsAWarning(t *testing.T) {
+	bin := buildBinary(t)
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--namesrv", dead,
+		"--data-dir", filepath.Join(t.TempDir(), "data"))
+	logs := p.stop(t, syscall.SIGTERM)
+	if !strings.Contains(logs, "level=WARN msg=\"broker: unregister from the name servers failed") {
+		t.Fatalf("no WARN for the failed unregistration:\n%s", logs)
+	}
+}
+
+// TestVersion: --version prints what -ldflags set, and the start line
+// names it.
+func TestVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "apogee-broker")
+	const pkg = "github.com/apogeemq/apogee/internal/version"
+	ldflags := "-X " + pkg + ".version=v9.8.7 -X " + pkg + ".commit=0123456789abcdef0123456789abcdef01234567"
+	if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(out), "apogee-broker v9.8.7, commit 0123456789abcdef0123456789abcdef01234567, go1.") {
+		t.Fatalf("--version printed %q", out)
+	}
+	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"))
+	if !strings.HasSuffix(p.line, ", version v9.8.7 (commit 0123456789ab)") {
+		t.Fatalf("start line %q does not name the version", p.line)
+	}
+	p.stop(t, syscall.SIGINT)
 }

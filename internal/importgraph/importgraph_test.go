@@ -35,9 +35,10 @@ var allowed = map[string][]string{
 	"client/idempotent":           {"client", "remoting", "protocol", "message"},
 	"client/idempotent/storetest": {"client/idempotent"},
 
-	"cmd/apogee-broker": {"broker", "namesrv", "store", "remoting", "protocol"},
-	"cmd/apogee-bench":  {"benchmark", "broker", "store", "client"},
-	"cmd/apogee-admin":  {"store"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
+	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
+	"cmd/apogee-hdrplot": {"benchmark"},
+	"cmd/apogee-admin":   {"store"},
 
 	"internal/importgraph": {},
 }

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/store"
+)
+
+// writeConf writes lines to a broker.conf in a temporary directory.
+func writeConf(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestParseProperties(t *testing.T) {
+	text := "# comment\n" +
+		"  ! also a comment \\\n" +
+		"\n" +
+		"brokerClusterName = DefaultCluster\n" +
+		"brokerName:broker-a\r\n" +
+		"brokerId 0\n" +
+		"\tdeleteWhen=04   \n" +
+		"messageDelayLevel=1s 5s \\\n" +
+		"    10s\n" +
+		"key\\=with\\:escapes=a\\tb\\u0041\n" +
+		"empty\n" +
+		"brokerId=1\n"
+	got, err := parseProperties(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []property{
+		{"brokerClusterName", "DefaultCluster", 4},
+		{"brokerName", "broker-a", 5},
+		{"brokerId", "1", 12}, // the last value wins, in the first one's place
+		{"deleteWhen", "04", 7},
+		{"messageDelayLevel", "1s 5s 10s", 8},
+		{"key=with:escapes", "a\tbA", 10},
+		{"empty", "", 11},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parseProperties:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := parseProperties("a=\\u12x4\n"); err == nil {
+		t.Fatal("a malformed \\u escape was accepted")
+	}
+}
+
+// TestHonouredKeys: every key Apogee honours lands where docs/operations.md
+// says.
+func TestHonouredKeys(t *testing.T) {
+	root := t.TempDir()
+	conf := writeConf(t,
+		"brokerClusterName=C1", "brokerName=b1", "brokerId=0", "brokerRole=ASYNC_MASTER",
+		"namesrvAddr=10.0.0.1:9876;10.0.0.2:9876", "brokerIP1=192.0.2.7", "listenPort=10999", "bindAddress=127.0.0.1",
+		"autoCreateTopicEnable=false", "defaultTopicQueueNums=4", "maxMessageSize=65536",
+		"storePathRootDir="+root, "storePathCommitLog="+root+"/commitlog/", "flushDiskType=SYNC_FLUSH",
+		"fileReservedTime=48", "diskMaxUsedSpaceRatio=88", "mappedFileSizeCommitLog=67108864",
+		"mappedFileSizeConsumeQueue=600000", "maxHashSlotNum=1000", "maxIndexNum=4000",
+		"syncFlushTimeout=2500", "flushIntervalConsumeQueue=700", "flushConsumeQueueThoroughInterval=20000",
+		"cleanResourceInterval=3000", "osPageCacheBusyTimeOutMills=900", "flushConsumerOffsetInterval=4000",
+		"registerNameServerPeriod=15000", "serverChannelMaxIdleTimeSeconds=60",
+		"messageDelayLevel=1s 2s", "timerMaxDelaySec=3600", "transactionTimeOut=3000",
+		"transactionCheckInterval=1000", "transactionCheckMax=5", "enablePropertyFilter=false",
+		"aclEnable=false", "authenticationEnabled=false", "authorizationEnabled=false",
+		"enableControllerMode=false", "enableDLegerCommitLog=false")
+	c, err := parseConfig([]string{"-c", conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Options{
+		FlushMode: mustFlush(t, "sync"), SegmentSize: 64 << 20, ConsumeQueueEntries: 30000,
+		IndexSlots: 1000, IndexMaxEntries: 4000, RetentionTime: 48 * time.Hour, DiskUsageRatio: 0.88,
+		SyncFlushTimeout: 2500 * time.Millisecond, FlushInterval: 700 * time.Millisecond,
+		CheckpointInterval: 20 * time.Second, CleanInterval: 3 * time.Second,
+	}
+	if !reflect.DeepEqual(c.store, want) {
+		t.Fatalf("store options\n got %+v\nwant %+v", c.store, want)
+	}
+	if c.cluster != "C1" || c.brokerName != "b1" || c.dataDir != root || c.listen != "127.0.0.1:10999" ||
+		c.brokerIP != "192.0.2.7" || !slices.Equal(c.namesrvs, []string{"10.0.0.1:9876", "10.0.0.2:9876"}) ||
+		c.autoCreate || c.defaultQueues != 4 || c.maxMessageSize != 65536 {
+		t.Fatalf("broker settings: %+v", c)
+	}
+	if c.busyTimeout != 900*time.Millisecond || c.offsetFlush != 4*time.Second || c.registerInterval != 15*time.Second ||
+		c.idleTimeout != time.Minute {
+		t.Fatalf("tuning: %+v", c)
+	}
+	if c.delayLevels != "1s 2s" || c.txTimeout != 3*time.Second || c.txCheckInterval != time.Second ||
+		c.txCheckMax != 5 || c.propertyFilter || c.timerMaxDelay != time.Hour {
+		t.Fatalf("feature keys: %+v", c)
+	}
+	if len(c.notes) != 0 {
+		t.Fatalf("notes for honoured keys: %+v", c.notes)
+	}
+	// RocketMQ 4's spellings.
+	c, err = parseConfig([]string{"--config", writeConf(t, "mapedFileSizeCommitLog=1048576", "mapedFileSizeConsumeQueue=2000")})
+	if err != nil || c.store.SegmentSize != 1<<20 || c.store.ConsumeQueueEntries != 100 {
+		t.Fatalf("RocketMQ 4 keys: %v %+v", err, c)
+	}
+}
+
+func mustFlush(t *testing.T, s string) store.FlushMode {
+	t.Helper()
+	m, err := store.ParseFlushMode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestFlagsWin: a flag given on the command line wins over the file.
+func TestFlagsWin(t *testing.T) {
+	conf := writeConf(t, "brokerName=from-file", "listenPort=10999", "flushDiskType=SYNC_FLUSH",
+		"storePathRootDir=/from/file", "storePathCommitLog=/elsewhere/commitlog", "namesrvAddr=10.0.0.1:9876")
+	c, err := parseConfig([]string{"--config", conf, "--broker-name", "from-flag", "--listen", "127.0.0.1:0",
+		"--flush", "async", "--data-dir", "/from/flag", "--namesrv", "10.0.0.9:9876"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.brokerName != "from-flag" || c.listen != "127.0.0.1:0" || c.store.FlushMode.String() != "async" ||
+		c.dataDir != "/from/flag" || !slices.Equal(c.namesrvs, []string{"10.0.0.9:9876"}) {
+		t.Fatalf("config %+v", c)
+	}
+}
+
+// TestListenPortAlone: listenPort changes only the port; the host, and so
+// the advertised address, are what they are without it.
+func TestListenPortAlone(t *testing.T) {
+	without, err := parseConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := parseConfig([]string{"-c", writeConf(t, "listenPort=10999")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.listen != "0.0.0.0:10999" || without.listen != "0.0.0.0:10911" {
+		t.Fatalf("listen: with listenPort %q, without %q", with.listen, without.listen)
+	}
+	for _, host := range []string{"0.0.0.0", "127.0.0.1"} {
+		a1, err1 := advertiseAddr("", "", &net.TCPAddr{IP: net.ParseIP(host), Port: 10911})
+		a2, err2 := advertiseAddr("", "", &net.TCPAddr{IP: net.ParseIP(host), Port: 10999})
+		h1, _, _ := net.SplitHostPort(a1)
+		h2, _, _ := net.SplitHostPort(a2)
+		if err1 != nil || err2 != nil || h1 != h2 {
+			t.Fatalf("advertised host on %s changes with the port: %q, %q (%v, %v)", host, a1, a2, err1, err2)
+		}
+	}
+	// A loopback listen address is advertised as loopback, port or not.
+	if a, _ := advertiseAddr("", "", &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 10999}); a != "127.0.0.1:10999" {
+		t.Fatalf("advertised %q for a loopback listener", a)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := parseConfig([]string{"--flush", "sometimes"}); err == nil {
+		t.Fatal("bad flush mode accepted")
+	}
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"brokerNmae=typo"}, `line 1: unknown key "brokerNmae" (did you mean "brokerName"?)`},
+		{[]string{"# ok", "noSuchKeyAnywhereAtAll=1"}, `line 2: unknown key "noSuchKeyAnywhereAtAll";`},
+		{[]string{"brokerRole=SLAVE", "brokerId=1"}, "brokerRole=SLAVE (brokerId=1): Apogee cannot run as a slave yet"},
+		{[]string{"brokerRole=BOSS"}, "brokerRole=BOSS: want ASYNC_MASTER, SYNC_MASTER or SLAVE"},
+		{[]string{"aclEnable=true"}, "aclEnable=true: ACLs are not implemented yet"},
+		{[]string{"authenticationEnabled=true"}, "authentication is not implemented yet"},
+		{[]string{"enableControllerMode=true"}, "controller mode is not implemented yet"},
+		{[]string{"enableDLegerCommitLog=true"}, "Apogee has no DLedger commit log"},
+		{[]string{"storePathRootDir=/a", "storePathCommitLog=/b/commitlog"}, "storePathCommitLog=/b/commitlog: Apogee keeps the commit log in the data directory's commitlog/ (/a/commitlog)"},
+		{[]string{"mappedFileSizeConsumeQueue=6000001"}, "want a multiple of 20"},
+		{[]string{"fileReservedTime=-1"}, "fileReservedTime=-1: want a positive integer"},
+		{[]string{"diskMaxUsedSpaceRatio=101"}, "want a percentage"},
+		{[]string{"listenPort=http"}, "want a port number"},
+		{[]string{"syncFlushTimeout=0"}, "want a positive number of milliseconds"},
+		{[]string{"autoCreateTopicEnable=yes please"}, "autoCreateTopicEnable=yes please"},
+	} {
+		_, err := parseConfig([]string{"--config", writeConf(t, tc.lines...)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.lines, err, tc.want)
+		}
+	}
+}
+
+// TestIgnoredKeysAreNoted: a Java key Apogee has no use for is accepted and
+// noted once, with a reason; so are SYNC_MASTER and a master's brokerId.
+func TestIgnoredKeysAreNoted(t *testing.T) {
+	c, err := parseConfig([]string{"-c", writeConf(t, "deleteWhen=04", "sendMessageThreadPoolNums=16",
+		"haListenPort=10912", "brokerRole=SYNC_MASTER", "brokerId=3", "rmqAddressServerDomain=jmenv.tbsite.net")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range c.notes {
+		got = append(got, fmt.Sprint(n.msg, n.attrs))
+	}
+	want := []string{
+		"broker.conf: key ignored[key deleteWhen value 04 why " + ignoredWhy["deleteWhen"] + "]",
+		"broker.conf: key ignored[key sendMessageThreadPoolNums value 16 why tunes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size]",
+		"broker.conf: key ignored[key haListenPort value 10912 why " + ignoredWhy["haListenPort"] + "]",
+		"broker.conf: key ignored[key rmqAddressServerDomain value jmenv.tbsite.net why " + ignoredWhy["rmqAddressServerDomain"] + "]",
+		"broker.conf: brokerRole=SYNC_MASTER runs as ASYNC_MASTER: Apogee has no slaves to wait for (replication is not implemented yet)[]",
+		"broker.conf: brokerId ignored: a master is broker 0, as in RocketMQ[brokerId 3]",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("notes:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestKeyLists keeps the lists consistent: every honoured key and every key
+// with its own reason is a key of the Java broker, and every Java key gets a
+// reason or a mapping.
+func TestKeyLists(t *testing.T) {
+	for k := range honoured {
+		if _, ok := javaKeyClass[k]; !ok {
+			t.Errorf("honoured key %q is not a key of the Java broker", k)
+		}
+	}
+	for k := range ignoredWhy {
+		if _, ok := javaKeyClass[k]; !ok {
+			t.Errorf("ignoredWhy names %q, not a key of the Java broker", k)
+		}
+		if _, ok := honoured[k]; ok {
+			t.Errorf("%q is both honoured and ignored", k)
+		}
+	}
+	if n := len(javaKeyClass); n < 450 {
+		t.Fatalf("only %d Java keys listed", n)
+	}
+	for _, c := range javaKeys {
+		if !slices.IsSorted(c.keys) {
+			t.Errorf("the keys of %s are not sorted", c.name)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the broker.conf key table in docs/operations.md")
+
+// TestKeyTableInDocs: docs/operations.md's table of broker.conf keys is the
+// one keyTable renders from the lists above, so the two cannot drift.
+// `go test ./cmd/apogee-broker -run TestKeyTableInDocs -update` rewrites it.
+func TestKeyTableInDocs(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "operations.md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, tableBegin), strings.Index(doc, tableEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the markers %q and %q", path, tableBegin, tableEnd)
+	}
+	want := doc[:i] + tableBegin + "\n" + keyTable() + tableEnd + doc[j+len(tableEnd):]
+	if want == doc {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("%s's key table differs from the code's lists; run go test ./cmd/apogee-broker -run TestKeyTableInDocs -update", path)
+}
+
+func TestReachesSelf(t *testing.T) {
+	own := []*net.TCPAddr{
+		{IP: net.ParseIP("0.0.0.0"), Port: 9876},    // the embedded name server on every interface
+		{IP: net.ParseIP("127.0.0.1"), Port: 10911}, // the broker on loopback only
+	}
+	local := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.10")}
+	for addr, want := range map[string]bool{
+		"127.0.0.1:9876":   true,
+		"localhost:9876":   true,
+		"0.0.0.0:9876":     true,
+		"[::1]:9876":       true,
+		"192.0.2.10:9876":  true,
+		"127.0.0.1:10911":  true,
+		"192.0.2.10:10911": false, // the broker listens on loopback only
+		"192.0.2.99:9876":  false, // another host
+		"127.0.0.1:9877":   false,
+		"not-an-address":   false,
+	} {
+		if got := reachesSelf(addr, own, local); got != want {
+			t.Errorf("reachesSelf(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestReservationRefusesUntilListen: a reserved address refuses connections
+// (so a client does not wait on a broker whose store is still opening), a
+// second listener cannot take it once it listens, and then it accepts.
+func TestReservationRefusesUntilListen(t *testing.T) {
+	r, err := reserve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	addr := r.Addr().String()
+	if r.Addr().Port == 0 {
+		t.Fatalf("reserved %s: no port", addr)
+	}
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Fatal("a connection to a reserved, not yet listening address was accepted")
+	}
+	l, err := r.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l2, err := net.Listen("tcp", addr); err == nil {
+		l2.Close()
+		t.Fatal("a second listener took the broker's address")
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial after Listen: %v", err)
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	// A wildcard reservation reports the wildcard it was given.
+	w, err := reserve("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if !w.Addr().IP.IsUnspecified() || w.Addr().IP.To4() == nil {
+		t.Fatalf("0.0.0.0 reserved as %s", w.Addr())
+	}
+}
