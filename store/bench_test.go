@@ -558,3 +558,59 @@ func benchWriters() int {
 	}
 	return 4
 }
+
+// BenchmarkOpenManyQueues measures a clean restart of a store holding
+// APOGEE_BENCH_QUEUES queues (default 160,000: 20,000 topics × 8) with
+// one message each: what a broker's restart costs the store after 20,000
+// auto-created topics. It reports the phases of the open in the log at
+// debug level; the figure is ns/op = one Open.
+func BenchmarkOpenManyQueues(b *testing.B) {
+	queues := 160_000
+	if s := os.Getenv("APOGEE_BENCH_QUEUES"); s != "" {
+		fmt.Sscan(s, &queues)
+	}
+	if probeRun(b) {
+		return
+	}
+	dir := b.TempDir()
+	o := Options{Dir: dir, SegmentSize: 64 << 20, CleanInterval: -1, ScrubRate: -1}
+	s, _, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 100)
+	batch := make([]Message, 8)
+	var res []PutResult
+	for t := 0; t < queues/8; t++ {
+		for q := range batch {
+			batch[q] = Message{Topic: fmt.Sprintf("topic-%05d", t), QueueID: int32(q), BornHost: born, Body: body}
+		}
+		if res, err = s.PutBatch(batch, res[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for s.DispatchedOffset() < s.Log().WrittenOffset() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, rep, err := Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if !rep.Verified {
+			b.Fatalf("restart not verified: %s", rep)
+		}
+		n := 0
+		s.Queues(func(string, int32, int64, int64) bool { n++; return true })
+		if n != queues {
+			b.Fatalf("%d queues after the restart, want %d", n, queues)
+		}
+		s.Close()
+		b.StartTimer()
+	}
+}

@@ -57,6 +57,10 @@ func (r *VerifyReport) problem(format string, args ...any) {
 // The layout options (SegmentSize, ConsumeQueueEntries, IndexSlots,
 // IndexMaxEntries) must be those the store was written with.
 func Verify(ctx context.Context, opts Options) (*VerifyReport, error) {
+	if opts.MaxMessageSize == 0 && opts.SegmentSize > 0 {
+		// Not part of the layout; only bounded by the segment size.
+		opts.MaxMessageSize = int(max(1, min(4<<20, opts.SegmentSize-(64<<10)-1)))
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

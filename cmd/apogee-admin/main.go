@@ -32,10 +32,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/store"
 )
 
 const usage = `usage: apogee-admin <command> [flags] [args]
+       apogee-admin --version
 
 commands:
   store verify [flags] DIR   check a stopped broker's data directory (no change made)
@@ -51,6 +53,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) >= 2 && args[0] == "store" && args[1] == "verify" {
 		return storeVerify(args[2:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "--version" {
+		fmt.Fprintln(stdout, version.Get().String("apogee-admin"))
+		return 0
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, usage)

@@ -33,6 +33,7 @@ type config struct {
 	timerMaxDelay              time.Duration
 	// tuning: broker.Options and remoting.Options fields (0: their default)
 	offsetFlush, registerInterval, busyTimeout, idleTimeout time.Duration
+	receiveBudget                                           int64
 
 	// role and brokerID are brokerRole and brokerId as the file gives them;
 	// commitLogPath is storePathCommitLog. finish checks them.
@@ -66,6 +67,9 @@ func parseConfig(args []string) (*config, error) {
 	configFile := fs.StringP("config", "c", "", "RocketMQ broker.conf (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
+	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
+	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
+	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -86,6 +90,15 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--flush: %w", err)
 	}
 	c.store.FlushMode = mode
+	c.store.AcceptLoss = *acceptLoss
+	c.store.ScrubRate = *scrubRate
+	if c.store.ScrubRate <= 0 {
+		c.store.ScrubRate = -1 // disabled
+	}
+	if *receiveBudget < 0 {
+		return nil, fmt.Errorf("--receive-budget: want a positive number of bytes")
+	}
+	c.receiveBudget = *receiveBudget
 	if *configFile != "" {
 		props, err := readProperties(*configFile)
 		if err != nil {

@@ -85,7 +85,7 @@ func TestHonouredKeys(t *testing.T) {
 		FlushMode: mustFlush(t, "sync"), SegmentSize: 64 << 20, ConsumeQueueEntries: 30000,
 		IndexSlots: 1000, IndexMaxEntries: 4000, RetentionTime: 48 * time.Hour, DiskUsageRatio: 0.88,
 		SyncFlushTimeout: 2500 * time.Millisecond, FlushInterval: 700 * time.Millisecond,
-		CheckpointInterval: 20 * time.Second, CleanInterval: 3 * time.Second,
+		CheckpointInterval: 20 * time.Second, CleanInterval: 3 * time.Second, ScrubRate: 8 << 20,
 	}
 	if !reflect.DeepEqual(c.store, want) {
 		t.Fatalf("store options\n got %+v\nwant %+v", c.store, want)
@@ -352,5 +352,21 @@ func TestReservationRefusesUntilListen(t *testing.T) {
 	defer w.Close()
 	if !w.Addr().IP.IsUnspecified() || w.Addr().IP.To4() == nil {
 		t.Fatalf("0.0.0.0 reserved as %s", w.Addr())
+	}
+}
+
+func TestIntegrityFlags(t *testing.T) {
+	c, err := parseConfig([]string{"--recover-accept-loss", "--scrub-rate", "0", "--receive-budget", "1048576"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.store.AcceptLoss || c.store.ScrubRate != -1 || c.receiveBudget != 1<<20 {
+		t.Fatalf("accept loss %v, scrub rate %d, receive budget %d", c.store.AcceptLoss, c.store.ScrubRate, c.receiveBudget)
+	}
+	if c, err = parseConfig(nil); err != nil || c.store.AcceptLoss || c.store.ScrubRate != 8<<20 {
+		t.Fatalf("defaults: %+v %v", c.store, err)
+	}
+	if _, err := parseConfig([]string{"--receive-budget", "-1"}); err == nil {
+		t.Fatal("a negative receive budget was accepted")
 	}
 }

@@ -15,6 +15,11 @@
 //	-c, --config FILE       a RocketMQ broker.conf; flags win over the file
 //	--log-level LEVEL       debug, info, warn or error
 //	--version               print the version and the commit, and exit
+//	--recover-accept-loss   start even when commit-log segment files are missing
+//	                        between others (the older ones are set aside)
+//	--scrub-rate BYTES/S    the background scrubber's pace (default 8 MiB/s; 0 disables)
+//	--receive-budget BYTES  memory all connections may hold for requests being
+//	                        received (default 128 MiB)
 //
 // At start it binds its addresses, opens the store (recovering it), and only
 // then listens and prints one line with its addresses and version: until the
@@ -111,6 +116,10 @@ func run(args []string) error {
 	var remotingOpts *remoting.Options
 	if cfg.idleTimeout > 0 {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
+	}
+	if cfg.receiveBudget > 0 {
+		// Shared by every listener of the process.
+		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)
 	}
 
 	b, err := broker.New(broker.Options{

@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store"},
+	"cmd/apogee-admin":   {"store", "internal/version"},
 
 	"internal/importgraph": {},
 }
