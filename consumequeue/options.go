@@ -2,6 +2,9 @@ package consumequeue
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +26,17 @@ type Options struct {
 	// data that OpenSet validates entry by entry (torn entries, commitlog
 	// offsets going backwards). Default 4096 (80 KiB read per queue).
 	RecoveryWindow int
+
+	// MaxMappedFiles bounds how many queue files the set keeps mapped. A
+	// process may hold only vm.max_map_count mappings (65,530 by default on
+	// Linux), and the Go runtime dies when it cannot map more heap, so with
+	// tens of thousands of active queues the set must not keep every file
+	// mapped until Sweep finds it idle. Past the bound, the least recently
+	// used files are unmapped (down to three quarters of it); they are mapped
+	// again on their next use. Default: half of vm.max_map_count (32,765 by
+	// default), at least 1,024. Raise vm.max_map_count for more active
+	// queues than that.
+	MaxMappedFiles int
 
 	// ReadOnly opens the set for offline verification: nothing is written
 	// (no repair, no clean-shutdown record taken or written), every queue is
@@ -53,8 +67,26 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RecoveryWindow == 0 {
 		o.RecoveryWindow = defaultRecoveryWindow
 	}
+	if o.MaxMappedFiles == 0 {
+		o.MaxMappedFiles = max(1024, maxMapCount()/2)
+	}
+	if o.MaxMappedFiles < 1 {
+		return o, fmt.Errorf("consumequeue: MaxMappedFiles %d must be positive", o.MaxMappedFiles)
+	}
 	if o.RecoveryWindow < 1 {
 		return o, fmt.Errorf("consumequeue: RecoveryWindow %d must be positive", o.RecoveryWindow)
 	}
 	return o, nil
+}
+
+// maxMapCount is the kernel's limit on a process's mappings
+// (/proc/sys/vm/max_map_count), or Linux's default where it cannot be read.
+func maxMapCount() int {
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 65530
 }

@@ -121,3 +121,31 @@ func TestReadOnlyReportsAndWritesNothing(t *testing.T) {
 		t.Fatal("a read-only set wrote a clean-shutdown record")
 	}
 }
+
+// Past MaxMappedFiles the set unmaps files instead of holding a mapping per
+// queue (a process dies when it runs out of mappings); every queue stays
+// readable and writable.
+func TestMaxMappedFilesBoundsMappings(t *testing.T) {
+	s, err := OpenSet(t.TempDir(), Options{EntriesPerFile: 64, MaxMappedFiles: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const queues = 200
+	peak := 0
+	for round := int64(0); round < 3; round++ {
+		for id := int32(0); id < queues; id++ {
+			appendRange(t, mustQueue(t, s, "T", id), round*10, round*10+10)
+			peak = max(peak, s.MappedFiles())
+		}
+	}
+	if peak > 17 {
+		t.Fatalf("%d files mapped at the peak, bound 16", peak)
+	}
+	if s.Relieved() == 0 {
+		t.Fatal("the bound was never enforced")
+	}
+	for id := int32(0); id < queues; id++ {
+		checkRange(t, mustQueue(t, s, "T", id), 0, 30)
+	}
+}

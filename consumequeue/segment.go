@@ -81,7 +81,51 @@ func (s *Set) acquire(sg *segment, write bool) (*mmap.Mapping, error) {
 		}
 		return m, nil
 	}
-	return s.acquireSlow(sg, write)
+	m, err := s.acquireSlow(sg, write)
+	if err == nil && s.mapped.Load() > int64(s.opts.MaxMappedFiles) {
+		s.relieve()
+	}
+	return m, err
+}
+
+// relieve unmaps files until at most three quarters of MaxMappedFiles stay
+// mapped: first those nobody touched since the last Sweep, then any. A file
+// in use keeps its mapping for its users (they hold references); it is
+// mapped again on its next use. One goroutine relieves at a time; others
+// go on.
+func (s *Set) relieve() {
+	if !s.relieveMu.TryLock() {
+		return
+	}
+	defer s.relieveMu.Unlock()
+	target := int64(s.opts.MaxMappedFiles) * 3 / 4
+	s.mu.RLock()
+	qs := make([]*Queue, 0, len(s.queues))
+	for _, q := range s.queues {
+		qs = append(qs, q)
+	}
+	s.mu.RUnlock()
+	s.relieved.Add(1)
+	for _, evenUsed := range []bool{false, true} {
+		for _, q := range qs {
+			for _, sg := range q.segs.Load().segs {
+				if s.mapped.Load() <= target {
+					return
+				}
+				if sg.m.Load() == nil || !evenUsed && sg.used.Load() {
+					continue
+				}
+				sg.mu.Lock()
+				if m := sg.m.Load(); m != nil && (evenUsed || !sg.used.Load()) {
+					sg.m.Store(nil)
+					sg.used.Store(false)
+					m.Release()
+					s.mapped.Add(-1)
+				}
+				sg.mu.Unlock()
+			}
+		}
+	}
 }
 
 func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
@@ -141,11 +185,15 @@ func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
 
 // install stores a freshly created mapping (one reference, which becomes the
 // cache reference) in a segment nobody else can see yet.
+// The caller holds its queue's wmu (no segment's mu), which relieve may be
+// called under (see the lock order in the package doc).
 func (s *Set) install(sg *segment, m *mmap.Mapping) {
 	sg.m.Store(m)
 	sg.used.Store(true)
 	sg.idleSince = s.epoch.Load()
-	s.mapped.Add(1)
+	if s.mapped.Add(1) > int64(s.opts.MaxMappedFiles) {
+		s.relieve()
+	}
 }
 
 // retire marks sg dead and drops its cache reference; the mapping goes away

@@ -22,6 +22,8 @@ type Set struct {
 	fileSize int64
 
 	mapped     atomic.Int64 // segments holding a cache reference on a mapping
+	relieveMu  sync.Mutex   // one relieve at a time
+	relieved   atomic.Int64 // relieve runs (MaxMappedFiles reached)
 	writeFiles atomic.Int64 // segments holding their writer's file open (segment.wf)
 	epoch      atomic.Int64 // unix nanos of the last Sweep (or of OpenSet)
 
@@ -349,6 +351,10 @@ func (s *Set) Sweep(now time.Time) {
 // cold-page writes: tails being written, at most 1,024, until Sweep finds them
 // idle.
 func (s *Set) WriteFiles() int { return int(s.writeFiles.Load()) }
+
+// Relieved counts the times the set unmapped files early because
+// MaxMappedFiles was reached.
+func (s *Set) Relieved() int64 { return s.relieved.Load() }
 
 // MappedFiles returns the number of files the set currently holds mapped.
 // (A file unmapped by Sweep or deleted while a reader still holds its mapping
