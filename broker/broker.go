@@ -189,12 +189,13 @@ func New(opts Options) (*Broker, error) {
 		o.Logger.Error("broker: persist subscription groups failed", "err", err)
 	})
 	b.registry = namesrv.NewRegistry(namesrv.Options{Logger: o.Logger})
-	b.register()
+	b.registerEmbedded()
 	if len(o.NamesrvAddrs) > 0 {
 		b.pool = remoting.NewPool(nil)
 		b.registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, o.Logger)
+		b.registrar.Period = o.RegisterInterval
 		b.registrar.LookupTopic = b.topicConfig
-		b.registrar.Start()
+		b.registrar.Start() // a full round at once, then every RegisterInterval
 	}
 	o.Logger.Info("broker: state loaded", "topics", b.topics.count(), "loadConfig", loaded.Sub(began).Round(time.Millisecond),
 		"openStore", opened.Sub(loaded).Round(time.Millisecond), "tablesAndRegistration", time.Since(opened).Round(time.Millisecond))
@@ -367,16 +368,15 @@ func (b *Broker) topicConfig(name string) (protocol.TopicConfig, bool) {
 	return protocol.TopicConfig{}, false
 }
 
-// register publishes the whole topic table to the embedded registry at once
-// (replacing this broker's topic set there) and asks the registrar for a
-// full round with the external name servers.
-func (b *Broker) register() {
+// registerEmbedded publishes the whole topic table to the embedded
+// registry (replacing this broker's topic set there): at start and every
+// RegisterInterval, which brings back topics a DELETE_TOPIC_IN_NAMESRV
+// removed. The registrar registers with the external name servers on its
+// own period (RegisterInterval too).
+func (b *Broker) registerEmbedded() {
 	b.registerMu.Lock()
 	b.registry.RegisterBroker(b.registration())
 	b.registerMu.Unlock()
-	if b.registrar != nil {
-		b.registrar.Trigger()
-	}
 }
 
 // registerTopic publishes one topic's current configuration, or its
@@ -482,7 +482,7 @@ func (b *Broker) maintain() {
 			b.notify(changed)
 			b.locks.sweep(now)
 		case <-reg.C:
-			b.register()
+			b.registerEmbedded()
 		}
 	}
 }
