@@ -209,6 +209,7 @@ func loadStateFile[T any](path string, log *slog.Logger, parse func([]byte) (T, 
 type stateWriter struct {
 	persist func() error // writes the state if it changed since the last successful write
 	onError func(error)
+	minGap  time.Duration // stateWriteGap (tests change it before run)
 
 	kick  chan struct{} // cap 1: a write was requested
 	hurry chan struct{} // cap 1: someone waits for the next write
@@ -233,7 +234,8 @@ const (
 )
 
 func newStateWriter(persist func() error, onError func(error)) *stateWriter {
-	return &stateWriter{persist: persist, onError: onError, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+	return &stateWriter{persist: persist, onError: onError, minGap: stateWriteGap,
+		kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 }
 
 // request asks for a write soon. It never blocks.
@@ -281,15 +283,16 @@ func (w *stateWriter) run(stop <-chan struct{}) {
 		case <-w.kick:
 		case <-w.hurry:
 		}
-		if d := time.Until(last.Add(gap)); d > 0 {
+		w.mu.Lock()
+		waited := w.next != nil // someone waits in sync: no gap
+		w.mu.Unlock()
+		if d := time.Until(last.Add(gap)); d > 0 && !waited {
 			timer.Reset(d)
 			select {
 			case <-stop:
 				return
 			case <-w.hurry:
-				if !timer.Stop() {
-					<-timer.C
-				}
+				timer.Stop() // Go 1.23+ timers: nothing stale is received later
 			case <-timer.C:
 			}
 		}
@@ -316,11 +319,11 @@ func (w *stateWriter) run(stop <-chan struct{}) {
 		}
 		if err != nil {
 			w.onError(err)
-			gap = min(max(2*gap, stateWriteGap), stateRetryMax)
+			gap = min(max(2*gap, w.minGap), stateRetryMax)
 			w.request() // retry
 			continue
 		}
-		gap = max(stateWriteGap, 10*last.Sub(start))
+		gap = max(w.minGap, 10*last.Sub(start))
 	}
 }
 
