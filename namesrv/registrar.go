@@ -235,9 +235,9 @@ func (g *Registrar) run() {
 		g.mu.Lock()
 		full := periodic || g.full || g.identity.BrokerName == ""
 		g.full = false
-		pending := g.pending
-		if len(pending) > 0 {
-			g.pending = make(map[string]struct{})
+		var pending map[string]struct{}
+		if len(g.pending) > 0 {
+			pending, g.pending = g.pending, make(map[string]struct{})
 		}
 		g.mu.Unlock()
 		var topics []protocol.TopicConfig
