@@ -118,3 +118,28 @@ func buildRestartDir(b *testing.B, opts Options, topics, queues int) {
 	}
 	b.Logf("built %d topics x %d queues in %v", topics, queues, time.Since(start).Round(time.Second))
 }
+
+// BenchmarkPersistTopics is one write of topics.json holding
+// APOGEE_BENCH_TOPICS (default 20,000) topics: what the background writer
+// spends per write (encode, write, fsync, .bak link, rename, directory
+// fsync), and what sets its gap once 10 × this exceeds 200 ms.
+//
+//	go test -run '^$' -bench PersistTopics ./broker/
+func BenchmarkPersistTopics(b *testing.B) {
+	topics := restartEnvInt(b, "APOGEE_BENCH_TOPICS", 20000)
+	t := newTopicManager(filepath.Join(b.TempDir(), topicsFileName), writeFileAtomic, quietLogger)
+	for i := 0; i < topics; i++ {
+		t.put(newTopicConfig(fmt.Sprintf("Persist-%06d", i), 8, protocol.PermRead|protocol.PermWrite))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := t.persist(true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if st, err := os.Stat(t.path); err == nil {
+		b.ReportMetric(float64(st.Size()), "file_bytes")
+	}
+}
