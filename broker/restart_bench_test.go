@@ -26,8 +26,10 @@ func restartEnvInt(tb testing.TB, name string, def int) int {
 }
 
 // BenchmarkRestart measures New on a data directory holding
-// APOGEE_BENCH_TOPICS (default 20,000) topics of 8 queues, one message in
-// each queue (160,000 consume queues), after a clean stop. It reports each
+// APOGEE_BENCH_TOPICS (default 20,000) topics of 8 queues (160,000 queues in
+// topics.json), one message in each of the first APOGEE_BENCH_FILLED
+// (default 8) queues of every topic (so 160,000 consume-queue directories by
+// default), after a clean stop. It reports each
 // phase of New: load_ms (reading topics.json and the other state files),
 // store_ms (store.Open: the commit log and every consume queue), tables_ms
 // (system topics, the start-time writes, the embedded registry's first full
@@ -42,6 +44,7 @@ func BenchmarkRestart(b *testing.B) {
 	topics := restartEnvInt(b, "APOGEE_BENCH_TOPICS", 20000)
 	entries := restartEnvInt(b, "APOGEE_BENCH_CQ_ENTRIES", 1024)
 	const queues = 8
+	filled := min(restartEnvInt(b, "APOGEE_BENCH_FILLED", queues), queues)
 	dir := os.Getenv("APOGEE_BENCH_DIR")
 	if dir == "" {
 		b.Skip("set APOGEE_BENCH_DIR to a directory for the data (built once, reused)")
@@ -50,9 +53,9 @@ func BenchmarkRestart(b *testing.B) {
 	opts.AdvertiseAddr = "127.0.0.1:10911"
 	opts.Store = store.Options{SegmentSize: 256 << 20, ConsumeQueueEntries: entries, CleanInterval: -1,
 		IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
-	marker := filepath.Join(dir, fmt.Sprintf("bench-restart-%d-%d", topics, entries))
+	marker := filepath.Join(dir, fmt.Sprintf("bench-restart-%d-%d-%d", topics, filled, entries))
 	if _, err := os.Stat(marker); err != nil {
-		buildRestartDir(b, opts, topics, queues)
+		buildRestartDir(b, opts, topics, queues, filled)
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -87,8 +90,9 @@ func BenchmarkRestart(b *testing.B) {
 	b.ReportMetric(ms(total), "total_ms")
 }
 
-// buildRestartDir creates the topics and sends one message to each queue.
-func buildRestartDir(b *testing.B, opts Options, topics, queues int) {
+// buildRestartDir creates the topics and sends one message to each of
+// their first filled queues.
+func buildRestartDir(b *testing.B, opts Options, topics, queues, filled int) {
 	b.Helper()
 	start := time.Now()
 	br, err := New(opts)
@@ -103,20 +107,20 @@ func buildRestartDir(b *testing.B, opts Options, topics, queues int) {
 	}
 	d := &handlerDriver{b: br}
 	body := make([]byte, 100)
-	for q := 0; q < queues; q++ {
+	for q := 0; q < filled; q++ {
 		for i := 0; i < topics; i++ {
 			if r := d.serve(sendRequest(fmt.Sprintf("Restart-%06d", i), int32(q), body, "")); r.Cmd.Code != 0 {
 				b.Fatalf("send: %d %s", r.Cmd.Code, r.Cmd.Remark)
 			}
 		}
-		b.Logf("queue %d of %d filled after %v", q+1, queues, time.Since(start).Round(time.Second))
+		b.Logf("queue %d of %d filled after %v", q+1, filled, time.Since(start).Round(time.Second))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if err := br.Shutdown(ctx); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("built %d topics x %d queues in %v", topics, queues, time.Since(start).Round(time.Second))
+	b.Logf("built %d topics x %d queues (%d with a message) in %v", topics, queues, filled, time.Since(start).Round(time.Second))
 }
 
 // BenchmarkPersistTopics is one write of topics.json holding
