@@ -31,7 +31,8 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 	if hb.ClientID == "" {
 		return fail(resp, protocol.RespSystemError, "the heartbeat carries no clientID")
 	}
-	groupsCreated, topicsCreated := false, false
+	groupsCreated := false
+	var topicsCreated []string
 	for i := range hb.ConsumerDataSet {
 		name := hb.ConsumerDataSet[i].GroupName
 		if !validGroupName([]byte(name)) {
@@ -47,14 +48,14 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 			continue
 		}
 		if _, created := b.topics.createIfAbsent(newTopicConfig(retry, 1, protocol.PermRead|protocol.PermWrite)); created {
-			topicsCreated = true
+			topicsCreated = append(topicsCreated, retry)
 		}
 	}
 	if groupsCreated {
-		b.persistGroups()
+		b.groupsChanged(false)
 	}
-	if topicsCreated {
-		b.topicsChanged()
+	for _, t := range topicsCreated {
+		b.topicChanged(t, false)
 	}
 	changed, joined := b.clients.heartbeat(c, &hb, req.Language.String(), req.Version, time.Now())
 	b.notify(changed)
@@ -296,7 +297,7 @@ func (b *Broker) handleCreateTopic(req *protocol.Command, resp *remoting.Respons
 	}
 	cfg.Attributes = attrs
 	if _, changed := b.topics.put(cfg); changed {
-		if err := b.topicsChanged(); err != nil {
+		if err := b.topicChanged(cfg.TopicName, true); err != nil {
 			return fail(resp, protocol.RespSystemError, "the topic is created but could not be persisted: "+err.Error())
 		}
 	}
@@ -328,9 +329,10 @@ func (b *Broker) handleDeleteTopic(req *protocol.Command, resp *remoting.Respons
 		errs = append(errs, err.Error())
 	}
 	if removed {
-		// The registration replaces this broker's topic set whole, so the
-		// topic leaves the embedded registry's routes with it.
-		if err := b.topicsChanged(); err != nil {
+		// The topic leaves this broker's queues in the embedded registry's
+		// routes, and the registrar's next full round (which replaces the
+		// broker's topic set on Apogee name servers).
+		if err := b.topicChanged(h.Topic, true); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -376,7 +378,6 @@ func (b *Broker) handleRuntimeInfo(resp *remoting.Response) remoting.Action {
 func (b *Broker) RuntimeInfo() map[string]string {
 	st := b.store.Stats()
 	conns, cgroups, pgroups := b.clients.counts()
-	cfgs, _ := b.topics.snapshot()
 	up := time.Since(b.start)
 	timersPending, _ := b.timers.stats()
 	rs := b.srv.Stats()
@@ -418,7 +419,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"clientConnections":      strconv.Itoa(conns),
 		"consumerGroups":         strconv.Itoa(cgroups),
 		"producerGroups":         strconv.Itoa(pgroups),
-		"topics":                 strconv.Itoa(len(cfgs)),
+		"topics":                 strconv.Itoa(b.topics.count()),
 		"notifiesSent":           i(b.stats.notifies.Load()),
 		"configPersistErrors":    i(b.stats.persistErrors.Load()),
 		"innerPuts":              i(b.stats.innerPuts.Load()),
@@ -595,7 +596,7 @@ func (b *Broker) handleUpdateGroup(req *protocol.Command, resp *remoting.Respons
 		}
 	}
 	b.groups.put(cfg)
-	if err := b.persistGroups(); err != nil {
+	if err := b.groupsChanged(true); err != nil {
 		return fail(resp, protocol.RespSystemError, "the group is updated but could not be persisted: "+err.Error())
 	}
 	b.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
@@ -626,7 +627,7 @@ func (b *Broker) handleDeleteGroup(req *protocol.Command, resp *remoting.Respons
 		return fail(resp, protocol.RespSystemError, "groupName is required")
 	}
 	if b.groups.remove(name) {
-		if err := b.persistGroups(); err != nil {
+		if err := b.groupsChanged(true); err != nil {
 			return fail(resp, protocol.RespSystemError, err.Error())
 		}
 	}

@@ -57,6 +57,9 @@ type Broker struct {
 
 	registerMu sync.Mutex // orders registrations with the embedded registry
 
+	// Background writers of topics.json and subscriptionGroup.json.
+	topicWriter, groupWriter *stateWriter
+
 	// Back-pressure (send path).
 	inflight     atomic.Int64 // message bytes of sends being stored or awaiting their flush
 	putsActive   atomic.Int64 // puts inside the store
@@ -67,6 +70,10 @@ type Broker struct {
 	wg      sync.WaitGroup
 
 	stats brokerStats
+
+	// startup is how long New took per phase: reading the state files,
+	// opening the store, and the rest (system topics, writes, registration).
+	startup struct{ load, store, tables time.Duration }
 }
 
 type brokerStats struct {
@@ -99,8 +106,8 @@ func New(opts Options) (*Broker, error) {
 		start:     time.Now(),
 		memWindow: memoryWindow(),
 		topics:    newTopicManager(filepath.Join(cfgDir, topicsFileName), o.WriteConfigFile, o.Logger),
-		groups:    newGroupManager(filepath.Join(cfgDir, subscriptionGroupsName), o.WriteConfigFile),
-		offsets:   newOffsetManager(filepath.Join(cfgDir, consumerOffsetFileName), o.WriteConfigFile),
+		groups:    newGroupManager(filepath.Join(cfgDir, subscriptionGroupsName), o.WriteConfigFile, o.Logger),
+		offsets:   newOffsetManager(filepath.Join(cfgDir, consumerOffsetFileName), o.WriteConfigFile, o.Logger),
 		clients:   newClientManager(o.Logger),
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),
@@ -115,11 +122,13 @@ func New(opts Options) (*Broker, error) {
 	if b.pops, err = newPopManager(b, cfgDir); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.load} {
 		if err := load(); err != nil {
 			return nil, err
 		}
 	}
+	loaded := time.Now()
 	b.holds = newPullHolder(b)
 	b.acks = newSyncAcker(b)
 
@@ -165,24 +174,45 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.store = st
 	b.syncFlush = so.FlushMode == commitlog.FlushSync
-	o.Logger.Info("broker: store opened", "dir", o.DataDir, "recovery", fmt.Sprintf("%+v", rep))
+	opened := time.Now()
+	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
+		"recovery", fmt.Sprintf("%+v", rep))
 
 	b.ensureAutoCreateKey()
 	b.ensureSystemTopics()
+	// Written now when the table changed at start (system topics, TBW102)
+	// or was read from its previous version.
+	b.persistAtStart("topics", b.topics.persist)
+	b.persistAtStart("subscription groups", b.groups.persist)
+	b.topicWriter = newStateWriter(func() error { return b.topics.persist(false) }, func(err error) {
+		b.stats.persistErrors.Add(1)
+		o.Logger.Error("broker: persist topics failed", "err", err)
+	})
+	b.groupWriter = newStateWriter(func() error { return b.groups.persist(false) }, func(err error) {
+		b.stats.persistErrors.Add(1)
+		o.Logger.Error("broker: persist subscription groups failed", "err", err)
+	})
 	b.registry = namesrv.NewRegistry(namesrv.Options{Logger: o.Logger})
-	b.register()
+	b.registerEmbedded()
 	if len(o.NamesrvAddrs) > 0 {
 		b.pool = remoting.NewPool(nil)
 		b.registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, o.Logger)
-		b.registrar.Start()
+		b.registrar.Period = o.RegisterInterval
+		b.registrar.LookupTopic = b.topicConfig
+		b.registrar.Start() // a full round at once, then every RegisterInterval
 	}
+	b.startup.load, b.startup.store, b.startup.tables = loaded.Sub(began), opened.Sub(loaded), time.Since(opened)
+	o.Logger.Info("broker: state loaded", "topics", b.topics.count(), "loadConfig", b.startup.load.Round(time.Millisecond),
+		"openStore", b.startup.store.Round(time.Millisecond), "tablesAndRegistration", b.startup.tables.Round(time.Millisecond))
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
-	b.wg.Add(3)
+	b.wg.Add(5)
 	go b.holds.loop()
 	go b.acks.loop()
 	go b.maintain()
+	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
+	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
 	b.sched.start()
 	b.timers.start()
 	b.tx.start()
@@ -192,21 +222,26 @@ func New(opts Options) (*Broker, error) {
 // ensureSystemTopics keeps the messaging features' system topics in the
 // topic table: SCHEDULE_TOPIC_XXXX with one queue per delay level, the timer
 // topic, and the transaction half and op topics (one queue each). Producers
-// may not send to them; admin requests may not create or delete them.
+// may not send to them; admin requests may not create or delete them. New
+// persists the table afterwards.
 func (b *Broker) ensureSystemTopics() {
-	changed := false
 	for _, cfg := range []protocol.TopicConfig{
 		newTopicConfig(scheduleTopic, int32(b.sched.levels()), protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(halfTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(opHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
 	} {
-		if _, c := b.topics.put(cfg); c {
-			changed = true
-		}
+		b.topics.put(cfg)
 	}
-	if changed {
-		b.persistTopics()
+}
+
+// persistAtStart writes a table New changed (or read from its previous
+// version); a failure is logged and counted, and the background writer
+// tries again with the next change.
+func (b *Broker) persistAtStart(what string, persist func(force bool) error) {
+	if err := persist(false); err != nil {
+		b.stats.persistErrors.Add(1)
+		b.opts.Logger.Error("broker: persist "+what+" failed", "err", err)
 	}
 }
 
@@ -233,19 +268,15 @@ func (b *Broker) persistProgress(force bool) error {
 }
 
 // ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
-// while auto-create is on, and out of it when it is off.
+// while auto-create is on, and out of it when it is off. New persists the
+// table afterwards.
 func (b *Broker) ensureAutoCreateKey() {
-	changed := false
 	if b.opts.DisableAutoCreateTopic {
-		changed = b.topics.remove(topicAutoCreateKey)
-	} else {
-		cfg := newTopicConfig(topicAutoCreateKey, int32(b.opts.DefaultTopicQueues),
-			protocol.PermRead|protocol.PermWrite|protocol.PermInherit)
-		_, changed = b.topics.put(cfg)
+		b.topics.remove(topicAutoCreateKey)
+		return
 	}
-	if changed {
-		b.persistTopics()
-	}
+	b.topics.put(newTopicConfig(topicAutoCreateKey, int32(b.opts.DefaultTopicQueues),
+		protocol.PermRead|protocol.PermWrite|protocol.PermInherit))
 }
 
 // Handler returns the remoting handler that serves broker requests and, via
@@ -304,10 +335,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.offsets.persist(true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.topics.persist(); err != nil {
+	if err := b.topicWriter.finish(func() error { return b.topics.persist(true) }); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.groups.persist(); err != nil {
+	if err := b.groupWriter.finish(func() error { return b.groups.persist(true) }); err != nil {
 		errs = append(errs, err)
 	}
 	if err := b.persistProgress(true); err != nil {
@@ -323,7 +354,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// registration describes this broker and all its topics for the name servers.
+// registration describes this broker and all its topics, for a full
+// registration. It is O(topics): New, the RegisterInterval tick, a deleted
+// topic and the registrar's full rounds use it, never a created one.
 func (b *Broker) registration() namesrv.BrokerRegistration {
 	cfgs, v := b.topics.snapshot()
 	return namesrv.BrokerRegistration{
@@ -336,40 +369,72 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 	}
 }
 
-// register publishes the topic table to the embedded registry at once and
-// asks the registrar to do the same with the external name servers.
-func (b *Broker) register() {
+// topicConfig returns a topic's current configuration (the registrar's
+// LookupTopic).
+func (b *Broker) topicConfig(name string) (protocol.TopicConfig, bool) {
+	if e := b.topics.lookup(name); e != nil {
+		return e.cfg, true
+	}
+	return protocol.TopicConfig{}, false
+}
+
+// registerEmbedded publishes the whole topic table to the embedded
+// registry (replacing this broker's topic set there): at start and every
+// RegisterInterval, which brings back topics a DELETE_TOPIC_IN_NAMESRV
+// removed. The registrar registers with the external name servers on its
+// own period (RegisterInterval too).
+func (b *Broker) registerEmbedded() {
 	b.registerMu.Lock()
 	b.registry.RegisterBroker(b.registration())
 	b.registerMu.Unlock()
+}
+
+// registerTopic publishes one topic's current configuration, or its
+// absence, to the embedded registry at once (this broker's other topics
+// untouched), and hands its name to the registrar, which sends it to the
+// external name servers with its next round (REGISTER_TOPIC_IN_NAMESRV, or
+// a full registration for a deleted topic). O(1).
+//
+// The configuration is read from the table under registerMu, as a full
+// registration's snapshot is: whatever order concurrent changes of a topic
+// reach here in, the registry ends with the table's latest state.
+func (b *Broker) registerTopic(name string) {
+	b.registerMu.Lock()
+	if e := b.topics.lookup(name); e != nil {
+		b.registry.RegisterTopic(name, []protocol.QueueData{{BrokerName: b.opts.BrokerName,
+			ReadQueueNums: e.cfg.ReadQueueNums, WriteQueueNums: e.cfg.WriteQueueNums,
+			Perm: e.cfg.Perm, TopicSysFlag: e.cfg.TopicSysFlag}})
+	} else {
+		b.registry.UnregisterTopic(b.opts.BrokerName, name)
+	}
+	b.registerMu.Unlock()
 	if b.registrar != nil {
-		b.registrar.Trigger()
+		b.registrar.TopicsChanged(name)
 	}
 }
 
-// topicsChanged persists the topic table and registers it.
-func (b *Broker) topicsChanged() error {
-	err := b.persistTopics()
-	b.register()
-	return err
+// topicChanged publishes a topic created, changed or deleted in the table:
+// to the name servers (registerTopic) and to topics.json, which the
+// background writer writes within stateWriteGap plus two writes (see
+// stateWriter). With wait (admin requests), it returns once a write that
+// covers the change has finished, with that write's error.
+func (b *Broker) topicChanged(name string, wait bool) error {
+	b.registerTopic(name)
+	if wait {
+		return b.topicWriter.sync()
+	}
+	b.topicWriter.request()
+	return nil
 }
 
-func (b *Broker) persistTopics() error {
-	err := b.topics.persist()
-	if err != nil {
-		b.stats.persistErrors.Add(1)
-		b.opts.Logger.Error("broker: persist topics failed", "err", err)
+// groupsChanged has subscriptionGroup.json written: by the background
+// writer soon, or, with wait, before it returns (with the write's error).
+func (b *Broker) groupsChanged(wait bool) error {
+	if wait {
+		return b.groupWriter.sync()
 	}
-	return err
-}
-
-func (b *Broker) persistGroups() error {
-	err := b.groups.persist()
-	if err != nil {
-		b.stats.persistErrors.Add(1)
-		b.opts.Logger.Error("broker: persist subscription groups failed", "err", err)
-	}
-	return err
+	b.groupWriter.request()
+	return nil
 }
 
 // notify sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of each
@@ -427,7 +492,7 @@ func (b *Broker) maintain() {
 			b.notify(changed)
 			b.locks.sweep(now)
 		case <-reg.C:
-			b.register()
+			b.registerEmbedded()
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -414,7 +415,7 @@ func TestOffsetsPersistAcrossRestart(t *testing.T) {
 	}
 	h.close()
 
-	raw, err := readConfigFile(h.b.offsets.path)
+	raw, err := os.ReadFile(h.b.offsets.path)
 	if err != nil || !bytes.Contains(raw, []byte(`"Offsets@g":{"0":1}`)) || !bytes.Contains(raw, []byte(`"Offsets@g2":{"0":1}`)) {
 		t.Fatalf("consumerOffset.json: %s (%v)", raw, err)
 	}

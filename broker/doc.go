@@ -20,7 +20,8 @@
 //     once when the in-flight message bytes exceed MaxInFlightBytes or the
 //     store has completed no put for BusyTimeout; an unknown topic is
 //     auto-created from TBW102 (or a %RETRY% topic with 1 queue) and
-//     registered at once; the stored properties (the producer's plus
+//     registered at once (that topic alone, see "Topics and groups"); the
+//     stored properties (the producer's plus
 //     CLUSTER) are built in a pooled buffer; a batch body is split into
 //     entries that go to the store in one PutBatch. In async-flush mode the
 //     answer is written inline. In sync-flush mode the store is told not to
@@ -80,17 +81,45 @@
 //     which also returns the job to its pool.
 //   - Topic entries, subscription-group configurations and subscriptions are
 //     immutable once published; a change publishes a new value.
-//   - Config files (DataDir/config: topics.json, subscriptionGroup.json,
+//   - State files (DataDir/config: topics.json, subscriptionGroup.json,
 //     consumerOffset.json, delayOffset.json, timerCheckpoint.json,
-//     transactionCheckpoint.json) are written whole through
-//     Options.WriteConfigFile (temporary file, fsync, rename, directory
-//     fsync). Topics and groups are written on every change, offsets every
-//     OffsetFlushInterval when they changed, the progress of the delay
-//     scanners, the timer wheel and the transaction checker every
-//     ProgressFlushInterval when it changed, and everything at Shutdown. A
-//     failed write is logged and counted, answered with SYSTEM_ERROR to the
-//     admin request that caused it, and returned by Shutdown; it never stops
-//     serving.
+//     transactionCheckpoint.json, popState.json) are written whole through
+//     Options.WriteConfigFile (temporary file, fsync, the current file kept
+//     as FILE.bak, rename, directory fsync) and read by loadStateFile, which
+//     falls back to FILE.bak with a WARN when FILE is missing or does not
+//     parse, and refuses to start, naming both, when neither parses (see
+//     persist.go). Topics and groups are written by their stateWriter (below),
+//     offsets every OffsetFlushInterval when they changed, the progress of
+//     the delay scanners, the timer wheel, the transaction checker and POP
+//     every ProgressFlushInterval when it changed, and everything at
+//     Shutdown. A failed write is logged and counted, answered with
+//     SYSTEM_ERROR to the admin request that caused it, and returned by
+//     Shutdown; it never stops serving.
+//
+// # Topics and groups
+//
+// Creating, changing or deleting a topic or a subscription group costs the
+// same whatever the number of topics and groups: the table change is a map
+// update under the manager's mu, and nothing per change copies or encodes
+// the table.
+//
+//   - Registration: a changed topic is published alone (registerTopic): to
+//     the embedded registry at once (Registry.RegisterTopic /
+//     UnregisterTopic, under registerMu, reading the topic's latest entry),
+//     and to the external name servers by the Registrar's next round
+//     (REGISTER_TOPIC_IN_NAMESRV per topic, rounds coalesced; a deleted
+//     topic makes it a full registration). The whole table is registered
+//     only at start and every RegisterInterval.
+//   - Files: topics.json and subscriptionGroup.json are written by a
+//     background stateWriter each, many changes per write: a change is on
+//     disk within max(200 ms, 10 × the last write's duration) plus two
+//     writes, and Shutdown writes whatever is left. A crash in that window
+//     loses the configuration of the topics and groups created in it (an
+//     auto-created topic is created again by the producer's next send, a
+//     group by its next heartbeat; their messages and consume queues are in
+//     the store); admin requests (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC,
+//     subscription-group updates and deletions) are answered only after a
+//     write that covers them.
 //   - The timer wheel's heap, chunk counts and scratch belong to its
 //     goroutine; what others read (the published checkpoint, the pending
 //     count) sits under its mu. The transaction checker's pending and
@@ -106,8 +135,9 @@
 // Besides the connections' and the store's, a Broker runs: the pull
 // holder's loop (re-runs and answers woken and expired pulls), the sync
 // acker's loop (waits for flushes in sync-flush mode), maintain (offset and
-// progress persistence, the client scanner, lock expiry, re-registration
-// every RegisterInterval), one delay scanner per delay level (each sleeps
+// progress persistence, the client scanner, lock expiry, the embedded
+// registry's full re-registration every RegisterInterval), the writers of
+// topics.json and subscriptionGroup.json, one delay scanner per delay level (each sleeps
 // until its next message is due or, when its queue is empty, until the
 // store reports an arrival), the timer wheel's loop and the transaction
 // checker. All of them stop before Shutdown persists and closes the store.
@@ -119,7 +149,9 @@
 // # Lock order
 //
 // Each manager's persistMu is taken before its mu. registerMu is taken
-// before the topic table's mu (to snapshot it) and the registry's lock. The
+// before the topic table's mu (to snapshot it or read one entry) and the
+// registry's lock; the Registrar is told of a change after registerMu is
+// released. A stateWriter's mu is a leaf. The
 // client manager's, lock table's, pull holder's, sync acker's, filter
 // cache's, scheduler's, timer wheel's and transaction checker's mutexes are
 // leaves: nothing else is locked, and nothing calls into the store or

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -14,30 +15,36 @@ import (
 
 // groupManager owns the subscription-group table and
 // config/subscriptionGroup.json. Groups are created on first use (heartbeat
-// or pull), as RocketMQ's autoCreateSubscriptionGroup does.
+// or pull), as RocketMQ's autoCreateSubscriptionGroup does. A change is
+// O(1) under mu; the file is written whole by the broker's background
+// stateWriter (persist), coalescing the changes made meanwhile.
 type groupManager struct {
 	path  string
 	write func(string, []byte) error
+	log   *slog.Logger
 
 	mu      sync.RWMutex
 	m       map[string]*protocol.SubscriptionGroupConfig // values immutable once published
 	version protocol.DataVersion
+	changes uint64 // bumped by every change of m
 
 	persistMu sync.Mutex // serialises file writes; taken before mu
+	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
-func newGroupManager(path string, write func(string, []byte) error) *groupManager {
-	return &groupManager{path: path, write: write, m: make(map[string]*protocol.SubscriptionGroupConfig)}
+func newGroupManager(path string, write func(string, []byte) error, log *slog.Logger) *groupManager {
+	return &groupManager{path: path, write: write, log: log, m: make(map[string]*protocol.SubscriptionGroupConfig)}
 }
 
+// load reads subscriptionGroup.json (or its previous version, see
+// loadStateFile) if it exists.
 func (g *groupManager) load() error {
-	b, err := readConfigFile(g.path)
-	if err != nil || b == nil {
+	w, found, fellBack, err := loadStateFile(g.path, g.log, func(b []byte) (protocol.SubscriptionGroupWrapper, error) {
+		var w protocol.SubscriptionGroupWrapper
+		return w, w.Decode(b)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var w protocol.SubscriptionGroupWrapper
-	if err := w.Decode(b); err != nil {
-		return fmt.Errorf("broker: %s: %w", g.path, err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -52,6 +59,9 @@ func (g *groupManager) load() error {
 		g.m[cfg.GroupName] = &cfg
 	}
 	g.version = w.DataVersion
+	if fellBack {
+		g.changes++ // write subscriptionGroup.json again
+	}
 	return nil
 }
 
@@ -61,6 +71,13 @@ func (g *groupManager) get(name []byte) *protocol.SubscriptionGroupConfig {
 	c := g.m[string(name)]
 	g.mu.RUnlock()
 	return c
+}
+
+// bump records a change; g.mu must be held.
+func (g *groupManager) bump() {
+	g.version.Timestamp = time.Now().UnixMilli()
+	g.version.Counter++
+	g.changes++
 }
 
 // ensure returns the group's configuration, creating it with RocketMQ's
@@ -76,11 +93,11 @@ func (g *groupManager) ensure(name []byte) (cfg *protocol.SubscriptionGroupConfi
 	}
 	def := protocol.DefaultSubscriptionGroupConfig(string(name))
 	g.m[def.GroupName] = &def
-	g.version.Timestamp = time.Now().UnixMilli()
-	g.version.Counter++
+	g.bump()
 	return &def, true
 }
 
+// encode returns the table as JSON. It is O(groups).
 func (g *groupManager) encode() ([]byte, error) {
 	g.mu.RLock()
 	w := protocol.SubscriptionGroupWrapper{
@@ -88,8 +105,7 @@ func (g *groupManager) encode() ([]byte, error) {
 		DataVersion:            g.version,
 	}
 	for k, v := range g.m {
-		c := *v
-		w.SubscriptionGroupTable[k] = &c
+		w.SubscriptionGroupTable[k] = v // immutable once published
 	}
 	g.mu.RUnlock()
 	return w.Encode()
@@ -106,14 +122,26 @@ func (g *groupManager) names() []string {
 	return out
 }
 
-func (g *groupManager) persist() error {
+// persist writes subscriptionGroup.json if the table changed since the last
+// successful write, or always with force.
+func (g *groupManager) persist(force bool) error {
 	g.persistMu.Lock()
 	defer g.persistMu.Unlock()
-	b, err := g.encode()
+	g.mu.RLock()
+	changes := g.changes
+	g.mu.RUnlock()
+	if changes == g.persisted && !force {
+		return nil
+	}
+	b, err := g.encode() // covers at least changes
 	if err != nil {
 		return fmt.Errorf("broker: encode subscription groups: %w", err)
 	}
-	return g.write(g.path, b)
+	if err := g.write(g.path, b); err != nil {
+		return err
+	}
+	g.persisted = changes
+	return nil
 }
 
 // put creates or replaces a group's configuration.
@@ -122,8 +150,7 @@ func (g *groupManager) put(cfg protocol.SubscriptionGroupConfig) {
 	defer g.mu.Unlock()
 	c := cfg
 	g.m[c.GroupName] = &c
-	g.version.Timestamp = time.Now().UnixMilli()
-	g.version.Counter++
+	g.bump()
 }
 
 // remove deletes a group's configuration and reports whether it existed.
@@ -134,8 +161,7 @@ func (g *groupManager) remove(name string) bool {
 		return false
 	}
 	delete(g.m, name)
-	g.version.Timestamp = time.Now().UnixMilli()
-	g.version.Counter++
+	g.bump()
 	return true
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ const maxOffsetQueueID = 1 << 16
 type offsetManager struct {
 	path  string
 	write func(string, []byte) error
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	m       map[string]map[string][]int64 // topic -> group -> offset by queue id; -1 = none
@@ -28,18 +30,19 @@ type offsetManager struct {
 	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
-func newOffsetManager(path string, write func(string, []byte) error) *offsetManager {
-	return &offsetManager{path: path, write: write, m: make(map[string]map[string][]int64)}
+func newOffsetManager(path string, write func(string, []byte) error, log *slog.Logger) *offsetManager {
+	return &offsetManager{path: path, write: write, log: log, m: make(map[string]map[string][]int64)}
 }
 
+// load reads consumerOffset.json (or its previous version, see
+// loadStateFile) if it exists.
 func (o *offsetManager) load() error {
-	b, err := readConfigFile(o.path)
-	if err != nil || b == nil {
+	w, found, fellBack, err := loadStateFile(o.path, o.log, func(b []byte) (protocol.ConsumerOffsetSerializeWrapper, error) {
+		var w protocol.ConsumerOffsetSerializeWrapper
+		return w, w.Decode(b)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var w protocol.ConsumerOffsetSerializeWrapper
-	if err := w.Decode(b); err != nil {
-		return fmt.Errorf("broker: %s: %w", o.path, err)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -56,6 +59,9 @@ func (o *offsetManager) load() error {
 		}
 	}
 	o.version = w.DataVersion
+	if !fellBack {
+		o.persisted = o.changes // the file holds exactly this
+	}
 	return nil
 }
 

@@ -135,7 +135,9 @@ type Options struct {
 	Remoting *remoting.Options
 	// WriteConfigFile replaces how the files under DataDir/config are
 	// written (a seam for tests that inject failures). Default: write a
-	// temporary file, fsync it, rename it over the target, fsync the directory.
+	// temporary file, fsync it, keep the target's current version as
+	// TARGET.bak (the fallback at start), rename the temporary file over the
+	// target, fsync the directory.
 	WriteConfigFile func(path string, data []byte) error
 	// Logger receives the broker's log lines. Default slog.Default().
 	Logger *slog.Logger

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 )
 
 // Names of the managers' files under DataDir/config (RocketMQ's names and shapes).
@@ -16,9 +19,31 @@ const (
 	consumerOffsetFileName = "consumerOffset.json"
 )
 
+// State files. Every JSON state file under DataDir/config (topics.json,
+// subscriptionGroup.json, consumerOffset.json, delayOffset.json,
+// timerCheckpoint.json, transactionCheckpoint.json, popState.json) is written
+// by writeFileAtomic (through Options.WriteConfigFile) and read by
+// loadStateFile:
+//
+//   - A write replaces the file whole and keeps the version it replaces as
+//     FILE.bak (as RocketMQ does), so at any moment FILE holds the last
+//     write and FILE.bak the one before it.
+//   - A load that finds FILE missing or unparsable while FILE.bak parses
+//     uses FILE.bak, logs a WARN naming both, and renames a damaged FILE to
+//     FILE.damaged (so that the next write does not keep it as the .bak;
+//     the next write then creates FILE again). When neither parses the
+//     broker refuses to start with an error naming both files.
+const (
+	bakSuffix     = ".bak"
+	damagedSuffix = ".damaged"
+)
+
 // writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new contents: write a temporary file in the same directory,
-// fsync it, rename it over path, fsync the directory.
+// old or the new contents, and keeps the old contents as path.bak: write a
+// temporary file in the same directory and fsync it, make the current file
+// path.bak (keepPrevious), rename the temporary file over path, fsync the
+// directory. A crash at any point leaves path complete (old or new) and
+// path.bak complete (the version before path, or the one before that).
 func writeFileAtomic(path string, data []byte) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -40,33 +65,282 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: write %s: %w", path, err)
 	}
+	if err = keepPrevious(path); err != nil {
+		return fmt.Errorf("broker: write %s: keep the previous version: %w", path, err)
+	}
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("broker: write %s: %w", path, err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("broker: write %s: sync directory: %w", path, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = syncDir(dir); err != nil {
 		return fmt.Errorf("broker: write %s: sync directory: %w", path, err)
 	}
 	return nil
 }
 
-// readConfigFile returns the file's contents, or nil when it does not exist.
-func readConfigFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+// keepPrevious makes path's current contents path.bak, without copying
+// where it can: a hard link to path, renamed over path.bak, shares path's
+// (already synced) inode, which path.bak keeps once path is replaced. On a
+// file system without hard links it copies (and fsyncs the copy). It does
+// nothing when path does not exist. The caller syncs the directory.
+func keepPrevious(path string) error {
+	bak := path + bakSuffix
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(bak)+".tmp")
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err // a leftover of an interrupted write that cannot be removed
+	}
+	err := os.Link(path, tmp)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("broker: read %s: %w", path, err)
+		if err = copyFileSynced(path, tmp); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
+			return err
+		}
 	}
-	return b, nil
+	return os.Rename(tmp, bak)
+}
+
+// copyFileSynced copies src to dst (created or truncated) and fsyncs dst.
+func copyFileSynced(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// loadStateFile reads the state file at path and parses it (parse must not
+// keep its argument, and fails for contents it cannot use, not only for bad
+// JSON). When path is missing or does not parse, its previous version
+// (path.bak, see writeFileAtomic) is used instead, with a WARN; a damaged
+// path is then renamed to path.damaged. fellBack reports that path.bak was
+// used: the caller should write its state again soon, to recreate path.
+// found is false when neither file exists (a new data directory). It fails,
+// naming both files, when path exists but neither parses, or when path
+// exists but cannot be read.
+func loadStateFile[T any](path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
+	var zero T
+	cur, rerr := os.ReadFile(path)
+	var perr error
+	switch {
+	case rerr == nil:
+		if v, perr = parse(cur); perr == nil {
+			return v, true, false, nil
+		}
+	case errors.Is(rerr, fs.ErrNotExist):
+	default:
+		return zero, false, false, fmt.Errorf("broker: read %s: %w", path, rerr)
+	}
+	bak := path + bakSuffix
+	old, berr := os.ReadFile(bak)
+	switch {
+	case berr == nil:
+		if v, berr = parse(old); berr == nil {
+			break
+		}
+		if rerr != nil {
+			return zero, false, false, fmt.Errorf("broker: %s is missing and its previous version %s does not parse either: %w", path, bak, berr)
+		}
+		return zero, false, false, fmt.Errorf("broker: %s does not parse (%w) and neither does its previous version %s (%w); restore one of them or remove both to start without this state", path, perr, bak, berr)
+	case errors.Is(berr, fs.ErrNotExist):
+		if rerr != nil {
+			return zero, false, false, nil // a new data directory
+		}
+		return zero, false, false, fmt.Errorf("broker: %s does not parse and there is no previous version %s: %w", path, bak, perr)
+	default:
+		if rerr != nil {
+			return zero, false, false, fmt.Errorf("broker: %s is missing and its previous version cannot be read: %w", path, berr)
+		}
+		return zero, false, false, fmt.Errorf("broker: %s does not parse (%w) and its previous version cannot be read (%w)", path, perr, berr)
+	}
+	if rerr != nil {
+		log.Warn("broker: state file missing; using its previous version", "file", path, "using", bak)
+		return v, true, true, nil
+	}
+	damaged := path + damagedSuffix
+	log.Warn("broker: state file damaged; using its previous version (changes made after that version was replaced are lost)",
+		"file", path, "err", perr, "using", bak, "damagedCopy", damaged)
+	if err := os.Rename(path, damaged); err != nil {
+		log.Error("broker: could not move the damaged state file aside; the next write keeps it as the .bak", "file", path, "err", err)
+	}
+	return v, true, true, nil
+}
+
+// stateWriter writes one state file on a goroutine of its own, so that the
+// requests that change the state (a topic auto-created by a send, a group
+// created by a heartbeat) never wait for the file. request asks for a write
+// and returns at once; sync asks for one and waits until a write that
+// started after the call has finished. Requests coalesce: a write starts
+// when asked, but no sooner than gap after the previous one ended, where
+// gap is max(stateWriteGap, 10 × the previous write's duration) (so the
+// writer's share of a CPU stays under a tenth however large the file), or
+// at once when someone waits in sync. A failed write is logged through
+// onError and retried with a gap that doubles up to stateRetryMax.
+//
+// So a change requested at time t is on disk by t + gap + the duration of
+// two writes (one may be in progress at t). What a crash before then loses
+// is that change; a clean Shutdown (finish) writes everything.
+type stateWriter struct {
+	persist func() error // writes the state if it changed since the last successful write
+	onError func(error)
+	minGap  time.Duration // stateWriteGap (tests change it before run)
+
+	kick  chan struct{} // cap 1: a write was requested
+	hurry chan struct{} // cap 1: someone waits for the next write
+
+	mu   sync.Mutex
+	next *writeRound // completed by the next write to start; nil when no one waits
+	done bool        // finish ran: sync writes itself
+}
+
+// writeRound is one write that callers of sync wait for.
+type writeRound struct {
+	done chan struct{}
+	err  error
+}
+
+const (
+	// stateWriteGap is the least time between two writes of a state file
+	// written in the background (topics.json, subscriptionGroup.json).
+	stateWriteGap = 200 * time.Millisecond
+	// stateRetryMax bounds the back-off between failed writes.
+	stateRetryMax = 30 * time.Second
+)
+
+func newStateWriter(persist func() error, onError func(error)) *stateWriter {
+	return &stateWriter{persist: persist, onError: onError, minGap: stateWriteGap,
+		kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+}
+
+// request asks for a write soon. It never blocks.
+func (w *stateWriter) request() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sync asks for a write now and waits for it: it returns nil once a write
+// that started after the call succeeded, or that write's error.
+func (w *stateWriter) sync() error {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return w.persist()
+	}
+	r := w.next
+	if r == nil {
+		r = &writeRound{done: make(chan struct{})}
+		w.next = r
+	}
+	w.mu.Unlock()
+	select {
+	case w.hurry <- struct{}{}:
+	default:
+	}
+	w.request()
+	<-r.done
+	return r.err
+}
+
+// run writes on request until stop closes.
+func (w *stateWriter) run(stop <-chan struct{}) {
+	gap := time.Duration(0) // none before the first write
+	var last time.Time      // when the previous write ended
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-w.kick:
+		case <-w.hurry:
+		}
+		w.mu.Lock()
+		waited := w.next != nil // someone waits in sync: no gap
+		w.mu.Unlock()
+		if d := time.Until(last.Add(gap)); d > 0 && !waited {
+			timer.Reset(d)
+			select {
+			case <-stop:
+				return
+			case <-w.hurry:
+				timer.Stop() // Go 1.23+ timers: nothing stale is received later
+			case <-timer.C:
+			}
+		}
+		// Requests made so far are covered by this write (it reads the
+		// state after this point); later ones ask for another.
+		select {
+		case <-w.kick:
+		default:
+		}
+		select {
+		case <-w.hurry:
+		default:
+		}
+		w.mu.Lock()
+		r := w.next
+		w.next = nil
+		w.mu.Unlock()
+		start := time.Now()
+		err := w.persist()
+		last = time.Now()
+		if r != nil {
+			r.err = err
+			close(r.done)
+		}
+		if err != nil {
+			w.onError(err)
+			gap = min(max(2*gap, w.minGap), stateRetryMax)
+			w.request() // retry
+			continue
+		}
+		gap = max(w.minGap, 10*last.Sub(start))
+	}
+}
+
+// finish writes the state a last time, after run has returned, and answers
+// the callers of sync still waiting. Later calls of sync write themselves.
+func (w *stateWriter) finish(write func() error) error {
+	w.mu.Lock()
+	r := w.next
+	w.next = nil
+	w.done = true
+	w.mu.Unlock()
+	err := write()
+	if r != nil {
+		r.err = err
+		close(r.done)
+	}
+	return err
 }
 
 // defaultMemoryWindow is 40% of 8 GiB, for platforms where RAM is unknown.

@@ -142,14 +142,15 @@ type popStateQueue struct {
 	Inflight map[string]popEntry `json:"inflight,omitempty"` // by queue offset
 }
 
+// load reads popState.json (or its previous version, see loadStateFile)
+// if it exists.
 func (pm *popManager) load() error {
-	data, err := readConfigFile(pm.path)
-	if err != nil || data == nil {
+	f, found, _, err := loadStateFile(pm.path, pm.b.opts.Logger, func(data []byte) (popStateFile, error) {
+		var f popStateFile
+		return f, json.Unmarshal(data, &f)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var f popStateFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("broker: %s: %w", pm.path, err)
 	}
 	for _, q := range f.Queues {
 		if q.Group == "" || q.Topic == "" || q.QueueID < 0 || q.QueueID >= maxOffsetQueueID {
@@ -679,7 +680,7 @@ func (b *Broker) handlePop(c *remoting.Conn, req *protocol.Command, resp *remoti
 		}
 		var created bool
 		if g, created = b.groups.ensure(h.ConsumerGroup); created {
-			b.persistGroups()
+			b.groupsChanged(false)
 		}
 	}
 	if !g.ConsumeEnable {

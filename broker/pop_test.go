@@ -321,7 +321,7 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 	h := startHarness(t, testOptions(t, dir), nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2", "m3"}, nil)
-	h.b.persistTopics()
+	h.b.topics.persist(false)
 	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 1500 * time.Millisecond}
 	ps := doPop(t, cl, a)
 	popAt := time.Now()

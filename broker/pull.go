@@ -69,7 +69,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remot
 		}
 		var created bool
 		if g, created = b.groups.ensure(h.ConsumerGroup); created {
-			b.persistGroups()
+			b.groupsChanged(false)
 		}
 	}
 	if !g.ConsumeEnable {

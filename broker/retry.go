@@ -40,7 +40,7 @@ func (b *Broker) ensureGroupTopic(name string, queues int32) (*topicEntry, error
 	e, created := b.topics.createIfAbsent(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite))
 	if created {
 		b.opts.Logger.Info("broker: topic created for a consumer group", "topic", name)
-		b.topicsChanged()
+		b.topicChanged(name, false)
 	}
 	return e, nil
 }

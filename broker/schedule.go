@@ -90,15 +90,15 @@ func newScheduler(b *Broker, levels []time.Duration, cfgDir string) *scheduler {
 	return s
 }
 
-// load reads delayOffset.json if it exists.
+// load reads delayOffset.json (or its previous version, see
+// loadStateFile) if it exists.
 func (s *scheduler) load() error {
-	data, err := readConfigFile(s.path)
-	if err != nil || data == nil {
+	w, found, _, err := loadStateFile(s.path, s.b.opts.Logger, func(data []byte) (protocol.DelayOffsetSerializeWrapper, error) {
+		var w protocol.DelayOffsetSerializeWrapper
+		return w, w.Decode(data)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var w protocol.DelayOffsetSerializeWrapper
-	if err := w.Decode(data); err != nil {
-		return fmt.Errorf("broker: %s: %w", s.path, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

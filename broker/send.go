@@ -346,7 +346,7 @@ func (b *Broker) autoCreateTopic(h *protocol.SendMessageRequest) (*topicEntry, i
 	t, created := b.topics.createIfAbsent(cfg)
 	if created {
 		b.opts.Logger.Info("broker: topic auto-created", "topic", name, "queues", cfg.WriteQueueNums, "perm", cfg.Perm)
-		b.topicsChanged()
+		b.topicChanged(name, false)
 	}
 	return t, protocol.RespSuccess, ""
 }

@@ -123,17 +123,21 @@ func newTimerWheel(b *Broker, cfgDir string, roll time.Duration) *timerWheel {
 	}
 }
 
+// load reads the checkpoint (or its previous version, see loadStateFile)
+// if it exists.
 func (w *timerWheel) load() error {
-	data, err := readConfigFile(w.path)
-	if err != nil || data == nil {
+	ck, found, _, err := loadStateFile(w.path, w.b.opts.Logger, func(data []byte) (timerCheckpoint, error) {
+		var ck timerCheckpoint
+		if err := json.Unmarshal(data, &ck); err != nil {
+			return ck, err
+		}
+		if ck.PendingOffset < 0 || ck.LoadedOffset < ck.PendingOffset {
+			return ck, fmt.Errorf("inconsistent checkpoint %+v", ck)
+		}
+		return ck, nil
+	})
+	if err != nil || !found {
 		return err
-	}
-	var ck timerCheckpoint
-	if err := json.Unmarshal(data, &ck); err != nil {
-		return fmt.Errorf("broker: %s: %w", w.path, err)
-	}
-	if ck.PendingOffset < 0 || ck.LoadedOffset < ck.PendingOffset {
-		return fmt.Errorf("broker: %s: inconsistent checkpoint %+v", w.path, ck)
 	}
 	w.restore, w.ck = ck, ck
 	return nil

@@ -3,7 +3,6 @@ package broker
 import (
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,31 +147,39 @@ func (e *topicEntry) readable() bool { return e.cfg.Perm&protocol.PermRead != 0 
 func (e *topicEntry) queueLimit() int32 { return max(e.cfg.WriteQueueNums, e.cfg.ReadQueueNums) }
 
 // topicManager owns the topic table and config/topics.json.
+//
+// Creating, changing or deleting a topic is O(1) under mu (a map update and
+// a change count); the file is written whole by the broker's background
+// stateWriter (persist), coalescing the changes made meanwhile.
 type topicManager struct {
-	path  string
+	path string
+	// write writes the file (Options.WriteConfigFile); log receives the
+	// fallback WARN of load.
 	write func(string, []byte) error
 	log   *slog.Logger
 
 	mu      sync.RWMutex
 	m       map[string]*topicEntry
 	version protocol.DataVersion
+	changes uint64 // bumped by every change of m
 
 	persistMu sync.Mutex // serialises file writes; taken before mu
+	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
 func newTopicManager(path string, write func(string, []byte) error, log *slog.Logger) *topicManager {
 	return &topicManager{path: path, write: write, log: log, m: make(map[string]*topicEntry)}
 }
 
-// load reads topics.json if it exists.
+// load reads topics.json (or its previous version, see loadStateFile) if
+// it exists.
 func (t *topicManager) load() error {
-	b, err := readConfigFile(t.path)
-	if err != nil || b == nil {
+	w, found, fellBack, err := loadStateFile(t.path, t.log, func(b []byte) (protocol.TopicConfigSerializeWrapper, error) {
+		var w protocol.TopicConfigSerializeWrapper
+		return w, w.Decode(b)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var w protocol.TopicConfigSerializeWrapper
-	if err := w.Decode(b); err != nil {
-		return fmt.Errorf("broker: %s: %w", t.path, err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -187,6 +194,9 @@ func (t *topicManager) load() error {
 		t.m[cfg.TopicName] = newTopicEntry(cfg)
 	}
 	t.version = w.DataVersion
+	if fellBack {
+		t.changes++ // write topics.json again
+	}
 	return nil
 }
 
@@ -205,10 +215,19 @@ func (t *topicManager) lookup(name string) *topicEntry {
 	return e
 }
 
-// bump advances the data version; t.mu must be held.
+// count returns the number of topics.
+func (t *topicManager) count() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// bump records a change: it advances the data version and the change
+// count; t.mu must be held.
 func (t *topicManager) bump() {
 	t.version.Timestamp = time.Now().UnixMilli()
 	t.version.Counter++
+	t.changes++
 }
 
 // put creates or replaces a topic's configuration and reports whether the
@@ -251,8 +270,9 @@ func (t *topicManager) remove(name string) bool {
 	return true
 }
 
-// snapshot returns copies of every configuration, sorted by name, and the
-// data version.
+// snapshot returns copies of every configuration, in no particular order,
+// and the data version. It is O(topics): for whole-table operations only
+// (the file, GET_ALL_TOPIC_CONFIG, full registrations), never per topic.
 func (t *topicManager) snapshot() ([]protocol.TopicConfig, protocol.DataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -260,7 +280,6 @@ func (t *topicManager) snapshot() ([]protocol.TopicConfig, protocol.DataVersion)
 	for _, e := range t.m {
 		out = append(out, e.cfg)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
 	return out, t.version
 }
 
@@ -274,15 +293,26 @@ func (t *topicManager) encode() ([]byte, error) {
 	return w.Encode()
 }
 
-// persist writes topics.json with the current table.
-func (t *topicManager) persist() error {
+// persist writes topics.json if the table changed since the last
+// successful write, or always with force.
+func (t *topicManager) persist(force bool) error {
 	t.persistMu.Lock()
 	defer t.persistMu.Unlock()
-	b, err := t.encode()
+	t.mu.RLock()
+	changes := t.changes
+	t.mu.RUnlock()
+	if changes == t.persisted && !force {
+		return nil
+	}
+	b, err := t.encode() // covers at least changes
 	if err != nil {
 		return fmt.Errorf("broker: encode topics: %w", err)
 	}
-	return t.write(t.path, b)
+	if err := t.write(t.path, b); err != nil {
+		return err
+	}
+	t.persisted = changes
+	return nil
 }
 
 func sameTopicConfig(a, b *protocol.TopicConfig) bool {

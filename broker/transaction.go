@@ -79,14 +79,15 @@ func newTxManager(b *Broker, cfgDir string) *txManager {
 	}
 }
 
+// load reads the checkpoint (or its previous version, see loadStateFile)
+// if it exists.
 func (t *txManager) load() error {
-	data, err := readConfigFile(t.path)
-	if err != nil || data == nil {
+	ck, found, _, err := loadStateFile(t.path, t.b.opts.Logger, func(data []byte) (txCheckpoint, error) {
+		var ck txCheckpoint
+		return ck, json.Unmarshal(data, &ck)
+	})
+	if err != nil || !found {
 		return err
-	}
-	var ck txCheckpoint
-	if err := json.Unmarshal(data, &ck); err != nil {
-		return fmt.Errorf("broker: %s: %w", t.path, err)
 	}
 	t.halfLoaded, t.opLoaded = max(ck.HalfOffset, 0), max(ck.OpOffset, 0)
 	for k, n := range ck.Checks {

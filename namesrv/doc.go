@@ -18,7 +18,10 @@
 //     that registers the same address under another name or id replaces its old
 //     identity, and a second address for the same name and id replaces the first).
 //   - The topic set of a broker name is the one its master last registered (a
-//     registration replaces it whole; a REGISTER_BROKER without a body keeps it). A
+//     registration replaces it whole; a REGISTER_BROKER without a body keeps it),
+//     changed since by single topics: REGISTER_TOPIC_IN_NAMESRV and RegisterTopic add
+//     or update one topic's queues on a registered broker name, UnregisterTopic
+//     removes them; the broker's next full registration replaces the set again. A
 //     slave's topics are ignored, as in Java: routes carry the master's queue counts.
 //     The queues stay in routes while any address of the name remains, so consumers
 //     can still read from slaves when the master is gone.
@@ -29,10 +32,12 @@
 //     special about TBW102 or %RETRY% topics: they are routed when a broker registers
 //     them (a broker with auto-create on registers TBW102 with perm 7, which is what
 //     lets rocketmq-client-go producers send to topics that do not exist yet).
-//   - Every change to the tables bumps a generation number. Encoded route bodies are
-//     cached per topic, in both JSON forms, with the generation they were built at;
-//     GET_ROUTEINFO_BY_TOPIC serves a current cached body without allocating. Cached
-//     bodies are immutable.
+//   - Every change to the tables bumps a generation number, except a single-topic
+//     change (RegisterTopic, UnregisterTopic), which drops that topic's cached body
+//     only. Encoded route bodies are cached per topic, in both JSON forms, with the
+//     generation they were built at; GET_ROUTEINFO_BY_TOPIC serves a current cached
+//     body without allocating. Cached bodies are immutable. A single-topic change
+//     costs the same whatever the number of topics.
 //
 // # Wire formats
 //
@@ -69,6 +74,7 @@
 // A Registry runs one goroutine, the expiry scanner, from NewRegistry to Close.
 // ServeRemoting answers inline on the connection's read goroutine and never blocks
 // beyond the registry's lock. A Registrar runs one goroutine from Start to Close
-// (plus one per address during a round, and one per connection it registered over,
-// which triggers a new round a second after that connection closes).
+// (plus, during a round, one per address and, in a single-topic round, up to
+// topicInflight per address; and one per connection it registered over, which
+// triggers a new round a second after that connection closes).
 package namesrv

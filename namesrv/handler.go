@@ -20,13 +20,14 @@ const NamespaceOrderTopicConfig = "ORDER_TOPIC_CONFIG"
 //	100 PUT_KV_CONFIG, 101 GET_KV_CONFIG, 102 DELETE_KV_CONFIG, 103 REGISTER_BROKER,
 //	104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
 //	206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 216 DELETE_TOPIC_IN_NAMESRV,
-//	219 GET_KVLIST_BY_NAMESPACE, 224 GET_TOPICS_BY_CLUSTER
+//	217 REGISTER_TOPIC_IN_NAMESRV, 219 GET_KVLIST_BY_NAMESPACE, 224 GET_TOPICS_BY_CLUSTER
 func IsNamesrvCode(code int32) bool {
 	switch code {
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig,
 		protocol.ReqRegisterBroker, protocol.ReqUnregisterBroker, protocol.ReqGetRouteInfoByTopic,
 		protocol.ReqGetBrokerClusterInfo, protocol.ReqGetAllTopicListFromNameSrv,
-		protocol.ReqDeleteTopicInNameSrv, protocol.ReqGetKVListByNamespace, protocol.ReqGetTopicsByCluster:
+		protocol.ReqDeleteTopicInNameSrv, protocol.ReqRegisterTopicInNameSrv, protocol.ReqGetKVListByNamespace,
+		protocol.ReqGetTopicsByCluster:
 		return true
 	}
 	return false
@@ -77,6 +78,20 @@ func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *
 		}
 		cluster, _ := req.Ext.GetString("clusterName") // 5.x: only that cluster's brokers
 		r.deleteTopic(h.Topic, cluster)
+	case protocol.ReqRegisterTopicInNameSrv:
+		// Java 5's registerTopicToNamesrv: header topic, body a TopicRouteData whose
+		// queueDatas are applied (RegisterTopic); brokerDatas are ignored.
+		topic, _ := req.Ext.GetString("topic")
+		if topic == "" {
+			return fail(resp.Cmd, protocol.RespSystemError, "namesrv: missing field topic")
+		}
+		if len(req.Body) > 0 {
+			var rd protocol.TopicRouteData
+			if err := rd.Decode(req.Body); err != nil {
+				return fail(resp.Cmd, protocol.RespSystemError, err.Error())
+			}
+			r.RegisterTopic(topic, rd.QueueDatas)
+		}
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig, protocol.ReqGetKVListByNamespace:
 		r.serveKV(req, resp.Cmd)
 	default:

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apogeemq/apogee/protocol"
@@ -23,17 +24,24 @@ const (
 	// reconnectDelay is the pause before registering again after a connection to a
 	// name server closed (which makes that name server drop the broker at once).
 	reconnectDelay = time.Second
+	// topicInflight bounds the REGISTER_TOPIC_IN_NAMESRV requests in flight to one
+	// name server during a round.
+	topicInflight = 32
 )
 
 // ErrRegistrarClosed is returned by Close when the registrar had already been closed.
 var ErrRegistrarClosed = errors.New("namesrv: registrar closed")
 
-// Registrar registers a broker with external name servers: REGISTER_BROKER to every
-// address at Start, every Period, at once on Trigger, and soon after a connection to a
-// name server closes (a name server drops the brokers of a closed connection); and
-// UNREGISTER_BROKER to every address on Close. Each round asks source for the
-// registration, encodes it once (JSON body with bodyCrc32) and sends it to all
-// addresses concurrently. Failures are logged and retried with the next round.
+// Registrar registers a broker with external name servers: a full registration
+// (REGISTER_BROKER with the whole topic table) to every address at Start, every
+// Period, at once on Trigger, and soon after a connection to a name server closes (a
+// name server drops the brokers of a closed connection); single topics
+// (REGISTER_TOPIC_IN_NAMESRV) after TopicsChanged; and UNREGISTER_BROKER to every
+// address on Close. One round runs at a time, on the registrar's goroutine; requests
+// that arrive during a round are coalesced into the next one. A full round asks source
+// for the registration, encodes it once (JSON body with bodyCrc32) and sends it to all
+// addresses concurrently. Failures are logged and retried with the next round (a
+// failed single-topic round makes the next round a full one).
 //
 // The exported fields may be set between NewRegistrar and Start, not later.
 type Registrar struct {
@@ -46,6 +54,10 @@ type Registrar struct {
 	// An exchange that failed because Close cancelled its round is not reported. It
 	// runs on the registering goroutine of that address and must not block.
 	OnResult func(addr string, resp protocol.RegisterBrokerResponse, err error)
+	// LookupTopic returns a topic's current configuration, false when it no longer
+	// exists; it must be safe for concurrent use. It lets TopicsChanged send single
+	// topics: without it, TopicsChanged is Trigger.
+	LookupTopic func(topic string) (protocol.TopicConfig, bool)
 
 	addrs  []string
 	pool   *remoting.Pool
@@ -59,9 +71,13 @@ type Registrar struct {
 	closeOnce sync.Once
 	started   bool // set by Start, read by Close (after startOnce)
 
-	mu      sync.Mutex
-	watched map[string]*remoting.Client // the connection last registered over, per address
-	watches sync.WaitGroup
+	mu       sync.Mutex
+	watched  map[string]*remoting.Client // the connection last registered over, per address
+	full     bool                        // the next round is a full one (Trigger)
+	pending  map[string]struct{}         // topics changed since the last round took them
+	noSingle map[string]bool             // addresses that answered 217 with REQUEST_CODE_NOT_SUPPORTED
+	identity BrokerRegistration          // the last full registration's identity, without topics
+	watches  sync.WaitGroup
 }
 
 // NewRegistrar returns a registrar for the name servers at addrs ("host:port"). It
@@ -75,14 +91,16 @@ func NewRegistrar(addrs []string, pool *remoting.Pool, source func() BrokerRegis
 		logger = slog.Default()
 	}
 	return &Registrar{
-		addrs:   append([]string(nil), addrs...),
-		pool:    pool,
-		source:  source,
-		log:     logger,
-		trigger: make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		watched: make(map[string]*remoting.Client),
+		addrs:    append([]string(nil), addrs...),
+		pool:     pool,
+		source:   source,
+		log:      logger,
+		trigger:  make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		watched:  make(map[string]*remoting.Client),
+		pending:  make(map[string]struct{}),
+		noSingle: make(map[string]bool),
 	}
 }
 
@@ -101,9 +119,46 @@ func (g *Registrar) Start() {
 	})
 }
 
-// Trigger asks for a registration round now (after a topic was created or changed).
-// It never blocks; triggers that arrive during a round cause one more round.
+// Trigger asks for a full registration round now. It never blocks; triggers that
+// arrive during a round cause one more round.
 func (g *Registrar) Trigger() {
+	g.mu.Lock()
+	g.full = true
+	g.mu.Unlock()
+	g.wake()
+}
+
+// TopicsChanged asks for topics (created, changed or deleted) to be sent to the name
+// servers with the next round, which starts at once unless one is in progress. It
+// never blocks, and its cost does not depend on how many topics exist.
+//
+// A round sends each changed topic that still exists (LookupTopic) to each name server
+// as REGISTER_TOPIC_IN_NAMESRV (217: that topic's queues for this broker name, what
+// Java 5 brokers send with enableSingleTopicRegister), with at most topicInflight
+// requests in flight per server: the name server updates that topic alone. A name
+// server that answers 217 with REQUEST_CODE_NOT_SUPPORTED (Java 4.x, Apogee before
+// 217) gets a full registration instead, in that round and every later one. A deleted
+// topic makes the round a full registration: Apogee name servers, which replace a
+// broker's topic set with each full registration, then drop it; Java name servers
+// keep it until DELETE_TOPIC_IN_NAMESRV (as with Java brokers, unless
+// deleteTopicWithBrokerRegistration is set there).
+//
+// Java 5 brokers' default (registerIncrementBrokerData: a REGISTER_BROKER whose body
+// holds the changed topics only) is not used: a Java name server merges it, but an
+// Apogee name server would take it for the whole topic set.
+func (g *Registrar) TopicsChanged(topics ...string) {
+	g.mu.Lock()
+	if g.LookupTopic == nil {
+		g.full = true
+	}
+	for _, t := range topics {
+		g.pending[t] = struct{}{}
+	}
+	g.mu.Unlock()
+	g.wake()
+}
+
+func (g *Registrar) wake() {
 	select {
 	case g.trigger <- struct{}{}:
 	default:
@@ -169,56 +224,214 @@ func (g *Registrar) run() {
 	t := time.NewTimer(0) // the first round at once
 	defer t.Stop()
 	for {
+		periodic := false
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
+			periodic = true
 		case <-g.trigger:
 		}
-		g.registerAll(ctx)
-		t.Reset(g.Period)
+		g.mu.Lock()
+		full := periodic || g.full || g.identity.BrokerName == ""
+		g.full = false
+		var pending map[string]struct{}
+		if len(g.pending) > 0 {
+			pending, g.pending = g.pending, make(map[string]struct{})
+		}
+		g.mu.Unlock()
+		var topics []protocol.TopicConfig
+		if !full {
+			topics = make([]protocol.TopicConfig, 0, len(pending))
+			for name := range pending {
+				cfg, ok := g.LookupTopic(name)
+				if !ok {
+					full = true // deleted: only a full registration says so
+					break
+				}
+				if cfg.TopicName == "" {
+					cfg.TopicName = name
+				}
+				topics = append(topics, cfg)
+			}
+		}
+		if full {
+			// The full registration reads the table after the pending topics were
+			// taken: it covers them.
+			g.registerAll(ctx)
+			t.Reset(g.Period) // the full rounds keep the broker alive on the name servers
+		} else if len(topics) > 0 {
+			g.registerTopics(ctx, topics)
+		}
 	}
 }
 
-// registerAll sends one registration to every address and waits for all answers.
-func (g *Registrar) registerAll(ctx context.Context) {
+// fullRegistration is one full registration, encoded once for every address.
+type fullRegistration struct {
+	h      protocol.RegisterBrokerRequest
+	body   []byte
+	topics int
+}
+
+// prepareFull asks source for the registration and encodes it; it records the
+// broker's identity for the single-topic rounds.
+func (g *Registrar) prepareFull() (*fullRegistration, error) {
 	reg := g.source()
 	body, err := encodeRegistration(&reg)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.identity = BrokerRegistration{ClusterName: reg.ClusterName, BrokerName: reg.BrokerName,
+		BrokerAddr: reg.BrokerAddr, HAServerAddr: reg.HAServerAddr, BrokerID: reg.BrokerID}
+	g.mu.Unlock()
+	return &fullRegistration{h: protocol.RegisterBrokerRequest{BrokerName: reg.BrokerName, BrokerAddr: reg.BrokerAddr,
+		ClusterName: reg.ClusterName, HAServerAddr: reg.HAServerAddr, BrokerID: reg.BrokerID,
+		BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF)}, body: body, topics: len(reg.Topics)}, nil
+}
+
+// registerAll sends one full registration to every address and waits for all answers.
+func (g *Registrar) registerAll(ctx context.Context) {
+	full, err := g.prepareFull()
 	if err != nil {
 		g.log.Error("namesrv: cannot encode registration", "err", err)
 		return
 	}
-	h := protocol.RegisterBrokerRequest{BrokerName: reg.BrokerName, BrokerAddr: reg.BrokerAddr,
-		ClusterName: reg.ClusterName, HAServerAddr: reg.HAServerAddr, BrokerID: reg.BrokerID,
-		BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF)}
 	var wg sync.WaitGroup
 	for _, addr := range g.addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var req protocol.Command
-			req.InitRequest(protocol.ReqRegisterBroker, 0)
-			h.Encode(&req.Ext)
-			req.Body = body
-			var out protocol.RegisterBrokerResponse
-			resp, err := g.invoke(ctx, addr, &req)
-			if err == nil {
-				err = out.Decode(&resp.Ext)
+			g.sendFull(ctx, addr, full)
+		}()
+	}
+	wg.Wait()
+}
+
+// sendFull sends a full registration to addr and reports the result.
+func (g *Registrar) sendFull(ctx context.Context, addr string, full *fullRegistration) {
+	var req protocol.Command
+	req.InitRequest(protocol.ReqRegisterBroker, 0)
+	full.h.Encode(&req.Ext)
+	req.Body = full.body
+	var out protocol.RegisterBrokerResponse
+	resp, err := g.invoke(ctx, addr, &req)
+	if err == nil {
+		err = out.Decode(&resp.Ext)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return // Close cancelled the round: not a failure to report
+		}
+		g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", full.h.BrokerName, "err", err)
+	} else {
+		g.log.Debug("namesrv: registered", "namesrv", addr, "broker", full.h.BrokerName, "topics", full.topics)
+	}
+	if g.OnResult != nil {
+		g.OnResult(addr, out, err)
+	}
+}
+
+// registerTopics sends each of topics to every address as REGISTER_TOPIC_IN_NAMESRV,
+// or a full registration to the addresses that do not support it, and waits for all
+// answers. A failure makes the next round a full one.
+func (g *Registrar) registerTopics(ctx context.Context, topics []protocol.TopicConfig) {
+	g.mu.Lock()
+	id := g.identity
+	g.mu.Unlock()
+	bodies := make([][]byte, len(topics))
+	for i := range topics {
+		tc := &topics[i]
+		rd := protocol.TopicRouteData{QueueDatas: []protocol.QueueData{{BrokerName: id.BrokerName,
+			ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, TopicSysFlag: tc.TopicSysFlag}}}
+		bodies[i] = rd.AppendJSON(nil, true)
+	}
+	var (
+		fullOnce sync.Once
+		full     *fullRegistration
+		fullErr  error
+		wg       sync.WaitGroup
+	)
+	sendFull := func(addr string) {
+		fullOnce.Do(func() { full, fullErr = g.prepareFull() })
+		if fullErr != nil {
+			g.log.Error("namesrv: cannot encode registration", "err", fullErr)
+			return
+		}
+		g.sendFull(ctx, addr, full)
+	}
+	for _, addr := range g.addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.mu.Lock()
+			unsupported := g.noSingle[addr]
+			g.mu.Unlock()
+			if unsupported {
+				sendFull(addr)
+				return
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return // Close cancelled the round: not a failure to report
-				}
-				g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", reg.BrokerName, "err", err)
-			} else {
-				g.log.Debug("namesrv: registered", "namesrv", addr, "broker", reg.BrokerName, "topics", len(reg.Topics))
-			}
-			if g.OnResult != nil {
-				g.OnResult(addr, out, err)
+			err := g.sendTopics(ctx, addr, topics, bodies)
+			switch {
+			case err == nil:
+				g.log.Debug("namesrv: topics registered", "namesrv", addr, "broker", id.BrokerName, "topics", len(topics))
+			case errors.Is(err, errSingleUnsupported):
+				g.log.Info("namesrv: name server does not support REGISTER_TOPIC_IN_NAMESRV; registering the whole topic table instead",
+					"namesrv", addr)
+				g.mu.Lock()
+				g.noSingle[addr] = true
+				g.mu.Unlock()
+				sendFull(addr)
+			case ctx.Err() != nil:
+				// Close cancelled the round.
+			default:
+				g.log.Warn("namesrv: topic registration failed; the next round registers everything", "namesrv", addr,
+					"broker", id.BrokerName, "topics", len(topics), "err", err)
+				g.mu.Lock()
+				g.full = true
+				g.mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// errSingleUnsupported: the name server answered REGISTER_TOPIC_IN_NAMESRV with
+// REQUEST_CODE_NOT_SUPPORTED.
+var errSingleUnsupported = errors.New("namesrv: REGISTER_TOPIC_IN_NAMESRV not supported")
+
+// sendTopics sends topics (bodies: their encoded routes) to addr, topicInflight at a
+// time, and returns the first failure (after which it sends no more).
+func (g *Registrar) sendTopics(ctx context.Context, addr string, topics []protocol.TopicConfig, bodies [][]byte) error {
+	var (
+		next    atomic.Int64
+		errOnce sync.Once
+		first   error
+		failed  atomic.Bool
+		wg      sync.WaitGroup
+	)
+	for w := 0; w < min(topicInflight, len(topics)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(topics) {
+					return
+				}
+				var req protocol.Command
+				req.InitRequest(protocol.ReqRegisterTopicInNameSrv, 0)
+				req.Ext.SetString("topic", topics[i].TopicName)
+				req.Body = bodies[i]
+				if _, err := g.invoke(ctx, addr, &req); err != nil {
+					errOnce.Do(func() { first = err })
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // invoke sends req to addr and returns a SUCCESS response, or an error (transport, or
@@ -234,6 +447,9 @@ func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Comma
 	resp, err := cl.Invoke(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if resp.Code == protocol.RespRequestCodeNotSupported && req.Code == protocol.ReqRegisterTopicInNameSrv {
+		return nil, errSingleUnsupported
 	}
 	if resp.Code != protocol.RespSuccess {
 		return nil, fmt.Errorf("namesrv: %s answered %s: code %d (%s)", addr,

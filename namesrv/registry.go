@@ -323,6 +323,60 @@ func (r *Registry) setTopicsLocked(name string, g *brokerGroup, topics []protoco
 	return true
 }
 
+// RegisterTopic adds or updates topic's queues on the broker names that queues
+// name, as REGISTER_TOPIC_IN_NAMESRV (217) does in Java: the topic's other hosts and
+// every other topic are untouched, and a broker name that is not registered is
+// skipped (with a Warn). Only this topic's cached route is rebuilt. The cost does not
+// depend on how many topics exist. It reports whether anything changed.
+func (r *Registry) RegisterTopic(topic string, queues []protocol.QueueData) bool {
+	if topic == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	changed := false
+	for _, qd := range queues {
+		g := r.groups[qd.BrokerName]
+		if g == nil {
+			r.log.Warn("namesrv: topic registered for a broker name that is not registered; skipped",
+				"topic", topic, "broker", qd.BrokerName)
+			continue
+		}
+		if old, ok := g.topics[topic]; ok && old == qd {
+			continue
+		}
+		g.topics[topic] = qd
+		r.hostLocked(topic, qd.BrokerName)
+		changed = true
+	}
+	if changed {
+		r.topics[topic].cache.Store(nil)
+	}
+	return changed
+}
+
+// UnregisterTopic removes broker name's queues from topic's route, and the topic once
+// no broker name hosts it; only this topic's cached route is rebuilt. A broker that
+// registers its whole topic set later replaces what this did. It reports whether
+// anything changed.
+func (r *Registry) UnregisterTopic(brokerName, topic string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[brokerName]
+	if g == nil {
+		return false
+	}
+	if _, ok := g.topics[topic]; !ok {
+		return false
+	}
+	delete(g.topics, topic)
+	r.unhostLocked(topic, brokerName)
+	if e := r.topics[topic]; e != nil {
+		e.cache.Store(nil)
+	}
+	return true
+}
+
 // hostLocked adds broker name to topic's hosts.
 func (r *Registry) hostLocked(topic, name string) {
 	e := r.topics[topic]

@@ -37,20 +37,6 @@ func integrityBroker(t *testing.T, bin, data string) *process {
 	return start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
 }
 
-func stopBroker(t *testing.T, p *process) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatal("broker did not stop after SIGTERM")
-	}
-}
-
 func integrityBody(i int) string { return fmt.Sprintf("msg-%05d-%s", i, strings.Repeat("b", 300)) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -178,7 +164,7 @@ func TestRestartAfterShortenedSegment(t *testing.T) {
 	const n = 3000
 	p := integrityBroker(t, bin, data)
 	sendIntegrity(t, p.addr, 0, n)
-	stopBroker(t, p)
+	p.stop(t, syscall.SIGTERM)
 
 	seg := filepath.Join(data, "commitlog", "00000000000000000000")
 	offs := recordOffsets(t, seg)
@@ -194,7 +180,7 @@ func TestRestartAfterShortenedSegment(t *testing.T) {
 	kept, _ := os.ReadFile(seg)
 
 	p = integrityBroker(t, bin, data)
-	defer stopBroker(t, p)
+	defer p.stop(t, syscall.SIGTERM)
 	checkServed(t, p.addr, func(i int) bool { return i < 2000 }, n)
 	logs := p.stderr.String()
 	for _, want := range []string{"commit log range lost", "store: messages lost", fmt.Sprintf("from=%d", offs[first+2000])} {
@@ -233,12 +219,12 @@ func TestRestartAfterDamagedConsumeQueue(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")
 			p := integrityBroker(t, bin, data)
 			sendIntegrity(t, p.addr, 0, n)
-			stopBroker(t, p)
+			p.stop(t, syscall.SIGTERM)
 			if err := tc.damage(filepath.Join(data, "consumequeue", integrityTopic, "1", "00000000000000000000")); err != nil {
 				t.Fatal(err)
 			}
 			p = integrityBroker(t, bin, data)
-			defer stopBroker(t, p)
+			defer p.stop(t, syscall.SIGTERM)
 			checkServed(t, p.addr, func(int) bool { return true }, n)
 			if !strings.Contains(p.stderr.String(), "rebuilding it from the commit log") {
 				t.Fatalf("the rebuild is not reported:\n%s", p.stderr.String())
@@ -255,7 +241,7 @@ func TestRestartAfterFlippedBytesInNewestSegment(t *testing.T) {
 	const n = 2000
 	p := integrityBroker(t, bin, data)
 	sendIntegrity(t, p.addr, 0, n)
-	stopBroker(t, p)
+	p.stop(t, syscall.SIGTERM)
 	seg := filepath.Join(data, "commitlog", "00000000000000000000")
 	offs := recordOffsets(t, seg)
 	bad := offs[len(offs)-n+1000]
@@ -267,7 +253,7 @@ func TestRestartAfterFlippedBytesInNewestSegment(t *testing.T) {
 	f.Close()
 
 	p = integrityBroker(t, bin, data)
-	defer stopBroker(t, p)
+	defer p.stop(t, syscall.SIGTERM)
 	checkServed(t, p.addr, func(i int) bool { return i != 1000 }, n)
 	if !strings.Contains(p.stderr.String(), fmt.Sprintf("topic=%s queue=0 fromQueueOffset=250 toQueueOffset=250 count=1", integrityTopic)) {
 		t.Fatalf("the lost message is not named:\n%s", p.stderr.String())
@@ -293,7 +279,7 @@ func TestDiskFullIsLogged(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=8388608\nmaxMessageSize=65536\ndiskMaxUsedSpaceRatio=75\n"), 0o644)
 	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
-	defer stopBroker(t, p)
+	defer p.stop(t, syscall.SIGTERM)
 	sendIntegrity(t, p.addr, 0, 50000) // about 18 MiB: two sealed segments
 
 	// Fill the rest of the disk.
