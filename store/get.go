@@ -353,16 +353,7 @@ func (s *Store) IndexLastUpdate() (timestampMs, phyOffset int64) { return s.idx.
 // in the commit log until retention removes them.
 func (s *Store) DeleteTopic(topic string) error {
 	s.dispatch.forget(topic)
-	s.countersMu.Lock()
-	old := *s.counters.Load()
-	m := make(map[string][]*queueCounter, len(old))
-	for k, v := range old {
-		if k != topic {
-			m[k] = v
-		}
-	}
-	s.counters.Store(&m)
-	s.countersMu.Unlock()
+	s.counters.remove(topic)
 	return s.cqs.DeleteTopic(topic)
 }
 

@@ -100,11 +100,14 @@ func TestPressureDeletionIsLogged(t *testing.T) {
 	o.Logger = logs.logger()
 	s := openStore(t, o)
 	defer s.Close()
+	var puts int64
 	for s.log.WrittenOffset() < 4*o.SegmentSize {
 		if _, err := s.Put(msg("T", 0, strings.Repeat("x", 4000))); err != nil {
 			t.Fatal(err)
 		}
+		puts++
 	}
+	waitVisible(t, s, "T", 0, puts) // only dispatched segments may go
 	n, err := s.Clean()
 	if err != nil || n == 0 {
 		t.Fatalf("Clean deleted %d segments (%v), want some for disk pressure", n, err)

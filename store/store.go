@@ -39,10 +39,8 @@ type Store struct {
 	lock *os.File
 
 	// counters assign queue offsets; each counter's next field is only
-	// touched inside the commit log's append critical section. The table is
-	// copied on write (new queues are rare) so Put reads it without a lock.
-	countersMu sync.Mutex
-	counters   atomic.Pointer[map[string][]*queueCounter]
+	// touched inside the commit log's append critical section.
+	counters counterTable
 
 	dispatched atomic.Int64 // everything below is in the consume queues and the index
 	dispatch   dispatcher
@@ -78,7 +76,6 @@ func (s *Store) writesAccepted() {
 	}
 }
 
-type queueCounter struct{ next int64 }
 
 // Open opens (or creates) the store in opts.Dir and recovers it. The
 // returned Recovery describes what the commit log's recovery did.
@@ -95,7 +92,7 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		return nil, commitlog.Recovery{}, err
 	}
 	s := &Store{opts: o, lock: lock, stop: make(chan struct{})}
-	s.counters.Store(&map[string][]*queueCounter{})
+	s.counters.init()
 	rep, err := s.recover()
 	if err != nil {
 		s.closeParts()
@@ -218,26 +215,7 @@ func (b *putBatch) reset() {
 
 // counter returns the queue-offset counter of (topic, queueID), creating it.
 func (s *Store) counter(topic string, queueID int32) *queueCounter {
-	if qs := (*s.counters.Load())[topic]; int(queueID) < len(qs) && qs[queueID] != nil {
-		return qs[queueID]
-	}
-	s.countersMu.Lock()
-	defer s.countersMu.Unlock()
-	old := *s.counters.Load()
-	qs := old[topic]
-	if int(queueID) < len(qs) && qs[queueID] != nil {
-		return qs[queueID]
-	}
-	grown := make([]*queueCounter, max(len(qs), int(queueID)+1))
-	copy(grown, qs)
-	grown[queueID] = &queueCounter{}
-	m := make(map[string][]*queueCounter, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[topic] = grown
-	s.counters.Store(&m)
-	return grown[queueID]
+	return s.counters.get(topic, queueID)
 }
 
 // Put stores one message. In sync flush mode it returns once the message is
