@@ -76,7 +76,6 @@ func (s *Store) writesAccepted() {
 	}
 }
 
-
 // Open opens (or creates) the store in opts.Dir and recovers it. The
 // returned Recovery describes what the commit log's recovery did.
 func Open(opts Options) (*Store, commitlog.Recovery, error) {
