@@ -48,6 +48,14 @@ type Queue struct {
 
 	flushMu sync.Mutex
 	flushed int64 // entries below this are durable; under flushMu
+
+	// Hints recovery leaves, so that the store's checks at open touch no
+	// file: minCommit is the commitlog offset of the entry at min (-1:
+	// unknown), recTail the entry at recTailAt (valid while that is
+	// max-1; -1: none). Writers reset them when they change what they say.
+	minCommit atomic.Int64
+	recTail   Entry
+	recTailAt int64
 }
 
 func newQueue(s *Set, topic string, id int32) *Queue {
@@ -59,7 +67,21 @@ func newQueue(s *Set, topic string, id int32) *Queue {
 		per:   int64(s.opts.EntriesPerFile),
 	}
 	q.segs.Store(&segList{})
+	q.minCommit.Store(-1)
+	q.recTailAt = -1
 	return q
+}
+
+// RecoveredTail returns the queue's last entry as recovery read it, while
+// it is still the last one (for the store's checks at open, which then read
+// no queue file); ok is false otherwise.
+func (q *Queue) RecoveredTail() (e Entry, ok bool) {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.recTailAt < 0 || q.recTailAt != q.max.Load()-1 {
+		return Entry{}, false
+	}
+	return q.recTail, true
 }
 
 // Topic returns the queue's topic.
@@ -371,6 +393,7 @@ func (q *Queue) rebase(n int64) error {
 	}
 	m.Release()
 	q.min.Store(n) // min first: readers see min > max (nothing) rather than blanks
+	q.minCommit.Store(-1)
 	q.max.Store(n)
 	q.floor = n
 	q.flushMu.Lock()
@@ -590,9 +613,11 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 	zeroTo := min(hi, ts.start+q.per)
 	from, n := int((k-ts.start)*EntrySize), int((zeroTo-k)*EntrySize)
 	q.gen.Add(1)
+	q.recTailAt = -1
 	q.max.Store(k)
 	if q.min.Load() > k {
 		q.min.Store(k)
+		q.minCommit.Store(-1)
 	}
 	clear(m.Bytes()[from : from+n])
 	q.gen.Add(1)
@@ -632,6 +657,11 @@ func (q *Queue) deleteBelow(minPhy int64) (int, error) {
 	if q.closed.Load() {
 		return 0, nil
 	}
+	if c := q.minCommit.Load(); c >= 0 && c >= minPhy {
+		// Every entry from min on points at or above minPhy (they
+		// increase): nothing to delete, min stays.
+		return 0, nil
+	}
 	l := q.segs.Load()
 	hi := q.max.Load()
 	n := 0
@@ -664,6 +694,7 @@ func (q *Queue) deleteBelow(minPhy int64) (int, error) {
 	}
 	if a > q.min.Load() {
 		q.min.Store(a) // before the files go: readers then see out-of-range
+		q.minCommit.Store(-1)
 	}
 	if n == 0 {
 		return 0, nil

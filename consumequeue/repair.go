@@ -81,5 +81,8 @@ func (q *Queue) Repair(off int64, e Entry) (bool, error) {
 	if off == q.max.Load()-1 {
 		q.lastEnd.Store(e.End())
 	}
+	if off == q.recTailAt {
+		q.recTail = e
+	}
 	return true, nil
 }

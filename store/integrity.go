@@ -58,24 +58,37 @@ func (s *Store) checkEntry(topic string, queueID int32, qoff int64, e consumeque
 const tailEntriesChecked = 2
 
 // checkTail checks q's last entries against the records they point to and
-// returns what disagrees ("" when all agree). Entries below the log's
-// minimum (retention) or inside a lost range (reported already) and
-// lost-message entries are skipped.
+// returns what disagrees ("" when all agree). When recovery left the last
+// entry at hand, that one is checked alone and no queue file is touched (a
+// restart with 100,000s of queues).
 func (s *Store) checkTail(q *consumequeue.Queue, logMin int64, losses []commitlog.Loss) string {
 	lo, hi := q.MinOffset(), q.MaxOffset()
+	if hi <= lo {
+		return ""
+	}
+	if e, ok := q.RecoveredTail(); ok {
+		return s.checkTailEntry(q, hi-1, e, logMin, losses)
+	}
 	for k := hi - 1; k >= max(lo, hi-tailEntriesChecked); k-- {
 		e, err := q.Get(k)
 		if err != nil {
 			return fmt.Sprintf("entry %d unreadable: %v", k, err)
 		}
-		if e.IsLost() || e.Size <= 0 || e.Size == 0x7FFFFFFF || e.CommitLogOffset < logMin || inLosses(losses, e.CommitLogOffset) {
-			continue
-		}
-		if bad := s.checkEntry(q.Topic(), q.ID(), k, e); bad != "" {
+		if bad := s.checkTailEntry(q, k, e, logMin, losses); bad != "" {
 			return bad
 		}
 	}
 	return ""
+}
+
+// checkTailEntry checks entry e at queue offset k of q. Entries below the
+// log's minimum (retention) or inside a lost range (reported already),
+// lost-message and blank entries pass.
+func (s *Store) checkTailEntry(q *consumequeue.Queue, k int64, e consumequeue.Entry, logMin int64, losses []commitlog.Loss) string {
+	if e.IsLost() || e.Size <= 0 || e.Size == 0x7FFFFFFF || e.CommitLogOffset < logMin || inLosses(losses, e.CommitLogOffset) {
+		return ""
+	}
+	return s.checkEntry(q.Topic(), q.ID(), k, e)
 }
 
 func inLosses(losses []commitlog.Loss, off int64) bool {
