@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/hotmap"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -31,9 +32,11 @@ type instance struct {
 
 	nsNext atomic.Uint32
 
-	// routes is a copy-on-write map topic → route, read without locking on the
-	// send path; writers hold mu.
-	routes atomic.Pointer[map[string]*topicRoute]
+	// routes maps topic → route, read without locking on the send path;
+	// writers hold mu. A new topic costs a constant (hotmap), not a copy of
+	// every route: a producer sending to 20,000 new topics slowed down as
+	// the table grew.
+	routes *hotmap.Map[topicRoute]
 
 	mu        sync.Mutex
 	refs      int
@@ -86,8 +89,7 @@ func acquireInstance(cfg *clientConfig) (*instance, error) {
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 	}
-	empty := map[string]*topicRoute{}
-	in.routes.Store(&empty)
+	in.routes = hotmap.New[topicRoute]()
 	ip, err := netip.ParseAddr(cfg.clientIP)
 	if err != nil {
 		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -202,7 +204,7 @@ func (in *instance) invokeNameServer(ctx context.Context, req *protocol.Command)
 // ---------------------------------------------------------------------------
 // Routes.
 
-func (in *instance) cachedRoute(topic string) *topicRoute { return (*in.routes.Load())[topic] }
+func (in *instance) cachedRoute(topic string) *topicRoute { return in.routes.Load(topic) }
 
 // fetchRouteData asks the name servers for topic's route.
 func (in *instance) fetchRouteData(ctx context.Context, topic string) (*protocol.TopicRouteData, error) {
@@ -234,13 +236,7 @@ func (in *instance) fetchRouteData(ctx context.Context, topic string) (*protocol
 func (in *instance) storeRoute(r *topicRoute) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	old := *in.routes.Load()
-	m := make(map[string]*topicRoute, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[r.topic] = r
-	in.routes.Store(&m)
+	in.routes.Store(r.topic, r)
 	if r.fromDefault {
 		return
 	}
