@@ -192,10 +192,6 @@ func (l *Log) recover() (Recovery, error) {
 		if err != nil {
 			return rep, err
 		}
-		if err := syncDir(l.dir); err != nil {
-			s.release(true)
-			return rep, err
-		}
 		segs = []*segment{s}
 		ok, st = true, checkpointState{clean: rep.Clean, flushed: base, written: base}
 	}
