@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,15 +36,34 @@ var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(ad
 type process struct {
 	cmd                            *exec.Cmd
 	addr, advertised, nsAddr, line string
-	stderr                         *strings.Builder
+	stderr                         *logBuffer
 	exited                         chan error
+}
+
+// logBuffer collects a process's output; tests read it while the process
+// still writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	out, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
+	var stderr logBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
