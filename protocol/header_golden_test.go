@@ -77,9 +77,9 @@ func fillHeader(h typedHeader) {
 		}
 		switch f.Kind() {
 		case reflect.String:
-			f.SetString("s-" + strings.ToLower(sf.Name))
+			f.SetString("v-" + strings.ToLower(sf.Name))
 		case reflect.Slice:
-			f.SetBytes([]byte("b-" + strings.ToLower(sf.Name)))
+			f.SetBytes([]byte("v-" + strings.ToLower(sf.Name)))
 		case reflect.Int32:
 			f.SetInt(int64(100 + nameNumber(sf.Name)))
 		case reflect.Int64:
