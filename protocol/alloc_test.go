@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -204,5 +205,40 @@ func BenchmarkEncodeSendRequest(b *testing.B) {
 			}
 			b.SetBytes(int64(len(buf)))
 		})
+	}
+}
+
+// TestAllocsEveryHeader: every generated encoder writes into a warm ExtFields without
+// allocating, and every decoder allocates only the strings it copies (none for a
+// header whose text fields are []byte views).
+func TestAllocsEveryHeader(t *testing.T) {
+	for _, gh := range goldenHeaders {
+		h := gh.new()
+		fillHeader(h)
+		var ext ExtFields
+		h.Encode(&ext)
+		allocs := testing.AllocsPerRun(100, func() {
+			ext.Reset()
+			h.Encode(&ext)
+		})
+		if allocs != 0 {
+			t.Errorf("%s.Encode: %v allocs", gh.name, allocs)
+		}
+		strs := 0
+		ht := reflect.TypeOf(h).Elem()
+		for i := 0; i < ht.NumField(); i++ {
+			if ht.Field(i).Type.Kind() == reflect.String {
+				strs++
+			}
+		}
+		d := gh.new()
+		allocs = testing.AllocsPerRun(100, func() {
+			if err := d.Decode(&ext); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > float64(strs) {
+			t.Errorf("%s.Decode: %v allocs for %d string fields", gh.name, allocs, strs)
+		}
 	}
 }

@@ -153,7 +153,7 @@ func addPair[K, V string | []byte](e *ExtFields, key K, value V) {
 	e.ents = append(e.ents, extEntry{koff: koff, klen: uint32(len(key)), voff: voff, vlen: uint32(len(value))})
 }
 
-// fieldWriter writes an encoder's fields into an ExtFields. When the header
+// fieldWriter writes a generated encoder's fields into an ExtFields. When the header
 // held no pair as the encoder began (a command just reset, as every client and
 // broker encoder starts from), none of its keys can be there yet, and each
 // pair is appended without the search for an existing key that Set makes: a
@@ -167,6 +167,14 @@ type fieldWriter struct {
 func writeFields(e *ExtFields) fieldWriter { return fieldWriter{e: e, fresh: e.Len() == 0} }
 
 func (w fieldWriter) bytes(key string, value []byte) {
+	if w.fresh {
+		addPair(w.e, key, value)
+	} else {
+		setPair(w.e, key, value)
+	}
+}
+
+func (w fieldWriter) str(key, value string) {
 	if w.fresh {
 		addPair(w.e, key, value)
 	} else {

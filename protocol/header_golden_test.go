@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"reflect"
 	"sort"
@@ -58,6 +61,39 @@ var goldenHeaders = []struct {
 	{"AckMessageRequest", func() typedHeader { return new(AckMessageRequest) }},
 	{"ChangeInvisibleTimeRequest", func() typedHeader { return new(ChangeInvisibleTimeRequest) }},
 	{"ChangeInvisibleTimeResponse", func() typedHeader { return new(ChangeInvisibleTimeResponse) }},
+	{"GetSubscriptionGroupConfigRequest", func() typedHeader { return new(GetSubscriptionGroupConfigRequest) }},
+	{"DeleteSubscriptionGroupRequest", func() typedHeader { return new(DeleteSubscriptionGroupRequest) }},
+	{"GetTopicsByClusterRequest", func() typedHeader { return new(GetTopicsByClusterRequest) }},
+	{"KVConfigRequest", func() typedHeader { return new(KVConfigRequest) }},
+	{"GetKVConfigResponse", func() typedHeader { return new(GetKVConfigResponse) }},
+}
+
+// TestGoldenCoversEveryHeader checks that goldenHeaders lists every header
+// headers_gen.go has a codec for.
+func TestGoldenCoversEveryHeader(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "headers_gen.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, gh := range goldenHeaders {
+		listed[gh.name] = true
+	}
+	n := 0
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || fd.Name.Name != "Decode" {
+			continue
+		}
+		n++
+		recv := fd.Recv.List[0].Type.(*ast.StarExpr).X.(*ast.Ident).Name
+		if !listed[recv] {
+			t.Errorf("%s has a generated codec but is not in goldenHeaders", recv)
+		}
+	}
+	if n != len(goldenHeaders) {
+		t.Errorf("headers_gen.go has %d decoders, goldenHeaders lists %d headers", n, len(goldenHeaders))
+	}
 }
 
 // goldenAliases are alternative spellings a decoder accepts for a key.
