@@ -196,11 +196,13 @@ type GetTopicsByClusterRequest struct {
 // (100: namespace, key, value), GET_KV_CONFIG and DELETE_KV_CONFIG (101, 102: namespace,
 // key) and GET_KVLIST_BY_NAMESPACE (219: namespace). Java's headers for them require
 // the keys each code names; Decode requires only the namespace, common to all four, and
-// callers check Key per code.
+// callers check Key and HasValue per code. (An empty value counts as absent, as
+// everywhere in this package; Java's name server would store "".)
 type KVConfigRequest struct {
 	Namespace string `rmq:"namespace,required"`
 	Key       string `rmq:"key,omitempty"`
-	Value     string `rmq:"value,omitempty"`
+	Value     string `rmq:"value,has=HasValue"`
+	HasValue  bool   // value is present
 }
 
 // GetKVConfigResponse is the response header of GET_KV_CONFIG (101).

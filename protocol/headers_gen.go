@@ -1146,6 +1146,7 @@ func (h *KVConfigRequest) Decode(ext *ExtFields) error {
 			h.Key = string(v)
 		case "value":
 			h.Value = string(v)
+			h.HasValue = len(v) > 0
 		}
 		if !ok {
 			return badField("KVConfigRequest", k, v)
@@ -1161,7 +1162,7 @@ func (h *KVConfigRequest) Encode(ext *ExtFields) {
 	if len(h.Key) > 0 {
 		w.str("key", h.Key)
 	}
-	if len(h.Value) > 0 {
+	if h.HasValue {
 		w.str("value", h.Value)
 	}
 }
