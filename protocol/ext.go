@@ -1,6 +1,10 @@
 package protocol
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/apogeemq/apogee/internal/javacompat"
+)
 
 // ExtFields is a command's custom header: an ordered list of key/value pairs whose values
 // are strings on the wire. It stores every key and value in one flat byte buffer (no map,
@@ -85,7 +89,7 @@ func (e *ExtFields) GetInt64(key string) (int64, error) {
 	if !ok {
 		return 0, &FieldError{Field: key, Err: ErrMissingField}
 	}
-	n, ok := parseInt64(v)
+	n, ok := javacompat.ParseInt64(v)
 	if !ok {
 		return 0, &FieldError{Field: key, Value: string(v), Err: ErrBadField}
 	}
@@ -98,7 +102,7 @@ func (e *ExtFields) GetInt32(key string) (int32, error) {
 	if !ok {
 		return 0, &FieldError{Field: key, Err: ErrMissingField}
 	}
-	n, ok := parseInt32(v)
+	n, ok := javacompat.ParseInt32(v)
 	if !ok {
 		return 0, &FieldError{Field: key, Value: string(v), Err: ErrBadField}
 	}

@@ -1,6 +1,10 @@
 package protocol
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/apogeemq/apogee/internal/javacompat"
+)
 
 // Pop consumption (RocketMQ 5's message-granularity model): POP_MESSAGE (3442),
 // ACK_MESSAGE (3443) and CHANGE_MESSAGE_INVISIBLETIME (3445). Field names are the
@@ -140,11 +144,11 @@ func ParseExtraInfo(b []byte) (ExtraInfo, error) {
 		return bad()
 	}
 	var ok1, ok2, ok3, ok4, ok5 bool
-	x.CkQueueOffset, ok1 = parseInt64(fields[0])
-	x.PopTime, ok2 = parseInt64(fields[1])
-	x.InvisibleTime, ok3 = parseInt64(fields[2])
-	x.ReviveQid, ok4 = parseInt32(fields[3])
-	x.QueueID, ok5 = parseInt32(fields[6])
+	x.CkQueueOffset, ok1 = javacompat.ParseInt64(fields[0])
+	x.PopTime, ok2 = javacompat.ParseInt64(fields[1])
+	x.InvisibleTime, ok3 = javacompat.ParseInt64(fields[2])
+	x.ReviveQid, ok4 = javacompat.ParseInt32(fields[3])
+	x.QueueID, ok5 = javacompat.ParseInt32(fields[6])
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return bad()
 	}
@@ -159,7 +163,7 @@ func ParseExtraInfo(b []byte) (ExtraInfo, error) {
 	x.QueueOffset = -1
 	if n == 8 {
 		var ok bool
-		if x.QueueOffset, ok = parseInt64(fields[7]); !ok || x.QueueOffset < 0 {
+		if x.QueueOffset, ok = javacompat.ParseInt64(fields[7]); !ok || x.QueueOffset < 0 {
 			return bad()
 		}
 	}

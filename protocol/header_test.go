@@ -421,11 +421,15 @@ func TestExtFields(t *testing.T) {
 	}{
 		{"0", 0, true}, {"+7", 7, true}, {"-9223372036854775808", -1 << 63, true}, {"9223372036854775807", 1<<63 - 1, true},
 		{"9223372036854775808", 0, false}, {"-9223372036854775809", 0, false}, {"", 0, false}, {"-", 0, false},
-		{"1e3", 0, false}, {" 1", 0, false}, {"00000000000000000001", 0, false},
+		{"1e3", 0, false}, {" 1", 0, false},
+		// As Java's Long.parseLong: leading zeros, and other scripts' decimal digits.
+		{"00000000000000000001", 1, true}, {"\u0661\u0662", 12, true},
 	} {
-		n, ok := parseInt64([]byte(tc.in))
-		if ok != tc.okay || (ok && n != tc.n) {
-			t.Errorf("parseInt64(%q) = %d %v", tc.in, n, ok)
+		var x ExtFields
+		x.SetString("n", tc.in)
+		n, err := x.GetInt64("n")
+		if (err == nil) != tc.okay || (err == nil && n != tc.n) {
+			t.Errorf("GetInt64(%q) = %d %v", tc.in, n, err)
 		}
 	}
 }

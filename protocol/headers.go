@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/apogeemq/apogee/internal/javacompat"
+
 //go:generate go run ./internal/headergen
 
 // Runtime support for the generated header codecs (headers_gen.go). The
@@ -33,7 +35,7 @@ func decInt32(v []byte, def int32) (int32, bool) {
 	if len(v) == 0 {
 		return def, true
 	}
-	return parseInt32(v)
+	return javacompat.ParseInt32(v)
 }
 
 // decInt64 parses an int64 value; an empty one is def.
@@ -41,5 +43,5 @@ func decInt64(v []byte, def int64) (int64, bool) {
 	if len(v) == 0 {
 		return def, true
 	}
-	return parseInt64(v)
+	return javacompat.ParseInt64(v)
 }
