@@ -97,41 +97,51 @@ func ParseInt(s []byte, bits uint) (int64, bool) {
 }
 
 // ParseInt64 is Long.parseLong: ParseInt(s, 64), with a fast path for the
-// common case of at most 18 ASCII digits, which cannot overflow.
+// common case of an optional sign and at most 18 ASCII digits, which cannot
+// overflow. (The fast path is written out here and in ParseInt32 rather than
+// shared: a header decoder calls these for every number, and a second call
+// per number costs more than the parsing.)
 func ParseInt64(s []byte) (int64, bool) {
-	if v, ok := parseShort(s, 18); ok {
-		return v, true
-	}
-	return ParseInt(s, 64)
-}
-
-// ParseInt32 is Integer.parseInt: ParseInt(s, 32), with a fast path for at
-// most 9 ASCII digits.
-func ParseInt32(s []byte) (int32, bool) {
-	if v, ok := parseShort(s, 9); ok {
-		return int32(v), true
-	}
-	v, ok := ParseInt(s, 32)
-	return int32(v), ok
-}
-
-// parseShort parses an optional sign and 1 to max ASCII digits; ok is false
-// for anything else (which ParseInt then judges).
-func parseShort(s []byte, max int) (int64, bool) {
 	i, neg := 0, false
 	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
 		i, neg = 1, s[0] == '-'
 	}
-	if n := len(s) - i; n == 0 || n > max {
-		return 0, false
+	if n := len(s) - i; n == 0 || n > 18 {
+		return ParseInt(s, 64)
 	}
 	var v int64
 	for ; i < len(s); i++ {
 		d := s[i] - '0'
 		if d > 9 {
-			return 0, false
+			return ParseInt(s, 64)
 		}
 		v = v*10 + int64(d)
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// ParseInt32 is Integer.parseInt: ParseInt(s, 32), with the fast path of
+// ParseInt64 for at most 9 ASCII digits.
+func ParseInt32(s []byte) (int32, bool) {
+	i, neg := 0, false
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		i, neg = 1, s[0] == '-'
+	}
+	if n := len(s) - i; n == 0 || n > 9 {
+		v, ok := ParseInt(s, 32)
+		return int32(v), ok
+	}
+	var v int32
+	for ; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			v, ok := ParseInt(s, 32)
+			return int32(v), ok
+		}
+		v = v*10 + int32(d)
 	}
 	if neg {
 		v = -v
