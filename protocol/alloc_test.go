@@ -190,10 +190,11 @@ func BenchmarkEncodeSendRequest(b *testing.B) {
 		b.Run(st.String(), func(b *testing.B) {
 			var req Command
 			buf := make([]byte, 0, 1024)
+			// HasMaxReconsumeTimes: the same 14 keys as before presence was tracked.
 			h := SendMessageRequest{ProducerGroup: []byte("bench-producer"), Topic: []byte("apogee-bench"),
 				DefaultTopic: []byte("TBW102"), DefaultTopicQueueNums: 4, QueueID: 3, BornTimestamp: 1764489600000,
-				HasMaxReconsumeTimes: true, // the same 14 keys as before presence was tracked
-				Properties:           []byte("UNIQ_KEY\x017F0000010F4C18B4AAC2190B47A80000\x02WAIT\x01true\x02"), BrokerName: []byte("broker-a")}
+				Properties: []byte("UNIQ_KEY\x017F0000010F4C18B4AAC2190B47A80000\x02WAIT\x01true\x02"), BrokerName: []byte("broker-a"),
+				HasMaxReconsumeTimes: true}
 			b.ReportAllocs()
 			for b.Loop() {
 				req.InitRequest(ReqSendMessage, 0)
