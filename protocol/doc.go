@@ -2,8 +2,9 @@
 // ROCKETMQ (binary) command headers, request and response codes, typed custom headers
 // carried in extFields, and the JSON bodies exchanged by clients, brokers and name servers.
 //
-// It is pure encode/decode: no sockets, no goroutines, no global state, and it imports
-// nothing from this module. remoting, namesrv, broker and client build on it.
+// It is pure encode/decode: no sockets, no goroutines, no global state, and the only
+// package of this module it imports is internal/javacompat (Java's number parsing).
+// remoting, namesrv, broker and client build on it.
 //
 // # Frames
 //
