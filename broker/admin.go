@@ -106,12 +106,12 @@ func (b *Broker) handleQueryConsumerOffset(req *protocol.Command, resp *remoting
 		return fail(resp, protocol.RespSystemError, err.Error())
 	}
 	if off, ok := b.offsets.query(h.Topic, h.ConsumerGroup, h.QueueID); ok {
-		resp.Cmd.Ext.SetInt("offset", off)
+		(&protocol.OffsetResponse{Offset: off}).Encode(&resp.Cmd.Ext)
 		return remoting.Reply
 	}
 	topic := string(h.Topic)
 	if b.store.MinOffset(topic, h.QueueID) <= 0 && !b.firstMessageOnDisk(topic, h.QueueID) {
-		resp.Cmd.Ext.SetInt("offset", 0)
+		(&protocol.OffsetResponse{Offset: 0}).Encode(&resp.Cmd.Ext)
 		return remoting.Reply
 	}
 	return fail(resp, protocol.RespQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
@@ -160,7 +160,7 @@ func (b *Broker) handleQueueOffset(req *protocol.Command, resp *remoting.Respons
 	if req.Code == protocol.ReqGetMinOffset {
 		off = b.store.MinOffset(topic, h.QueueID)
 	}
-	resp.Cmd.Ext.SetInt("offset", off)
+	(&protocol.OffsetResponse{Offset: off}).Encode(&resp.Cmd.Ext)
 	return remoting.Reply
 }
 
@@ -175,10 +175,10 @@ func (b *Broker) handleSearchOffset(req *protocol.Command, resp *remoting.Respon
 	off, err := b.store.OffsetByTime(topic, h.QueueID, h.Timestamp)
 	if err != nil {
 		// The Go client reads "offset" whatever the code: point it at the end.
-		resp.Cmd.Ext.SetInt("offset", b.store.MaxOffset(topic, h.QueueID))
+		(&protocol.OffsetResponse{Offset: b.store.MaxOffset(topic, h.QueueID)}).Encode(&resp.Cmd.Ext)
 		return fail(resp, protocol.RespSystemError, "search offset by timestamp: "+err.Error())
 	}
-	resp.Cmd.Ext.SetInt("offset", off)
+	(&protocol.OffsetResponse{Offset: off}).Encode(&resp.Cmd.Ext)
 	return remoting.Reply
 }
 
@@ -196,7 +196,7 @@ func (b *Broker) handleEarliestStoreTime(req *protocol.Command, resp *remoting.R
 			ts = t
 		}
 	}
-	resp.Cmd.Ext.SetInt("timestamp", ts)
+	(&protocol.GetEarliestMsgStoretimeResponse{Timestamp: ts}).Encode(&resp.Cmd.Ext)
 	return remoting.Reply
 }
 
@@ -606,10 +606,13 @@ func (b *Broker) handleUpdateGroup(req *protocol.Command, resp *remoting.Respons
 
 // handleGetGroup serves GET_SUBSCRIPTIONGROUP_CONFIG (352): ext group.
 func (b *Broker) handleGetGroup(req *protocol.Command, resp *remoting.Response) remoting.Action {
-	name, _ := req.Ext.Get("group")
-	g := b.groups.get(name)
+	var h protocol.GetSubscriptionGroupConfigRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	g := b.groups.get(h.Group)
 	if g == nil {
-		return fail(resp, protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
+		return fail(resp, protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(h.Group))
 	}
 	body, err := json.Marshal(g)
 	if err != nil {
@@ -622,17 +625,17 @@ func (b *Broker) handleGetGroup(req *protocol.Command, resp *remoting.Response) 
 // handleDeleteGroup serves DELETE_SUBSCRIPTIONGROUP (207): ext groupName
 // (and cleanOffset, which also drops the group's committed offsets).
 func (b *Broker) handleDeleteGroup(req *protocol.Command, resp *remoting.Response) remoting.Action {
-	name, _ := req.Ext.GetString("groupName")
-	if name == "" {
-		return fail(resp, protocol.RespSystemError, "groupName is required")
+	var h protocol.DeleteSubscriptionGroupRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
 	}
-	if b.groups.remove(name) {
+	if b.groups.remove(h.GroupName) {
 		if err := b.groupsChanged(true); err != nil {
 			return fail(resp, protocol.RespSystemError, err.Error())
 		}
 	}
-	if clean, _ := req.Ext.GetBool("cleanOffset"); clean {
-		b.offsets.removeGroup(name)
+	if h.CleanOffset {
+		b.offsets.removeGroup(h.GroupName)
 	}
 	return remoting.Reply
 }
@@ -650,10 +653,13 @@ func (b *Broker) ConsumerGroupInfo(group string) (ConsumerGroupInfo, bool) {
 // Apogee's consistent / inconsistency and each member's subscriptions.
 // CONSUMER_NOT_ONLINE (206) when the group has no member.
 func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting.Response) remoting.Action {
-	group, _ := req.Ext.GetString("consumerGroup")
-	info, ok := b.clients.groupInfo(group)
+	var h protocol.GetConsumerConnectionListRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, protocol.RespSystemError, err.Error())
+	}
+	info, ok := b.clients.groupInfo(h.ConsumerGroup)
 	if !ok {
-		return fail(resp, protocol.RespConsumerNotOnline, "the consumer group["+group+"] not online")
+		return fail(resp, protocol.RespConsumerNotOnline, "the consumer group["+h.ConsumerGroup+"] not online")
 	}
 	body, err := json.Marshal(info)
 	if err != nil {

@@ -103,7 +103,7 @@ func remotingSender(tb testing.TB, addr string, id int) (func(context.Context, s
 		n++
 		var route protocol.Command
 		route.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
-		(&protocol.GetRouteInfoRequest{Topic: topic}).Encode(&route.Ext)
+		(&protocol.GetRouteInfoRequest{Topic: []byte(topic)}).Encode(&route.Ext)
 		resp, err := cl.Invoke(ctx, &route)
 		if err != nil {
 			return err

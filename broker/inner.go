@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -86,46 +87,6 @@ func appendPropInt(dst []byte, key string, v int64) []byte {
 	return append(dst, message.PropertySeparator)
 }
 
-// parseInt64 parses a decimal integer (an optional sign, then digits), as
-// strconv.ParseInt(s, 10, 64) does, without allocating.
-func parseInt64(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	neg := false
-	switch b[0] {
-	case '-':
-		neg = true
-		b = b[1:]
-	case '+':
-		b = b[1:]
-	}
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if n > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	if neg {
-		if n > 1<<63 {
-			return 0, false
-		}
-		return -int64(n), true
-	}
-	if n > 1<<63-1 {
-		return 0, false
-	}
-	return int64(n), true
-}
-
 // propInt looks an integer property up; ok is false when it is absent or
 // not a number.
 func propInt(props []byte, key string) (v int64, present, ok bool) {
@@ -133,7 +94,7 @@ func propInt(props []byte, key string) (v int64, present, ok bool) {
 	if !present {
 		return 0, false, false
 	}
-	v, ok = parseInt64(b)
+	v, ok = javacompat.ParseInt64(b) // as the Java broker: Long.parseLong
 	return v, true, ok
 }
 

@@ -47,7 +47,7 @@ type sendRoute struct {
 //
 // The topic's message type and the per-type size limits are checked too. It
 // does not allocate on the common paths.
-func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, ext *protocol.ExtFields, t *topicEntry, m *store.Message, bodyLen int) (int32, string) {
+func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, t *topicEntry, m *store.Message, bodyLen int) (int32, string) {
 	props := h.Properties
 	var r sendRoute
 	if group := retryGroupOf(t.name); group != "" {
@@ -57,7 +57,7 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, ext *
 			return protocol.RespSubscriptionGroupNotExist, "subscription group not exist, " + group
 		}
 		maxTimes := g.RetryMaxTimes
-		if ext.Has("maxReconsumeTimes") || ext.Has("l") {
+		if h.HasMaxReconsumeTimes {
 			maxTimes = h.MaxReconsumeTimes
 		}
 		locked := g.ConsumeMessageOrderly || b.locks.groupLocked(group, time.Now())

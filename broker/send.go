@@ -152,7 +152,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 			return fail(resp, protocol.RespMessageIllegal, "the message properties are longer than 32767 bytes once the broker's are added")
 		}
 		m.Body, m.Properties = req.Body, s.props
-		if code, remark := b.routeSend(s, &h, &req.Ext, t, &m, len(req.Body)); code != protocol.RespSuccess {
+		if code, remark := b.routeSend(s, &h, t, &m, len(req.Body)); code != protocol.RespSuccess {
 			b.stats.sendErrors.Add(1)
 			return fail(resp, code, remark)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -467,7 +468,7 @@ func (t *txManager) loadOp(opq int64, e store.QueueEntry) {
 		} else {
 			body = nil
 		}
-		if q, ok := parseInt64(item); ok && q >= 0 {
+		if q, ok := javacompat.ParseInt64(item); ok && q >= 0 {
 			delete(t.pending, q)
 			if cur, ok := t.resolved[q]; !ok || cur < 0 {
 				t.resolved[q] = opq

@@ -827,7 +827,7 @@ func (c *consumer) resend(ctx context.Context, m *MessageExt, delayLevel int) er
 		DefaultTopicQueueNums: 1, QueueID: pi.queues[idx].QueueID,
 		SysFlag:       m.SysFlag &^ (message.FlagCompressed | message.CompressionMask | message.TxTypeMask | message.FlagBornHostV6 | message.FlagStoreHostV6),
 		BornTimestamp: time.Now().UnixMilli(), Flag: m.Flag, Properties: enc,
-		ReconsumeTimes: m.ReconsumeTimes + 1, MaxReconsumeTimes: int32(c.cfg.maxReconsume),
+		ReconsumeTimes: m.ReconsumeTimes + 1, MaxReconsumeTimes: int32(c.cfg.maxReconsume), HasMaxReconsumeTimes: true,
 		BrokerName: []byte(pi.queues[idx].BrokerName),
 	}
 	req := c.in.newRequest(protocol.ReqSendMessage)

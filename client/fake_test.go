@@ -280,24 +280,25 @@ func (b *fakeBroker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp
 func (b *fakeBroker) route(req *protocol.Command, resp *remoting.Response) remoting.Action {
 	var h protocol.GetRouteInfoRequest
 	h.Decode(&req.Ext)
+	topic := string(h.Topic)
 	b.mu.Lock()
-	n, ok := b.topics[h.Topic]
-	if !ok && (b.autoCreate || strings.HasPrefix(h.Topic, "%")) {
+	n, ok := b.topics[topic]
+	if !ok && (b.autoCreate || strings.HasPrefix(topic, "%")) {
 		n = b.queueNums
-		if strings.HasPrefix(h.Topic, "%") {
+		if strings.HasPrefix(topic, "%") {
 			n = 1
 		}
-		b.topics[h.Topic] = n
+		b.topics[topic] = n
 		ok = true
 	}
 	b.mu.Unlock()
 	if !ok {
 		resp.Cmd.Code = protocol.RespTopicNotExist
-		resp.Cmd.SetRemark("No topic route info in name server for the topic: " + h.Topic)
+		resp.Cmd.SetRemark("No topic route info in name server for the topic: " + topic)
 		return remoting.Reply
 	}
 	perm := protocol.PermRead | protocol.PermWrite
-	if h.Topic == "TBW102" {
+	if topic == "TBW102" {
 		perm |= protocol.PermInherit
 	}
 	rd := protocol.TopicRouteData{

@@ -209,7 +209,7 @@ func (in *instance) cachedRoute(topic string) *topicRoute { return in.routes.Loa
 // fetchRouteData asks the name servers for topic's route.
 func (in *instance) fetchRouteData(ctx context.Context, topic string) (*protocol.TopicRouteData, error) {
 	req := in.newRequest(protocol.ReqGetRouteInfoByTopic)
-	h := protocol.GetRouteInfoRequest{Topic: topic}
+	h := protocol.GetRouteInfoRequest{Topic: []byte(topic)}
 	h.Encode(&req.Ext)
 	resp, addr, err := in.invokeNameServer(ctx, req)
 	if err != nil {

@@ -3,6 +3,7 @@ package filter
 import (
 	"testing"
 
+	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -58,9 +59,9 @@ func TestMatchAllocs(t *testing.T) {
 		"1000000000000000000000000000000000000000.000000", "1.5e309", "1.7976931348623158e308", "1.7976931348623157e308"} {
 		b := []byte(v)
 		if n := testing.AllocsPerRun(100, func() {
-			javaParseDouble(b)
-			javaParseInt(b, 32)
-			javaParseInt(b, 64)
+			javacompat.ParseDouble(b)
+			javacompat.ParseInt(b, 32)
+			javacompat.ParseInt(b, 64)
 		}); n != 0 {
 			t.Errorf("parsing %q allocates %v times", v, n)
 		}

@@ -159,11 +159,11 @@
 //     and turns anything else into null.
 //
 // Numbers. Property values are parsed on the fly, without allocating, by
-// this package's own implementations of Integer.parseInt, Long.parseLong and
-// Double.valueOf; a golden file written by a JDK checks them
-// (testdata/java). Double parsing hands the significant digits to
-// strconv.ParseFloat through a stack buffer: it allocates only for a value
-// with more than 24 significant digits.
+// Integer.parseInt, Long.parseLong and Double.valueOf as internal/javacompat
+// implements them (checked there against a golden file written by a JDK).
+// Double parsing hands the significant digits to strconv.ParseFloat through a
+// stack buffer: it allocates only for a value with more than 24 significant
+// digits.
 //
 // # Differences from the Java broker
 //

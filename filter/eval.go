@@ -3,6 +3,8 @@ package filter
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/apogeemq/apogee/internal/javacompat"
 )
 
 // kind is the Java type of a value during evaluation.
@@ -80,7 +82,7 @@ func javaCompare(l, r value) (c int, ok bool) {
 		case kInt, kLong:
 			return cmpInt(l.i, r.i), true
 		case kDouble:
-			return javaDoubleCompare(l.f, r.f), true
+			return javacompat.CompareDouble(l.f, r.f), true
 		case kString:
 			// Only equality ever looks at the result of a string compare.
 			return bytes.Compare(l.s, r.s), true
@@ -97,13 +99,13 @@ func javaCompare(l, r value) (c int, ok bool) {
 		case kInt, kLong:
 			return cmpInt(l.i, r.i), true
 		case kDouble:
-			return javaDoubleCompare(float64(l.i), r.f), true
+			return javacompat.CompareDouble(float64(l.i), r.f), true
 		case kString:
 			bits := uint(64)
 			if l.k == kInt {
 				bits = 32
 			}
-			n, ok := javaParseInt(r.s, bits)
+			n, ok := javacompat.ParseInt(r.s, bits)
 			if !ok {
 				return 0, false
 			}
@@ -112,18 +114,18 @@ func javaCompare(l, r value) (c int, ok bool) {
 	case kDouble:
 		switch r.k {
 		case kInt, kLong:
-			return javaDoubleCompare(l.f, float64(r.i)), true
+			return javacompat.CompareDouble(l.f, float64(r.i)), true
 		case kString:
-			f, ok := javaParseDouble(r.s)
+			f, ok := javacompat.ParseDouble(r.s)
 			if !ok {
 				return 0, false
 			}
-			return javaDoubleCompare(l.f, f), true
+			return javacompat.CompareDouble(l.f, f), true
 		}
 	case kString:
 		switch r.k {
 		case kBool:
-			lb := javaBool(l.s)
+			lb := javacompat.ParseBoolean(l.s)
 			switch {
 			case lb == r.b:
 				return 0, true
@@ -136,17 +138,17 @@ func javaCompare(l, r value) (c int, ok bool) {
 			if r.k == kInt {
 				bits = 32
 			}
-			n, ok := javaParseInt(l.s, bits)
+			n, ok := javacompat.ParseInt(l.s, bits)
 			if !ok {
 				return 0, false
 			}
 			return cmpInt(n, r.i), true
 		case kDouble:
-			f, ok := javaParseDouble(l.s)
+			f, ok := javacompat.ParseDouble(l.s)
 			if !ok {
 				return 0, false
 			}
-			return javaDoubleCompare(f, r.f), true
+			return javacompat.CompareDouble(f, r.f), true
 		}
 	}
 	return -1, true
@@ -208,7 +210,7 @@ func (e *env) fill(names []string, first *[4]uint64) {
 // the selector, the way RocketMQ's broker decides it: the expression must
 // evaluate to TRUE; FALSE, unknown (NULL) and an evaluation error (a value
 // that does not parse as the number it is compared with) all reject the
-// message. It does not allocate (see javaParseDouble for the two rare
+// message. It does not allocate (see javacompat.ParseDouble for the two rare
 // exceptions) and does not retain props.
 func (s *SQL) Match(props []byte) bool {
 	var e env
@@ -398,12 +400,12 @@ func (s *SQL) test(x *expr, e *env) tri {
 		var c int
 		if l.k == kString && r.k == kString {
 			// Two strings are compared as doubles, or not at all.
-			lf, lok := javaParseDouble(l.s)
-			rf, rok := javaParseDouble(r.s)
+			lf, lok := javacompat.ParseDouble(l.s)
+			rf, rok := javacompat.ParseDouble(r.s)
 			if !lok || !rok {
 				return triErr
 			}
-			c = javaDoubleCompare(lf, rf)
+			c = javacompat.CompareDouble(lf, rf)
 		} else if c, ok = javaCompare(l, r); !ok {
 			return triErr
 		}

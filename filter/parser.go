@@ -508,3 +508,10 @@ func (p *parser) primaryExpr() *expr {
 func (p *parser) constant(t token, v value) *expr {
 	return p.node(&expr{op: opConst, pos: t.pos, lit: v})
 }
+
+// isRange reports whether err is strconv's out-of-range error (the value is
+// then ±Inf or 0, which the callers judge themselves).
+func isRange(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}

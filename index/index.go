@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -289,10 +290,12 @@ func KeyHash(topic string, key []byte) int32 { return keyHashBytes(topic, key) }
 // TopicHash is the part of KeyHash that depends on the topic alone, for a
 // caller that hashes many keys of one topic:
 // KeyHashAfter(TopicHash(topic), key) == KeyHash(topic, key).
-func TopicHash(topic string) int32 { return 31*javaHashOf(0, topic) + '#' }
+func TopicHash(topic string) int32 { return 31*javacompat.HashCode(topic) + '#' }
 
 // KeyHashAfter finishes KeyHash from the topic's TopicHash.
-func KeyHashAfter(topicHash int32, key []byte) int32 { return positive(javaHashOf(topicHash, key)) }
+func KeyHashAfter(topicHash int32, key []byte) int32 {
+	return positive(javacompat.HashCodeFrom(topicHash, key))
+}
 
 // PutHash is Put for a key whose hash the caller computed with KeyHash.
 func (x *Index) PutHash(h int32, commitLogOffset, storeTimestamp int64) error {

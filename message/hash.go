@@ -1,15 +1,15 @@
 package message
 
+import "github.com/apogeemq/apogee/internal/javacompat"
+
 // JavaHashCode returns Java's String.hashCode of the string that Java would
 // decode from the UTF-8 bytes s: h = 31*h + c over UTF-16 code units, with
-// int32 wrap-around. A character outside the BMP counts as its two
-// surrogates. Invalid UTF-8 is replaced by U+FFFD the way Java's UTF-8
-// decoder (JDK 8 and later) does it: one U+FFFD per maximal ill-formed
-// subsequence, and one per 3-byte encoded surrogate. It does not allocate.
-func JavaHashCode(s string) int32 { return javaHash(s) }
+// int32 wrap-around, malformed UTF-8 replaced as the JDK's decoder replaces it
+// (see javacompat.HashCode). It does not allocate.
+func JavaHashCode(s string) int32 { return javacompat.HashCode(s) }
 
 // JavaHashCodeBytes is JavaHashCode for a byte slice.
-func JavaHashCodeBytes(b []byte) int32 { return javaHash(b) }
+func JavaHashCodeBytes(b []byte) int32 { return javacompat.HashCode(b) }
 
 // TagCode returns the consume-queue tag code of a TAGS value: its Java hash
 // sign-extended to int64, or 0 when tags is empty.
@@ -17,83 +17,5 @@ func TagCode(tags []byte) int64 {
 	if len(tags) == 0 {
 		return 0
 	}
-	return int64(javaHash(tags))
-}
-
-const replacementChar = 0xFFFD
-
-func javaHash[T string | []byte](s T) int32 {
-	var h int32
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < 0x80 {
-			h = 31*h + int32(c)
-			i++
-			continue
-		}
-		r, n := decodeRuneJava(s[i:])
-		i += n
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10))
-			h = 31*h + int32(0xDC00+(r&0x3FF))
-		} else {
-			h = 31*h + int32(r)
-		}
-	}
-	return h
-}
-
-func isCont(b byte) bool { return b&0xC0 == 0x80 }
-
-// decodeRuneJava decodes the first character of s (len(s) > 0, s[0] >= 0x80)
-// as Java's UTF-8 decoder would, returning U+FFFD and the length of the
-// ill-formed subsequence it replaces for bad input.
-func decodeRuneJava[T string | []byte](s T) (rune, int) {
-	b0 := s[0]
-	switch {
-	case b0 >= 0xC2 && b0 <= 0xDF:
-		if len(s) < 2 || !isCont(s[1]) {
-			return replacementChar, 1
-		}
-		return rune(b0&0x1F)<<6 | rune(s[1]&0x3F), 2
-	case b0 >= 0xE0 && b0 <= 0xEF:
-		// Java, unlike the Unicode table, accepts ED A0..BF as a prefix and
-		// then replaces the whole encoded surrogate by one U+FFFD.
-		lo := byte(0x80)
-		if b0 == 0xE0 {
-			lo = 0xA0
-		}
-		if len(s) < 2 || s[1] < lo || s[1] > 0xBF {
-			return replacementChar, 1
-		}
-		if len(s) < 3 || !isCont(s[2]) {
-			return replacementChar, 2
-		}
-		r := rune(b0&0x0F)<<12 | rune(s[1]&0x3F)<<6 | rune(s[2]&0x3F)
-		if r >= 0xD800 && r <= 0xDFFF {
-			return replacementChar, 3
-		}
-		return r, 3
-	case b0 >= 0xF0 && b0 <= 0xF4:
-		lo, hi := byte(0x80), byte(0xBF)
-		switch b0 {
-		case 0xF0:
-			lo = 0x90
-		case 0xF4:
-			hi = 0x8F
-		}
-		if len(s) < 2 || s[1] < lo || s[1] > hi {
-			return replacementChar, 1
-		}
-		if len(s) < 3 || !isCont(s[2]) {
-			return replacementChar, 2
-		}
-		if len(s) < 4 || !isCont(s[3]) {
-			return replacementChar, 3
-		}
-		return rune(b0&0x07)<<18 | rune(s[1]&0x3F)<<12 | rune(s[2]&0x3F)<<6 | rune(s[3]&0x3F), 4
-	default:
-		return replacementChar, 1
-	}
+	return int64(javacompat.HashCode(tags))
 }

@@ -42,14 +42,14 @@ func Example() {
 	var req protocol.Command
 	req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
 	req.Version = protocol.VersionV4_5_2 // what rocketmq-client-go sends
-	(&protocol.GetRouteInfoRequest{Topic: "orders"}).Encode(&req.Ext)
+	(&protocol.GetRouteInfoRequest{Topic: []byte("orders")}).Encode(&req.Ext)
 	resp, err := cl.Invoke(dctx, &req)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(resp.Code, string(resp.Body))
 
-	(&protocol.GetRouteInfoRequest{Topic: "nope"}).Encode(&req.Ext)
+	(&protocol.GetRouteInfoRequest{Topic: []byte("nope")}).Encode(&req.Ext)
 	resp, _ = cl.Invoke(dctx, &req)
 	fmt.Println(resp.Code, string(resp.Remark))
 	// Output:

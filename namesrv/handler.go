@@ -61,11 +61,11 @@ func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *
 		}
 		resp.Cmd.Body = body
 	case protocol.ReqGetTopicsByCluster:
-		cluster, _ := req.Ext.GetString("cluster")
-		if cluster == "" {
-			return fail(resp.Cmd, protocol.RespSystemError, "namesrv: missing field cluster")
+		var h protocol.GetTopicsByClusterRequest
+		if err := h.Decode(&req.Ext); err != nil {
+			return fail(resp.Cmd, protocol.RespSystemError, err.Error())
 		}
-		tl := protocol.TopicList{TopicList: r.clusterTopics(cluster)}
+		tl := protocol.TopicList{TopicList: r.clusterTopics(h.Cluster)}
 		body, err := tl.Encode()
 		if err != nil {
 			return fail(resp.Cmd, protocol.RespSystemError, err.Error())
@@ -76,21 +76,20 @@ func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *
 		if err := h.Decode(&req.Ext); err != nil {
 			return fail(resp.Cmd, protocol.RespSystemError, err.Error())
 		}
-		cluster, _ := req.Ext.GetString("clusterName") // 5.x: only that cluster's brokers
-		r.deleteTopic(h.Topic, cluster)
+		r.deleteTopic(h.Topic, h.ClusterName) // 5.x: only that cluster's brokers when set
 	case protocol.ReqRegisterTopicInNameSrv:
 		// Java 5's registerTopicToNamesrv: header topic, body a TopicRouteData whose
 		// queueDatas are applied (RegisterTopic); brokerDatas are ignored.
-		topic, _ := req.Ext.GetString("topic")
-		if topic == "" {
-			return fail(resp.Cmd, protocol.RespSystemError, "namesrv: missing field topic")
+		var h protocol.RegisterTopicRequest
+		if err := h.Decode(&req.Ext); err != nil {
+			return fail(resp.Cmd, protocol.RespSystemError, err.Error())
 		}
 		if len(req.Body) > 0 {
 			var rd protocol.TopicRouteData
 			if err := rd.Decode(req.Body); err != nil {
 				return fail(resp.Cmd, protocol.RespSystemError, err.Error())
 			}
-			r.RegisterTopic(topic, rd.QueueDatas)
+			r.RegisterTopic(h.Topic, rd.QueueDatas)
 		}
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig, protocol.ReqGetKVListByNamespace:
 		r.serveKV(req, resp.Cmd)
@@ -116,27 +115,14 @@ const routeNotFound = "No topic route info in name server for the topic: "
 // serveRoute answers GET_ROUTEINFO_BY_TOPIC from the route cache: no allocation once
 // the topic's route is cached.
 func (r *Registry) serveRoute(req, cmd *protocol.Command) {
-	topic, ok := req.Ext.Get("topic")
-	standardOnly := false
-	if v, has := req.Ext.Get("acceptStandardJsonOnly"); has && len(v) > 0 {
-		var err error
-		if standardOnly, err = req.Ext.GetBool("acceptStandardJsonOnly"); err != nil {
-			ok = false
-		}
-	}
-	if !ok || len(topic) == 0 {
-		var h protocol.GetRouteInfoRequest // for the error text
-		err := h.Decode(&req.Ext)
-		remark := "namesrv: malformed GET_ROUTEINFO_BY_TOPIC header"
-		if err != nil {
-			remark = err.Error()
-		}
-		fail(cmd, protocol.RespSystemError, remark)
+	var h protocol.GetRouteInfoRequest // Topic aliases req: no allocation
+	if err := h.Decode(&req.Ext); err != nil {
+		fail(cmd, protocol.RespSystemError, err.Error())
 		return
 	}
-	body, found := r.routeJSON(topic, protocol.RouteJSONStandard(req.Version, standardOnly))
+	body, found := r.routeJSON(h.Topic, protocol.RouteJSONStandard(req.Version, h.AcceptStandardJSONOnly))
 	if !found {
-		fail(cmd, protocol.RespTopicNotExist, routeNotFound+string(topic))
+		fail(cmd, protocol.RespTopicNotExist, routeNotFound+string(h.Topic))
 		return
 	}
 	cmd.Body = body // copied when the response is queued; the cached slice is immutable
@@ -212,11 +198,12 @@ func maps2Table(m map[string]string) *protocol.KVTable {
 
 // serveKV answers the KV-config requests (kept in memory only).
 func (r *Registry) serveKV(req, cmd *protocol.Command) {
-	ns, _ := req.Ext.GetString("namespace")
-	if ns == "" {
-		fail(cmd, protocol.RespSystemError, "namesrv: missing field namespace")
+	var h protocol.KVConfigRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		fail(cmd, protocol.RespSystemError, err.Error())
 		return
 	}
+	ns, key := h.Namespace, h.Key
 	if req.Code == protocol.ReqGetKVListByNamespace {
 		r.mu.RLock()
 		t := maps2Table(r.kv[ns])
@@ -233,19 +220,17 @@ func (r *Registry) serveKV(req, cmd *protocol.Command) {
 		cmd.Body = body
 		return
 	}
-	key, _ := req.Ext.GetString("key")
 	if key == "" {
 		fail(cmd, protocol.RespSystemError, "namesrv: missing field key")
 		return
 	}
 	switch req.Code {
 	case protocol.ReqPutKVConfig:
-		value, ok := req.Ext.GetString("value")
-		if !ok {
+		if !h.HasValue {
 			fail(cmd, protocol.RespSystemError, "namesrv: missing field value")
 			return
 		}
-		r.putKV(ns, key, value)
+		r.putKV(ns, key, h.Value)
 	case protocol.ReqGetKVConfig:
 		r.mu.RLock()
 		value, ok := r.kv[ns][key]
@@ -254,7 +239,7 @@ func (r *Registry) serveKV(req, cmd *protocol.Command) {
 			fail(cmd, protocol.RespQueryNotFound, "No config item, Namespace: "+ns+" Key: "+key)
 			return
 		}
-		cmd.Ext.SetString("value", value)
+		(&protocol.GetKVConfigResponse{Value: value}).Encode(&cmd.Ext)
 	case protocol.ReqDeleteKVConfig:
 		r.deleteKV(ns, key)
 	}

@@ -421,7 +421,7 @@ func (g *Registrar) sendTopics(ctx context.Context, addr string, topics []protoc
 				}
 				var req protocol.Command
 				req.InitRequest(protocol.ReqRegisterTopicInNameSrv, 0)
-				req.Ext.SetString("topic", topics[i].TopicName)
+				(&protocol.RegisterTopicRequest{Topic: topics[i].TopicName}).Encode(&req.Ext)
 				req.Body = bodies[i]
 				if _, err := g.invoke(ctx, addr, &req); err != nil {
 					errOnce.Do(func() { first = err })

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -189,9 +190,11 @@ func BenchmarkEncodeSendRequest(b *testing.B) {
 		b.Run(st.String(), func(b *testing.B) {
 			var req Command
 			buf := make([]byte, 0, 1024)
+			// HasMaxReconsumeTimes: the same 14 keys as before presence was tracked.
 			h := SendMessageRequest{ProducerGroup: []byte("bench-producer"), Topic: []byte("apogee-bench"),
 				DefaultTopic: []byte("TBW102"), DefaultTopicQueueNums: 4, QueueID: 3, BornTimestamp: 1764489600000,
-				Properties: []byte("UNIQ_KEY\x017F0000010F4C18B4AAC2190B47A80000\x02WAIT\x01true\x02"), BrokerName: []byte("broker-a")}
+				Properties: []byte("UNIQ_KEY\x017F0000010F4C18B4AAC2190B47A80000\x02WAIT\x01true\x02"), BrokerName: []byte("broker-a"),
+				HasMaxReconsumeTimes: true}
 			b.ReportAllocs()
 			for b.Loop() {
 				req.InitRequest(ReqSendMessage, 0)
@@ -204,5 +207,40 @@ func BenchmarkEncodeSendRequest(b *testing.B) {
 			}
 			b.SetBytes(int64(len(buf)))
 		})
+	}
+}
+
+// TestAllocsEveryHeader: every generated encoder writes into a warm ExtFields without
+// allocating, and every decoder allocates only the strings it copies (none for a
+// header whose text fields are []byte views).
+func TestAllocsEveryHeader(t *testing.T) {
+	for _, gh := range goldenHeaders {
+		h := gh.new()
+		fillHeader(h)
+		var ext ExtFields
+		h.Encode(&ext)
+		allocs := testing.AllocsPerRun(100, func() {
+			ext.Reset()
+			h.Encode(&ext)
+		})
+		if allocs != 0 {
+			t.Errorf("%s.Encode: %v allocs", gh.name, allocs)
+		}
+		strs := 0
+		ht := reflect.TypeOf(h).Elem()
+		for i := 0; i < ht.NumField(); i++ {
+			if ht.Field(i).Type.Kind() == reflect.String {
+				strs++
+			}
+		}
+		d := gh.new()
+		allocs = testing.AllocsPerRun(100, func() {
+			if err := d.Decode(&ext); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > float64(strs) {
+			t.Errorf("%s.Decode: %v allocs for %d string fields", gh.name, allocs, strs)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/apogeemq/apogee/internal/javacompat"
 )
 
 // JSON bodies. They are off the hot path and use encoding/json, with the quirks of the
@@ -97,9 +99,9 @@ func lenientInt(raw json.RawMessage) (int64, bool) {
 		if json.Unmarshal(raw, &s) != nil {
 			return 0, false
 		}
-		return parseInt64([]byte(strings.TrimSpace(s)))
+		return javacompat.ParseInt64([]byte(strings.TrimSpace(s)))
 	}
-	return parseInt64(raw)
+	return javacompat.ParseInt64(raw)
 }
 
 // Encode writes the heartbeat as JSON. Empty sets are written as [].

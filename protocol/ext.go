@@ -1,6 +1,10 @@
 package protocol
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/apogeemq/apogee/internal/javacompat"
+)
 
 // ExtFields is a command's custom header: an ordered list of key/value pairs whose values
 // are strings on the wire. It stores every key and value in one flat byte buffer (no map,
@@ -85,7 +89,7 @@ func (e *ExtFields) GetInt64(key string) (int64, error) {
 	if !ok {
 		return 0, &FieldError{Field: key, Err: ErrMissingField}
 	}
-	n, ok := parseInt64(v)
+	n, ok := javacompat.ParseInt64(v)
 	if !ok {
 		return 0, &FieldError{Field: key, Value: string(v), Err: ErrBadField}
 	}
@@ -98,7 +102,7 @@ func (e *ExtFields) GetInt32(key string) (int32, error) {
 	if !ok {
 		return 0, &FieldError{Field: key, Err: ErrMissingField}
 	}
-	n, ok := parseInt32(v)
+	n, ok := javacompat.ParseInt32(v)
 	if !ok {
 		return 0, &FieldError{Field: key, Value: string(v), Err: ErrBadField}
 	}
@@ -153,7 +157,7 @@ func addPair[K, V string | []byte](e *ExtFields, key K, value V) {
 	e.ents = append(e.ents, extEntry{koff: koff, klen: uint32(len(key)), voff: voff, vlen: uint32(len(value))})
 }
 
-// fieldWriter writes an encoder's fields into an ExtFields. When the header
+// fieldWriter writes a generated encoder's fields into an ExtFields. When the header
 // held no pair as the encoder began (a command just reset, as every client and
 // broker encoder starts from), none of its keys can be there yet, and each
 // pair is appended without the search for an existing key that Set makes: a
@@ -167,6 +171,14 @@ type fieldWriter struct {
 func writeFields(e *ExtFields) fieldWriter { return fieldWriter{e: e, fresh: e.Len() == 0} }
 
 func (w fieldWriter) bytes(key string, value []byte) {
+	if w.fresh {
+		addPair(w.e, key, value)
+	} else {
+		setPair(w.e, key, value)
+	}
+}
+
+func (w fieldWriter) str(key, value string) {
 	if w.fresh {
 		addPair(w.e, key, value)
 	} else {

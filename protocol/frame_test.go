@@ -46,7 +46,7 @@ func TestGoldenGoCRouteRequest(t *testing.T) {
 	var c Command
 	c.InitRequest(ReqGetRouteInfoByTopic, 1)
 	c.Version = VersionV4_5_2
-	(&GetRouteInfoRequest{Topic: "T"}).Encode(&c.Ext)
+	(&GetRouteInfoRequest{Topic: []byte("T")}).Encode(&c.Ext)
 	got, err := AppendFrame(nil, &c)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestGoldenGoCRouteRequest(t *testing.T) {
 		t.Fatalf("decoded %v", d.String())
 	}
 	var h GetRouteInfoRequest
-	if err := h.Decode(&d.Ext); err != nil || h.Topic != "T" {
+	if err := h.Decode(&d.Ext); err != nil || string(h.Topic) != "T" {
 		t.Fatalf("route header %+v %v", h, err)
 	}
 }

@@ -36,7 +36,7 @@ func TestSendMessageRequestV1V2(t *testing.T) {
 	in := SendMessageRequest{
 		ProducerGroup: []byte("pg"), Topic: []byte("T"), DefaultTopic: []byte("TBW102"), DefaultTopicQueueNums: 4,
 		QueueID: 7, SysFlag: 5, BornTimestamp: 1700000000000, Flag: -3, Properties: []byte("a\x01b\x02"),
-		ReconsumeTimes: 2, UnitMode: true, MaxReconsumeTimes: 16, Batch: true, BrokerName: []byte("b1"),
+		ReconsumeTimes: 2, UnitMode: true, MaxReconsumeTimes: 16, HasMaxReconsumeTimes: true, Batch: true, BrokerName: []byte("b1"),
 	}
 	for _, v2 := range []bool{false, true} {
 		var c Command
@@ -68,6 +68,38 @@ func TestSendMessageRequestV1V2(t *testing.T) {
 			}
 			if !reflect.DeepEqual(in, out) {
 				t.Fatalf("v2=%v %v:\n in %+v\nout %+v", v2, st, in, out)
+			}
+		}
+	}
+}
+
+// TestSendMessageRequestPresence: maxReconsumeTimes is written only when
+// HasMaxReconsumeTimes says so (as Java writes a null Integer: not at all), and
+// Decode reports whether it came with a value, in either key set.
+func TestSendMessageRequestPresence(t *testing.T) {
+	in := SendMessageRequest{ProducerGroup: []byte("pg"), Topic: []byte("%RETRY%g"), BornTimestamp: 1, MaxReconsumeTimes: 3}
+	for _, v2 := range []bool{false, true} {
+		encode, key := in.Encode, "maxReconsumeTimes"
+		if v2 {
+			encode, key = in.EncodeV2, "l"
+		}
+		var e ExtFields
+		encode(&e)
+		if e.Has(key) {
+			t.Fatalf("v2=%v: %s written without HasMaxReconsumeTimes", v2, key)
+		}
+		var out SendMessageRequest
+		if err := out.Decode(&e); err != nil || out.HasMaxReconsumeTimes || out.MaxReconsumeTimes != 0 {
+			t.Fatalf("v2=%v: decoded %+v, %v", v2, out, err)
+		}
+		for _, tc := range []struct {
+			value string
+			has   bool
+			n     int32
+		}{{"0", true, 0}, {"16", true, 16}, {"", false, 0}} {
+			e.SetString(key, tc.value)
+			if err := out.Decode(&e); err != nil || out.HasMaxReconsumeTimes != tc.has || out.MaxReconsumeTimes != tc.n {
+				t.Fatalf("v2=%v %s=%q: decoded has=%v n=%d, %v", v2, key, tc.value, out.HasMaxReconsumeTimes, out.MaxReconsumeTimes, err)
 			}
 		}
 	}
@@ -222,7 +254,7 @@ func TestTypedHeaderRoundTrips(t *testing.T) {
 		{&QueryMessageRequest{Topic: "T", Key: "k", MaxNum: 32, BeginTimestamp: 1, EndTimestamp: 2, UniqueKeyQuery: true}, &QueryMessageRequest{}},
 		{&QueryMessageResponse{IndexLastUpdateTimestamp: 9, IndexLastUpdatePhyoffset: 10}, &QueryMessageResponse{}},
 		{&ViewMessageByIDRequest{Offset: 4096, Topic: "T"}, &ViewMessageByIDRequest{}},
-		{&GetRouteInfoRequest{Topic: "%RETRY%g", AcceptStandardJSONOnly: true}, &GetRouteInfoRequest{}},
+		{&GetRouteInfoRequest{Topic: []byte("%RETRY%g"), AcceptStandardJSONOnly: true}, &GetRouteInfoRequest{}},
 		{&RegisterBrokerRequest{BrokerName: "b", BrokerAddr: "10.0.0.1:10911", ClusterName: "c", HAServerAddr: "10.0.0.1:10912",
 			BrokerID: 0, HeartbeatTimeoutMillis: 120000, EnableActingMaster: true, Compressed: true, BodyCRC32: 0x7FFFFFFF}, &RegisterBrokerRequest{}},
 		{&RegisterBrokerResponse{HAServerAddr: "h", MasterAddr: "m"}, &RegisterBrokerResponse{}},
@@ -389,11 +421,15 @@ func TestExtFields(t *testing.T) {
 	}{
 		{"0", 0, true}, {"+7", 7, true}, {"-9223372036854775808", -1 << 63, true}, {"9223372036854775807", 1<<63 - 1, true},
 		{"9223372036854775808", 0, false}, {"-9223372036854775809", 0, false}, {"", 0, false}, {"-", 0, false},
-		{"1e3", 0, false}, {" 1", 0, false}, {"00000000000000000001", 0, false},
+		{"1e3", 0, false}, {" 1", 0, false},
+		// As Java's Long.parseLong: leading zeros, and other scripts' decimal digits.
+		{"00000000000000000001", 1, true}, {"\u0661\u0662", 12, true},
 	} {
-		n, ok := parseInt64([]byte(tc.in))
-		if ok != tc.okay || (ok && n != tc.n) {
-			t.Errorf("parseInt64(%q) = %d %v", tc.in, n, ok)
+		var x ExtFields
+		x.SetString("n", tc.in)
+		n, err := x.GetInt64("n")
+		if (err == nil) != tc.okay || (err == nil && n != tc.n) {
+			t.Errorf("GetInt64(%q) = %d %v", tc.in, n, err)
 		}
 	}
 }

@@ -565,7 +565,7 @@ func (s *BrokerStore) fetchRoute(ctx context.Context, topic string) (*protocol.T
 		req := new(protocol.Command)
 		req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
 		req.SerializeType = protocol.SerializeRocketMQ
-		(&protocol.GetRouteInfoRequest{Topic: topic}).Encode(&req.Ext)
+		(&protocol.GetRouteInfoRequest{Topic: []byte(topic)}).Encode(&req.Ext)
 		resp, err := s.invoke(ctx, addr, req)
 		if err != nil {
 			last = err

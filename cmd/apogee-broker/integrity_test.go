@@ -282,11 +282,13 @@ func TestDiskFullIsLogged(t *testing.T) {
 	defer p.stop(t, syscall.SIGTERM)
 	sendIntegrity(t, p.addr, 0, 50000) // about 18 MiB: two sealed segments
 
-	// Fill the rest of the disk.
+	// Fill the rest of the disk; free it before the broker stops (deferred
+	// calls run last in, first out), or its shutdown cannot write its state.
 	ballast, err := os.Create(filepath.Join(mnt, "ballast"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer os.Remove(ballast.Name())
 	chunk := make([]byte, 1<<16)
 	for {
 		if _, err := ballast.Write(chunk); err != nil {

@@ -1,4 +1,4 @@
-package filter
+package javacompat
 
 import (
 	"math"
@@ -7,17 +7,17 @@ import (
 	"unicode/utf8"
 )
 
-// This file holds the Java library conversions RocketMQ's evaluator applies
-// to property strings: Integer.valueOf, Long.valueOf, Double.valueOf,
-// Boolean.valueOf and Double.compare. None of them allocates on the paths a
-// message can reach, except Double parsing of a value with more than
-// maxNormDigits significant digits.
+// This file holds Java's conversions of text to numbers as RocketMQ's Java
+// code applies them to header values, message properties and SQL92 operands:
+// Integer.parseInt, Long.parseLong, Double.valueOf, Boolean.valueOf and
+// Double.compare. None of them allocates, except Double parsing of a value
+// with more than maxNormDigits significant digits.
 
-// javaDigit returns the value of r as a decimal digit the way Java's
+// Digit returns the value of r as a decimal digit the way Java's
 // Character.digit(char, 10) sees it: ASCII digits and the other Unicode
 // decimal digits (category Nd) of the Basic Multilingual Plane. A character
 // outside the BMP is two UTF-16 units to Java, neither of them a digit.
-func javaDigit(r rune) int {
+func Digit(r rune) int {
 	if r >= '0' && r <= '9' {
 		return int(r - '0')
 	}
@@ -40,10 +40,11 @@ func javaDigit(r rune) int {
 	return -1
 }
 
-// javaParseInt parses s like Java's Integer.parseInt (bits 32) or
+// ParseInt parses s like Java's Integer.parseInt (bits 32) or
 // Long.parseLong (bits 64): an optional sign, then one or more decimal
-// digits, nothing else (no spaces), within range.
-func javaParseInt(s []byte, bits uint) (int64, bool) {
+// digits (any Unicode decimal digit of the Basic Multilingual Plane, see
+// Digit), nothing else (no spaces), within range. Leading zeros are allowed.
+func ParseInt(s []byte, bits uint) (int64, bool) {
 	if len(s) == 0 {
 		return 0, false
 	}
@@ -77,7 +78,7 @@ func javaParseInt(s []byte, bits uint) (int64, bool) {
 			i++
 		} else {
 			r, n := utf8.DecodeRune(s[i:])
-			d = javaDigit(r) // RuneError (invalid UTF-8) is no digit
+			d = Digit(r) // RuneError (invalid UTF-8) is no digit
 			i += n
 		}
 		if d < 0 || result < multmin {
@@ -95,14 +96,68 @@ func javaParseInt(s []byte, bits uint) (int64, bool) {
 	return -result, true
 }
 
-// javaBool is Java's Boolean.valueOf(String): true only for "true", any case.
-func javaBool(s []byte) bool {
+// ParseInt64 is Long.parseLong: ParseInt(s, 64), with a fast path for the
+// common case of an optional sign and at most 18 ASCII digits, which cannot
+// overflow. (The fast path is written out here and in ParseInt32 rather than
+// shared: a header decoder calls these for every number, and a second call
+// per number costs more than the parsing.)
+func ParseInt64(s []byte) (int64, bool) {
+	i, neg := 0, false
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		i, neg = 1, s[0] == '-'
+	}
+	if n := len(s) - i; n == 0 || n > 18 {
+		return ParseInt(s, 64)
+	}
+	var v int64
+	for ; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return ParseInt(s, 64)
+		}
+		v = v*10 + int64(d)
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// ParseInt32 is Integer.parseInt: ParseInt(s, 32), with the fast path of
+// ParseInt64 for at most 9 ASCII digits.
+func ParseInt32(s []byte) (int32, bool) {
+	i, neg := 0, false
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		i, neg = 1, s[0] == '-'
+	}
+	if n := len(s) - i; n == 0 || n > 9 {
+		v, ok := ParseInt(s, 32)
+		return int32(v), ok
+	}
+	var v int32
+	for ; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			v, ok := ParseInt(s, 32)
+			return int32(v), ok
+		}
+		v = v*10 + int32(d)
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// ParseBoolean is Java's Boolean.parseBoolean (and Boolean.valueOf(String)):
+// true only for "true" in any letter case, false for anything else.
+func ParseBoolean(s []byte) bool {
 	return len(s) == 4 && s[0]|0x20 == 't' && s[1]|0x20 == 'r' && s[2]|0x20 == 'u' && s[3]|0x20 == 'e'
 }
 
-// javaDoubleCompare is Java's Double.compare: -0.0 < 0.0, and NaN equals NaN
+// CompareDouble is Java's Double.compare: -0.0 < 0.0, and NaN equals NaN
 // and is above +Inf.
-func javaDoubleCompare(a, b float64) int {
+func CompareDouble(a, b float64) int {
 	if a < b {
 		return -1
 	}
@@ -125,6 +180,8 @@ func javaDoubleCompare(a, b float64) int {
 	return 0
 }
 
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 func isHex(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
 
 // overflowDigits are the leading digits of the 309-digit number halfway
@@ -133,17 +190,17 @@ func isHex(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
 // maxNormDigits digits that equals this prefix rounds to MAX_VALUE.
 const overflowDigits = "179769313486231580793728971405"
 
-// maxNormDigits is the most significant digits javaParseDouble hands to
+// maxNormDigits is the most significant digits ParseDouble hands to
 // strconv through a string that stays on the stack (32 bytes with the sign
 // and the exponent).
 const maxNormDigits = 24
 
-// javaParseDouble parses s like Java's Double.valueOf(String): leading and
+// ParseDouble parses s like Java's Double.valueOf(String): leading and
 // trailing characters <= ' ' are trimmed; then an optional sign and "NaN",
 // "Infinity", a decimal number (digits with an optional '.', at least one
 // digit, an optional exponent) or a hexadecimal one ("0x1.8p3", the binary
 // exponent required), either with an optional final f, F, d or D.
-func javaParseDouble(s []byte) (float64, bool) {
+func ParseDouble(s []byte) (float64, bool) {
 	for len(s) > 0 && s[0] <= ' ' {
 		s = s[1:]
 	}
@@ -177,7 +234,7 @@ func javaParseDouble(s []byte) (float64, bool) {
 		}
 	}
 	if len(s) >= 2 && s[0] == '0' && s[1]|0x20 == 'x' {
-		return javaParseHex(s, neg)
+		return parseHexDouble(s, neg)
 	}
 
 	// Decimal: collect the significant digits and the decimal exponent.
@@ -292,10 +349,10 @@ func isRange(err error) bool {
 	return ok && ne.Err == strconv.ErrRange
 }
 
-// javaParseHex parses the hexadecimal form after the sign and without the
+// parseHexDouble parses the hexadecimal form after the sign and without the
 // suffix: 0x, then hex digits with an optional '.', at least one hex digit,
 // then p or P, an optional sign and decimal digits.
-func javaParseHex(s []byte, neg bool) (float64, bool) {
+func parseHexDouble(s []byte, neg bool) (float64, bool) {
 	i := 2
 	n := 0
 	sawDot := false

@@ -1,7 +1,8 @@
 // JavaHash prints, for each line of hex on standard input, the line and the
 // String.hashCode of new String(bytes, UTF_8) ("-" is the empty input). It
-// generated javahash.txt, which TestJavaHashCorpus checks; to regenerate:
-//   grep -v '^#' javahash.txt | cut -d' ' -f1 | java JavaHash.java > new.txt
+// generated ../javahash.txt, which TestHashCodeCorpus checks; to regenerate,
+// in internal/javacompat/testdata:
+//   grep -v '^#' javahash.txt | cut -d' ' -f1 | java java/JavaHash.java > new.txt
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
