@@ -51,6 +51,7 @@ var goldenHeaders = []struct {
 	{"UnregisterBrokerRequest", func() typedHeader { return new(UnregisterBrokerRequest) }},
 	{"CreateTopicRequest", func() typedHeader { return new(CreateTopicRequest) }},
 	{"DeleteTopicRequest", func() typedHeader { return new(DeleteTopicRequest) }},
+	{"RegisterTopicRequest", func() typedHeader { return new(RegisterTopicRequest) }},
 	{"UnregisterClientRequest", func() typedHeader { return new(UnregisterClientRequest) }},
 	{"ResetOffsetRequest", func() typedHeader { return new(ResetOffsetRequest) }},
 	{"GetConsumerRunningInfoRequest", func() typedHeader { return new(GetConsumerRunningInfoRequest) }},

@@ -320,7 +320,9 @@ func TestDiskFullIsLogged(t *testing.T) {
 	if refused == 0 || !accepted {
 		t.Fatalf("refused %d sends, accepted again: %v\n%s", refused, accepted, p.stderr.String())
 	}
-	logs := p.stderr.String()
+	// The broker logs before it answers, but its stderr reaches the test
+	// through a pipe: wait for the last line expected.
+	logs := waitLog(t, p, "accepting writes again", 10*time.Second)
 	if c := strings.Count(logs, "refusing writes"); c != 1 {
 		t.Fatalf("%d 'refusing writes' lines for %d refused sends, want 1:\n%s", c, refused, logs)
 	}
@@ -333,5 +335,18 @@ func TestDiskFullIsLogged(t *testing.T) {
 	info := runtimeInfo(t, p.addr)
 	if info["diskFullRefusals"] == "0" || info["diskPressureSegmentDeletes"] == "0" {
 		t.Fatalf("runtime info: refusals %s, pressure deletes %s", info["diskFullRefusals"], info["diskPressureSegmentDeletes"])
+	}
+}
+
+// waitLog waits until the broker's stderr contains want and returns it.
+func waitLog(t *testing.T, p *process, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		logs := p.stderr.String()
+		if strings.Contains(logs, want) || time.Now().After(deadline) {
+			return logs
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
