@@ -134,7 +134,7 @@ func TestResumeAfterBrokerStop(t *testing.T) {
 
 func TestResumeAfterBrokerKill(t *testing.T) {
 	b := startBroker(t, "--flush", "sync")
-	if !strings.HasSuffix(b.Line, "flush sync") {
+	if !strings.Contains(b.Line, ", flush sync") {
 		t.Fatalf("start line %q does not report sync flush", b.Line)
 	}
 	p := newProducer(t, b)
