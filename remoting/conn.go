@@ -677,6 +677,9 @@ func (c *Conn) fail(cause error) {
 	c.wakeWriterLocked()
 	c.wmu.Unlock()
 	c.stopReading()
+	// Counted before the peer can see the close, so that a peer which then
+	// asks for the counters finds its own close among them.
+	limitClosed := c.countLimitClose(cause)
 	_ = c.nc.Close()
 
 	c.cmu.Lock()
@@ -687,17 +690,17 @@ func (c *Conn) fail(cause error) {
 	for _, cl := range calls {
 		cl.complete(c, nil, err)
 	}
-	c.logClose(cause)
+	c.logClose(cause, limitClosed)
 }
 
-func (c *Conn) logClose(cause error) {
+func (c *Conn) logClose(cause error, limitClosed bool) {
 	log := c.cfg.log
 	var pe *protocolError
 	switch {
 	case errors.As(cause, &pe):
 		log.Warn("remoting: closing connection: bad input", "conn", c.id, "remote", c.remote, "err", cause)
-	case errors.Is(cause, ErrFrameTimeout) || errors.Is(cause, ErrSlowSender) || errors.Is(cause, ErrReceiveBudget):
-		c.receiveLimitClosed(cause)
+	case limitClosed:
+		c.logLimitClose(cause)
 	case errors.Is(cause, os.ErrDeadlineExceeded):
 		log.Debug("remoting: connection closed: idle or write timeout", "conn", c.id, "remote", c.remote, "err", cause)
 	default:

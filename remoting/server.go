@@ -229,24 +229,50 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// receiveLimitClosed counts and logs a connection closed for a receive limit. A
-// server's connections share one Warn line per limitLogEvery (the first close logs
-// at once); a client's connection logs its own.
-func (c *Conn) receiveLimitClosed(cause error) {
+// countLimitClose counts a connection closed for a receive limit in its
+// server's counters (a client's connection has none) and reports whether
+// cause is such a limit.
+func (c *Conn) countLimitClose(cause error) bool {
+	if cause == nil {
+		return false
+	}
+	var lim *limitCounters
+	if c.srv != nil {
+		lim = &c.srv.limits
+	}
+	var n *atomic.Uint64
+	switch {
+	case errors.Is(cause, ErrFrameTimeout):
+		if lim != nil {
+			n = &lim.frameTimeouts
+		}
+	case errors.Is(cause, ErrSlowSender):
+		if lim != nil {
+			n = &lim.slowSenders
+		}
+	case errors.Is(cause, ErrReceiveBudget):
+		if lim != nil {
+			n = &lim.budgetCloses
+		}
+	default:
+		return false
+	}
+	if n != nil {
+		n.Add(1)
+	}
+	return true
+}
+
+// logLimitClose logs a connection closed for a receive limit. A server's
+// connections share one Warn line per limitLogEvery (the first close logs at
+// once); a client's connection logs its own.
+func (c *Conn) logLimitClose(cause error) {
 	attrs := []any{"conn", c.id, "remote", c.remote, "err", cause}
 	if c.srv == nil {
 		c.cfg.log.Warn("remoting: closing connection: receive limit", attrs...)
 		return
 	}
 	lim := &c.srv.limits
-	switch {
-	case errors.Is(cause, ErrFrameTimeout):
-		lim.frameTimeouts.Add(1)
-	case errors.Is(cause, ErrSlowSender):
-		lim.slowSenders.Add(1)
-	default:
-		lim.budgetCloses.Add(1)
-	}
 	now := time.Now().UnixNano()
 	last := lim.lastLog.Load()
 	if last != 0 && now-last < int64(limitLogEvery) || !lim.lastLog.CompareAndSwap(last, now) {
