@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/filter"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -134,7 +133,7 @@ func (b *Broker) firstMessageOnDisk(topic string, queueID int32) bool {
 	if err != nil {
 		return false
 	}
-	return b.store.Log().WrittenOffset()-v.PhysicalOffset() > b.memWindow
+	return b.store.WrittenOffset()-v.PhysicalOffset() > b.memWindow
 }
 
 // handleUpdateConsumerOffset serves UPDATE_CONSUMER_OFFSET (15).
@@ -203,7 +202,7 @@ func (b *Broker) handleEarliestStoreTime(req *protocol.Command, resp *remoting.R
 // ---- messages ----
 
 // viewsRelease releases a list of commit-log views once written.
-type viewsRelease []commitlog.View
+type viewsRelease []store.View
 
 func (v viewsRelease) Release() {
 	for _, x := range v {

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
@@ -49,7 +48,7 @@ type Broker struct {
 	tx      *txManager
 	holds   *pullHolder
 	pops    *popManager
-	acks    *syncAcker
+	acks    ackPool // requests waiting for their messages to be durable
 	filters filterCache
 
 	sendPool sync.Pool // *sendScratch
@@ -130,7 +129,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	loaded := time.Now()
 	b.holds = newPullHolder(b)
-	b.acks = newSyncAcker(b)
 
 	so := o.Store
 	so.Dir = o.DataDir
@@ -173,7 +171,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	b.store = st
-	b.syncFlush = so.FlushMode == commitlog.FlushSync
+	b.syncFlush = so.FlushMode == store.FlushSync
 	opened := time.Now()
 	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
 		"recovery", fmt.Sprintf("%+v", rep))
@@ -207,9 +205,8 @@ func New(opts Options) (*Broker, error) {
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
-	b.wg.Add(5)
+	b.wg.Add(4)
 	go b.holds.loop()
-	go b.acks.loop()
 	go b.maintain()
 	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
 	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()

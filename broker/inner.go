@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
@@ -128,8 +127,8 @@ func (b *Broker) putInner(msgs []store.Message, res []store.PutResult) ([]store.
 	b.stats.innerPuts.Add(int64(len(msgs)))
 	if b.syncFlush {
 		last := &res[len(res)-1]
-		if err := b.store.Log().WaitFlushed(last.CommitLogOffset + int64(last.Size)); err != nil &&
-			!errors.Is(err, commitlog.ErrFlushTimeout) {
+		if err := b.store.WaitDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
+			!errors.Is(err, store.ErrFlushTimeout) {
 			return res[:n], err
 		}
 	}
@@ -145,7 +144,7 @@ type innerScratch struct {
 	msgs  []store.Message
 	res   []store.PutResult
 	ents  []store.QueueEntry
-	views []commitlog.View // records the messages' bodies alias, pinned until stored
+	views []store.View // records the messages' bodies alias, pinned until stored
 }
 
 // reset releases the pinned records and empties everything.

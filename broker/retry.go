@@ -1,12 +1,10 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -171,20 +169,9 @@ func (b *Broker) putAndAnswer(c *remoting.Conn, req *protocol.Command, resp *rem
 		return remoting.Reply
 	}
 	r := &s.res[0]
-	end := r.CommitLogOffset + int64(r.Size)
-	if c == nil {
-		if err := b.store.Log().WaitFlushed(end); err != nil && !errors.Is(err, commitlog.ErrFlushTimeout) {
-			code, remark := putErrorCode(err)
-			return fail(resp, code, remark)
-		}
-		return remoting.Reply
-	}
-	a := b.acks.get()
-	a.end = end
-	a.plain = true
-	a.resp = c.Defer(req)
-	b.acks.add(a)
-	return remoting.Deferred
+	a := b.acks.get(b)
+	a.end, a.plain = r.CommitLogOffset+int64(r.Size), true
+	return b.answerWhenDurable(c, req, resp, a)
 }
 
 // isRetryTopic reports whether a topic is a %RETRY% topic.

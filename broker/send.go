@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -189,30 +188,14 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 
 	if b.syncFlush && !noWait {
 		last := &s.res[len(s.res)-1]
-		end := last.CommitLogOffset + int64(last.Size)
-		if c == nil { // no connection to defer on (a handler driven directly): wait here
-			if err := b.store.Log().WaitFlushed(end); err != nil {
-				if !errors.Is(err, commitlog.ErrFlushTimeout) {
-					b.stats.sendErrors.Add(1)
-					code, remark := putErrorCode(err)
-					return fail(resp, code, remark)
-				}
-				code = protocol.RespFlushDiskTimeout
-			}
-			resp.Cmd.Code = code
-			setSendResponse(&resp.Cmd.Ext, s.ids, qid, first.QueueOffset, uniq)
-			return remoting.Reply
-		}
-		a := b.acks.get()
-		a.end = end
+		a := b.acks.get(b)
+		a.end = last.CommitLogOffset + int64(last.Size)
 		a.queueID, a.queueOffset = qid, first.QueueOffset
 		a.msgID = append(a.msgID[:0], s.ids...)
 		a.txID = append(a.txID[:0], uniq...)
 		a.bytes = n
-		a.resp = c.Defer(req)
 		owned = true
-		b.acks.add(a)
-		return remoting.Deferred
+		return b.answerWhenDurable(c, req, resp, a)
 	}
 	resp.Cmd.Code = code
 	setSendResponse(&resp.Cmd.Ext, s.ids, qid, first.QueueOffset, uniq)
@@ -355,13 +338,13 @@ func (b *Broker) autoCreateTopic(h *protocol.SendMessageRequest) (*topicEntry, i
 func putErrorCode(err error) (int32, string) {
 	switch {
 	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, store.ErrBadMessage),
-		errors.Is(err, commitlog.ErrRecordTooLarge), errors.Is(err, commitlog.ErrBadBatch):
+		errors.Is(err, store.ErrRecordTooLarge):
 		return protocol.RespMessageIllegal, "the message is illegal: " + err.Error()
-	case errors.Is(err, commitlog.ErrDiskFull):
+	case errors.Is(err, store.ErrDiskFull):
 		return protocol.RespServiceNotAvailable, "service not available now: the broker's disk is full"
-	case errors.Is(err, store.ErrClosed), errors.Is(err, commitlog.ErrClosed):
+	case errors.Is(err, store.ErrClosed):
 		return protocol.RespServiceNotAvailable, "service not available now: the message store is shut down"
-	case errors.Is(err, commitlog.ErrLogFailed):
+	case errors.Is(err, store.ErrLogFailed):
 		return protocol.RespServiceNotAvailable, "service not available now: the commit log failed: " + err.Error()
 	}
 	return protocol.RespSystemError, "store error: " + err.Error()

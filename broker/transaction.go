@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -243,18 +242,9 @@ func (b *Broker) handleEndTransaction(c *remoting.Conn, req *protocol.Command, r
 		return remoting.Reply
 	}
 	last := &s.res[len(s.res)-1]
-	end := last.CommitLogOffset + int64(last.Size)
-	if c == nil {
-		if err := b.store.Log().WaitFlushed(end); err != nil && !errors.Is(err, commitlog.ErrFlushTimeout) {
-			code, remark := putErrorCode(err)
-			return fail(resp, code, remark)
-		}
-		return remoting.Reply
-	}
-	a := b.acks.get()
-	a.end, a.plain, a.resp = end, true, c.Defer(req)
-	b.acks.add(a)
-	return remoting.Deferred
+	a := b.acks.get(b)
+	a.end, a.plain = last.CommitLogOffset+int64(last.Size), true
+	return b.answerWhenDurable(c, req, resp, a)
 }
 
 // committedMessage builds the message a commit stores from its half
@@ -449,7 +439,7 @@ func (t *txManager) loadHalf(qoff int64, e store.QueueEntry) {
 // loadOp marks the half messages an op record names as resolved.
 func (t *txManager) loadOp(opq int64, e store.QueueEntry) {
 	var body []byte
-	var view commitlog.View
+	var view store.View
 	if e.Size > 0 && e.Size != blankEntrySize {
 		var err error
 		if view, err = t.b.store.ReadMessage(e.CommitLogOffset); err != nil {

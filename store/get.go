@@ -82,7 +82,7 @@ func (s GetStatus) String() string {
 type GetResult struct {
 	Status GetStatus
 	// Messages are zero-copy views of whole records, in queue order.
-	Messages []commitlog.View
+	Messages []View
 	// NextOffset is where the next Get of this queue should start.
 	NextOffset int64
 	// MinOffset and MaxOffset are the queue's bounds at the time of the Get.
@@ -97,7 +97,7 @@ type GetResult struct {
 func (r *GetResult) Release() {
 	for i := range r.Messages {
 		r.Messages[i].Release()
-		r.Messages[i] = commitlog.View{}
+		r.Messages[i] = View{}
 	}
 	r.Messages = r.Messages[:0]
 	r.Bytes = 0
@@ -205,7 +205,7 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 					continue
 				}
 			}
-			res.Messages = append(res.Messages, v)
+			res.Messages = append(res.Messages, View{v})
 			res.Bytes += int(e.Size)
 		}
 	}
@@ -281,23 +281,23 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
 
 // ReadMessage returns a view of the record at a commit-log offset (for
 // VIEW_MESSAGE_BY_ID, send-back and transactions). Release it when done.
-func (s *Store) ReadMessage(commitLogOffset int64) (commitlog.View, error) {
+func (s *Store) ReadMessage(commitLogOffset int64) (View, error) {
 	v, err := s.log.ReadRecord(commitLogOffset)
 	if err != nil {
-		return v, err
+		return View{}, err
 	}
 	if _, err := message.Decode(v.Bytes(), false); err != nil {
 		v.Release()
-		return commitlog.View{}, fmt.Errorf("store: record at %d: %w", commitLogOffset, err)
+		return View{}, fmt.Errorf("store: record at %d: %w", commitLogOffset, err)
 	}
-	return v, nil
+	return View{v}, nil
 }
 
 // QueryByKey returns up to max messages of topic whose UNIQ_KEY or one of
 // whose KEYS equals key, stored within [beginMs, endMs], newest first. The
 // index's candidates are re-checked against the record (hashes collide).
 // dst is appended to; release every view.
-func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int, dst []commitlog.View) ([]commitlog.View, error) {
+func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int, dst []View) ([]View, error) {
 	if max <= 0 {
 		return dst, nil
 	}
@@ -319,7 +319,7 @@ func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int, dst
 			v.Release()
 			continue
 		}
-		dst = append(dst, v)
+		dst = append(dst, View{v})
 		found++
 	}
 	return dst, nil

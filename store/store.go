@@ -57,6 +57,7 @@ type Store struct {
 	badEntryLogged atomic.Int64 // unix nanos of the last bad-entry report
 	diskFull       atomic.Bool  // the last append failed for lack of space
 	scrubMu        sync.Mutex   // one scrub pass at a time
+	durable        durableNotifier
 }
 
 // writesRefused records that an append failed for lack of space, logging the
@@ -100,9 +101,11 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	}
 	s.dispatch.init(s)
 	s.lag.init(max(o.MaxDispatchLag, 0), s.log, &s.dispatched)
-	s.wg.Add(2)
+	s.durable.init(s)
+	s.wg.Add(3)
 	go s.dispatch.loop()
 	go s.maintain()
+	go s.durable.loop()
 	if o.ScrubRate > 0 {
 		s.wg.Add(1)
 		go s.scrubLoop()
@@ -126,8 +129,14 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// Log returns the commit log (for statistics and benchmarks).
+// Log returns the commit log, for the store's own benchmarks and tools that
+// measure the log alone; the broker uses the store's own API (WaitDurable,
+// OnDurable, View, the re-exported errors) and never this.
 func (s *Store) Log() *commitlog.Log { return s.log }
+
+// WrittenOffset is the commit-log offset just past the last stored message
+// (RocketMQ's max physical offset).
+func (s *Store) WrittenOffset() int64 { return s.log.WrittenOffset() }
 
 // Dir returns the store's root directory.
 func (s *Store) Dir() string { return s.opts.Dir }
@@ -261,8 +270,11 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	}
 	if err := s.log.Append(b.buf, b, &b.res); err != nil {
 		s.stats.putErrors.Add(1)
-		if errors.Is(err, commitlog.ErrDiskFull) {
+		switch {
+		case errors.Is(err, commitlog.ErrDiskFull):
 			s.writesRefused(err)
+		case errors.Is(err, commitlog.ErrClosed):
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		return res, err
 	}
@@ -270,9 +282,9 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 		s.writesAccepted()
 	}
 	status := StatusOK
-	if s.log.FlushMode() == commitlog.FlushSync && !msgs[0].NoWait {
-		if err := s.log.WaitFlushed(b.res.End); err != nil {
-			if !errors.Is(err, commitlog.ErrFlushTimeout) {
+	if !msgs[0].NoWait {
+		if err := s.WaitDurable(b.res.End); err != nil {
+			if !errors.Is(err, ErrFlushTimeout) {
 				s.stats.putErrors.Add(1)
 				return res, err
 			}

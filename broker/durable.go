@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+// pendingAck is a request stored in sync-flush mode whose answer waits for
+// its messages to be durable. It is the store's DurableWaiter: the store's
+// durability notifier calls Durable after the sync that covers it (one sync
+// serves every request waiting), and no goroutine or connection is held
+// meanwhile.
+type pendingAck struct {
+	b           *Broker
+	resp        remoting.Responder
+	end         int64 // commit-log offset that must be durable
+	queueID     int32
+	queueOffset int64
+	msgID, txID []byte
+	bytes       int64 // in-flight bytes released once answered
+	plain       bool  // answer with the code only (not a send: send-back, end transaction)
+}
+
+// ackPool recycles pendingAcks.
+type ackPool struct{ p sync.Pool }
+
+func (a *ackPool) get(b *Broker) *pendingAck {
+	if v := a.p.Get(); v != nil {
+		p := v.(*pendingAck)
+		p.b = b
+		return p
+	}
+	return &pendingAck{b: b}
+}
+
+func (a *ackPool) put(p *pendingAck) {
+	p.resp = remoting.Responder{}
+	p.plain, p.bytes = false, 0
+	a.p.Put(p)
+}
+
+// answerWhenDurable answers req once the messages a describes (ending at
+// a.end) are durable: by waiting here when there is no connection to defer
+// the answer on (a handler driven directly), otherwise by deferring the
+// answer to the store's durability notifier. It is the one place where the
+// send, send-back and end-transaction handlers choose between the two.
+func (b *Broker) answerWhenDurable(c *remoting.Conn, req *protocol.Command, resp *remoting.Response, a *pendingAck) remoting.Action {
+	if c == nil {
+		a.fill(resp.Cmd, b.store.WaitDurable(a.end))
+		b.inflight.Add(-a.bytes)
+		b.acks.put(a)
+		return remoting.Reply
+	}
+	a.resp = c.Defer(req)
+	b.store.OnDurable(a.end, a)
+	return remoting.Deferred
+}
+
+// Durable implements store.DurableWaiter: it answers the deferred request
+// and returns a to the pool.
+func (a *pendingAck) Durable(err error) {
+	b := a.b
+	var cmd protocol.Command
+	a.resp.InitResponse(&cmd, protocol.RespSuccess)
+	a.fill(&cmd, err)
+	_ = a.resp.Reply(&remoting.Response{Cmd: &cmd})
+	b.inflight.Add(-a.bytes)
+	b.acks.put(a)
+}
+
+// fill sets cmd's code, remark and send fields for a durability wait that
+// returned err: SUCCESS when nil; FLUSH_DISK_TIMEOUT (10) when the wait timed
+// out (the messages are stored all the same; a plain answer says SUCCESS,
+// the only code its callers know); SERVICE_NOT_AVAILABLE (14) when the log
+// failed or the store closed.
+func (a *pendingAck) fill(cmd *protocol.Command, err error) {
+	code, remark := protocol.RespSuccess, ""
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrFlushTimeout):
+		if !a.plain {
+			code = protocol.RespFlushDiskTimeout
+		}
+	default:
+		code, remark = putErrorCode(err)
+	}
+	cmd.Code = code
+	if remark != "" {
+		cmd.SetRemark(remark)
+	}
+	if !a.plain && (code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout) {
+		setSendResponse(&cmd.Ext, a.msgID, a.queueID, a.queueOffset, a.txID)
+	}
+}

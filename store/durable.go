@@ -1,0 +1,199 @@
+package store
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/apogeemq/apogee/commitlog"
+)
+
+// The commit log's errors callers of the store branch on, re-exported so that
+// they need not import the commit log.
+var (
+	// ErrDiskFull: the message could not be stored for lack of disk space;
+	// nothing changed, and puts succeed again once space returns.
+	ErrDiskFull = commitlog.ErrDiskFull
+	// ErrLogFailed: a sync of the commit log failed. It is sticky: nobody
+	// knows what reached the disk, so every later put and durability wait
+	// fails until the process restarts.
+	ErrLogFailed = commitlog.ErrLogFailed
+	// ErrFlushTimeout: a durability wait gave up after
+	// Options.SyncFlushTimeout. The message is stored and may still become
+	// durable (RocketMQ's FLUSH_DISK_TIMEOUT).
+	ErrFlushTimeout = commitlog.ErrFlushTimeout
+	// ErrRecordTooLarge: a message or batch larger than a segment allows.
+	ErrRecordTooLarge = commitlog.ErrRecordTooLarge
+)
+
+// View is a zero-copy view of bytes in the commit log (a record, for Get,
+// ReadMessage and QueryByKey). The bytes stay valid until Release; release a
+// View exactly once.
+type View struct{ v commitlog.View }
+
+// Bytes returns the viewed bytes. Do not modify them, and do not use them
+// after Release.
+func (v View) Bytes() []byte { return v.v.Bytes() }
+
+// Release unpins the commit-log segment the view points into.
+func (v View) Release() { v.v.Release() }
+
+// Durability. A stored message is durable when the flush mode says so: in
+// sync mode once a sync of the commit log covers it, in async mode at once
+// (the page cache holds it; a machine crash may lose what was not synced, see
+// docs/crash-safety.md). Everything below DurableOffset is durable. A later
+// replication issue extends "durable" to "and on the required replicas":
+// callers wait through WaitDurable or OnDurable only, never on the log.
+
+// DurableOffset is the commit-log offset below which every message is
+// durable.
+func (s *Store) DurableOffset() int64 {
+	if s.log.FlushMode() == FlushSync {
+		return s.log.FlushedOffset()
+	}
+	return s.log.WrittenOffset()
+}
+
+// WaitDurable blocks until everything below end (a PutResult's
+// CommitLogOffset + Size) is durable. It returns nil, ErrFlushTimeout after
+// Options.SyncFlushTimeout (the messages are stored all the same), or the
+// sticky ErrLogFailed. In async mode it returns nil at once.
+func (s *Store) WaitDurable(end int64) error {
+	if s.log.FlushMode() != FlushSync {
+		return nil
+	}
+	return s.log.WaitFlushed(end)
+}
+
+// DurableWaiter is told when what it waits for is durable.
+type DurableWaiter interface {
+	// Durable is called once: with nil when everything below the offset it
+	// waited for is durable, or with the error that ended the wait
+	// (ErrFlushTimeout, ErrLogFailed, ErrClosed). It runs on the store's
+	// durability goroutine and must not block.
+	Durable(err error)
+}
+
+// OnDurable arranges for w.Durable to be called once everything below end is
+// durable, without holding a goroutine per waiter: one goroutine waits for the
+// sync that covers the earliest pending end and then tells every waiter the
+// synced offset covers, in the order they were added (one sync serves them
+// all, as the commit log's group commit does). When end is durable already
+// (always in async mode) w is told at once, on the caller's goroutine. After
+// Close it is told ErrClosed.
+func (s *Store) OnDurable(end int64, w DurableWaiter) {
+	if s.DurableOffset() >= end {
+		w.Durable(nil)
+		return
+	}
+	s.durable.add(end, w)
+}
+
+// durableWaiter is one OnDurable call.
+type durableWaiter struct {
+	end int64
+	w   DurableWaiter
+}
+
+// durableNotifier runs OnDurable's waits: one goroutine (loop), woken by
+// add.
+type durableNotifier struct {
+	s    *Store
+	wake chan struct{}
+
+	mu     sync.Mutex
+	queue  []durableWaiter
+	closed bool
+}
+
+func (n *durableNotifier) init(s *Store) {
+	n.s = s
+	n.wake = make(chan struct{}, 1)
+}
+
+func (n *durableNotifier) add(end int64, w DurableWaiter) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		w.Durable(ErrClosed)
+		return
+	}
+	n.queue = append(n.queue, durableWaiter{end, w})
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop tells waiters as syncs cover them, until Close; then it waits for
+// the final flush and tells everyone still waiting.
+func (n *durableNotifier) loop() {
+	defer n.s.wg.Done()
+	var pending []durableWaiter
+	for {
+		if len(pending) == 0 {
+			select {
+			case <-n.s.stop:
+				n.mu.Lock()
+				n.closed = true
+				pending = append(pending, n.queue...)
+				clear(n.queue)
+				n.queue = n.queue[:0]
+				n.mu.Unlock()
+				var end int64
+				for _, p := range pending {
+					end = max(end, p.end)
+				}
+				tell(pending, n.s.WaitDurable(end))
+				return
+			case <-n.wake:
+			}
+		}
+		n.mu.Lock()
+		pending = append(pending, n.queue...)
+		clear(n.queue)
+		n.queue = n.queue[:0]
+		n.mu.Unlock()
+		pending = n.tellDurable(pending)
+	}
+}
+
+// tellDurable waits until the earliest-ending pending waiter is durable and
+// tells every waiter the durable offset covers by then; it returns the
+// rest, which wait for a later sync. Waiting for the earliest rather than
+// the latest end tells each waiter after the first sync that covers it, not
+// one sync later.
+func (n *durableNotifier) tellDurable(pending []durableWaiter) []durableWaiter {
+	if len(pending) == 0 {
+		return pending
+	}
+	first := pending[0].end
+	for _, p := range pending {
+		first = min(first, p.end)
+	}
+	if err := n.s.WaitDurable(first); err != nil {
+		if errors.Is(err, commitlog.ErrClosed) {
+			err = ErrClosed
+		}
+		tell(pending, err)
+		clear(pending)
+		return pending[:0]
+	}
+	durable := n.s.DurableOffset()
+	rest := pending[:0]
+	for _, p := range pending {
+		if p.end <= durable {
+			p.w.Durable(nil)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	clear(pending[len(rest):])
+	return rest
+}
+
+func tell(ws []durableWaiter, err error) {
+	for _, p := range ws {
+		p.w.Durable(err)
+	}
+}
