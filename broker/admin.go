@@ -683,3 +683,55 @@ func (b *Broker) handleAllDelayOffsets(resp *remoting.Response) remoting.Action 
 	resp.Cmd.Body = body
 	return remoting.Reply
 }
+
+// registerClients registers the client registry's codes.
+func (b *Broker) registerClients(t *handlerTable) {
+	t.add(b.handleHeartbeat, protocol.ReqHeartBeat)
+	t.add(b.handleUnregisterClient, protocol.ReqUnregisterClient)
+	t.add(noConn(b.handleConsumerList), protocol.ReqGetConsumerListByGroup)
+	t.add(noConn(b.handleConsumerConnections), protocol.ReqGetConsumerConnectionList)
+	t.add(noConn(b.handleCheckClientConfig), protocol.ReqCheckClientConfig)
+}
+
+// registerOffsets registers the consumer-offset and queue-offset codes.
+func (b *Broker) registerOffsets(t *handlerTable) {
+	t.add(noConn(b.handleQueryConsumerOffset), protocol.ReqQueryConsumerOffset)
+	t.add(noConn(b.handleUpdateConsumerOffset), protocol.ReqUpdateConsumerOffset)
+	t.add(noConn(b.handleQueueOffset), protocol.ReqGetMaxOffset, protocol.ReqGetMinOffset)
+	t.add(noConn(b.handleSearchOffset), protocol.ReqSearchOffsetByTimestamp)
+	t.add(noConn(b.handleEarliestStoreTime), protocol.ReqGetEarliestMsgStoretime)
+	t.add(noConn(b.handleResetOffset), protocol.ReqInvokeBrokerToResetOffset)
+}
+
+// registerMessages registers the message query codes.
+func (b *Broker) registerMessages(t *handlerTable) {
+	t.add(noConn(b.handleQueryMessage), protocol.ReqQueryMessage)
+	t.add(noConn(b.handleViewMessage), protocol.ReqViewMessageByID)
+}
+
+// registerTopicsAndGroups registers topic and subscription-group administration.
+func (b *Broker) registerTopicsAndGroups(t *handlerTable) {
+	t.add(noConn(b.handleCreateTopic), protocol.ReqUpdateAndCreateTopic)
+	t.add(noConn(b.handleDeleteTopic), protocol.ReqDeleteTopicInBroker)
+	t.add(respOnly(b.handleAllTopicConfig), protocol.ReqGetAllTopicConfig)
+	t.add(respOnly(b.handleAllGroups), protocol.ReqGetAllSubscriptionGroup)
+	t.add(noConn(b.handleUpdateGroup), protocol.ReqUpdateAndCreateSubscription)
+	t.add(noConn(b.handleGetGroup), protocol.ReqGetSubscriptionGroupConfig)
+	t.add(noConn(b.handleDeleteGroup), protocol.ReqDeleteSubscriptionGroup)
+}
+
+// registerLocks registers the queue-lock codes.
+func (b *Broker) registerLocks(t *handlerTable) {
+	t.add(noConn(b.handleLock), protocol.ReqLockBatchMQ)
+	t.add(noConn(b.handleUnlock), protocol.ReqUnlockBatchMQ)
+}
+
+// registerDelay registers GET_ALL_DELAY_OFFSET.
+func (b *Broker) registerDelay(t *handlerTable) {
+	t.add(respOnly(b.handleAllDelayOffsets), protocol.ReqGetAllDelayOffset)
+}
+
+// registerRuntimeInfo registers GET_BROKER_RUNTIME_INFO.
+func (b *Broker) registerRuntimeInfo(t *handlerTable) {
+	t.add(respOnly(b.handleRuntimeInfo), protocol.ReqGetBrokerRuntimeInfo)
+}

@@ -49,7 +49,9 @@ type Broker struct {
 	holds   *pullHolder
 	pops    *popManager
 	acks    ackPool // requests waiting for their messages to be durable
-	filters filterCache
+
+	handlers handlerTable // request code → handler, built by New
+	filters  filterCache
 
 	sendPool sync.Pool // *sendScratch
 	pullPool sync.Pool // *pullJob
@@ -202,6 +204,7 @@ func New(opts Options) (*Broker, error) {
 	b.startup.load, b.startup.store, b.startup.tables = loaded.Sub(began), opened.Sub(loaded), time.Since(opened)
 	o.Logger.Info("broker: state loaded", "topics", b.topics.count(), "loadConfig", b.startup.load.Round(time.Millisecond),
 		"openStore", b.startup.store.Round(time.Millisecond), "tablesAndRegistration", b.startup.tables.Round(time.Millisecond))
+	b.buildHandlers()
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
@@ -492,78 +495,6 @@ func (b *Broker) maintain() {
 			b.registerEmbedded()
 		}
 	}
-}
-
-// ServeRemoting implements remoting.Handler: it dispatches by request code.
-func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
-	switch req.Code {
-	case protocol.ReqSendMessage, protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage:
-		return b.handleSend(c, req, resp)
-	case protocol.ReqPullMessage:
-		return b.handlePull(c, req, resp)
-	case protocol.ReqHeartBeat:
-		return b.handleHeartbeat(c, req, resp)
-	case protocol.ReqUnregisterClient:
-		return b.handleUnregisterClient(c, req, resp)
-	case protocol.ReqGetConsumerListByGroup:
-		return b.handleConsumerList(req, resp)
-	case protocol.ReqQueryConsumerOffset:
-		return b.handleQueryConsumerOffset(req, resp)
-	case protocol.ReqUpdateConsumerOffset:
-		return b.handleUpdateConsumerOffset(req, resp)
-	case protocol.ReqGetMaxOffset, protocol.ReqGetMinOffset:
-		return b.handleQueueOffset(req, resp)
-	case protocol.ReqSearchOffsetByTimestamp:
-		return b.handleSearchOffset(req, resp)
-	case protocol.ReqGetEarliestMsgStoretime:
-		return b.handleEarliestStoreTime(req, resp)
-	case protocol.ReqQueryMessage:
-		return b.handleQueryMessage(req, resp)
-	case protocol.ReqViewMessageByID:
-		return b.handleViewMessage(req, resp)
-	case protocol.ReqUpdateAndCreateTopic:
-		return b.handleCreateTopic(req, resp)
-	case protocol.ReqDeleteTopicInBroker:
-		return b.handleDeleteTopic(req, resp)
-	case protocol.ReqGetAllTopicConfig:
-		return b.handleAllTopicConfig(resp)
-	case protocol.ReqGetAllSubscriptionGroup:
-		return b.handleAllGroups(resp)
-	case protocol.ReqGetBrokerRuntimeInfo:
-		return b.handleRuntimeInfo(resp)
-	case protocol.ReqLockBatchMQ:
-		return b.handleLock(req, resp)
-	case protocol.ReqUnlockBatchMQ:
-		return b.handleUnlock(req, resp)
-	case protocol.ReqUpdateAndCreateSubscription:
-		return b.handleUpdateGroup(req, resp)
-	case protocol.ReqGetSubscriptionGroupConfig:
-		return b.handleGetGroup(req, resp)
-	case protocol.ReqDeleteSubscriptionGroup:
-		return b.handleDeleteGroup(req, resp)
-	case protocol.ReqGetConsumerConnectionList:
-		return b.handleConsumerConnections(req, resp)
-	case protocol.ReqInvokeBrokerToResetOffset:
-		return b.handleResetOffset(req, resp)
-	case protocol.ReqGetAllDelayOffset:
-		return b.handleAllDelayOffsets(resp)
-	case protocol.ReqCheckClientConfig:
-		return b.handleCheckClientConfig(req, resp)
-	case protocol.ReqConsumerSendMsgBack:
-		return b.handleSendBack(c, req, resp)
-	case protocol.ReqEndTransaction:
-		return b.handleEndTransaction(c, req, resp)
-	case protocol.ReqPopMessage:
-		return b.handlePop(c, req, resp)
-	case protocol.ReqAckMessage:
-		return b.handleAck(req, resp)
-	case protocol.ReqChangeMessageInvisibleTime:
-		return b.handleChangeInvisible(req, resp)
-	}
-	if namesrv.IsNamesrvCode(req.Code) {
-		return b.registry.ServeRemoting(c, req, resp)
-	}
-	return fail(resp, protocol.RespRequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
 }
 
 // fail sets the response code and remark and replies.

@@ -822,3 +822,10 @@ func (b *Broker) handleChangeInvisible(req *protocol.Command, resp *remoting.Res
 	(&protocol.ChangeInvisibleTimeResponse{PopTime: popTime, InvisibleTime: h.InvisibleTime, ReviveQid: x.ReviveQid}).Encode(&resp.Cmd.Ext)
 	return remoting.Reply
 }
+
+// registerPop registers POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME.
+func (b *Broker) registerPop(t *handlerTable) {
+	t.add(b.handlePop, protocol.ReqPopMessage)
+	t.add(noConn(b.handleAck), protocol.ReqAckMessage)
+	t.add(noConn(b.handleChangeInvisible), protocol.ReqChangeMessageInvisibleTime)
+}

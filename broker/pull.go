@@ -256,3 +256,6 @@ func (fc *filterCache) get(exprType, expr []byte) (filter.Filter, error) {
 	fc.mu.Unlock()
 	return r.f, r.err
 }
+
+// registerPull registers PULL_MESSAGE.
+func (b *Broker) registerPull(t *handlerTable) { t.add(b.handlePull, protocol.ReqPullMessage) }

@@ -176,3 +176,8 @@ func (b *Broker) putAndAnswer(c *remoting.Conn, req *protocol.Command, resp *rem
 
 // isRetryTopic reports whether a topic is a %RETRY% topic.
 func isRetryTopic(t string) bool { return strings.HasPrefix(t, retryTopicPrefix) }
+
+// registerRetry registers CONSUMER_SEND_MSG_BACK.
+func (b *Broker) registerRetry(t *handlerTable) {
+	t.add(b.handleSendBack, protocol.ReqConsumerSendMsgBack)
+}

@@ -355,3 +355,8 @@ func putErrorCode(err error) (int32, string) {
 func (b *Broker) putBusy(now int64) bool {
 	return b.putsActive.Load() > 0 && now-b.lastProgress.Load() > int64(b.opts.BusyTimeout)
 }
+
+// registerSend registers the send codes.
+func (b *Broker) registerSend(t *handlerTable) {
+	t.add(b.handleSend, protocol.ReqSendMessage, protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage)
+}

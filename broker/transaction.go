@@ -720,3 +720,8 @@ func (t *txManager) pendingCount() int {
 	defer t.mu.Unlock()
 	return len(t.pending)
 }
+
+// registerTransactions registers END_TRANSACTION.
+func (b *Broker) registerTransactions(t *handlerTable) {
+	t.add(b.handleEndTransaction, protocol.ReqEndTransaction)
+}

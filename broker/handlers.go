@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// handler serves one request: it runs on the connection's read goroutine and
+// must not block it (see "Request flow" in the package doc).
+type handler func(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action
+
+// handlerTable maps request codes to handlers. It is built once by New from
+// each unit's registration (registerSend, registerPull, ...) and read
+// without a lock afterwards. Codes below len(low), every code a client
+// sends on the hot path, index an array; the rest (POP's 200050 and such) a
+// map.
+type handlerTable struct {
+	low  [512]handler
+	high map[int32]handler
+}
+
+// add registers h for codes. Registering a code twice is a programming
+// error, reported at once.
+func (t *handlerTable) add(h handler, codes ...int32) {
+	for _, code := range codes {
+		if t.get(code) != nil {
+			panic(fmt.Sprintf("broker: request code %d registered twice", code))
+		}
+		if code >= 0 && int(code) < len(t.low) {
+			t.low[code] = h
+			continue
+		}
+		if t.high == nil {
+			t.high = map[int32]handler{}
+		}
+		t.high[code] = h
+	}
+}
+
+func (t *handlerTable) get(code int32) handler {
+	if code >= 0 && int(code) < len(t.low) {
+		return t.low[code]
+	}
+	return t.high[code]
+}
+
+// codes lists the registered codes, for docs and tests.
+func (t *handlerTable) codes() []int32 {
+	var out []int32
+	for c, h := range t.low {
+		if h != nil {
+			out = append(out, int32(c))
+		}
+	}
+	for c := range t.high {
+		out = append(out, c)
+	}
+	return out
+}
+
+// buildHandlers collects every unit's request codes.
+func (b *Broker) buildHandlers() {
+	for _, register := range []func(*handlerTable){
+		b.registerSend, b.registerPull, b.registerClients, b.registerOffsets, b.registerMessages,
+		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
+		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
+	} {
+		register(&b.handlers)
+	}
+}
+
+// ServeRemoting implements remoting.Handler: it dispatches by request code to
+// the registered handler; name-server codes go to the embedded registry.
+func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	if h := b.handlers.get(req.Code); h != nil {
+		return h(c, req, resp)
+	}
+	if namesrv.IsNamesrvCode(req.Code) {
+		return b.registry.ServeRemoting(c, req, resp)
+	}
+	return fail(resp, protocol.RespRequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+}
+
+// noConn adapts a handler that needs no connection.
+func noConn(h func(req *protocol.Command, resp *remoting.Response) remoting.Action) handler {
+	return func(_ *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+		return h(req, resp)
+	}
+}
+
+// respOnly adapts a handler that reads nothing of the request.
+func respOnly(h func(resp *remoting.Response) remoting.Action) handler {
+	return func(_ *remoting.Conn, _ *protocol.Command, resp *remoting.Response) remoting.Action { return h(resp) }
+}

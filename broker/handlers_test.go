@@ -1,0 +1,41 @@
+package broker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// The request-code table is built from the units' registrations: every code
+// the broker serves is in it exactly once (add panics on a second
+// registration), and nothing else is.
+func TestHandlerTableCodes(t *testing.T) {
+	h := newHarness(t, nil)
+	got := h.b.handlers.codes()
+	slices.Sort(got)
+	want := []int32{
+		protocol.ReqSendMessage, protocol.ReqPullMessage, protocol.ReqQueryMessage, protocol.ReqQueryConsumerOffset,
+		protocol.ReqUpdateConsumerOffset, protocol.ReqUpdateAndCreateTopic, protocol.ReqGetAllTopicConfig,
+		protocol.ReqGetBrokerRuntimeInfo, protocol.ReqSearchOffsetByTimestamp, protocol.ReqGetMaxOffset,
+		protocol.ReqGetMinOffset, protocol.ReqGetEarliestMsgStoretime, protocol.ReqViewMessageByID,
+		protocol.ReqHeartBeat, protocol.ReqUnregisterClient, protocol.ReqConsumerSendMsgBack,
+		protocol.ReqEndTransaction, protocol.ReqGetConsumerListByGroup, protocol.ReqLockBatchMQ,
+		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqCheckClientConfig,
+		protocol.ReqUpdateAndCreateSubscription, protocol.ReqGetAllSubscriptionGroup,
+		protocol.ReqGetConsumerConnectionList, protocol.ReqDeleteTopicInBroker,
+		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
+		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
+		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("registered codes\n got %v\nwant %v", got, want)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("registering a code twice did not panic")
+		}
+	}()
+	h.b.handlers.add(nil, protocol.ReqPullMessage)
+}
