@@ -96,7 +96,8 @@ func start(t *testing.T, bin string, args ...string) *process {
 	return p
 }
 
-func route(t *testing.T, addr, topic string) int32 {
+// invoke sends req to addr on a connection of its own and returns the answer.
+func invoke(t *testing.T, addr string, req *protocol.Command) *protocol.Command {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -105,14 +106,20 @@ func route(t *testing.T, addr, topic string) int32 {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var req protocol.Command
-	req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
-	req.Ext.SetString("topic", topic)
-	resp, err := c.Invoke(ctx, &req)
+	resp, err := c.Invoke(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Code
+	return resp
+}
+
+// route asks addr for a topic's route and returns the response code.
+func route(t *testing.T, addr, topic string) int32 {
+	t.Helper()
+	var req protocol.Command
+	req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
+	(&protocol.GetRouteInfoRequest{Topic: []byte(topic)}).Encode(&req.Ext)
+	return invoke(t, addr, &req).Code
 }
 
 func TestStartServeSignalRestartAndLock(t *testing.T) {

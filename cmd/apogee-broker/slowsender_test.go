@@ -276,21 +276,10 @@ func TestHalfFramesKeepMemoryBounded(t *testing.T) {
 // runtimeInfo asks the broker for GET_BROKER_RUNTIME_INFO.
 func runtimeInfo(t *testing.T, addr string) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := remoting.Dial(ctx, addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var req protocol.Command
 	req.InitRequest(protocol.ReqGetBrokerRuntimeInfo, 0)
-	resp, err := c.Invoke(ctx, &req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var kv protocol.KVTable
-	if err := kv.Decode(resp.Body); err != nil {
+	if err := kv.Decode(invoke(t, addr, &req).Body); err != nil {
 		t.Fatal(err)
 	}
 	return kv.Table

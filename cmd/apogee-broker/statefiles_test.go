@@ -11,23 +11,12 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/protocol"
-	"github.com/apogeemq/apogee/remoting"
 )
 
 // invokeOK sends req to addr and fails the test unless it succeeds.
 func invokeOK(t *testing.T, addr string, req *protocol.Command) *protocol.Command {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := remoting.Dial(ctx, addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	resp, err := c.Invoke(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := invoke(t, addr, req)
 	if resp.Code != protocol.RespSuccess {
 		t.Fatalf("%s: code %d %s", protocol.RequestCodeName(req.Code), resp.Code, resp.Remark)
 	}
