@@ -33,10 +33,10 @@ type fakeHost struct {
 	files      map[string][]byte
 	writes     int
 	writeErr   error
-	putErrs    []error                       // the next Puts fail with these, in order
-	waitErr    error                         // WaitDurable's answer
-	minOffset  map[string]int64              // a queue minimum retention moved (ReadEntries below it fails)
-	readErrs   int                           // the next ReadEntries calls fail
+	putErrs    []error                                  // the next Puts fail with these, in order
+	waitErr    error                                    // WaitDurable's answer
+	minOffset  map[string]int64                         // a queue minimum retention moved (ReadEntries below it fails)
+	readErrs   int                                      // the next ReadEntries calls fail
 	routeDelay func(*store.Message, []byte, int) []byte // nil: no delay
 }
 
@@ -122,7 +122,9 @@ func (h *fakeHost) MinOffset(topic string, queueID int32) int64 {
 	return h.st.MinOffset(topic, queueID)
 }
 
-func (h *fakeHost) MaxOffset(topic string, queueID int32) int64 { return h.st.MaxOffset(topic, queueID) }
+func (h *fakeHost) MaxOffset(topic string, queueID int32) int64 {
+	return h.st.MaxOffset(topic, queueID)
+}
 
 func (h *fakeHost) ReadMessage(off int64) (store.View, error) { return h.st.ReadMessage(off) }
 
