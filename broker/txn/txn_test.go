@@ -607,3 +607,31 @@ func TestCheckpointFloor(t *testing.T) {
 		}
 	})
 }
+
+// The give-up counts once its append is durable: a flush timeout counts
+// (the records are stored); a failed wait does not, and the half message is
+// pending again until its op record, stored all the same, is read back
+// (then it is not moved a second time).
+func TestGiveUpWaitsDurable(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		maxed int64
+	}{{store.ErrFlushTimeout, 1}, {store.ErrLogFailed, 0}} {
+		t.Run(c.err.Error(), func(t *testing.T) {
+			run(t, func(t *testing.T, h *fakeHost) {
+				h.setProducer("pg", true)
+				h.waitErr = c.err
+				m := h.start(t, Config{Timeout: time.Second, CheckInterval: time.Minute, CheckMax: 1})
+				h.sendHalf(t, m, "TW", 0, "x", "pg", "UW")
+				time.Sleep(time.Second + time.Minute + 2*retryAfter)
+				synctest.Wait()
+				if st := m.Stats(); st.CheckMaxed != c.maxed || st.Pending != 0 {
+					t.Fatalf("give-up with a durability wait answering %v: %+v", c.err, st)
+				}
+				if got := h.records(t, CheckMaxTopic, 0); len(got) != 1 {
+					t.Fatalf("%d records in %s", len(got), CheckMaxTopic)
+				}
+			})
+		})
+	}
+}
