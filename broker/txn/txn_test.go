@@ -554,6 +554,7 @@ func TestPersist(t *testing.T) {
 		if _, err := end(m, "pg", s, true); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // the op record is read back (a change too)
 		h.writeErr = errors.New("disk on fire")
 		if err := m.Persist(false); err == nil || !errors.Is(err, h.writeErr) {
 			t.Fatalf("failed write: %v", err)
