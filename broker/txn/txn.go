@@ -103,7 +103,8 @@ type Check struct {
 
 // Host is what the transaction manager needs from the broker. Its methods
 // are called from the checker's goroutine and from End's callers
-// concurrently; none is called with the manager's mutexes held.
+// concurrently, never with the manager's mu held (WriteState is called with
+// persistMu held: it must not call back into the manager).
 type Host interface {
 	// ReadEntries, MinOffset, MaxOffset and ReadMessage read the store
 	// (store.Store's methods of the same names): the half and op queues'
