@@ -59,7 +59,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *
 	changed, joined := b.clients.heartbeat(c, &hb, req.Language.String(), req.Version, time.Now())
 	b.notify(changed)
 	for _, g := range joined {
-		b.tx.producerJoined(g)
+		b.tx.ProducerJoined(g)
 	}
 	return remoting.Reply
 }
@@ -379,6 +379,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	conns, cgroups, pgroups := b.clients.counts()
 	up := time.Since(b.start)
 	timersPending, _ := b.timers.stats()
+	txs := b.tx.Stats()
 	rs := b.srv.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -430,12 +431,12 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"timersFired":            i(b.stats.timersFired.Load()),
 		"timerRolls":             i(b.stats.timerRolls.Load()),
 		"timersPending":          strconv.Itoa(timersPending),
-		"halfMessages":           i(b.stats.halfMessages.Load()),
-		"halfMessagesPending":    strconv.Itoa(b.tx.pendingCount()),
-		"transactionCommits":     i(b.stats.txCommits.Load()),
-		"transactionRollbacks":   i(b.stats.txRollbacks.Load()),
-		"transactionChecks":      i(b.stats.txChecks.Load()),
-		"transactionCheckMaxed":  i(b.stats.txCheckMaxed.Load()),
+		"halfMessages":           i(txs.HalfMessages),
+		"halfMessagesPending":    strconv.Itoa(txs.Pending),
+		"transactionCommits":     i(txs.Commits),
+		"transactionRollbacks":   i(txs.Rollbacks),
+		"transactionChecks":      i(txs.Checks),
+		"transactionCheckMaxed":  i(txs.CheckMaxed),
 		// Integrity (store.Stats): what the last start found lost and rebuilt,
 		// what reads skipped, the scrubber, disk pressure.
 		"storeLostMessages":          i(st.LostMessages),

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
@@ -45,7 +46,7 @@ type Broker struct {
 	locks   *lockManager
 	sched   *scheduler
 	timers  *timerWheel
-	tx      *txManager
+	tx      *txn.Manager
 	holds   *pullHolder
 	pops    *popManager
 	acks    ackPool // requests waiting for their messages to be durable
@@ -84,8 +85,6 @@ type brokerStats struct {
 	innerPuts, sendBacks, deadLetters                   atomic.Int64
 	delayed, delayDelivered                             atomic.Int64
 	timers, timersFired, timerRolls                     atomic.Int64
-	halfMessages, txCommits, txRollbacks, txChecks      atomic.Int64
-	txCheckMaxed                                        atomic.Int64
 }
 
 // New opens the store (recovering it) and the managers' files, registers
@@ -119,12 +118,13 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.sched = newScheduler(b, levels, cfgDir)
 	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
-	b.tx = newTxManager(b, cfgDir)
+	b.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
+		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{b: b})
 	if b.pops, err = newPopManager(b, cfgDir); err != nil {
 		return nil, err
 	}
 	began := time.Now()
-	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.load} {
+	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.Load} {
 		if err := load(); err != nil {
 			return nil, err
 		}
@@ -146,8 +146,8 @@ func New(opts Options) (*Broker, error) {
 			b.sched.arrived(queueID)
 		case timerTopic:
 			b.timers.arrived()
-		case halfTopic, opHalfTopic:
-			b.tx.arrived()
+		case txn.HalfTopic, txn.OpHalfTopic:
+			b.tx.Arrived()
 		default:
 			b.holds.arrived(topic, queueID, maxOffset)
 		}
@@ -215,7 +215,7 @@ func New(opts Options) (*Broker, error) {
 	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
 	b.sched.start()
 	b.timers.start()
-	b.tx.start()
+	b.tx.Start()
 	return b, nil
 }
 
@@ -228,8 +228,8 @@ func (b *Broker) ensureSystemTopics() {
 	for _, cfg := range []protocol.TopicConfig{
 		newTopicConfig(scheduleTopic, int32(b.sched.levels()), protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
-		newTopicConfig(halfTopic, 1, protocol.PermRead|protocol.PermWrite),
-		newTopicConfig(opHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
 	} {
 		b.topics.put(cfg)
 	}
@@ -256,7 +256,7 @@ func (b *Broker) persistProgress(force bool) error {
 	if err := b.timers.persist(force); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.tx.persist(force); err != nil {
+	if err := b.tx.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
@@ -321,6 +321,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	b.tx.Stop()
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed
 		// (after 120 s, as in RocketMQ), so a failed unregistration (a name

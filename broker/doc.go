@@ -49,10 +49,11 @@
 //   - CONSUMER_SEND_MSG_BACK (36) re-stores the record found at the
 //     request's commit-log offset to the group's retry topic through a delay
 //     level (or the group's retry policy, through the timer wheel), or to its
-//     DLQ. END_TRANSACTION (37) validates the half message and stores the
-//     committed message and the op record in one append (a rollback: the op
-//     record alone). Both answer inline (deferred to the sync acker in
-//     sync-flush mode).
+//     DLQ. END_TRANSACTION (37) is decoded here and ended by the transaction
+//     manager (broker/txn, Manager.End), which validates the half message and
+//     stores the committed message and the op record in one append (a
+//     rollback: the op record alone). Both answer inline (deferred to the
+//     sync acker in sync-flush mode).
 //   - Heartbeat (34), consumer list (38), offsets (14, 15, 29-32), query and
 //     view (12, 33), admin (17, 21, 28, 200, 201, 203, 207, 215, 222, 352),
 //     CHECK_CLIENT_CONFIG (46) and locks (41, 42) are answered inline.
@@ -61,8 +62,9 @@
 //     heartbeat, UNREGISTER_CLIENT, a closed connection (ConnClosed, wired
 //     to Server.OnClose) or a client silent for ClientTimeout (the scanner
 //     closes its connection). RESET_CONSUMER_CLIENT_OFFSET (220) is pushed
-//     the same way by a reset (222), CHECK_TRANSACTION_STATE (39) by the
-//     transaction checker to one live connection of a producer group.
+//     the same way by a reset (222), CHECK_TRANSACTION_STATE (39) for the
+//     transaction checker (broker/txn asks through its Host; host_txn.go
+//     encodes and sends) to one live connection of a producer group.
 //
 // Every decode failure of a client's bytes becomes an error response with a
 // remark (SYSTEM_ERROR for headers and bodies, as the Java broker answers);
@@ -122,10 +124,11 @@
 //     write that covers them.
 //   - The timer wheel's heap, chunk counts and scratch belong to its
 //     goroutine; what others read (the published checkpoint, the pending
-//     count) sits under its mu. The transaction checker's pending and
-//     resolved tables sit under its mu: END_TRANSACTION claims a half
-//     message there before storing anything, so a commit and a check-path
-//     commit of the same half message store one message.
+//     count) sits under its mu. The transaction manager (broker/txn; its
+//     package doc states its invariants) keeps its pending and resolved
+//     tables under its own mu: END_TRANSACTION claims a half message there
+//     before storing anything, so a commit and a check-path commit of the
+//     same half message store one message.
 //   - Records the scanners, the wheel and the checker re-store are read
 //     with store.ReadMessage and stay pinned until the put that copies them
 //     returns (innerScratch.views).
@@ -140,7 +143,8 @@
 // topics.json and subscriptionGroup.json, one delay scanner per delay level (each sleeps
 // until its next message is due or, when its queue is empty, until the
 // store reports an arrival), the timer wheel's loop and the transaction
-// checker. All of them stop before Shutdown persists and closes the store.
+// checker (broker/txn's goroutine; Shutdown stops it with Manager.Stop).
+// All of them stop before Shutdown persists and closes the store.
 // The store's dispatcher reports arrivals in the system topics to the
 // scanner, wheel or checker concerned (a non-blocking channel send), never
 // to the pull holder. The embedded registry runs its scanner, the Registrar

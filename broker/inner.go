@@ -13,10 +13,6 @@ import (
 const (
 	scheduleTopic       = "SCHEDULE_TOPIC_XXXX"
 	timerTopic          = "rmq_sys_wheel_timer"
-	halfTopic           = "RMQ_SYS_TRANS_HALF_TOPIC"
-	opHalfTopic         = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-	transCheckMaxTopic  = "TRANS_CHECK_MAX_TIME_TOPIC"
-	opTagRemoved        = "d" // tag of transaction op records
 	propTimerOutMS      = "TIMER_OUT_MS"
 	propTimerRollTimes  = "TIMER_ROLL_TIMES"
 	maxInnerBatchBytes  = 256 << 10 // a re-put batch of the scanners stays below this

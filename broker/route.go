@@ -86,7 +86,7 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, t *to
 			if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
 				return code, remark
 			}
-			s.props = b.halfProps(s.props, h, m)
+			s.props = b.tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
 			m.Properties = s.props
 			return protocol.RespSuccess, ""
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -83,7 +84,7 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 	if ext(r1, "queueOffset") != "0" || ext(r2, "queueOffset") != "1" || ext(r1, "transactionId") != "UNIQ1" || ext(r1, "queueId") != "2" {
 		t.Fatalf("half send responses: %v / %v", r1.Ext, r2.Ext)
 	}
-	waitFor(t, "half messages dispatched", func() bool { return h.b.store.MaxOffset(halfTopic, 0) == 2 })
+	waitFor(t, "half messages dispatched", func() bool { return h.b.store.MaxOffset(txn.HalfTopic, 0) == 2 })
 	if n := h.b.store.MaxOffset("TX", 2); n != 0 {
 		t.Fatalf("half messages visible in the real topic: %d", n)
 	}
@@ -93,7 +94,7 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	hv, _ := message.Decode(half.Bytes(), true)
-	if string(hv.Topic()) != halfTopic || hv.QueueID() != 0 || message.TxType(hv.SysFlag()) != message.TxNotType ||
+	if string(hv.Topic()) != txn.HalfTopic || hv.QueueID() != 0 || message.TxType(hv.SysFlag()) != message.TxNotType ||
 		prop(hv, message.PropRealTopic) != "TX" || prop(hv, message.PropRealQueueID) != "2" || prop(hv, message.PropTransactionID) != "UNIQ1" {
 		t.Fatalf("half record: topic %s queue %d sysflag %d props %q", hv.Topic(), hv.QueueID(), hv.SysFlag(), hv.Properties())
 	}
@@ -148,11 +149,11 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 		prop(c.View, message.PropRealTopic) != "" || prop(c.View, message.PropProducerGroup) != "pg" {
 		t.Fatalf("committed record: body %q sysflag %d prepared %d props %q", c.Body(), c.SysFlag(), c.PreparedTransactionOffset(), c.Properties())
 	}
-	ops := pullN(t, cl, opHalfTopic, 0, 0, 3, 500*time.Millisecond)
+	ops := pullN(t, cl, txn.OpHalfTopic, 0, 0, 3, 500*time.Millisecond)
 	if len(ops) != 2 || string(ops[0].Body()) != "0" || string(ops[1].Body()) != "1" || prop(ops[0].View, "TAGS") != "d" {
 		t.Fatalf("op records: %d", len(ops))
 	}
-	if n := h.b.tx.pendingCount(); n != 0 {
+	if n := h.b.tx.Stats().Pending; n != 0 {
 		t.Fatalf("%d half messages still pending", n)
 	}
 
@@ -238,10 +239,10 @@ func TestTransactionCheckMax(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		rec.wait(t, 5*time.Second)
 	}
-	waitFor(t, transCheckMaxTopic, func() bool { return h.b.topics.lookup(transCheckMaxTopic) != nil })
-	got := pullN(t, cl, transCheckMaxTopic, 0, 0, 1, 5*time.Second)
+	waitFor(t, txn.CheckMaxTopic, func() bool { return h.b.topics.lookup(txn.CheckMaxTopic) != nil })
+	got := pullN(t, cl, txn.CheckMaxTopic, 0, 0, 1, 5*time.Second)
 	if len(got) != 1 || string(got[0].Body()) != "forgotten" || prop(got[0].View, message.PropRealTopic) != "TM" {
-		t.Fatalf("%s: %d records", transCheckMaxTopic, len(got))
+		t.Fatalf("%s: %d records", txn.CheckMaxTopic, len(got))
 	}
 	// Resolved now: a late commit stores nothing and no check follows.
 	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionCommitType, true)); res.Code != 0 {
@@ -326,15 +327,7 @@ func TestTransactionCheckWaitsForProducer(t *testing.T) {
 	})
 	cl := h.dial(nil)
 	mustSend(t, cl, halfSend("TW", 0, "orphan", "UNIQW", "pg"))
-	waitFor(t, "the orphan's first check", func() bool {
-		hf, ok := h.b.tx.pendingHalf(0)
-		if !ok {
-			return false
-		}
-		h.b.tx.mu.Lock()
-		defer h.b.tx.mu.Unlock()
-		return hf.orphan
-	})
+	waitFor(t, "the orphan's first check", func() bool { return h.b.tx.Stats().Waiting == 1 })
 	rec := newCheckRecorder()
 	pcl := h.dial(rec)
 	invoke(t, pcl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
