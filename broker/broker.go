@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
@@ -47,8 +48,10 @@ type Broker struct {
 	timers  *timerWheel
 	tx      *txManager
 	holds   *pullHolder
-	pops    *popManager
+	pops    *pop.Manager
 	acks    ackPool // requests waiting for their messages to be durable
+
+	popHolds popHolds // pops held for long polling
 
 	handlers handlerTable // request code → handler, built by New
 	filters  filterCache
@@ -120,7 +123,8 @@ func New(opts Options) (*Broker, error) {
 	b.sched = newScheduler(b, levels, cfgDir)
 	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
 	b.tx = newTxManager(b, cfgDir)
-	if b.pops, err = newPopManager(b, cfgDir); err != nil {
+	b.pops = newPopManager(b, cfgDir)
+	if err := b.pops.Load(); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -216,6 +220,7 @@ func New(opts Options) (*Broker, error) {
 	b.sched.start()
 	b.timers.start()
 	b.tx.start()
+	b.pops.Start()
 	return b, nil
 }
 
@@ -344,7 +349,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.persistProgress(true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.pops.close(); err != nil {
+	if err := b.closePops(); err != nil {
 		errs = append(errs, err)
 	}
 	b.registry.Close()

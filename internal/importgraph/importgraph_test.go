@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/pop"},
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
@@ -36,6 +36,10 @@ var allowed = map[string][]string{
 	// for stores on it. The Redis store is a module of its own (not listed).
 	"client/idempotent":           {"client", "remoting", "protocol", "message"},
 	"client/idempotent/storetest": {"client/idempotent"},
+
+	// The broker's features, each behind a Host the broker implements: no
+	// remoting, no protocol headers.
+	"broker/pop": {"store", "message"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
