@@ -105,6 +105,36 @@ func changeRequest(group, topic string, p popped, d time.Duration) *protocol.Com
 	return cmd
 }
 
+// changeTo changes p's invisible time and returns p with its new handle.
+func changeTo(t testing.TB, cl *remoting.Client, group, topic string, p popped, d time.Duration) popped {
+	t.Helper()
+	resp := mustCode(t, cl, changeRequest(group, topic, p, d), protocol.RespSuccess)
+	var ch protocol.ChangeInvisibleTimeResponse
+	if err := ch.Decode(&resp.Ext); err != nil {
+		t.Fatal(err)
+	}
+	x, err := protocol.ParseExtraInfo([]byte(p.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.PopTime, x.InvisibleTime = ch.PopTime, ch.InvisibleTime
+	return popped{v: p.v, handle: string(protocol.AppendExtraInfo(nil, &x))}
+}
+
+// popUntil pops until a pop returns messages (within waitFor's bound). The
+// tests make messages visible again by changing their invisible time to
+// 1 ms rather than by sleeping through it; the timing itself is broker/pop's
+// unit tests' (synctest).
+func popUntil(t testing.TB, cl *remoting.Client, a popArgs) []popped {
+	t.Helper()
+	var ps []popped
+	waitFor(t, "a pop with messages", func() bool {
+		ps = doPop(t, cl, a)
+		return len(ps) > 0
+	})
+	return ps
+}
+
 func mustCode(t testing.TB, cl *remoting.Client, req *protocol.Command, code int32) *protocol.Command {
 	t.Helper()
 	resp := invoke(t, cl, req)
@@ -141,7 +171,7 @@ func TestPopAckRedeliver(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2"}, nil)
-	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: 300 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: time.Minute}
 
 	first := doPop(t, cl, a)
 	if got := fmt.Sprint(bodies(first)); got != "[m0 m1 m2]" {
@@ -153,8 +183,14 @@ func TestPopAckRedeliver(t *testing.T) {
 	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess)
 	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess) // already done: still success
 
-	time.Sleep(350 * time.Millisecond)
-	second := doPop(t, cl, a)
+	// m1 and m2 are not acked: visible again once their time passes.
+	changeTo(t, cl, "G", "T", first[1], time.Millisecond)
+	changeTo(t, cl, "G", "T", first[2], time.Millisecond)
+	var second []popped
+	waitFor(t, "m1 and m2 visible again", func() bool {
+		second = append(second, doPop(t, cl, a)...)
+		return len(second) >= 2
+	})
 	if got := fmt.Sprint(bodies(second)); got != "[m1 m2]" {
 		t.Fatalf("redelivery: %s", got)
 	}
@@ -171,7 +207,6 @@ func TestPopAckRedeliver(t *testing.T) {
 	if off, ok := h.b.offsets.query([]byte("T"), []byte("G"), 0); !ok || off != 3 {
 		t.Fatalf("committed offset %d %v, want 3", off, ok)
 	}
-	time.Sleep(350 * time.Millisecond)
 	if again := doPop(t, cl, a); len(again) != 0 {
 		t.Fatalf("acked messages popped again: %v", bodies(again))
 	}
@@ -181,19 +216,18 @@ func TestPopChangeInvisibleTime(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0"}, nil)
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 200 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Minute}
 	ps := doPop(t, cl, a)
 	if len(ps) != 1 {
 		t.Fatalf("popped %d", len(ps))
 	}
-	resp := mustCode(t, cl, changeRequest("G", "T", ps[0], 2*time.Second), protocol.RespSuccess)
+	resp := mustCode(t, cl, changeRequest("G", "T", ps[0], 2*time.Minute), protocol.RespSuccess)
 	var ch protocol.ChangeInvisibleTimeResponse
-	if err := ch.Decode(&resp.Ext); err != nil || ch.InvisibleTime != 2000 {
+	if err := ch.Decode(&resp.Ext); err != nil || ch.InvisibleTime != 120000 || ch.PopTime <= 0 || ch.ReviveQid != 0 {
 		t.Fatalf("change response %+v %v", ch, err)
 	}
-	time.Sleep(300 * time.Millisecond)
 	if again := doPop(t, cl, a); len(again) != 0 {
-		t.Fatal("message visible again despite the change of its invisible time")
+		t.Fatal("message visible again after the change of its invisible time")
 	}
 	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespNoMessage) // the old handle
 	x, _ := protocol.ParseExtraInfo([]byte(ps[0].handle))
@@ -305,12 +339,13 @@ func TestPopFIFORedeliversInOrder(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"A1", "A2"}, []string{props(message.PropShardingKey, "A"), props(message.PropShardingKey, "A")})
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: 150 * time.Millisecond, order: true}
-	if got := fmt.Sprint(bodies(doPop(t, cl, a))); got != "[A1]" {
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: time.Minute, order: true}
+	first := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(first)); got != "[A1]" {
 		t.Fatalf("first: %s", got)
 	}
-	time.Sleep(200 * time.Millisecond)
-	again := doPop(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
+	changeTo(t, cl, "G", "T", first[0], time.Millisecond)
+	again := popUntil(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
 	if got := fmt.Sprint(bodies(again)); got != "[A1]" || again[0].v.ReconsumeTimes() != 1 {
 		t.Fatalf("redelivery: %s", got)
 	}
@@ -322,9 +357,8 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2", "m3"}, nil)
 	h.b.topics.persist(false)
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 1500 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: time.Minute}
 	ps := doPop(t, cl, a)
-	popAt := time.Now()
 	if len(ps) != 3 {
 		t.Fatalf("popped %d", len(ps))
 	}
@@ -334,14 +368,14 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 
 	h2 := startHarness(t, testOptions(t, dir), nil)
 	cl2 := h2.dial(nil)
-	a.max, a.invisible = 10, 10*time.Second
+	a.max = 10
 	if got := fmt.Sprint(bodies(doPop(t, cl2, a))); got != "[m3]" {
 		t.Fatalf("after restart: %s (in-flight messages must stay invisible, acked ones done)", got)
 	}
-	// A handle issued before the restart still works.
+	// Handles issued before the restart still work.
 	mustCode(t, cl2, ackRequest("G", "T", ps[2]), protocol.RespSuccess)
-	time.Sleep(time.Until(popAt.Add(1600 * time.Millisecond)))
-	re := doPop(t, cl2, a)
+	changeTo(t, cl2, "G", "T", ps[1], time.Millisecond)
+	re := popUntil(t, cl2, a)
 	if got := fmt.Sprint(bodies(re)); got != "[m1]" {
 		t.Fatalf("redelivery after restart: %s", got)
 	}
@@ -362,17 +396,20 @@ func TestPopDeadLetter(t *testing.T) {
 	h.b.groups.mu.Lock()
 	h.b.groups.m["G"] = &g
 	h.b.groups.mu.Unlock()
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 30 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Millisecond}
 	for i := range 3 { // 1 + RetryMaxTimes deliveries
-		ps := doPop(t, cl, a)
+		ps := popUntil(t, cl, a)
 		if len(ps) != 1 || ps[0].v.ReconsumeTimes() != int32(i) {
 			t.Fatalf("delivery %d: %d messages", i, len(ps))
 		}
-		time.Sleep(40 * time.Millisecond)
 	}
-	if ps := doPop(t, cl, a); len(ps) != 0 {
-		t.Fatal("delivered after the retries ran out")
-	}
+	// The next pop after the last delivery's invisible time dead-letters it.
+	waitFor(t, "the dead letter", func() bool {
+		if ps := doPop(t, cl, a); len(ps) != 0 {
+			t.Fatal("delivered after the retries ran out")
+		}
+		return h.b.store.MaxOffset("%DLQ%G", 0) > 0
+	})
 	got := pullN(t, cl, "%DLQ%G", 0, 0, 1, 2*time.Second)
 	if len(got) != 1 || string(got[0].Body()) != "poison" || prop(got[0].View, message.PropRetryTopic) != "T" {
 		t.Fatalf("dead-letter queue: %d records", len(got))
@@ -388,7 +425,7 @@ func TestPopLongPolling(t *testing.T) {
 	go func() {
 		done <- doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 5 * time.Second})
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the pop held", func() bool { return h.b.popHolds.n.Load() == 1 })
 	mustSend(t, cl, sendRequest("T", 1, []byte("late"), ""))
 	select {
 	case ps := <-done:
@@ -403,11 +440,14 @@ func TestPopLongPolling(t *testing.T) {
 	}
 	// Nothing arrives: the pop is answered PULL_NOT_FOUND once pollTime passes.
 	start = time.Now()
-	if ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 200 * time.Millisecond}); len(ps) != 0 {
+	if ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 100 * time.Millisecond}); len(ps) != 0 {
 		t.Fatalf("got %v", bodies(ps))
 	}
-	if d := time.Since(start); d < 150*time.Millisecond {
+	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Fatalf("not held: %v", d)
+	}
+	if n := h.b.popHolds.n.Load(); n != 0 {
+		t.Fatalf("%d pops still counted as held", n)
 	}
 }
 
@@ -463,7 +503,7 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 		resp, _ := cl.Invoke(ctx, popCmd(popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Second, poll: 20 * time.Second}))
 		done <- resp
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the pop held", func() bool { return h.b.popHolds.n.Load() == 1 })
 	start := time.Now()
 	h.close()
 	if d := time.Since(start); d > 2*time.Second {

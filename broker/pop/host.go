@@ -25,7 +25,8 @@ type Host interface {
 	// valid only during the call. It returns the read's status (store.Found
 	// when fn was called at least once; store.NoMatchedMessage when f
 	// rejected every entry it scanned) and the offset the next read of the
-	// queue should start at. The error is for failures of the store itself.
+	// queue should start at. The error is for failures of the store itself;
+	// fn is not called when it is set.
 	Read(topic string, queue int32, offset int64, max, maxBytes int, f store.Filter,
 		fn func(rec []byte)) (status store.GetStatus, next int64, err error)
 

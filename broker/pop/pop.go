@@ -337,9 +337,6 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 				}
 			})
 			if err != nil || status != store.Found || !found {
-				if found && !dead {
-					m.dropLast(res)
-				}
 				delete(q.inflight, off) // gone (retention)
 				changed = true
 				if r.Orderly && e.Key != "" {
@@ -435,13 +432,6 @@ func (m *Manager) appendRecord(res *Result, qid int32, off int64, rec []byte, at
 	}
 	at := message.OffBornHost + len(v.BornHostBytes()) + 8 + len(v.StoreHostBytes())
 	binary.BigEndian.PutUint32(cp[at:], uint32(v.ReconsumeTimes()+attempts-1))
-}
-
-// dropLast removes the last record appendRecord added.
-func (m *Manager) dropLast(res *Result) {
-	last := res.Msgs[len(res.Msgs)-1]
-	res.Body = res.Body[:last.start]
-	res.Msgs = res.Msgs[:len(res.Msgs)-1]
 }
 
 // Ack marks a message done for the group: the message at (topic, queue,
