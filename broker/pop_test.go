@@ -3,7 +3,11 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -414,6 +418,12 @@ func TestPopDeadLetter(t *testing.T) {
 	if len(got) != 1 || string(got[0].Body()) != "poison" || prop(got[0].View, message.PropRetryTopic) != "T" {
 		t.Fatalf("dead-letter queue: %d records", len(got))
 	}
+	st := h.b.RuntimeInfo()
+	if st["deadLetters"] != "1" || st["popDeadLetters"] != "1" || st["popMessages"] != "3" || st["popRedelivered"] != "2" ||
+		st["innerPuts"] != "1" || st["popInFlight"] != "0" {
+		t.Fatalf("runtime info: deadLetters %s popDeadLetters %s popMessages %s popRedelivered %s innerPuts %s popInFlight %s",
+			st["deadLetters"], st["popDeadLetters"], st["popMessages"], st["popRedelivered"], st["innerPuts"], st["popInFlight"])
+	}
 }
 
 func TestPopLongPolling(t *testing.T) {
@@ -516,5 +526,58 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("held pop never answered")
+	}
+}
+
+// popState.json goes through the broker's state-file rules (popHost): a torn
+// file falls back to its previous version with a WARN; when neither parses
+// the broker refuses to start, naming both.
+func TestPopStateFileFallsBackToPrevious(t *testing.T) {
+	dir := t.TempDir()
+	h := startHarness(t, testOptions(t, dir), nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"m0", "m1"}, nil)
+	h.b.topics.persist(false)
+	ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: 0, max: 2, invisible: time.Minute})
+	if err := h.b.pops.Persist(false); err != nil { // the last-but-one write: both in flight
+		t.Fatal(err)
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess) // in the last write (Shutdown's) only
+	cl.Close()
+	h.close()
+
+	p := filepath.Join(dir, configDirName, popStateFileName)
+	data := readFile(t, p)
+	if err := os.WriteFile(p, []byte(data[:len(data)/2]), 0o644); err != nil { // torn
+		t.Fatal(err)
+	}
+	logs := &logCounter{}
+	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	if n := logs.count("state file damaged; using its previous version"); n != 1 {
+		t.Fatalf("%d fallback WARNs: %q", n, logs.lines)
+	}
+	cl2 := h2.dial(nil)
+	// The previous version has m0 in flight still: its handle acks it.
+	mustCode(t, cl2, ackRequest("G", "T", ps[0]), protocol.RespSuccess)
+	if st := h2.b.RuntimeInfo(); st["popAcks"] != "1" || st["popInFlight"] != "1" {
+		t.Fatalf("runtime info: popAcks %s popInFlight %s", st["popAcks"], st["popInFlight"])
+	}
+	cl2.Close()
+	h2.close()
+
+	for _, f := range []string{p, p + bakSuffix} {
+		if err := os.WriteFile(f, []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := testOptions(t, dir)
+	opts.AdvertiseAddr = "127.0.0.1:1"
+	b, err := New(opts)
+	if err == nil {
+		b.Shutdown(timeoutCtx(t))
+		t.Fatal("started with both versions of popState.json damaged")
+	}
+	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), p+bakSuffix) {
+		t.Fatalf("error does not name both files: %v", err)
 	}
 }
