@@ -52,9 +52,6 @@ func (b *Broker) closePops() error {
 	return b.pops.Stop()
 }
 
-// ---------------------------------------------------------------------------
-// Handlers.
-
 // handlePop serves POP_MESSAGE (3442).
 func (b *Broker) handlePop(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 	var h protocol.PopMessageRequest
@@ -107,7 +104,7 @@ func (b *Broker) handlePop(c *remoting.Conn, req *protocol.Command, resp *remoti
 	}
 	var res pop.Result
 	if err := b.pops.Pop(r, &res); err != nil {
-		return fail(resp, protocol.RespInvalidParameter, err.Error())
+		return popOutcome(resp, err)
 	}
 	if len(res.Msgs) == 0 && h.PollTime > 0 && c != nil && !b.closing.Load() {
 		if b.popHolds.n.Add(1) > maxHeldPops {
@@ -251,9 +248,9 @@ func (b *Broker) receipt(resp *remoting.Response, topic, extra []byte, qid int32
 	return t, x, true
 }
 
-// popOutcome answers an ack or a change of the invisible time that the POP
-// manager refused (NO_MESSAGE for a stale handle, a message not in flight or
-// already acked).
+// popOutcome answers a request the POP manager refused: NO_MESSAGE for an
+// ack or change with a stale handle, of a message not in flight or already
+// acked; INVALID_PARAMETER for arguments out of bounds.
 func popOutcome(resp *remoting.Response, err error) remoting.Action {
 	switch {
 	case err == nil:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -579,5 +580,30 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), p+bakSuffix) {
 		t.Fatalf("error does not name both files: %v", err)
+	}
+}
+
+func TestAppendPopInfo(t *testing.T) {
+	msgs := []pop.Popped{
+		{QueueID: 2, Offset: 7, Attempts: 3}, // a redelivery first
+		{QueueID: 2, Offset: 9, Attempts: 1},
+		{QueueID: 2, Offset: 5, Attempts: 2},
+		{QueueID: 0, Offset: 4, Attempts: 1},
+	}
+	start, offs, counts := appendPopInfo(msgs, true)
+	if got, want := string(start), "0 2 5;0 0 4"; got != want {
+		t.Errorf("startOffsetInfo %q, want %q", got, want)
+	}
+	if got, want := string(offs), "0 2 7,9,5;0 0 4"; got != want {
+		t.Errorf("msgOffsetInfo %q, want %q", got, want)
+	}
+	if got, want := string(counts), "0 qo2%7 2;0 qo2%9 0;0 qo2%5 1;0 qo0%4 0"; got != want {
+		t.Errorf("orderCountInfo %q, want %q", got, want)
+	}
+	if _, _, counts := appendPopInfo(msgs, false); counts != nil {
+		t.Errorf("orderCountInfo %q for an unordered pop", counts)
+	}
+	if s, o, c := appendPopInfo(nil, true); s != nil || o != nil || c != nil {
+		t.Error("info for an empty pop")
 	}
 }
