@@ -380,6 +380,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	up := time.Since(b.start)
 	timersPending, _ := b.timers.stats()
 	txs := b.tx.Stats()
+	ps := b.pops.Stats()
 	rs := b.srv.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -424,7 +425,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"configPersistErrors":    i(b.stats.persistErrors.Load()),
 		"innerPuts":              i(b.stats.innerPuts.Load()),
 		"sendBacks":              i(b.stats.sendBacks.Load()),
-		"deadLetters":            i(b.stats.deadLetters.Load()),
+		"deadLetters":            i(b.stats.deadLetters.Load() + ps.DeadLetters),
 		"delayedMessages":        i(b.stats.delayed.Load()),
 		"delayedDelivered":       i(b.stats.delayDelivered.Load()),
 		"timerMessages":          i(b.stats.timers.Load()),
@@ -437,6 +438,16 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"transactionRollbacks":   i(txs.Rollbacks),
 		"transactionChecks":      i(txs.Checks),
 		"transactionCheckMaxed":  i(txs.CheckMaxed),
+		// POP (broker/pop's Stats; held pops are the broker's).
+		"popRequests":         i(ps.Pops),
+		"popMessages":         i(ps.Popped),
+		"popRedelivered":      i(ps.Redelivered),
+		"popAcks":             i(ps.Acks),
+		"popInvisibleChanges": i(ps.Changes),
+		"popDeadLetters":      i(ps.DeadLetters),
+		"popStaleHandles":     i(ps.StaleHandles),
+		"popInFlight":         strconv.Itoa(ps.InFlight),
+		"popHeldNow":          i(b.popHolds.n.Load()),
 		// Integrity (store.Stats): what the last start found lost and rebuilt,
 		// what reads skipped, the scrubber, disk pressure.
 		"storeLostMessages":          i(st.LostMessages),

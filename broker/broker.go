@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
@@ -48,8 +49,10 @@ type Broker struct {
 	timers  *timerWheel
 	tx      *txn.Manager
 	holds   *pullHolder
-	pops    *popManager
+	pops    *pop.Manager
 	acks    ackPool // requests waiting for their messages to be durable
+
+	popHolds popHolds // pops held for long polling
 
 	handlers handlerTable // request code → handler, built by New
 	filters  filterCache
@@ -120,7 +123,8 @@ func New(opts Options) (*Broker, error) {
 	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
 	b.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
 		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{b: b})
-	if b.pops, err = newPopManager(b, cfgDir); err != nil {
+	b.pops = newPopManager(b, cfgDir)
+	if err := b.pops.Load(); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -216,6 +220,7 @@ func New(opts Options) (*Broker, error) {
 	b.sched.start()
 	b.timers.start()
 	b.tx.Start()
+	b.pops.Start()
 	return b, nil
 }
 
@@ -345,7 +350,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.persistProgress(true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.pops.close(); err != nil {
+	if err := b.closePops(); err != nil {
 		errs = append(errs, err)
 	}
 	b.registry.Close()

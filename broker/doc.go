@@ -54,6 +54,14 @@
 //     stores the committed message and the op record in one append (a
 //     rollback: the op record alone). Both answer inline (deferred to the
 //     sync acker in sync-flush mode).
+//   - POP_MESSAGE (3442), ACK_MESSAGE (3443) and
+//     CHANGE_MESSAGE_INVISIBLETIME (3445) are decoded and checked (topic,
+//     queue, group, filter, receipt handle) in pop.go and served by package
+//     broker/pop's Manager through popHost (host_pop.go): the store's
+//     queues, the offset table, %DLQ%<group> and popState.json. A pop that
+//     finds nothing and has a pollTime is deferred and re-run every 20 ms on
+//     a goroutine of its own (at most 4096 held) until it finds messages,
+//     its time passes or the broker shuts down.
 //   - Heartbeat (34), consumer list (38), offsets (14, 15, 29-32), query and
 //     view (12, 33), admin (17, 21, 28, 200, 201, 203, 207, 215, 222, 352),
 //     CHECK_CLIENT_CONFIG (46) and locks (41, 42) are answered inline.
@@ -140,7 +148,8 @@
 // acker's loop (waits for flushes in sync-flush mode), maintain (offset and
 // progress persistence, the client scanner, lock expiry, the embedded
 // registry's full re-registration every RegisterInterval), the writers of
-// topics.json and subscriptionGroup.json, one delay scanner per delay level (each sleeps
+// topics.json and subscriptionGroup.json, the POP manager's persister and one
+// goroutine per held pop, one delay scanner per delay level (each sleeps
 // until its next message is due or, when its queue is empty, until the
 // store reports an arrival), the timer wheel's loop and the transaction
 // checker (broker/txn's goroutine; Shutdown stops it with Manager.Stop).
@@ -152,7 +161,10 @@
 //
 // # Lock order
 //
-// Each manager's persistMu is taken before its mu. registerMu is taken
+// Each manager's persistMu is taken before its mu. The POP manager's mutex
+// (broker/pop) is taken before the offset table's, the topic table's (to
+// create %DLQ%<group>) and the store's: popHost is called with it held and
+// calls nothing back. registerMu is taken
 // before the topic table's mu (to snapshot it or read one entry) and the
 // registry's lock; the Registrar is told of a change after registerMu is
 // released. A stateWriter's mu is a leaf. The

@@ -3,11 +3,16 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -105,6 +110,36 @@ func changeRequest(group, topic string, p popped, d time.Duration) *protocol.Com
 	return cmd
 }
 
+// changeTo changes p's invisible time and returns p with its new handle.
+func changeTo(t testing.TB, cl *remoting.Client, group, topic string, p popped, d time.Duration) popped {
+	t.Helper()
+	resp := mustCode(t, cl, changeRequest(group, topic, p, d), protocol.RespSuccess)
+	var ch protocol.ChangeInvisibleTimeResponse
+	if err := ch.Decode(&resp.Ext); err != nil {
+		t.Fatal(err)
+	}
+	x, err := protocol.ParseExtraInfo([]byte(p.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.PopTime, x.InvisibleTime = ch.PopTime, ch.InvisibleTime
+	return popped{v: p.v, handle: string(protocol.AppendExtraInfo(nil, &x))}
+}
+
+// popUntil pops until a pop returns messages (within waitFor's bound). The
+// tests make messages visible again by changing their invisible time to
+// 1 ms rather than by sleeping through it; the timing itself is broker/pop's
+// unit tests' (synctest).
+func popUntil(t testing.TB, cl *remoting.Client, a popArgs) []popped {
+	t.Helper()
+	var ps []popped
+	waitFor(t, "a pop with messages", func() bool {
+		ps = doPop(t, cl, a)
+		return len(ps) > 0
+	})
+	return ps
+}
+
 func mustCode(t testing.TB, cl *remoting.Client, req *protocol.Command, code int32) *protocol.Command {
 	t.Helper()
 	resp := invoke(t, cl, req)
@@ -141,7 +176,7 @@ func TestPopAckRedeliver(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2"}, nil)
-	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: 300 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: time.Minute}
 
 	first := doPop(t, cl, a)
 	if got := fmt.Sprint(bodies(first)); got != "[m0 m1 m2]" {
@@ -153,8 +188,14 @@ func TestPopAckRedeliver(t *testing.T) {
 	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess)
 	mustCode(t, cl, ackRequest("G", "T", first[0]), protocol.RespSuccess) // already done: still success
 
-	time.Sleep(350 * time.Millisecond)
-	second := doPop(t, cl, a)
+	// m1 and m2 are not acked: visible again once their time passes.
+	changeTo(t, cl, "G", "T", first[1], time.Millisecond)
+	changeTo(t, cl, "G", "T", first[2], time.Millisecond)
+	var second []popped
+	waitFor(t, "m1 and m2 visible again", func() bool {
+		second = append(second, doPop(t, cl, a)...)
+		return len(second) >= 2
+	})
 	if got := fmt.Sprint(bodies(second)); got != "[m1 m2]" {
 		t.Fatalf("redelivery: %s", got)
 	}
@@ -171,7 +212,6 @@ func TestPopAckRedeliver(t *testing.T) {
 	if off, ok := h.b.offsets.query([]byte("T"), []byte("G"), 0); !ok || off != 3 {
 		t.Fatalf("committed offset %d %v, want 3", off, ok)
 	}
-	time.Sleep(350 * time.Millisecond)
 	if again := doPop(t, cl, a); len(again) != 0 {
 		t.Fatalf("acked messages popped again: %v", bodies(again))
 	}
@@ -181,19 +221,18 @@ func TestPopChangeInvisibleTime(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0"}, nil)
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 200 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Minute}
 	ps := doPop(t, cl, a)
 	if len(ps) != 1 {
 		t.Fatalf("popped %d", len(ps))
 	}
-	resp := mustCode(t, cl, changeRequest("G", "T", ps[0], 2*time.Second), protocol.RespSuccess)
+	resp := mustCode(t, cl, changeRequest("G", "T", ps[0], 2*time.Minute), protocol.RespSuccess)
 	var ch protocol.ChangeInvisibleTimeResponse
-	if err := ch.Decode(&resp.Ext); err != nil || ch.InvisibleTime != 2000 {
+	if err := ch.Decode(&resp.Ext); err != nil || ch.InvisibleTime != 120000 || ch.PopTime <= 0 || ch.ReviveQid != 0 {
 		t.Fatalf("change response %+v %v", ch, err)
 	}
-	time.Sleep(300 * time.Millisecond)
 	if again := doPop(t, cl, a); len(again) != 0 {
-		t.Fatal("message visible again despite the change of its invisible time")
+		t.Fatal("message visible again after the change of its invisible time")
 	}
 	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespNoMessage) // the old handle
 	x, _ := protocol.ParseExtraInfo([]byte(ps[0].handle))
@@ -305,12 +344,13 @@ func TestPopFIFORedeliversInOrder(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"A1", "A2"}, []string{props(message.PropShardingKey, "A"), props(message.PropShardingKey, "A")})
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: 150 * time.Millisecond, order: true}
-	if got := fmt.Sprint(bodies(doPop(t, cl, a))); got != "[A1]" {
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: time.Minute, order: true}
+	first := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(first)); got != "[A1]" {
 		t.Fatalf("first: %s", got)
 	}
-	time.Sleep(200 * time.Millisecond)
-	again := doPop(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
+	changeTo(t, cl, "G", "T", first[0], time.Millisecond)
+	again := popUntil(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
 	if got := fmt.Sprint(bodies(again)); got != "[A1]" || again[0].v.ReconsumeTimes() != 1 {
 		t.Fatalf("redelivery: %s", got)
 	}
@@ -322,9 +362,8 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2", "m3"}, nil)
 	h.b.topics.persist(false)
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: 1500 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: time.Minute}
 	ps := doPop(t, cl, a)
-	popAt := time.Now()
 	if len(ps) != 3 {
 		t.Fatalf("popped %d", len(ps))
 	}
@@ -334,14 +373,14 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 
 	h2 := startHarness(t, testOptions(t, dir), nil)
 	cl2 := h2.dial(nil)
-	a.max, a.invisible = 10, 10*time.Second
+	a.max = 10
 	if got := fmt.Sprint(bodies(doPop(t, cl2, a))); got != "[m3]" {
 		t.Fatalf("after restart: %s (in-flight messages must stay invisible, acked ones done)", got)
 	}
-	// A handle issued before the restart still works.
+	// Handles issued before the restart still work.
 	mustCode(t, cl2, ackRequest("G", "T", ps[2]), protocol.RespSuccess)
-	time.Sleep(time.Until(popAt.Add(1600 * time.Millisecond)))
-	re := doPop(t, cl2, a)
+	changeTo(t, cl2, "G", "T", ps[1], time.Millisecond)
+	re := popUntil(t, cl2, a)
 	if got := fmt.Sprint(bodies(re)); got != "[m1]" {
 		t.Fatalf("redelivery after restart: %s", got)
 	}
@@ -362,20 +401,29 @@ func TestPopDeadLetter(t *testing.T) {
 	h.b.groups.mu.Lock()
 	h.b.groups.m["G"] = &g
 	h.b.groups.mu.Unlock()
-	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: 30 * time.Millisecond}
+	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Millisecond}
 	for i := range 3 { // 1 + RetryMaxTimes deliveries
-		ps := doPop(t, cl, a)
+		ps := popUntil(t, cl, a)
 		if len(ps) != 1 || ps[0].v.ReconsumeTimes() != int32(i) {
 			t.Fatalf("delivery %d: %d messages", i, len(ps))
 		}
-		time.Sleep(40 * time.Millisecond)
 	}
-	if ps := doPop(t, cl, a); len(ps) != 0 {
-		t.Fatal("delivered after the retries ran out")
-	}
+	// The next pop after the last delivery's invisible time dead-letters it.
+	waitFor(t, "the dead letter", func() bool {
+		if ps := doPop(t, cl, a); len(ps) != 0 {
+			t.Fatal("delivered after the retries ran out")
+		}
+		return h.b.store.MaxOffset("%DLQ%G", 0) > 0
+	})
 	got := pullN(t, cl, "%DLQ%G", 0, 0, 1, 2*time.Second)
 	if len(got) != 1 || string(got[0].Body()) != "poison" || prop(got[0].View, message.PropRetryTopic) != "T" {
 		t.Fatalf("dead-letter queue: %d records", len(got))
+	}
+	st := h.b.RuntimeInfo()
+	if st["deadLetters"] != "1" || st["popDeadLetters"] != "1" || st["popMessages"] != "3" || st["popRedelivered"] != "2" ||
+		st["innerPuts"] != "1" || st["popInFlight"] != "0" {
+		t.Fatalf("runtime info: deadLetters %s popDeadLetters %s popMessages %s popRedelivered %s innerPuts %s popInFlight %s",
+			st["deadLetters"], st["popDeadLetters"], st["popMessages"], st["popRedelivered"], st["innerPuts"], st["popInFlight"])
 	}
 }
 
@@ -388,7 +436,7 @@ func TestPopLongPolling(t *testing.T) {
 	go func() {
 		done <- doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 5 * time.Second})
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the pop held", func() bool { return h.b.popHolds.n.Load() == 1 })
 	mustSend(t, cl, sendRequest("T", 1, []byte("late"), ""))
 	select {
 	case ps := <-done:
@@ -403,11 +451,14 @@ func TestPopLongPolling(t *testing.T) {
 	}
 	// Nothing arrives: the pop is answered PULL_NOT_FOUND once pollTime passes.
 	start = time.Now()
-	if ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 200 * time.Millisecond}); len(ps) != 0 {
+	if ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 100 * time.Millisecond}); len(ps) != 0 {
 		t.Fatalf("got %v", bodies(ps))
 	}
-	if d := time.Since(start); d < 150*time.Millisecond {
+	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Fatalf("not held: %v", d)
+	}
+	if n := h.b.popHolds.n.Load(); n != 0 {
+		t.Fatalf("%d pops still counted as held", n)
 	}
 }
 
@@ -463,7 +514,7 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 		resp, _ := cl.Invoke(ctx, popCmd(popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Second, poll: 20 * time.Second}))
 		done <- resp
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the pop held", func() bool { return h.b.popHolds.n.Load() == 1 })
 	start := time.Now()
 	h.close()
 	if d := time.Since(start); d > 2*time.Second {
@@ -476,5 +527,83 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("held pop never answered")
+	}
+}
+
+// popState.json goes through the broker's state-file rules (popHost): a torn
+// file falls back to its previous version with a WARN; when neither parses
+// the broker refuses to start, naming both.
+func TestPopStateFileFallsBackToPrevious(t *testing.T) {
+	dir := t.TempDir()
+	h := startHarness(t, testOptions(t, dir), nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 1, []string{"m0", "m1"}, nil)
+	h.b.topics.persist(false)
+	ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: 0, max: 2, invisible: time.Minute})
+	if err := h.b.pops.Persist(false); err != nil { // the last-but-one write: both in flight
+		t.Fatal(err)
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess) // in the last write (Shutdown's) only
+	cl.Close()
+	h.close()
+
+	p := filepath.Join(dir, configDirName, popStateFileName)
+	data := readFile(t, p)
+	if err := os.WriteFile(p, []byte(data[:len(data)/2]), 0o644); err != nil { // torn
+		t.Fatal(err)
+	}
+	logs := &logCounter{}
+	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	if n := logs.count("state file damaged; using its previous version"); n != 1 {
+		t.Fatalf("%d fallback WARNs: %q", n, logs.lines)
+	}
+	cl2 := h2.dial(nil)
+	// The previous version has m0 in flight still: its handle acks it.
+	mustCode(t, cl2, ackRequest("G", "T", ps[0]), protocol.RespSuccess)
+	if st := h2.b.RuntimeInfo(); st["popAcks"] != "1" || st["popInFlight"] != "1" {
+		t.Fatalf("runtime info: popAcks %s popInFlight %s", st["popAcks"], st["popInFlight"])
+	}
+	cl2.Close()
+	h2.close()
+
+	for _, f := range []string{p, p + bakSuffix} {
+		if err := os.WriteFile(f, []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := testOptions(t, dir)
+	opts.AdvertiseAddr = "127.0.0.1:1"
+	b, err := New(opts)
+	if err == nil {
+		b.Shutdown(timeoutCtx(t))
+		t.Fatal("started with both versions of popState.json damaged")
+	}
+	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), p+bakSuffix) {
+		t.Fatalf("error does not name both files: %v", err)
+	}
+}
+
+func TestAppendPopInfo(t *testing.T) {
+	msgs := []pop.Popped{
+		{QueueID: 2, Offset: 7, Attempts: 3}, // a redelivery first
+		{QueueID: 2, Offset: 9, Attempts: 1},
+		{QueueID: 2, Offset: 5, Attempts: 2},
+		{QueueID: 0, Offset: 4, Attempts: 1},
+	}
+	start, offs, counts := appendPopInfo(msgs, true)
+	if got, want := string(start), "0 2 5;0 0 4"; got != want {
+		t.Errorf("startOffsetInfo %q, want %q", got, want)
+	}
+	if got, want := string(offs), "0 2 7,9,5;0 0 4"; got != want {
+		t.Errorf("msgOffsetInfo %q, want %q", got, want)
+	}
+	if got, want := string(counts), "0 qo2%7 2;0 qo2%9 0;0 qo2%5 1;0 qo0%4 0"; got != want {
+		t.Errorf("orderCountInfo %q, want %q", got, want)
+	}
+	if _, _, counts := appendPopInfo(msgs, false); counts != nil {
+		t.Errorf("orderCountInfo %q for an unordered pop", counts)
+	}
+	if s, o, c := appendPopInfo(nil, true); s != nil || o != nil || c != nil {
+		t.Error("info for an empty pop")
 	}
 }

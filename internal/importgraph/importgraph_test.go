@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop"},
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
@@ -40,6 +40,9 @@ var allowed = map[string][]string{
 	// Transactions (half and op queues, END_TRANSACTION's operation, the
 	// checker), behind a Host the broker implements: no remoting, no headers.
 	"broker/txn": {"store", "message"},
+	// POP (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), behind a
+	// Host the broker implements: no remoting, no headers.
+	"broker/pop": {"store", "message"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
