@@ -161,3 +161,39 @@ func ReadFile(path string) ([]Property, error) {
 	}
 	return props, nil
 }
+
+// Closest returns the key of known nearest to key by edit distance (ignoring
+// case) when it is close enough to be a likely typo (at most 2 edits), else
+// "". Ties go to the smaller key, so the answer does not depend on the order
+// of known.
+func Closest(key string, known []string) string {
+	best, bestD := "", 3
+	lk := strings.ToLower(key)
+	for _, k := range known {
+		d := editDistance(lk, strings.ToLower(k))
+		if d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -59,3 +59,24 @@ func TestReadFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func TestClosest(t *testing.T) {
+	known := []string{"listenPort", "kvConfigPath", "bindAddress", "listenPorts"}
+	for _, tc := range []struct{ key, want string }{
+		{"listenport", "listenPort"}, // case only
+		{"lisenPort", "listenPort"},
+		{"kvConfPath", "kvConfigPath"},
+		{"somethingElse", ""},
+		{"listenPortss", "listenPorts"}, // one edit from listenPorts, two from listenPort
+	} {
+		if got := Closest(tc.key, known); got != tc.want {
+			t.Errorf("Closest(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	if got := Closest("abc", []string{"abd", "abe"}); got != "abd" {
+		t.Errorf("tie: %q", got)
+	}
+	if got := Closest("abc", []string{"abe", "abd"}); got != "abd" {
+		t.Errorf("tie, other order: %q", got)
+	}
+}
