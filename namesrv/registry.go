@@ -143,12 +143,17 @@ func NewRegistry(opts Options) *Registry {
 	return r
 }
 
-// Close stops the expiry scanner and waits for it. The registry keeps answering;
-// registrations over connections then no longer expire by time (they are still
-// dropped by ConnClosed). Closing twice is harmless.
+// Close stops the expiry scanner and waits for it, and for a KV change being written
+// (so that, once the server in front has stopped, every acknowledged change is on
+// disk when Close returns). The registry keeps answering; registrations over
+// connections then no longer expire by time (they are still dropped by ConnClosed),
+// and KV changes are still written before they are answered. Closing twice is
+// harmless.
 func (r *Registry) Close() {
 	r.closeOnce.Do(func() { close(r.stop) })
 	<-r.done
+	r.kvMu.Lock()
+	r.kvMu.Unlock() // empty: only waits for a change in progress
 }
 
 func (r *Registry) scan() {
