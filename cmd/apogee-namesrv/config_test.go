@@ -153,3 +153,38 @@ func TestIgnoredKeysAreNoted(t *testing.T) {
 		t.Fatalf("notes for %v", keys)
 	}
 }
+
+// The table of honoured keys in docs/operations.md lists exactly the keys
+// this command applies.
+func TestHonouredKeysInDocs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "### namesrv.properties")
+	if start < 0 {
+		t.Fatal("docs/operations.md has no namesrv.properties section")
+	}
+	section := doc[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	var listed []string
+	for _, line := range strings.Split(section, "\n") {
+		if k, ok := strings.CutPrefix(line, "| `"); ok {
+			if i := strings.Index(k, "`"); i > 0 {
+				listed = append(listed, k[:i])
+			}
+		}
+	}
+	var want []string
+	for k := range honoured {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	slices.Sort(listed)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("docs list %v; the command honours %v", listed, want)
+	}
+}
