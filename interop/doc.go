@@ -4,7 +4,8 @@
 //
 // It is a separate Go module so that the client and its dependencies never
 // enter the main module. The tests drive the broker as a process: TestMain
-// builds ../cmd/apogee-broker once per run, and each test starts its own
+// builds ../cmd/apogee-broker (and ../cmd/apogee-namesrv, which the tests of
+// standalone name servers start) once per run, and each test starts its own
 // broker on free loopback ports with its data directory in t.TempDir(),
 // stops it with SIGTERM (or SIGKILL for crash tests) and restarts it on the
 // same directory and ports.
@@ -17,6 +18,7 @@
 //
 //	ROCKETMQ_GO_LOG_LEVEL   the client's log level (default here: error)
 //	APOGEE_BROKER_BIN       test this broker binary instead of building one
+//	APOGEE_NAMESRV_BIN      test this name-server binary instead of building one
 //
 // A test that fails because of a known broker bug is kept out of the default
 // run with the build tag interop_pending (none at the moment) and described

@@ -23,8 +23,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
 
-// brokerBin is the broker binary under test, built once by TestMain.
-var brokerBin string
+// brokerBin and namesrvBin are the binaries under test, built once by
+// TestMain (or given by APOGEE_BROKER_BIN and APOGEE_NAMESRV_BIN).
+var brokerBin, namesrvBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -38,8 +39,8 @@ func runMain(m *testing.M) int {
 	}
 	rlog.SetLogLevel(level)
 
-	if bin := os.Getenv("APOGEE_BROKER_BIN"); bin != "" {
-		brokerBin = bin
+	brokerBin, namesrvBin = os.Getenv("APOGEE_BROKER_BIN"), os.Getenv("APOGEE_NAMESRV_BIN")
+	if brokerBin != "" && namesrvBin != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "apogee-interop-")
@@ -48,14 +49,22 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	brokerBin = filepath.Join(dir, "apogee-broker")
-	// Build from the main module's root: ../cmd/apogee-broker is outside
-	// this module.
-	cmd := exec.Command("go", "build", "-o", brokerBin, "./cmd/apogee-broker")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "interop: go build ./cmd/apogee-broker (in ..): %v\n%s", err, out)
-		return 1
+	for _, c := range []struct {
+		bin  *string
+		name string
+	}{{&brokerBin, "apogee-broker"}, {&namesrvBin, "apogee-namesrv"}} {
+		if *c.bin != "" {
+			continue
+		}
+		*c.bin = filepath.Join(dir, c.name)
+		// Build from the main module's root: ../cmd/... is outside this
+		// module.
+		cmd := exec.Command("go", "build", "-o", *c.bin, "./cmd/"+c.name)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "interop: go build ./cmd/%s (in ..): %v\n%s", c.name, err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }
@@ -89,8 +98,13 @@ type Broker struct {
 	extra   []string // flags besides the addresses and the data directory
 
 	Addr   string // the broker's remoting address, as advertised in routes
-	NsAddr string // the embedded name server's listener
+	NsAddr string // the embedded name server's listener, or the first of namesrvs
 	Line   string // the start-up line as printed
+
+	// namesrvs are the standalone name servers the broker registers with
+	// (--namesrv) instead of serving its embedded one on a listener of its
+	// own (--namesrv-listen ""); empty for the usual one-process broker.
+	namesrvs []string
 
 	cmd    *exec.Cmd
 	exited chan error
@@ -104,7 +118,16 @@ type Broker struct {
 // exit 0), and its stderr is logged if the test failed.
 func startBroker(t testing.TB, extra ...string) *Broker {
 	t.Helper()
-	b := &Broker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), extra: extra}
+	return startBrokerWithNamesrvs(t, nil, extra...)
+}
+
+// startBrokerWithNamesrvs starts a broker as startBroker does; with
+// namesrvs ("host:port"), it registers with those name servers (--namesrv)
+// and has no listener of its own for its embedded name server
+// (--namesrv-listen ""), and its NameServer resolver gives those addresses.
+func startBrokerWithNamesrvs(t testing.TB, namesrvs []string, extra ...string) *Broker {
+	t.Helper()
+	b := &Broker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), extra: extra, namesrvs: namesrvs}
 	t.Cleanup(func() {
 		if b.cmd != nil {
 			// Every test ends with a graceful stop that must exit 0.
@@ -116,19 +139,30 @@ func startBroker(t testing.TB, extra ...string) *Broker {
 			}
 		}
 	})
-	b.start("127.0.0.1:0", "127.0.0.1:0")
+	nsListen := "127.0.0.1:0"
+	if len(namesrvs) > 0 {
+		nsListen = ""
+	}
+	b.start("127.0.0.1:0", nsListen)
 	return b
 }
 
 // NameServer returns the resolver the Go client needs for this broker.
 func (b *Broker) NameServer() primitive.NsResolver {
+	if len(b.namesrvs) > 0 {
+		return primitive.NewPassthroughResolver(b.namesrvs)
+	}
 	return primitive.NewPassthroughResolver([]string{b.NsAddr})
 }
 
 func (b *Broker) start(listen, nsListen string) {
 	t := b.t
 	t.Helper()
-	args := append([]string{"--listen", listen, "--namesrv-listen", nsListen, "--data-dir", b.dataDir}, b.extra...)
+	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--data-dir", b.dataDir}
+	if len(b.namesrvs) > 0 {
+		args = append(args, "--namesrv", strings.Join(b.namesrvs, ";"))
+	}
+	args = append(args, b.extra...)
 	cmd := exec.Command(brokerBin, args...)
 	out := &firstLine{ready: make(chan struct{})}
 	cmd.Stdout = out
@@ -152,6 +186,9 @@ func (b *Broker) start(listen, nsListen string) {
 		}
 		b.Line = line
 		b.Addr, b.NsAddr = m[3], m[4]
+		if len(b.namesrvs) > 0 {
+			b.NsAddr = b.namesrvs[0]
+		}
 	case err := <-exited:
 		b.cmd = nil
 		b.logs[len(b.logs)-1] = b.stderr.String()
@@ -233,7 +270,11 @@ func (b *Broker) Restart() {
 	if b.cmd != nil {
 		b.t.Fatal("Restart of a running broker")
 	}
-	b.start(b.Addr, b.NsAddr)
+	nsListen := b.NsAddr
+	if len(b.namesrvs) > 0 {
+		nsListen = ""
+	}
+	b.start(b.Addr, nsListen)
 }
 
 // DataDir is the broker's data directory.

@@ -95,3 +95,46 @@ func BenchmarkRegister(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKVPut measures a PUT_KV_CONFIG through ServeRemoting: "memory" is the
+// embedded registry's (no file), "file" writes kvConfig.json (temporary file, fsync,
+// link to .bak, rename, directory fsync) before answering, with 100 keys in the table.
+func BenchmarkKVPut(b *testing.B) {
+	for _, withFile := range []bool{false, true} {
+		name := "memory"
+		if withFile {
+			name = "file"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := Options{Logger: quietLogger()}
+			if withFile {
+				opts.KVConfigPath = b.TempDir() + "/kvConfig.json"
+			}
+			r, err := OpenRegistry(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			for i := range 100 {
+				if _, err := r.changeKV("ns", fmt.Sprintf("key-%03d", i), "value", false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var req, cmd protocol.Command
+			resp := remoting.Response{Cmd: &cmd}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				req.InitRequest(protocol.ReqPutKVConfig, 0)
+				req.Ext.SetString("namespace", "ns")
+				req.Ext.SetString("key", "key-007")
+				req.Ext.SetString("value", fmt.Sprint(i))
+				cmd.InitResponse(&req, protocol.RespSuccess)
+				r.ServeRemoting(nil, &req, &resp)
+				if cmd.Code != 0 {
+					b.Fatalf("answered %d %s", cmd.Code, cmd.Remark)
+				}
+			}
+		})
+	}
+}

@@ -9,8 +9,12 @@
 //
 // # Tables and invariants
 //
-// Everything lives in memory under one RWMutex (the KV config too; nothing is
-// persisted: brokers register again within 30 s of a restart).
+// Everything lives in memory under one RWMutex. Routes are never persisted: brokers
+// register again within 30 s of a restart. The KV config (PUT/GET/DELETE_KV_CONFIG,
+// GET_KVLIST_BY_NAMESPACE) is kept in a file when Options.KVConfigPath is set
+// (OpenRegistry; cmd/apogee-namesrv does so): RocketMQ's kvConfig.json, written by
+// package internal/statefile's rules before each change is applied and answered.
+// The embedded registry keeps it in memory only.
 //
 //   - A broker name (a master, id 0, and its slaves) belongs to one cluster and maps
 //     broker ids to addresses. It exists exactly while at least one of its addresses
@@ -73,7 +77,12 @@
 //
 // A Registry runs one goroutine, the expiry scanner, from NewRegistry to Close.
 // ServeRemoting answers inline on the connection's read goroutine and never blocks
-// beyond the registry's lock. A Registrar runs one goroutine from Start to Close
+// beyond the registry's lock, except for a KV change with a KV file, which waits for
+// its write (that connection only; other requests wait for nothing but the lock).
+//
+// # Lock order
+//
+// kvMu (serialises KV changes and their writes) before mu. Nothing else nests. A Registrar runs one goroutine from Start to Close
 // (plus, during a round, one per address and, in a single-topic round, up to
 // topicInflight per address; and one per connection it registered over, which
 // triggers a new round a second after that connection closes).

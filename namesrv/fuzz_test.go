@@ -1,6 +1,8 @@
 package namesrv
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -57,6 +59,36 @@ func FuzzServeRemoting(f *testing.F) {
 		}
 		if err := r.checkInvariants(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzParseKVFile: any bytes either fail to parse or give a table whose every
+// namespace has keys, and which writes back to a file that parses to the same table.
+func FuzzParseKVFile(f *testing.F) {
+	f.Add([]byte(`{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"broker-a:4"}}}`))
+	f.Add([]byte(`{"configTable":{"empty":{},"ns":{"k":null}}}`))
+	f.Add([]byte(`{"configTable":null}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"configTable":{"ns":{"k":"`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		kv, err := parseKVFile(b)
+		if err != nil {
+			return
+		}
+		for ns, m := range kv {
+			if len(m) == 0 {
+				t.Fatalf("namespace %q without keys", ns)
+			}
+		}
+		out, err := json.Marshal(kvFile{ConfigTable: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := parseKVFile(out)
+		if err != nil || !reflect.DeepEqual(again, kv) {
+			t.Fatalf("round trip: %v\n%v\n%v", err, kv, again)
 		}
 	})
 }

@@ -35,8 +35,10 @@ func IsNamesrvCode(code int32) bool {
 
 // ServeRemoting answers the name-server requests (see IsNamesrvCode) inline; any other
 // code gets REQUEST_CODE_NOT_SUPPORTED. A header that cannot be decoded gets
-// SYSTEM_ERROR with the decoding error as remark. It never blocks: every request is
-// served under the registry's lock and nothing else. c is the connection a
+// SYSTEM_ERROR with the decoding error as remark. It never blocks, with one exception:
+// every request is served under the registry's lock and nothing else, except a PUT or
+// DELETE_KV_CONFIG on a registry with a KV file, which also waits for the file's write
+// (see Options.KVConfigPath). c is the connection a
 // REGISTER_BROKER binds the broker's liveness to (see ConnClosed).
 func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 	switch req.Code {
@@ -196,7 +198,10 @@ func maps2Table(m map[string]string) *protocol.KVTable {
 	return &protocol.KVTable{Table: maps.Clone(m)}
 }
 
-// serveKV answers the KV-config requests (kept in memory only).
+// serveKV answers the KV-config requests. A PUT or DELETE with a KV file
+// (Options.KVConfigPath) is answered once the file is written, so that connection's
+// read goroutine waits for a write and its fsyncs; a change that cannot be written is
+// refused with SYSTEM_ERROR and not applied.
 func (r *Registry) serveKV(req, cmd *protocol.Command) {
 	var h protocol.KVConfigRequest
 	if err := h.Decode(&req.Ext); err != nil {
@@ -230,7 +235,9 @@ func (r *Registry) serveKV(req, cmd *protocol.Command) {
 			fail(cmd, protocol.RespSystemError, "namesrv: missing field value")
 			return
 		}
-		r.putKV(ns, key, h.Value)
+		if _, err := r.changeKV(ns, key, h.Value, false); err != nil {
+			fail(cmd, protocol.RespSystemError, err.Error())
+		}
 	case protocol.ReqGetKVConfig:
 		r.mu.RLock()
 		value, ok := r.kv[ns][key]
@@ -241,30 +248,8 @@ func (r *Registry) serveKV(req, cmd *protocol.Command) {
 		}
 		(&protocol.GetKVConfigResponse{Value: value}).Encode(&cmd.Ext)
 	case protocol.ReqDeleteKVConfig:
-		r.deleteKV(ns, key)
-	}
-}
-
-func (r *Registry) putKV(ns, key, value string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.kv[ns]
-	if m == nil {
-		m = make(map[string]string)
-		r.kv[ns] = m
-	}
-	m[key] = value
-	r.gen++ // an order-topic config changes that topic's route
-}
-
-func (r *Registry) deleteKV(ns, key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m := r.kv[ns]; m != nil {
-		delete(m, key)
-		if len(m) == 0 {
-			delete(r.kv, ns)
+		if _, err := r.changeKV(ns, key, "", true); err != nil {
+			fail(cmd, protocol.RespSystemError, err.Error())
 		}
-		r.gen++
 	}
 }

@@ -66,13 +66,17 @@ type testServer struct {
 	addr string
 }
 
-// startServer serves a new registry with Serve until the test ends.
+// startServer serves a new registry (OpenRegistry: opts.KVConfigPath is loaded) with
+// Serve until the test ends.
 func startServer(t testing.TB, opts Options) *testServer {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
-	r := NewRegistry(opts)
+	r, err := OpenRegistry(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,11 @@ func (r *Registry) checkInvariants() error {
 			}
 		}
 	}
+	for ns, m := range r.kv {
+		if len(m) == 0 {
+			return fmt.Errorf("kv namespace %q without keys", ns)
+		}
+	}
 	return nil
 }
 

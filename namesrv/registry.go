@@ -31,9 +31,17 @@ type Options struct {
 	BrokerTimeout time.Duration
 	// ScanInterval is the period of the expiry scan. Default DefaultScanInterval (5 s).
 	ScanInterval time.Duration
-	// Logger receives one Info line per broker that joins or leaves and one Warn line
-	// per rejected registration. Default slog.Default().
+	// Logger receives one Info line per broker that joins or leaves and per KV config
+	// change, and one Warn line per rejected registration. Default slog.Default().
 	Logger *slog.Logger
+	// KVConfigPath, when set, keeps the KV config (PUT_KV_CONFIG and
+	// DELETE_KV_CONFIG) in this file, in RocketMQ's kvConfig.json format: OpenRegistry
+	// loads it, and each change is written to it (temporary file, fsync, rename,
+	// directory fsync, the previous version kept as .bak) before it is applied and
+	// answered, so an acknowledged change survives a crash. Only OpenRegistry takes
+	// it; NewRegistry panics when it is set. Default "": the KV config lives in memory
+	// only (the embedded name server's case).
+	KVConfigPath string
 }
 
 // BrokerRegistration is what a broker tells the name server about itself: who it is,
@@ -95,7 +103,10 @@ type Registry struct {
 	clusters map[string]map[string]struct{} // cluster → broker names
 	live     map[string]*liveBroker         // broker address → registration
 	topics   map[string]*topicEntry         // topic → entry
-	kv       map[string]map[string]string   // namespace → key → value (KV config)
+	kv       map[string]map[string]string   // namespace → key → value (KV config); replaced whole by changeKV, its maps never modified
+
+	kvMu   sync.Mutex // serialises KV changes (and their writes); taken before mu
+	kvPath string     // the KV config's file ("": memory only); set before the registry is shared
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -103,7 +114,11 @@ type Registry struct {
 }
 
 // NewRegistry returns an empty registry and starts its expiry scanner; Close stops it.
+// It panics when opts.KVConfigPath is set: OpenRegistry loads that file.
 func NewRegistry(opts Options) *Registry {
+	if opts.KVConfigPath != "" {
+		panic("namesrv: Options.KVConfigPath is set: use OpenRegistry, which loads it")
+	}
 	if opts.BrokerTimeout <= 0 {
 		opts.BrokerTimeout = DefaultBrokerTimeout
 	}
@@ -128,12 +143,17 @@ func NewRegistry(opts Options) *Registry {
 	return r
 }
 
-// Close stops the expiry scanner and waits for it. The registry keeps answering;
-// registrations over connections then no longer expire by time (they are still
-// dropped by ConnClosed). Closing twice is harmless.
+// Close stops the expiry scanner and waits for it, and for a KV change being written
+// (so that, once the server in front has stopped, every acknowledged change is on
+// disk when Close returns). The registry keeps answering; registrations over
+// connections then no longer expire by time (they are still dropped by ConnClosed),
+// and KV changes are still written before they are answered. Closing twice is
+// harmless.
 func (r *Registry) Close() {
 	r.closeOnce.Do(func() { close(r.stop) })
 	<-r.done
+	r.kvMu.Lock()
+	r.kvMu.Unlock() // empty: only waits for a change in progress
 }
 
 func (r *Registry) scan() {

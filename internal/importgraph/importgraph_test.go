@@ -48,10 +48,16 @@ var allowed = map[string][]string{
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
+	// The standalone name server: flags, its data directory and the wiring.
+	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
 	"internal/javacompat": {},
+	// State files written atomically with a .bak (the broker's conventions): a leaf.
+	"internal/statefile": {},
+	// The java.util.Properties reader of the -c files: a leaf.
+	"internal/javaprops": {},
 }
 
 // internalAllowed lists the internal helper packages each package may use in
@@ -64,6 +70,7 @@ var internalAllowed = map[string][]string{
 	"filter":   {"internal/javacompat"},
 	"index":    {"internal/javacompat"},
 	"broker":   {"internal/javacompat"},
+	"namesrv":  {"internal/statefile"},
 }
 
 func TestImportGraph(t *testing.T) {

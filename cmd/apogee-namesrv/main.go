@@ -1,0 +1,135 @@
+// Command apogee-namesrv runs a standalone name server: RocketMQ's route
+// registry, for clusters where brokers register with one or more name servers
+// of their own (apogee-broker --namesrv "host:port;host:port") instead of the
+// one each broker embeds.
+//
+// Flags (see docs/operations.md):
+//
+//	--listen ADDR           address to serve on (default 0.0.0.0:9876)
+//	--data-dir DIR          default ./apogee-namesrv-data; holds kvConfig.json
+//	--broker-timeout D      a broker silent this long is dropped (default 120s)
+//	--scan-interval D       how often silent brokers are looked for (default 5s)
+//	-c, --config FILE       a RocketMQ namesrv.properties; flags win over the file
+//	--log-level LEVEL       debug, info, warn or error
+//	--pprof ADDR            serve net/http/pprof
+//	--version               print the version and the commit, and exit
+//
+// Routes live in memory: brokers register every 30 s and after a restart of
+// the name server. The KV config (PUT/DELETE_KV_CONFIG) is kept in
+// DATA/kvConfig.json, each change written before it is answered. At start it
+// locks the data directory, loads the KV config, listens, and prints one line
+// with its address and version. SIGINT or SIGTERM stops accepting, finishes
+// the requests in flight, and exits 0 after a "stopped cleanly" log line.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/apogeemq/apogee/internal/version"
+	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return // usage was printed; asking for it is not a failure
+		}
+		fmt.Fprintln(os.Stderr, "apogee-namesrv:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	build := version.Get()
+	if cfg.showVersion {
+		fmt.Println(build.String("apogee-namesrv"))
+		return nil
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	for _, n := range cfg.notes {
+		logger.Warn(n.msg, n.attrs...)
+	}
+
+	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	unlock, err := lockDir(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	reg, err := namesrv.OpenRegistry(namesrv.Options{
+		BrokerTimeout: cfg.brokerTimeout,
+		ScanInterval:  cfg.scanInterval,
+		Logger:        logger,
+		KVConfigPath:  cfg.kvPath,
+	})
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	if cfg.pprof != "" {
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			logger.Error("pprof listener", "err", err)
+		} else {
+			go http.Serve(pl, nil)
+			logger.Info("pprof", "addr", pl.Addr().String())
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- namesrv.Serve(ctx, ln, reg, &remoting.Options{IdleTimeout: cfg.idleTimeout, Logger: logger})
+	}()
+	fmt.Printf("apogee-namesrv listening on %s, data %s, version %s\n", ln.Addr(), cfg.dataDir, build.Short())
+
+	// Serve returns nil once ctx ended and the server stopped (accepting at
+	// once, then the requests in flight, within 5 s), or the error that
+	// stopped it from serving.
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		serveErr = <-served
+	case serveErr = <-served:
+		logger.Error("server stopped", "err", serveErr)
+	}
+	stop()
+	// Every KV change is written before it is answered; Close waits for one
+	// still being written, so nothing acknowledged is left unwritten.
+	reg.Close()
+	if serveErr != nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}

@@ -1,0 +1,243 @@
+package statefile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestWriteKeepsPreviousVersion(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	bak := path + BakSuffix
+	if err := Write(path, []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bak); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a first write made a .bak: %v", err)
+	}
+	for v := 2; v <= 4; v++ {
+		if err := Write(path, fmt.Appendf(nil, `{"v":%d}`, v)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readFile(t, path), fmt.Sprintf(`{"v":%d}`, v); got != want {
+			t.Fatalf("file after write %d: %s", v, got)
+		}
+		if got, want := readFile(t, bak), fmt.Sprintf(`{"v":%d}`, v-1); got != want {
+			t.Fatalf(".bak after write %d: %s", v, got)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "state.json" && e.Name() != "state.json.bak" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestWriteFailsWithoutDirectory(t *testing.T) {
+	dir := t.TempDir()
+	// The parent is a file: nothing can be created under it.
+	parent := filepath.Join(dir, "file")
+	if err := os.WriteFile(parent, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Write(filepath.Join(parent, "state.json"), []byte("{}"))
+	if err == nil || !strings.Contains(err.Error(), "state.json") {
+		t.Fatalf("Write under a file: %v", err)
+	}
+}
+
+func TestCopySynced(t *testing.T) {
+	// The path taken where the file system has no hard links.
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.WriteFile(src, []byte("contents"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte("older and longer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := copySynced(src, dst); err != nil || readFile(t, dst) != "contents" {
+		t.Fatalf("copy: %v", err)
+	}
+	if err := copySynced(filepath.Join(dir, "missing"), dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("copy of a missing file: %v", err)
+	}
+}
+
+type stateV struct {
+	V int `json:"v"`
+}
+
+func parseStateV(b []byte) (stateV, error) {
+	var s stateV
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, err
+	}
+	if s.V <= 0 {
+		return s, errors.New("v must be positive") // contents that parse but cannot be used
+	}
+	return s, nil
+}
+
+// logLines collects a slog text handler's lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
+		l.lines = append(l.lines, string(line))
+	}
+	return len(p), nil
+}
+
+func (l *logLines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func ptr(s string) *string { return &s }
+
+func TestLoadFallsBack(t *testing.T) {
+	const (
+		good    = `{"v":2}`
+		older   = `{"v":1}`
+		damaged = `{"v":2,"configTa`
+	)
+	for _, tc := range []struct {
+		name        string
+		cur, bak    *string // nil: absent
+		want        int     // 0: not found
+		fellBack    bool
+		errHas      []string
+		damagedCopy bool
+		warn        string
+	}{
+		{name: "current", cur: ptr(good), bak: ptr(older), want: 2},
+		{name: "current without bak", cur: ptr(good), want: 2},
+		{name: "neither", want: 0},
+		{name: "damaged", cur: ptr(damaged), bak: ptr(older), want: 1, fellBack: true, damagedCopy: true, warn: "state file damaged"},
+		{name: "empty", cur: ptr(""), bak: ptr(older), want: 1, fellBack: true, damagedCopy: true, warn: "state file damaged"},
+		{name: "unusable", cur: ptr(`{"v":-1}`), bak: ptr(older), want: 1, fellBack: true, damagedCopy: true, warn: "state file damaged"},
+		{name: "missing", bak: ptr(older), want: 1, fellBack: true, warn: "state file missing"},
+		{name: "both damaged", cur: ptr(damaged), bak: ptr("garbage"), errHas: []string{"state.json does not parse", "state.json.bak"}},
+		{name: "damaged without bak", cur: ptr(damaged), errHas: []string{"state.json does not parse", "no previous version", "state.json.bak"}},
+		{name: "missing and bak damaged", bak: ptr("garbage"), errHas: []string{"state.json is missing", "state.json.bak"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "state.json")
+			if tc.cur != nil {
+				if err := os.WriteFile(path, []byte(*tc.cur), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.bak != nil {
+				if err := os.WriteFile(path+BakSuffix, []byte(*tc.bak), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			logs := &logLines{}
+			v, found, fellBack, err := Load(path, slog.New(slog.NewTextHandler(logs, nil)), parseStateV)
+			if len(tc.errHas) > 0 {
+				if err == nil {
+					t.Fatalf("loaded %+v", v)
+				}
+				for _, s := range tc.errHas {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q lacks %q", err, s)
+					}
+				}
+				if _, serr := os.Stat(path + DamagedSuffix); serr == nil {
+					t.Error("a file was moved aside although the load failed")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found != (tc.want != 0) || v.V != tc.want || fellBack != tc.fellBack {
+				t.Fatalf("got %+v found=%v fellBack=%v", v, found, fellBack)
+			}
+			wantLines := 0
+			if tc.warn != "" {
+				wantLines = 1
+			}
+			if len(logs.lines) != wantLines || wantLines == 1 && (logs.count("level=WARN") != 1 || logs.count(tc.warn) != 1) {
+				t.Fatalf("log: %q", logs.lines)
+			}
+			_, serr := os.Stat(path + DamagedSuffix)
+			if tc.damagedCopy != (serr == nil) {
+				t.Fatalf("damaged copy present=%v, want %v", serr == nil, tc.damagedCopy)
+			}
+			if tc.damagedCopy {
+				if got := readFile(t, path+DamagedSuffix); got != *tc.cur {
+					t.Fatalf("damaged copy holds %q", got)
+				}
+				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the damaged file is still in place: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// A write after a fallback recreates the file and keeps no damaged contents
+// as the .bak.
+func TestWriteAfterFallback(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := Write(path, []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"v":2,`), 0o644); err != nil { // torn by hand
+		t.Fatal(err)
+	}
+	v, _, fellBack, err := Load(path, slog.New(slog.DiscardHandler), parseStateV)
+	if err != nil || !fellBack || v.V != 1 {
+		t.Fatalf("load: %+v fellBack=%v err=%v", v, fellBack, err)
+	}
+	if err := Write(path, []byte(`{"v":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, path); got != `{"v":3}` {
+		t.Fatalf("file: %s", got)
+	}
+	if got := readFile(t, path+BakSuffix); got != `{"v":1}` {
+		t.Fatalf(".bak after a write that followed a fallback: %s", got)
+	}
+}
