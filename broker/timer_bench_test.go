@@ -21,7 +21,7 @@ import (
 // through the send handler, and waits until the wheel holds them all.
 func fillTimers(tb testing.TB, b *Broker, topic string, n int, from time.Time, spread time.Duration) {
 	tb.Helper()
-	before, _ := b.timers.stats()
+	before := b.timers.Stats().Pending
 	d := &handlerDriver{b: b}
 	req := sendRequest(topic, 0, []byte("timer-body-16byt"), "")
 	var p []byte
@@ -36,7 +36,7 @@ func fillTimers(tb testing.TB, b *Broker, topic string, n int, from time.Time, s
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		pending, _ := b.timers.stats()
+		pending := b.timers.Stats().Pending
 		if pending >= before+n {
 			return
 		}

@@ -265,7 +265,7 @@ func (b *Broker) committedMessage(v message.View, s *sendScratch) (store.Message
 	if deliver, isTimer, code, _ := b.timerDeliverTime(s.props[start:], time.Now); code == protocol.RespSuccess && isTimer {
 		s.props = b.timerProps(s.props, &m, deliver)
 	} else if level, _, ok := propInt(s.props[start:], message.PropDelay); ok && level > 0 {
-		lv := b.sched.clampLevel(level)
+		lv := b.sched.ClampLevel(level)
 		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
 		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1
