@@ -160,3 +160,20 @@ func TestTimerTargets(t *testing.T) {
 		t.Errorf("firing delay p99 %v (target 100 ms)", p(0.99))
 	}
 }
+
+// BenchmarkTimerSendHandler is BenchmarkSendHandler for a TIMER_DELAY_SEC
+// message (rerouted to the timer topic, fired an hour later).
+func BenchmarkTimerSendHandler(b *testing.B) {
+	br := benchBroker(b, b.TempDir())
+	req := sendRequest("BenchTimer", 0, make([]byte, 1024), props("UNIQ_KEY", "C0A80001000000000000000000000001", "TIMER_DELAY_SEC", "3600"))
+	d := &handlerDriver{b: br}
+	d.serve(req)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	b.ResetTimer()
+	for range b.N {
+		if r := d.serve(req); r.Cmd.Code != 0 {
+			b.Fatal(r.Cmd.Code)
+		}
+	}
+}
