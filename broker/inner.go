@@ -12,17 +12,14 @@ import (
 
 // System topics of the messaging features (RocketMQ's TopicValidator names).
 const (
-	scheduleTopic       = delay.Topic
-	timerTopic          = timerwheel.Topic
-	halfTopic           = "RMQ_SYS_TRANS_HALF_TOPIC"
-	opHalfTopic         = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-	transCheckMaxTopic  = "TRANS_CHECK_MAX_TIME_TOPIC"
-	opTagRemoved        = "d" // tag of transaction op records
-	propTimerOutMS      = timerwheel.PropTimerOutMS
-	propTimerRollTimes  = timerwheel.PropRollTimes
-	maxInnerBatchBytes  = reput.MaxBatchBytes // a re-put batch of the scanners stays below this
-	maxInnerBatchLength = reput.MaxBatchLength
-	blankEntrySize      = reput.BlankEntrySize // a consume queue's pre-fill entries
+	scheduleTopic      = delay.Topic
+	timerTopic         = timerwheel.Topic
+	halfTopic          = "RMQ_SYS_TRANS_HALF_TOPIC"
+	opHalfTopic        = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	transCheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+	opTagRemoved       = "d" // tag of transaction op records
+	propTimerOutMS     = timerwheel.PropTimerOutMS
+	blankEntrySize     = reput.BlankEntrySize // a consume queue's pre-fill entries
 )
 
 // The properties edits of re-stored records are reput's (shared with the

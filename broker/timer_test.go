@@ -114,8 +114,8 @@ func TestTimerRoll(t *testing.T) {
 	if n := h.b.timers.Stats().Rolls; n < 1 {
 		t.Errorf("%d rolls", n)
 	}
-	if rolls := prop(got[0].View, propTimerRollTimes); rolls == "" {
-		t.Errorf("no %s on a rolled timer", propTimerRollTimes)
+	if rolls := prop(got[0].View, timerwheel.PropRollTimes); rolls == "" {
+		t.Errorf("no %s on a rolled timer", timerwheel.PropRollTimes)
 	}
 }
 

@@ -219,7 +219,7 @@ type Wheel struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-	started  bool // set by Start, read by Stop (same caller)
+	started  atomic.Bool // set by Start: Stop then publishes a last checkpoint
 
 	fired, rolls atomic.Int64
 
@@ -327,7 +327,7 @@ func (w *Wheel) Start() {
 		w.restore.LoadedOffset = max
 	}
 	w.sc.Recs = w.host.Records()
-	w.started = true
+	w.started.Store(true)
 	w.wg.Add(1)
 	go w.run()
 }
@@ -339,7 +339,7 @@ func (w *Wheel) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.stop)
 		w.wg.Wait()
-		if w.started {
+		if w.started.Load() {
 			w.snapshot(true)
 		}
 	})
