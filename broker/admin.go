@@ -378,7 +378,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	st := b.store.Stats()
 	conns, cgroups, pgroups := b.clients.counts()
 	up := time.Since(b.start)
-	timersPending, _ := b.timers.stats()
+	delays, timers := b.sched.Stats(), b.timers.Stats()
 	txs := b.tx.Stats()
 	ps := b.pops.Stats()
 	rs := b.srv.Stats()
@@ -427,11 +427,11 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"sendBacks":              i(b.stats.sendBacks.Load()),
 		"deadLetters":            i(b.stats.deadLetters.Load() + ps.DeadLetters),
 		"delayedMessages":        i(b.stats.delayed.Load()),
-		"delayedDelivered":       i(b.stats.delayDelivered.Load()),
+		"delayedDelivered":       i(delays.Delivered),
 		"timerMessages":          i(b.stats.timers.Load()),
-		"timersFired":            i(b.stats.timersFired.Load()),
-		"timerRolls":             i(b.stats.timerRolls.Load()),
-		"timersPending":          strconv.Itoa(timersPending),
+		"timersFired":            i(timers.Fired),
+		"timerRolls":             i(timers.Rolls),
+		"timersPending":          strconv.Itoa(timers.Pending),
 		"halfMessages":           i(txs.HalfMessages),
 		"halfMessagesPending":    strconv.Itoa(txs.Pending),
 		"transactionCommits":     i(txs.Commits),
@@ -680,22 +680,6 @@ func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting
 	return remoting.Reply
 }
 
-// handleAllDelayOffsets serves GET_ALL_DELAY_OFFSET (45): the delay
-// scanners' progress, as config/delayOffset.json holds it.
-func (b *Broker) handleAllDelayOffsets(resp *remoting.Response) remoting.Action {
-	offs := b.sched.snapshot()
-	w := protocol.DelayOffsetSerializeWrapper{OffsetTable: make(map[int32]int64, len(offs))}
-	for i, off := range offs {
-		w.OffsetTable[int32(i+1)] = off
-	}
-	body, err := w.Encode()
-	if err != nil {
-		return fail(resp, protocol.RespSystemError, err.Error())
-	}
-	resp.Cmd.Body = body
-	return remoting.Reply
-}
-
 // registerClients registers the client registry's codes.
 func (b *Broker) registerClients(t *handlerTable) {
 	t.add(b.handleHeartbeat, protocol.ReqHeartBeat)
@@ -736,11 +720,6 @@ func (b *Broker) registerTopicsAndGroups(t *handlerTable) {
 func (b *Broker) registerLocks(t *handlerTable) {
 	t.add(noConn(b.handleLock), protocol.ReqLockBatchMQ)
 	t.add(noConn(b.handleUnlock), protocol.ReqUnlockBatchMQ)
-}
-
-// registerDelay registers GET_ALL_DELAY_OFFSET.
-func (b *Broker) registerDelay(t *handlerTable) {
-	t.add(respOnly(b.handleAllDelayOffsets), protocol.ReqGetAllDelayOffset)
 }
 
 // registerRuntimeInfo registers GET_BROKER_RUNTIME_INFO.

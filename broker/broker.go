@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/pop"
+	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
@@ -45,8 +47,8 @@ type Broker struct {
 	offsets *offsetManager
 	clients *clientManager
 	locks   *lockManager
-	sched   *scheduler
-	timers  *timerWheel
+	sched   *delay.Scheduler
+	timers  *timerwheel.Wheel
 	tx      *txn.Manager
 	holds   *pullHolder
 	pops    *pop.Manager
@@ -86,8 +88,7 @@ type brokerStats struct {
 	pullRequests, pullFound, pullHeld, pullMessages     atomic.Int64
 	persistErrors, notifies                             atomic.Int64
 	innerPuts, sendBacks, deadLetters                   atomic.Int64
-	delayed, delayDelivered                             atomic.Int64
-	timers, timersFired, timerRolls                     atomic.Int64
+	delayed, timers                                     atomic.Int64 // routed to the schedule / timer topic
 }
 
 // New opens the store (recovering it) and the managers' files, registers
@@ -115,12 +116,17 @@ func New(opts Options) (*Broker, error) {
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),
 	}
-	levels, err := parseDelayLevels(o.DelayLevels)
+	levels, err := delay.ParseLevels(o.DelayLevels)
 	if err != nil {
 		return nil, err
 	}
-	b.sched = newScheduler(b, levels, cfgDir)
-	b.timers = newTimerWheel(b, cfgDir, o.TimerRollInterval)
+	if b.sched, err = delay.New(innerHost{b}, delay.Config{Levels: levels, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	if b.timers, err = timerwheel.New(innerHost{b}, timerwheel.Config{RollInterval: o.TimerRollInterval,
+		CheckpointInterval: o.ProgressFlushInterval / 2, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
 	b.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
 		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{b: b})
 	b.pops = newPopManager(b, cfgDir)
@@ -128,7 +134,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	began := time.Now()
-	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.load, b.timers.load, b.tx.Load} {
+	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.Load, b.timers.Load, b.tx.Load} {
 		if err := load(); err != nil {
 			return nil, err
 		}
@@ -147,9 +153,9 @@ func New(opts Options) (*Broker, error) {
 	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
 		switch topic {
 		case scheduleTopic:
-			b.sched.arrived(queueID)
+			b.sched.Arrived(queueID)
 		case timerTopic:
-			b.timers.arrived()
+			b.timers.Arrived()
 		case txn.HalfTopic, txn.OpHalfTopic:
 			b.tx.Arrived()
 		default:
@@ -163,9 +169,9 @@ func New(opts Options) (*Broker, error) {
 	so.TagCode = func(v message.View) (int64, bool) {
 		switch string(v.Topic()) {
 		case scheduleTopic:
-			return b.sched.tagCode(v), true
+			return b.sched.TagCode(v), true
 		case timerTopic:
-			return b.timers.tagCode(v), true
+			return b.timers.TagCode(v), true
 		}
 		if userTagCode != nil {
 			return userTagCode(v)
@@ -217,8 +223,8 @@ func New(opts Options) (*Broker, error) {
 	go b.maintain()
 	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
 	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
-	b.sched.start()
-	b.timers.start()
+	b.sched.Start()
+	b.timers.Start()
 	b.tx.Start()
 	b.pops.Start()
 	return b, nil
@@ -231,7 +237,7 @@ func New(opts Options) (*Broker, error) {
 // persists the table afterwards.
 func (b *Broker) ensureSystemTopics() {
 	for _, cfg := range []protocol.TopicConfig{
-		newTopicConfig(scheduleTopic, int32(b.sched.levels()), protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(scheduleTopic, int32(b.sched.Levels()), protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
@@ -254,11 +260,10 @@ func (b *Broker) persistAtStart(what string, persist func(force bool) error) {
 // transaction checker's progress (when it changed, or always with force).
 func (b *Broker) persistProgress(force bool) error {
 	var errs []error
-	if err := b.sched.persist(force); err != nil {
+	if err := b.sched.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
-	b.timers.snapshotIfIdle(force)
-	if err := b.timers.persist(force); err != nil {
+	if err := b.timers.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
 	if err := b.tx.Persist(force); err != nil {
@@ -327,6 +332,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	close(b.stop)
 	b.wg.Wait()
 	b.tx.Stop()
+	b.sched.Stop()
+	b.timers.Stop() // publishes its last checkpoint for persistProgress
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed
 		// (after 120 s, as in RocketMQ), so a failed unregistration (a name

@@ -130,16 +130,22 @@
 //     the store); admin requests (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC,
 //     subscription-group updates and deletions) are answered only after a
 //     write that covers them.
-//   - The timer wheel's heap, chunk counts and scratch belong to its
-//     goroutine; what others read (the published checkpoint, the pending
-//     count) sits under its mu. The transaction manager (broker/txn; its
-//     package doc states its invariants) keeps its pending and resolved
-//     tables under its own mu: END_TRANSACTION claims a half message there
-//     before storing anything, so a commit and a check-path commit of the
-//     same half message store one message.
+//   - The delay levels and the timer wheel are packages of their own
+//     (broker/delay, broker/timerwheel; their doc.go states what they own):
+//     they hold no *Broker, and reach the store, the inner put and their
+//     state files through innerHost (host_inner.go). The broker keeps the
+//     routing of DELAY and timer properties on the send path, their
+//     request code (GET_ALL_DELAY_OFFSET, host_delay.go) and the wiring
+//     of the store's TagCode and OnArrival hooks to them.
+//   - The transaction manager (broker/txn; its package doc states its
+//     invariants) keeps its pending and resolved tables under its own mu:
+//     END_TRANSACTION claims a half message there before storing anything,
+//     so a commit and a check-path commit of the same half message store
+//     one message.
 //   - Records the scanners, the wheel and the checker re-store are read
 //     with store.ReadMessage and stay pinned until the put that copies them
-//     returns (innerScratch.views).
+//     returns (pinnedRecords, a reput.Records, through the feature
+//     packages' hosts; broker/txn keeps its own).
 //
 // # Goroutines
 //
@@ -148,12 +154,13 @@
 // acker's loop (waits for flushes in sync-flush mode), maintain (offset and
 // progress persistence, the client scanner, lock expiry, the embedded
 // registry's full re-registration every RegisterInterval), the writers of
-// topics.json and subscriptionGroup.json, the POP manager's persister and one
-// goroutine per held pop, one delay scanner per delay level (each sleeps
-// until its next message is due or, when its queue is empty, until the
-// store reports an arrival), the timer wheel's loop and the transaction
-// checker (broker/txn's goroutine; Shutdown stops it with Manager.Stop).
-// All of them stop before Shutdown persists and closes the store.
+// topics.json and subscriptionGroup.json, and one goroutine per held pop;
+// its feature packages run the POP manager's persister, one delay scanner
+// per delay level (each sleeps until its next message is due or, when its
+// queue is empty, until the store reports an arrival), the timer wheel's
+// loop and the transaction checker, on their own stop channels and wait
+// groups. All of them stop (Shutdown calls the packages' Stop after its own
+// goroutines ended) before Shutdown persists and closes the store.
 // The store's dispatcher reports arrivals in the system topics to the
 // scanner, wheel or checker concerned (a non-blocking channel send), never
 // to the pull holder. The embedded registry runs its scanner, the Registrar
@@ -169,9 +176,9 @@
 // registry's lock; the Registrar is told of a change after registerMu is
 // released. A stateWriter's mu is a leaf. The
 // client manager's, lock table's, pull holder's, sync acker's, filter
-// cache's, scheduler's, timer wheel's and transaction checker's mutexes are
-// leaves: nothing else is locked, and nothing calls into the store or
-// remoting, while one is held (notifications are sent after the client
+// cache's, transaction checker's, and (in their packages) the delay
+// scheduler's and timer wheel's mutexes are leaves: nothing else is locked,
+// and nothing calls into the store or remoting, while one is held (notifications are sent after the client
 // manager's lock is released; held pulls are re-run outside the holder's
 // lock; the client manager logs a group's subscription inconsistency under
 // its lock, which calls nothing of the broker). The store's dispatcher

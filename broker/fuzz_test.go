@@ -3,7 +3,6 @@ package broker
 import (
 	"testing"
 
-	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -79,41 +78,6 @@ func FuzzHandler(f *testing.F) {
 		if act == remoting.Reply && cmd.Code != protocol.RespSuccess && len(cmd.Remark) == 0 &&
 			cmd.Code != protocol.RespPullNotFound && cmd.Code != protocol.RespPullOffsetMoved && cmd.Code != protocol.RespPullRetryImmediately {
 			t.Fatalf("code %d answered %d without a remark", req.Code, cmd.Code)
-		}
-	})
-}
-
-// FuzzPropsEdit checks the broker's properties rewriting against the
-// message package's reader: appendPropsExcept keeps exactly the pairs
-// message.ForEachProperty sees, minus the dropped key, in order. (How a
-// property's number is read is internal/javacompat's, fuzzed there.)
-func FuzzPropsEdit(f *testing.F) {
-	f.Add([]byte("UNIQ_KEY\x01AB\x02DELAY\x013\x02TAGS\x01a\x02"), "DELAY")
-	f.Add([]byte("a\x01b\x01c\x02\x02x\x01\x02REAL_TOPIC\x01T"), "REAL_TOPIC")
-	f.Add([]byte("\x01\x02\x01\x01\x02k\x01v"), "k")
-	f.Add([]byte("TIMER_DELIVER_MS\x01-9223372036854775808\x02"), "TIMER_DELIVER_MS")
-	f.Fuzz(func(t *testing.T, props []byte, drop string) {
-		type pair struct{ k, v string }
-		var want []pair
-		message.ForEachProperty(props, func(k, v []byte) bool {
-			if string(k) != drop {
-				want = append(want, pair{string(k), string(v)})
-			}
-			return true
-		})
-		out := appendPropsExcept(nil, props, drop)
-		var got []pair
-		message.ForEachProperty(out, func(k, v []byte) bool {
-			got = append(got, pair{string(k), string(v)})
-			return true
-		})
-		if len(got) != len(want) {
-			t.Fatalf("%q minus %q: got %q, want %q", props, drop, got, want)
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("%q minus %q: pair %d is %q, want %q", props, drop, i, got[i], want[i])
-			}
 		}
 	})
 }

@@ -71,7 +71,7 @@ func (h *txnHost) RouteDelay(m *store.Message, props []byte, start int) []byte {
 		return b.timerProps(props, m, deliver)
 	}
 	if level, _, ok := propInt(props[start:], message.PropDelay); ok && level > 0 {
-		lv := b.sched.clampLevel(level)
+		lv := b.sched.ClampLevel(level)
 		props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 		props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1

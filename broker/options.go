@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
@@ -193,7 +195,7 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	if o.DelayLevels == "" {
 		o.DelayLevels = DefaultDelayLevels
 	}
-	if _, err := parseDelayLevels(o.DelayLevels); err != nil {
+	if _, err := delay.ParseLevels(o.DelayLevels); err != nil {
 		return o, host, err
 	}
 	if o.ProgressFlushInterval <= 0 {
@@ -202,8 +204,8 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	if o.TimerMaxDelay <= 0 {
 		o.TimerMaxDelay = DefaultTimerMaxDelay
 	}
-	if o.TimerMaxDelay > timerMaxDelayLimit {
-		return o, host, fmt.Errorf("broker: TimerMaxDelay %v exceeds %v", o.TimerMaxDelay, timerMaxDelayLimit)
+	if o.TimerMaxDelay > timerwheel.MaxDelayLimit {
+		return o, host, fmt.Errorf("broker: TimerMaxDelay %v exceeds %v", o.TimerMaxDelay, timerwheel.MaxDelayLimit)
 	}
 	if o.TimerRollInterval <= 0 {
 		o.TimerRollInterval = DefaultTimerRollInterval

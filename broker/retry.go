@@ -142,7 +142,7 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *protocol.Command, resp *r
 // and REAL_QID are appended to props. It does not allocate beyond props'
 // growth.
 func (b *Broker) scheduleProps(props []byte, m *store.Message, level int64) []byte {
-	lv := b.sched.clampLevel(level)
+	lv := b.sched.ClampLevel(level)
 	props = appendPropInt(props, message.PropDelay, int64(lv))
 	props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 	props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -119,7 +118,7 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, t *to
 			return code, remark
 		}
 		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
-		lv := b.sched.clampLevel(level)
+		lv := b.sched.ClampLevel(level)
 		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
 		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1
@@ -178,40 +177,4 @@ func (b *Broker) checkType(t *topicEntry, r sendRoute, bodyLen int) (int32, stri
 // the message.
 func typeAccepted(topic, msg msgType) bool {
 	return topic == msg || (topic == typeFIFO && msg == typeNormal)
-}
-
-// timerDeliverTime reads a message's timer properties (TIMER_DELIVER_MS,
-// else TIMER_DELAY_SEC, else TIMER_DELAY_MS, RocketMQ 5's order) and returns
-// the delivery time in ms. isTimer is false when there are none or the time
-// has already come (the message is then an ordinary one). The clock is read
-// only for a message that has one of them: not on every send.
-func (b *Broker) timerDeliverTime(props []byte, now func() time.Time) (deliver int64, isTimer bool, code int32, remark string) {
-	var nowMs int64
-	if v, present, ok := propInt(props, message.PropTimerDeliverMS); present {
-		if !ok {
-			return 0, false, protocol.RespMessageIllegal, "the TIMER_DELIVER_MS property is not a number"
-		}
-		nowMs, deliver = now().UnixMilli(), v
-	} else if v, present, ok := propInt(props, message.PropTimerDelaySec); present {
-		if !ok || v > int64(b.opts.TimerMaxDelay/time.Second)+1 {
-			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
-		}
-		nowMs = now().UnixMilli()
-		deliver = nowMs + v*1000
-	} else if v, present, ok := propInt(props, message.PropTimerDelayMS); present {
-		if !ok || v > b.opts.TimerMaxDelay.Milliseconds()+1 {
-			return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
-		}
-		nowMs = now().UnixMilli()
-		deliver = nowMs + v
-	} else {
-		return 0, false, protocol.RespSuccess, ""
-	}
-	if deliver <= nowMs {
-		return 0, false, protocol.RespSuccess, ""
-	}
-	if deliver-nowMs > b.opts.TimerMaxDelay.Milliseconds() {
-		return 0, false, protocol.RespMessageIllegal, fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms", b.opts.TimerMaxDelay.Milliseconds())
-	}
-	return deliver, true, protocol.RespSuccess, ""
 }

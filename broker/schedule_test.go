@@ -14,19 +14,9 @@ import (
 	"github.com/apogeemq/apogee/store"
 )
 
-func TestParseDelayLevels(t *testing.T) {
-	got, err := parseDelayLevels(DefaultDelayLevels)
-	if err != nil || len(got) != 18 || got[0] != time.Second || got[4] != time.Minute || got[17] != 2*time.Hour {
-		t.Fatalf("default levels %v %v", got, err)
-	}
-	if got, err := parseDelayLevels(" 250ms  3s 1d "); err != nil || len(got) != 3 || got[0] != 250*time.Millisecond || got[2] != 24*time.Hour {
-		t.Fatalf("levels %v %v", got, err)
-	}
-	for _, bad := range []string{"", "  ", "1x", "s", "-1s", "0s", "1.5s", "1000000d"} {
-		if _, err := parseDelayLevels(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
+// TestBadDelayLevels: New refuses delay levels that do not parse (the
+// syntax itself is package delay's, tested there).
+func TestBadDelayLevels(t *testing.T) {
 	if _, err := New(Options{DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:1", DelayLevels: "1s x"}); err == nil {
 		t.Fatal("New accepted bad delay levels")
 	}

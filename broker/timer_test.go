@@ -9,34 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
-
-func TestTimerTagPacking(t *testing.T) {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
-	for _, c := range []struct{ store, deliver int64 }{
-		{now, now + 1},
-		{now, now + 40*24*3600*1000},
-		{now, now + 45*24*3600*1000 - 61000},
-		{now + 59_000, now}, // stored just after it came due
-		{now + 999, now + 1000},
-		{1<<42 - 1 - 10*24*3600*1000, 1<<42 - 1},
-	} {
-		tag := packTimerTag(c.deliver, c.store)
-		d, s := unpackTimerTag(tag)
-		if d != c.deliver || s != c.store/1000*1000 {
-			t.Errorf("pack(%d, %d) = %d -> (%d, %d)", c.deliver, c.store, tag, d, s)
-		}
-	}
-	w := &timerWheel{rollMs: int64(time.Hour / time.Millisecond)}
-	if due, roll := w.dueOf(packTimerTag(now+1000, now)); due != now+1000 || roll {
-		t.Errorf("short timer: due %d roll %v", due, roll)
-	}
-	if due, roll := w.dueOf(packTimerTag(now+2*3600*1000, now)); due != now+1000+3600*1000 || !roll {
-		t.Errorf("long timer: due %d roll %v", due, roll)
-	}
-}
 
 // timerSend is a message to topic with a timer property.
 func timerSend(topic string, body string, kv ...string) *protocol.Command {
@@ -94,8 +70,8 @@ func TestTimers(t *testing.T) {
 		t.Fatal("timer message not found by its tag")
 	}
 	waitFor(t, "timer checkpoint", func() bool {
-		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", timerCheckpointFileName))
-		var ck timerCheckpoint
+		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", timerwheel.StateFile))
+		var ck timerwheel.Checkpoint
 		return err == nil && json.Unmarshal(data, &ck) == nil && ck.LoadedOffset == 3 && ck.PendingOffset == 3
 	})
 
@@ -135,11 +111,11 @@ func TestTimerRoll(t *testing.T) {
 	if late := time.UnixMilli(got[0].StoreTimestamp()).Sub(due); late < -time.Millisecond || late > 500*time.Millisecond {
 		t.Errorf("delivered %v after its time", late)
 	}
-	if n := h.b.stats.timerRolls.Load(); n < 1 {
+	if n := h.b.timers.Stats().Rolls; n < 1 {
 		t.Errorf("%d rolls", n)
 	}
-	if rolls := prop(got[0].View, propTimerRollTimes); rolls == "" {
-		t.Errorf("no %s on a rolled timer", propTimerRollTimes)
+	if rolls := prop(got[0].View, timerwheel.PropRollTimes); rolls == "" {
+		t.Errorf("no %s on a rolled timer", timerwheel.PropRollTimes)
 	}
 }
 

@@ -28,9 +28,18 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput"},
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
+
+	// The broker's features as packages: below broker, beside each other
+	// (siblings never import each other), on the store's types. reput is
+	// what the features that re-store records share; fakehost, the
+	// in-memory host their tests run against.
+	"broker/delay":             {"store", "message", "protocol", "broker/internal/reput"},
+	"broker/timerwheel":        {"store", "message", "broker/internal/reput"},
+	"broker/internal/reput":    {"store", "message"},
+	"broker/internal/fakehost": {"store", "message", "broker/internal/reput"},
 
 	// The idempotent-consumption helper sits on the client; its conformance suite
 	// for stores on it. The Redis store is a module of its own (not listed).
