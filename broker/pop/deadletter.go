@@ -1,6 +1,7 @@
 package pop
 
 import (
+	"github.com/apogeemq/apogee/broker/internal/reput"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -27,7 +28,7 @@ func (m *Manager) deadLetterLocked(group string, rec []byte) {
 		PreparedTransactionOffset: v.PreparedTransactionOffset(), Body: v.Body(),
 		NoWait: true,
 	}
-	props := appendPairs(nil, v.Properties())
+	props := reput.AppendPropsExcept(nil, v.Properties())
 	if _, ok := v.Property(message.PropRetryTopic); !ok {
 		props = message.AppendProperty(props, message.PropRetryTopic, string(v.Topic()))
 	}
@@ -45,32 +46,4 @@ func (m *Manager) deadLetterLocked(group string, rec []byte) {
 	m.stats.deadLetters.Add(1)
 	m.cfg.Logger.Info("pop: popped message sent to the dead-letter queue", "group", group,
 		"topic", string(v.Topic()), "queue", v.QueueID(), "offset", v.QueueOffset())
-}
-
-// appendPairs appends the name/value pairs of the encoded properties src to
-// dst, each closed with message.PropertySeparator: the pairs the Go client
-// reads (an item is a pair only if it holds exactly one
-// message.NameValueSeparator); other items are dropped.
-func appendPairs(dst, src []byte) []byte {
-	for len(src) > 0 {
-		item := src
-		src = nil
-		for i, c := range item {
-			if c == message.PropertySeparator {
-				item, src = item[:i], item[i+1:]
-				break
-			}
-		}
-		seps := 0
-		for _, c := range item {
-			if c == message.NameValueSeparator {
-				seps++
-			}
-		}
-		if seps == 1 {
-			dst = append(dst, item...)
-			dst = append(dst, message.PropertySeparator)
-		}
-	}
-	return dst
 }

@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"errors"
+	"github.com/apogeemq/apogee/broker/internal/reput"
 	"strconv"
 	"time"
 
@@ -256,9 +257,9 @@ func (m *Manager) buildCheck(off int64, times int32, c *Check) error {
 		return err
 	}
 	realTopic, _ := v.Property(message.PropRealTopic)
-	realQID, _, _ := propInt(v.Properties(), message.PropRealQueueID)
-	props := appendPropsExcept(nil, v.Properties(), message.PropTransactionCheckTimes)
-	props = appendPropInt(props, message.PropTransactionCheckTimes, int64(times))
+	realQID, _, _ := reput.PropInt(v.Properties(), message.PropRealQueueID)
+	props := reput.AppendPropsExcept(nil, v.Properties(), message.PropTransactionCheckTimes)
+	props = reput.AppendPropInt(props, message.PropTransactionCheckTimes, int64(times))
 	rec := message.Record{
 		Topic: string(realTopic), QueueID: int32(realQID), Flag: v.Flag(), QueueOffset: v.QueueOffset(),
 		PhysicalOffset: v.PhysicalOffset(), SysFlag: v.SysFlag(), BornTimestamp: v.BornTimestamp(),
@@ -303,11 +304,11 @@ func (m *Manager) giveUp(h *half) bool {
 	if view, err := m.host.ReadMessage(h.off); err == nil {
 		sc.views = append(sc.views, view)
 		v, _ := message.Decode(view.Bytes(), false)
-		msg := recordMessage(v)
+		msg := reput.Message(v)
 		msg.Topic, msg.QueueID = topic, 0
 		start := len(sc.props)
-		sc.props = appendPropsExcept(sc.props, v.Properties(), message.PropTransactionCheckTimes)
-		sc.props = appendPropInt(sc.props, message.PropTransactionCheckTimes, int64(h.checks))
+		sc.props = reput.AppendPropsExcept(sc.props, v.Properties(), message.PropTransactionCheckTimes)
+		sc.props = reput.AppendPropInt(sc.props, message.PropTransactionCheckTimes, int64(h.checks))
 		sc.add(msg, start)
 	}
 	start := len(sc.props)

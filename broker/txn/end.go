@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"github.com/apogeemq/apogee/broker/internal/reput"
 	"strconv"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // does not allocate beyond that growth (it is on the send path).
 func (m *Manager) HalfProps(dst, sendProps, producerGroup []byte, msg *store.Message) []byte {
 	dst = message.AppendProperty(dst, message.PropRealTopic, msg.Topic)
-	dst = appendPropInt(dst, message.PropRealQueueID, int64(msg.QueueID))
+	dst = reput.AppendPropInt(dst, message.PropRealQueueID, int64(msg.QueueID))
 	if uniq, ok := message.LookupProperty(sendProps, message.PropUniqKey); ok && len(uniq) > 0 {
 		if _, ok := message.LookupProperty(sendProps, message.PropTransactionID); !ok {
 			dst = appendPropBytes(dst, message.PropTransactionID, uniq)
@@ -135,15 +136,15 @@ func (m *Manager) putScratch(s *scratch) {
 // ok is false when v has no valid REAL_TOPIC or REAL_QID.
 func (m *Manager) committedMessage(v message.View, s *scratch) (store.Message, bool) {
 	realTopic, okT := v.Property(message.PropRealTopic)
-	realQID, _, okQ := propInt(v.Properties(), message.PropRealQueueID)
+	realQID, _, okQ := reput.PropInt(v.Properties(), message.PropRealQueueID)
 	if !okT || len(realTopic) == 0 || !okQ || realQID < 0 || realQID > 1<<31-1 {
 		return store.Message{}, false
 	}
-	msg := recordMessage(v)
+	msg := reput.Message(v)
 	msg.Topic, msg.QueueID = m.host.TopicName(realTopic), int32(realQID)
 	msg.SysFlag = message.SetTxType(msg.SysFlag, message.TxCommitType)
 	start := len(s.props)
-	s.props = appendPropsExcept(s.props, v.Properties(), message.PropRealTopic, message.PropRealQueueID, message.PropTranMsg)
+	s.props = reput.AppendPropsExcept(s.props, v.Properties(), message.PropRealTopic, message.PropRealQueueID, message.PropTranMsg)
 	s.props = m.host.RouteDelay(&msg, s.props, start)
 	return msg, true
 }
@@ -192,7 +193,7 @@ func (m *Manager) unclaim(qoff int64, h *half) {
 func (m *Manager) halfOf(v message.View) *half {
 	pg, _ := v.Property(message.PropProducerGroup)
 	timeout := m.cfg.Timeout.Milliseconds()
-	if sec, _, ok := propInt(v.Properties(), message.PropCheckImmunityTimeInSeconds); ok && sec > 0 {
+	if sec, _, ok := reput.PropInt(v.Properties(), message.PropCheckImmunityTimeInSeconds); ok && sec > 0 {
 		timeout = sec * 1000
 	}
 	return &half{qoff: v.QueueOffset(), off: v.PhysicalOffset(), group: string(pg), next: v.StoreTimestamp() + timeout}

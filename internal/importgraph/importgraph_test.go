@@ -48,10 +48,10 @@ var allowed = map[string][]string{
 
 	// Transactions (half and op queues, END_TRANSACTION's operation, the
 	// checker), behind a Host the broker implements: no remoting, no headers.
-	"broker/txn": {"store", "message"},
+	"broker/txn": {"store", "message", "broker/internal/reput"},
 	// POP (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), behind a
 	// Host the broker implements: no remoting, no headers.
-	"broker/pop": {"store", "message"},
+	"broker/pop": {"store", "message", "broker/internal/reput"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
