@@ -72,4 +72,3 @@ func (b *Broker) putInner(msgs []store.Message, res []store.PutResult) ([]store.
 	}
 	return res, nil
 }
-
