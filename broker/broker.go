@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
@@ -46,7 +47,7 @@ type Broker struct {
 	sched   *scheduler
 	timers  *timerWheel
 	tx      *txManager
-	holds   *pullHolder
+	holds   *longpoll.Holder[heldPull]
 	pops    *popManager
 	acks    ackPool // requests waiting for their messages to be durable
 
@@ -79,7 +80,7 @@ type Broker struct {
 
 type brokerStats struct {
 	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
-	pullRequests, pullFound, pullHeld, pullMessages     atomic.Int64
+	pullRequests, pullFound, pullMessages               atomic.Int64
 	persistErrors, notifies                             atomic.Int64
 	innerPuts, sendBacks, deadLetters                   atomic.Int64
 	delayed, delayDelivered                             atomic.Int64
@@ -149,7 +150,7 @@ func New(opts Options) (*Broker, error) {
 		case halfTopic, opHalfTopic:
 			b.tx.arrived()
 		default:
-			b.holds.arrived(topic, queueID, maxOffset)
+			b.holds.Arrived(topic, queueID, maxOffset)
 		}
 		if userArrival != nil {
 			userArrival(topic, queueID, maxOffset)
@@ -208,8 +209,8 @@ func New(opts Options) (*Broker, error) {
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
-	b.wg.Add(4)
-	go b.holds.loop()
+	b.holds.Start()
+	b.wg.Add(3)
 	go b.maintain()
 	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
 	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
@@ -315,7 +316,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return ErrClosed
 	}
 	var errs []error
-	b.holds.drain()
+	b.holds.Stop()
 	if err := b.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
 	}

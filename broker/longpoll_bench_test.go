@@ -58,7 +58,7 @@ func BenchmarkPullLongPoll(b *testing.B) {
 		if err := cl.InvokeAsync(pull, 30*time.Second, onAnswer); err != nil {
 			b.Fatal(err)
 		}
-		for br.holds.count() == 0 {
+		for br.holds.Stats().Held == 0 {
 			time.Sleep(20 * time.Microsecond) // a spinning goroutine would keep the netpoller from seeing the request
 		}
 		sent := time.Now()
