@@ -52,6 +52,12 @@ func (h *pullHost) Expire(p *heldPull, at longpoll.Position) {
 	h.answer(p, code, &hdr, remark)
 }
 
+// MaxOffset is the store's: a queue's max is updated before the
+// dispatcher's OnArrival reports it, as the holder requires.
+func (h *pullHost) MaxOffset(topic string, queue int32) int64 {
+	return h.b.store.MaxOffset(topic, queue)
+}
+
 // answer writes a held pull's response through its Responder; the records
 // of a code-0 answer go as zero-copy bodies released with the job.
 func (h *pullHost) answer(p *heldPull, code int32, hdr *protocol.PullMessageResponse, remark string) {

@@ -7,8 +7,8 @@
 // broker's pull state) and knows nothing of the wire, the store or the
 // broker. The host that owns the items gives it a Host: Run re-runs an item
 // that an arrival woke, Expire answers one whose deadline passed (or that
-// the holder drops because it stops). The store's arrival callback feeds
-// Arrived.
+// the holder drops because it stops), MaxOffset reads a queue's max offset.
+// The store's arrival callback feeds Arrived.
 //
 //	Park(pos, deadline, item) ──► queue list of (pos.Topic, pos.Queue) + deadline heap
 //	Arrived(topic, queue, max)  ──► moves the items waiting there below max to the ready list
@@ -16,9 +16,10 @@
 //
 // # Guarantees
 //
-//   - Park never blocks on a host call and never waits for the loop: it
-//     takes the holder's mutex for a map lookup and two appends. A parked
-//     request therefore never blocks the connection it came from.
+//   - Park never waits for the loop or for another item: it takes the
+//     holder's mutex for a map lookup and two appends, then calls
+//     Host.MaxOffset (a quick read). A parked request therefore never
+//     blocks the connection it came from.
 //   - Every parked item is handed back to the host exactly once in the end,
 //     by Expire, or by a Run that does not ask to wait again: when an arrival
 //     in its queue reaches past its offset (Run), when its deadline passes
@@ -31,12 +32,22 @@
 //     or the holder is stopping, it goes to Expire instead.
 //   - An arrival wakes only the items of its own (topic, queue) whose offset
 //     is below the queue's new max offset.
+//   - No arrival is lost between a host's look at the queue and the park:
+//     the host looks (finds nothing), then Parks; an arrival reported in
+//     between finds the item in no list. So Park, once the item is linked,
+//     reads Host.MaxOffset and wakes the queue's items below it, as an
+//     arrival report would; the same after a Run that asked to wait past a
+//     later offset (an arrival reported while Run ran found the item in no
+//     list). This relies on the host's contract that a queue's growth is
+//     visible to MaxOffset no later than the Arrived call reporting it.
 //
 // # Goroutines and lock order
 //
 // One goroutine (Start to Stop) runs every Host call for woken and expired
 // items, one item at a time, so the host needs no lock of its own for them
 // (except the Expire that Park makes on its caller's goroutine after Stop).
+// MaxOffset is also called on Park's caller's goroutine: it must be safe
+// for concurrent use.
 // Arrived runs on the caller's goroutine (the store's dispatcher) and only
 // moves items to the ready list and signals the loop through a one-slot
 // channel: it never waits for the loop and never calls the host.

@@ -27,6 +27,14 @@ type Host[T any] interface {
 	// Expire answers an item whose deadline passed or that the holder drops
 	// because it stops. at.Offset is the last offset the item waited past.
 	Expire(item *T, at Position)
+	// MaxOffset is the queue's max offset now. A queue's growth must be
+	// visible here no later than the Arrived call that reports it (the
+	// store's queue max is updated before its OnArrival runs): the holder
+	// reads it after parking an item, so that an arrival reported while
+	// the item was not yet (or not again) parked is not lost. It is called
+	// on Park's caller's goroutine and on the holder's, never under the
+	// holder's lock, and must be quick.
+	MaxOffset(topic string, queue int32) int64
 }
 
 // Stats are a holder's counters since New.
@@ -118,9 +126,10 @@ func (h *Holder[T]) Stop() {
 }
 
 // Park holds item at pos until an arrival takes the queue's max offset past
-// pos.Offset (then Host.Run) or until deadline (then Host.Expire). The
-// holder owns item from now on; when it is stopped, Park calls Host.Expire
-// at once, on the caller's goroutine, and reports false. pos.Queue must be
+// pos.Offset (then Host.Run; Park itself reads Host.MaxOffset once the item
+// is parked, for an arrival reported just before) or until deadline (then
+// Host.Expire). The holder owns item from now on; when it is stopped, Park
+// calls Host.Expire at once, on the caller's goroutine, and reports false. pos.Queue must be
 // a valid queue id of the topic (0 or more; the holder keeps a list per
 // queue id up to the highest one parked), and pos.Topic must not alias a
 // buffer the caller reuses.
@@ -128,6 +137,9 @@ func (h *Holder[T]) Park(pos Position, deadline time.Time, item T) bool {
 	e := h.get()
 	e.item, e.pos, e.deadline = item, pos, deadline
 	if h.park(e, true) {
+		// A message that arrived after the caller looked and before e was
+		// linked was reported to nobody: look again.
+		h.recheck(pos)
 		return true
 	}
 	h.expired.Add(1)
@@ -167,6 +179,15 @@ func (h *Holder[T]) park(e *entry[T], fresh bool) bool {
 		h.signal() // the loop's timer must move earlier
 	}
 	return true
+}
+
+// recheck wakes the items parked in pos's queue below its max offset now
+// (as an arrival report would). It must not touch the entry just parked:
+// once linked, another goroutine may run it and reuse it.
+func (h *Holder[T]) recheck(pos Position) {
+	if m := h.host.MaxOffset(pos.Topic, pos.Queue); m > pos.Offset {
+		h.Arrived(pos.Topic, pos.Queue, m)
+	}
 }
 
 // Arrived is the store's arrival report: the max offset of (topic, queue)
@@ -297,15 +318,24 @@ func (h *Holder[T]) loop() {
 }
 
 // run hands a woken item to Host.Run and parks it again when Run asks to
-// wait and its deadline has not passed.
+// wait and its deadline has not passed. An arrival reported while Run ran
+// found the item in no list: when Run moved the offset forward, the queue's
+// max is read again. (A Run that made no progress is not woken that way, so
+// that a queue whose reads stall cannot keep the loop busy; an arrival
+// still wakes it.)
 func (h *Holder[T]) run(e *entry[T]) {
-	next, wait := h.host.Run(&e.item, e.pos)
+	prev := e.pos
+	next, wait := h.host.Run(&e.item, prev)
 	if !wait {
 		h.put(e)
 		return
 	}
 	e.pos.Offset = next
 	if time.Now().Before(e.deadline) && h.park(e, false) {
+		if next > prev.Offset {
+			prev.Offset = next
+			h.recheck(prev)
+		}
 		return
 	}
 	h.expire(e)

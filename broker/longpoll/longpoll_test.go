@@ -21,9 +21,11 @@ type call struct {
 }
 
 // fakeHost records every call. run decides what Run answers (default:
-// answer, no wait); it runs on the holder's goroutine.
+// answer, no wait); it runs on the holder's goroutine. maxOf, when set, is
+// MaxOffset; otherwise the max set with setMax (0 by default).
 type fakeHost struct {
-	run func(it *item, at Position) (int64, bool)
+	run   func(it *item, at Position) (int64, bool)
+	maxOf func(topic string, queue int32) int64
 
 	active  atomic.Int32
 	overlap atomic.Bool
@@ -31,9 +33,27 @@ type fakeHost struct {
 	mu    sync.Mutex
 	calls []call
 	done  map[int]int // id → times answered (Run without wait, or Expire)
+	max   map[Position]int64
 }
 
-func newFakeHost() *fakeHost { return &fakeHost{done: map[int]int{}} }
+func newFakeHost() *fakeHost { return &fakeHost{done: map[int]int{}, max: map[Position]int64{}} }
+
+// setMax sets what MaxOffset answers for (topic, queue), without reporting
+// an arrival (as if the report had been missed).
+func (f *fakeHost) setMax(topic string, q int32, m int64) {
+	f.mu.Lock()
+	f.max[pos(topic, q, 0)] = m
+	f.mu.Unlock()
+}
+
+func (f *fakeHost) MaxOffset(topic string, q int32) int64 {
+	if f.maxOf != nil {
+		return f.maxOf(topic, q)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.max[pos(topic, q, 0)]
+}
 
 func (f *fakeHost) enter() {
 	if f.active.Add(1) > 1 {
@@ -226,6 +246,89 @@ func TestRunWaitParksAgain(t *testing.T) {
 	})
 }
 
+// A message that arrived after the host looked and before Park linked the
+// item was reported to nobody: Park reads the queue's max and wakes it.
+func TestArrivalBeforeParkIsNotLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeHost()
+		h := New[item](f)
+		h.Start()
+		defer h.Stop()
+		f.setMax("T", 0, 6)
+		h.Park(pos("T", 0, 6), time.Now().Add(time.Minute), item{1}) // nothing new
+		h.Park(pos("T", 0, 5), time.Now().Add(time.Minute), item{2}) // message 5 arrived unreported
+		synctest.Wait()
+		c := f.took()
+		if len(c) != 1 || c[0].kind != "run" || c[0].id != 2 || c[0].at.Offset != 5 {
+			t.Fatalf("calls: %s", describe(c))
+		}
+		if st := h.Stats(); st.Held != 1 || st.Woken != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// An arrival reported while Run ran found the item in no list: parked
+// again past the offset Run reached, the item is woken by the queue's max.
+func TestArrivalDuringRunIsNotLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeHost()
+		h := New[item](f)
+		f.run = func(it *item, at Position) (int64, bool) {
+			if at.Offset == 5 {
+				f.setMax("T", 0, 7)  // message 6 arrives meanwhile...
+				h.Arrived("T", 0, 7) // ...and is reported while the item is in no list
+				return 6, true       // message 5 was not for this item
+			}
+			return 0, false
+		}
+		h.Start()
+		defer h.Stop()
+		f.setMax("T", 0, 5)
+		h.Park(pos("T", 0, 5), time.Now().Add(time.Minute), item{1})
+		f.setMax("T", 0, 6)
+		h.Arrived("T", 0, 6)
+		synctest.Wait()
+		c := f.took()
+		if len(c) != 2 || c[0].at.Offset != 5 || c[1].kind != "run" || c[1].at.Offset != 6 || f.done[1] != 1 {
+			t.Fatalf("calls: %s", describe(c))
+		}
+		if st := h.Stats(); st.Held != 0 || st.Woken != 2 || st.Reparked != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// A Run that asks to wait without moving the offset is not woken again by
+// the queue's max (that could keep the loop busy until the deadline); it
+// waits for an arrival or its deadline.
+func TestRunWithoutProgressWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeHost()
+		f.run = func(it *item, at Position) (int64, bool) { return at.Offset, true }
+		h := New[item](f)
+		h.Start()
+		defer h.Stop()
+		start := time.Now()
+		f.setMax("T", 0, 9)
+		h.Park(pos("T", 0, 5), start.Add(time.Second), item{1})
+		synctest.Wait()
+		if c := f.took(); len(c) != 1 || c[0].kind != "run" {
+			t.Fatalf("calls: %s", describe(c))
+		}
+		h.Arrived("T", 0, 9)
+		synctest.Wait()
+		if c := f.took(); len(c) != 1 || c[0].kind != "run" {
+			t.Fatalf("after an arrival: %s", describe(c))
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if c := f.took(); len(c) != 1 || c[0].kind != "expire" || !c[0].when.Equal(start.Add(time.Second)) {
+			t.Fatalf("at the deadline: %s", describe(c))
+		}
+	})
+}
+
 // A Run that asks to wait after the item's deadline passed (the run itself
 // took that long) leads to Expire, not to another wait.
 func TestRunWaitPastDeadlineExpires(t *testing.T) {
@@ -390,10 +493,11 @@ func TestConcurrentParksAndArrivals(t *testing.T) {
 		}
 		return 0, false
 	}
-	h := New[item](f)
-	h.Start()
 	const parkers, each, queues = 4, 500, 4
 	var max [queues]atomic.Int64
+	f.maxOf = func(topic string, q int32) int64 { return max[q].Load() }
+	h := New[item](f)
+	h.Start()
 	var wg sync.WaitGroup
 	for p := range parkers {
 		wg.Add(1)
@@ -450,6 +554,7 @@ type signalHost struct{ ran chan struct{} }
 
 func (s signalHost) Run(*item, Position) (int64, bool) { s.ran <- struct{}{}; return 0, false }
 func (s signalHost) Expire(*item, Position)            { s.ran <- struct{}{} }
+func (s signalHost) MaxOffset(string, int32) int64     { return 0 }
 
 // Park, an arrival and the run it causes do not allocate once the pool
 // and the lists have grown.
