@@ -129,10 +129,10 @@ func (h *Holder[T]) Stop() {
 // pos.Offset (then Host.Run; Park itself reads Host.MaxOffset once the item
 // is parked, for an arrival reported just before) or until deadline (then
 // Host.Expire). The holder owns item from now on; when it is stopped, Park
-// calls Host.Expire at once, on the caller's goroutine, and reports false. pos.Queue must be
-// a valid queue id of the topic (0 or more; the holder keeps a list per
-// queue id up to the highest one parked), and pos.Topic must not alias a
-// buffer the caller reuses.
+// calls Host.Expire at once, on the caller's goroutine, and reports false.
+// pos.Queue must be a valid queue id of the topic (0 or more; the holder
+// keeps a list per queue id up to the highest one parked), and pos.Topic
+// must not alias a buffer the caller reuses.
 func (h *Holder[T]) Park(pos Position, deadline time.Time, item T) bool {
 	e := h.get()
 	e.item, e.pos, e.deadline = item, pos, deadline
