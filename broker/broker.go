@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/broker/txn"
@@ -50,7 +51,7 @@ type Broker struct {
 	sched   *delay.Scheduler
 	timers  *timerwheel.Wheel
 	tx      *txn.Manager
-	holds   *pullHolder
+	holds   *longpoll.Holder[heldPull]
 	pops    *pop.Manager
 	acks    ackPool // requests waiting for their messages to be durable
 
@@ -85,7 +86,7 @@ type Broker struct {
 
 type brokerStats struct {
 	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
-	pullRequests, pullFound, pullHeld, pullMessages     atomic.Int64
+	pullRequests, pullFound, pullMessages               atomic.Int64
 	persistErrors, notifies                             atomic.Int64
 	innerPuts, sendBacks, deadLetters                   atomic.Int64
 	delayed, timers                                     atomic.Int64 // routed to the schedule / timer topic
@@ -159,7 +160,7 @@ func New(opts Options) (*Broker, error) {
 		case txn.HalfTopic, txn.OpHalfTopic:
 			b.tx.Arrived()
 		default:
-			b.holds.arrived(topic, queueID, maxOffset)
+			b.holds.Arrived(topic, queueID, maxOffset)
 		}
 		if userArrival != nil {
 			userArrival(topic, queueID, maxOffset)
@@ -218,8 +219,8 @@ func New(opts Options) (*Broker, error) {
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
-	b.wg.Add(4)
-	go b.holds.loop()
+	b.holds.Start()
+	b.wg.Add(3)
 	go b.maintain()
 	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
 	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
@@ -325,7 +326,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return ErrClosed
 	}
 	var errs []error
-	b.holds.drain()
+	b.holds.Stop()
 	if err := b.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
 	}

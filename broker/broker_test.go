@@ -179,9 +179,19 @@ func TestPullStatuses(t *testing.T) {
 }
 
 func TestLongPollWokenBySend(t *testing.T) {
-	h := newHarness(t, nil)
-	puller, sender := h.dial(nil), h.dial(nil)
 	const topic = "LongPoll"
+	// The store reports an arrival to the broker's holder, then to the
+	// options' own OnArrival: once queue 1's arrival is seen here, the
+	// holder has already been told of it.
+	queue1 := make(chan struct{}, 1)
+	h := newHarness(t, func(o *Options) {
+		o.Store.OnArrival = func(tp string, q int32, _ int64) {
+			if tp == topic && q == 1 {
+				queue1 <- struct{}{}
+			}
+		}
+	})
+	puller, sender := h.dial(nil), h.dial(nil)
 	invoke(t, sender, sendRequest(topic, 0, []byte("first"), ""))
 	h.waitMax(topic, 0, 1)
 	invoke(t, puller, heartbeatRequest(t, "127.0.0.1@3", "cg", map[string]string{topic: "*"}))
@@ -207,16 +217,19 @@ func TestLongPollWokenBySend(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pull to be held", func() bool { return h.b.holds.count() == 1 })
+	waitFor(t, "the pull to be held", func() bool { return h.b.holds.Stats().Held == 1 })
 
 	// The held pull does not block the puller's connection.
 	if r := invoke(t, puller, sendRequest(topic, 1, []byte("other queue"), "")); r.Code != 0 {
 		t.Fatalf("send on the puller's connection: %d", r.Code)
 	}
 	select {
-	case r := <-done:
-		t.Fatalf("pull answered by a message in another queue: %+v", r)
-	case <-time.After(100 * time.Millisecond):
+	case <-queue1:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no arrival reported for queue 1")
+	}
+	if st := h.b.holds.Stats(); st.Woken != 0 || st.Held != 1 {
+		t.Fatalf("pull woken by a message in another queue: %+v", st)
 	}
 	if r := invoke(t, sender, sendRequest(topic, 0, []byte("wake"), "")); r.Code != 0 {
 		t.Fatalf("send: %d", r.Code)
@@ -235,8 +248,12 @@ func TestLongPollWokenBySend(t *testing.T) {
 	}
 }
 
+// TestLongPollTimeout checks, end to end, that the broker holds a pull for
+// the client's suspendTimeoutMillis capped by LongPollMax. The holder's
+// deadline semantics are tested exactly, with a fake clock, in
+// broker/longpoll; the waits here are kept short.
 func TestLongPollTimeout(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.LongPollMax = 300 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.LongPollMax = 120 * time.Millisecond })
 	cl := h.dial(nil)
 	const topic = "Quiet"
 	invoke(t, cl, sendRequest(topic, 0, []byte("x"), ""))
@@ -248,8 +265,8 @@ func TestLongPollTimeout(t *testing.T) {
 		suspendMs int64
 		min, max  time.Duration
 	}{
-		{"client timeout", 150, 140 * time.Millisecond, 2 * time.Second},
-		{"capped by LongPollMax", 20000, 290 * time.Millisecond, 3 * time.Second},
+		{"client timeout", 60, 55 * time.Millisecond, 2 * time.Second},
+		{"capped by LongPollMax", 20000, 115 * time.Millisecond, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -479,16 +496,12 @@ func TestLongPollFilteredWake(t *testing.T) {
 		_ = hdr.Decode(&r.Ext)
 		done <- result{r.Code, bytes.Clone(r.Body), hdr.NextBeginOffset}
 	})
-	waitFor(t, "the pull to be held", func() bool { return h.b.holds.count() == 1 })
+	waitFor(t, "the pull to be held", func() bool { return h.b.holds.Stats().Held == 1 })
 	invoke(t, cl, sendRequest(topic, 0, []byte("other"), props("TAGS", "unwanted")))
-	h.waitMax(topic, 0, 2)
-	select {
-	case r := <-done:
-		t.Fatalf("answered by an unwanted message: %+v", r)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if h.b.holds.count() != 1 {
-		t.Fatalf("held pulls: %d", h.b.holds.count())
+	// Woken by the unwanted message, re-run, and parked again (not answered).
+	waitFor(t, "the pull to be parked again", func() bool { return h.b.holds.Stats().Reparked == 1 })
+	if st := h.b.holds.Stats(); st.Held != 1 || st.Woken != 1 || st.Expired != 0 {
+		t.Fatalf("holder after the unwanted message: %+v", st)
 	}
 	invoke(t, cl, sendRequest(topic, 0, []byte("match"), props("TAGS", "wanted")))
 	select {

@@ -34,9 +34,13 @@
 //     body as they are (written with the header in one writev) and are
 //     released by the connection after the write. A pull that finds nothing
 //     new (PULL_NOT_FOUND) with the suspend flag is deferred and parked in
-//     the pull holder until the store's OnArrival reports a message in its
-//     queue or its deadline (suspendTimeoutMillis, capped by LongPollMax)
-//     passes; the holder's goroutine then runs it again and answers it.
+//     the pull holder (package broker/longpoll; host_longpoll.go is its
+//     host) until the store's OnArrival reports a message in its queue or
+//     its deadline (suspendTimeoutMillis, capped by LongPollMax) passes; the
+//     holder's goroutine then runs it again and answers it, or parks it
+//     again at the offset the scan reached when the arrival brought nothing
+//     its filter accepts. Shutdown stops the holder first, which answers
+//     every held pull.
 //   - Messaging features on the send path (routeSend, allocation-free):
 //     a send to %RETRY%<group> beyond the group's max reconsume times (or
 //     while the group consumes orderly) goes to %DLQ%<group>; a half
@@ -150,7 +154,8 @@
 // # Goroutines
 //
 // Besides the connections' and the store's, a Broker runs: the pull
-// holder's loop (re-runs and answers woken and expired pulls), the sync
+// holder's loop (broker/longpoll: re-runs and answers woken and expired
+// pulls; Shutdown stops it before the server), the sync
 // acker's loop (waits for flushes in sync-flush mode), maintain (offset and
 // progress persistence, the client scanner, lock expiry, the embedded
 // registry's full re-registration every RegisterInterval), the writers of

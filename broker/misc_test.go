@@ -580,7 +580,7 @@ func TestShutdownAnswersHeldPulls(t *testing.T) {
 			}
 			got <- r.Code
 		})
-	waitFor(t, "the pull to be held", func() bool { return h.b.holds.count() == 1 })
+	waitFor(t, "the pull to be held", func() bool { return h.b.holds.Stats().Held == 1 })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

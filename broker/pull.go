@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/filter"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -120,14 +121,9 @@ func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remot
 		if hold > b.opts.LongPollMax || hold < 0 {
 			hold = b.opts.LongPollMax
 		}
-		p := b.holds.get()
-		p.topic, p.queueID, p.offset, p.maxMsgs, p.filter, p.job = t.name, h.QueueID, hdr.NextBeginOffset, maxMsgs, f, j
-		p.deadline = time.Now().Add(hold)
-		p.resp = c.Defer(req)
-		b.stats.pullHeld.Add(1)
-		if !b.holds.add(p) {
-			b.holds.finish(p, false) // shutting down: answer now
-		}
+		// Once the holder is stopped, Park answers at once (Expire).
+		b.holds.Park(longpoll.Position{Topic: t.name, Queue: h.QueueID, Offset: hdr.NextBeginOffset}, time.Now().Add(hold),
+			heldPull{resp: c.Defer(req), maxMsgs: maxMsgs, filter: f, job: j})
 		return remoting.Deferred
 	}
 	b.fillPullResponse(resp, code, &hdr, remark, j)

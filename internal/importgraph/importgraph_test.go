@@ -28,7 +28,8 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/longpoll"},
+	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 

@@ -1,0 +1,5 @@
+//go:build race
+
+package longpoll
+
+const raceEnabled = true
