@@ -140,6 +140,7 @@ type FS struct {
 	fired   *Error // the first injected failure
 	stopped bool   // a Stop point fired: everything fails
 	usage   func(path string) (float64, error)
+	hook    func(op Op, path string) unix.Errno
 	files   map[*file]struct{}
 	locks   map[*lock]struct{}
 	maps    []mapRec
@@ -169,6 +170,16 @@ func (f *FS) Disarm() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.armed, f.stopped = false, false
+}
+
+// FailWhen makes every operation for which fn returns a non-zero errno fail
+// with that errno (as an *Error), in addition to any armed point: for tests
+// that fail operations by condition (a disk that is full until the test
+// frees it). nil removes the hook. fn must not call the FS.
+func (f *FS) FailWhen(fn func(op Op, path string) unix.Errno) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook = fn
 }
 
 // Point returns the point Arm set, and whether one is set.
@@ -223,6 +234,11 @@ func (f *FS) check(op Op, path string) error {
 	n := f.counts[op]
 	if f.tracing {
 		f.trace = append(f.trace, fmt.Sprintf("%s#%d %s", op, n, path))
+	}
+	if f.hook != nil {
+		if errno := f.hook(op, path); errno != 0 {
+			return &Error{Op: op, N: n, Path: path, Errno: errno}
+		}
 	}
 	fail := f.stopped || f.armed && f.point.Op == op && f.point.N == n
 	if !fail {
