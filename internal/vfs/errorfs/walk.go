@@ -1,6 +1,7 @@
 package errorfs
 
 import (
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,7 +14,9 @@ import (
 // Walk runs a workload once per file operation it makes, failing that one
 // operation each time.
 //
-// run performs the workload through fsys in dir (a fresh empty directory),
+// run performs the workload through fsys in dir (a fresh empty directory,
+// in memory (/dev/shm) where the machine has it: the walk tests how the
+// code handles failures, not the disk, and an fsync there costs nothing),
 // checks everything that must hold after the failure, and returns; it runs
 // in a subtest of its own named after the point (such as "once/msync#3").
 // Walk first runs it with nothing armed, counting the operations of each
@@ -23,12 +26,19 @@ import (
 // run). It returns the number of runs in which the armed point was reached.
 func Walk(t *testing.T, inner vfs.FS, modes []Mode, run func(t *testing.T, fsys *FS, dir string)) int {
 	t.Helper()
-	var dry [NumOps]int64
-	t.Run("dry", func(t *testing.T) {
-		fsys := New(inner)
-		run(t, fsys, t.TempDir())
-		dry = fsys.Counts()
-	})
+	base := scratch(t)
+	newDir := func(t *testing.T) string {
+		d, err := os.MkdirTemp(base, "run-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	// The dry run is not a subtest, so that -run can pick single points.
+	fsys := New(inner)
+	run(t, fsys, newDir(t))
+	dry := fsys.Counts()
 	if t.Failed() {
 		return 0
 	}
@@ -46,7 +56,13 @@ func Walk(t *testing.T, inner vfs.FS, modes []Mode, run func(t *testing.T, fsys 
 				t.Run(p.String(), func(t *testing.T) {
 					fsys := New(inner)
 					fsys.Arm(p)
-					run(t, fsys, t.TempDir())
+					fsys.Trace()
+					defer func() {
+						if t.Failed() {
+							t.Logf("operations up to the failure and after it:\n%s", traceAround(fsys.Traced(), p, 40))
+						}
+					}()
+					run(t, fsys, newDir(t))
 					reached = fsys.Fired() != nil
 				})
 				if t.Failed() {
@@ -67,6 +83,39 @@ func Walk(t *testing.T, inner vfs.FS, modes []Mode, run func(t *testing.T, fsys 
 	}
 	t.Logf("failed %d operations one at a time (dry run counts: %s)", fired, formatCounts(dry))
 	return fired
+}
+
+// scratch returns a directory for the runs: under /dev/shm when it is a
+// writable memory file system, under t.TempDir() otherwise.
+func scratch(t *testing.T) string {
+	if d, err := os.MkdirTemp("/dev/shm", "errorfs-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	return t.TempDir()
+}
+
+// traceAround returns the traced operations from ctx before the point's
+// to ctx after it.
+func traceAround(trace []string, p Point, ctx int) string {
+	at := len(trace)
+	prefix := p.Op.String() + "#" + strconv.FormatInt(p.N, 10) + " "
+	for i, op := range trace {
+		if strings.HasPrefix(op, prefix) {
+			at = i
+			break
+		}
+	}
+	from, to := max(0, at-ctx), min(len(trace), at+ctx)
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		mark := "  "
+		if i == at {
+			mark = "=>"
+		}
+		b.WriteString(mark + " " + trace[i] + "\n")
+	}
+	return b.String()
 }
 
 func formatCounts(c [NumOps]int64) string {
