@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,24 +98,44 @@ func settleAllocator(l *Log) {
 }
 
 // copyDir copies a log directory as the page cache holds it: what a crash
-// of the process at this moment leaves.
+// of the process at this moment leaves. Retention may be unlinking segments
+// (oldest first), so they are copied newest first: a state a crash can
+// leave. The checkpoint goes before the segments (it trails them).
 func copyDir(t *testing.T, from, to string) {
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(from)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if (a == checkpointName) != (b == checkpointName) {
+			if a == checkpointName {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(b, a)
+	})
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(from, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile: as if before
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

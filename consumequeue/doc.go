@@ -45,8 +45,9 @@
 // Every file operation goes through Options.FS (internal/vfs), the
 // clean-shutdown record is written with durable.WriteFile, and directories
 // are synced with durable.SyncDir. A file that cannot be read or written
-// while a queue is recovered makes that queue damaged (the error kept in
-// its cause), like a file that fails a check: the store rebuilds it.
+// while a queue is recovered makes OpenSet fail with the cause: unlike a
+// file that fails a check, it proves no damage, and a queue dropped for it
+// would be rebuilt without the offsets of records retention removed.
 //
 // # Who may call what
 //

@@ -71,6 +71,9 @@ func (s *Set) scanTopic(topic string, buf []byte, strict bool) error {
 		}
 		k := queueKey{topic, int32(id)}
 		q, err := s.recoverQueue(k.topic, k.id, buf, strict)
+		if err != nil && !errors.Is(err, ErrDamaged) {
+			return err
+		}
 		s.mu.Lock()
 		switch {
 		case err != nil:
@@ -107,7 +110,8 @@ func isFileName(name string) bool {
 }
 
 // recoverQueue rebuilds a queue's state from its directory: nil, nil when it
-// holds no files; an error wrapping ErrDamaged when it is unusable.
+// holds no files; an error wrapping ErrDamaged when it is unusable; another
+// error when its files could not be read (or a repair written).
 //
 // The end of the data is found in the last file by a binary search for the
 // first all-zero entry (entries are written densely, so written entries are a
@@ -129,10 +133,12 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	damaged := func(format string, args ...any) error {
 		return fmt.Errorf("consumequeue: %s/%d: %w: %s", topic, id, ErrDamaged, fmt.Sprintf(format, args...))
 	}
-	// failed: a file could not be read or written. The queue is damaged
-	// too (the store rebuilds it from the commitlog), with the cause kept.
+	// failed: a file could not be listed, read or written. That proves
+	// nothing about the files, so the queue is not damaged (dropping and
+	// rebuilding it would lose its offsets if the commitlog no longer holds
+	// its records): OpenSet fails with the cause instead.
 	failed := func(err error) error {
-		return fmt.Errorf("consumequeue: %s/%d: %w: %w", topic, id, ErrDamaged, err)
+		return fmt.Errorf("consumequeue: recover %s/%d: %w", topic, id, err)
 	}
 	ents, err := s.fs.ReadDir(q.dir)
 	if err != nil {

@@ -57,7 +57,10 @@ type DamagedQueue struct {
 // Queues whose files are inconsistent do not make OpenSet fail: they are left
 // out, listed by Damaged, and Queue returns ErrDamaged for them until
 // DropQueue removes them, after which the store rebuilds them from the
-// commitlog. OpenSet fails only when the root itself cannot be read.
+// commitlog. OpenSet fails when the root cannot be read, or a queue's files
+// cannot be listed, read or repaired: an I/O error proves nothing about the
+// files, and dropping a queue whose records the commitlog no longer holds
+// would lose its offsets.
 func OpenSet(root string, opts Options) (*Set, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -52,8 +52,9 @@ func Walk(t *testing.T, inner vfs.FS, modes []Mode, run func(t *testing.T, fsys 
 			limit := 2*dry[op] + 16 // a workload that keeps retrying is cut off here
 			for n := int64(1); n <= limit; n++ {
 				p := Point{Op: op, N: n, Mode: mode}
-				reached := false
+				reached, ran := false, false
 				t.Run(p.String(), func(t *testing.T) {
+					ran = true
 					fsys := New(inner)
 					fsys.Arm(p)
 					fsys.Trace()
@@ -68,12 +69,14 @@ func Walk(t *testing.T, inner vfs.FS, modes []Mode, run func(t *testing.T, fsys 
 				if t.Failed() {
 					return fired
 				}
-				if reached {
+				switch {
+				case !ran: // not selected by -run
+				case reached:
 					fired++
-				} else if n <= dry[op] {
+				case n <= dry[op]:
 					missed = append(missed, p.String())
-				} else {
-					break
+				default:
+					n = limit // past the dry run's count and not reached: the kind is done
 				}
 			}
 		}
