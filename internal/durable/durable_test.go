@@ -14,6 +14,7 @@ import (
 
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteFileReplacesAndKeepsBackup(t *testing.T) {
@@ -41,6 +42,35 @@ func TestWriteFileReplacesAndKeepsBackup(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 2 {
 		t.Fatalf("directory holds %v, want the file and its backup only", ents)
+	}
+}
+
+func TestWriteFileBackupWithoutHardLinks(t *testing.T) {
+	fsys := errorfs.New(vfs.Default)
+	fsys.FailWhen(func(op errorfs.Op, _ string) unix.Errno {
+		if op == errorfs.OpLink {
+			return unix.EPERM // a file system without hard links
+		}
+		return 0
+	})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	for v := 1; v <= 3; v++ {
+		if err := WriteFile(fsys, path, []byte(fmt.Sprintf("v%d", v)), Backup(".bak")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := os.ReadFile(path + ".bak"); string(got) != "v2" {
+		t.Fatalf("backup %q, want the copied previous version", got)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "v3" {
+		t.Fatalf("file %q", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("directory holds %v", ents)
+	}
+	if fsys.Counts()[errorfs.OpLink] == 0 {
+		t.Fatal("no link was tried")
 	}
 }
 
