@@ -1,21 +1,3 @@
-// Package errorfs wraps a vfs.FS to fail a chosen file operation, for the
-// storage packages' fault-injection tests (in the spirit of pebble's
-// vfs/errorfs). It is imported by tests only (the import-graph test keeps it
-// so).
-//
-// An FS counts every operation by kind (Op) and, when armed with a Point,
-// fails the Nth operation of that kind with an *Error, which wraps
-// ErrInjected and an errno (unix.ENOSPC for Allocate, unix.EIO otherwise).
-// In mode Once only that operation fails (a transient fault: a full disk that
-// frees up, a flaky device); in mode Stop it and every later operation of
-// any kind fail (the disk is gone: what is on it is what a crash at that
-// point leaves, for the page cache is real).
-//
-// The FS also tracks what it handed out, so that a test can check that
-// nothing leaked after the code under test closed: files opened and not
-// closed, locks not released, mappings with references left (Leaks).
-//
-// Walk runs a workload once per operation of every kind, failing that one.
 package errorfs
 
 import (
@@ -175,7 +157,8 @@ func (f *FS) Disarm() {
 // FailWhen makes every operation for which fn returns a non-zero errno fail
 // with that errno (as an *Error), in addition to any armed point: for tests
 // that fail operations by condition (a disk that is full until the test
-// frees it). nil removes the hook. fn must not call the FS.
+// frees it). nil removes the hook. fn must not call the FS. Its failures
+// are not armed points: Fired does not report them.
 func (f *FS) FailWhen(fn func(op Op, path string) unix.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
