@@ -47,9 +47,9 @@ const (
 // renamed into place, or a synced copy), rename the temporary file over
 // path, fsync the directory. A crash at any point leaves path complete (old
 // or new) and path.bak complete (the version before path, or the one before
-// that).
+// that). The file is created 0600, as os.CreateTemp made it before.
 func writeFileAtomic(path string, data []byte) error {
-	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(bakSuffix)); err != nil {
+	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(bakSuffix), durable.Perm(0o600)); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	return nil

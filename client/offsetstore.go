@@ -268,9 +268,10 @@ func (l *localOffsets) persist(_ context.Context, mqs []MessageQueue, done func(
 
 // writeFileAtomic writes data to path through a temporary file, fsync, rename and a
 // directory fsync (durable.WriteFile), so a crash leaves the old file or the new one.
+// The file is created 0600, as os.CreateTemp made it before.
 func writeFileAtomic(path string, data []byte) error {
 	if err := vfs.Default.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return durable.WriteFile(vfs.Default, path, data)
+	return durable.WriteFile(vfs.Default, path, data, durable.Perm(0o600))
 }
