@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // Names of the managers' files under DataDir/config (RocketMQ's names and shapes).
@@ -39,100 +41,18 @@ const (
 )
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new contents, and keeps the old contents as path.bak: write a
-// temporary file in the same directory and fsync it, make the current file
-// path.bak (keepPrevious), rename the temporary file over path, fsync the
-// directory. A crash at any point leaves path complete (old or new) and
-// path.bak complete (the version before path, or the one before that).
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("broker: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("broker: write %s: %w", path, err)
-	}
-	if err = keepPrevious(path); err != nil {
-		return fmt.Errorf("broker: write %s: keep the previous version: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("broker: write %s: %w", path, err)
-	}
-	if err = syncDir(dir); err != nil {
-		return fmt.Errorf("broker: write %s: sync directory: %w", path, err)
+// old or the new contents, and keeps the old contents as path.bak
+// (durable.WriteFile with durable.Backup): write a temporary file in the
+// same directory and fsync it, make the current file path.bak (a hard link
+// renamed into place, or a synced copy), rename the temporary file over
+// path, fsync the directory. A crash at any point leaves path complete (old
+// or new) and path.bak complete (the version before path, or the one before
+// that). The file is created 0600, as os.CreateTemp made it before.
+func writeFileAtomic(path string, data []byte) error {
+	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(bakSuffix), durable.Perm(0o600)); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	return nil
-}
-
-// keepPrevious makes path's current contents path.bak, without copying
-// where it can: a hard link to path, renamed over path.bak, shares path's
-// (already synced) inode, which path.bak keeps once path is replaced. On a
-// file system without hard links it copies (and fsyncs the copy). It does
-// nothing when path does not exist. The caller syncs the directory.
-func keepPrevious(path string) error {
-	bak := path + bakSuffix
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(bak)+".tmp")
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err // a leftover of an interrupted write that cannot be removed
-	}
-	err := os.Link(path, tmp)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		if err = copyFileSynced(path, tmp); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			_ = os.Remove(tmp)
-			return err
-		}
-	}
-	return os.Rename(tmp, bak)
-}
-
-// copyFileSynced copies src to dst (created or truncated) and fsyncs dst.
-func copyFileSynced(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // loadStateFile reads the state file at path and parses it (parse must not

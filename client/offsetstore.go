@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -265,35 +267,11 @@ func (l *localOffsets) persist(_ context.Context, mqs []MessageQueue, done func(
 }
 
 // writeFileAtomic writes data to path through a temporary file, fsync, rename and a
-// directory fsync, so a crash leaves the old file or the new one.
+// directory fsync (durable.WriteFile), so a crash leaves the old file or the new one.
+// The file is created 0600, as os.CreateTemp made it before.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.Default.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".offsets-*.tmp")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return werr
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(vfs.Default, path, data, durable.Perm(0o600))
 }

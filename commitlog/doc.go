@@ -27,8 +27,11 @@
 //     sync is sticky: every later append and wait returns it (ErrLogFailed).
 //  4. A reader pins the segment it reads (mmap reference count); retention
 //     removes a segment from the list at once, but its mapping is unmapped and
-//     its file closed and unlinked only when the last pin is released. Files are
-//     never truncated while mapped.
+//     its file closed and unlinked only when the last pin is released. Files of
+//     retired segments are unlinked oldest first, each unlink made durable
+//     before the next (Log.reap), so the files on disk always form one
+//     sequence: a crash or a failed unlink never leaves a gap that Open would
+//     refuse. Files are never truncated while mapped.
 //  5. The next segment is created, fallocated and mapped by a background
 //     goroutine ahead of need; the writer takes it without blocking in the
 //     common case. If it cannot be created (disk full), appends fail with
@@ -50,6 +53,17 @@
 //     ErrLayout unless Options.AcceptLoss. Open reports every lost range
 //     (Recovery.Losses) and never writes over a byte it has not copied aside
 //     or found zero.
+//
+// # Files
+//
+// Every file operation goes through Options.FS (internal/vfs): the
+// operating system in production, a fault-injecting wrapper in tests
+// (faults_test.go fails each operation of a realistic workload in turn).
+// The directory is synced (internal/durable) after a segment file is
+// created and after one is deleted or set aside, so an acknowledged record
+// never rests on a directory entry a power failure can lose. The
+// checkpoint is a durable.Record. An empty last segment file is a creation
+// a crash interrupted, not damage.
 //
 // # Lock order
 //

@@ -210,10 +210,10 @@ func (l *Log) syncRange(from, to int64) error {
 		}
 		end := min(to, seg.end())
 		l.dropWrittenPTEs(seg, off, end)
-		err = seg.m.Sync(int(off-seg.base), int(end-off))
+		err = l.fs.MSync(seg.path, seg.m, int(off-seg.base), int(end-off))
 		seg.m.Release()
 		if err != nil {
-			return fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
+			return fmt.Errorf("commitlog: sync: %w", err)
 		}
 		off = end
 	}

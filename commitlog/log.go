@@ -3,11 +3,11 @@ package commitlog
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -35,6 +35,7 @@ type Result struct {
 type Log struct {
 	opts Options
 	dir  string
+	fs   vfs.FS
 
 	// mu serialises appends. Fields under it belong to the writer.
 	mu     sync.Mutex
@@ -66,7 +67,12 @@ type Log struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	ckpt     *checkpoint
-	usageFn  func(dir string) (float64, error)
+
+	// reapMu guards doomed and reapDirty: the segments retention retired,
+	// oldest first, whose files are still to be unlinked (see reap).
+	reapMu    sync.Mutex
+	doomed    []*segment
+	reapDirty bool // an unlink whose directory sync failed
 }
 
 // Open opens the log in opts.Dir, creating it if needed, and recovers it: the
@@ -77,16 +83,16 @@ func Open(opts Options) (*Log, Recovery, error) {
 	if err != nil {
 		return nil, Recovery{}, err
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, Recovery{}, fmt.Errorf("commitlog: create %s: %w", o.Dir, err)
 	}
 	l := &Log{
 		opts:      o,
 		dir:       o.Dir,
+		fs:        o.FS,
 		appended:  make(chan struct{}, 1),
 		allocKick: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
-		usageFn:   diskUsage,
 	}
 	rec, err := l.recover()
 	if err != nil {
@@ -358,7 +364,7 @@ func (l *Log) takeNext(base int64) (*segment, error) {
 		l.prepared.release(true)
 		l.prepared = nil
 	}
-	s, err := createSegment(l.dir, base, l.opts.SegmentSize, l.opts.fallocate, l.opts.now())
+	s, err := l.createSegment(base)
 	if err != nil {
 		l.allocErr = err
 		return nil, err
@@ -398,7 +404,7 @@ func (l *Log) prepareNext() {
 		return
 	}
 	base := l.nextBase
-	s, err := createSegment(l.dir, base, l.opts.SegmentSize, l.opts.fallocate, l.opts.now())
+	s, err := l.createSegment(base)
 	if err != nil {
 		// The writer retries synchronously when it needs the segment and
 		// reports the error then.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -303,35 +305,38 @@ func TestAsyncFlushCatchesUp(t *testing.T) {
 }
 
 func TestFailedSyncIsSticky(t *testing.T) {
-	l := openLog(t, Options{FlushMode: FlushSync})
+	fsys := errorfs.New(vfs.Default)
+	l := openLog(t, Options{FlushMode: FlushSync, FS: fsys})
 	defer l.Close()
 	var res Result
 	if err := l.Append(encode(t, "T", []byte("a")), nil, &res); err != nil {
 		t.Fatal(err)
 	}
-	l.fl.mu.Lock()
-	l.fl.failed = fmt.Errorf("%w: %w", ErrLogFailed, unix.EIO)
-	l.fl.mu.Unlock()
+	fsys.Arm(errorfs.Point{Op: errorfs.OpMSync, N: fsys.Counts()[errorfs.OpMSync] + 1})
 	if err := l.WaitFlushed(res.End); !errors.Is(err, ErrLogFailed) || !errors.Is(err, unix.EIO) {
 		t.Fatalf("wait after a failed sync = %v", err)
 	}
 	if err := l.Append(encode(t, "T", []byte("b")), nil, &res); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("append after a failed sync = %v", err)
 	}
+	if err := l.WaitFlushed(res.End); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("a second wait after a failed sync = %v: the failure must be sticky", err)
+	}
 }
 
 func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	var full sync.Mutex
 	diskFull := false
-	fallocate := func(f *os.File, off, n int64) error {
+	fsys := errorfs.New(vfs.Default)
+	fsys.FailWhen(func(op errorfs.Op, _ string) unix.Errno {
 		full.Lock()
 		defer full.Unlock()
-		if diskFull {
+		if diskFull && op == errorfs.OpAllocate {
 			return unix.ENOSPC
 		}
-		return unix.Fallocate(int(f.Fd()), 0, off, n)
-	}
-	l := openLog(t, Options{fallocate: fallocate, PrefaultAhead: -1})
+		return 0
+	})
+	l := openLog(t, Options{FS: fsys, PrefaultAhead: -1})
 	defer l.Close()
 	// Let the allocator prepare the next segment, then fill the disk and use
 	// it up so that the one after cannot be created.
@@ -376,9 +381,10 @@ func TestRetentionWaitsForReaders(t *testing.T) {
 	now := time.Now()
 	var clockMu sync.Mutex
 	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-	l := openLog(t, Options{now: clock, RetentionInterval: -1, RetentionTime: time.Hour})
+	fsys := errorfs.New(vfs.Default)
+	fsys.SetDiskUsage(func(string) (float64, error) { return 0.1, nil })
+	l := openLog(t, Options{now: clock, RetentionInterval: -1, RetentionTime: time.Hour, FS: fsys})
 	defer l.Close()
-	l.usageFn = func(string) (float64, error) { return 0.1, nil }
 	var res Result
 	for l.WrittenOffset() < 3*l.SegmentSize() {
 		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {
@@ -422,7 +428,8 @@ func TestRetentionWaitsForReaders(t *testing.T) {
 }
 
 func TestRetentionByDiskUsage(t *testing.T) {
-	l := openLog(t, Options{RetentionInterval: -1})
+	fsys := errorfs.New(vfs.Default)
+	l := openLog(t, Options{RetentionInterval: -1, FS: fsys})
 	defer l.Close()
 	var res Result
 	for l.WrittenOffset() < 2*l.SegmentSize() {
@@ -431,13 +438,13 @@ func TestRetentionByDiskUsage(t *testing.T) {
 		}
 	}
 	calls := 0
-	l.usageFn = func(string) (float64, error) {
+	fsys.SetDiskUsage(func(string) (float64, error) {
 		calls++
 		if calls == 1 {
 			return 0.9, nil
 		}
 		return 0.5, nil
-	}
+	})
 	n, err := l.Retain()
 	if err != nil || len(n) != 1 || !n[0].Pressure || n[0].Usage != 0.9 || n[0].Base != 0 {
 		t.Fatalf("retain over the usage ratio deleted %+v (%v), want the first segment, for disk pressure", n, err)
@@ -549,9 +556,10 @@ func TestCursorAtSegmentEnd(t *testing.T) {
 }
 
 func TestRetainBelowKeepsSegmentsPastTheLimit(t *testing.T) {
-	l := openLog(t, Options{RetentionInterval: -1})
+	fsys := errorfs.New(vfs.Default)
+	fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil }) // always too full
+	l := openLog(t, Options{RetentionInterval: -1, FS: fsys})
 	defer l.Close()
-	l.usageFn = func(string) (float64, error) { return 0.99, nil } // always too full
 	var res Result
 	for l.WrittenOffset() < 3*l.SegmentSize()+100 {
 		if err := l.Append(encode(t, "T", bodyOf(1, 4000)), nil, &res); err != nil {

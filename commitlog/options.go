@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -87,9 +87,10 @@ type Options struct {
 	// goroutine faults pages of the active segment in. Default 8 MiB; negative
 	// disables pre-faulting.
 	PrefaultAhead int64
+	// FS is the file system every file operation goes through. Default
+	// vfs.Default (the operating system); tests wrap it to inject failures.
+	FS vfs.FS
 
-	// fallocate is the fault-injection seam for tests (disk full); nil means mmap.Fallocate.
-	fallocate func(f *os.File, off, n int64) error
 	// now is the clock; nil means time.Now.
 	now func() time.Time
 }
@@ -143,8 +144,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PrefaultAhead == 0 {
 		o.PrefaultAhead = 8 << 20
 	}
-	if o.fallocate == nil {
-		o.fallocate = mmap.Fallocate
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	if o.now == nil {
 		o.now = time.Now

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -27,15 +28,15 @@ func OpenReadOnly(opts Options) (*Log, Recovery, error) {
 	if err != nil {
 		return nil, Recovery{}, err
 	}
-	l := &Log{opts: o, dir: o.Dir, readOnly: true, stop: make(chan struct{}), appended: make(chan struct{}, 1)}
+	l := &Log{opts: o, dir: o.Dir, fs: o.FS, readOnly: true, stop: make(chan struct{}), appended: make(chan struct{}, 1)}
 	l.closed.Store(false)
 	var rep Recovery
-	st, ok, err := readCheckpoint(o.Dir)
+	st, ok, err := readCheckpoint(o.FS, o.Dir)
 	if err != nil {
 		return nil, rep, err
 	}
 	rep.Clean = ok && st.clean
-	bases, err := listSegments(o.Dir)
+	bases, err := listSegments(o.FS, o.Dir)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -54,7 +55,7 @@ func OpenReadOnly(opts Options) (*Log, Recovery, error) {
 	}
 	var segs []*segment
 	for _, b := range bases {
-		s, cut, err := openSegmentReadOnly(o.Dir, b, size)
+		s, cut, err := openSegmentReadOnly(o.FS, o.Dir, b, size)
 		if err != nil {
 			releaseSegments(segs)
 			return nil, rep, err
@@ -108,9 +109,9 @@ func OpenReadOnly(opts Options) (*Log, Recovery, error) {
 // openSegmentReadOnly maps a segment file read-only, as long as it is (a cut
 // file maps short: mapping past its end would fault). It reports whether
 // the file is shorter than size; longer is ErrLayout.
-func openSegmentReadOnly(dir string, base, size int64) (*segment, bool, error) {
+func openSegmentReadOnly(fsys vfs.FS, dir string, base, size int64) (*segment, bool, error) {
 	path := filepath.Join(dir, segmentName(base))
-	f, err := os.Open(path)
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, false, fmt.Errorf("commitlog: %w", err)
 	}
@@ -129,7 +130,7 @@ func openSegmentReadOnly(dir string, base, size int64) (*segment, bool, error) {
 		// Nothing to map; a mapping of one page stands in (reads see zeros).
 		n = 1
 	}
-	m, err := mmap.Map(f, 0, int(n), mmap.ReadOnly)
+	m, err := f.Map(0, int(n), mmap.ReadOnly)
 	if err != nil {
 		f.Close()
 		return nil, false, fmt.Errorf("commitlog: %w", err)
@@ -138,22 +139,6 @@ func openSegmentReadOnly(dir string, base, size int64) (*segment, bool, error) {
 	s.data = m.Bytes()[:min(int64(len(m.Bytes())), st.Size())]
 	m.AfterUnmap(func() { f.Close() })
 	return s, st.Size() < size, nil
-}
-
-// readCheckpoint reads the checkpoint without creating or changing it.
-func readCheckpoint(dir string) (checkpointState, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, checkpointName))
-	if errors.Is(err, os.ErrNotExist) {
-		return checkpointState{}, false, nil
-	}
-	if err != nil {
-		return checkpointState{}, false, fmt.Errorf("commitlog: read checkpoint: %w", err)
-	}
-	if len(b) < checkpointSize {
-		return checkpointState{}, false, nil
-	}
-	st, ok := decodeCheckpoint(b[:checkpointSize])
-	return st, ok, nil
 }
 
 // holeAt reports, on a read-only log, whether off lies in a damaged range

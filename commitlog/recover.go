@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/mmap"
 )
 
 // DamagedDir is the directory, inside the log's, where recovery keeps the
@@ -157,13 +158,13 @@ func (r *Recovery) mismatch(format string, args ...any) {
 // covered by a hole marker) and the records after it are kept; only when no
 // valid record follows does the log end there.
 func (l *Log) recover() (Recovery, error) {
-	ckpt, st, ok, err := openCheckpoint(l.dir)
+	ckpt, st, ok, err := openCheckpoint(l.fs, l.dir)
 	if err != nil {
 		return Recovery{}, err
 	}
 	l.ckpt = ckpt
 	rep := Recovery{Clean: ok && st.clean}
-	bases, err := listSegments(l.dir)
+	bases, err := listSegments(l.fs, l.dir)
 	if err != nil {
 		return rep, err
 	}
@@ -188,7 +189,7 @@ func (l *Log) recover() (Recovery, error) {
 		} else if !ok {
 			rep.Clean = true // a new log
 		}
-		s, err := createSegment(l.dir, base, l.opts.SegmentSize, l.opts.fallocate, l.opts.now())
+		s, err := l.createSegment(base)
 		if err != nil {
 			return rep, err
 		}
@@ -296,24 +297,29 @@ type cutSegment struct{ base, size int64 }
 // openSegments maps every segment. One shorter than the segment size (cut
 // by an operator or a broken copy) is extended with zeros to full size, so
 // that its valid records can be kept; the caller scans it. One longer is
-// refused.
+// refused. An empty last file is a segment whose creation was interrupted
+// (created, not yet preallocated): it holds no byte to lose, and is
+// extended without being reported (were data missing from it, the
+// checkpoint's end would say so).
 func (l *Log) openSegments(bases []int64, rep *Recovery) (segs []*segment, cut []cutSegment, err error) {
 	size := l.opts.SegmentSize
-	for _, b := range bases {
+	for i, b := range bases {
 		path := filepath.Join(l.dir, segmentName(b))
-		st, err := os.Stat(path)
+		st, err := l.fs.Stat(path)
 		if err == nil && st.Size() > size {
 			err = fmt.Errorf("%w: segment %s is %d bytes, more than the segment size %d (was the segment size changed?)", ErrLayout, path, st.Size(), size)
 		}
-		if err == nil && st.Size() < size {
-			if err = extendFile(path, size, l.opts.fallocate); err == nil {
+		if err == nil && st.Size() == 0 && i == len(bases)-1 {
+			err = extendFile(l.fs, path, size)
+		} else if err == nil && st.Size() < size {
+			if err = extendFile(l.fs, path, size); err == nil {
 				cut = append(cut, cutSegment{b, st.Size()})
 				rep.Extended = append(rep.Extended, fmt.Sprintf("%s (%d bytes)", segmentName(b), st.Size()))
 			}
 		}
 		var s *segment
 		if err == nil {
-			s, err = openSegment(l.dir, b, size)
+			s, err = l.openSegment(b)
 		}
 		if err != nil {
 			releaseSegments(segs)
@@ -327,13 +333,13 @@ func (l *Log) openSegments(bases []int64, rep *Recovery) (segs []*segment, cut [
 // extendFile grows a short file to size with zeros, allocating the blocks
 // (a later write through the mapping must not meet a full disk) and syncing
 // the new size. Existing bytes are not touched.
-func extendFile(path string, size int64, fallocate func(*os.File, int64, int64) error) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func extendFile(fsys vfs.FS, path string, size int64) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("commitlog: extend %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := fallocate(f, 0, size); err != nil {
+	if err := f.Allocate(0, size); err != nil {
 		return fmt.Errorf("commitlog: extend short segment %s to %d bytes: %w", path, size, classifySpace(err))
 	}
 	if err := f.Sync(); err != nil {
@@ -523,7 +529,7 @@ func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep
 			return err
 		}
 		message.PutHole(seg.data[from-seg.base:], int32(to-from))
-		if err := seg.m.Sync(int(from-seg.base), message.BlankHeaderSize); err != nil {
+		if err := l.fs.MSync(seg.path, seg.m, int(from-seg.base), message.BlankHeaderSize); err != nil {
 			return fmt.Errorf("commitlog: sync hole marker at %d: %w", from, err)
 		}
 	}
@@ -543,7 +549,7 @@ func (l *Log) closeShort(seg *segment, pos, durable int64, reason string, rep *R
 			return err
 		}
 		message.PutBlank(seg.data[pos-seg.base:], int32(seg.end()-pos))
-		if err := seg.m.Sync(int(pos-seg.base), message.BlankHeaderSize); err != nil {
+		if err := l.fs.MSync(seg.path, seg.m, int(pos-seg.base), message.BlankHeaderSize); err != nil {
 			return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
 		}
 	}
@@ -566,14 +572,14 @@ func (l *Log) saveAside(seg *segment, from, to int64) (string, error) {
 		return "", nil
 	}
 	dir := filepath.Join(l.dir, DamagedDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("commitlog: %w", err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.%d", segmentName(from), to-from, l.opts.now().UnixMilli()))
-	if err := writeSynced(path, b); err != nil {
-		return "", err
+	if err := durable.WriteFile(l.fs, path, b); err != nil {
+		return "", fmt.Errorf("commitlog: save damaged bytes: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := l.syncDir(l.dir); err != nil { // DamagedDir may be new
 		return "", err
 	}
 	return path, nil
@@ -582,48 +588,26 @@ func (l *Log) saveAside(seg *segment, from, to int64) (string, error) {
 // setAside moves the segment file at base into DamagedDir.
 func (l *Log) setAside(base int64) (string, error) {
 	dir := filepath.Join(l.dir, DamagedDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("commitlog: %w", err)
 	}
 	to := filepath.Join(dir, fmt.Sprintf("%s.%d", segmentName(base), l.opts.now().UnixMilli()))
-	if err := os.Rename(filepath.Join(l.dir, segmentName(base)), to); err != nil {
+	if err := l.fs.Rename(filepath.Join(l.dir, segmentName(base)), to); err != nil {
 		return "", fmt.Errorf("commitlog: set segment aside: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := l.syncDir(dir); err != nil {
 		return "", err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.syncDir(l.dir); err != nil {
 		return "", err
 	}
 	return to, nil
 }
 
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+// syncDir fsyncs a directory of the log (see durable.SyncDir).
+func (l *Log) syncDir(dir string) error {
+	if err := durable.SyncDir(l.fs, dir); err != nil {
 		return fmt.Errorf("commitlog: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("commitlog: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("commitlog: sync %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-// syncDir fsyncs a directory, so that files created, renamed or removed in
-// it survive a power failure.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("commitlog: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("commitlog: sync directory %s: %w", dir, err)
 	}
 	return nil
 }
@@ -669,11 +653,11 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		rep.Losses = append(rep.Losses, Loss{From: end, To: end + n, Reason: reason, Saved: saved, Unsynced: true})
 	}
 	if !l.readOnly {
-		if err := mmap.ZeroRange(seg.f, end-seg.base, seg.end()-end); err != nil {
+		if err := seg.f.ZeroRange(end-seg.base, seg.end()-end); err != nil {
 			return fmt.Errorf("commitlog: zero tail of %s: %w", seg.path, err)
 		}
-		if err := seg.m.Sync(int(end-seg.base), int(seg.end()-end)); err != nil {
-			return err
+		if err := l.fs.MSync(seg.path, seg.m, int(end-seg.base), int(seg.end()-end)); err != nil {
+			return fmt.Errorf("commitlog: sync zeroed tail: %w", err)
 		}
 	}
 	for _, later := range segs[i+1:] {
@@ -705,7 +689,7 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		later.release(true)
 	}
 	if len(segs) > i+1 && !l.readOnly {
-		if err := syncDir(l.dir); err != nil {
+		if err := l.syncDir(l.dir); err != nil {
 			return err
 		}
 	}

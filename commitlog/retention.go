@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -33,6 +34,7 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 	if l.readOnly {
 		return nil, ErrReadOnly
 	}
+	l.reap() // what an earlier run could not unlink
 	now := l.opts.now()
 	var removed []Removed
 	for {
@@ -51,10 +53,10 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 		full, usage := false, 0.0
 		if !expired {
 			var err error
-			usage, err = l.usageFn(l.dir)
+			usage, err = l.fs.DiskUsage(l.dir)
 			if err != nil {
 				l.segMu.Unlock()
-				return removed, err
+				return removed, fmt.Errorf("commitlog: %w", err)
 			}
 			full = usage > l.opts.DiskUsageRatio
 		}
@@ -66,7 +68,7 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 		l.segs.Store(&rest)
 		l.minOff.Store(rest[0].base)
 		l.segMu.Unlock()
-		oldest.release(true)
+		l.retire(oldest)
 		removed = append(removed, Removed{Base: oldest.base, End: oldest.end(), Pressure: full, Usage: usage})
 	}
 }

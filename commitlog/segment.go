@@ -8,8 +8,9 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
-	"time"
 
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -18,7 +19,7 @@ type segment struct {
 	base int64
 	size int64
 	path string
-	f    *os.File
+	f    vfs.File
 	m    *mmap.Mapping // the owner's reference is dropped by release; readers Acquire
 	data []byte        // m.Bytes(), valid while a reference is held
 
@@ -27,6 +28,10 @@ type segment struct {
 	lastWrite atomic.Int64
 	// removed is set once the file should be unlinked when the last reference goes.
 	removed atomic.Bool
+	// retired is set when retention hands the segment to the reaper (Log.reap),
+	// which unlinks the files of retired segments oldest first; unmapped
+	// once its last reference is gone.
+	retired, unmapped atomic.Bool
 }
 
 // segmentName is the file name of the segment starting at base.
@@ -50,9 +55,10 @@ func parseSegmentName(name string) (int64, bool) {
 func (s *segment) end() int64 { return s.base + s.size }
 
 // openSegment maps an existing segment file.
-func openSegment(dir string, base, size int64) (*segment, error) {
-	path := filepath.Join(dir, segmentName(base))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func (l *Log) openSegment(base int64) (*segment, error) {
+	size := l.opts.SegmentSize
+	path := filepath.Join(l.dir, segmentName(base))
+	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: open segment: %w", err)
 	}
@@ -65,7 +71,7 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("commitlog: segment %s is %d bytes, want %d: %w", path, st.Size(), size, errShortSegment)
 	}
-	s, err := mapSegment(f, path, base, size)
+	s, err := l.mapSegment(f, path, base)
 	if err != nil {
 		return nil, err
 	}
@@ -75,37 +81,48 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 
 var errShortSegment = errors.New("segment file has the wrong size")
 
-// createSegment creates, preallocates and maps a new segment file. A failed
-// creation leaves no file behind.
-func createSegment(dir string, base, size int64, fallocate func(*os.File, int64, int64) error, now time.Time) (*segment, error) {
+// createSegment creates, preallocates and maps a new segment file and makes
+// its directory entry durable. A failed creation leaves no file behind
+// (unless removing it fails too: the next creation then finds it in the way
+// and removes it first).
+func (l *Log) createSegment(base int64) (*segment, error) {
+	fsys, dir, size := l.fs, l.dir, l.opts.SegmentSize
 	path := filepath.Join(dir, segmentName(base))
-	// O_EXCL: never reuse a file that some mapping may still cover.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("commitlog: create segment: %w", err)
+	// O_EXCL: never reuse a file that some mapping may still cover. A file of
+	// that name can only be a leftover of a failed creation (nothing maps a
+	// segment past the log's end), so it is removed first.
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		if err = fsys.Remove(path); err == nil {
+			f, err = fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		}
 	}
-	if err := fallocate(f, 0, size); err != nil {
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: create segment: %w", classifySpace(err))
+	}
+	if err := f.Allocate(0, size); err != nil {
 		f.Close()
-		os.Remove(path)
+		fsys.Remove(path)
 		return nil, fmt.Errorf("commitlog: preallocate segment %s: %w", path, classifySpace(err))
 	}
-	s, err := mapSegment(f, path, base, size)
+	s, err := l.mapSegment(f, path, base)
 	if err != nil {
-		os.Remove(path)
+		fsys.Remove(path)
 		return nil, err
 	}
 	// The new file's directory entry must survive a power failure before a
 	// record acknowledged in sync mode lands in it.
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(fsys, dir); err != nil {
 		s.release(true)
-		return nil, err
+		return nil, fmt.Errorf("commitlog: new segment %s: %w", path, err)
 	}
-	s.lastWrite.Store(now.UnixNano())
+	s.lastWrite.Store(l.opts.now().UnixNano())
 	return s, nil
 }
 
-func mapSegment(f *os.File, path string, base, size int64) (*segment, error) {
-	m, err := mmap.Map(f, 0, int(size), mmap.ReadWrite)
+func (l *Log) mapSegment(f vfs.File, path string, base int64) (*segment, error) {
+	size := l.opts.SegmentSize
+	m, err := f.Map(0, int(size), mmap.ReadWrite)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("commitlog: %w", err)
@@ -113,15 +130,65 @@ func mapSegment(f *os.File, path string, base, size int64) (*segment, error) {
 	s := &segment{base: base, size: size, path: path, f: f, m: m, data: m.Bytes()}
 	m.AfterUnmap(func() {
 		f.Close()
-		if s.removed.Load() {
-			// Best effort: a file left by a power failure right now is
-			// below the log's minimum and removed by retention again.
-			if os.Remove(path) == nil {
-				syncDir(filepath.Dir(path))
+		switch {
+		case s.retired.Load():
+			s.unmapped.Store(true)
+			l.reap()
+		case s.removed.Load():
+			// A segment past the log's end (prepared, or dropped by
+			// recovery). Best effort: a file left by a power failure right
+			// now, or by a failed unlink, holds no record; recovery removes
+			// it, or the next creation of that segment does.
+			if l.fs.Remove(path) == nil {
+				durable.SyncDir(l.fs, filepath.Dir(path))
 			}
 		}
 	})
 	return s, nil
+}
+
+// retire hands a segment that retention took off the list to the reaper
+// and drops the log's reference: its file is unlinked once no reader holds
+// it and every older retired segment's file is gone.
+func (l *Log) retire(s *segment) {
+	l.reapMu.Lock()
+	s.retired.Store(true)
+	l.doomed = append(l.doomed, s)
+	l.reapMu.Unlock()
+	s.m.Release() // the last reference: AfterUnmap reaps
+}
+
+// reap unlinks the files of retired segments, oldest first, stopping at the
+// first one a reader still maps. The files left are therefore always the
+// oldest segments, contiguous with the live ones: a crash, or an unlink that
+// fails (retried by the next reap, which Retain runs), never leaves a gap
+// that the next Open would refuse. Each unlink is made durable (the
+// directory synced) before the next one, so a power failure cannot reorder
+// them either.
+func (l *Log) reap() {
+	l.reapMu.Lock()
+	defer l.reapMu.Unlock()
+	if l.reapDirty {
+		if err := l.syncDir(l.dir); err != nil {
+			l.opts.Logger.Warn("commitlog: deleting a retained segment failed; retrying later", "dir", l.dir, "err", err)
+			return
+		}
+		l.reapDirty = false
+	}
+	for len(l.doomed) > 0 && l.doomed[0].unmapped.Load() {
+		s := l.doomed[0]
+		if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			l.opts.Logger.Warn("commitlog: deleting a retained segment failed; retrying later", "file", s.path, "err", err)
+			return
+		}
+		l.doomed[0] = nil
+		l.doomed = l.doomed[1:]
+		if err := l.syncDir(l.dir); err != nil {
+			l.reapDirty = true
+			l.opts.Logger.Warn("commitlog: deleting a retained segment failed; retrying later", "dir", l.dir, "err", err)
+			return
+		}
+	}
 }
 
 // release drops the owner's reference; with remove set, the file is unlinked
@@ -134,8 +201,8 @@ func (s *segment) release(remove bool) {
 }
 
 // listSegments returns the bases of the segment files in dir, ascending.
-func listSegments(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
+func listSegments(fsys vfs.FS, dir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: list %s: %w", dir, err)
 	}

@@ -15,15 +15,3 @@ func classifySpace(err error) error {
 	}
 	return err
 }
-
-// diskUsage returns the used fraction of the file system holding dir.
-func diskUsage(dir string) (float64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("commitlog: statfs %s: %w", dir, err)
-	}
-	if st.Blocks == 0 {
-		return 0, nil
-	}
-	return float64(st.Blocks-st.Bfree) / float64(st.Blocks), nil
-}

@@ -7,6 +7,9 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // cleanRecordName is the file Close writes beside the topic directories: the
@@ -38,36 +41,26 @@ func (s *Set) writeCleanRecord(qs []*Queue) error {
 		b = binary.BigEndian.AppendUint64(b, uint64(q.max.Load()))
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-	path := filepath.Join(s.root, cleanRecordName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("consumequeue: write clean record: %w", err)
+	if err := durable.WriteFile(s.fs, filepath.Join(s.root, cleanRecordName), b); err != nil {
+		return fmt.Errorf("consumequeue: clean record: %w", err)
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("consumequeue: write clean record: %w", err)
-	}
-	return syncDir(s.root)
+	return nil
 }
 
 // takeCleanRecord reads and removes the clean-shutdown record. A missing,
 // torn or foreign file is errNoCleanRecord (recovery is then the crash path).
 func (s *Set) takeCleanRecord() (map[queueKey]int64, error) {
 	path := filepath.Join(s.root, cleanRecordName)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(s.fs, path)
 	if !s.opts.ReadOnly {
-		os.Remove(path + ".tmp")
+		// Leftovers of an interrupted write (and of the fixed temporary
+		// name earlier versions used).
+		if err := durable.RemoveTemps(s.fs, path); err != nil {
+			return nil, fmt.Errorf("consumequeue: %w", err)
+		}
+		if err := s.fs.Remove(path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("consumequeue: %w", err)
+		}
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errNoCleanRecord
@@ -82,10 +75,10 @@ func (s *Set) takeCleanRecord() (map[queueKey]int64, error) {
 		}
 		return rec, nil
 	}
-	if err := os.Remove(path); err != nil {
+	if err := s.fs.Remove(path); err != nil {
 		return nil, fmt.Errorf("consumequeue: remove clean record: %w", err)
 	}
-	if err := syncDir(s.root); err != nil {
+	if err := s.syncDir(s.root); err != nil {
 		return nil, err
 	}
 	rec, ok := decodeCleanRecord(b)

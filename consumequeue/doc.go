@@ -42,6 +42,13 @@
 //     the file is retired. Other files are opened to be mapped, synced or
 //     created, and closed at once.
 //
+// Every file operation goes through Options.FS (internal/vfs), the
+// clean-shutdown record is written with durable.WriteFile, and directories
+// are synced with durable.SyncDir. A file that cannot be read or written
+// while a queue is recovered makes OpenSet fail with the cause: unlike a
+// file that fails a check, it proves no damage, and a queue dropped for it
+// would be rebuilt without the offsets of records retention removed.
+//
 // # Who may call what
 //
 // One goroutine (the store's dispatcher) calls Queue.Append and

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // Options configure a Set. The zero value is valid: every field has a
@@ -44,6 +46,10 @@ type Options struct {
 	// cut or zero is reported in Damaged instead. Readers work; Append,
 	// Repair and the creation of queues do not.
 	ReadOnly bool
+
+	// FS is the file system every file operation goes through. Default
+	// vfs.Default (the operating system); tests wrap it to inject failures.
+	FS vfs.FS
 }
 
 const (
@@ -72,6 +78,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxMappedFiles < 1 {
 		return o, fmt.Errorf("consumequeue: MaxMappedFiles %d must be positive", o.MaxMappedFiles)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	if o.RecoveryWindow < 1 {
 		return o, fmt.Errorf("consumequeue: RecoveryWindow %d must be positive", o.RecoveryWindow)

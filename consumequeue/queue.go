@@ -211,7 +211,7 @@ func (q *Queue) write(t *segment, off int64, e Entry) error {
 	} else {
 		m, err := q.set.acquire(t, true)
 		if err != nil {
-			return q.readErr(off, err)
+			return q.writeErr(off, err)
 		}
 		putEntry(m.Bytes()[pos:], e)
 		m.Release()
@@ -314,7 +314,7 @@ func (q *Queue) roll(off int64) (*segment, error) {
 		return nil, q.errorf("new file at offset %d does not follow the last one at %d", start, old.segs[n-1].start)
 	}
 	if !q.dirMade {
-		if err := os.MkdirAll(q.dir, 0o755); err != nil {
+		if err := q.set.fs.MkdirAll(q.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
 		q.dirMade = true
@@ -323,10 +323,10 @@ func (q *Queue) roll(off int64) (*segment, error) {
 	path := filepath.Join(q.dir, fileName(start*EntrySize))
 	// A file of that name can only be a leftover of a retired file; it may
 	// still be mapped by a reader, so unlink it rather than truncate it.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := q.set.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := q.set.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
@@ -336,10 +336,10 @@ func (q *Queue) roll(off int64) (*segment, error) {
 		if err := f.Truncate(q.set.fileSize); err != nil {
 			return nil, err
 		}
-		return mmap.Map(f, 0, int(q.set.fileSize), mmap.ReadWrite)
+		return f.Map(0, int(q.set.fileSize), mmap.ReadWrite)
 	}()
 	if err != nil {
-		os.Remove(path)
+		q.set.fs.Remove(path)
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
 	sg := &segment{start: start, path: path}
@@ -385,7 +385,7 @@ func (q *Queue) rebase(n int64) error {
 	}
 	m, err := q.set.acquire(t, true)
 	if err != nil {
-		return q.readErr(n, err)
+		return q.writeErr(n, err)
 	}
 	b := m.Bytes()
 	for off := t.start; off < n; off++ {
@@ -434,6 +434,16 @@ func (q *Queue) readErr(off int64, err error) error {
 		return ErrOutOfRange
 	}
 	return err
+}
+
+// writeErr maps a failure of the writer to acquire its file into what
+// Append returns: ErrClosed once the queue is closed or dropped (its files
+// retired), the cause otherwise.
+func (q *Queue) writeErr(off int64, err error) error {
+	if q.closed.Load() || errors.Is(err, errSegmentGone) {
+		return ErrClosed
+	}
+	return q.errorf("append at %d: %w", off, err)
 }
 
 // Get returns the entry at queue offset off: O(1), no allocation.
@@ -608,7 +618,7 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 		for _, sg := range drop {
 			errs = append(errs, q.set.retire(sg, true))
 		}
-		errs = append(errs, syncDir(q.dir))
+		errs = append(errs, q.set.syncDir(q.dir))
 	}
 	zeroTo := min(hi, ts.start+q.per)
 	from, n := int((k-ts.start)*EntrySize), int((zeroTo-k)*EntrySize)
@@ -639,7 +649,7 @@ func (q *Queue) TruncateAfter(commitLogEnd int64) error {
 	q.flushMu.Lock()
 	q.flushed = min(q.flushed, k)
 	q.flushMu.Unlock()
-	if err := m.Sync(from, n); err != nil {
+	if err := q.set.fs.MSync(ts.path, m, from, n); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -722,7 +732,7 @@ func (q *Queue) Flush() error {
 		return err
 	}
 	for _, d := range []string{filepath.Dir(q.dir), q.set.root} {
-		if err := syncDir(d); err != nil {
+		if err := q.set.syncDir(d); err != nil {
 			q.newDir.Store(true)
 			return err
 		}
@@ -759,7 +769,7 @@ func (q *Queue) flush(least int64) (newDir bool, err error) {
 	q.flushed = hi
 	newDir = q.newDir.Swap(false)
 	if dirty := q.dirDirty.Swap(false); dirty || newDir {
-		if err := syncDir(q.dir); err != nil {
+		if err := q.set.syncDir(q.dir); err != nil {
 			q.dirDirty.Store(dirty)
 			q.newDir.Store(newDir)
 			return false, err
@@ -782,19 +792,4 @@ func (q *Queue) close(unlink bool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("consumequeue: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("consumequeue: fsync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/apogeemq/apogee/mmap"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // scan finds every <topic>/<queueId> directory under the root and recovers
@@ -21,7 +21,7 @@ import (
 // recovered by GOMAXPROCS workers: a broker with 100,000s of queues spends
 // its restart here, in a few system calls per queue.
 func (s *Set) scan(strict bool) error {
-	topics, err := os.ReadDir(s.root)
+	topics, err := s.fs.ReadDir(s.root)
 	if err != nil {
 		return fmt.Errorf("consumequeue: %w", err)
 	}
@@ -60,7 +60,7 @@ func (s *Set) scan(strict bool) error {
 
 // scanTopic recovers the queues of one topic directory.
 func (s *Set) scanTopic(topic string, buf []byte, strict bool) error {
-	qdirs, err := os.ReadDir(filepath.Join(s.root, topic))
+	qdirs, err := s.fs.ReadDir(filepath.Join(s.root, topic))
 	if err != nil {
 		return fmt.Errorf("consumequeue: %w", err)
 	}
@@ -71,6 +71,9 @@ func (s *Set) scanTopic(topic string, buf []byte, strict bool) error {
 		}
 		k := queueKey{topic, int32(id)}
 		q, err := s.recoverQueue(k.topic, k.id, buf, strict)
+		if err != nil && !errors.Is(err, ErrDamaged) {
+			return err
+		}
 		s.mu.Lock()
 		switch {
 		case err != nil:
@@ -107,7 +110,8 @@ func isFileName(name string) bool {
 }
 
 // recoverQueue rebuilds a queue's state from its directory: nil, nil when it
-// holds no files; an error wrapping ErrDamaged when it is unusable.
+// holds no files; an error wrapping ErrDamaged when it is unusable; another
+// error when its files could not be read (or a repair written).
 //
 // The end of the data is found in the last file by a binary search for the
 // first all-zero entry (entries are written densely, so written entries are a
@@ -129,9 +133,16 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	damaged := func(format string, args ...any) error {
 		return fmt.Errorf("consumequeue: %s/%d: %w: %s", topic, id, ErrDamaged, fmt.Sprintf(format, args...))
 	}
-	ents, err := os.ReadDir(q.dir)
+	// failed: a file could not be listed, read or written. That proves
+	// nothing about the files, so the queue is not damaged (dropping and
+	// rebuilding it would lose its offsets if the commitlog no longer holds
+	// its records): OpenSet fails with the cause instead.
+	failed := func(err error) error {
+		return fmt.Errorf("consumequeue: recover %s/%d: %w", topic, id, err)
+	}
+	ents, err := s.fs.ReadDir(q.dir)
 	if err != nil {
-		return nil, damaged("%v", err)
+		return nil, failed(err)
 	}
 	var files []fileInfo
 	for _, e := range ents {
@@ -144,7 +155,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 		}
 		info, err := e.Info()
 		if err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 		files = append(files, fileInfo{byteStart: start, path: filepath.Join(q.dir, e.Name()), size: info.Size()})
 	}
@@ -173,9 +184,9 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	if s.opts.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	lf, err := os.OpenFile(last.path, flag, 0)
+	lf, err := s.fs.OpenFile(last.path, flag, 0)
 	if err != nil {
-		return nil, damaged("%v", err)
+		return nil, failed(err)
 	}
 	defer lf.Close()
 	n := last.size / EntrySize
@@ -190,7 +201,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 		hn := min(n, headEntries, int64(len(buf)/EntrySize))
 		head = buf[:hn*EntrySize]
 		if _, err := lf.ReadAt(head, 0); err != nil {
-			return nil, damaged("read %s: %v", last.path, err)
+			return nil, failed(fmt.Errorf("read %s: %w", last.path, err))
 		}
 		for end = 0; end < hn && !allZero(head[end*EntrySize:(end+1)*EntrySize]); end++ {
 		}
@@ -201,7 +212,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	if head == nil {
 		var err error
 		if end, err = searchFile(lf, n, isZero); err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 	}
 	// The previous file's last entry: a full file ends with a written one,
@@ -209,9 +220,9 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	var prevEnd int64 = -1 // -1: no message before the last file
 	if len(files) > 1 {
 		prev := files[len(files)-2]
-		e, err := readEntry(prev.path, fs/EntrySize-1)
+		e, err := readEntry(s.fs, prev.path, fs/EntrySize-1)
 		if err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 		switch classify(e) {
 		case kindMessage:
@@ -230,11 +241,11 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 			nz = !allZero(head[end*EntrySize:])
 		} else {
 			if valid, lastEnd, err = validateAll(lf, end, len(files) == 1, prevEnd, buf); err != nil {
-				return nil, damaged("%v", err)
+				return nil, failed(err)
 			}
 			if valid == end {
 				if nz, err = scrub(lf, end*EntrySize, min(last.size, (end+window)*EntrySize), buf, false); err != nil {
-					return nil, damaged("%v", err)
+					return nil, failed(err)
 				}
 			}
 		}
@@ -247,13 +258,13 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 		if valid == 0 && prevEnd >= 0 {
 			lastEnd = prevEnd
 		}
-		return s.openedQueue(q, files, valid, lastEnd, head, damaged)
+		return s.openedQueue(q, files, valid, lastEnd, head, failed)
 	}
 	for hi := end; ; {
 		w0 := max(0, hi-window)
 		win := buf[:(hi-w0)*EntrySize]
 		if _, err := lf.ReadAt(win, w0*EntrySize); err != nil {
-			return nil, damaged("read %s: %v", last.path, err)
+			return nil, failed(fmt.Errorf("read %s: %w", last.path, err))
 		}
 		before := int64(-1)
 		if w0 == 0 {
@@ -267,7 +278,7 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 		// binary search landed past a hole (say, pages lost in a power
 		// failure), so the data ends before the window. Search again there.
 		if hi, err = searchFile(lf, w0, isZero); err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 	}
 	// Non-zero bytes after the valid entries (a torn entry, stale entries
@@ -284,27 +295,27 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 	}
 	scrubbed, err := scrub(lf, valid*EntrySize, scrubTo, buf, true)
 	if err != nil {
-		return nil, damaged("%v", err)
+		return nil, failed(err)
 	}
 	if last.size < fs {
 		if err := lf.Truncate(fs); err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 	}
 	if scrubbed || last.size < fs {
-		if err := mmap.Fdatasync(lf); err != nil {
-			return nil, damaged("%v", err)
+		if err := lf.Datasync(); err != nil {
+			return nil, failed(err)
 		}
 	}
 
-	return s.openedQueue(q, files, valid, lastEnd, nil, damaged)
+	return s.openedQueue(q, files, valid, lastEnd, nil, failed)
 }
 
 // openedQueue sets q's state from its recovered files: valid entries in the
 // last one, the last message's end lastEnd. head, when not nil, is the last
 // file's head as read, holding all its valid entries: the floor and the
 // hints are then taken from it.
-func (s *Set) openedQueue(q *Queue, files []fileInfo, valid, lastEnd int64, head []byte, damaged func(string, ...any) error) (*Queue, error) {
+func (s *Set) openedQueue(q *Queue, files []fileInfo, valid, lastEnd int64, head []byte, failed func(error) error) (*Queue, error) {
 	fs := s.fileSize
 	last := files[len(files)-1]
 	per := fs / EntrySize
@@ -328,14 +339,14 @@ func (s *Set) openedQueue(q *Queue, files []fileInfo, valid, lastEnd int64, head
 			q.minCommit.Store(getEntry(head[idx*EntrySize:]).CommitLogOffset)
 		}
 	} else if limit > 0 {
-		ff, err := os.Open(first.path)
+		ff, err := s.fs.OpenFile(first.path, os.O_RDONLY, 0)
 		if err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 		idx, err := searchFile(ff, limit, func(e Entry) bool { return e != blankEntry })
 		ff.Close()
 		if err != nil {
-			return nil, damaged("%v", err)
+			return nil, failed(err)
 		}
 		floor += idx
 	}
@@ -393,7 +404,7 @@ func validPrefix(win []byte, w0 int64, blanksAllowed bool, prevEnd int64) (valid
 // validateAll validates entries [0, end) of f (the queue's last file), a
 // window of buf at a time, and returns the index just past the last valid one
 // and the End() of the last message (see validPrefix).
-func validateAll(f *os.File, end int64, blanksAllowed bool, prevEnd int64, buf []byte) (valid, lastEnd int64, err error) {
+func validateAll(f vfs.File, end int64, blanksAllowed bool, prevEnd int64, buf []byte) (valid, lastEnd int64, err error) {
 	window := int64(len(buf) / EntrySize)
 	lastEnd = max(prevEnd, 0)
 	for w0 := int64(0); w0 < end; w0 += window {
@@ -420,7 +431,7 @@ func isZero(e Entry) bool { return e == Entry{} }
 
 // searchFile returns the first entry index in [0, n) of f for which pred is
 // true, assuming pred is false then true along the file; n if none.
-func searchFile(f *os.File, n int64, pred func(Entry) bool) (int64, error) {
+func searchFile(f vfs.File, n int64, pred func(Entry) bool) (int64, error) {
 	var b [EntrySize]byte
 	lo, hi := int64(0), n
 	for lo < hi {
@@ -437,8 +448,8 @@ func searchFile(f *os.File, n int64, pred func(Entry) bool) (int64, error) {
 	return lo, nil
 }
 
-func readEntry(path string, idx int64) (Entry, error) {
-	f, err := os.Open(path)
+func readEntry(fsys vfs.FS, path string, idx int64) (Entry, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -455,7 +466,7 @@ func readEntry(path string, idx int64) (Entry, error) {
 // it, though ext4 reports a file written through a mapping as data through
 // and through) or, without it, the whole range. It reports whether it found
 // (and, with write, zeroed) any; without write it stops at the first.
-func scrub(f *os.File, from, size int64, buf []byte, write bool) (bool, error) {
+func scrub(f vfs.File, from, size int64, buf []byte, write bool) (bool, error) {
 	buf = buf[:len(buf)-len(buf)%EntrySize]
 	var zeros []byte
 	wrote := false

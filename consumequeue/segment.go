@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -45,12 +46,15 @@ type segment struct {
 	// a pwrite and a close. Sweep closes it with the mapping once the segment
 	// is idle, retire for good, and roll when the segment stops being the
 	// tail. Changed under mu; the pointer is atomic for Sweep's quick check.
-	wf atomic.Pointer[os.File]
+	wf atomic.Pointer[writeFile]
 
 	mu        sync.Mutex // serialises mapping, unmapping, retiring and the writer's file
 	dead      bool       // retired: never map again; under mu
 	idleSince int64      // unix nanos of the Sweep that last saw it unused; under mu
 }
+
+// writeFile is a segment's open file for the writer's cold-page writes.
+type writeFile struct{ vfs.File }
 
 // segList is an immutable, contiguous list of a queue's files, published with
 // an atomic pointer and replaced (copy on write) when files come or go.
@@ -147,7 +151,7 @@ func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
 	if rw {
 		flag, mode = os.O_RDWR, mmap.ReadWrite
 	}
-	f, err := os.OpenFile(sg.path, flag, 0)
+	f, err := s.fs.OpenFile(sg.path, flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
 	}
@@ -166,7 +170,7 @@ func (s *Set) acquireSlow(sg *segment, write bool) (*mmap.Mapping, error) {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
 	}
-	m, err := mmap.Map(f, 0, int(s.fileSize), mode)
+	m, err := f.Map(0, int(s.fileSize), mode)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
@@ -209,7 +213,7 @@ func (s *Set) retire(sg *segment, unlink bool) error {
 	s.closeWriteFileLocked(sg)
 	sg.mu.Unlock()
 	if unlink {
-		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("consumequeue: remove %s: %w", sg.path, err)
 		}
 	}
@@ -261,14 +265,14 @@ func (s *Set) closeWriteFileLocked(sg *segment) {
 // when it is mapped, fdatasync of the file otherwise.
 func (s *Set) syncRange(sg *segment, from, to int64) error {
 	if m := sg.m.Load(); m != nil && m.Acquire() {
-		err := m.Sync(int((from-sg.start)*EntrySize), int((to-from)*EntrySize))
+		err := s.fs.MSync(sg.path, m, int((from-sg.start)*EntrySize), int((to-from)*EntrySize))
 		m.Release()
 		if err != nil {
-			return fmt.Errorf("consumequeue: sync %s: %w", sg.path, err)
+			return fmt.Errorf("consumequeue: sync: %w", err)
 		}
 		return nil
 	}
-	f, err := os.OpenFile(sg.path, os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(sg.path, os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil // deleted meanwhile: nothing left to make durable
@@ -276,8 +280,8 @@ func (s *Set) syncRange(sg *segment, from, to int64) error {
 		return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
 	}
 	defer f.Close()
-	if err := mmap.Fdatasync(f); err != nil {
-		return fmt.Errorf("consumequeue: %w", err)
+	if err := f.Datasync(); err != nil {
+		return fmt.Errorf("consumequeue: fdatasync %s: %w", sg.path, err)
 	}
 	return nil
 }
@@ -303,10 +307,11 @@ func (s *Set) writeCold(sg *segment, pos int64, b []byte) error {
 	}
 	f := sg.wf.Load()
 	if f == nil {
-		var err error
-		if f, err = os.OpenFile(sg.path, os.O_RDWR, 0); err != nil {
+		vf, err := s.fs.OpenFile(sg.path, os.O_RDWR, 0)
+		if err != nil {
 			return fmt.Errorf("consumequeue: open %s: %w", sg.path, err)
 		}
+		f = &writeFile{vf}
 		if s.writeFiles.Add(1) <= maxWriteFiles {
 			sg.wf.Store(f)
 		} else {
@@ -317,7 +322,7 @@ func (s *Set) writeCold(sg *segment, pos int64, b []byte) error {
 	sg.used.Store(true) // a tail being written is not idle: its file stays open
 	if end > sg.allocated {
 		to := min((end+allocChunk-1)/allocChunk*allocChunk, s.fileSize)
-		if err := mmap.Fallocate(f, sg.allocated, to-sg.allocated); err != nil {
+		if err := f.Allocate(sg.allocated, to-sg.allocated); err != nil {
 			return fmt.Errorf("consumequeue: reserve blocks of %s: %w", sg.path, err)
 		}
 		sg.allocated = to

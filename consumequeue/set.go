@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // Set is every consume queue under one root directory
@@ -19,6 +22,7 @@ import (
 type Set struct {
 	root     string
 	opts     Options
+	fs       vfs.FS
 	fileSize int64
 
 	mapped     atomic.Int64 // segments holding a cache reference on a mapping
@@ -53,22 +57,26 @@ type DamagedQueue struct {
 // Queues whose files are inconsistent do not make OpenSet fail: they are left
 // out, listed by Damaged, and Queue returns ErrDamaged for them until
 // DropQueue removes them, after which the store rebuilds them from the
-// commitlog. OpenSet fails only when the root itself cannot be read.
+// commitlog. OpenSet fails when the root cannot be read, or a queue's files
+// cannot be listed, read or repaired: an I/O error proves nothing about the
+// files, and dropping a queue whose records the commitlog no longer holds
+// would lose its offsets.
 func OpenSet(root string, opts Options) (*Set, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if o.ReadOnly {
-		if _, err := os.Stat(root); err != nil {
+		if _, err := o.FS.Stat(root); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
-	} else if err := os.MkdirAll(root, 0o755); err != nil {
+	} else if err := o.FS.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
 	s := &Set{
 		root:     root,
 		opts:     o,
+		fs:       o.FS,
 		fileSize: int64(o.EntriesPerFile) * EntrySize,
 		queues:   make(map[queueKey]*Queue),
 		damaged:  make(map[queueKey]error),
@@ -249,10 +257,10 @@ func (s *Set) DropQueue(topic string, queueID int32) error {
 		errs = append(errs, q.close(true))
 	}
 	dir := filepath.Join(s.root, topic, strconv.FormatInt(int64(queueID), 10))
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.fs.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("consumequeue: %w", err))
 	}
-	errs = append(errs, syncDir(filepath.Dir(dir)))
+	errs = append(errs, s.syncDir(filepath.Dir(dir)))
 	return errors.Join(errs...)
 }
 
@@ -278,10 +286,10 @@ func (s *Set) DeleteTopic(topic string) error {
 	for _, id := range ids {
 		errs = append(errs, s.DropQueue(topic, id))
 	}
-	if err := os.RemoveAll(filepath.Join(s.root, topic)); err != nil {
+	if err := s.fs.RemoveAll(filepath.Join(s.root, topic)); err != nil {
 		errs = append(errs, fmt.Errorf("consumequeue: %w", err))
 	}
-	errs = append(errs, syncDir(s.root))
+	errs = append(errs, s.syncDir(s.root))
 	return errors.Join(errs...)
 }
 
@@ -311,12 +319,12 @@ func (s *Set) FlushDirty(leastEntries int64) error {
 	if len(created) > 0 {
 		var err error
 		for d := range parents {
-			if err = syncDir(d); err != nil {
+			if err = s.syncDir(d); err != nil {
 				break
 			}
 		}
 		if err == nil {
-			err = syncDir(s.root)
+			err = s.syncDir(s.root)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -400,4 +408,14 @@ func (s *Set) closeQueues() {
 	for _, q := range s.snapshot() {
 		q.close(false)
 	}
+}
+
+// syncDir fsyncs a directory of the set (see durable.SyncDir). A directory
+// that is gone (its queue or topic dropped meanwhile) needs no sync.
+func (s *Set) syncDir(dir string) error {
+	err := durable.SyncDir(s.fs, dir)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("consumequeue: %w", err)
 }

@@ -71,6 +71,14 @@
 // header, without holding up Put; it is for the store's periodic flush and
 // Close. A failed sync is sticky.
 //
+// # Files
+//
+// Every file operation goes through Options.FS (internal/vfs), and the
+// directory is synced (internal/durable) after a file is created, removed
+// or renamed into place; a file whose directory sync fails is removed
+// again. faults_test.go fails each file operation of a realistic workload
+// in turn.
+//
 // # A full disk
 //
 // A file is fully allocated (fallocate) when it is created, so writes into it

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -38,6 +40,7 @@ var be = binary.BigEndian
 type file struct {
 	name string // yyyyMMddHHmmssSSS
 	path string
+	fs   vfs.FS
 	m    *mmap.Mapping
 	rw   bool // mapped read-write: the newest file at Open, or created by roll
 
@@ -155,44 +158,47 @@ func timeDiff(beginTs, ts int64) int32 {
 // synced, mapped read-write, given its initial header (RocketMQ starts a file
 // with begin = end = the previous file's end, and indexCount 1), then renamed
 // into place and the directory synced.
-func createFile(dir, name string, lay *layout, prevEndTs, prevEndPhy int64) (*file, error) {
+func createFile(fsys vfs.FS, dir, name string, lay *layout, prevEndTs, prevEndPhy int64) (*file, error) {
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix
-	fd, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	fd, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("index: create %s: %w", tmp, err)
 	}
 	fail := func(err error) (*file, error) {
 		fd.Close()
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return nil, err
 	}
-	if err := mmap.Fallocate(fd, 0, int64(lay.size)); err != nil {
+	if err := fd.Allocate(0, int64(lay.size)); err != nil {
 		return fail(fmt.Errorf("index: %w", err))
 	}
-	if err := mmap.Fdatasync(fd); err != nil {
-		return fail(fmt.Errorf("index: %w", err))
+	if err := fd.Datasync(); err != nil {
+		return fail(fmt.Errorf("index: fdatasync %s: %w", tmp, err))
 	}
-	m, err := mmap.Map(fd, 0, lay.size, mmap.ReadWrite)
+	m, err := fd.Map(0, lay.size, mmap.ReadWrite)
 	if err != nil {
 		return fail(fmt.Errorf("index: %w", err))
 	}
 	if err := fd.Close(); err != nil {
 		m.Release()
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return nil, fmt.Errorf("index: close %s: %w", tmp, err)
 	}
-	f := &file{name: name, path: path, m: m, rw: true}
+	f := &file{name: name, path: path, fs: fsys, m: m, rw: true}
 	f.setFromHeader(header{beginTs: prevEndTs, endTs: prevEndTs, beginPhy: prevEndPhy, endPhy: prevEndPhy, count: 1})
 	f.writeHeader(m.Bytes())
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		m.Release()
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return nil, fmt.Errorf("index: rename %s: %w", tmp, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(fsys, dir); err != nil {
+		// The file is in place but its name may not survive a power
+		// failure: remove it (a later Put creates another).
 		m.Release()
-		return nil, err
+		fsys.Remove(path)
+		return nil, fmt.Errorf("index: new file %s: %w", path, err)
 	}
 	return f, nil
 }
@@ -200,14 +206,14 @@ func createFile(dir, name string, lay *layout, prevEndTs, prevEndPhy int64) (*fi
 // openFile maps an existing file, read-write if rw. Its size must match the
 // layout. The counters are loaded from the header unchecked; the caller
 // validates them.
-func openFile(dir, name string, lay *layout, rw bool) (*file, error) {
+func openFile(fsys vfs.FS, dir, name string, lay *layout, rw bool) (*file, error) {
 	path := filepath.Join(dir, name)
 	flag := os.O_RDONLY
 	mode := mmap.ReadOnly
 	if rw {
 		flag, mode = os.O_RDWR, mmap.ReadWrite
 	}
-	fd, err := os.OpenFile(path, flag, 0)
+	fd, err := fsys.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", path, err)
 	}
@@ -219,11 +225,11 @@ func openFile(dir, name string, lay *layout, rw bool) (*file, error) {
 	if st.Size() != int64(lay.size) {
 		return nil, fmt.Errorf("%w: %s is %d bytes, the options give %d", ErrLayout, path, st.Size(), lay.size)
 	}
-	m, err := mmap.Map(fd, 0, lay.size, mode)
+	m, err := fd.Map(0, lay.size, mode)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	f := &file{name: name, path: path, m: m, rw: rw}
+	f := &file{name: name, path: path, fs: fsys, m: m, rw: rw}
 	f.setFromHeader(readHeader(m.Bytes()))
 	return f, nil
 }
@@ -329,8 +335,8 @@ func (f *file) recover(lay *layout) (bool, error) {
 		changed = true
 	}
 	if changed {
-		if err := f.m.Sync(0, lay.size); err != nil {
-			return false, fmt.Errorf("index: sync repaired %s: %w", f.path, err)
+		if err := f.fs.MSync(f.path, f.m, 0, lay.size); err != nil {
+			return false, fmt.Errorf("index: sync repaired file: %w", err)
 		}
 	}
 	return true, nil
@@ -343,24 +349,10 @@ func (f *file) sync(lay *layout, n int32) error {
 	end := lay.entryPos(n)
 	ps := mmap.PageSize()
 	if end <= ps {
-		return f.m.Sync(0, end)
+		return f.fs.MSync(f.path, f.m, 0, end)
 	}
-	if err := f.m.Sync(ps, end-ps); err != nil {
+	if err := f.fs.MSync(f.path, f.m, ps, end-ps); err != nil {
 		return err
 	}
-	return f.m.Sync(0, headerSize)
-}
-
-// syncDir fsyncs a directory so that file creations and removals in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("index: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("index: sync dir %s: %w", dir, err)
-	}
-	return nil
+	return f.fs.MSync(f.path, f.m, 0, headerSize)
 }

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/javacompat"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/mmap"
 )
 
@@ -50,6 +52,7 @@ const (
 type Index struct {
 	dir string
 	lay layout
+	fs  vfs.FS
 
 	// files is the current list, oldest first. A published slice is never
 	// modified: changes store a new one. The Index holds one reference on
@@ -104,10 +107,11 @@ func Open(dir string, opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := o.FS
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
@@ -118,7 +122,7 @@ func Open(dir string, opts Options) (*Index, error) {
 		}
 		n := e.Name()
 		if base, ok := strings.CutSuffix(n, tmpSuffix); ok && validName(base) {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
 				return nil, fmt.Errorf("index: remove leftover: %w", err)
 			}
 			continue
@@ -129,7 +133,7 @@ func Open(dir string, opts Options) (*Index, error) {
 	}
 	slices.Sort(names)
 
-	x := &Index{dir: dir, lay: newLayout(o)}
+	x := &Index{dir: dir, lay: newLayout(o), fs: fsys}
 	files := make([]*file, 0, len(names))
 	fail := func(err error) (*Index, error) {
 		for _, f := range files {
@@ -139,7 +143,7 @@ func Open(dir string, opts Options) (*Index, error) {
 	}
 	for i, name := range names {
 		newest := i == len(names)-1
-		f, err := openFile(dir, name, &x.lay, newest)
+		f, err := openFile(fsys, dir, name, &x.lay, newest)
 		if errors.Is(err, ErrLayout) || err == nil && !newest && !f.headerSane(&x.lay) {
 			if err == nil {
 				f.m.Release()
@@ -164,10 +168,10 @@ func Open(dir string, opts Options) (*Index, error) {
 		}
 		if !ok {
 			f.m.Release()
-			if err := os.Remove(f.path); err != nil {
+			if err := fsys.Remove(f.path); err != nil {
 				return fail(fmt.Errorf("index: remove empty %s: %w", f.path, err))
 			}
-			if err := syncDir(dir); err != nil {
+			if err := x.syncDir(); err != nil {
 				return fail(err)
 			}
 			continue
@@ -187,12 +191,20 @@ func Open(dir string, opts Options) (*Index, error) {
 // and records why, for Repaired.
 func (x *Index) removeDamaged(names []string, why error) error {
 	for _, n := range names {
-		if err := os.Remove(filepath.Join(x.dir, n)); err != nil {
+		if err := x.fs.Remove(filepath.Join(x.dir, n)); err != nil {
 			return fmt.Errorf("index: remove damaged %s: %w", n, err)
 		}
 	}
 	x.repaired = append(x.repaired, fmt.Sprintf("%v; removed %s to re-index from the commit log", why, strings.Join(names, ", ")))
-	return syncDir(x.dir)
+	return x.syncDir()
+}
+
+// syncDir fsyncs the index's directory (see durable.SyncDir).
+func (x *Index) syncDir() error {
+	if err := durable.SyncDir(x.fs, x.dir); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
 }
 
 // Repaired lists the damaged files Open removed, with the reason; empty when
@@ -447,7 +459,7 @@ func (x *Index) roll() (*file, error) {
 		x.cur = nil
 	}
 	name := x.nextName()
-	f, err := createFile(x.dir, name, &x.lay, prevTs, prevPhy)
+	f, err := createFile(x.fs, x.dir, name, &x.lay, prevTs, prevPhy)
 	if err != nil {
 		return nil, err
 	}
@@ -654,11 +666,11 @@ func (x *Index) remove(files []*file) error {
 		if err := f.m.Release(); err != nil && first == nil {
 			first = fmt.Errorf("index: release %s: %w", f.path, err)
 		}
-		if err := os.Remove(f.path); err != nil && first == nil {
+		if err := x.fs.Remove(f.path); err != nil && first == nil {
 			first = fmt.Errorf("index: remove: %w", err)
 		}
 	}
-	if err := syncDir(x.dir); err != nil && first == nil {
+	if err := x.syncDir(); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -738,7 +750,7 @@ func Check(dir string, opts Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := o.FS.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -755,7 +767,7 @@ func Check(dir string, opts Options) ([]string, error) {
 	lay := newLayout(o)
 	var problems []string
 	for i, name := range names {
-		f, err := openFile(dir, name, &lay, false)
+		f, err := openFile(o.FS, dir, name, &lay, false)
 		if errors.Is(err, ErrLayout) {
 			problems = append(problems, err.Error()+"; it and every later file would be re-indexed")
 			break

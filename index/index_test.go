@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"github.com/apogeemq/apogee/mmap"
+	"golang.org/x/sys/unix"
 )
 
 const ts0 = int64(1_700_000_000_000)
@@ -802,22 +805,27 @@ func TestOlderFileBadHeader(t *testing.T) {
 // TestUnavailableBacksOff: when no file can be created, Put fails with
 // ErrUnavailable and stops trying until the back-off has passed.
 func TestUnavailableBacksOff(t *testing.T) {
-	dir := t.TempDir()
-	x := openT(t, dir, Options{SlotCount: 8, MaxEntries: 50})
-	// With its directory gone, no file can be created.
-	if err := os.Remove(dir); err != nil {
-		t.Fatal(err)
-	}
+	fsys := errorfs.New(vfs.Default)
+	x := openT(t, t.TempDir(), Options{SlotCount: 8, MaxEntries: 50, FS: fsys})
+	full := true
+	fsys.FailWhen(func(op errorfs.Op, _ string) unix.Errno {
+		if full && op == errorfs.OpAllocate {
+			return unix.ENOSPC
+		}
+		return 0
+	})
 	err := x.Put("T", "k", 100, ts0)
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Put with no file creatable: %v, want ErrUnavailable", err)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("Put with no file creatable: %v, want ErrUnavailable wrapping ENOSPC", err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	full = false
 	// Within the back-off Put fails fast, even though a file could be made now.
+	allocs := fsys.Counts()[errorfs.OpAllocate]
 	if err := x.Put("T", "k", 200, ts0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Put within the back-off: %v", err)
+	}
+	if n := fsys.Counts()[errorfs.OpAllocate]; n != allocs {
+		t.Fatalf("Put within the back-off tried to create a file")
 	}
 	x.mu.Lock()
 	x.downUntil = time.Time{} // the back-off has passed

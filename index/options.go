@@ -3,6 +3,8 @@ package index
 import (
 	"fmt"
 	"math"
+
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // Default sizes, RocketMQ's maxHashSlotNum and maxIndexNum: a file of
@@ -26,6 +28,10 @@ type Options struct {
 	// that starts a new file. Default 20,000,000 (DefaultMaxEntries);
 	// at least 2.
 	MaxEntries int
+
+	// FS is the file system every file operation goes through. Default
+	// vfs.Default (the operating system); tests wrap it to inject failures.
+	FS vfs.FS
 }
 
 // withDefaults returns o with zero fields replaced by their defaults, or an
@@ -36,6 +42,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxEntries == 0 {
 		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	if err := o.validate(); err != nil {
 		return Options{}, err

@@ -3,70 +3,53 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
-	"github.com/apogeemq/apogee/mmap"
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 const (
 	checkpointName = "checkpoint"
 	abortName      = "abort"
 	ckptMagic      = "APGSTCK1"
-	ckptSize       = 28
+	ckptPayload    = 16
 )
 
 // storeCheckpoint records the dispatched offset that the consume queues and
-// the index have been flushed through. Layout (big-endian): magic (8),
-// dispatched offset (8), time ms (8), CRC32 of the first 24 bytes (4). It is
-// rewritten in place with one pwrite and an fdatasync; a torn write fails the
-// CRC and counts as no checkpoint (recovery then re-dispatches everything).
+// the index have been flushed through. Layout (big-endian), a durable.Record:
+// magic "APGSTCK1" (8), dispatched offset (8), time ms (8), CRC32 of the
+// first 24 bytes (4). It is rewritten in place with one pwrite and an
+// fdatasync; a torn write fails the CRC and counts as no checkpoint
+// (recovery then re-dispatches everything).
 type storeCheckpoint struct {
-	mu sync.Mutex
-	f  *os.File
+	rec *durable.Record
 }
 
-func openStoreCheckpoint(dir string) (*storeCheckpoint, int64, bool, error) {
-	f, err := os.OpenFile(filepath.Join(dir, checkpointName), os.O_RDWR|os.O_CREATE, 0o644)
+func openStoreCheckpoint(fsys vfs.FS, dir string) (*storeCheckpoint, int64, bool, error) {
+	rec, p, ok, err := durable.OpenRecord(fsys, filepath.Join(dir, checkpointName), ckptMagic, ckptPayload)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("store: open checkpoint: %w", err)
+		return nil, 0, false, fmt.Errorf("store: checkpoint: %w", err)
 	}
-	c := &storeCheckpoint{f: f}
-	var b [ckptSize]byte
-	if n, _ := f.ReadAt(b[:], 0); n < ckptSize {
+	c := &storeCheckpoint{rec: rec}
+	if !ok {
 		return c, 0, false, nil
 	}
-	if string(b[:8]) != ckptMagic || crc32.ChecksumIEEE(b[:24]) != binary.BigEndian.Uint32(b[24:]) {
-		return c, 0, false, nil
-	}
-	return c, int64(binary.BigEndian.Uint64(b[8:])), true, nil
+	return c, int64(binary.BigEndian.Uint64(p)), true, nil
 }
 
 func (c *storeCheckpoint) write(dispatched int64) error {
-	var b [ckptSize]byte
-	copy(b[:], ckptMagic)
-	binary.BigEndian.PutUint64(b[8:], uint64(dispatched))
-	binary.BigEndian.PutUint64(b[16:], uint64(time.Now().UnixMilli()))
-	binary.BigEndian.PutUint32(b[24:], crc32.ChecksumIEEE(b[:24]))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.f == nil {
-		return ErrClosed
+	var p [ckptPayload]byte
+	binary.BigEndian.PutUint64(p[0:], uint64(dispatched))
+	binary.BigEndian.PutUint64(p[8:], uint64(time.Now().UnixMilli()))
+	if err := c.rec.Write(p[:]); err != nil {
+		if err == durable.ErrRecordClosed {
+			return ErrClosed
+		}
+		return fmt.Errorf("store: checkpoint: %w", err)
 	}
-	if _, err := c.f.WriteAt(b[:], 0); err != nil {
-		return fmt.Errorf("store: write checkpoint: %w", err)
-	}
-	return mmap.Fdatasync(c.f)
+	return nil
 }
 
-func (c *storeCheckpoint) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.f != nil {
-		c.f.Close()
-		c.f = nil
-	}
-}
+func (c *storeCheckpoint) close() { c.rec.Close() }

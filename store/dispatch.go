@@ -49,8 +49,9 @@ type dispatcher struct {
 // arrivals, so a dispatcher that never catches up still wakes long polls.
 const arrivalBatch = 256
 
-// retryDelay is how long dispatch waits before retrying after a full disk.
-const retryDelay = 100 * time.Millisecond
+// retryDelay is how long dispatch waits before retrying after a failed
+// consume-queue write (a variable for the fault-injection test).
+var retryDelay = 100 * time.Millisecond
 
 type dispatchTopic struct {
 	name    string
@@ -117,16 +118,24 @@ func (d *dispatcher) run() {
 		for i := range batch {
 			p := &batch[i]
 			if err := d.write(p); err != nil {
-				// Out of space for a consume-queue block: stop before this
-				// record (nothing after it may be dispatched out of order) and
-				// try again shortly; appends to the log go on meanwhile.
+				// A consume-queue write failed (no space for a block, an
+				// I/O error): stop before this record (nothing after it may
+				// be dispatched out of order, and skipping it would leave a
+				// gap that hides every later message of its queue and, after
+				// a restart, hands its queue offset out again) and try again
+				// shortly; appends to the log go on meanwhile.
 				d.cursor.Close()
 				d.cursor = s.log.NewCursor(p.off)
 				s.stats.dispatchStalls.Add(1)
 				if !d.stalled {
 					d.stalled = true
-					s.opts.Logger.Warn("store: disk full: dispatch paused; new messages are stored but not visible until space returns",
-						"offset", p.off, "err", err)
+					if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+						s.opts.Logger.Warn("store: disk full: dispatch paused; new messages are stored but not visible until space returns",
+							"offset", p.off, "err", err)
+					} else {
+						s.opts.Logger.Error("store: consume-queue write failed: dispatch paused; new messages are stored but not visible until it succeeds",
+							"offset", p.off, "err", err)
+					}
 				}
 				if !d.retryArmed {
 					// One timer at a time: appends also wake the loop, and
@@ -145,7 +154,7 @@ func (d *dispatcher) run() {
 			s.dispatched.Store(p.off + int64(len(p.rec)))
 			if d.stalled {
 				d.stalled = false
-				s.opts.Logger.Warn("store: disk space is back: dispatch resumed", "offset", p.off)
+				s.opts.Logger.Warn("store: consume-queue writes succeed again (disk space is back?): dispatch resumed", "offset", p.off)
 			}
 			if n++; n%arrivalBatch == 0 {
 				d.flushArrival()
@@ -296,7 +305,9 @@ func (s *Store) tagCode(v message.View, tags []byte) int64 {
 }
 
 // write appends p's consume-queue entry and index keys. It returns an error
-// only when the record must be dispatched again later (the disk is full).
+// only when the record must be dispatched again later: the consume-queue
+// write failed for a reason that may pass (a full disk, an I/O error), as
+// opposed to an entry the queue refuses (those are logged and skipped).
 func (d *dispatcher) write(p *pendingRecord) error {
 	if p.bad {
 		return nil
@@ -314,7 +325,7 @@ func (d *dispatcher) write(p *pendingRecord) error {
 			}
 		}
 		if err != nil {
-			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			if !refused(err) {
 				return err
 			}
 			s.stats.dispatchErrors.Add(1)
@@ -335,6 +346,16 @@ func (d *dispatcher) write(p *pendingRecord) error {
 		s.opts.Logger.Warn("store: the index is back: keys are indexed again", "unindexedMeanwhile", s.stats.unindexed.Load())
 	}
 	return nil
+}
+
+// refused reports whether a consume-queue append error is the queue refusing
+// the entry (it conflicts with the stored one, leaves a gap, is invalid, or
+// the queue was dropped), which no retry changes, rather than a failure to
+// write it.
+func refused(err error) bool {
+	return errors.Is(err, consumequeue.ErrConflict) || errors.Is(err, consumequeue.ErrGap) ||
+		errors.Is(err, consumequeue.ErrInvalidEntry) || errors.Is(err, consumequeue.ErrClosed) ||
+		errors.Is(err, consumequeue.ErrOutOfRange) || errors.Is(err, consumequeue.ErrReadOnly)
 }
 
 // indexFailed counts a record whose keys could not be indexed and logs when

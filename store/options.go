@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -81,6 +82,10 @@ type Options struct {
 	scrubDelay time.Duration
 	// Logger receives recovery reports and dispatch errors. Default slog.Default().
 	Logger *slog.Logger
+	// FS is the file system every file operation of the store and its parts
+	// goes through. Default vfs.Default (the operating system); tests wrap
+	// it to inject failures.
+	FS vfs.FS
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -125,6 +130,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	return o, nil
 }

@@ -5,16 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"golang.org/x/sys/unix"
 )
 
 // Disk pressure must be visible: one WARN line per change of state, never one
-// per message, and counters in Stats. These tests run the store on a small
-// tmpfs (skipped where mounting is not permitted).
+// per message, and counters in Stats. TestDiskFullRefusalsAreLoggedOncePerChange
+// runs the store on a small tmpfs and fills it (a real ENOSPC; skipped where
+// mounting is not permitted); the others report a full disk through the
+// file-system seam, and run anywhere.
 
 func smallDisk(t *testing.T, size string) string {
 	t.Helper()
@@ -92,9 +97,11 @@ func TestDiskFullRefusalsAreLoggedOncePerChange(t *testing.T) {
 }
 
 func TestPressureDeletionIsLogged(t *testing.T) {
-	mnt := smallDisk(t, "4m")
 	var logs logBuffer
-	o := testOptions(filepath.Join(mnt, "store"))
+	fsys := errorfs.New(vfs.Default)
+	fsys.SetDiskUsage(func(string) (float64, error) { return 0.9, nil })
+	o := testOptions(t.TempDir())
+	o.FS = fsys
 	o.SegmentSize = 256 << 10
 	o.DiskUsageRatio = 0.3
 	o.Logger = logs.logger()
@@ -124,9 +131,17 @@ func TestPressureDeletionIsLogged(t *testing.T) {
 }
 
 func TestIndexUnavailableIsLoggedOncePerChange(t *testing.T) {
-	mnt := smallDisk(t, "2m")
 	var logs logBuffer
-	o := testOptions(filepath.Join(mnt, "store"))
+	fsys := errorfs.New(vfs.Default)
+	var full atomic.Bool // no space for a new index file
+	fsys.FailWhen(func(op errorfs.Op, path string) unix.Errno {
+		if full.Load() && op == errorfs.OpAllocate && strings.Contains(path, string(filepath.Separator)+"index"+string(filepath.Separator)) {
+			return unix.ENOSPC
+		}
+		return 0
+	})
+	o := testOptions(t.TempDir())
+	o.FS = fsys
 	o.SegmentSize = 256 << 10
 	o.IndexSlots, o.IndexMaxEntries = 64, 8 // a new index file every 7 keys
 	o.Logger = logs.logger()
@@ -136,7 +151,7 @@ func TestIndexUnavailableIsLoggedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVisible(t, s, "T", 0, 1)
-	ballast := fillDisk(t, mnt)
+	full.Store(true)
 	for i := 1; i <= 40; i++ {
 		if _, err := s.Put(msg("T", 0, "m", "KEYS", "k")); err != nil {
 			t.Fatal(err)
@@ -149,9 +164,7 @@ func TestIndexUnavailableIsLoggedOncePerChange(t *testing.T) {
 	if st := s.Stats(); st.Unindexed == 0 {
 		t.Fatal("no record counted as unindexed")
 	}
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
+	full.Store(false)
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; !strings.Contains(logs.String(), "the index is back"); i++ {
 		if time.Now().After(deadline) {

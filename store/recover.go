@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/index"
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -16,16 +18,25 @@ import (
 func (s *Store) recover() (commitlog.Recovery, error) {
 	o := s.opts
 	abortPath := filepath.Join(o.Dir, abortName)
-	_, statErr := os.Stat(abortPath)
-	crashed := statErr == nil
+	crashed, err := o.exists(abortPath)
+	if err != nil {
+		return commitlog.Recovery{}, err
+	}
 	cqDir := filepath.Join(o.Dir, "consumequeue")
 	idxDir := filepath.Join(o.Dir, "index")
-	_, cqErr := os.Stat(cqDir)
-	_, idxErr := os.Stat(idxDir)
-	derivedMissing := cqErr != nil || idxErr != nil
-
-	if err := writeAbort(abortPath); err != nil {
+	cqThere, err := o.exists(cqDir)
+	if err != nil {
 		return commitlog.Recovery{}, err
+	}
+	idxThere, err := o.exists(idxDir)
+	if err != nil {
+		return commitlog.Recovery{}, err
+	}
+	derivedMissing := !cqThere || !idxThere
+
+	// From now on a crash must take the abnormal path.
+	if err := durable.Touch(o.FS, abortPath); err != nil {
+		return commitlog.Recovery{}, fmt.Errorf("store: abort marker: %w", err)
 	}
 	log, rep, err := commitlog.Open(commitlog.Options{
 		Dir:               filepath.Join(o.Dir, "commitlog"),
@@ -37,6 +48,7 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		DiskUsageRatio:    o.DiskUsageRatio,
 		RetentionInterval: -1, // the store runs retention, then cleans what depends on it
 		Logger:            o.Logger,
+		FS:                o.FS,
 	})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
@@ -48,15 +60,15 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	case !rep.Verified:
 		o.Logger.Warn("store: commit log recovered", "report", rep.String())
 	}
-	s.cqs, err = consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries})
+	s.cqs, err = consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries, FS: o.FS})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
-	s.idx, err = index.Open(idxDir, index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries})
+	s.idx, err = index.Open(idxDir, index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries, FS: o.FS})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
-	ckpt, dispatched, haveCkpt, err := openStoreCheckpoint(o.Dir)
+	ckpt, dispatched, haveCkpt, err := openStoreCheckpoint(o.FS, o.Dir)
 	if err != nil {
 		return rep, err
 	}
@@ -188,22 +200,15 @@ func isBoundary(log *commitlog.Log, off int64) bool {
 	return true
 }
 
-func writeAbort(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("store: create abort marker: %w", err)
+// exists reports whether path exists; an error other than its absence is
+// returned (with it, the store cannot tell a crash from a clean stop).
+func (o Options) exists(path string) (bool, error) {
+	_, err := o.FS.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("store: sync abort marker: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return false, fmt.Errorf("store: %w", err)
 }

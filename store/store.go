@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/index"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +38,7 @@ type Store struct {
 	log  *commitlog.Log
 	cqs  *consumequeue.Set
 	idx  *index.Index
-	lock *os.File
+	lock io.Closer
 
 	// counters assign queue offsets; each counter's next field is only
 	// touched inside the commit log's append critical section.
@@ -84,10 +86,10 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	if err != nil {
 		return nil, commitlog.Recovery{}, err
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, commitlog.Recovery{}, fmt.Errorf("store: create %s: %w", o.Dir, err)
 	}
-	lock, err := lockDir(o.Dir)
+	lock, err := lockDir(o.FS, o.Dir)
 	if err != nil {
 		return nil, commitlog.Recovery{}, err
 	}
@@ -114,19 +116,15 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 }
 
 // lockDir takes an exclusive lock on <dir>/lock, held while the store is open.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("store: open lock file: %w", err)
+func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
+	l, err := fsys.Lock(filepath.Join(dir, "lock"))
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
-		}
+	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", dir, err)
 	}
-	return f, nil
+	return l, nil
 }
 
 // Log returns the commit log, for the store's own benchmarks and tools that
@@ -331,7 +329,7 @@ func (s *Store) Close() error {
 	}
 	errs = append(errs, s.closeParts()...)
 	if len(errs) == 0 {
-		if err := os.Remove(filepath.Join(s.opts.Dir, abortName)); err != nil && !os.IsNotExist(err) {
+		if err := s.opts.FS.Remove(filepath.Join(s.opts.Dir, abortName)); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}

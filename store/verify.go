@@ -65,19 +65,22 @@ func Verify(ctx context.Context, opts Options) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(o.Dir); err != nil {
+	if _, err := o.FS.Stat(o.Dir); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	lock, err := lockDir(o.Dir)
+	lock, err := lockDir(o.FS, o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
 	r := &VerifyReport{Dir: o.Dir}
-	_, statErr := os.Stat(filepath.Join(o.Dir, abortName))
-	r.CleanShutdown = errors.Is(statErr, os.ErrNotExist)
+	aborted, err := o.exists(filepath.Join(o.Dir, abortName))
+	if err != nil {
+		return nil, err
+	}
+	r.CleanShutdown = !aborted
 
-	log, rep, err := commitlog.OpenReadOnly(commitlog.Options{Dir: filepath.Join(o.Dir, "commitlog"), SegmentSize: o.SegmentSize})
+	log, rep, err := commitlog.OpenReadOnly(commitlog.Options{Dir: filepath.Join(o.Dir, "commitlog"), SegmentSize: o.SegmentSize, FS: o.FS})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -97,7 +100,7 @@ func Verify(ctx context.Context, opts Options) (*VerifyReport, error) {
 	}
 
 	cqDir := filepath.Join(o.Dir, "consumequeue")
-	cqs, err := consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries, ReadOnly: true})
+	cqs, err := consumequeue.OpenSet(cqDir, consumequeue.Options{EntriesPerFile: o.ConsumeQueueEntries, ReadOnly: true, FS: o.FS})
 	if errors.Is(err, os.ErrNotExist) {
 		if log.WrittenOffset() > log.MinOffset() {
 			r.problem("consume queues: %s is missing; a restart rebuilds every queue from the commit log", cqDir)
@@ -114,7 +117,7 @@ func Verify(ctx context.Context, opts Options) (*VerifyReport, error) {
 		}
 	}
 
-	if r.Index, err = index.Check(filepath.Join(o.Dir, "index"), index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries}); err != nil {
+	if r.Index, err = index.Check(filepath.Join(o.Dir, "index"), index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries, FS: o.FS}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	for _, p := range r.Index {

@@ -1,32 +1,34 @@
 package store
 
 import (
-	"errors"
-	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"golang.org/x/sys/unix"
 )
 
-// TestDispatchStallsOnAFullDiskAndResumes runs a store on a small tmpfs. With
-// the disk filled by a ballast file, a message to a new queue is accepted by
-// the commit log (its segment was reserved up front) but cannot get a
-// consume-queue block: dispatch stalls before it, Put does not wait for the
-// stalled dispatcher, and once the ballast goes the message becomes visible
-// with nothing lost. Needs permission to mount (root); skipped otherwise.
+// TestDispatchStallsOnAFullDiskAndResumes fills the disk for the consume
+// queues (through the file-system seam): a message to a new queue is
+// accepted by the commit log (its segment was reserved up front) but cannot
+// get a consume-queue block: dispatch stalls before it, Put does not wait
+// for the stalled dispatcher, and once space returns the message becomes
+// visible with nothing lost.
 func TestDispatchStallsOnAFullDiskAndResumes(t *testing.T) {
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=2m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v", err)
-	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
-
-	o := testOptions(filepath.Join(mnt, "store"))
+	fsys := errorfs.New(vfs.Default)
+	var full atomic.Bool
+	fsys.FailWhen(func(op errorfs.Op, path string) unix.Errno {
+		if full.Load() && op == errorfs.OpAllocate && strings.Contains(path, string(filepath.Separator)+"consumequeue"+string(filepath.Separator)) {
+			return unix.ENOSPC
+		}
+		return 0
+	})
+	o := testOptions(t.TempDir())
+	o.FS = fsys
 	o.SegmentSize = 256 << 10
 	o.MaxMessageSize = 4 << 10
 	o.MaxDispatchLag = 4 << 10 // a stalled dispatcher must not hold Put back
@@ -36,23 +38,7 @@ func TestDispatchStallsOnAFullDiskAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVisible(t, s, "T", 0, 1)
-
-	// Fill what is left of the disk.
-	ballast := filepath.Join(mnt, "ballast")
-	f, err := os.Create(ballast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, unix.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
+	full.Store(true)
 
 	const n = 20 // ~20 KiB: more than MaxDispatchLag
 	for i := 0; i < n; i++ {
@@ -82,9 +68,7 @@ func TestDispatchStallsOnAFullDiskAndResumes(t *testing.T) {
 		t.Errorf("%d Puts waited for a dispatcher that could not progress", w-waits)
 	}
 
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
+	full.Store(false)
 	waitVisible(t, s, "T", 1, 2*n)
 	var r GetResult
 	if err := s.Get("T", 1, 0, 2*n, 1<<20, nil, &r); err != nil {
