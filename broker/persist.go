@@ -1,11 +1,8 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -36,8 +33,8 @@ const (
 //     the next write then creates FILE again). When neither parses the
 //     broker refuses to start with an error naming both files.
 const (
-	bakSuffix     = ".bak"
-	damagedSuffix = ".damaged"
+	bakSuffix     = durable.BakSuffix
+	damagedSuffix = durable.DamagedSuffix
 )
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
@@ -55,61 +52,15 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// loadStateFile reads the state file at path and parses it (parse must not
-// keep its argument, and fails for contents it cannot use, not only for bad
-// JSON). When path is missing or does not parse, its previous version
-// (path.bak, see writeFileAtomic) is used instead, with a WARN; a damaged
-// path is then renamed to path.damaged. fellBack reports that path.bak was
-// used: the caller should write its state again soon, to recreate path.
-// found is false when neither file exists (a new data directory). It fails,
-// naming both files, when path exists but neither parses, or when path
-// exists but cannot be read.
+// loadStateFile reads the state file at path and parses it, falling back to
+// its previous version (path.bak, see writeFileAtomic) with a WARN when path
+// is missing or does not parse (durable.LoadWithBackup).
 func loadStateFile[T any](path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
-	var zero T
-	cur, rerr := os.ReadFile(path)
-	var perr error
-	switch {
-	case rerr == nil:
-		if v, perr = parse(cur); perr == nil {
-			return v, true, false, nil
-		}
-	case errors.Is(rerr, fs.ErrNotExist):
-	default:
-		return zero, false, false, fmt.Errorf("broker: read %s: %w", path, rerr)
+	v, found, fellBack, err = durable.LoadWithBackup(vfs.Default, path, log, parse)
+	if err != nil {
+		err = fmt.Errorf("broker: %w", err)
 	}
-	bak := path + bakSuffix
-	old, berr := os.ReadFile(bak)
-	switch {
-	case berr == nil:
-		if v, berr = parse(old); berr == nil {
-			break
-		}
-		if rerr != nil {
-			return zero, false, false, fmt.Errorf("broker: %s is missing and its previous version %s does not parse either: %w", path, bak, berr)
-		}
-		return zero, false, false, fmt.Errorf("broker: %s does not parse (%w) and neither does its previous version %s (%w); restore one of them or remove both to start without this state", path, perr, bak, berr)
-	case errors.Is(berr, fs.ErrNotExist):
-		if rerr != nil {
-			return zero, false, false, nil // a new data directory
-		}
-		return zero, false, false, fmt.Errorf("broker: %s does not parse and there is no previous version %s: %w", path, bak, perr)
-	default:
-		if rerr != nil {
-			return zero, false, false, fmt.Errorf("broker: %s is missing and its previous version cannot be read: %w", path, berr)
-		}
-		return zero, false, false, fmt.Errorf("broker: %s does not parse (%w) and its previous version cannot be read (%w)", path, perr, berr)
-	}
-	if rerr != nil {
-		log.Warn("broker: state file missing; using its previous version", "file", path, "using", bak)
-		return v, true, true, nil
-	}
-	damaged := path + damagedSuffix
-	log.Warn("broker: state file damaged; using its previous version (changes made after that version was replaced are lost)",
-		"file", path, "err", perr, "using", bak, "damagedCopy", damaged)
-	if err := os.Rename(path, damaged); err != nil {
-		log.Error("broker: could not move the damaged state file aside; the next write keeps it as the .bak", "file", path, "err", err)
-	}
-	return v, true, true, nil
+	return v, found, fellBack, err
 }
 
 // stateWriter writes one state file on a goroutine of its own, so that the

@@ -13,7 +13,7 @@
 // register again within 30 s of a restart. The KV config (PUT/GET/DELETE_KV_CONFIG,
 // GET_KVLIST_BY_NAMESPACE) is kept in a file when Options.KVConfigPath is set
 // (OpenRegistry; cmd/apogee-namesrv does so): RocketMQ's kvConfig.json, written by
-// package internal/statefile's rules before each change is applied and answered.
+// package internal/durable's rules before each change is applied and answered.
 // The embedded registry keeps it in memory only.
 //
 //   - A broker name (a master, id 0, and its slaves) belongs to one cluster and maps

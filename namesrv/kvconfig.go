@@ -8,7 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/apogeemq/apogee/internal/statefile"
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // KVConfigFileName is the name of the KV config's file in a standalone name server's
@@ -43,7 +44,7 @@ func parseKVFile(b []byte) (map[string]map[string]string, error) {
 // set, loads the KV config from that file (creating its directory if needed): a
 // missing file is an empty config; a damaged one falls back to its .bak with a WARN
 // and is written again from what was loaded; it fails when neither parses (see
-// package internal/statefile). Every later change of the KV config is written to the
+// package internal/durable, LoadWithBackup). Every later change of the KV config is written to the
 // file before it is answered (see Options.KVConfigPath).
 func OpenRegistry(opts Options) (*Registry, error) {
 	path := opts.KVConfigPath
@@ -59,7 +60,7 @@ func OpenRegistry(opts Options) (*Registry, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fail(err)
 	}
-	kv, found, fellBack, err := statefile.Load(path, r.log, parseKVFile)
+	kv, found, fellBack, err := durable.LoadWithBackup(vfs.Default, path, r.log, parseKVFile)
 	if err != nil {
 		return fail(err)
 	}
@@ -86,7 +87,7 @@ func (r *Registry) writeKV(kv map[string]map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return statefile.Write(r.kvPath, b)
+	return durable.WriteFile(vfs.Default, r.kvPath, b, durable.Backup(durable.BakSuffix))
 }
 
 // errKVNotPersisted wraps the failure to write a KV change, which is then not applied.

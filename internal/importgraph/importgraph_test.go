@@ -64,8 +64,6 @@ var allowed = map[string][]string{
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
 	"internal/javacompat": {},
-	// State files written atomically with a .bak (the broker's conventions): a leaf.
-	"internal/statefile": {},
 	// The java.util.Properties reader of the -c files: a leaf.
 	"internal/javaprops": {},
 	// The file-system seam below the storage packages (on mmap for File.Map),
@@ -93,7 +91,7 @@ var internalAllowed = map[string][]string{
 	"filter":       {"internal/javacompat"},
 	"index":        {"internal/javacompat", "internal/vfs", "internal/durable"},
 	"broker":       {"internal/javacompat", "internal/vfs", "internal/durable"},
-	"namesrv":      {"internal/statefile"},
+	"namesrv":      {"internal/vfs", "internal/durable"},
 }
 
 func TestImportGraph(t *testing.T) {

@@ -1,89 +1,18 @@
-package statefile
+package durable
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/apogeemq/apogee/internal/vfs"
 )
-
-func readFile(t testing.TB, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func TestWriteKeepsPreviousVersion(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "state.json")
-	bak := path + BakSuffix
-	if err := Write(path, []byte(`{"v":1}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bak); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a first write made a .bak: %v", err)
-	}
-	for v := 2; v <= 4; v++ {
-		if err := Write(path, fmt.Appendf(nil, `{"v":%d}`, v)); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := readFile(t, path), fmt.Sprintf(`{"v":%d}`, v); got != want {
-			t.Fatalf("file after write %d: %s", v, got)
-		}
-		if got, want := readFile(t, bak), fmt.Sprintf(`{"v":%d}`, v-1); got != want {
-			t.Fatalf(".bak after write %d: %s", v, got)
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Name() != "state.json" && e.Name() != "state.json.bak" {
-			t.Errorf("left behind: %s", e.Name())
-		}
-	}
-}
-
-func TestWriteFailsWithoutDirectory(t *testing.T) {
-	dir := t.TempDir()
-	// The parent is a file: nothing can be created under it.
-	parent := filepath.Join(dir, "file")
-	if err := os.WriteFile(parent, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err := Write(filepath.Join(parent, "state.json"), []byte("{}"))
-	if err == nil || !strings.Contains(err.Error(), "state.json") {
-		t.Fatalf("Write under a file: %v", err)
-	}
-}
-
-func TestCopySynced(t *testing.T) {
-	// The path taken where the file system has no hard links.
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	if err := os.WriteFile(src, []byte("contents"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, []byte("older and longer"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := copySynced(src, dst); err != nil || readFile(t, dst) != "contents" {
-		t.Fatalf("copy: %v", err)
-	}
-	if err := copySynced(filepath.Join(dir, "missing"), dst); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("copy of a missing file: %v", err)
-	}
-}
 
 type stateV struct {
 	V int `json:"v"`
@@ -98,6 +27,15 @@ func parseStateV(b []byte) (stateV, error) {
 		return s, errors.New("v must be positive") // contents that parse but cannot be used
 	}
 	return s, nil
+}
+
+func readFileT(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // logLines collects a slog text handler's lines.
@@ -169,7 +107,7 @@ func TestLoadFallsBack(t *testing.T) {
 				}
 			}
 			logs := &logLines{}
-			v, found, fellBack, err := Load(path, slog.New(slog.NewTextHandler(logs, nil)), parseStateV)
+			v, found, fellBack, err := LoadWithBackup(vfs.Default, path, slog.New(slog.NewTextHandler(logs, nil)), parseStateV)
 			if len(tc.errHas) > 0 {
 				if err == nil {
 					t.Fatalf("loaded %+v", v)
@@ -202,7 +140,7 @@ func TestLoadFallsBack(t *testing.T) {
 				t.Fatalf("damaged copy present=%v, want %v", serr == nil, tc.damagedCopy)
 			}
 			if tc.damagedCopy {
-				if got := readFile(t, path+DamagedSuffix); got != *tc.cur {
+				if got := readFileT(t, path+DamagedSuffix); got != *tc.cur {
 					t.Fatalf("damaged copy holds %q", got)
 				}
 				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -214,30 +152,32 @@ func TestLoadFallsBack(t *testing.T) {
 }
 
 // A write after a fallback recreates the file and keeps no damaged contents
+
+// A write after a fallback recreates the file and keeps no damaged contents
 // as the .bak.
 func TestWriteAfterFallback(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
-	if err := Write(path, []byte(`{"v":1}`)); err != nil {
-		t.Fatal(err)
+	write := func(s string) {
+		t.Helper()
+		if err := WriteFile(vfs.Default, path, []byte(s), Backup(BakSuffix)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := Write(path, []byte(`{"v":2}`)); err != nil {
-		t.Fatal(err)
-	}
+	write(`{"v":1}`)
+	write(`{"v":2}`)
 	if err := os.WriteFile(path, []byte(`{"v":2,`), 0o644); err != nil { // torn by hand
 		t.Fatal(err)
 	}
-	v, _, fellBack, err := Load(path, slog.New(slog.DiscardHandler), parseStateV)
+	v, _, fellBack, err := LoadWithBackup(vfs.Default, path, slog.New(slog.DiscardHandler), parseStateV)
 	if err != nil || !fellBack || v.V != 1 {
 		t.Fatalf("load: %+v fellBack=%v err=%v", v, fellBack, err)
 	}
-	if err := Write(path, []byte(`{"v":3}`)); err != nil {
-		t.Fatal(err)
-	}
-	if got := readFile(t, path); got != `{"v":3}` {
+	write(`{"v":3}`)
+	if got := readFileT(t, path); got != `{"v":3}` {
 		t.Fatalf("file: %s", got)
 	}
-	if got := readFile(t, path+BakSuffix); got != `{"v":1}` {
+	if got := readFileT(t, path+BakSuffix); got != `{"v":1}` {
 		t.Fatalf(".bak after a write that followed a fallback: %s", got)
 	}
 }
