@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/apogeemq/apogee/internal/javaprops"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -100,7 +100,7 @@ func parseConfig(args []string) (*config, error) {
 	}
 	c.receiveBudget = *receiveBudget
 	if *configFile != "" {
-		props, err := readProperties(*configFile)
+		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {
 			return nil, fmt.Errorf("--config: %w", err)
 		}
@@ -116,23 +116,23 @@ func parseConfig(args []string) (*config, error) {
 // the Java broker's configuration that Apogee has no use for is noted for a
 // WARN; any other key is an error, so a typo does not fall back to a default
 // silently.
-func (c *config) applyFile(props []property, fs *pflag.FlagSet) error {
+func (c *config) applyFile(props []javaprops.Property, fs *pflag.FlagSet) error {
 	for _, p := range props {
-		if k, ok := honoured[p.key]; ok {
+		if k, ok := honoured[p.Key]; ok {
 			if k.flag != "" && fs.Changed(k.flag) {
 				continue
 			}
-			if err := k.apply(c, p.value); err != nil {
-				return fmt.Errorf("line %d: %s=%s: %w", p.line, p.key, p.value, err)
+			if err := k.apply(c, p.Value); err != nil {
+				return fmt.Errorf("line %d: %s=%s: %w", p.Line, p.Key, p.Value, err)
 			}
 			continue
 		}
-		if _, ok := javaKeyClass[p.key]; ok {
-			c.notes = append(c.notes, note{"broker.conf: key ignored", []any{"key", p.key, "value", p.value, "why", ignoredReason(p.key)}})
+		if _, ok := javaKeyClass[p.Key]; ok {
+			c.notes = append(c.notes, note{"broker.conf: key ignored", []any{"key", p.Key, "value", p.Value, "why", ignoredReason(p.Key)}})
 			continue
 		}
-		msg := fmt.Sprintf("line %d: unknown key %q", p.line, p.key)
-		if s := closestKey(p.key); s != "" {
+		msg := fmt.Sprintf("line %d: unknown key %q", p.Line, p.Key)
+		if s := closestKey(p.Key); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		return fmt.Errorf("%s; the keys of RocketMQ's broker configuration are listed in docs/operations.md", msg)
@@ -496,47 +496,15 @@ var ignoredRules = []struct {
 	{[]string{"swap", "Swap", "MapedFile", "MappedFile", "mappedFile"}, "tunes the Java store's mapped files; Apogee's store manages its own"},
 }
 
-// closestKey returns the known key nearest to k by edit distance, if it is
-// close enough to be a likely typo.
-func closestKey(k string) string {
-	best, bestD := "", 3
-	for known := range javaKeyClass {
-		if d := editDistance(strings.ToLower(k), strings.ToLower(known)); d < bestD || (d == bestD && best != "" && known < best) {
-			best, bestD = known, d
-		}
-	}
-	return best
-}
+// closestKey returns the key of the Java broker's configuration nearest to
+// k, if it is close enough to be a likely typo.
+func closestKey(k string) string { return javaprops.Closest(k, javaKeyNames) }
 
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+// javaKeyNames lists javaKeyClass's keys, for closestKey.
+var javaKeyNames = func() []string {
+	names := make([]string, 0, len(javaKeyClass))
+	for k := range javaKeyClass {
+		names = append(names, k)
 	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// readProperties reads a broker.conf file; see parseProperties.
-func readProperties(path string) ([]property, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	props, err := parseProperties(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return props, nil
-}
+	return names
+}()

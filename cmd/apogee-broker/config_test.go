@@ -25,42 +25,6 @@ func writeConf(t *testing.T, lines ...string) string {
 	return path
 }
 
-func TestParseProperties(t *testing.T) {
-	text := "# comment\n" +
-		"  ! also a comment \\\n" +
-		"\n" +
-		"brokerClusterName = DefaultCluster\n" +
-		"brokerName:broker-a\r\n" +
-		"brokerId 0\n" +
-		"\tdeleteWhen=04   \n" +
-		"messageDelayLevel=1s 5s \\\n" +
-		"    10s\n" +
-		"key\\=with\\:escapes=a\\tb\\u0041\n" +
-		"empty\n" +
-		"brokerId=1\n"
-	got, err := parseProperties(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []property{
-		{"brokerClusterName", "DefaultCluster", 4},
-		{"brokerName", "broker-a", 5},
-		{"brokerId", "1", 12}, // the last value wins, in the first one's place
-		{"deleteWhen", "04", 7},
-		{"messageDelayLevel", "1s 5s 10s", 8},
-		{"key=with:escapes", "a\tbA", 10},
-		{"empty", "", 11},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("parseProperties:\n got %+v\nwant %+v", got, want)
-	}
-	if _, err := parseProperties("a=\\u12x4\n"); err == nil {
-		t.Fatal("a malformed \\u escape was accepted")
-	}
-}
-
-// TestHonouredKeys: every key Apogee honours lands where docs/operations.md
-// says.
 func TestHonouredKeys(t *testing.T) {
 	root := t.TempDir()
 	conf := writeConf(t,

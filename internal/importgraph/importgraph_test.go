@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	// Host the broker implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
