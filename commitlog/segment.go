@@ -78,7 +78,12 @@ var errShortSegment = errors.New("segment file has the wrong size")
 // createSegment creates, preallocates and maps a new segment file. A failed
 // creation leaves no file behind.
 func createSegment(dir string, base, size int64, fallocate func(*os.File, int64, int64) error, now time.Time) (*segment, error) {
-	path := filepath.Join(dir, segmentName(base))
+	return createSegmentPath(filepath.Join(dir, segmentName(base)), base, size, fallocate, now)
+}
+
+// createSegmentPath is createSegment into the file path.
+func createSegmentPath(path string, base, size int64, fallocate func(*os.File, int64, int64) error, now time.Time) (*segment, error) {
+	dir := filepath.Dir(path)
 	// O_EXCL: never reuse a file that some mapping may still cover.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -116,8 +121,9 @@ func mapSegment(f *os.File, path string, base, size int64) (*segment, error) {
 		if s.removed.Load() {
 			// Best effort: a file left by a power failure right now is
 			// below the log's minimum and removed by retention again.
-			if os.Remove(path) == nil {
-				syncDir(filepath.Dir(path))
+			// s.path, not path: RestartAt renames the segment it creates.
+			if os.Remove(s.path) == nil {
+				syncDir(filepath.Dir(s.path))
 			}
 		}
 	})
