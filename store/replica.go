@@ -77,8 +77,11 @@ func (s *Store) SegmentSize() int64 { return s.log.SegmentSize() }
 // at most max bytes, never past the written position or the end of off's
 // segment. Records, blank-end markers and hole markers come as they are. At
 // the written position the view is empty; below the log's minimum offset the
-// error is ErrOffsetDeleted. Release the view.
+// error is ErrOffsetDeleted, after Close ErrClosed. Release the view.
 func (s *Store) ReadLog(off int64, max int) (View, error) {
+	if s.closed.Load() {
+		return View{}, ErrClosed
+	}
 	w := s.log.WrittenOffset()
 	if off >= w {
 		if off > w {
