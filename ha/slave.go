@@ -261,8 +261,8 @@ func (s *Slave) run() {
 var errOffsetMismatch = errors.New("ha: the master streams from another offset than the slave's end")
 
 // session runs one connection: dial, first report, then the reader here and
-// the reporter beside it until either fails. progressed reports whether a
-// frame arrived.
+// the reporter beside it until either fails. progressed reports whether
+// anything was appended.
 func (s *Slave) session(addr string) (progressed bool, err error) {
 	d := net.Dialer{Timeout: s.opts.DialTimeout}
 	c, err := d.Dial("tcp", addr)
@@ -294,7 +294,8 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 	if err := s.st.WaitDurable(end); err != nil {
 		return false, fmt.Errorf("ha: flush before reporting: %w", err)
 	}
-	rp := reporter{s: s, c: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	f := &failure{c: c}
+	rp := reporter{s: s, c: c, f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := rp.report(end); err != nil {
 		return false, err
 	}
@@ -307,14 +308,34 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 		rp.loop()
 	}()
 	rc := receiver{s: s, c: c, rp: &rp, pendOff: end, first: true, buf: make([]byte, s.opts.BufferSize)}
-	err = rc.loop()
+	f.fail(rc.loop())
 	close(rp.done)
-	c.Close()
 	wg.Wait()
-	if rp.err != nil && !errors.Is(err, store.ErrReplicaData) && !errors.Is(err, errOffsetMismatch) {
-		err = rp.err
+	return rc.appended > 0, f.first()
+}
+
+// failure keeps the first error of a session (the reader's or the
+// reporter's) and closes the connection, which ends the other side: its
+// error is a consequence and is dropped.
+type failure struct {
+	c   net.Conn
+	mu  sync.Mutex
+	err error
+}
+
+func (f *failure) fail(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
 	}
-	return rc.frames > 0, err
+	f.mu.Unlock()
+	f.c.Close()
+}
+
+func (f *failure) first() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 // receiver reads frames and appends their bodies.
@@ -337,6 +358,7 @@ type receiver struct {
 	bodyLeft int64 // bytes of the current frame's body still to come
 	first    bool  // no frame yet on this connection
 	frames   int64
+	appended int64 // log bytes appended on this connection
 }
 
 func (rc *receiver) loop() error {
@@ -435,8 +457,13 @@ func (rc *receiver) append() error {
 	if n > 0 {
 		rc.pend += n
 		rc.pendOff += int64(n)
+		rc.appended += int64(n)
 		rc.s.received.Add(int64(n))
 		rc.rp.poke()
+	}
+	if errors.Is(err, store.ErrReplicaData) {
+		return fmt.Errorf("ha: append the master's bytes at %d: %w "+
+			"(are the master's and the slave's commit-log segment sizes the same?)", rc.pendOff, err)
 	}
 	if err != nil {
 		return fmt.Errorf("ha: append the master's bytes at %d: %w", rc.pendOff, err)
@@ -475,9 +502,9 @@ func (rc *receiver) makeRoom() error {
 type reporter struct {
 	s    *Slave
 	c    net.Conn
+	f    *failure
 	wake chan struct{} // cap 1
 	done chan struct{}
-	err  error // why loop stopped (read after done)
 	last int64
 	b    [ReportSize]byte
 }
@@ -513,15 +540,13 @@ func (rp *reporter) loop() {
 		case <-t.C:
 		}
 		if err := s.st.WaitDurable(s.st.WrittenOffset()); err != nil && !errors.Is(err, store.ErrFlushTimeout) {
-			rp.err = fmt.Errorf("ha: the replica's log failed: %w", err)
-			rp.c.Close()
+			rp.f.fail(fmt.Errorf("ha: the replica's log failed: %w", err))
 			return
 		}
 		off := s.st.DurableOffset()
 		if off > rp.last || time.Since(time.Unix(0, s.lastWrite.Load())) >= s.opts.ReportInterval {
 			if err := rp.report(off); err != nil {
-				rp.err = err
-				rp.c.Close()
+				rp.f.fail(err)
 				return
 			}
 		}
