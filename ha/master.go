@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -365,6 +366,7 @@ func (c *masterConn) writeLoop() {
 			}
 			select {
 			case <-st.LogWritten(pos):
+				settle(st)
 			case <-hb.C:
 			case <-c.done:
 				return
@@ -404,4 +406,29 @@ func (c *masterConn) writeFailed(err error) {
 	default:
 	}
 	c.m.opts.Logger.Info("ha: writing to a slave failed; closing its connection", "slave", c.name, "err", err)
+}
+
+// settleYields bounds settle.
+const settleYields = 8
+
+// settle lets the writers that are appending right now finish before a
+// woken sender reads its batch: it yields while the written position keeps
+// moving, a few times at most, never sleeping. With sync replication the
+// producers an acknowledgement released append together; without this the
+// sender would wake at the first append and send it alone, and the rest
+// would wait a whole round trip (the commit log's flusher settles the same
+// way before a sync).
+func settle(st *store.Store) {
+	w := st.WrittenOffset()
+	still := 0
+	for i := 0; i < settleYields && still < 2; i++ {
+		runtime.Gosched()
+		next := st.WrittenOffset()
+		if next == w {
+			still++
+		} else {
+			still = 0
+		}
+		w = next
+	}
 }

@@ -359,6 +359,7 @@ type receiver struct {
 	first    bool  // no frame yet on this connection
 	frames   int64
 	appended int64 // log bytes appended on this connection
+	moved    bool  // appended since the last report
 }
 
 func (rc *receiver) loop() error {
@@ -374,7 +375,14 @@ func (rc *receiver) loop() error {
 		if n > 0 {
 			rc.w += n
 			s.lastRead.Store(time.Now().UnixNano())
-			if perr := rc.process(); perr != nil {
+			perr := rc.process()
+			if rc.moved {
+				rc.moved = false
+				if rerr := rc.rp.appended(); rerr != nil && perr == nil {
+					perr = rerr
+				}
+			}
+			if perr != nil {
 				return perr
 			}
 		}
@@ -459,7 +467,7 @@ func (rc *receiver) append() error {
 		rc.pendOff += int64(n)
 		rc.appended += int64(n)
 		rc.s.received.Add(int64(n))
-		rc.rp.poke()
+		rc.moved = true
 	}
 	if errors.Is(err, store.ErrReplicaData) {
 		return fmt.Errorf("ha: append the master's bytes at %d: %w "+
@@ -497,26 +505,53 @@ func (rc *receiver) makeRoom() error {
 	return nil
 }
 
-// reporter sends the slave's reports: after appends (once they are durable
-// as the replica's flush mode says) and every ReportInterval.
+// reporter sends the slave's reports: after appends, once they are durable
+// as the replica's flush mode says, and every ReportInterval. Without sync
+// flush the appended bytes are durable at once, and the receiver reports
+// them itself, right after the read that brought them (no hand-off to
+// another goroutine on the path of a sync replication's acknowledgement);
+// with sync flush the reporter's goroutine waits for the flush.
 type reporter struct {
 	s    *Slave
 	c    net.Conn
 	f    *failure
 	wake chan struct{} // cap 1
 	done chan struct{}
-	last int64
+
+	mu   sync.Mutex // serialises reports
+	last int64      // under mu
 	b    [ReportSize]byte
 }
 
-func (rp *reporter) poke() {
-	select {
-	case rp.wake <- struct{}{}:
-	default:
+// appended is called by the receiver after a read appended bytes.
+func (rp *reporter) appended() error {
+	if rp.s.st.DurableWaits() {
+		select {
+		case rp.wake <- struct{}{}:
+		default:
+		}
+		return nil
 	}
+	return rp.reportIfMoved(rp.s.st.DurableOffset(), false)
+}
+
+// reportIfMoved reports off if it is beyond the last report, or if force.
+func (rp *reporter) reportIfMoved(off int64, force bool) error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if off <= rp.last && !force {
+		return nil
+	}
+	return rp.reportLocked(max(off, rp.last))
 }
 
 func (rp *reporter) report(off int64) error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.reportLocked(off)
+}
+
+func (rp *reporter) reportLocked(off int64) error {
 	binary.BigEndian.PutUint64(rp.b[:], uint64(off))
 	rp.c.SetWriteDeadline(time.Now().Add(rp.s.opts.HousekeepingInterval))
 	if _, err := rp.c.Write(rp.b[:]); err != nil {
@@ -543,12 +578,10 @@ func (rp *reporter) loop() {
 			rp.f.fail(fmt.Errorf("ha: the replica's log failed: %w", err))
 			return
 		}
-		off := s.st.DurableOffset()
-		if off > rp.last || time.Since(time.Unix(0, s.lastWrite.Load())) >= s.opts.ReportInterval {
-			if err := rp.report(off); err != nil {
-				rp.f.fail(err)
-				return
-			}
+		due := time.Since(time.Unix(0, s.lastWrite.Load())) >= s.opts.ReportInterval
+		if err := rp.reportIfMoved(s.st.DurableOffset(), due); err != nil {
+			rp.f.fail(err)
+			return
 		}
 	}
 }
