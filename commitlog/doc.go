@@ -50,7 +50,6 @@
 //     ErrLayout unless Options.AcceptLoss. Open reports every lost range
 //     (Recovery.Losses) and never writes over a byte it has not copied aside
 //     or found zero.
-//
 //  7. A replica's log grows by AppendReplica: another log's bytes at the
 //     same offsets, under Log.mu like Append, each record validated as
 //     recovery validates it (and leaving room for a blank-end marker) before
@@ -64,6 +63,6 @@
 //
 // Log.mu (append, AppendReplica, RestartAt) → Log.allocMu (the prepared
 // segment) → Log.segMu (segment list) → flusher.mu. The flusher and
-// allocator never take Log.mu. Log.wmu (WrittenAfter's waiters) is taken
-// alone.
+// allocator never take Log.mu. Log.wmu (WrittenAfter's waiters) is a leaf:
+// nothing is taken under it.
 package commitlog

@@ -126,10 +126,10 @@ func TestAppendReplicaCopiesLog(t *testing.T) {
 	dir := t.TempDir()
 	replica := openLog(t, replicaOptions(dir))
 	for _, chunk := range []func() int{
-		func() int { return 1 + rng.IntN(40) },       // cuts every header
-		func() int { return 1 + rng.IntN(20000) },    // cuts records
-		func() int { return 1 << 20 },                // whole segments
-		func() int { return 1 + rng.IntN(64 << 10) }, // anything
+		func() int { return 1 + rng.IntN(40) },     // cuts every header
+		func() int { return 1 + rng.IntN(20000) },  // cuts records
+		func() int { return 1 << 20 },              // whole segments
+		func() int { return 1 + rng.IntN(64<<10) }, // anything
 	} {
 		from := replica.WrittenOffset()
 		stream(t, master, replica, from, master.WrittenOffset(), chunk)

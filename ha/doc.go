@@ -95,7 +95,8 @@
 // FLUSH_DISK_TIMEOUT; its own re-puts treat store.NotDurable errors as stored.
 // A slave opens its store with store.Options.Replica, creates a Slave, calls
 // Start, and SetMasterAddr whenever it learns the master's HA address (the
-// name server's answer to its registration carries it, haServerAddr); Put on
+// name server's answer to its registration carries it, haServerAddr), and
+// closes the Slave before its store; Put on
 // its store fails with store.ErrReplica, which RocketMQ answers with
 // SERVICE_NOT_AVAILABLE (14). Runtime information: Master.Slaves,
 // Slave.Status, store.Store.Stats (Replicas, ReplicatedOffset,

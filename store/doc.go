@@ -55,7 +55,10 @@
 // by AppendReplicated (validated by the commit log, dispatched as any
 // append). ResetReplica starts it over at a later offset under the
 // dispatcher's lock: the log's old segments are set aside and every consume
-// queue and index entry below the new base goes, as after retention.
+// queue and index entry below the new base goes, as after retention. A
+// replica assigns no queue offsets (its records carry the master's), so its
+// queue-offset counters are not kept; opening its directory as a master
+// starts them from the consume queues, as every Open does.
 //
 // Lock order: the dispatcher's mu → the commit log's locks (ResetReplica);
 // replicaSet.mu is taken alone (Ack, Remove, waits).
