@@ -263,3 +263,42 @@ func TestNewRequiresRoles(t *testing.T) {
 		t.Fatal("a slave on a master's store")
 	}
 }
+
+// TestHeartbeatsAndHousekeeping: an idle connection stays up on heartbeats
+// alone; a silent one (stalled both ways) is closed by both sides, and the
+// slave reconnects and resumes once the path works again.
+func TestHeartbeatsAndHousekeeping(t *testing.T) {
+	master := openStore(t, storeOptions(t.TempDir()))
+	defer master.Close()
+	var mlog logBuffer
+	m, addr := startMaster(t, master, MasterOptions{
+		HeartbeatInterval: 40 * time.Millisecond, HousekeepingInterval: 300 * time.Millisecond, Logger: mlog.logger(),
+	})
+	defer m.Close()
+	replica := openStore(t, replicaOptions(t.TempDir()))
+	defer replica.Close()
+	px := newProxy(t, addr)
+	s := startSlave(t, replica, px.addr(), SlaveOptions{ReportInterval: 40 * time.Millisecond, HousekeepingInterval: 300 * time.Millisecond})
+	defer s.Close()
+	put(t, master, 100, 2, 1, "before")
+	caughtUp(t, master, replica, 10*time.Second)
+
+	// Idle for several housekeeping intervals: still the first connection.
+	time.Sleep(time.Second)
+	if st := s.Status(); st.Sessions != 1 || !st.Connected {
+		t.Fatalf("an idle connection did not survive on heartbeats: %+v", st)
+	}
+	if sl := m.Slaves(); len(sl) != 1 {
+		t.Fatalf("master's slaves: %+v", sl)
+	}
+
+	px.pause(true)
+	waitFor(t, 10*time.Second, "the master to close the silent connection", func() bool {
+		return strings.Contains(mlog.String(), "slave silent for too long")
+	})
+	waitFor(t, 10*time.Second, "the slave to reconnect", func() bool { return s.Status().Sessions >= 2 })
+	px.pause(false)
+	put(t, master, 100, 2, 1, "after")
+	caughtUp(t, master, replica, 10*time.Second)
+	sameLog(t, master, replica, 0, master.WrittenOffset())
+}

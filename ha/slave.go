@@ -85,6 +85,7 @@ type Slave struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+	buf  []byte // the receive buffer, reused by each connection (run's goroutine only)
 
 	connected atomic.Bool
 	lastRead  atomic.Int64 // unix nanos
@@ -232,6 +233,9 @@ func (s *Slave) run() {
 		if s.stopped() {
 			return
 		}
+		if s.MasterAddr() != addr {
+			continue // SetMasterAddr ended the session and said so
+		}
 		if progressed {
 			wait = s.opts.RetryInterval
 		} else {
@@ -307,10 +311,14 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 		defer wg.Done()
 		rp.loop()
 	}()
-	rc := receiver{s: s, c: c, rp: &rp, pendOff: end, first: true, buf: make([]byte, s.opts.BufferSize)}
+	if len(s.buf) < s.opts.BufferSize {
+		s.buf = make([]byte, s.opts.BufferSize)
+	}
+	rc := receiver{s: s, c: c, rp: &rp, pendOff: end, first: true, buf: s.buf}
 	f.fail(rc.loop())
 	close(rp.done)
 	wg.Wait()
+	s.buf = rc.buf // kept grown for the next connection
 	return rc.appended > 0, f.first()
 }
 
