@@ -53,6 +53,14 @@
 //     ErrLayout unless Options.AcceptLoss. Open reports every lost range
 //     (Recovery.Losses) and never writes over a byte it has not copied aside
 //     or found zero.
+//  7. A replica's log grows by AppendReplica: another log's bytes at the
+//     same offsets, under Log.mu like Append, each record validated as
+//     recovery validates it (and leaving room for a blank-end marker) before
+//     it is copied; a blank-end marker must close its segment exactly. The
+//     bytes after a marker's header are consumed without being copied.
+//     RestartAt starts a replica's log over, empty, at a later segment
+//     boundary: offsets only move up, the old segments are moved into
+//     DiscardedDir, and every state a crash can leave on disk opens.
 //
 // # Files
 //
@@ -67,6 +75,8 @@
 //
 // # Lock order
 //
-// Log.mu (append) → Log.segMu (segment list). The flusher and allocator never
-// take Log.mu.
+// Log.mu (append, AppendReplica, RestartAt) → Log.allocMu (the prepared
+// segment) → Log.segMu (segment list) → flusher.mu. The flusher and
+// allocator never take Log.mu. Log.wmu (WrittenAfter's waiters) is a leaf:
+// nothing is taken under it.
 package commitlog

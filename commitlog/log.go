@@ -61,6 +61,17 @@ type Log struct {
 	allocKick  chan struct{} // asks the allocator to prepare the next segment or prefault
 	prefaulted atomic.Int64  // offset up to which the active segment is prefaulted
 
+	// skipFrom and skipTo (under mu) bound the padding of the last marker
+	// AppendReplica took whose bytes have not all arrived: [skipFrom,
+	// skipTo), with skipTo the written position while it is valid.
+	skipFrom, skipTo int64
+
+	// WrittenAfter's waiters: wch (under wmu) is closed when the written
+	// position moves; wwant tells appenders that someone waits.
+	wmu   sync.Mutex
+	wch   chan struct{}
+	wwant atomic.Bool
+
 	closed   atomic.Bool
 	readOnly bool   // OpenReadOnly: nothing is written, nothing runs in the background
 	holes    []Loss // OpenReadOnly: damaged ranges, skipped by readers as holes would be
@@ -171,7 +182,9 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 			l.mu.Unlock()
 			return err
 		}
-		message.PutBlank(seg.data[pos-seg.base:], int32(remaining))
+		if remaining > 0 { // none when a replicated marker closed it
+			message.PutBlank(seg.data[pos-seg.base:], int32(remaining))
+		}
 		seg.lastWrite.Store(l.opts.now().UnixNano())
 		l.addSegment(next)
 		seg, pos = next, next.base
@@ -197,10 +210,7 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 
 	res.End = off
 	res.StoreTimestamp = now
-	select {
-	case l.appended <- struct{}{}:
-	default:
-	}
+	l.published()
 	// Ask the allocator to prefault more once the writer is half way through
 	// the prefaulted window.
 	if ahead := l.opts.PrefaultAhead; ahead > 0 && off+ahead/2 > l.prefaulted.Load() {
@@ -452,6 +462,7 @@ func (l *Log) Close() error {
 	}
 	l.mu.Unlock()
 	close(l.stop)
+	l.wakeWritten()
 	if l.readOnly {
 		l.releaseAll()
 		return nil

@@ -86,8 +86,13 @@ var errShortSegment = errors.New("segment file has the wrong size")
 // (unless removing it fails too: the next creation then finds it in the way
 // and removes it first).
 func (l *Log) createSegment(base int64) (*segment, error) {
-	fsys, dir, size := l.fs, l.dir, l.opts.SegmentSize
-	path := filepath.Join(dir, segmentName(base))
+	return l.createSegmentAt(filepath.Join(l.dir, segmentName(base)), base)
+}
+
+// createSegmentAt is createSegment into the file path (RestartAt creates a
+// segment under a temporary name, then renames it into place).
+func (l *Log) createSegmentAt(path string, base int64) (*segment, error) {
+	fsys, dir, size := l.fs, filepath.Dir(path), l.opts.SegmentSize
 	// O_EXCL: never reuse a file that some mapping may still cover. A file of
 	// that name can only be a leftover of a failed creation (nothing maps a
 	// segment past the log's end), so it is removed first.
@@ -139,8 +144,9 @@ func (l *Log) mapSegment(f vfs.File, path string, base int64) (*segment, error) 
 			// recovery). Best effort: a file left by a power failure right
 			// now, or by a failed unlink, holds no record; recovery removes
 			// it, or the next creation of that segment does.
-			if l.fs.Remove(path) == nil {
-				durable.SyncDir(l.fs, filepath.Dir(path))
+			// s.path, not path: RestartAt renames the segment it creates.
+			if l.fs.Remove(s.path) == nil {
+				durable.SyncDir(l.fs, filepath.Dir(s.path))
 			}
 		}
 	})

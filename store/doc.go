@@ -38,6 +38,31 @@
 //     Dispatch runs in batches of up to 16 records of one segment, all
 //     decoded and prefetched before any is written (docs/storage.md).
 //
+// # Replication
+//
+// A master's store serves its log raw (ReadLog, woken by LogWritten) to
+// package ha, which records each connected slave (AddReplica, Replica.Ack).
+// With Options.SyncReplicas, a message is durable (DurableOffset,
+// WaitDurable, OnDurable) only once that many replicas acknowledged it:
+// ReplicatedOffset, which only moves up, is the need-th highest
+// acknowledgement among the connected replicas. A wait checks first that
+// enough replicas are connected within MaxReplicaGap of the message
+// (ErrReplicaNotAvailable at once otherwise), then waits for the local flush
+// and for the acknowledgements within SyncFlushTimeout (ErrReplicaTimeout);
+// the message is stored whatever the answer.
+//
+// A replica's store (Options.Replica) refuses Put with ErrReplica and grows
+// by AppendReplicated (validated by the commit log, dispatched as any
+// append). ResetReplica starts it over at a later offset under the
+// dispatcher's lock: the log's old segments are set aside and every consume
+// queue and index entry below the new base goes, as after retention. A
+// replica assigns no queue offsets (its records carry the master's), so its
+// queue-offset counters are not kept; opening its directory as a master
+// starts them from the consume queues, as every Open does.
+//
+// Lock order: the dispatcher's mu → the commit log's locks (ResetReplica);
+// replicaSet.mu is taken alone (Ack, Remove, waits).
+//
 // # Recovery order
 //
 // The commit log recovers first (clean path, or scan-validate-truncate). Then

@@ -2,7 +2,9 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
 )
@@ -37,31 +39,67 @@ func (v View) Bytes() []byte { return v.v.Bytes() }
 // Release unpins the commit-log segment the view points into.
 func (v View) Release() { v.v.Release() }
 
-// Durability. A stored message is durable when the flush mode says so: in
-// sync mode once a sync of the commit log covers it, in async mode at once
-// (the page cache holds it; a machine crash may lose what was not synced, see
-// docs/crash-safety.md). Everything below DurableOffset is durable. A later
-// replication issue extends "durable" to "and on the required replicas":
-// callers wait through WaitDurable or OnDurable only, never on the log.
+// Durability. A stored message is durable when the flush mode says so (in
+// sync mode once a sync of the commit log covers it, in async mode at once:
+// the page cache holds it, and a machine crash may lose what was not synced,
+// see docs/crash-safety.md) and, with Options.SyncReplicas, once that many
+// replicas acknowledged it (docs/replication.md says what a replica's
+// acknowledgement means). Everything below DurableOffset is durable.
+// Callers wait through WaitDurable or OnDurable only, never on the log.
 
 // DurableOffset is the commit-log offset below which every message is
-// durable.
+// durable: the flushed offset in sync mode (the written one in async mode),
+// and no further than ReplicatedOffset when replicas are required.
 func (s *Store) DurableOffset() int64 {
+	d := s.log.WrittenOffset()
 	if s.log.FlushMode() == FlushSync {
-		return s.log.FlushedOffset()
+		d = s.log.FlushedOffset()
 	}
-	return s.log.WrittenOffset()
+	if s.repl.need > 0 {
+		d = min(d, s.repl.replicated.Load())
+	}
+	return d
+}
+
+// DurableWaits reports whether a durability wait can block: in sync flush
+// mode, or when replicas are required. Otherwise every stored message is
+// durable at once and Put's callers need not wait.
+func (s *Store) DurableWaits() bool {
+	return s.log.FlushMode() == FlushSync || s.repl.need > 0
 }
 
 // WaitDurable blocks until everything below end (a PutResult's
-// CommitLogOffset + Size) is durable. It returns nil, ErrFlushTimeout after
-// Options.SyncFlushTimeout (the messages are stored all the same), or the
-// sticky ErrLogFailed. In async mode it returns nil at once.
+// CommitLogOffset + Size) is durable, within Options.SyncFlushTimeout. It
+// returns nil, or why the messages are stored but not durable:
+// ErrReplicaNotAvailable (checked first, without waiting for replicas, when
+// too few are in sync), ErrReplicaTimeout, ErrFlushTimeout (a replica error
+// wins over it, as in RocketMQ); or the sticky ErrLogFailed, or ErrClosed.
+// The local flush is waited for in every case. Without sync flush or
+// replicas it returns nil at once.
 func (s *Store) WaitDurable(end int64) error {
-	if s.log.FlushMode() != FlushSync {
-		return nil
+	repl := s.repl.need > 0 && s.repl.replicated.Load() < end
+	var rerr error
+	var start time.Time
+	if repl {
+		start = time.Now()
+		rerr = s.repl.available(end)
 	}
-	return s.log.WaitFlushed(end)
+	var ferr error
+	if s.log.FlushMode() == FlushSync {
+		if ferr = s.log.WaitFlushed(end); ferr != nil && !errors.Is(ferr, ErrFlushTimeout) {
+			if errors.Is(ferr, commitlog.ErrClosed) {
+				ferr = fmt.Errorf("%w: %w", ErrClosed, ferr)
+			}
+			return ferr
+		}
+	}
+	if repl && rerr == nil {
+		rerr = s.repl.wait(end, start.Add(s.opts.SyncFlushTimeout), s.stop)
+	}
+	if rerr != nil {
+		return rerr
+	}
+	return ferr
 }
 
 // DurableWaiter is told when what it waits for is durable.
@@ -78,8 +116,9 @@ type DurableWaiter interface {
 // sync that covers the earliest pending end and then tells every waiter the
 // synced offset covers, in the order they were added (one sync serves them
 // all, as the commit log's group commit does). When end is durable already
-// (always in async mode) w is told at once, on the caller's goroutine. After
-// Close it is told ErrClosed.
+// (always in async mode without replicas) w is told at once, on the
+// caller's goroutine. A wait that fails fails for every waiter pending at
+// that moment (one wait serves them all). After Close it is told ErrClosed.
 func (s *Store) OnDurable(end int64, w DurableWaiter) {
 	if s.DurableOffset() >= end {
 		w.Durable(nil)

@@ -78,6 +78,22 @@ type Options struct {
 	// of the next (passes run back to back when one takes longer). The first
 	// pass starts a minute after Open. Default 1 h.
 	ScrubInterval time.Duration
+	// Replica opens the store as a replica of a master (a SLAVE broker's):
+	// Put fails with ErrReplica, and the commit log grows only through
+	// AppendReplicated (package ha). Everything else (dispatch, Get,
+	// flushing by FlushMode, retention) works as on a master. Off by default.
+	Replica bool
+	// SyncReplicas is how many replicas must acknowledge a message before
+	// it is durable (WaitDurable, OnDurable, DurableOffset): 0 (the
+	// default) for none, 1 for a SYNC_MASTER. A wait that needs replicas
+	// fails with ErrReplicaNotAvailable when fewer are connected within
+	// MaxReplicaGap of the message, and with ErrReplicaTimeout after
+	// SyncFlushTimeout.
+	SyncReplicas int
+	// MaxReplicaGap is how far (in commit-log bytes) behind a message a
+	// replica may be and still count as in sync for its wait (RocketMQ's
+	// haMaxGapNotInSync). Default 256 MiB.
+	MaxReplicaGap int64
 	// scrubDelay is when the first pass starts after Open (tests shorten it).
 	scrubDelay time.Duration
 	// Logger receives recovery reports and dispatch errors. Default slog.Default().
@@ -130,6 +146,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.SyncReplicas < 0 {
+		return o, fmt.Errorf("store: SyncReplicas %d is negative", o.SyncReplicas)
+	}
+	if o.Replica && o.SyncReplicas > 0 {
+		return o, errors.New("store: a replica cannot require replicas of its own (SyncReplicas)")
+	}
+	if o.MaxReplicaGap <= 0 {
+		o.MaxReplicaGap = 256 << 20
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default

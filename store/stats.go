@@ -27,6 +27,8 @@ type counters struct {
 	scrubPasses, scrubBytes, scrubBadRecords atomic.Int64
 	scrubRepaired, scrubMissing              atomic.Int64
 	lastScrub                                atomic.Int64 // unix nanos of the end of the last pass
+	// replication (a replica's)
+	replicatedBytes, replicaResets atomic.Int64
 }
 
 // Stats is a snapshot of the store's counters.
@@ -76,6 +78,13 @@ type Stats struct {
 	ScrubPasses, ScrubBytes, ScrubBadRecords  int64
 	ScrubRepairedEntries, ScrubMissingEntries int64
 	LastScrub                                 time.Time
+	// Replication. A replica's: ReplicatedBytes counts the master's bytes
+	// AppendReplicated consumed; ReplicaResets counts the times its log
+	// started over (ResetReplica). A master's: ReplicatedOffset (see
+	// Store.ReplicatedOffset) and the connected replicas.
+	ReplicatedBytes, ReplicaResets int64
+	ReplicatedOffset               int64
+	Replicas                       []ReplicaInfo
 }
 
 // Stats returns a snapshot of the counters.
@@ -109,6 +118,13 @@ func (s *Store) Stats() Stats {
 		ScrubBadRecords:      s.stats.scrubBadRecords.Load(),
 		ScrubRepairedEntries: s.stats.scrubRepaired.Load(),
 		ScrubMissingEntries:  s.stats.scrubMissing.Load(),
+
+		ReplicatedBytes:  s.stats.replicatedBytes.Load(),
+		ReplicaResets:    s.stats.replicaResets.Load(),
+		ReplicatedOffset: s.repl.replicated.Load(),
+	}
+	if rs := s.Replicas(); len(rs) > 0 {
+		st.Replicas = rs
 	}
 	if t := s.stats.lastScrub.Load(); t != 0 {
 		st.LastScrub = time.Unix(0, t)

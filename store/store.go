@@ -60,6 +60,7 @@ type Store struct {
 	diskFull       atomic.Bool  // the last append failed for lack of space
 	scrubMu        sync.Mutex   // one scrub pass at a time
 	durable        durableNotifier
+	repl           replicaSet // the replicas' acknowledgements (a master's)
 }
 
 // writesRefused records that an append failed for lack of space, logging the
@@ -94,6 +95,7 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		return nil, commitlog.Recovery{}, err
 	}
 	s := &Store{opts: o, lock: lock, stop: make(chan struct{})}
+	s.repl.need, s.repl.maxGap = o.SyncReplicas, o.MaxReplicaGap
 	s.counters.init()
 	rep, err := s.recover()
 	if err != nil {
@@ -165,6 +167,14 @@ const (
 	// StatusFlushDiskTimeout: stored, but the sync did not complete within
 	// SyncFlushTimeout. The broker answers FLUSH_DISK_TIMEOUT (10).
 	StatusFlushDiskTimeout
+	// StatusFlushSlaveTimeout: stored, but the replicas Options.SyncReplicas
+	// asks for did not acknowledge it within SyncFlushTimeout
+	// (ErrReplicaTimeout). The broker answers FLUSH_SLAVE_TIMEOUT (12).
+	StatusFlushSlaveTimeout
+	// StatusSlaveNotAvailable: stored, but too few replicas were in sync to
+	// wait for (ErrReplicaNotAvailable). The broker answers
+	// SLAVE_NOT_AVAILABLE (11).
+	StatusSlaveNotAvailable
 )
 
 // PutResult describes one stored message.
@@ -224,8 +234,10 @@ func (s *Store) counter(topic string, queueID int32) *queueCounter {
 	return s.counters.get(topic, queueID)
 }
 
-// Put stores one message. In sync flush mode it returns once the message is
-// durable (or reports StatusFlushDiskTimeout).
+// Put stores one message. Unless m.NoWait, it returns once the message is
+// durable (WaitDurable: flushed in sync flush mode, acknowledged by
+// Options.SyncReplicas replicas), or reports in the status why it is stored
+// but not durable. On a replica it fails with ErrReplica.
 func (s *Store) Put(m *Message) (PutResult, error) {
 	var r [1]PutResult
 	_, err := s.PutBatch(unsafe.Slice(m, 1), r[:0])
@@ -237,6 +249,9 @@ func (s *Store) Put(m *Message) (PutResult, error) {
 func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	if s.closed.Load() {
 		return res, ErrClosed
+	}
+	if s.opts.Replica {
+		return res, ErrReplica
 	}
 	if len(msgs) == 0 {
 		return res, fmt.Errorf("%w: empty batch", ErrBadMessage)
@@ -282,11 +297,17 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	status := StatusOK
 	if !msgs[0].NoWait {
 		if err := s.WaitDurable(b.res.End); err != nil {
-			if !errors.Is(err, ErrFlushTimeout) {
+			switch {
+			case errors.Is(err, ErrReplicaNotAvailable):
+				status = StatusSlaveNotAvailable
+			case errors.Is(err, ErrReplicaTimeout):
+				status = StatusFlushSlaveTimeout
+			case errors.Is(err, ErrFlushTimeout):
+				status = StatusFlushDiskTimeout
+			default:
 				s.stats.putErrors.Add(1)
 				return res, err
 			}
-			status = StatusFlushDiskTimeout
 		}
 	}
 	off := 0

@@ -42,6 +42,10 @@ var allowed = map[string][]string{
 	"broker/internal/reput":    {"store", "message"},
 	"broker/internal/fakehost": {"store", "message", "broker/internal/reput"},
 
+	// Commit-log replication (the HA stream): on the store, below the
+	// broker, which wires it; plain TCP, not the remoting protocol.
+	"ha": {"store"},
+
 	// The idempotent-consumption helper sits on the client; its conformance suite
 	// for stores on it. The Redis store is a module of its own (not listed).
 	"client/idempotent":           {"client", "remoting", "protocol", "message"},
