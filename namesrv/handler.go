@@ -177,9 +177,14 @@ func (r *Registry) serveRegister(c *remoting.Conn, req *protocol.Command, resp *
 	}
 	timeout := time.Duration(h.HeartbeatTimeoutMillis) * time.Millisecond
 	r.mu.Lock()
-	master, ha := r.registerLocked(&reg, c, timeout, withTopics)
+	master, ha, err := r.registerLocked(&reg, c, timeout, withTopics)
 	order := maps2Table(r.kv[NamespaceOrderTopicConfig])
 	r.mu.Unlock()
+	if err != nil {
+		r.log.Warn("namesrv: registration refused", "broker", h.BrokerName, "id", h.BrokerID, "addr", h.BrokerAddr, "err", err)
+		fail(resp.Cmd, protocol.RespSystemError, err.Error())
+		return
+	}
 
 	out := protocol.RegisterBrokerResponse{HAServerAddr: ha, MasterAddr: master}
 	out.Encode(&resp.Cmd.Ext)

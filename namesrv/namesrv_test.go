@@ -731,7 +731,7 @@ func TestConcurrentUse(t *testing.T) {
 						r.RegisterBroker(reg)
 					} else {
 						r.mu.Lock()
-						r.registerLocked(&reg, &remoting.Conn{}, 0, true)
+						r.registerLocked(&reg, &remoting.Conn{}, 0, true) //nolint:errcheck // ids are distinct
 						r.mu.Unlock()
 					}
 				case 2:
@@ -892,5 +892,45 @@ func TestRawGoClientFrame(t *testing.T) {
 				t.Fatalf("unknown topic: code %d body %q", h.Code, body)
 			}
 		}
+	}
+}
+
+// A second master of a group (same broker name and id 0, another address)
+// is refused while the first is live, with an error naming both; once the
+// first's connection closes it may take the place.
+func TestSecondMasterRefusedWhileFirstLives(t *testing.T) {
+	s := startServer(t, Options{})
+	first := dial(t, s.addr)
+	reg := BrokerRegistration{ClusterName: "c", BrokerName: "b", BrokerAddr: "10.0.0.1:10911", Topics: []protocol.TopicConfig{topicConf("T", 4, 6)}}
+	if resp := call(t, first, registerReq(t, reg, nil)); resp.Code != protocol.RespSuccess {
+		t.Fatalf("first master: %d %s", resp.Code, resp.Remark)
+	}
+	second := dial(t, s.addr)
+	reg2 := reg
+	reg2.BrokerAddr = "10.0.0.2:10911"
+	resp := call(t, second, registerReq(t, reg2, nil))
+	if resp.Code != protocol.RespSystemError || !strings.Contains(string(resp.Remark), "10.0.0.1:10911") || !strings.Contains(string(resp.Remark), "10.0.0.2:10911") {
+		t.Fatalf("second master: %d %q, want SYSTEM_ERROR naming both addresses", resp.Code, resp.Remark)
+	}
+	route, _ := s.r.Route("T")
+	if got := route.BrokerDatas[0].BrokerAddrs[0]; got != "10.0.0.1:10911" {
+		t.Fatalf("the route moved to %s", got)
+	}
+	// A slave of the group is welcome, and learns its master's address.
+	slave := reg
+	slave.BrokerAddr, slave.BrokerID, slave.HAServerAddr = "10.0.0.3:10911", 1, "10.0.0.3:10912"
+	resp = call(t, second, registerReq(t, slave, nil))
+	var out protocol.RegisterBrokerResponse
+	if err := out.Decode(&resp.Ext); err != nil || resp.Code != protocol.RespSuccess || out.MasterAddr != "10.0.0.1:10911" {
+		t.Fatalf("slave: %d %q master %q (%v)", resp.Code, resp.Remark, out.MasterAddr, err)
+	}
+	// The first master's connection closes: the second may register.
+	first.Close()
+	waitFor(t, 5*time.Second, "the first master dropped", func() bool {
+		r, _ := s.r.Route("T")
+		return r.BrokerDatas[0].BrokerAddrs[0] != "10.0.0.1:10911"
+	})
+	if resp := call(t, second, registerReq(t, reg2, nil)); resp.Code != protocol.RespSuccess {
+		t.Fatalf("second master after the first left: %d %s", resp.Code, resp.Remark)
 	}
 }

@@ -1,6 +1,8 @@
 package namesrv
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -230,19 +232,39 @@ func (r *Registry) ConnClosed(c *remoting.Conn) {
 func (r *Registry) RegisterBroker(reg BrokerRegistration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.registerLocked(&reg, nil, 0, true)
+	if _, _, err := r.registerLocked(&reg, nil, 0, true); err != nil {
+		r.log.Error("namesrv: embedded registration refused", "err", err)
+	}
 }
+
+// ErrBrokerIDTaken: a registration names a broker id (of a broker name)
+// that another live address holds: a second master of a group, say. It is
+// refused instead of taking the route from the live one.
+var ErrBrokerIDTaken = errors.New("namesrv: broker id held by another live broker")
 
 // registerLocked applies one registration. conn is the connection it came over (nil:
 // embedded); timeout 0 means Options.BrokerTimeout; withTopics false keeps the
 // broker name's topic set (a REGISTER_BROKER without a body). It returns the master's
-// address and HA address for a slave's registration.
-func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, timeout time.Duration, withTopics bool) (masterAddr, masterHA string) {
+// address and HA address for a slave's registration, and ErrBrokerIDTaken
+// (changing nothing) when another live address holds the broker name's id.
+func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, timeout time.Duration, withTopics bool) (masterAddr, masterHA string, err error) {
 	if timeout <= 0 {
 		timeout = r.opts.BrokerTimeout
 	}
 	addr, name, cluster := reg.BrokerAddr, reg.BrokerName, reg.ClusterName
 	changed := false
+
+	// A registration over a connection (another process) may not take a
+	// live broker's place; this process's own (embedded) ones may.
+	if g := r.groups[name]; g != nil && conn != nil {
+		if old, ok := g.addrs[reg.BrokerID]; ok && old != addr {
+			if olb := r.live[old]; olb != nil && olb.name == name && olb.id == reg.BrokerID &&
+				(olb.embedded || time.Since(olb.last) < olb.timeout) {
+				return "", "", fmt.Errorf("%w: %s id %d is registered by %s (last seen %v ago); %s must use another broker name or id, or wait until %s stops",
+					ErrBrokerIDTaken, name, reg.BrokerID, old, time.Since(olb.last).Round(time.Millisecond), addr, old)
+			}
+		}
+	}
 
 	// The address may have served another identity (renamed, switched role): forget it.
 	lb := r.live[addr]
@@ -271,7 +293,8 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 		changed = true
 	}
 
-	// Another address held this id (a broker moved): it is replaced.
+	// Another address held this id and is no longer live (a broker moved):
+	// it is replaced.
 	if old, ok := g.addrs[reg.BrokerID]; ok && old != addr {
 		if olb := r.live[old]; olb != nil && olb.name == name && olb.id == reg.BrokerID {
 			delete(r.live, old)
@@ -311,7 +334,7 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 			}
 		}
 	}
-	return masterAddr, masterHA
+	return masterAddr, masterHA, nil
 }
 
 // setTopicsLocked makes topics the topic set of broker name (group g) and reports
