@@ -8,6 +8,7 @@ import (
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/mmap"
 )
 
 // Filter decides which messages a Get returns. The broker's subscription
@@ -91,6 +92,50 @@ type GetResult struct {
 	Bytes int
 
 	entries []consumequeue.Entry
+	checks  []pendingCheck // Get's views still to check, in order
+	addrs   []uintptr      // Get's prefetch addresses
+}
+
+// pendingCheck is a view Get took and has still to check: its entry and
+// queue offset.
+type pendingCheck struct {
+	e    consumequeue.Entry
+	qoff int64
+}
+
+// checkRecords checks the views res.Messages[first:] (res.checks holds their
+// entries, in order) against their entries and the filter's properties,
+// keeping those that pass, in order, and releasing the others.
+func (s *Store) checkRecords(topic string, queueID int32, f Filter, res *GetResult, first int) {
+	views := res.Messages[first:]
+	addrs := res.addrs[:0]
+	for i := range views {
+		addrs = append(addrs, mmap.Addr(views[i].Bytes()))
+	}
+	mmap.PrefetchAll(addrs)
+	res.addrs = addrs[:0]
+	kept := first
+	for i, v := range views {
+		c := res.checks[i]
+		ok := recordMatches(v.Bytes(), c.e, queueID, c.qoff)
+		if !ok {
+			s.badEntry(topic, queueID, c.qoff, c.e, "the record there is not this entry's")
+		} else if f != nil && f.NeedsRecord() {
+			m, err := message.Decode(v.Bytes(), false)
+			ok = err == nil && f.MatchProperties(m.Properties())
+		}
+		if !ok {
+			res.Bytes -= int(c.e.Size)
+			v.Release()
+			continue
+		}
+		res.Messages[kept] = v
+		kept++
+	}
+	clear(res.Messages[kept:])
+	res.Messages = res.Messages[:kept]
+	clear(res.checks)
+	res.checks = res.checks[:0]
 }
 
 // Release releases every view and empties Messages.
@@ -164,9 +209,23 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 		if len(entries) == 0 {
 			break
 		}
+		// Two passes over the chunk: the first takes a view of every
+		// candidate's record, the second checks each against its entry
+		// (and the filter's properties). In between, the records' first
+		// lines are prefetched together, so their misses overlap instead of
+		// stalling one after another (a pull reads records it has not
+		// touched since they were written).
+		// A chunk's pass stops at maxMsgs candidates; when the checks drop
+		// some, the loop reads on from the first entry not taken.
+		first := len(res.Messages)
+		full := false
 		for _, e := range entries {
-			if len(res.Messages) >= maxMsgs || (maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > maxBytes) {
-				goto done
+			if len(res.Messages) >= maxMsgs {
+				break
+			}
+			if maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > maxBytes {
+				full = true
+				break
 			}
 			scanned++
 			next++
@@ -193,23 +252,15 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 				s.badEntry(topic, queueID, next-1, e, err.Error())
 				continue
 			}
-			if !recordMatches(v.Bytes(), e, queueID, next-1) {
-				v.Release()
-				s.badEntry(topic, queueID, next-1, e, "the record there is not this entry's")
-				continue
-			}
-			if f != nil && f.NeedsRecord() {
-				m, err := message.Decode(v.Bytes(), false)
-				if err != nil || !f.MatchProperties(m.Properties()) {
-					v.Release()
-					continue
-				}
-			}
 			res.Messages = append(res.Messages, View{v})
+			res.checks = append(res.checks, pendingCheck{e, next - 1})
 			res.Bytes += int(e.Size)
 		}
+		s.checkRecords(topic, queueID, f, res, first)
+		if full {
+			break
+		}
 	}
-done:
 	res.NextOffset = next
 	switch {
 	case len(res.Messages) > 0:
