@@ -110,7 +110,9 @@ func (s *Store) checkRecords(topic string, queueID int32, f Filter, res *GetResu
 	views := res.Messages[first:]
 	addrs := res.addrs[:0]
 	for i := range views {
-		addrs = append(addrs, mmap.Addr(views[i].Bytes()))
+		// The first 36 bytes may straddle two lines.
+		b := views[i].Bytes()
+		addrs = append(addrs, mmap.Addr(b), mmap.Addr(b[message.OffSysFlag-1:]))
 	}
 	mmap.PrefetchAll(addrs)
 	res.addrs = addrs[:0]
