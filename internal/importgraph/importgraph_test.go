@@ -33,10 +33,16 @@ var allowed = map[string][]string{
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
-	// The broker's features as packages: below broker, beside each other
-	// (siblings never import each other), on the store's types. reput is
-	// what the features that re-store records share; fakehost, the
-	// in-memory host their tests run against.
+	// The messaging core: every operation of the broker on plain Go types,
+	// the tables, the state files, the features and their hosts. No wire:
+	// neither remoting nor namesrv (and, within protocol, codes and JSON
+	// bodies only: broker/core's TestNoWireFormat checks the types).
+	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput"},
+
+	// The broker's features as packages: below broker/core (which hosts
+	// them), beside each other (siblings never import each other), on the
+	// store's types. reput is what the features that re-store records
+	// share; fakehost, the in-memory host their tests run against.
 	"broker/delay":             {"store", "message", "protocol", "broker/internal/reput"},
 	"broker/timerwheel":        {"store", "message", "broker/internal/reput"},
 	"broker/internal/reput":    {"store", "message"},
@@ -48,10 +54,10 @@ var allowed = map[string][]string{
 	"client/idempotent/storetest": {"client/idempotent"},
 
 	// Transactions (half and op queues, END_TRANSACTION's operation, the
-	// checker), behind a Host the broker implements: no remoting, no headers.
+	// checker), behind a Host broker/core implements: no remoting, no headers.
 	"broker/txn": {"store", "message", "broker/internal/reput"},
 	// POP (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), behind a
-	// Host the broker implements: no remoting, no headers.
+	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
@@ -91,6 +97,7 @@ var internalAllowed = map[string][]string{
 	"filter":       {"internal/javacompat"},
 	"index":        {"internal/javacompat", "internal/vfs", "internal/durable"},
 	"broker":       {"internal/javacompat", "internal/vfs", "internal/durable"},
+	"broker/core":  {"internal/vfs", "internal/durable"},
 	"namesrv":      {"internal/vfs", "internal/durable"},
 }
 

@@ -1,0 +1,323 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// groupManager owns the subscription-group table and
+// config/subscriptionGroup.json. Groups are created on first use (heartbeat
+// or pull), as RocketMQ's autoCreateSubscriptionGroup does. A change is
+// O(1) under mu; the file is written whole by the core's background
+// stateWriter (persist), coalescing the changes made meanwhile.
+type groupManager struct {
+	path  string
+	write func(string, []byte) error
+	log   *slog.Logger
+
+	mu      sync.RWMutex
+	m       map[string]*protocol.SubscriptionGroupConfig // values immutable once published
+	version protocol.DataVersion
+	changes uint64 // bumped by every change of m
+
+	persistMu sync.Mutex // serialises file writes; taken before mu
+	persisted uint64     // changes covered by the last successful write (under persistMu)
+}
+
+func newGroupManager(path string, write func(string, []byte) error, log *slog.Logger) *groupManager {
+	return &groupManager{path: path, write: write, log: log, m: make(map[string]*protocol.SubscriptionGroupConfig)}
+}
+
+// load reads subscriptionGroup.json (or its previous version, see
+// loadStateFile) if it exists.
+func (g *groupManager) load() error {
+	w, found, fellBack, err := loadStateFile(g.path, g.log, func(b []byte) (protocol.SubscriptionGroupWrapper, error) {
+		var w protocol.SubscriptionGroupWrapper
+		return w, w.Decode(b)
+	})
+	if err != nil || !found {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, c := range w.SubscriptionGroupTable {
+		if c == nil {
+			continue
+		}
+		cfg := *c
+		if cfg.GroupName == "" {
+			cfg.GroupName = name
+		}
+		g.m[cfg.GroupName] = &cfg
+	}
+	g.version = w.DataVersion
+	if fellBack {
+		g.changes++ // write subscriptionGroup.json again
+	}
+	return nil
+}
+
+// get returns the group's configuration or nil. It does not allocate.
+func (g *groupManager) get(name []byte) *protocol.SubscriptionGroupConfig {
+	g.mu.RLock()
+	c := g.m[string(name)]
+	g.mu.RUnlock()
+	return c
+}
+
+// bump records a change; g.mu must be held.
+func (g *groupManager) bump() {
+	g.version.Timestamp = time.Now().UnixMilli()
+	g.version.Counter++
+	g.changes++
+}
+
+// ensure returns the group's configuration, creating it with RocketMQ's
+// defaults; created reports whether it was.
+func (g *groupManager) ensure(name []byte) (cfg *protocol.SubscriptionGroupConfig, created bool) {
+	if c := g.get(name); c != nil {
+		return c, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c := g.m[string(name)]; c != nil {
+		return c, false
+	}
+	def := protocol.DefaultSubscriptionGroupConfig(string(name))
+	g.m[def.GroupName] = &def
+	g.bump()
+	return &def, true
+}
+
+// encode returns the table as JSON. It is O(groups).
+func (g *groupManager) encode() ([]byte, error) {
+	w := g.wrapper()
+	return w.Encode()
+}
+
+// wrapper returns the table in subscriptionGroup.json's shape. O(groups).
+func (g *groupManager) wrapper() protocol.SubscriptionGroupWrapper {
+	g.mu.RLock()
+	w := protocol.SubscriptionGroupWrapper{
+		SubscriptionGroupTable: make(map[string]*protocol.SubscriptionGroupConfig, len(g.m)),
+		DataVersion:            g.version,
+	}
+	for k, v := range g.m {
+		w.SubscriptionGroupTable[k] = v // immutable once published
+	}
+	g.mu.RUnlock()
+	return w
+}
+
+func (g *groupManager) names() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.m))
+	for k := range g.m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// persist writes subscriptionGroup.json if the table changed since the last
+// successful write, or always with force.
+func (g *groupManager) persist(force bool) error {
+	g.persistMu.Lock()
+	defer g.persistMu.Unlock()
+	g.mu.RLock()
+	changes := g.changes
+	g.mu.RUnlock()
+	if changes == g.persisted && !force {
+		return nil
+	}
+	b, err := g.encode() // covers at least changes
+	if err != nil {
+		return fmt.Errorf("broker: encode subscription groups: %w", err)
+	}
+	if err := g.write(g.path, b); err != nil {
+		return err
+	}
+	g.persisted = changes
+	return nil
+}
+
+// put creates or replaces a group's configuration.
+func (g *groupManager) put(cfg protocol.SubscriptionGroupConfig) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := cfg
+	g.m[c.GroupName] = &c
+	g.bump()
+}
+
+// remove deletes a group's configuration and reports whether it existed.
+func (g *groupManager) remove(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.m[name]; !ok {
+		return false
+	}
+	delete(g.m, name)
+	g.bump()
+	return true
+}
+
+// retryPolicy is RocketMQ 5's group retry policy (GroupRetryPolicy): how
+// long a message consumed n times before waits before its next delivery.
+type retryPolicy struct {
+	customized  []int64 // ms: CUSTOMIZED "next" durations
+	initial     int64   // ms: EXPONENTIAL
+	maxDelay    int64
+	multiplier  int64
+	exponential bool
+}
+
+// groupRetryPolicyJSON is the 5.x JSON shape.
+type groupRetryPolicyJSON struct {
+	Type                   string `json:"type"`
+	ExponentialRetryPolicy *struct {
+		Initial    int64 `json:"initial"`
+		Max        int64 `json:"max"`
+		Multiplier int64 `json:"multiplier"`
+	} `json:"exponentialRetryPolicy"`
+	CustomizedRetryPolicy *struct {
+		Next []int64 `json:"next"`
+	} `json:"customizedRetryPolicy"`
+}
+
+// parseRetryPolicy parses a group's groupRetryPolicy. A CUSTOMIZED policy
+// without "next" and a missing type mean RocketMQ's delay levels (nil).
+func parseRetryPolicy(raw []byte) (*retryPolicy, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var j groupRetryPolicyJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("groupRetryPolicy: %w", err)
+	}
+	switch strings.ToUpper(j.Type) {
+	case "", "CUSTOMIZED":
+		if j.CustomizedRetryPolicy == nil || len(j.CustomizedRetryPolicy.Next) == 0 {
+			return nil, nil
+		}
+		for _, d := range j.CustomizedRetryPolicy.Next {
+			if d <= 0 {
+				return nil, fmt.Errorf("groupRetryPolicy: a customized delay must be positive, got %d", d)
+			}
+		}
+		return &retryPolicy{customized: j.CustomizedRetryPolicy.Next}, nil
+	case "EXPONENTIAL":
+		e := j.ExponentialRetryPolicy
+		if e == nil || e.Initial <= 0 || e.Max < e.Initial || e.Multiplier < 1 {
+			return nil, errors.New("groupRetryPolicy: EXPONENTIAL needs initial > 0, max >= initial and multiplier >= 1")
+		}
+		return &retryPolicy{exponential: true, initial: e.Initial, maxDelay: e.Max, multiplier: e.Multiplier}, nil
+	}
+	return nil, fmt.Errorf("groupRetryPolicy: unknown type %q", j.Type)
+}
+
+// delay is the wait before the next delivery of a message consumed
+// reconsumeTimes times: CUSTOMIZED takes next[reconsumeTimes+2] (so that the
+// default list matches delay levels 3, 4, ...), the last one beyond the
+// list; EXPONENTIAL is initial * multiplier^reconsumeTimes, capped at max.
+func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
+	if p.exponential {
+		d := p.initial
+		for i := int32(0); i < reconsumeTimes && d < p.maxDelay; i++ {
+			d *= p.multiplier
+		}
+		return time.Duration(min(d, p.maxDelay)) * time.Millisecond
+	}
+	i := int(max(reconsumeTimes, 0)) + 2
+	if i >= len(p.customized) {
+		i = len(p.customized) - 1
+	}
+	return time.Duration(p.customized[i]) * time.Millisecond
+}
+
+// UpdateSubscriptionGroup creates or replaces a subscription group's
+// configuration (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 200: consume
+// enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
+// ...) and returns once subscriptionGroup.json holds it.
+func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+	if !validGroupName([]byte(cfg.GroupName)) {
+		return newError(protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
+	}
+	if len(cfg.GroupRetryPolicy) > 0 {
+		if _, err := parseRetryPolicy(cfg.GroupRetryPolicy); err != nil {
+			return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+		}
+	}
+	c.groups.put(cfg)
+	if err := c.groupsChanged(true); err != nil {
+		return &Error{Code: protocol.RespSystemError, Remark: "the group is updated but could not be persisted: " + err.Error(), Err: err}
+	}
+	c.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
+		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly)
+	return nil
+}
+
+// SubscriptionGroup returns a group's configuration
+// (GET_SUBSCRIPTIONGROUP_CONFIG, 352); SUBSCRIPTION_GROUP_NOT_EXIST (26)
+// for an unknown group.
+func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig, error) {
+	g := c.groups.get(name)
+	if g == nil {
+		return protocol.SubscriptionGroupConfig{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
+	}
+	return *g, nil
+}
+
+// DeleteSubscriptionGroup deletes a group's configuration
+// (DELETE_SUBSCRIPTIONGROUP, 207) and, with cleanOffset, its committed
+// offsets of every topic. It returns once subscriptionGroup.json holds the
+// deletion.
+func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+	if c.groups.remove(name) {
+		if err := c.groupsChanged(true); err != nil {
+			return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+		}
+	}
+	if cleanOffset {
+		c.offsets.removeGroup(name)
+	}
+	return nil
+}
+
+// SubscriptionGroupTable returns the subscription-group table as
+// subscriptionGroup.json holds it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body).
+// O(groups).
+func (c *Core) SubscriptionGroupTable() protocol.SubscriptionGroupWrapper { return c.groups.wrapper() }
+
+// groupForConsumer returns a consuming group's configuration, creating it
+// with RocketMQ's defaults on first use (a pull or pop of a group no
+// heartbeat registered); SUBSCRIPTION_GROUP_NOT_EXIST for an unknown group
+// whose name is not one RocketMQ allows, NO_PERMISSION for a group whose
+// consumption is disabled.
+func (c *Core) groupForConsumer(name []byte) (*protocol.SubscriptionGroupConfig, error) {
+	g := c.groups.get(name)
+	if g == nil {
+		if !validGroupName(name) {
+			return nil, newError(protocol.RespSubscriptionGroupNotExist,
+				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
+		}
+		var created bool
+		if g, created = c.groups.ensure(name); created {
+			c.groupsChanged(false)
+		}
+	}
+	if !g.ConsumeEnable {
+		return nil, newError(protocol.RespNoPermission, "subscription group no permission, "+g.GroupName)
+	}
+	return g, nil
+}

@@ -1,0 +1,180 @@
+package core
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/store"
+)
+
+// msgType is RocketMQ 5's message type (TopicMessageType), as a send's
+// properties declare it.
+type msgType uint8
+
+const (
+	typeNormal msgType = iota
+	typeFIFO
+	typeDelay
+	typeTransaction
+)
+
+var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
+
+func (t msgType) String() string { return msgTypeNames[t] }
+
+// sendRoute is what routeSend decided for a single message.
+type sendRoute struct {
+	typ   msgType
+	retry bool // sent to a %RETRY% topic
+}
+
+// routeSend applies the messaging features to a single (non-batch) message
+// about to be stored. m holds the topic and queue the producer chose and
+// s.props the properties to store (the producer's plus CLUSTER). In this
+// order:
+//
+//   - a %RETRY% topic: beyond its group's max reconsume times (the header's
+//     maxReconsumeTimes when present), or while the group holds orderly queue
+//     locks, the message goes to %DLQ%<group> without delay;
+//   - a transactional half message (TRAN_MSG=true or the PREPARED sysflag)
+//     goes to RMQ_SYS_TRANS_HALF_TOPIC;
+//   - TIMER_DELIVER_MS, TIMER_DELAY_SEC or TIMER_DELAY_MS in the future: the
+//     timer topic;
+//   - DELAY > 0: SCHEDULE_TOPIC_XXXX.
+//
+// The topic's message type and the per-type size limits are checked too. It
+// does not allocate on the common paths.
+func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store.Message, bodyLen int) error {
+	props := h.Properties
+	var r sendRoute
+	if group := retryGroupOf(t.name); group != "" {
+		r.retry = true
+		g := c.groups.get([]byte(group))
+		if g == nil {
+			return newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+group)
+		}
+		maxTimes := g.RetryMaxTimes
+		if h.HasMaxReconsumeTimes {
+			maxTimes = h.MaxReconsumeTimes
+		}
+		locked := g.ConsumeMessageOrderly || c.locks.groupLocked(group, time.Now())
+		if h.ReconsumeTimes > maxTimes || locked {
+			dt, err := c.ensureGroupTopic(dlqTopic(group), dlqQueues)
+			if err != nil {
+				return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+			}
+			m.Topic, m.QueueID = dt.name, 0
+			m.SysFlag = message.SetTxType(m.SysFlag, message.TxNotType)
+			s.props = appendPropsExcept(s.props[:0], props, message.PropDelay, message.PropTimerDeliverMS,
+				message.PropTimerDelayMS, message.PropTimerDelaySec)
+			s.props = message.AppendProperty(s.props, message.PropCluster, c.opts.ClusterName)
+			m.Properties = s.props
+			c.stats.deadLetters.Add(1)
+			c.opts.Logger.Info("broker: retried message sent to the dead-letter queue", "group", group,
+				"reconsumeTimes", h.ReconsumeTimes, "maxReconsumeTimes", maxTimes, "groupLocked", locked)
+			return nil
+		}
+	}
+
+	tx := message.TxType(h.SysFlag)
+	if v, ok := message.LookupProperty(props, message.PropTranMsg); (ok && string(v) == "true") || tx == message.TxPreparedType {
+		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(props)) {
+			r.typ = typeTransaction
+			if err := c.checkType(t, r, bodyLen); err != nil {
+				return err
+			}
+			s.props = c.tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
+			m.Properties = s.props
+			return nil
+		}
+	}
+	if tx == message.TxRollbackType {
+		return nil // stored, not dispatched (as RocketMQ's store does)
+	}
+
+	deliver, isTimer, err := c.timerDeliverTime(props, time.Now)
+	if err != nil {
+		return err
+	}
+	if isTimer {
+		r.typ = typeDelay
+		if err := c.checkType(t, r, bodyLen); err != nil {
+			return err
+		}
+		s.props = c.timerProps(s.props, m, deliver)
+		m.Properties = s.props
+		return nil
+	}
+
+	level, present, ok := propInt(props, message.PropDelay)
+	if present && !ok {
+		return newError(protocol.RespMessageIllegal, "the DELAY property is not a number")
+	}
+	if level > 0 {
+		r.typ = typeDelay
+		if err := c.checkType(t, r, bodyLen); err != nil {
+			return err
+		}
+		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
+		lv := c.sched.ClampLevel(level)
+		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
+		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
+		m.Topic, m.QueueID = scheduleTopic, lv-1
+		m.Properties = s.props
+		c.stats.delayed.Add(1)
+		return nil
+	}
+	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
+		r.typ = typeFIFO
+	}
+	return c.checkType(t, r, bodyLen)
+}
+
+// hasDelay reports whether props ask for a delay level.
+func hasDelay(props []byte) bool {
+	l, _, ok := propInt(props, message.PropDelay)
+	return ok && l > 0
+}
+
+// retryGroupOf returns the group of a %RETRY% topic name, or "".
+func retryGroupOf(topic string) string {
+	if len(topic) > len(retryTopicPrefix) && topic[:len(retryTopicPrefix)] == retryTopicPrefix {
+		return topic[len(retryTopicPrefix):]
+	}
+	return ""
+}
+
+// checkType checks a message's type against its topic's message.type
+// attribute and the per-type size limits. Retries are exempt: they carry
+// whatever the original was.
+func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
+	if r.retry {
+		return nil
+	}
+	if tt, ok := t.msgType(); ok && !typeAccepted(tt, r.typ) {
+		return newError(protocol.RespMessageIllegal, "the message type "+r.typ.String()+" does not match the topic["+t.name+
+			"]'s message.type "+tt.String())
+	}
+	limit := c.opts.MaxMessageSize
+	switch r.typ {
+	case typeDelay:
+		limit = c.opts.MaxDelayMessageSize
+	case typeTransaction:
+		limit = c.opts.MaxTransactionMessageSize
+	}
+	if bodyLen > limit {
+		return newError(protocol.RespMessageIllegal, "the "+r.typ.String()+" message body size "+strconv.Itoa(bodyLen)+
+			" exceeds the limit of "+strconv.Itoa(limit)+" bytes")
+	}
+	return nil
+}
+
+// typeAccepted reports whether a topic of message type topic accepts a
+// message of type msg. A FIFO topic accepts NORMAL messages too: order comes
+// from the producer's queue selection, which the Go client does not mark on
+// the message.
+func typeAccepted(topic, msg msgType) bool {
+	return topic == msg || (topic == typeFIFO && msg == typeNormal)
+}

@@ -1,0 +1,526 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// Special topic names and limits (RocketMQ's TopicValidator and MixAll).
+const (
+	topicAutoCreateKey = "TBW102"
+	retryTopicPrefix   = "%RETRY%"
+	dlqTopicPrefix     = "%DLQ%"
+	systemTopicPrefix  = "rmq_sys_"
+	maxTopicLength     = 127
+	filterSingleTag    = "SINGLE_TAG"
+	filterMultiTag     = "MULTI_TAG"
+)
+
+// notAllowedSendTopics are the system topics producers may not write
+// (RocketMQ's NOT_ALLOWED_SEND_TOPIC_SET): NO_PERMISSION (16).
+var notAllowedSendTopics = [...]string{
+	"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+	"TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
+	"rmq_sys_wheel_timer",
+}
+
+// systemTopics are RocketMQ's SYSTEM_TOPIC_SET: admin requests may not create them.
+var systemTopics = [...]string{
+	topicAutoCreateKey, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+	"RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+	"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
+}
+
+func isNotAllowedSendTopic(t []byte) bool {
+	for _, s := range notAllowedSendTopics {
+		if string(t) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isSystemTopic(t string) bool {
+	for _, s := range systemTopics {
+		if t == s {
+			return true
+		}
+	}
+	return strings.HasPrefix(t, systemTopicPrefix)
+}
+
+// checkTopicName validates a topic name as RocketMQ's TopicValidator does
+// (^[%|a-zA-Z0-9_-]+$, at most 127 characters) and returns its remark for a
+// bad one. It does not allocate.
+func checkTopicName(t []byte) (remark string, ok bool) {
+	if len(t) == 0 {
+		return "The specified topic is blank.", false
+	}
+	for _, c := range t {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '%', c == '|', c == '_', c == '-':
+		default:
+			return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$", false
+		}
+	}
+	if len(t) > maxTopicLength {
+		return "The specified topic is longer than topic max length.", false
+	}
+	return "", true
+}
+
+// maxGroupLength bounds consumer group names (the clients allow 255).
+const maxGroupLength = 255
+
+// validGroupName reports whether a group name is one RocketMQ's clients
+// accept (^[%|a-zA-Z0-9_-]+$, at most 255 characters); only such groups are
+// created on first use.
+func validGroupName(g []byte) bool {
+	if len(g) == 0 || len(g) > maxGroupLength {
+		return false
+	}
+	for _, c := range g {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '%', c == '|', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// topicEntry is one topic's configuration. Entries are immutable once
+// published (an update publishes a new entry), except the round-robin counter
+// used for sends with a negative queue id.
+type topicEntry struct {
+	name    string
+	cfg     protocol.TopicConfig
+	typ     msgType // the message.type attribute, when hasType
+	hasType bool
+	rr      atomic.Uint32
+}
+
+// Topic attribute keys (RocketMQ 5): the admin request writes "+key=value"
+// to add; the stored configuration has the key alone.
+const attrMessageType = "message.type"
+
+func newTopicEntry(cfg protocol.TopicConfig) *topicEntry {
+	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	v, ok := cfg.Attributes[attrMessageType]
+	if !ok {
+		v, ok = cfg.Attributes["+"+attrMessageType]
+	}
+	if ok {
+		e.typ, e.hasType = parseMsgType(v)
+	}
+	return e
+}
+
+// parseMsgType parses a message.type attribute value; MIXED and unknown
+// values mean no restriction.
+func parseMsgType(v string) (msgType, bool) {
+	for i, n := range msgTypeNames {
+		if strings.EqualFold(v, n) {
+			return msgType(i), true
+		}
+	}
+	return 0, false
+}
+
+// msgType returns the topic's message type when it declares one.
+func (e *topicEntry) msgType() (msgType, bool) { return e.typ, e.hasType }
+
+func (e *topicEntry) writable() bool { return e.cfg.Perm&protocol.PermWrite != 0 }
+func (e *topicEntry) readable() bool { return e.cfg.Perm&protocol.PermRead != 0 }
+
+// queueLimit is the number of valid queue ids (RocketMQ checks sends against
+// max(write, read)).
+func (e *topicEntry) queueLimit() int32 { return max(e.cfg.WriteQueueNums, e.cfg.ReadQueueNums) }
+
+// topicManager owns the topic table and config/topics.json.
+//
+// Creating, changing or deleting a topic is O(1) under mu (a map update and
+// a change count); the file is written whole by the core's background
+// stateWriter (persist), coalescing the changes made meanwhile.
+type topicManager struct {
+	path string
+	// write writes the file (Options.WriteConfigFile); log receives the
+	// fallback WARN of load.
+	write func(string, []byte) error
+	log   *slog.Logger
+
+	mu      sync.RWMutex
+	m       map[string]*topicEntry
+	version protocol.DataVersion
+	changes uint64 // bumped by every change of m
+
+	persistMu sync.Mutex // serialises file writes; taken before mu
+	persisted uint64     // changes covered by the last successful write (under persistMu)
+}
+
+func newTopicManager(path string, write func(string, []byte) error, log *slog.Logger) *topicManager {
+	return &topicManager{path: path, write: write, log: log, m: make(map[string]*topicEntry)}
+}
+
+// load reads topics.json (or its previous version, see loadStateFile) if
+// it exists.
+func (t *topicManager) load() error {
+	w, found, fellBack, err := loadStateFile(t.path, t.log, func(b []byte) (protocol.TopicConfigSerializeWrapper, error) {
+		var w protocol.TopicConfigSerializeWrapper
+		return w, w.Decode(b)
+	})
+	if err != nil || !found {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, c := range w.TopicConfigTable {
+		if c == nil {
+			continue
+		}
+		cfg := *c
+		if cfg.TopicName == "" {
+			cfg.TopicName = name
+		}
+		t.m[cfg.TopicName] = newTopicEntry(cfg)
+	}
+	t.version = w.DataVersion
+	if fellBack {
+		t.changes++ // write topics.json again
+	}
+	return nil
+}
+
+// get returns the topic's entry or nil. It does not allocate.
+func (t *topicManager) get(name []byte) *topicEntry {
+	t.mu.RLock()
+	e := t.m[string(name)]
+	t.mu.RUnlock()
+	return e
+}
+
+func (t *topicManager) lookup(name string) *topicEntry {
+	t.mu.RLock()
+	e := t.m[name]
+	t.mu.RUnlock()
+	return e
+}
+
+// count returns the number of topics.
+func (t *topicManager) count() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// bump records a change: it advances the data version and the change
+// count; t.mu must be held.
+func (t *topicManager) bump() {
+	t.version.Timestamp = time.Now().UnixMilli()
+	t.version.Counter++
+	t.changes++
+}
+
+// put creates or replaces a topic's configuration and reports whether the
+// table changed.
+func (t *topicManager) put(cfg protocol.TopicConfig) (*topicEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.m[cfg.TopicName]; old != nil && sameTopicConfig(&old.cfg, &cfg) {
+		return old, false
+	}
+	e := newTopicEntry(cfg)
+	t.m[cfg.TopicName] = e
+	t.bump()
+	return e, true
+}
+
+// createIfAbsent adds cfg unless the topic exists; it returns the topic's
+// entry and whether it was created.
+func (t *topicManager) createIfAbsent(cfg protocol.TopicConfig) (*topicEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.m[cfg.TopicName]; old != nil {
+		return old, false
+	}
+	e := newTopicEntry(cfg)
+	t.m[cfg.TopicName] = e
+	t.bump()
+	return e, true
+}
+
+// remove deletes a topic and reports whether it existed.
+func (t *topicManager) remove(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[name]; !ok {
+		return false
+	}
+	delete(t.m, name)
+	t.bump()
+	return true
+}
+
+// snapshot returns copies of every configuration, in no particular order,
+// and the data version. It is O(topics): for whole-table operations only
+// (the file, GET_ALL_TOPIC_CONFIG, full registrations), never per topic.
+func (t *topicManager) snapshot() ([]protocol.TopicConfig, protocol.DataVersion) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]protocol.TopicConfig, 0, len(t.m))
+	for _, e := range t.m {
+		out = append(out, e.cfg)
+	}
+	return out, t.version
+}
+
+// wrapper returns the table in topics.json's (and GET_ALL_TOPIC_CONFIG's) shape.
+func (t *topicManager) wrapper() protocol.TopicConfigSerializeWrapper {
+	cfgs, v := t.snapshot()
+	w := protocol.TopicConfigSerializeWrapper{TopicConfigTable: make(map[string]*protocol.TopicConfig, len(cfgs)), DataVersion: v}
+	for i := range cfgs {
+		w.TopicConfigTable[cfgs[i].TopicName] = &cfgs[i]
+	}
+	return w
+}
+
+// encode returns the table as topics.json JSON.
+func (t *topicManager) encode() ([]byte, error) {
+	w := t.wrapper()
+	return w.Encode()
+}
+
+// persist writes topics.json if the table changed since the last
+// successful write, or always with force.
+func (t *topicManager) persist(force bool) error {
+	t.persistMu.Lock()
+	defer t.persistMu.Unlock()
+	t.mu.RLock()
+	changes := t.changes
+	t.mu.RUnlock()
+	if changes == t.persisted && !force {
+		return nil
+	}
+	b, err := t.encode() // covers at least changes
+	if err != nil {
+		return fmt.Errorf("broker: encode topics: %w", err)
+	}
+	if err := t.write(t.path, b); err != nil {
+		return err
+	}
+	t.persisted = changes
+	return nil
+}
+
+func sameTopicConfig(a, b *protocol.TopicConfig) bool {
+	if a.TopicName != b.TopicName || a.ReadQueueNums != b.ReadQueueNums || a.WriteQueueNums != b.WriteQueueNums ||
+		a.Perm != b.Perm || a.TopicFilterType != b.TopicFilterType || a.TopicSysFlag != b.TopicSysFlag ||
+		a.Order != b.Order || len(a.Attributes) != len(b.Attributes) {
+		return false
+	}
+	for k, v := range a.Attributes {
+		if bv, ok := b.Attributes[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// newTopicConfig is a topic configuration with RocketMQ's defaults.
+func newTopicConfig(name string, queues int32, perm int32) protocol.TopicConfig {
+	return protocol.TopicConfig{
+		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm,
+		TopicFilterType: filterSingleTag,
+	}
+}
+
+// TopicRequest is a topic's configuration as an admin creates or changes it
+// (UPDATE_AND_CREATE_TOPIC, 17).
+type TopicRequest struct {
+	Topic                         string
+	ReadQueueNums, WriteQueueNums int32
+	Perm                          int32  // protocol.Perm* bits
+	TopicFilterType               string // SINGLE_TAG (default) or MULTI_TAG
+	TopicSysFlag                  int32
+	Order                         bool
+	// Attributes are RocketMQ 5's attribute changes, applied to the topic's
+	// current attributes: "+key=value" adds or replaces, "-key" removes,
+	// comma-separated. The one key is message.type.
+	Attributes string
+}
+
+// CreateTopic creates or changes a topic (UPDATE_AND_CREATE_TOPIC, 17). It
+// refuses system topics and the cluster's and broker's names, and returns
+// once topics.json holds the change (a failed write is SYSTEM_ERROR: the
+// topic is in the table, not on disk).
+func (c *Core) CreateTopic(r *TopicRequest) error {
+	if remark, ok := checkTopicName([]byte(r.Topic)); !ok {
+		return newError(protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(r.Topic) {
+		return newError(protocol.RespSystemError, "The topic["+r.Topic+"] is conflict with system topic.")
+	}
+	if r.Topic == c.opts.ClusterName || r.Topic == c.opts.BrokerName {
+		return newError(protocol.RespSystemError, "the topic["+r.Topic+"] is conflict with system reserved words.")
+	}
+	if r.ReadQueueNums <= 0 || r.WriteQueueNums <= 0 || r.ReadQueueNums > MaxQueues || r.WriteQueueNums > MaxQueues {
+		return newError(protocol.RespInvalidParameter, fmt.Sprintf("queue numbers must be in 1..%d, got read %d write %d",
+			MaxQueues, r.ReadQueueNums, r.WriteQueueNums))
+	}
+	if r.Perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit|protocol.PermPriority) != 0 {
+		return newError(protocol.RespInvalidParameter, fmt.Sprintf("invalid perm %d", r.Perm))
+	}
+	filterType := r.TopicFilterType
+	switch filterType {
+	case "", filterSingleTag:
+		filterType = filterSingleTag
+	case filterMultiTag:
+	default:
+		return newError(protocol.RespInvalidParameter, "invalid topicFilterType "+filterType)
+	}
+	cfg := protocol.TopicConfig{
+		TopicName: r.Topic, ReadQueueNums: r.ReadQueueNums, WriteQueueNums: r.WriteQueueNums, Perm: r.Perm,
+		TopicFilterType: filterType, TopicSysFlag: r.TopicSysFlag, Order: r.Order,
+	}
+	var old map[string]string
+	if e := c.topics.lookup(r.Topic); e != nil {
+		old = e.cfg.Attributes
+	}
+	attrs, err := applyTopicAttributes(old, r.Attributes)
+	if err != nil {
+		return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+	}
+	cfg.Attributes = attrs
+	if _, changed := c.topics.put(cfg); changed {
+		if err := c.topicChanged(cfg.TopicName, true); err != nil {
+			return &Error{Code: protocol.RespSystemError, Remark: "the topic is created but could not be persisted: " + err.Error(), Err: err}
+		}
+	}
+	return nil
+}
+
+// DeleteTopic deletes a topic (DELETE_TOPIC_IN_BROKER, 215): its
+// configuration, consume queues and committed offsets go (its records stay
+// in the commit log until retention removes them). System topics are
+// refused.
+func (c *Core) DeleteTopic(name string) error {
+	if remark, ok := checkTopicName([]byte(name)); !ok {
+		return newError(protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(name) {
+		return newError(protocol.RespSystemError, "The topic["+name+"] is conflict with system topic.")
+	}
+	removed := c.topics.remove(name)
+	var errs []string
+	if err := c.store.DeleteTopic(name); err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.offsets.removeTopic(name)
+	if err := c.offsets.persist(false); err != nil {
+		c.stats.persistErrors.Add(1)
+		errs = append(errs, err.Error())
+	}
+	if removed {
+		// The topic leaves this broker's routes (Options.TopicChanged) and
+		// topics.json.
+		if err := c.topicChanged(name, true); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return newError(protocol.RespSystemError, fmt.Sprintf("delete topic %s: %v", name, errs))
+	}
+	return nil
+}
+
+// TopicConfig returns a topic's current configuration.
+func (c *Core) TopicConfig(name string) (protocol.TopicConfig, bool) {
+	if e := c.topics.lookup(name); e != nil {
+		return e.cfg, true
+	}
+	return protocol.TopicConfig{}, false
+}
+
+// Topics returns every topic's configuration, in no particular order, and
+// the table's data version. It is O(topics): for whole-table operations
+// (GET_ALL_TOPIC_CONFIG, a full registration), never per topic.
+func (c *Core) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return c.topics.snapshot() }
+
+// TopicTable returns the topic table as topics.json holds it
+// (GET_ALL_TOPIC_CONFIG's body). O(topics).
+func (c *Core) TopicTable() protocol.TopicConfigSerializeWrapper { return c.topics.wrapper() }
+
+// ensureGroupTopic returns the entry of a group's %RETRY% or %DLQ% topic,
+// creating it with one read-write queue (RocketMQ's
+// createTopicInSendMessageBackMethod).
+func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) {
+	if e := c.topics.lookup(name); e != nil {
+		return e, nil
+	}
+	if len(name) > message.MaxTopicLength {
+		return nil, fmt.Errorf("topic[%s] is longer than %d bytes", name, message.MaxTopicLength)
+	}
+	e, created := c.topics.createIfAbsent(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite))
+	if created {
+		c.opts.Logger.Info("broker: topic created for a consumer group", "topic", name)
+		c.topicChanged(name, false)
+	}
+	return e, nil
+}
+
+// topicName returns a topic's name as a string, without allocating when the
+// topic is in the topic table.
+func (c *Core) topicName(t []byte) string {
+	if e := c.topics.get(t); e != nil {
+		return e.name
+	}
+	return string(t)
+}
+
+// applyTopicAttributes applies RocketMQ 5's attribute changes ("+key=value"
+// adds or replaces, "-key" removes, comma-separated) to a topic's current
+// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY,
+// TRANSACTION or MIXED).
+func applyTopicAttributes(cur map[string]string, change string) (map[string]string, error) {
+	out := make(map[string]string, len(cur)+1)
+	for k, v := range cur {
+		out[k] = v
+	}
+	for _, item := range strings.Split(change, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		switch item[0] {
+		case '+':
+			k, v, ok := strings.Cut(item[1:], "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("attribute %q: want +key=value", item)
+			}
+			if k != attrMessageType {
+				return nil, fmt.Errorf("unsupported topic attribute %q", k)
+			}
+			if _, ok := parseMsgType(v); !ok && !strings.EqualFold(v, "MIXED") {
+				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION or MIXED", v)
+			}
+			out[k] = strings.ToUpper(v)
+		case '-':
+			delete(out, item[1:])
+		default:
+			return nil, fmt.Errorf("attribute %q: want +key=value or -key", item)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
