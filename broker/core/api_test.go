@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
-	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -77,7 +76,7 @@ func (f *fakeConn) ResetOffset(r *core.OffsetReset) error {
 	f.resets = append(f.resets, *r)
 	return nil
 }
-func (f *fakeConn) CheckTransaction(string, *txn.Check) error { return nil }
+func (f *fakeConn) CheckTransaction(string, *core.TransactionCheck) error { return nil }
 
 func (f *fakeConn) notifications() []string {
 	f.mu.Lock()

@@ -71,11 +71,16 @@ type ClientConn interface {
 	// CheckTransaction asks a producer of the group for the outcome of a
 	// transaction (CHECK_TRANSACTION_STATE); c and its Record are valid
 	// during the call only.
-	CheckTransaction(producerGroup string, c *txn.Check) error
+	CheckTransaction(producerGroup string, c *TransactionCheck) error
 	// Close closes the connection: the client was silent for
 	// Options.ClientTimeout. The front end then calls ClientClosed.
 	Close() error
 }
+
+// TransactionCheck is what CheckTransaction asks a producer about: the half
+// message (its queue and commit-log offsets, ids, real topic) and its
+// stored record (package broker/txn's Check).
+type TransactionCheck = txn.Check
 
 // OffsetReset is what ResetOffset pushes: the group's new offsets of a
 // topic, by queue, and the reset's request (timestamp, force).

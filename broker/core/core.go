@@ -258,6 +258,23 @@ func (c *Core) Shutdown() error {
 	return errors.Join(errs...)
 }
 
+// Checkpoint writes now every state file whose contents changed since its
+// last write: consumer offsets, topics, subscription groups, the progress
+// of the delay scanners, the timer wheel and the transaction checker, and
+// POP's state, as the background tasks would within their intervals (for
+// an operator's backup, and tests that restart from a known state). It
+// returns the errors met, after trying every file.
+func (c *Core) Checkpoint() error {
+	var errs []error
+	for _, persist := range []func(bool) error{c.offsets.persist, c.topics.persist, c.groups.persist,
+		c.persistProgress, c.pops.Persist} {
+		if err := persist(false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Store returns the message store.
 func (c *Core) Store() *store.Store { return c.store }
 

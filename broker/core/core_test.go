@@ -124,6 +124,8 @@ func TestStoreErrorCodes(t *testing.T) {
 		code int32
 	}{
 		{store.ErrMessageTooLarge, protocol.RespMessageIllegal},
+		{fmt.Errorf("wrapped: %w", store.ErrBadMessage), protocol.RespMessageIllegal},
+		{store.ErrRecordTooLarge, protocol.RespMessageIllegal},
 		{store.ErrDiskFull, protocol.RespServiceNotAvailable},
 		{store.ErrClosed, protocol.RespServiceNotAvailable},
 		{fmt.Errorf("wrapped: %w", store.ErrLogFailed), protocol.RespServiceNotAvailable},

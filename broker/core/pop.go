@@ -41,6 +41,10 @@ type PopRequest struct {
 	Consumer netip.AddrPort
 }
 
+// Popped is one message a pop handed out: its queue, queue offset and how
+// many times it was delivered (package broker/pop's Popped).
+type Popped = pop.Popped
+
 // PopResult is a pop's outcome: pop.Result (the records, each with its
 // queue, offset and delivery count; the pop time; the messages left) and
 // what the answer repeats of the request. It is the caller's; PopAgain runs
@@ -54,6 +58,10 @@ type PopResult struct {
 
 	req pop.Request
 }
+
+// Group and Topic are the group and topic popped (the tables' strings).
+func (r *PopResult) Group() string { return r.req.Group }
+func (r *PopResult) Topic() string { return r.req.Topic }
 
 // Pop hands out up to MaxMsgs messages of a topic (one queue, or any) to a
 // consumer group, each invisible to the rest of the group until acked or

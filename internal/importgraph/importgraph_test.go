@@ -28,12 +28,13 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/longpoll"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
-	// The messaging core: every operation of the broker on plain Go types,
+	// The messaging core under broker (the remoting front end and the
+	// process wiring): every operation of the broker on plain Go types,
 	// the tables, the state files, the features and their hosts. No wire:
 	// neither remoting nor namesrv (and, within protocol, codes and JSON
 	// bodies only: broker/core's TestNoWireFormat checks the types).
@@ -96,7 +97,6 @@ var internalAllowed = map[string][]string{
 	"protocol":     {"internal/javacompat"},
 	"filter":       {"internal/javacompat"},
 	"index":        {"internal/javacompat", "internal/vfs", "internal/durable"},
-	"broker":       {"internal/javacompat", "internal/vfs", "internal/durable"},
 	"broker/core":  {"internal/vfs", "internal/durable"},
 	"namesrv":      {"internal/vfs", "internal/durable"},
 }
