@@ -46,12 +46,16 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 	return remoting.Reply
 }
 
+// defaultRegion is the send response's MSG_REGION, as the Java broker's
+// default gives it.
+var defaultRegion = []byte("DefaultRegion")
+
 // setSendResponse writes the ext fields the Go client reads from a send
 // response (TRACE_ON is true and MSG_REGION the default, as the Java
 // broker's defaults give them).
 func setSendResponse(ext *protocol.ExtFields, msgID []byte, queueID int32, queueOffset int64, uniq []byte) {
 	h := protocol.SendMessageResponse{MsgID: msgID, QueueID: queueID, QueueOffset: queueOffset,
-		TransactionID: uniq, Region: core.DefaultRegion(), TraceOn: true}
+		TransactionID: uniq, Region: defaultRegion, TraceOn: true}
 	h.Encode(ext)
 }
 

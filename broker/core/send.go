@@ -64,13 +64,6 @@ type SendResult struct {
 	Pending Pending
 }
 
-// defaultRegion is the send response's MSG_REGION, as the Java broker's
-// default gives it.
-var defaultRegion = []byte("DefaultRegion")
-
-// DefaultRegion is the region a send's answer names (MSG_REGION).
-func DefaultRegion() []byte { return defaultRegion }
-
 // sendScratch is the pooled working memory of one send.
 type sendScratch struct {
 	props []byte // properties of the stored message(s), back to back
