@@ -98,7 +98,7 @@ func fillQueue(tb testing.TB, b *Broker, topic string, n int) {
 			tb.Fatalf("send: %d %s", r.Cmd.Code, r.Cmd.Remark)
 		}
 	}
-	waitFor(tb, "dispatch", func() bool { return b.store.MaxOffset(topic, 0) >= int64(n) })
+	waitFor(tb, "dispatch", func() bool { return b.Store().MaxOffset(topic, 0) >= int64(n) })
 }
 
 func TestPullHandlerDoesNotAllocate(t *testing.T) {
@@ -231,7 +231,7 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatalf("%d sends failed", f)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "sends/s")
-	if ls := br.store.Log().Stats(); ls.SyncRounds > 0 && br.syncFlush {
+	if ls := br.Store().Log().Stats(); ls.SyncRounds > 0 && br.Store().Log().FlushMode() == commitlog.FlushSync {
 		b.ReportMetric(float64(ls.SyncTime.Microseconds())/float64(ls.SyncRounds), "µs/sync")
 		b.ReportMetric(float64(b.N)/float64(ls.SyncRounds), "sends/sync")
 	}

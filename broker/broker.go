@@ -5,19 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/longpoll"
-	"github.com/apogeemq/apogee/broker/pop"
-	"github.com/apogeemq/apogee/broker/timerwheel"
-	"github.com/apogeemq/apogee/broker/txn"
-	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -25,269 +18,92 @@ import (
 )
 
 // ErrClosed is returned by Shutdown when the broker was already shut down.
-var ErrClosed = errors.New("broker: closed")
+var ErrClosed = core.ErrClosed
+
+// ErrNoTopic is returned by ResetConsumerOffset for a topic the broker does
+// not have.
+var ErrNoTopic = core.ErrNoTopic
+
+// QueueOffset is a queue id and an offset in it.
+type QueueOffset = core.QueueOffset
+
+// ConsumerGroupInfo is what the broker knows of a consumer group's live
+// members (GET_CONSUMER_CONNECTION_LIST, 203, and ConsumerGroupInfo).
+type ConsumerGroupInfo = core.ConsumerGroupInfo
+
+// ConsumerMember is one member connection of a consumer group.
+type ConsumerMember = core.ConsumerMember
 
 // Broker serves RocketMQ's broker requests (and, through its embedded
-// registry, name-server requests) on top of an Apogee store. Its methods are
-// safe for concurrent use.
+// registry, name-server requests) over the remoting protocol, on top of a
+// messaging core (package broker/core). Its methods are safe for
+// concurrent use.
 type Broker struct {
-	opts      Options
-	host      netip.AddrPort // resolved AdvertiseAddr (the store host)
-	syncFlush bool
-	start     time.Time
-	memWindow int64 // commit-log bytes RocketMQ would deem still in memory
+	opts  Options      // the front end's options (the core's are in copts)
+	copts core.Options // the core's, defaults filled in
 
-	store     *store.Store
+	core      *core.Core
 	registry  *namesrv.Registry
 	registrar *namesrv.Registrar // nil without external name servers
 	pool      *remoting.Pool     // the registrar's connections
 	srv       *remoting.Server   // what Serve uses
 
-	topics  *topicManager
-	groups  *groupManager
-	offsets *offsetManager
-	clients *clientManager
-	locks   *lockManager
-	sched   *delay.Scheduler
-	timers  *timerwheel.Wheel
-	tx      *txn.Manager
-	holds   *longpoll.Holder[heldPull]
-	pops    *pop.Manager
-	acks    ackPool // requests waiting for their messages to be durable
-
-	popHolds popHolds // pops held for long polling
-
 	handlers handlerTable // request code → handler, built by New
-	filters  filterCache
+	holds    *longpoll.Holder[heldPull]
+	popHolds popHolds // pops held for long polling
+	acks     ackPool  // requests waiting for their messages to be durable
 
-	sendPool sync.Pool // *sendScratch
+	sendPool sync.Pool // *core.SendResult
 	pullPool sync.Pool // *pullJob
 
 	registerMu sync.Mutex // orders registrations with the embedded registry
 
-	// Background writers of topics.json and subscriptionGroup.json.
-	topicWriter, groupWriter *stateWriter
-
-	// Back-pressure (send path).
-	inflight     atomic.Int64 // message bytes of sends being stored or awaiting their flush
-	putsActive   atomic.Int64 // puts inside the store
-	lastProgress atomic.Int64 // ns since start: last put completed, or puts started from idle
-
 	closing atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
-
-	stats brokerStats
-
-	// startup is how long New took per phase: reading the state files,
-	// opening the store, and the rest (system topics, writes, registration).
-	startup struct{ load, store, tables time.Duration }
 }
 
-type brokerStats struct {
-	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
-	pullRequests, pullFound, pullMessages               atomic.Int64
-	persistErrors, notifies                             atomic.Int64
-	innerPuts, sendBacks, deadLetters                   atomic.Int64
-	delayed, timers                                     atomic.Int64 // routed to the schedule / timer topic
-}
-
-// New opens the store (recovering it) and the managers' files, registers
-// the broker with the embedded registry (and starts registering with the
-// external name servers), and starts the background tasks. Serve or Handler
-// then put it on the network; Shutdown stops it.
+// New opens the messaging core (the store, recovered, and the state files),
+// registers the broker with the embedded registry (and starts registering
+// with the external name servers), and starts the background tasks. Serve
+// or Handler then put it on the network; Shutdown stops it.
 func New(opts Options) (*Broker, error) {
-	o, host, err := opts.withDefaults()
+	o := opts.withDefaults()
+	b := &Broker{opts: o, stop: make(chan struct{})}
+	co := o.core()
+	co.TopicChanged = b.registerTopic
+	c, err := core.New(co)
 	if err != nil {
 		return nil, err
 	}
-	cfgDir := filepath.Join(o.DataDir, configDirName)
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		return nil, fmt.Errorf("broker: create %s: %w", cfgDir, err)
-	}
-	b := &Broker{
-		opts:      o,
-		host:      host,
-		start:     time.Now(),
-		memWindow: memoryWindow(),
-		topics:    newTopicManager(filepath.Join(cfgDir, topicsFileName), o.WriteConfigFile, o.Logger),
-		groups:    newGroupManager(filepath.Join(cfgDir, subscriptionGroupsName), o.WriteConfigFile, o.Logger),
-		offsets:   newOffsetManager(filepath.Join(cfgDir, consumerOffsetFileName), o.WriteConfigFile, o.Logger),
-		clients:   newClientManager(o.Logger),
-		locks:     newLockManager(o.LockExpiry),
-		stop:      make(chan struct{}),
-	}
-	levels, err := delay.ParseLevels(o.DelayLevels)
-	if err != nil {
-		return nil, err
-	}
-	if b.sched, err = delay.New(innerHost{b}, delay.Config{Levels: levels, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	if b.timers, err = timerwheel.New(innerHost{b}, timerwheel.Config{RollInterval: o.TimerRollInterval,
-		CheckpointInterval: o.ProgressFlushInterval / 2, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	b.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
-		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{b: b})
-	b.pops = newPopManager(b, cfgDir)
-	if err := b.pops.Load(); err != nil {
-		return nil, err
-	}
-	began := time.Now()
-	for _, load := range []func() error{b.topics.load, b.groups.load, b.offsets.load, b.sched.Load, b.timers.Load, b.tx.Load} {
-		if err := load(); err != nil {
-			return nil, err
-		}
-	}
-	loaded := time.Now()
+	b.core, b.copts = c, c.Options()
 	b.holds = newPullHolder(b)
+	c.OnArrival(b.holds.Arrived)
 
-	so := o.Store
-	so.Dir = o.DataDir
-	so.StoreHost = host
-	so.MaxMessageSize = o.MaxMessageSize
-	if so.Logger == nil {
-		so.Logger = o.Logger
-	}
-	userArrival := so.OnArrival
-	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
-		switch topic {
-		case scheduleTopic:
-			b.sched.Arrived(queueID)
-		case timerTopic:
-			b.timers.Arrived()
-		case txn.HalfTopic, txn.OpHalfTopic:
-			b.tx.Arrived()
-		default:
-			b.holds.Arrived(topic, queueID, maxOffset)
-		}
-		if userArrival != nil {
-			userArrival(topic, queueID, maxOffset)
-		}
-	}
-	userTagCode := so.TagCode
-	so.TagCode = func(v message.View) (int64, bool) {
-		switch string(v.Topic()) {
-		case scheduleTopic:
-			return b.sched.TagCode(v), true
-		case timerTopic:
-			return b.timers.TagCode(v), true
-		}
-		if userTagCode != nil {
-			return userTagCode(v)
-		}
-		return 0, false
-	}
-	st, rep, err := store.Open(so)
-	if err != nil {
-		return nil, fmt.Errorf("broker: open store: %w", err)
-	}
-	b.store = st
-	b.syncFlush = so.FlushMode == store.FlushSync
-	opened := time.Now()
-	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
-		"recovery", fmt.Sprintf("%+v", rep))
-
-	b.ensureAutoCreateKey()
-	b.ensureSystemTopics()
-	// Written now when the table changed at start (system topics, TBW102)
-	// or was read from its previous version.
-	b.persistAtStart("topics", b.topics.persist)
-	b.persistAtStart("subscription groups", b.groups.persist)
-	b.topicWriter = newStateWriter(func() error { return b.topics.persist(false) }, func(err error) {
-		b.stats.persistErrors.Add(1)
-		o.Logger.Error("broker: persist topics failed", "err", err)
-	})
-	b.groupWriter = newStateWriter(func() error { return b.groups.persist(false) }, func(err error) {
-		b.stats.persistErrors.Add(1)
-		o.Logger.Error("broker: persist subscription groups failed", "err", err)
-	})
-	b.registry = namesrv.NewRegistry(namesrv.Options{Logger: o.Logger})
-	b.registerEmbedded()
+	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
+	var registrar *namesrv.Registrar
 	if len(o.NamesrvAddrs) > 0 {
 		b.pool = remoting.NewPool(nil)
-		b.registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, o.Logger)
-		b.registrar.Period = o.RegisterInterval
-		b.registrar.LookupTopic = b.topicConfig
-		b.registrar.Start() // a full round at once, then every RegisterInterval
+		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)
+		registrar.Period = o.RegisterInterval
+		registrar.LookupTopic = c.TopicConfig
 	}
-	b.startup.load, b.startup.store, b.startup.tables = loaded.Sub(began), opened.Sub(loaded), time.Since(opened)
-	o.Logger.Info("broker: state loaded", "topics", b.topics.count(), "loadConfig", b.startup.load.Round(time.Millisecond),
-		"openStore", b.startup.store.Round(time.Millisecond), "tablesAndRegistration", b.startup.tables.Round(time.Millisecond))
+	b.registerMu.Lock()
+	b.registry, b.registrar = registry, registrar
+	b.registerMu.Unlock()
+	b.registerEmbedded()
+	if registrar != nil {
+		registrar.Start() // a full round at once, then every RegisterInterval
+	}
 	b.buildHandlers()
 	b.srv = remoting.NewServer(b, o.Remoting)
 	b.srv.OnClose(b.ConnClosed)
 
 	b.holds.Start()
-	b.wg.Add(3)
+	b.wg.Add(1)
 	go b.maintain()
-	go func() { defer b.wg.Done(); b.topicWriter.run(b.stop) }()
-	go func() { defer b.wg.Done(); b.groupWriter.run(b.stop) }()
-	b.sched.Start()
-	b.timers.Start()
-	b.tx.Start()
-	b.pops.Start()
+	c.Start()
 	return b, nil
-}
-
-// ensureSystemTopics keeps the messaging features' system topics in the
-// topic table: SCHEDULE_TOPIC_XXXX with one queue per delay level, the timer
-// topic, and the transaction half and op topics (one queue each). Producers
-// may not send to them; admin requests may not create or delete them. New
-// persists the table afterwards.
-func (b *Broker) ensureSystemTopics() {
-	for _, cfg := range []protocol.TopicConfig{
-		newTopicConfig(scheduleTopic, int32(b.sched.Levels()), protocol.PermRead|protocol.PermWrite),
-		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
-		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
-		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
-	} {
-		b.topics.put(cfg)
-	}
-}
-
-// persistAtStart writes a table New changed (or read from its previous
-// version); a failure is logged and counted, and the background writer
-// tries again with the next change.
-func (b *Broker) persistAtStart(what string, persist func(force bool) error) {
-	if err := persist(false); err != nil {
-		b.stats.persistErrors.Add(1)
-		b.opts.Logger.Error("broker: persist "+what+" failed", "err", err)
-	}
-}
-
-// persistProgress writes the delay scanners', the timer wheel's and the
-// transaction checker's progress (when it changed, or always with force).
-func (b *Broker) persistProgress(force bool) error {
-	var errs []error
-	if err := b.sched.Persist(force); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.timers.Persist(force); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.tx.Persist(force); err != nil {
-		errs = append(errs, err)
-	}
-	err := errors.Join(errs...)
-	if err != nil {
-		b.stats.persistErrors.Add(1)
-		b.opts.Logger.Error("broker: persist the progress of delays, timers or transactions failed", "err", err)
-	}
-	return err
-}
-
-// ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
-// while auto-create is on, and out of it when it is off. New persists the
-// table afterwards.
-func (b *Broker) ensureAutoCreateKey() {
-	if b.opts.DisableAutoCreateTopic {
-		b.topics.remove(topicAutoCreateKey)
-		return
-	}
-	b.topics.put(newTopicConfig(topicAutoCreateKey, int32(b.opts.DefaultTopicQueues),
-		protocol.PermRead|protocol.PermWrite|protocol.PermInherit))
 }
 
 // Handler returns the remoting handler that serves broker requests and, via
@@ -295,12 +111,16 @@ func (b *Broker) ensureAutoCreateKey() {
 // remoting.Server with it must also register ConnClosed with Server.OnClose.
 func (b *Broker) Handler() remoting.Handler { return b }
 
+// Core returns the messaging core the broker serves (for a second front
+// end in the same process).
+func (b *Broker) Core() *core.Core { return b.core }
+
 // Registry returns the embedded name-server registry (serve it on a separate
 // listener with its ServeRemoting for --namesrv-listen).
 func (b *Broker) Registry() *namesrv.Registry { return b.registry }
 
 // Store returns the message store.
-func (b *Broker) Store() *store.Store { return b.store }
+func (b *Broker) Store() *store.Store { return b.core.Store() }
 
 // Serve accepts connections on l and serves them until Shutdown. It may be
 // called for several listeners.
@@ -311,16 +131,68 @@ func (b *Broker) Serve(l net.Listener) error { return b.srv.Serve(l) }
 // registry drops what the connection registered. Serve wires it; callers
 // with their own remoting.Server register it with OnClose.
 func (b *Broker) ConnClosed(c *remoting.Conn) {
-	b.notify(b.clients.remove(c))
+	b.core.ClientClosed(clientOf(b, c))
 	b.registry.ConnClosed(c)
+}
+
+// ConsumerGroupInfo returns the live members of a consumer group, their
+// subscriptions and whether they agree; ok is false for a group without
+// members.
+func (b *Broker) ConsumerGroupInfo(group string) (ConsumerGroupInfo, bool) {
+	info, err := b.core.ConsumerGroupInfo(group)
+	return info, err == nil
+}
+
+// ResetConsumerOffset moves a consumer group's committed offsets of a topic
+// (core.Core.ResetConsumerOffset) and pushes RESET_CONSUMER_CLIENT_OFFSET
+// (220) to the group's live members.
+func (b *Broker) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
+	return b.core.ResetConsumerOffset(topic, group, timestampMs, force, queueID, offset)
+}
+
+// RuntimeInfo returns the broker's runtime numbers, as
+// GET_BROKER_RUNTIME_INFO reports them: the core's, and the front end's
+// (held pulls and pops, the remoting server's receive limits).
+func (b *Broker) RuntimeInfo() map[string]string {
+	m := b.core.RuntimeInfo()
+	hs := b.holds.Stats()
+	rs := b.srv.Stats()
+	i := func(v int64) string { return fmt.Sprint(v) }
+	u := func(v uint64) string { return fmt.Sprint(v) }
+	for k, v := range map[string]string{
+		"pullHeldTotal":   i(hs.Parked),
+		"pullHeldNow":     fmt.Sprint(hs.Held),
+		"pullHeldWoken":   i(hs.Woken),
+		"pullHeldExpired": i(hs.Expired),
+		"popHeldNow":      i(b.popHolds.n.Load()),
+		// Receive limits (remoting.ServerStats): connections closed for each,
+		// and the receive budget (process-wide by default).
+		"remotingFrameTimeouts":            u(rs.FrameTimeouts),
+		"remotingSlowSenders":              u(rs.SlowSenders),
+		"remotingReceiveBudgetCloses":      u(rs.BudgetCloses),
+		"remotingReceiveBudgetLimit":       i(rs.Budget.Limit),
+		"remotingReceiveBudgetInUse":       i(rs.Budget.InUse),
+		"remotingReceiveBudgetPeak":        i(rs.Budget.Peak),
+		"remotingReceiveBudgetWaiting":     fmt.Sprint(rs.Budget.Waiting),
+		"remotingReceiveBudgetExhausted":   fmt.Sprint(rs.Budget.Exhausted),
+		"remotingReceiveBudgetReserves":    u(rs.Budget.Reserves),
+		"remotingReceiveBudgetWaits":       u(rs.Budget.Waits),
+		"remotingReceiveBudgetTimeouts":    u(rs.Budget.Timeouts),
+		"remotingReceiveBudgetRefused":     u(rs.Budget.Refused),
+		"remotingReceiveBudgetExhaustions": u(rs.Budget.Exhaustions),
+	} {
+		m[k] = v
+	}
+	return m
 }
 
 // Shutdown stops the broker: held pulls are answered, the server Serve runs
 // stops accepting and finishes the requests in flight (until ctx ends),
-// background tasks stop, offsets, topics and groups are persisted, and the
-// store is flushed and closed. It returns the errors met, after doing all of
-// it; a failed unregistration from external name servers is logged as a WARN
-// and is not one of them.
+// held pops are answered, the broker leaves the name servers, and the core
+// stops (its background tasks and features; offsets, topics, groups and
+// progress persisted; the store flushed and closed). It returns the errors
+// met, after doing all of it; a failed unregistration from external name
+// servers is logged as a WARN and is not one of them.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.closing.Swap(true) {
 		return ErrClosed
@@ -332,39 +204,22 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	close(b.stop)
 	b.wg.Wait()
-	b.tx.Stop()
-	b.sched.Stop()
-	b.timers.Stop() // publishes its last checkpoint for persistProgress
+	b.popHolds.wg.Wait() // they answer within popPollInterval once closing is set
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed
 		// (after 120 s, as in RocketMQ), so a failed unregistration (a name
 		// server that is down, or already stopped) costs nothing the broker's
 		// data depends on: a WARN, not a failed stop.
 		if err := b.registrar.Close(ctx); err != nil {
-			b.opts.Logger.Warn("broker: unregister from the name servers failed; they drop this broker when its registration expires", "err", err)
+			b.copts.Logger.Warn("broker: unregister from the name servers failed; they drop this broker when its registration expires", "err", err)
 		}
 		b.pool.Close()
 	}
-	b.registry.UnregisterBroker(b.opts.ClusterName, b.opts.BrokerName, b.opts.AdvertiseAddr, 0)
-	if err := b.offsets.persist(true); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.topicWriter.finish(func() error { return b.topics.persist(true) }); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.groupWriter.finish(func() error { return b.groups.persist(true) }); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.persistProgress(true); err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.closePops(); err != nil {
+	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, 0)
+	if err := b.core.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
 	b.registry.Close()
-	if err := b.store.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("broker: close store: %w", err))
-	}
 	return errors.Join(errs...)
 }
 
@@ -372,24 +227,15 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // registration. It is O(topics): New, the RegisterInterval tick, a deleted
 // topic and the registrar's full rounds use it, never a created one.
 func (b *Broker) registration() namesrv.BrokerRegistration {
-	cfgs, v := b.topics.snapshot()
+	cfgs, v := b.core.Topics()
 	return namesrv.BrokerRegistration{
-		ClusterName: b.opts.ClusterName,
-		BrokerName:  b.opts.BrokerName,
-		BrokerAddr:  b.opts.AdvertiseAddr,
+		ClusterName: b.copts.ClusterName,
+		BrokerName:  b.copts.BrokerName,
+		BrokerAddr:  b.copts.AdvertiseAddr,
 		BrokerID:    0,
 		Topics:      cfgs,
 		DataVersion: v,
 	}
-}
-
-// topicConfig returns a topic's current configuration (the registrar's
-// LookupTopic).
-func (b *Broker) topicConfig(name string) (protocol.TopicConfig, bool) {
-	if e := b.topics.lookup(name); e != nil {
-		return e.cfg, true
-	}
-	return protocol.TopicConfig{}, false
 }
 
 // registerEmbedded publishes the whole topic table to the embedded
@@ -403,120 +249,50 @@ func (b *Broker) registerEmbedded() {
 	b.registerMu.Unlock()
 }
 
-// registerTopic publishes one topic's current configuration, or its
-// absence, to the embedded registry at once (this broker's other topics
-// untouched), and hands its name to the registrar, which sends it to the
-// external name servers with its next round (REGISTER_TOPIC_IN_NAMESRV, or
-// a full registration for a deleted topic). O(1).
+// registerTopic is the core's TopicChanged: it publishes one topic's
+// current configuration, or its absence, to the embedded registry at once
+// (this broker's other topics untouched), and hands its name to the
+// registrar, which sends it to the external name servers with its next
+// round (REGISTER_TOPIC_IN_NAMESRV, or a full registration for a deleted
+// topic). O(1).
 //
-// The configuration is read from the table under registerMu, as a full
-// registration's snapshot is: whatever order concurrent changes of a topic
-// reach here in, the registry ends with the table's latest state.
+// The configuration is read from the core's table under registerMu, as a
+// full registration's snapshot is: whatever order concurrent changes of a
+// topic reach here in, the registry ends with the table's latest state.
+// The core calls it from New on (before the registry exists: the
+// registration that follows New covers those).
 func (b *Broker) registerTopic(name string) {
 	b.registerMu.Lock()
-	if e := b.topics.lookup(name); e != nil {
-		b.registry.RegisterTopic(name, []protocol.QueueData{{BrokerName: b.opts.BrokerName,
-			ReadQueueNums: e.cfg.ReadQueueNums, WriteQueueNums: e.cfg.WriteQueueNums,
-			Perm: e.cfg.Perm, TopicSysFlag: e.cfg.TopicSysFlag}})
-	} else {
-		b.registry.UnregisterTopic(b.opts.BrokerName, name)
-	}
-	b.registerMu.Unlock()
-	if b.registrar != nil {
-		b.registrar.TopicsChanged(name)
-	}
-}
-
-// topicChanged publishes a topic created, changed or deleted in the table:
-// to the name servers (registerTopic) and to topics.json, which the
-// background writer writes within stateWriteGap plus two writes (see
-// stateWriter). With wait (admin requests), it returns once a write that
-// covers the change has finished, with that write's error.
-func (b *Broker) topicChanged(name string, wait bool) error {
-	b.registerTopic(name)
-	if wait {
-		return b.topicWriter.sync()
-	}
-	b.topicWriter.request()
-	return nil
-}
-
-// groupsChanged has subscriptionGroup.json written: by the background
-// writer soon, or, with wait, before it returns (with the write's error).
-func (b *Broker) groupsChanged(wait bool) error {
-	if wait {
-		return b.groupWriter.sync()
-	}
-	b.groupWriter.request()
-	return nil
-}
-
-// notify sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of each
-// group.
-func (b *Broker) notify(groups []string) {
-	if len(groups) == 0 {
+	if b.registry == nil {
+		b.registerMu.Unlock()
 		return
 	}
-	var cmd protocol.Command
-	for _, g := range groups {
-		for _, c := range b.clients.memberConns(g) {
-			if c == nil {
-				continue
-			}
-			cmd.InitRequest(protocol.ReqNotifyConsumerIdsChanged, 0)
-			(&protocol.NotifyConsumerIdsChangedRequest{ConsumerGroup: g}).Encode(&cmd.Ext)
-			if err := c.InvokeOneway(&cmd); err == nil {
-				b.stats.notifies.Add(1)
-			}
-		}
+	if cfg, ok := b.core.TopicConfig(name); ok {
+		b.registry.RegisterTopic(name, []protocol.QueueData{{BrokerName: b.copts.BrokerName,
+			ReadQueueNums: cfg.ReadQueueNums, WriteQueueNums: cfg.WriteQueueNums,
+			Perm: cfg.Perm, TopicSysFlag: cfg.TopicSysFlag}})
+	} else {
+		b.registry.UnregisterTopic(b.copts.BrokerName, name)
+	}
+	registrar := b.registrar
+	b.registerMu.Unlock()
+	if registrar != nil {
+		registrar.TopicsChanged(name)
 	}
 }
 
-// maintain runs the periodic tasks: offset persistence, the client scanner,
-// lock sweeping and re-registration.
+// maintain re-registers the whole table with the embedded registry every
+// RegisterInterval.
 func (b *Broker) maintain() {
 	defer b.wg.Done()
-	offsets := time.NewTicker(b.opts.OffsetFlushInterval)
-	defer offsets.Stop()
-	scan := time.NewTicker(min(10*time.Second, max(b.opts.ClientTimeout/4, 20*time.Millisecond)))
-	defer scan.Stop()
 	reg := time.NewTicker(b.opts.RegisterInterval)
 	defer reg.Stop()
-	progress := time.NewTicker(b.opts.ProgressFlushInterval)
-	defer progress.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
-		case <-progress.C:
-			b.persistProgress(false)
-		case <-offsets.C:
-			if err := b.offsets.persist(false); err != nil {
-				b.stats.persistErrors.Add(1)
-				b.opts.Logger.Error("broker: persist consumer offsets failed", "err", err)
-			}
-		case now := <-scan.C:
-			conns, changed := b.clients.expire(now.Add(-b.opts.ClientTimeout))
-			for _, c := range conns {
-				if c != nil {
-					b.opts.Logger.Info("broker: client silent too long, closing its connection", "remote", c.RemoteAddr().String())
-					c.Close()
-				}
-			}
-			b.notify(changed)
-			b.locks.sweep(now)
 		case <-reg.C:
 			b.registerEmbedded()
 		}
 	}
 }
-
-// fail sets the response code and remark and replies.
-func fail(resp *remoting.Response, code int32, remark string) remoting.Action {
-	resp.Cmd.Code = code
-	resp.Cmd.SetRemark(remark)
-	return remoting.Reply
-}
-
-// sinceStart is a monotonic clock in nanoseconds.
-func (b *Broker) sinceStart() int64 { return int64(time.Since(b.start)) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -16,7 +17,7 @@ import (
 // waitMax waits until (topic, queue) holds n dispatched messages.
 func (h *harness) waitMax(topic string, q int32, n int64) {
 	h.t.Helper()
-	waitFor(h.t, fmt.Sprintf("%s/%d to reach %d", topic, q, n), func() bool { return h.b.store.MaxOffset(topic, q) >= n })
+	waitFor(h.t, fmt.Sprintf("%s/%d to reach %d", topic, q, n), func() bool { return h.b.Store().MaxOffset(topic, q) >= n })
 }
 
 func TestSendAndPull(t *testing.T) {
@@ -40,7 +41,7 @@ func TestSendAndPull(t *testing.T) {
 	if len(msgID) != 32 {
 		t.Fatalf("msgId %q", msgID)
 	}
-	if tc := h.b.topics.lookup(topic); tc == nil || tc.cfg.WriteQueueNums != 4 || tc.cfg.Perm != 6 {
+	if tc := lookupTopic(h.b, topic); tc == nil || tc.WriteQueueNums != 4 || tc.Perm != 6 {
 		t.Fatalf("auto-created topic config %+v", tc)
 	}
 
@@ -302,10 +303,10 @@ func TestHeartbeatConsumerListAndNotify(t *testing.T) {
 		t.Fatalf("heartbeat: code %d version %d", resp.Code, resp.Version)
 	}
 	rec1.waitNotify(t, "cg") // joining notifies the group, the newcomer included
-	if tc := h.b.topics.lookup("%RETRY%cg"); tc == nil || tc.cfg.WriteQueueNums != 1 {
+	if tc := lookupTopic(h.b, "%RETRY%cg"); tc == nil || tc.WriteQueueNums != 1 {
 		t.Fatalf("retry topic %+v", tc)
 	}
-	if h.b.groups.get([]byte("cg")) == nil {
+	if lookupGroup(h.b, "cg") == nil {
 		t.Fatal("subscription group not created")
 	}
 
@@ -350,7 +351,7 @@ func TestHeartbeatConsumerListAndNotify(t *testing.T) {
 	rec1.drain()
 	c2.Close()
 	rec1.waitNotify(t, "cg")
-	waitFor(t, "c2 to leave", func() bool { return len(h.b.clients.consumerIDs("cg")) == 1 })
+	waitFor(t, "c2 to leave", func() bool { return len(consumerIDs(h.b, "cg")) == 1 })
 
 	// A client silent for ClientTimeout is removed and its connection closed.
 	select {
@@ -358,7 +359,7 @@ func TestHeartbeatConsumerListAndNotify(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("silent client not disconnected")
 	}
-	if ids := h.b.clients.consumerIDs("cg"); len(ids) != 0 {
+	if ids := consumerIDs(h.b, "cg"); len(ids) != 0 {
 		t.Fatalf("expired client still listed: %v", ids)
 	}
 	c3 := h.dial(nil)
@@ -382,7 +383,7 @@ func TestUnregisterClient(t *testing.T) {
 		t.Fatalf("unregister: %d", resp.Code)
 	}
 	rec.waitNotify(t, "cg")
-	if ids := h.b.clients.consumerIDs("cg"); fmt.Sprint(ids) != "[a@1]" {
+	if ids := consumerIDs(h.b, "cg"); fmt.Sprint(ids) != "[a@1]" {
 		t.Fatalf("after unregister: %v", ids)
 	}
 }
@@ -432,7 +433,7 @@ func TestOffsetsPersistAcrossRestart(t *testing.T) {
 	}
 	h.close()
 
-	raw, err := os.ReadFile(h.b.offsets.path)
+	raw, err := os.ReadFile(statePath(h.b, core.ConsumerOffsetFile))
 	if err != nil || !bytes.Contains(raw, []byte(`"Offsets@g":{"0":1}`)) || !bytes.Contains(raw, []byte(`"Offsets@g2":{"0":1}`)) {
 		t.Fatalf("consumerOffset.json: %s (%v)", raw, err)
 	}
@@ -444,10 +445,10 @@ func TestOffsetsPersistAcrossRestart(t *testing.T) {
 			t.Fatalf("%s after restart: code %d offset %q", g, code, off)
 		}
 	}
-	if tc := h2.b.topics.lookup(topic); tc == nil {
+	if tc := lookupTopic(h2.b, topic); tc == nil {
 		t.Fatal("topic lost across restart")
 	}
-	if h2.b.groups.get([]byte("g2")) == nil {
+	if lookupGroup(h2.b, "g2") == nil {
 		t.Fatal("subscription group lost across restart")
 	}
 }
@@ -455,17 +456,17 @@ func TestOffsetsPersistAcrossRestart(t *testing.T) {
 func TestOffsetFileAcceptsBareKeys(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(t, dir)
-	if err := writeFileAtomic(dir+"/config/consumerOffset.json", nil); err == nil {
+	if err := core.WriteConfigFile(dir+"/config/consumerOffset.json", nil); err == nil {
 		t.Fatal("expected an error writing into a missing directory")
 	}
 	h := startHarness(t, opts, nil)
 	h.close()
-	if err := writeFileAtomic(h.b.offsets.path, []byte(`{"offsetTable":{"T@g":{0:7,3:9}},"dataVersion":{"timestamp":1,"counter":2}}`)); err != nil {
+	if err := core.WriteConfigFile(statePath(h.b, core.ConsumerOffsetFile), []byte(`{"offsetTable":{"T@g":{0:7,3:9}},"dataVersion":{"timestamp":1,"counter":2}}`)); err != nil {
 		t.Fatal(err)
 	}
 	h2 := startHarness(t, opts, nil)
 	for q, want := range map[int32]int64{0: 7, 3: 9} {
-		if off, ok := h2.b.offsets.query([]byte("T"), []byte("g"), q); !ok || off != want {
+		if off, ok := h2.b.core.CommittedOffset("T", "g", q); !ok || off != want {
 			t.Fatalf("queue %d: %d %v", q, off, ok)
 		}
 	}

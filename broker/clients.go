@@ -1,523 +1,124 @@
 package broker
 
 import (
-	"log/slog"
-	"slices"
-	"sort"
-	"strings"
-	"sync"
-	"time"
+	"encoding/json"
+	"fmt"
 
-	"github.com/apogeemq/apogee/filter"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
 
-// subscription is a consumer group's subscription of one topic, as the
-// latest heartbeat declared it, with its compiled filter. Immutable once
-// published.
-type subscription struct {
-	topic      string
-	subString  string
-	exprType   string
-	subVersion int64
-	filter     filter.Filter // nil when it accepts every message
-	err        error         // compile error: pulls answer SUBSCRIPTION_PARSE_FAILED
-}
+// The client registry's and the queue locks' requests: each decodes its
+// header or body, calls the core, and encodes the answer.
 
-// sameExpr reports whether s filters like (exprType, subString).
-func (s *subscription) sameExpr(exprType, subString string) bool {
-	return normType(s.exprType) == normType(exprType) && s.subString == subString
-}
-
-func normType(t string) string {
-	if t == "" {
-		return filter.TypeTag
+// handleHeartbeat serves HEART_BEAT (34) (core.Heartbeat: groups,
+// subscriptions, %RETRY% topics, notifications).
+func (b *Broker) handleHeartbeat(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var hb protocol.HeartbeatData
+	if err := hb.Decode(req.Body); err != nil {
+		return fail(resp, err)
 	}
-	return t
+	if err := b.core.Heartbeat(clientOf(b, c), &hb, req.Language.String(), req.Version); err != nil {
+		return fail(resp, err)
+	}
+	return remoting.Reply
 }
 
-// compileFilter compiles a subscription; a filter that accepts everything is
-// returned as nil so that the store skips filtering altogether.
-func compileFilter(exprType, expr string) (filter.Filter, error) {
-	f, err := filter.New(normType(exprType), expr)
+// handleUnregisterClient serves UNREGISTER_CLIENT (35, Java clients).
+func (b *Broker) handleUnregisterClient(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.UnregisterClientRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, err)
+	}
+	b.core.UnregisterClient(clientOf(b, c), h.ProducerGroup, h.ConsumerGroup)
+	return remoting.Reply
+}
+
+// handleConsumerList serves GET_CONSUMER_LIST_BY_GROUP (38).
+func (b *Broker) handleConsumerList(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.GetConsumerListByGroupRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, err)
+	}
+	ids, err := b.core.ConsumerIDs(h.ConsumerGroup)
 	if err != nil {
-		return nil, err
+		return fail(resp, err)
 	}
-	if t, ok := f.(*filter.Tags); ok && t.All() {
-		return nil, nil
-	}
-	return f, nil
+	body, err := (&protocol.ConsumerListBody{ConsumerIDList: ids}).Encode()
+	return replyBody(resp, body, err)
 }
 
-// member is one connection's membership of a group. For consumer groups
-// it keeps what the member's last heartbeat subscribed (sorted by topic)
-// and a fingerprint of it, to detect members that subscribe differently.
-type member struct {
-	conn        *remoting.Conn
-	clientID    string
-	subs        []protocol.SubscriptionData
-	fingerprint string
+// handleConsumerConnections serves GET_CONSUMER_CONNECTION_LIST (203): ext
+// consumerGroup; the body is Java's ConsumerConnection (connectionSet,
+// subscriptionTable, consumeType, messageModel, consumeFromWhere) plus
+// Apogee's consistent / inconsistency and each member's subscriptions.
+// CONSUMER_NOT_ONLINE (206) when the group has no member.
+func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.GetConsumerConnectionListRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, err)
+	}
+	info, err := b.core.ConsumerGroupInfo(h.ConsumerGroup)
+	if err != nil {
+		return fail(resp, err)
+	}
+	body, err := json.Marshal(info)
+	return replyBody(resp, body, err)
 }
 
-// consumerGroup is the live state of a consumer group: its members and the
-// subscriptions their heartbeats declare.
-type consumerGroup struct {
-	name             string
-	members          map[*remoting.Conn]*member
-	subs             map[string]*subscription // by topic
-	consumeType      string
-	messageModel     string
-	consumeFromWhere string
-	// inconsistency describes how the members' subscriptions differ ("" when
-	// they agree); it is logged when it changes.
-	inconsistency string
+// checkClientBody is CHECK_CLIENT_CONFIG's body (Java's CheckClientRequestBody).
+type checkClientBody struct {
+	ClientID         string                    `json:"clientId"`
+	Group            string                    `json:"group"`
+	SubscriptionData protocol.SubscriptionData `json:"subscriptionData"`
 }
 
-// connClient is what the broker knows of one client connection.
-type connClient struct {
-	clientID       string
-	language       string
-	version        int32
-	lastSeen       time.Time
-	consumerGroups []string
-	producerGroups []string
+// handleCheckClientConfig serves CHECK_CLIENT_CONFIG (46), which Java
+// clients send when they subscribe with SQL92 (core.CheckSubscription).
+func (b *Broker) handleCheckClientConfig(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body checkClientBody
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return fail(resp, fmt.Errorf("decode the check-client body: %w", err))
+	}
+	sd := &body.SubscriptionData
+	if err := b.core.CheckSubscription(sd.ExpressionType, sd.SubString); err != nil {
+		return fail(resp, err)
+	}
+	return remoting.Reply
 }
 
-// clientManager tracks clients by connection: producer groups, consumer
-// groups, their subscriptions. Its lock is taken after no other broker lock.
-type clientManager struct {
-	log *slog.Logger
-
-	mu        sync.RWMutex
-	consumers map[string]*consumerGroup
-	producers map[string]map[*remoting.Conn]*member
-	conns     map[*remoting.Conn]*connClient
+// handleLock serves LOCK_BATCH_MQ (41).
+func (b *Broker) handleLock(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body protocol.LockBatchRequestBody
+	if err := body.Decode(req.Body); err != nil {
+		return fail(resp, err)
+	}
+	ok := b.core.LockQueues(body.ConsumerGroup, body.ClientID, body.MQSet)
+	out, err := (&protocol.LockBatchResponseBody{LockOKMQSet: ok}).Encode()
+	return replyBody(resp, out, err)
 }
 
-func newClientManager(log *slog.Logger) *clientManager {
-	return &clientManager{
-		log:       log,
-		consumers: make(map[string]*consumerGroup),
-		producers: make(map[string]map[*remoting.Conn]*member),
-		conns:     make(map[*remoting.Conn]*connClient),
+// handleUnlock serves UNLOCK_BATCH_MQ (42).
+func (b *Broker) handleUnlock(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var body protocol.UnlockBatchRequestBody
+	if err := body.Decode(req.Body); err != nil {
+		return fail(resp, err)
 	}
+	b.core.UnlockQueues(body.ConsumerGroup, body.ClientID, body.MQSet)
+	return remoting.Reply
 }
 
-// heartbeat registers or refreshes a client's groups and returns the consumer
-// groups whose membership or subscriptions changed (their members are to be
-// notified) and the producer groups the connection joined.
-func (m *clientManager) heartbeat(c *remoting.Conn, hb *protocol.HeartbeatData, lang string, version int32, now time.Time) (changed, joined []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cc := m.conns[c]
-	if cc == nil {
-		cc = &connClient{}
-		m.conns[c] = cc
-	}
-	cc.clientID = hb.ClientID
-	cc.language, cc.version = lang, version
-	cc.lastSeen = now
-
-	// Producer groups: the heartbeat is the client's complete declaration.
-	var prods []string
-	for _, p := range hb.ProducerDataSet {
-		if p.GroupName == "" || slices.Contains(prods, p.GroupName) {
-			continue
-		}
-		prods = append(prods, p.GroupName)
-		g := m.producers[p.GroupName]
-		if g == nil {
-			g = make(map[*remoting.Conn]*member)
-			m.producers[p.GroupName] = g
-		}
-		if g[c] == nil {
-			joined = append(joined, p.GroupName)
-		}
-		g[c] = &member{conn: c, clientID: hb.ClientID}
-	}
-	for _, old := range cc.producerGroups {
-		if !slices.Contains(prods, old) {
-			m.leaveProducerLocked(c, old)
-		}
-	}
-	cc.producerGroups = prods
-
-	var cons []string
-	for i := range hb.ConsumerDataSet {
-		d := &hb.ConsumerDataSet[i]
-		if d.GroupName == "" || slices.Contains(cons, d.GroupName) {
-			continue
-		}
-		cons = append(cons, d.GroupName)
-		if m.joinConsumerLocked(c, hb.ClientID, d) {
-			changed = append(changed, d.GroupName)
-		}
-	}
-	for _, old := range cc.consumerGroups {
-		if !slices.Contains(cons, old) && m.leaveConsumerLocked(c, old) {
-			changed = append(changed, old)
-		}
-	}
-	cc.consumerGroups = cons
-	return changed, joined
+// registerClients registers the client registry's codes.
+func (b *Broker) registerClients(t *handlerTable) {
+	t.add(b.handleHeartbeat, protocol.ReqHeartBeat)
+	t.add(b.handleUnregisterClient, protocol.ReqUnregisterClient)
+	t.add(noConn(b.handleConsumerList), protocol.ReqGetConsumerListByGroup)
+	t.add(noConn(b.handleConsumerConnections), protocol.ReqGetConsumerConnectionList)
+	t.add(noConn(b.handleCheckClientConfig), protocol.ReqCheckClientConfig)
 }
 
-// joinConsumerLocked applies one group's heartbeat data; it reports whether
-// the group's membership or subscriptions changed.
-func (m *clientManager) joinConsumerLocked(c *remoting.Conn, clientID string, d *protocol.ConsumerData) bool {
-	g := m.consumers[d.GroupName]
-	if g == nil {
-		g = &consumerGroup{name: d.GroupName, members: make(map[*remoting.Conn]*member), subs: make(map[string]*subscription)}
-		m.consumers[d.GroupName] = g
-	}
-	changed := false
-	subs, fp := memberSubscriptions(d.SubscriptionDataSet)
-	if mb := g.members[c]; mb == nil || mb.clientID != clientID {
-		g.members[c] = &member{conn: c, clientID: clientID, subs: subs, fingerprint: fp}
-		changed = true
-	} else if mb.fingerprint != fp {
-		g.members[c] = &member{conn: c, clientID: clientID, subs: subs, fingerprint: fp}
-	}
-	defer m.checkConsistencyLocked(g)
-	g.consumeType, g.messageModel, g.consumeFromWhere = d.ConsumeType, d.MessageModel, d.ConsumeFromWhere
-
-	// Subscriptions: RocketMQ's ConsumerGroupInfo.updateSubscription. New
-	// topics are added, newer versions replace older ones, topics the
-	// heartbeat no longer lists are dropped.
-	seen := make(map[string]bool, len(d.SubscriptionDataSet))
-	for i := range d.SubscriptionDataSet {
-		sd := &d.SubscriptionDataSet[i]
-		if sd.Topic == "" {
-			continue
-		}
-		seen[sd.Topic] = true
-		old := g.subs[sd.Topic]
-		switch {
-		case old == nil:
-			g.subs[sd.Topic] = newSubscription(sd)
-			changed = true
-		case sd.SubVersion > old.subVersion:
-			if old.sameExpr(sd.ExpressionType, sd.SubString) {
-				cp := *old
-				cp.subVersion = sd.SubVersion
-				g.subs[sd.Topic] = &cp
-			} else {
-				g.subs[sd.Topic] = newSubscription(sd)
-				changed = true
-			}
-		}
-	}
-	for topic := range g.subs {
-		if !seen[topic] {
-			delete(g.subs, topic)
-			changed = true
-		}
-	}
-	return changed
-}
-
-func newSubscription(sd *protocol.SubscriptionData) *subscription {
-	s := &subscription{topic: sd.Topic, subString: sd.SubString, exprType: sd.ExpressionType, subVersion: sd.SubVersion}
-	s.filter, s.err = compileFilter(sd.ExpressionType, sd.SubString)
-	return s
-}
-
-// leaveConsumerLocked removes c from a consumer group (dropping the group
-// when it empties) and reports whether it was a member.
-func (m *clientManager) leaveConsumerLocked(c *remoting.Conn, group string) bool {
-	g := m.consumers[group]
-	if g == nil || g.members[c] == nil {
-		return false
-	}
-	delete(g.members, c)
-	if len(g.members) == 0 {
-		delete(m.consumers, group)
-		if g.inconsistency != "" {
-			m.log.Info("broker: consumer group is gone; its members had subscribed differently", "group", group)
-		}
-	} else {
-		m.checkConsistencyLocked(g)
-	}
-	return true
-}
-
-// memberSubscriptions copies a heartbeat's subscriptions, sorted by topic,
-// and returns their fingerprint (topic, expression type and expression of
-// each).
-func memberSubscriptions(set []protocol.SubscriptionData) ([]protocol.SubscriptionData, string) {
-	subs := make([]protocol.SubscriptionData, 0, len(set))
-	for _, sd := range set {
-		if sd.Topic == "" {
-			continue
-		}
-		subs = append(subs, protocol.SubscriptionData{Topic: sd.Topic, SubString: sd.SubString,
-			ExpressionType: normType(sd.ExpressionType), SubVersion: sd.SubVersion, TagsSet: sd.TagsSet})
-	}
-	sort.Slice(subs, func(i, j int) bool { return subs[i].Topic < subs[j].Topic })
-	var b strings.Builder
-	for _, sd := range subs {
-		b.WriteString(sd.Topic)
-		b.WriteByte(0)
-		b.WriteString(sd.ExpressionType)
-		b.WriteByte(0)
-		b.WriteString(sd.SubString)
-		b.WriteByte(1)
-	}
-	return subs, b.String()
-}
-
-// checkConsistencyLocked compares the members' subscriptions and logs once
-// when the group becomes inconsistent (members subscribe to different topics
-// or with different expressions: each heartbeat then overwrites the group's
-// subscription and messages are lost) or consistent again.
-func (m *clientManager) checkConsistencyLocked(g *consumerGroup) {
-	desc := inconsistency(g)
-	if desc == g.inconsistency {
-		return
-	}
-	if desc != "" {
-		m.log.Warn("broker: consumers of one group subscribe differently; messages will be missed", "group", g.name, "members", desc)
-	} else {
-		m.log.Info("broker: consumers of the group subscribe alike again", "group", g.name)
-	}
-	g.inconsistency = desc
-}
-
-// inconsistency describes the distinct subscriptions of a group's members
-// ("" when they all agree).
-func inconsistency(g *consumerGroup) string {
-	byFP := map[string][]string{}
-	var fps []string
-	for _, mb := range g.members {
-		if _, ok := byFP[mb.fingerprint]; !ok {
-			fps = append(fps, mb.fingerprint)
-		}
-		byFP[mb.fingerprint] = append(byFP[mb.fingerprint], mb.clientID)
-	}
-	if len(fps) <= 1 {
-		return ""
-	}
-	sort.Strings(fps)
-	var b strings.Builder
-	for i, fp := range fps {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		ids := byFP[fp]
-		sort.Strings(ids)
-		b.WriteString(strings.Join(ids, ","))
-		b.WriteString(" -> ")
-		b.WriteString(strings.NewReplacer("\x00", " ", "\x01", " | ").Replace(strings.TrimSuffix(fp, "\x01")))
-	}
-	return b.String()
-}
-
-func (m *clientManager) leaveProducerLocked(c *remoting.Conn, group string) {
-	if g := m.producers[group]; g != nil {
-		delete(g, c)
-		if len(g) == 0 {
-			delete(m.producers, group)
-		}
-	}
-}
-
-// unregister removes a client's connection from the named groups
-// (UNREGISTER_CLIENT) and returns the consumer groups to notify.
-func (m *clientManager) unregister(c *remoting.Conn, producerGroup, consumerGroup string) (changed []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cc := m.conns[c]
-	if producerGroup != "" {
-		m.leaveProducerLocked(c, producerGroup)
-		if cc != nil {
-			cc.producerGroups = slices.DeleteFunc(cc.producerGroups, func(s string) bool { return s == producerGroup })
-		}
-	}
-	if consumerGroup != "" {
-		if m.leaveConsumerLocked(c, consumerGroup) {
-			changed = append(changed, consumerGroup)
-		}
-		if cc != nil {
-			cc.consumerGroups = slices.DeleteFunc(cc.consumerGroups, func(s string) bool { return s == consumerGroup })
-		}
-	}
-	if cc != nil && len(cc.consumerGroups) == 0 && len(cc.producerGroups) == 0 {
-		delete(m.conns, c)
-	}
-	return changed
-}
-
-// remove forgets a connection entirely (closed, or silent too long) and
-// returns the consumer groups it left.
-func (m *clientManager) remove(c *remoting.Conn) (changed []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.removeLocked(c)
-}
-
-func (m *clientManager) removeLocked(c *remoting.Conn) (changed []string) {
-	cc := m.conns[c]
-	if cc == nil {
-		return nil
-	}
-	delete(m.conns, c)
-	for _, g := range cc.producerGroups {
-		m.leaveProducerLocked(c, g)
-	}
-	for _, g := range cc.consumerGroups {
-		if m.leaveConsumerLocked(c, g) {
-			changed = append(changed, g)
-		}
-	}
-	return changed
-}
-
-// expire removes the clients whose last heartbeat is older than deadline; it
-// returns their connections (to be closed) and the groups they left.
-func (m *clientManager) expire(deadline time.Time) (conns []*remoting.Conn, changed []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for c, cc := range m.conns {
-		if cc.lastSeen.Before(deadline) {
-			conns = append(conns, c)
-			for _, g := range m.removeLocked(c) {
-				if !slices.Contains(changed, g) {
-					changed = append(changed, g)
-				}
-			}
-		}
-	}
-	return conns, changed
-}
-
-// consumerIDs returns the clientIDs of a group's members, sorted, without
-// duplicates; nil for an unknown group.
-func (m *clientManager) consumerIDs(group string) []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.consumers[group]
-	if g == nil {
-		return nil
-	}
-	ids := make([]string, 0, len(g.members))
-	for _, mb := range g.members {
-		if !slices.Contains(ids, mb.clientID) {
-			ids = append(ids, mb.clientID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// memberConns returns the connections of a consumer group's members.
-func (m *clientManager) memberConns(group string) []*remoting.Conn {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.consumers[group]
-	if g == nil {
-		return nil
-	}
-	out := make([]*remoting.Conn, 0, len(g.members))
-	for c := range g.members {
-		out = append(out, c)
-	}
-	return out
-}
-
-// subscriptionOf returns a group's registered subscription of a topic, and
-// whether the group is known at all. It does not allocate.
-func (m *clientManager) subscriptionOf(group, topic []byte) (*subscription, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.consumers[string(group)]
-	if g == nil {
-		return nil, false
-	}
-	return g.subs[string(topic)], true
-}
-
-// counts returns the number of client connections, consumer groups and
-// producer groups.
-func (m *clientManager) counts() (conns, consumerGroups, producerGroups int) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return len(m.conns), len(m.consumers), len(m.producers)
-}
-
-// producerConns returns the live connections of a producer group.
-func (m *clientManager) producerConns(group string) []*remoting.Conn {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.producers[group]
-	out := make([]*remoting.Conn, 0, len(g))
-	for c := range g {
-		if c != nil {
-			out = append(out, c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
-	return out
-}
-
-// ConsumerGroupInfo is what the broker knows of a consumer group's live
-// members (GET_CONSUMER_CONNECTION_LIST, 203, and Broker.ConsumerGroupInfo).
-type ConsumerGroupInfo struct {
-	Group            string           `json:"group"`
-	ConsumeType      string           `json:"consumeType"`
-	MessageModel     string           `json:"messageModel"`
-	ConsumeFromWhere string           `json:"consumeFromWhere"`
-	Connections      []ConsumerMember `json:"connectionSet"`
-	// Subscriptions is the group's subscription table as the latest
-	// heartbeat left it, by topic.
-	Subscriptions map[string]protocol.SubscriptionData `json:"subscriptionTable"`
-	// Consistent is false when members subscribe differently (different
-	// topics or expressions); Inconsistency then says how.
-	Consistent    bool   `json:"consistent"`
-	Inconsistency string `json:"inconsistency,omitempty"`
-}
-
-// ConsumerMember is one member connection of a consumer group, with the
-// subscriptions its last heartbeat declared.
-type ConsumerMember struct {
-	ClientID      string                      `json:"clientId"`
-	ClientAddr    string                      `json:"clientAddr"`
-	Language      string                      `json:"language"`
-	Version       int32                       `json:"version"`
-	Subscriptions []protocol.SubscriptionData `json:"subscriptions"`
-}
-
-// groupInfo returns a consumer group's live state; ok is false when it has
-// no member.
-func (m *clientManager) groupInfo(group string) (ConsumerGroupInfo, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.consumers[group]
-	if g == nil {
-		return ConsumerGroupInfo{}, false
-	}
-	info := ConsumerGroupInfo{
-		Group: g.name, ConsumeType: g.consumeType, MessageModel: g.messageModel, ConsumeFromWhere: g.consumeFromWhere,
-		Subscriptions: make(map[string]protocol.SubscriptionData, len(g.subs)),
-		Consistent:    g.inconsistency == "", Inconsistency: g.inconsistency,
-	}
-	for topic, s := range g.subs {
-		info.Subscriptions[topic] = protocol.SubscriptionData{Topic: topic, SubString: s.subString,
-			ExpressionType: normType(s.exprType), SubVersion: s.subVersion}
-	}
-	for c, mb := range g.members {
-		cm := ConsumerMember{ClientID: mb.clientID, Subscriptions: mb.subs}
-		if c != nil {
-			cm.ClientAddr = c.RemoteAddr().String()
-		}
-		if cc := m.conns[c]; cc != nil {
-			cm.Language, cm.Version = cc.language, cc.version
-		}
-		info.Connections = append(info.Connections, cm)
-	}
-	sort.Slice(info.Connections, func(i, j int) bool {
-		a, b := info.Connections[i], info.Connections[j]
-		return a.ClientID < b.ClientID || (a.ClientID == b.ClientID && a.ClientAddr < b.ClientAddr)
-	})
-	return info, true
+// registerLocks registers the queue-lock codes.
+func (b *Broker) registerLocks(t *handlerTable) {
+	t.add(noConn(b.handleLock), protocol.ReqLockBatchMQ)
+	t.add(noConn(b.handleUnlock), protocol.ReqUnlockBatchMQ)
 }

@@ -4,25 +4,23 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
-	"github.com/apogeemq/apogee/store"
 )
 
-// pendingAck is a request stored in sync-flush mode whose answer waits for
-// its messages to be durable. It is the store's DurableWaiter: the store's
-// durability notifier calls Durable after the sync that covers it (one sync
-// serves every request waiting), and no goroutine or connection is held
-// meanwhile.
+// pendingAck is a request that stored messages in sync-flush mode and
+// whose answer waits for them to be durable (a core.Pending). It is the
+// core's DurableWaiter: the store's durability goroutine calls Durable
+// after the sync that covers it (one sync serves every request waiting),
+// and no goroutine or connection is held meanwhile.
 type pendingAck struct {
 	b           *Broker
 	resp        remoting.Responder
-	end         int64 // commit-log offset that must be durable
 	queueID     int32
 	queueOffset int64
 	msgID, txID []byte
-	bytes       int64 // in-flight bytes released once answered
-	plain       bool  // answer with the code only (not a send: send-back, end transaction)
+	plain       bool // answer with the code only (not a send: send-back, end transaction)
 }
 
 // ackPool recycles pendingAcks.
@@ -39,28 +37,27 @@ func (a *ackPool) get(b *Broker) *pendingAck {
 
 func (a *ackPool) put(p *pendingAck) {
 	p.resp = remoting.Responder{}
-	p.plain, p.bytes = false, 0
+	p.plain = false
 	a.p.Put(p)
 }
 
-// answerWhenDurable answers req once the messages a describes (ending at
-// a.end) are durable: by waiting here when there is no connection to defer
-// the answer on (a handler driven directly), otherwise by deferring the
-// answer to the store's durability notifier. It is the one place where the
-// send, send-back and end-transaction handlers choose between the two.
-func (b *Broker) answerWhenDurable(c *remoting.Conn, req *protocol.Command, resp *remoting.Response, a *pendingAck) remoting.Action {
+// answerWhenDurable answers req once what p covers is durable: by waiting
+// here when there is no connection to defer the answer on (a handler
+// driven directly), otherwise by deferring the answer to the core's
+// WhenDurable. It is the one place where the send, send-back and
+// end-transaction handlers choose between the two.
+func (b *Broker) answerWhenDurable(c *remoting.Conn, req *protocol.Command, resp *remoting.Response, a *pendingAck, p core.Pending) remoting.Action {
 	if c == nil {
-		a.fill(resp.Cmd, b.store.WaitDurable(a.end))
-		b.inflight.Add(-a.bytes)
+		a.fill(resp.Cmd, b.core.WaitDurable(p))
 		b.acks.put(a)
 		return remoting.Reply
 	}
 	a.resp = c.Defer(req)
-	b.store.OnDurable(a.end, a)
+	b.core.WhenDurable(p, a)
 	return remoting.Deferred
 }
 
-// Durable implements store.DurableWaiter: it answers the deferred request
+// Durable implements core.DurableWaiter: it answers the deferred request
 // and returns a to the pool.
 func (a *pendingAck) Durable(err error) {
 	b := a.b
@@ -68,25 +65,24 @@ func (a *pendingAck) Durable(err error) {
 	a.resp.InitResponse(&cmd, protocol.RespSuccess)
 	a.fill(&cmd, err)
 	_ = a.resp.Reply(&remoting.Response{Cmd: &cmd})
-	b.inflight.Add(-a.bytes)
 	b.acks.put(a)
 }
 
 // fill sets cmd's code, remark and send fields for a durability wait that
 // returned err: SUCCESS when nil; FLUSH_DISK_TIMEOUT (10) when the wait timed
 // out (the messages are stored all the same; a plain answer says SUCCESS,
-// the only code its callers know); SERVICE_NOT_AVAILABLE (14) when the log
-// failed or the store closed.
+// the only code its callers know); the error's code and remark otherwise
+// (SERVICE_NOT_AVAILABLE when the log failed or the store closed).
 func (a *pendingAck) fill(cmd *protocol.Command, err error) {
 	code, remark := protocol.RespSuccess, ""
 	switch {
 	case err == nil:
-	case errors.Is(err, store.ErrFlushTimeout):
+	case errors.Is(err, core.ErrFlushDiskTimeout):
 		if !a.plain {
 			code = protocol.RespFlushDiskTimeout
 		}
 	default:
-		code, remark = putErrorCode(err)
+		code, remark = core.Code(err), core.Remark(err)
 	}
 	cmd.Code = code
 	if remark != "" {

@@ -41,7 +41,7 @@ func TestSQL92Filtering(t *testing.T) {
 	}
 	// Through the heartbeat (the Go client's push consumer: its pulls say TAG).
 	invoke(t, cl, sqlHeartbeat(t, "sqlg", "F", "a > 5 AND color = 'red'"))
-	waitFor(t, "messages", func() bool { return h.b.store.MaxOffset("F", 0) == 4 })
+	waitFor(t, "messages", func() bool { return h.b.Store().MaxOffset("F", 0) == 4 })
 	resp := invoke(t, cl, pullRequest(pullArgs{group: "sqlg", topic: "F", sysFlag: protocol.PullFlagSuspend, suspendMs: 1000}))
 	if recs := decodeBody(t, resp.Body); resp.Code != 0 || len(recs) != 1 || string(recs[0].Body()) != "1" {
 		t.Fatalf("heartbeat SQL92 pull: code %d, %d records", resp.Code, len(recs))
@@ -101,20 +101,5 @@ func TestPropertyFilterDisabled(t *testing.T) {
 	cmd.Body = body
 	if r := invoke(t, cl, cmd); r.Code != protocol.RespSystemError {
 		t.Fatalf("check SQL92 with the property filter off: %d", r.Code)
-	}
-}
-
-func TestGroupLockedExpires(t *testing.T) {
-	l := newLockManager(time.Minute)
-	t0 := time.Unix(1000, 0)
-	if l.groupLocked("g", t0) {
-		t.Fatal("a group without locks is locked")
-	}
-	l.tryLock("g", "A", []protocol.MessageQueue{{Topic: "T", QueueID: 1}}, t0)
-	if !l.groupLocked("g", t0.Add(time.Minute)) || l.groupLocked("other", t0) {
-		t.Fatal("groupLocked does not see a live lock, or sees another group's")
-	}
-	if l.groupLocked("g", t0.Add(time.Minute+time.Millisecond)) {
-		t.Fatal("an expired lock still counts")
 	}
 }

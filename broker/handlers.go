@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -81,7 +82,17 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 	if namesrv.IsNamesrvCode(req.Code) {
 		return b.registry.ServeRemoting(c, req, resp)
 	}
-	return fail(resp, protocol.RespRequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	return fail(resp, &core.Error{Code: protocol.RespRequestCodeNotSupported, Remark: fmt.Sprintf(" request type %d not supported", req.Code)})
+}
+
+// fail answers a request with an error: the one place where the core's
+// *core.Error becomes a response (its code and remark). Any other error (a
+// header or body that does not decode) is SYSTEM_ERROR with its text, as
+// the Java broker answers.
+func fail(resp *remoting.Response, err error) remoting.Action {
+	resp.Cmd.Code = core.Code(err)
+	resp.Cmd.SetRemark(core.Remark(err))
+	return remoting.Reply
 }
 
 // noConn adapts a handler that needs no connection.
@@ -94,4 +105,13 @@ func noConn(h func(req *protocol.Command, resp *remoting.Response) remoting.Acti
 // respOnly adapts a handler that reads nothing of the request.
 func respOnly(h func(resp *remoting.Response) remoting.Action) handler {
 	return func(_ *remoting.Conn, _ *protocol.Command, resp *remoting.Response) remoting.Action { return h(resp) }
+}
+
+// replyBody answers with an encoded body, or with the encoding's error.
+func replyBody(resp *remoting.Response, body []byte, err error) remoting.Action {
+	if err != nil {
+		return fail(resp, err)
+	}
+	resp.Cmd.Body = body
+	return remoting.Reply
 }

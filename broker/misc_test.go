@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -12,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
-	"github.com/apogeemq/apogee/store"
 )
 
 func TestSendValidation(t *testing.T) {
@@ -83,7 +82,7 @@ func TestAutoCreateAndRetryTopics(t *testing.T) {
 	if r.Code != protocol.RespTopicNotExist || !strings.Contains(string(r.Remark), "not exist") {
 		t.Fatalf("send to an unknown topic without auto-create: %d %s", r.Code, r.Remark)
 	}
-	if h.b.topics.lookup(topicAutoCreateKey) != nil {
+	if lookupTopic(h.b, "TBW102") != nil {
 		t.Fatal("TBW102 kept with auto-create off")
 	}
 	// The Go client's send-back fallback writes to %RETRY%group: the group
@@ -99,7 +98,7 @@ func TestAutoCreateAndRetryTopics(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("send to a retry topic: %d %s", r.Code, r.Remark)
 	}
-	if tc := h.b.topics.lookup("%RETRY%cg"); tc == nil || tc.cfg.ReadQueueNums != 1 || tc.cfg.Perm != 6 {
+	if tc := lookupTopic(h.b, "%RETRY%cg"); tc == nil || tc.ReadQueueNums != 1 || tc.Perm != 6 {
 		t.Fatalf("retry topic %+v", tc)
 	}
 	sb := goRequest(protocol.ReqConsumerSendMsgBack)
@@ -213,16 +212,16 @@ func TestAdminTopics(t *testing.T) {
 	}
 
 	// Offsets of the topic go with it.
-	h.b.offsets.commit([]byte("Admin"), []byte("g"), 2, 1)
+	h.b.core.UpdateConsumerOffset([]byte("Admin"), []byte("g"), 2, 1)
 	del := goRequest(protocol.ReqDeleteTopicInBroker)
 	del.Ext.SetString("topic", "Admin")
 	if r := invoke(t, cl, del); r.Code != 0 {
 		t.Fatalf("delete: %d %s", r.Code, r.Remark)
 	}
-	if h.b.topics.lookup("Admin") != nil || h.b.store.MaxOffset("Admin", 2) != 0 {
+	if lookupTopic(h.b, "Admin") != nil || h.b.Store().MaxOffset("Admin", 2) != 0 {
 		t.Fatal("topic still there after delete")
 	}
-	if _, ok := h.b.offsets.query([]byte("Admin"), []byte("g"), 2); ok {
+	if _, ok := h.b.core.CommittedOffset("Admin", "g", 2); ok {
 		t.Fatal("offsets survive the topic")
 	}
 	req := goRequest(protocol.ReqGetRouteInfoByTopic)
@@ -297,31 +296,6 @@ func TestLocks(t *testing.T) {
 	req.Body = []byte("{not json")
 	if r := invoke(t, cl, req); r.Code != protocol.RespSystemError {
 		t.Fatalf("bad lock body: %d", r.Code)
-	}
-}
-
-func TestLockExpiry(t *testing.T) {
-	l := newLockManager(60 * time.Second)
-	mq := protocol.MessageQueue{Topic: "T", BrokerName: "b", QueueID: 3}
-	t0 := time.Unix(1000, 0)
-	if got := l.tryLock("g", "A", []protocol.MessageQueue{mq, mq}, t0); len(got) != 1 {
-		t.Fatalf("A: %v", got)
-	}
-	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(60*time.Second)); len(got) != 0 {
-		t.Fatalf("B took a lock at exactly its expiry: %v", got)
-	}
-	if got := l.tryLock("g", "A", []protocol.MessageQueue{mq}, t0.Add(50*time.Second)); len(got) != 1 {
-		t.Fatalf("A cannot renew: %v", got)
-	}
-	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(100*time.Second)); len(got) != 0 {
-		t.Fatalf("B took a renewed lock: %v", got)
-	}
-	if got := l.tryLock("g", "B", []protocol.MessageQueue{mq}, t0.Add(111*time.Second)); len(got) != 1 {
-		t.Fatalf("B cannot take an expired lock: %v", got)
-	}
-	l.sweep(t0.Add(200 * time.Second))
-	if len(l.groups) != 0 {
-		t.Fatalf("sweep left %v", l.groups)
 	}
 }
 
@@ -486,20 +460,10 @@ func TestBackPressure(t *testing.T) {
 	if r := invoke(t, cl, sendRequest("BP", 0, make([]byte, 1001), "")); r.Code != protocol.RespSystemBusy {
 		t.Fatalf("send over MaxInFlightBytes: %d %s", r.Code, r.Remark)
 	}
-	if h.b.inflight.Load() != 0 {
-		t.Fatalf("in-flight bytes leak: %d", h.b.inflight.Load())
+	if runtimeInt(t, h.b, "sendInFlightBytes") != 0 {
+		t.Fatalf("in-flight bytes leak: %d", runtimeInt(t, h.b, "sendInFlightBytes"))
 	}
-	// A stalled store: a put in progress and none completed for BusyTimeout.
-	h.b.putsActive.Add(1)
-	h.b.lastProgress.Store(h.b.sinceStart() - int64(2*time.Second))
-	r := invoke(t, cl, sendRequest("BP", 0, []byte("x"), ""))
-	h.b.putsActive.Add(-1)
-	if r.Code != protocol.RespSystemBusy || !strings.Contains(string(r.Remark), "busy") {
-		t.Fatalf("send to a stalled store: %d %s", r.Code, r.Remark)
-	}
-	if r := invoke(t, cl, sendRequest("BP", 0, []byte("x"), "")); r.Code != 0 {
-		t.Fatalf("send after the stall: %d", r.Code)
-	}
+	// (A stalled store's SYSTEM_BUSY is broker/core's TestBackPressure.)
 }
 
 func TestSyncFlushSends(t *testing.T) {
@@ -527,10 +491,10 @@ func TestSyncFlushSends(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatalf("%d bad answers", bad.Load())
 	}
-	if got := h.b.store.Log().FlushedOffset(); got < h.b.store.Log().WrittenOffset()-1<<20 {
+	if got := h.b.Store().Log().FlushedOffset(); got < h.b.Store().Log().WrittenOffset()-1<<20 {
 		t.Fatalf("flushed %d", got)
 	}
-	waitFor(t, "in-flight bytes to return to 0", func() bool { return h.b.inflight.Load() == 0 })
+	waitFor(t, "in-flight bytes to return to 0", func() bool { return runtimeInt(t, h.b, "sendInFlightBytes") == 0 })
 }
 
 func TestConfigWriteFailures(t *testing.T) {
@@ -541,7 +505,7 @@ func TestConfigWriteFailures(t *testing.T) {
 			if fail.Load() {
 				return errDisk
 			}
-			return writeFileAtomic(path, data)
+			return core.WriteConfigFile(path, data)
 		}
 	})
 	cl := h.dial(nil)
@@ -551,13 +515,13 @@ func TestConfigWriteFailures(t *testing.T) {
 	if r := invoke(t, cl, sendRequest("NoDisk", 0, []byte("x"), "")); r.Code != 0 {
 		t.Fatalf("send: %d %s", r.Code, r.Remark)
 	}
-	waitFor(t, "the failed background write to be counted", func() bool { return h.b.stats.persistErrors.Load() > 0 })
+	waitFor(t, "the failed background write to be counted", func() bool { return runtimeInt(t, h.b, "configPersistErrors") > 0 })
 	req := goRequest(protocol.ReqUpdateAndCreateTopic)
 	(&protocol.CreateTopicRequest{Topic: "Admin", DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, TopicFilterType: "SINGLE_TAG"}).Encode(&req.Ext)
 	if r := invoke(t, cl, req); r.Code != protocol.RespSystemError || !strings.Contains(string(r.Remark), "injected") {
 		t.Fatalf("admin create with a failing disk: %d %s", r.Code, r.Remark)
 	}
-	h.b.offsets.commit([]byte("NoDisk"), []byte("g"), 0, 1)
+	h.b.core.UpdateConsumerOffset([]byte("NoDisk"), []byte("g"), 0, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.b.Shutdown(ctx); !errors.Is(err, errDisk) {
@@ -625,35 +589,15 @@ func TestHandlerOnOwnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	invoke(t, cl, heartbeatRequest(t, "x@1", "g", map[string]string{"T": "*"}))
-	if ids := b.clients.consumerIDs("g"); len(ids) != 1 {
+	if ids := consumerIDs(b, "g"); len(ids) != 1 {
 		t.Fatalf("ids %v", ids)
 	}
 	cl.Close()
-	waitFor(t, "the client to leave", func() bool { return len(b.clients.consumerIDs("g")) == 0 })
+	waitFor(t, "the client to leave", func() bool { return len(consumerIDs(b, "g")) == 0 })
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	srv.Close()
-}
-
-func TestPutErrorCodes(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		code int32
-	}{
-		{store.ErrMessageTooLarge, protocol.RespMessageIllegal},
-		{fmt.Errorf("wrapped: %w", store.ErrBadMessage), protocol.RespMessageIllegal},
-		{commitlog.ErrRecordTooLarge, protocol.RespMessageIllegal},
-		{commitlog.ErrDiskFull, protocol.RespServiceNotAvailable},
-		{fmt.Errorf("%w: fsync: EIO", commitlog.ErrLogFailed), protocol.RespServiceNotAvailable},
-		{store.ErrClosed, protocol.RespServiceNotAvailable},
-		{errors.New("something else"), protocol.RespSystemError},
-	} {
-		code, remark := putErrorCode(tc.err)
-		if code != tc.code || remark == "" {
-			t.Errorf("%v: code %d remark %q, want %d", tc.err, code, remark, tc.code)
-		}
-	}
 }
 
 func TestPullCaps(t *testing.T) {

@@ -1,46 +1,44 @@
 package broker
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"time"
 
-	"github.com/apogeemq/apogee/broker/delay"
-	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
 
-// Defaults of Options.
+// Defaults of Options (the core's, and the front end's own).
 const (
-	DefaultBrokerName          = "broker-a"
-	DefaultClusterName         = "DefaultCluster"
-	DefaultTopicQueues         = 8
-	DefaultMaxMessageSize      = 4 << 20
-	DefaultLongPollMax         = 25 * time.Second
-	DefaultOffsetFlushInterval = 5 * time.Second
-	DefaultClientTimeout       = 120 * time.Second
-	DefaultMaxInFlightBytes    = 256 << 20
-	DefaultBusyTimeout         = time.Second
+	DefaultBrokerName          = core.DefaultBrokerName
+	DefaultClusterName         = core.DefaultClusterName
+	DefaultTopicQueues         = core.DefaultTopicQueues
+	DefaultMaxMessageSize      = core.DefaultMaxMessageSize
+	DefaultLongPollMax         = core.DefaultLongPollMax
+	DefaultOffsetFlushInterval = core.DefaultOffsetFlushInterval
+	DefaultClientTimeout       = core.DefaultClientTimeout
+	DefaultMaxInFlightBytes    = core.DefaultMaxInFlightBytes
+	DefaultBusyTimeout         = core.DefaultBusyTimeout
 	DefaultRegisterInterval    = 30 * time.Second
-	DefaultLockExpiry          = 60 * time.Second
+	DefaultLockExpiry          = core.DefaultLockExpiry
 
 	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
-	DefaultDelayLevels               = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-	DefaultProgressFlushInterval     = time.Second
-	DefaultTimerMaxDelay             = 40 * 24 * time.Hour
-	DefaultTimerRollInterval         = 24 * time.Hour
-	DefaultTransactionTimeout        = 6 * time.Second
-	DefaultTransactionCheckInterval  = 30 * time.Second
-	DefaultTransactionCheckMax       = 15
-	DefaultMaxDelayMessageSize       = 64 << 10
-	DefaultMaxTransactionMessageSize = 64 << 10
+	DefaultDelayLevels               = core.DefaultDelayLevels
+	DefaultProgressFlushInterval     = core.DefaultProgressFlushInterval
+	DefaultTimerMaxDelay             = core.DefaultTimerMaxDelay
+	DefaultTimerRollInterval         = core.DefaultTimerRollInterval
+	DefaultTransactionTimeout        = core.DefaultTransactionTimeout
+	DefaultTransactionCheckInterval  = core.DefaultTransactionCheckInterval
+	DefaultTransactionCheckMax       = core.DefaultTransactionCheckMax
+	DefaultMaxDelayMessageSize       = core.DefaultMaxDelayMessageSize
+	DefaultMaxTransactionMessageSize = core.DefaultMaxTransactionMessageSize
 )
 
-// Options configure a Broker. The zero value of every field means its default.
+// Options configure a Broker: its core's options (broker/core.Options, whose
+// documentation each field repeats) and the front end's own (NamesrvAddrs,
+// RegisterInterval, Remoting). The zero value of every field means its
+// default.
 type Options struct {
 	// DataDir is the broker's root directory: the store lives in it and the
 	// managers' files in DataDir/config. Required.
@@ -145,107 +143,29 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o Options) withDefaults() (Options, netip.AddrPort, error) {
-	if o.DataDir == "" {
-		return o, netip.AddrPort{}, errors.New("broker: Options.DataDir is required")
+// core returns the core's options: every field but the front end's own
+// (NamesrvAddrs, RegisterInterval, Remoting). The core fills in the
+// defaults and validates them.
+func (o Options) core() core.Options {
+	return core.Options{
+		DataDir: o.DataDir, Store: o.Store, BrokerName: o.BrokerName, ClusterName: o.ClusterName,
+		AdvertiseAddr: o.AdvertiseAddr, DisableAutoCreateTopic: o.DisableAutoCreateTopic,
+		DefaultTopicQueues: o.DefaultTopicQueues, MaxMessageSize: o.MaxMessageSize, LongPollMax: o.LongPollMax,
+		OffsetFlushInterval: o.OffsetFlushInterval, ClientTimeout: o.ClientTimeout,
+		MaxInFlightBytes: o.MaxInFlightBytes, BusyTimeout: o.BusyTimeout, LockExpiry: o.LockExpiry,
+		DelayLevels: o.DelayLevels, ProgressFlushInterval: o.ProgressFlushInterval,
+		TimerMaxDelay: o.TimerMaxDelay, TimerRollInterval: o.TimerRollInterval,
+		TransactionTimeout: o.TransactionTimeout, TransactionCheckInterval: o.TransactionCheckInterval,
+		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
+		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
+		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
 	}
-	if o.AdvertiseAddr == "" {
-		return o, netip.AddrPort{}, errors.New("broker: Options.AdvertiseAddr is required")
-	}
-	host, err := resolveAddr(o.AdvertiseAddr)
-	if err != nil {
-		return o, netip.AddrPort{}, err
-	}
-	if o.BrokerName == "" {
-		o.BrokerName = DefaultBrokerName
-	}
-	if o.ClusterName == "" {
-		o.ClusterName = DefaultClusterName
-	}
-	if o.DefaultTopicQueues <= 0 {
-		o.DefaultTopicQueues = DefaultTopicQueues
-	}
-	if o.DefaultTopicQueues > maxQueues {
-		return o, host, fmt.Errorf("broker: DefaultTopicQueues %d > %d", o.DefaultTopicQueues, maxQueues)
-	}
-	if o.MaxMessageSize <= 0 {
-		o.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if o.LongPollMax <= 0 {
-		o.LongPollMax = DefaultLongPollMax
-	}
-	if o.OffsetFlushInterval <= 0 {
-		o.OffsetFlushInterval = DefaultOffsetFlushInterval
-	}
-	if o.ClientTimeout <= 0 {
-		o.ClientTimeout = DefaultClientTimeout
-	}
-	if o.MaxInFlightBytes <= 0 {
-		o.MaxInFlightBytes = DefaultMaxInFlightBytes
-	}
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = DefaultBusyTimeout
-	}
+}
+
+// withDefaults fills in the front end's defaults (the core fills in its own).
+func (o Options) withDefaults() Options {
 	if o.RegisterInterval <= 0 {
 		o.RegisterInterval = DefaultRegisterInterval
 	}
-	if o.LockExpiry <= 0 {
-		o.LockExpiry = DefaultLockExpiry
-	}
-	if o.DelayLevels == "" {
-		o.DelayLevels = DefaultDelayLevels
-	}
-	if _, err := delay.ParseLevels(o.DelayLevels); err != nil {
-		return o, host, err
-	}
-	if o.ProgressFlushInterval <= 0 {
-		o.ProgressFlushInterval = DefaultProgressFlushInterval
-	}
-	if o.TimerMaxDelay <= 0 {
-		o.TimerMaxDelay = DefaultTimerMaxDelay
-	}
-	if o.TimerMaxDelay > timerwheel.MaxDelayLimit {
-		return o, host, fmt.Errorf("broker: TimerMaxDelay %v exceeds %v", o.TimerMaxDelay, timerwheel.MaxDelayLimit)
-	}
-	if o.TimerRollInterval <= 0 {
-		o.TimerRollInterval = DefaultTimerRollInterval
-		if r := o.Store.RetentionTime; r > 0 && r/3 < o.TimerRollInterval {
-			o.TimerRollInterval = max(r/3, time.Minute)
-		}
-	}
-	if o.TransactionTimeout <= 0 {
-		o.TransactionTimeout = DefaultTransactionTimeout
-	}
-	if o.TransactionCheckInterval <= 0 {
-		o.TransactionCheckInterval = DefaultTransactionCheckInterval
-	}
-	if o.TransactionCheckMax <= 0 {
-		o.TransactionCheckMax = DefaultTransactionCheckMax
-	}
-	if o.MaxDelayMessageSize <= 0 {
-		o.MaxDelayMessageSize = DefaultMaxDelayMessageSize
-	}
-	if o.MaxTransactionMessageSize <= 0 {
-		o.MaxTransactionMessageSize = DefaultMaxTransactionMessageSize
-	}
-	if o.WriteConfigFile == nil {
-		o.WriteConfigFile = writeFileAtomic
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return o, host, nil
-}
-
-// resolveAddr parses host:port, resolving a host name once.
-func resolveAddr(addr string) (netip.AddrPort, error) {
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-	}
-	ta, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("broker: advertise address %q: %w", addr, err)
-	}
-	ap := ta.AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	return o
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -153,7 +154,7 @@ func mustCode(t testing.TB, cl *remoting.Client, req *protocol.Command, code int
 // each with the properties of the same index (if any).
 func popTopic(t testing.TB, h *harness, cl *remoting.Client, topic string, n int32, bodies []string, properties []string) {
 	t.Helper()
-	h.b.topics.put(newTopicConfig(topic, n, protocol.PermRead|protocol.PermWrite))
+	mustCreateTopic(t, h.b, topic, n)
 	for i, body := range bodies {
 		p := ""
 		if i < len(properties) {
@@ -161,7 +162,7 @@ func popTopic(t testing.TB, h *harness, cl *remoting.Client, topic string, n int
 		}
 		mustSend(t, cl, sendRequest(topic, 0, []byte(body), p))
 	}
-	waitFor(t, "dispatch", func() bool { return h.b.store.MaxOffset(topic, 0) >= int64(len(bodies)) })
+	waitFor(t, "dispatch", func() bool { return h.b.Store().MaxOffset(topic, 0) >= int64(len(bodies)) })
 }
 
 func bodies(ps []popped) []string {
@@ -209,7 +210,7 @@ func TestPopAckRedeliver(t *testing.T) {
 	for _, p := range second {
 		mustCode(t, cl, ackRequest("G", "T", p), protocol.RespSuccess)
 	}
-	if off, ok := h.b.offsets.query([]byte("T"), []byte("G"), 0); !ok || off != 3 {
+	if off, ok := h.b.core.CommittedOffset("T", "G", 0); !ok || off != 3 {
 		t.Fatalf("committed offset %d %v, want 3", off, ok)
 	}
 	if again := doPop(t, cl, a); len(again) != 0 {
@@ -361,7 +362,6 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 	h := startHarness(t, testOptions(t, dir), nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1", "m2", "m3"}, nil)
-	h.b.topics.persist(false)
 	a := popArgs{group: "G", topic: "T", queue: 0, max: 3, invisible: time.Minute}
 	ps := doPop(t, cl, a)
 	if len(ps) != 3 {
@@ -398,9 +398,9 @@ func TestPopDeadLetter(t *testing.T) {
 	popTopic(t, h, cl, "T", 1, []string{"poison"}, nil)
 	g := protocol.DefaultSubscriptionGroupConfig("G")
 	g.RetryMaxTimes = 2
-	h.b.groups.mu.Lock()
-	h.b.groups.m["G"] = &g
-	h.b.groups.mu.Unlock()
+	if err := h.b.core.UpdateSubscriptionGroup(g); err != nil {
+		t.Fatal(err)
+	}
 	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Millisecond}
 	for i := range 3 { // 1 + RetryMaxTimes deliveries
 		ps := popUntil(t, cl, a)
@@ -413,7 +413,7 @@ func TestPopDeadLetter(t *testing.T) {
 		if ps := doPop(t, cl, a); len(ps) != 0 {
 			t.Fatal("delivered after the retries ran out")
 		}
-		return h.b.store.MaxOffset("%DLQ%G", 0) > 0
+		return h.b.Store().MaxOffset("%DLQ%G", 0) > 0
 	})
 	got := pullN(t, cl, "%DLQ%G", 0, 0, 1, 2*time.Second)
 	if len(got) != 1 || string(got[0].Body()) != "poison" || prop(got[0].View, message.PropRetryTopic) != "T" {
@@ -530,7 +530,7 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 	}
 }
 
-// popState.json goes through the broker's state-file rules (popHost): a torn
+// popState.json goes through the core's state-file rules (popHost): a torn
 // file falls back to its previous version with a WARN; when neither parses
 // the broker refuses to start, naming both.
 func TestPopStateFileFallsBackToPrevious(t *testing.T) {
@@ -538,16 +538,15 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 	h := startHarness(t, testOptions(t, dir), nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, []string{"m0", "m1"}, nil)
-	h.b.topics.persist(false)
 	ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: 0, max: 2, invisible: time.Minute})
-	if err := h.b.pops.Persist(false); err != nil { // the last-but-one write: both in flight
+	if err := h.b.core.Checkpoint(); err != nil { // popState.json's last-but-one write: both in flight
 		t.Fatal(err)
 	}
 	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess) // in the last write (Shutdown's) only
 	cl.Close()
 	h.close()
 
-	p := filepath.Join(dir, configDirName, popStateFileName)
+	p := filepath.Join(dir, core.ConfigDir, core.PopStateFile)
 	data := readFile(t, p)
 	if err := os.WriteFile(p, []byte(data[:len(data)/2]), 0o644); err != nil { // torn
 		t.Fatal(err)
@@ -566,7 +565,7 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 	cl2.Close()
 	h2.close()
 
-	for _, f := range []string{p, p + bakSuffix} {
+	for _, f := range []string{p, p + core.BakSuffix} {
 		if err := os.WriteFile(f, []byte("{"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -578,7 +577,7 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 		b.Shutdown(timeoutCtx(t))
 		t.Fatal("started with both versions of popState.json damaged")
 	}
-	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), p+bakSuffix) {
+	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), p+core.BakSuffix) {
 		t.Fatalf("error does not name both files: %v", err)
 	}
 }

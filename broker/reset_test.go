@@ -38,7 +38,7 @@ func TestResetConsumerOffset(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		mustSend(t, cl, sendRequest("RS", int32(i%2), []byte("m"), ""))
 	}
-	waitFor(t, "messages", func() bool { return h.b.store.MaxOffset("RS", 0) == 5 && h.b.store.MaxOffset("RS", 1) == 5 })
+	waitFor(t, "messages", func() bool { return h.b.Store().MaxOffset("RS", 0) == 5 && h.b.Store().MaxOffset("RS", 1) == 5 })
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@3", "rg", map[string]string{"RS": "*"}))
 	for q := int32(0); q < 2; q++ {
 		up := goRequest(protocol.ReqUpdateConsumerOffset)
@@ -46,7 +46,7 @@ func TestResetConsumerOffset(t *testing.T) {
 		invoke(t, cl, up)
 	}
 	committed := func(q int32) int64 {
-		off, _ := h.b.offsets.query([]byte("RS"), []byte("rg"), q)
+		off, _ := h.b.core.CommittedOffset("RS", "rg", q)
 		return off
 	}
 	// Back to the start: the offsets move back and the member is told.

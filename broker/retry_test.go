@@ -32,7 +32,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	if r := invoke(t, cl, sendBackRequest("cg", o.PhysicalOffset(), 0, 3, "T", uniq)); r.Code != 0 {
 		t.Fatalf("send-back: %d %s", r.Code, r.Remark)
 	}
-	if tc := h.b.topics.lookup("%RETRY%cg"); tc == nil || tc.cfg.WriteQueueNums != 1 || tc.cfg.Perm != 6 {
+	if tc := lookupTopic(h.b, "%RETRY%cg"); tc == nil || tc.WriteQueueNums != 1 || tc.Perm != 6 {
 		t.Fatalf("retry topic %+v", tc)
 	}
 	r1 := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 5*time.Second)
@@ -92,10 +92,10 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 		prop(d.View, message.PropOriginMessageID) != ext(sent, "msgId") || prop(d.View, message.PropDelay) != "" {
 		t.Fatalf("DLQ record: body %q reconsumeTimes %d props %q", d.Body(), d.ReconsumeTimes(), d.Properties())
 	}
-	if tc := h.b.topics.lookup("%DLQ%cg"); tc == nil || tc.cfg.WriteQueueNums != 1 || tc.cfg.Perm != 6 {
+	if tc := lookupTopic(h.b, "%DLQ%cg"); tc == nil || tc.WriteQueueNums != 1 || tc.Perm != 6 {
 		t.Fatalf("DLQ topic %+v", tc)
 	}
-	if n := h.b.store.MaxOffset("%RETRY%cg", 0); n != 2 {
+	if n := h.b.Store().MaxOffset("%RETRY%cg", 0); n != 2 {
 		t.Fatalf("retry queue holds %d messages, want 2", n)
 	}
 
@@ -168,7 +168,7 @@ func TestSendToRetryTopic(t *testing.T) {
 		t.Fatalf("dead letter: %d records", len(dlq))
 	}
 	// A group holding orderly locks: retried messages go to the DLQ at once.
-	h.b.locks.tryLock("cg", "127.0.0.1@1", []protocol.MessageQueue{{Topic: "T", BrokerName: "broker-a", QueueID: 0}}, time.Now())
+	h.b.core.LockQueues("cg", "127.0.0.1@1", []protocol.MessageQueue{{Topic: "T", BrokerName: "broker-a", QueueID: 0}})
 	mustSend(t, cl, retry("orderly", 1, 16, props("RETRY_TOPIC", "T", "DELAY", "3")))
 	if dlq := pullN(t, cl, "%DLQ%cg", 0, 1, 1, 5*time.Second); len(dlq) != 1 || string(dlq[0].Body()) != "orderly" {
 		t.Fatalf("orderly retry: %d records in the DLQ", len(dlq))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -38,16 +39,16 @@ func TestDelayLevels(t *testing.T) {
 		sends = append(sends, r)
 	}
 	// Nothing is in the real topic at once; the schedule queues hold them.
-	if n := h.b.store.MaxOffset("D", 1); n != 0 {
+	if n := h.b.Store().MaxOffset("D", 1); n != 0 {
 		t.Fatalf("real topic holds %d messages right after the sends", n)
 	}
 	for lv, q := range map[int]int32{6: 5, 2: 1, 4: 3, 18: 17} {
-		waitFor(t, "schedule queue", func() bool { return h.b.store.MaxOffset(scheduleTopic, q) >= 1 })
-		ents, err := h.b.store.ReadEntries(scheduleTopic, q, 0, make([]store.QueueEntry, 0, 4))
+		waitFor(t, "schedule queue", func() bool { return h.b.Store().MaxOffset(delay.Topic, q) >= 1 })
+		ents, err := h.b.Store().ReadEntries(delay.Topic, q, 0, make([]store.QueueEntry, 0, 4))
 		if err != nil || len(ents) != 1 {
 			t.Fatalf("level %d: entries %v %v", lv, ents, err)
 		}
-		v, err := h.b.store.ReadMessage(ents[0].CommitLogOffset)
+		v, err := h.b.Store().ReadMessage(ents[0].CommitLogOffset)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,8 +110,8 @@ func TestDelayLevels(t *testing.T) {
 		t.Fatal("DELAY=0 not delivered at once")
 	}
 	// Producers may not write the schedule topic.
-	if r := invoke(t, cl, sendRequest(scheduleTopic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
-		t.Fatalf("send to %s: %d", scheduleTopic, r.Code)
+	if r := invoke(t, cl, sendRequest(delay.Topic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
+		t.Fatalf("send to %s: %d", delay.Topic, r.Code)
 	}
 }
 

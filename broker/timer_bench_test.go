@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/internal/reput"
+	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -21,14 +23,14 @@ import (
 // through the send handler, and waits until the wheel holds them all.
 func fillTimers(tb testing.TB, b *Broker, topic string, n int, from time.Time, spread time.Duration) {
 	tb.Helper()
-	before := b.timers.Stats().Pending
+	before := int(runtimeInt(tb, b, "timersPending"))
 	d := &handlerDriver{b: b}
 	req := sendRequest(topic, 0, []byte("timer-body-16byt"), "")
 	var p []byte
 	for i := 0; i < n; i++ {
 		at := from.Add(time.Duration(spread.Milliseconds()*int64(i)/int64(n)) * time.Millisecond)
 		p = message.AppendProperty(p[:0], message.PropUniqKey, "TIMERBENCH"+strconv.Itoa(i))
-		p = appendPropInt(p, message.PropTimerDeliverMS, at.UnixMilli())
+		p = reput.AppendPropInt(p, message.PropTimerDeliverMS, at.UnixMilli())
 		req.Ext.Set("properties", p)
 		if r := d.serve(req); r.Cmd.Code != 0 {
 			tb.Fatalf("timer send %d: %d %s", i, r.Cmd.Code, r.Cmd.Remark)
@@ -36,14 +38,14 @@ func fillTimers(tb testing.TB, b *Broker, topic string, n int, from time.Time, s
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		pending := b.timers.Stats().Pending
+		pending := int(runtimeInt(tb, b, "timersPending"))
 		if pending >= before+n {
 			return
 		}
 		if time.Now().After(deadline) {
-			st := b.store.Stats()
+			st := b.Store().Stats()
 			tb.Fatalf("the wheel loaded %d of %d timers (timer queue max offset %d, dispatch lag %d, dispatch errors %d)",
-				pending, n, b.store.MaxOffset(timerTopic, 0), st.DispatchLag, st.DispatchErrors)
+				pending, n, b.Store().MaxOffset(timerwheel.Topic, 0), st.DispatchLag, st.DispatchErrors)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -139,12 +141,12 @@ func TestTimerTargets(t *testing.T) {
 	var lates []time.Duration
 	var res store.GetResult
 	for off := int64(0); len(lates) < fire; {
-		if err := loaded.store.Get("SoonTimers", 0, off, 32, 0, nil, &res); err != nil || res.Status != store.Found {
+		if err := loaded.Store().Get("SoonTimers", 0, off, 32, 0, nil, &res); err != nil || res.Status != store.Found {
 			t.Fatalf("read delivered timers at %d: %v %v (%d delivered)", off, err, res.Status, len(lates))
 		}
 		for _, v := range res.Messages {
 			m, _ := message.Decode(v.Bytes(), false)
-			out, _, _ := propInt(m.Properties(), propTimerOutMS)
+			out, _, _ := reput.PropInt(m.Properties(), timerwheel.PropTimerOutMS)
 			lates = append(lates, time.Duration(m.StoreTimestamp()-out)*time.Millisecond)
 		}
 		off = res.NextOffset

@@ -28,7 +28,7 @@ func TestTimers(t *testing.T) {
 	mustSend(t, cl, timerSend("W", "delay-ms-150", "TIMER_DELAY_MS", "150"))
 	mustSend(t, cl, timerSend("W", "delay-sec-1", "TIMER_DELAY_SEC", "1"))
 	mustSend(t, cl, timerSend("W", "past", "TIMER_DELIVER_MS", at(-time.Hour)))
-	if n := h.b.store.MaxOffset(timerTopic, 0); n > 3 {
+	if n := h.b.Store().MaxOffset(timerwheel.Topic, 0); n > 3 {
 		t.Fatalf("timer queue holds %d", n)
 	}
 	got := pullN(t, cl, "W", 0, 0, 4, 5*time.Second)
@@ -53,7 +53,7 @@ func TestTimers(t *testing.T) {
 		if late < -time.Millisecond || late > time.Second {
 			t.Errorf("%s stored %v after its time", v.Body(), late)
 		}
-		out, _ := strconv.ParseInt(prop(v.View, propTimerOutMS), 10, 64)
+		out, _ := strconv.ParseInt(prop(v.View, timerwheel.PropTimerOutMS), 10, 64)
 		if out < start.Add(want[i].due).UnixMilli()-5 || v.StoreTimestamp() < out {
 			t.Errorf("%s: TIMER_OUT_MS %d, stored at %d", v.Body(), out, v.StoreTimestamp())
 		}
@@ -92,7 +92,7 @@ func TestTimers(t *testing.T) {
 	if r := invoke(t, cl, big); r.Code != protocol.RespMessageIllegal {
 		t.Errorf("65 KiB timer message: %d %s", r.Code, r.Remark)
 	}
-	if r := invoke(t, cl, sendRequest(timerTopic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
+	if r := invoke(t, cl, sendRequest(timerwheel.Topic, 0, []byte("x"), "")); r.Code != protocol.RespNoPermission {
 		t.Errorf("send to the timer topic: %d", r.Code)
 	}
 }
@@ -111,7 +111,7 @@ func TestTimerRoll(t *testing.T) {
 	if late := time.UnixMilli(got[0].StoreTimestamp()).Sub(due); late < -time.Millisecond || late > 500*time.Millisecond {
 		t.Errorf("delivered %v after its time", late)
 	}
-	if n := h.b.timers.Stats().Rolls; n < 1 {
+	if n := runtimeInt(t, h.b, "timerRolls"); n < 1 {
 		t.Errorf("%d rolls", n)
 	}
 	if rolls := prop(got[0].View, timerwheel.PropRollTimes); rolls == "" {

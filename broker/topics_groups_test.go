@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -70,8 +71,8 @@ func TestTopicMessageTypes(t *testing.T) {
 		t.Errorf("65 KiB normal message: %d %s", r.Code, r.Remark)
 	}
 	// The attribute is stored, shown and persisted; -key removes it.
-	if e := h.b.topics.lookup("TD"); e.cfg.Attributes["message.type"] != "DELAY" {
-		t.Fatalf("attributes %v", e.cfg.Attributes)
+	if e := lookupTopic(h.b, "TD"); e.Attributes["message.type"] != "DELAY" {
+		t.Fatalf("attributes %v", e.Attributes)
 	}
 	data, _ := os.ReadFile(filepath.Join(h.opts.DataDir, "config", "topics.json"))
 	if !bytes.Contains(data, []byte(`"message.type":"DELAY"`)) {
@@ -83,8 +84,8 @@ func TestTopicMessageTypes(t *testing.T) {
 	if r := invoke(t, cl, normal("TD")); r.Code != 0 {
 		t.Fatalf("normal send after the attribute's removal: %d %s", r.Code, r.Remark)
 	}
-	if r := invoke(t, cl, createTopicReq("TD", 6, "")); r.Code != 0 || len(h.b.topics.lookup("TD").cfg.Attributes) != 0 {
-		t.Fatalf("update without attributes: %d %v", r.Code, h.b.topics.lookup("TD").cfg.Attributes)
+	if r := invoke(t, cl, createTopicReq("TD", 6, "")); r.Code != 0 || len(lookupTopic(h.b, "TD").Attributes) != 0 {
+		t.Fatalf("update without attributes: %d %v", r.Code, lookupTopic(h.b, "TD").Attributes)
 	}
 	for _, bad := range []string{"+message.type=BULK", "+color=red", "message.type=FIFO", "+=x"} {
 		if r := invoke(t, cl, createTopicReq("TB", 6, bad)); r.Code != protocol.RespInvalidParameter {
@@ -150,7 +151,7 @@ func TestSubscriptionGroupSettings(t *testing.T) {
 	if d := time.UnixMilli(r1[0].StoreTimestamp()).Sub(sent); d < 290*time.Millisecond {
 		t.Errorf("retry after %v, the policy says 300 ms", d)
 	}
-	if prop(r1[0].View, propTimerOutMS) == "" {
+	if prop(r1[0].View, timerwheel.PropTimerOutMS) == "" {
 		t.Errorf("retry did not go through the timer wheel: %q", r1[0].Properties())
 	}
 	invoke(t, cl, sendBackRequest("gs", r1[0].PhysicalOffset(), 0, -1, "S", ""))
@@ -190,37 +191,11 @@ func TestSubscriptionGroupSettings(t *testing.T) {
 	}
 	del := goRequest(protocol.ReqDeleteSubscriptionGroup)
 	del.Ext.SetString("groupName", "gs")
-	if r := invoke(t, cl2, del); r.Code != 0 || h2.b.groups.get([]byte("gs")) != nil {
+	if r := invoke(t, cl2, del); r.Code != 0 || lookupGroup(h2.b, "gs") != nil {
 		t.Fatalf("delete group: %d", r.Code)
 	}
 	if r := invoke(t, cl2, get); r.Code != protocol.RespSubscriptionGroupNotExist {
 		t.Fatalf("get a deleted group: %d", r.Code)
-	}
-}
-
-func TestRetryPolicyDelays(t *testing.T) {
-	p, err := parseRetryPolicy([]byte(`{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":60000,"multiplier":2}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n, want := range map[int32]time.Duration{0: time.Second, 1: 2 * time.Second, 3: 8 * time.Second, 10: time.Minute, 100: time.Minute} {
-		if got := p.delay(n); got != want {
-			t.Errorf("exponential delay(%d) = %v, want %v", n, got, want)
-		}
-	}
-	p, _ = parseRetryPolicy([]byte(`{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,5000,10000,30000]}}`))
-	for n, want := range map[int32]time.Duration{0: 10 * time.Second, 1: 30 * time.Second, 9: 30 * time.Second} {
-		if got := p.delay(n); got != want {
-			t.Errorf("customized delay(%d) = %v, want %v", n, got, want)
-		}
-	}
-	if p, err := parseRetryPolicy([]byte(`{"type":"CUSTOMIZED"}`)); p != nil || err != nil {
-		t.Errorf("customized without next: %v %v", p, err)
-	}
-	for _, bad := range []string{`{"type":"LINEAR"}`, `{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[0]}}`, `[`} {
-		if _, err := parseRetryPolicy([]byte(bad)); err == nil {
-			t.Errorf("%s accepted", bad)
-		}
 	}
 }
 

@@ -84,12 +84,12 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 	if ext(r1, "queueOffset") != "0" || ext(r2, "queueOffset") != "1" || ext(r1, "transactionId") != "UNIQ1" || ext(r1, "queueId") != "2" {
 		t.Fatalf("half send responses: %v / %v", r1.Ext, r2.Ext)
 	}
-	waitFor(t, "half messages dispatched", func() bool { return h.b.store.MaxOffset(txn.HalfTopic, 0) == 2 })
-	if n := h.b.store.MaxOffset("TX", 2); n != 0 {
+	waitFor(t, "half messages dispatched", func() bool { return h.b.Store().MaxOffset(txn.HalfTopic, 0) == 2 })
+	if n := h.b.Store().MaxOffset("TX", 2); n != 0 {
 		t.Fatalf("half messages visible in the real topic: %d", n)
 	}
 	_, halfOff, _ := message.ParseOffsetMsgID(ext(r1, "msgId"))
-	half, err := h.b.store.ReadMessage(halfOff)
+	half, err := h.b.Store().ReadMessage(halfOff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 	if len(ops) != 2 || string(ops[0].Body()) != "0" || string(ops[1].Body()) != "1" || prop(ops[0].View, "TAGS") != "d" {
 		t.Fatalf("op records: %d", len(ops))
 	}
-	if n := h.b.tx.Stats().Pending; n != 0 {
+	if n := runtimeInt(t, h.b, "halfMessagesPending"); n != 0 {
 		t.Fatalf("%d half messages still pending", n)
 	}
 
@@ -239,7 +239,7 @@ func TestTransactionCheckMax(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		rec.wait(t, 5*time.Second)
 	}
-	waitFor(t, txn.CheckMaxTopic, func() bool { return h.b.topics.lookup(txn.CheckMaxTopic) != nil })
+	waitFor(t, txn.CheckMaxTopic, func() bool { return lookupTopic(h.b, txn.CheckMaxTopic) != nil })
 	got := pullN(t, cl, txn.CheckMaxTopic, 0, 0, 1, 5*time.Second)
 	if len(got) != 1 || string(got[0].Body()) != "forgotten" || prop(got[0].View, message.PropRealTopic) != "TM" {
 		t.Fatalf("%s: %d records", txn.CheckMaxTopic, len(got))
@@ -253,7 +253,7 @@ func TestTransactionCheckMax(t *testing.T) {
 		t.Fatal("checked after the give-up")
 	case <-time.After(300 * time.Millisecond):
 	}
-	if n := h.b.store.MaxOffset("TM", 0); n != 0 {
+	if n := h.b.Store().MaxOffset("TM", 0); n != 0 {
 		t.Fatalf("late commit stored %d messages", n)
 	}
 }
@@ -327,7 +327,7 @@ func TestTransactionCheckWaitsForProducer(t *testing.T) {
 	})
 	cl := h.dial(nil)
 	mustSend(t, cl, halfSend("TW", 0, "orphan", "UNIQW", "pg"))
-	waitFor(t, "the orphan's first check", func() bool { return h.b.tx.Stats().Waiting == 1 })
+	waitFor(t, "the orphan's first check", func() bool { return runtimeInt(t, h.b, "halfMessagesWaiting") == 1 })
 	rec := newCheckRecorder()
 	pcl := h.dial(rec)
 	invoke(t, pcl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
@@ -364,7 +364,7 @@ func TestFeaturesSyncFlush(t *testing.T) {
 	if r := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 3*time.Second); len(r) != 1 {
 		t.Fatal("retry not delivered")
 	}
-	if got := h.b.store.Log().FlushedOffset(); got < h.b.store.Log().WrittenOffset()-1<<20 {
+	if got := h.b.Store().Log().FlushedOffset(); got < h.b.Store().Log().WrittenOffset()-1<<20 {
 		t.Fatalf("flushed %d", got)
 	}
 }

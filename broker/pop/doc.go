@@ -5,12 +5,13 @@
 // consumer may move that time (ChangeInvisible). docs/simple-consumer.md
 // describes the behaviour from the client's side.
 //
-// The package knows no wire format: the broker's remoting handlers decode
-// POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME, call a Manager
-// and encode its answers (and hold a pop that found nothing for long
-// polling); a gRPC front end can call the same methods. Everything the
-// manager needs from the broker — the store's queues, the offset table, the
-// dead-letter topic, the state file — comes through Host. The clock is the
+// The package knows no wire format: the messaging core (broker/core's Pop,
+// Ack, ChangeInvisible) checks the topic, queue and group and calls a
+// Manager; a front end (the remoting handlers in package broker, a gRPC
+// front end later) decodes, calls the core, encodes, and holds a pop that
+// found nothing for long polling. Everything the manager needs from the
+// broker — the store's queues, the offset table, the dead-letter topic, the
+// state file — comes through Host (broker/core/host_pop.go). The clock is the
 // time package's: tests control it with testing/synctest.
 //
 // # State and invariants

@@ -2,11 +2,13 @@
 // two-phase transactions): half messages, END_TRANSACTION's operation, and
 // the checker that asks producers about the transactions nobody ended.
 //
-// It holds no broker. It reads and stores through a Host, which the broker
-// implements (broker/host_txn.go) over its store, topic table, delay and
-// timer routing, client registry and state files; it knows no wire format:
-// the broker decodes END_TRANSACTION and calls End, and encodes and sends
-// the CHECK_TRANSACTION_STATE that Host.SendCheck is handed.
+// It holds no broker. It reads and stores through a Host, which the
+// messaging core implements (broker/core/host_txn.go) over its store, topic
+// table, delay and timer routing, client registry and state files; it knows
+// no wire format: a front end decodes END_TRANSACTION and calls the core's
+// EndTransaction, which calls End, and the check that Host.SendCheck is
+// handed goes to a producer's connection through the front end's
+// core.ClientConn (the remoting one encodes CHECK_TRANSACTION_STATE).
 //
 // # The queues
 //

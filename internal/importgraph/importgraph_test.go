@@ -28,15 +28,22 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/longpoll"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
-	// The broker's features as packages: below broker, beside each other
-	// (siblings never import each other), on the store's types. reput is
-	// what the features that re-store records share; fakehost, the
-	// in-memory host their tests run against.
+	// The messaging core under broker (the remoting front end and the
+	// process wiring): every operation of the broker on plain Go types,
+	// the tables, the state files, the features and their hosts. No wire:
+	// neither remoting nor namesrv (and, within protocol, codes and JSON
+	// bodies only: broker/core's TestNoWireFormat checks the types).
+	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput"},
+
+	// The broker's features as packages: below broker/core (which hosts
+	// them), beside each other (siblings never import each other), on the
+	// store's types. reput is what the features that re-store records
+	// share; fakehost, the in-memory host their tests run against.
 	"broker/delay":             {"store", "message", "protocol", "broker/internal/reput"},
 	"broker/timerwheel":        {"store", "message", "broker/internal/reput"},
 	"broker/internal/reput":    {"store", "message"},
@@ -52,10 +59,10 @@ var allowed = map[string][]string{
 	"client/idempotent/storetest": {"client/idempotent"},
 
 	// Transactions (half and op queues, END_TRANSACTION's operation, the
-	// checker), behind a Host the broker implements: no remoting, no headers.
+	// checker), behind a Host broker/core implements: no remoting, no headers.
 	"broker/txn": {"store", "message", "broker/internal/reput"},
 	// POP (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), behind a
-	// Host the broker implements: no remoting, no headers.
+	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
@@ -94,7 +101,7 @@ var internalAllowed = map[string][]string{
 	"protocol":     {"internal/javacompat"},
 	"filter":       {"internal/javacompat"},
 	"index":        {"internal/javacompat", "internal/vfs", "internal/durable"},
-	"broker":       {"internal/javacompat", "internal/vfs", "internal/durable"},
+	"broker/core":  {"internal/vfs", "internal/durable"},
 	"namesrv":      {"internal/vfs", "internal/durable"},
 }
 

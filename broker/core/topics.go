@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -18,7 +19,6 @@ const (
 	dlqTopicPrefix     = "%DLQ%"
 	systemTopicPrefix  = "rmq_sys_"
 	maxTopicLength     = 127
-	maxQueues          = 1024
 	filterSingleTag    = "SINGLE_TAG"
 	filterMultiTag     = "MULTI_TAG"
 )
@@ -149,7 +149,7 @@ func (e *topicEntry) queueLimit() int32 { return max(e.cfg.WriteQueueNums, e.cfg
 // topicManager owns the topic table and config/topics.json.
 //
 // Creating, changing or deleting a topic is O(1) under mu (a map update and
-// a change count); the file is written whole by the broker's background
+// a change count); the file is written whole by the core's background
 // stateWriter (persist), coalescing the changes made meanwhile.
 type topicManager struct {
 	path string
@@ -283,13 +283,19 @@ func (t *topicManager) snapshot() ([]protocol.TopicConfig, protocol.DataVersion)
 	return out, t.version
 }
 
-// encode returns the table as topics.json (and GET_ALL_TOPIC_CONFIG) JSON.
-func (t *topicManager) encode() ([]byte, error) {
+// wrapper returns the table in topics.json's (and GET_ALL_TOPIC_CONFIG's) shape.
+func (t *topicManager) wrapper() protocol.TopicConfigSerializeWrapper {
 	cfgs, v := t.snapshot()
 	w := protocol.TopicConfigSerializeWrapper{TopicConfigTable: make(map[string]*protocol.TopicConfig, len(cfgs)), DataVersion: v}
 	for i := range cfgs {
 		w.TopicConfigTable[cfgs[i].TopicName] = &cfgs[i]
 	}
+	return w
+}
+
+// encode returns the table as topics.json JSON.
+func (t *topicManager) encode() ([]byte, error) {
+	w := t.wrapper()
 	return w.Encode()
 }
 
@@ -335,4 +341,186 @@ func newTopicConfig(name string, queues int32, perm int32) protocol.TopicConfig 
 		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm,
 		TopicFilterType: filterSingleTag,
 	}
+}
+
+// TopicRequest is a topic's configuration as an admin creates or changes it
+// (UPDATE_AND_CREATE_TOPIC, 17).
+type TopicRequest struct {
+	Topic                         string
+	ReadQueueNums, WriteQueueNums int32
+	Perm                          int32  // protocol.Perm* bits
+	TopicFilterType               string // SINGLE_TAG (default) or MULTI_TAG
+	TopicSysFlag                  int32
+	Order                         bool
+	// Attributes are RocketMQ 5's attribute changes, applied to the topic's
+	// current attributes: "+key=value" adds or replaces, "-key" removes,
+	// comma-separated. The one key is message.type.
+	Attributes string
+}
+
+// CreateTopic creates or changes a topic (UPDATE_AND_CREATE_TOPIC, 17). It
+// refuses system topics and the cluster's and broker's names, and returns
+// once topics.json holds the change (a failed write is SYSTEM_ERROR: the
+// topic is in the table, not on disk).
+func (c *Core) CreateTopic(r *TopicRequest) error {
+	if remark, ok := checkTopicName([]byte(r.Topic)); !ok {
+		return newError(protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(r.Topic) {
+		return newError(protocol.RespSystemError, "The topic["+r.Topic+"] is conflict with system topic.")
+	}
+	if r.Topic == c.opts.ClusterName || r.Topic == c.opts.BrokerName {
+		return newError(protocol.RespSystemError, "the topic["+r.Topic+"] is conflict with system reserved words.")
+	}
+	if r.ReadQueueNums <= 0 || r.WriteQueueNums <= 0 || r.ReadQueueNums > MaxQueues || r.WriteQueueNums > MaxQueues {
+		return newError(protocol.RespInvalidParameter, fmt.Sprintf("queue numbers must be in 1..%d, got read %d write %d",
+			MaxQueues, r.ReadQueueNums, r.WriteQueueNums))
+	}
+	if r.Perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit|protocol.PermPriority) != 0 {
+		return newError(protocol.RespInvalidParameter, fmt.Sprintf("invalid perm %d", r.Perm))
+	}
+	filterType := r.TopicFilterType
+	switch filterType {
+	case "", filterSingleTag:
+		filterType = filterSingleTag
+	case filterMultiTag:
+	default:
+		return newError(protocol.RespInvalidParameter, "invalid topicFilterType "+filterType)
+	}
+	cfg := protocol.TopicConfig{
+		TopicName: r.Topic, ReadQueueNums: r.ReadQueueNums, WriteQueueNums: r.WriteQueueNums, Perm: r.Perm,
+		TopicFilterType: filterType, TopicSysFlag: r.TopicSysFlag, Order: r.Order,
+	}
+	var old map[string]string
+	if e := c.topics.lookup(r.Topic); e != nil {
+		old = e.cfg.Attributes
+	}
+	attrs, err := applyTopicAttributes(old, r.Attributes)
+	if err != nil {
+		return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+	}
+	cfg.Attributes = attrs
+	if _, changed := c.topics.put(cfg); changed {
+		if err := c.topicChanged(cfg.TopicName, true); err != nil {
+			return &Error{Code: protocol.RespSystemError, Remark: "the topic is created but could not be persisted: " + err.Error(), Err: err}
+		}
+	}
+	return nil
+}
+
+// DeleteTopic deletes a topic (DELETE_TOPIC_IN_BROKER, 215): its
+// configuration, consume queues and committed offsets go (its records stay
+// in the commit log until retention removes them). System topics are
+// refused.
+func (c *Core) DeleteTopic(name string) error {
+	if remark, ok := checkTopicName([]byte(name)); !ok {
+		return newError(protocol.RespSystemError, remark)
+	}
+	if isSystemTopic(name) {
+		return newError(protocol.RespSystemError, "The topic["+name+"] is conflict with system topic.")
+	}
+	removed := c.topics.remove(name)
+	var errs []string
+	if err := c.store.DeleteTopic(name); err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.offsets.removeTopic(name)
+	if err := c.offsets.persist(false); err != nil {
+		c.stats.persistErrors.Add(1)
+		errs = append(errs, err.Error())
+	}
+	if removed {
+		// The topic leaves this broker's routes (Options.TopicChanged) and
+		// topics.json.
+		if err := c.topicChanged(name, true); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return newError(protocol.RespSystemError, fmt.Sprintf("delete topic %s: %v", name, errs))
+	}
+	return nil
+}
+
+// TopicConfig returns a topic's current configuration.
+func (c *Core) TopicConfig(name string) (protocol.TopicConfig, bool) {
+	if e := c.topics.lookup(name); e != nil {
+		return e.cfg, true
+	}
+	return protocol.TopicConfig{}, false
+}
+
+// Topics returns every topic's configuration, in no particular order, and
+// the table's data version. It is O(topics): for whole-table operations
+// (GET_ALL_TOPIC_CONFIG, a full registration), never per topic.
+func (c *Core) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return c.topics.snapshot() }
+
+// TopicTable returns the topic table as topics.json holds it
+// (GET_ALL_TOPIC_CONFIG's body). O(topics).
+func (c *Core) TopicTable() protocol.TopicConfigSerializeWrapper { return c.topics.wrapper() }
+
+// ensureGroupTopic returns the entry of a group's %RETRY% or %DLQ% topic,
+// creating it with one read-write queue (RocketMQ's
+// createTopicInSendMessageBackMethod).
+func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) {
+	if e := c.topics.lookup(name); e != nil {
+		return e, nil
+	}
+	if len(name) > message.MaxTopicLength {
+		return nil, fmt.Errorf("topic[%s] is longer than %d bytes", name, message.MaxTopicLength)
+	}
+	e, created := c.topics.createIfAbsent(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite))
+	if created {
+		c.opts.Logger.Info("broker: topic created for a consumer group", "topic", name)
+		c.topicChanged(name, false)
+	}
+	return e, nil
+}
+
+// topicName returns a topic's name as a string, without allocating when the
+// topic is in the topic table.
+func (c *Core) topicName(t []byte) string {
+	if e := c.topics.get(t); e != nil {
+		return e.name
+	}
+	return string(t)
+}
+
+// applyTopicAttributes applies RocketMQ 5's attribute changes ("+key=value"
+// adds or replaces, "-key" removes, comma-separated) to a topic's current
+// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY,
+// TRANSACTION or MIXED).
+func applyTopicAttributes(cur map[string]string, change string) (map[string]string, error) {
+	out := make(map[string]string, len(cur)+1)
+	for k, v := range cur {
+		out[k] = v
+	}
+	for _, item := range strings.Split(change, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		switch item[0] {
+		case '+':
+			k, v, ok := strings.Cut(item[1:], "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("attribute %q: want +key=value", item)
+			}
+			if k != attrMessageType {
+				return nil, fmt.Errorf("unsupported topic attribute %q", k)
+			}
+			if _, ok := parseMsgType(v); !ok && !strings.EqualFold(v, "MIXED") {
+				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION or MIXED", v)
+			}
+			out[k] = strings.ToUpper(v)
+		case '-':
+			delete(out, item[1:])
+		default:
+			return nil, fmt.Errorf("attribute %q: want +key=value or -key", item)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ const (
 )
 
 // The properties edits of re-stored records are reput's (shared with the
-// feature packages); these names keep the broker's call sites short.
+// feature packages); these names keep the core's call sites short.
 
 // appendPropsExcept appends src's pairs to dst, minus those whose key is one
 // of drop (reput.AppendPropsExcept).
@@ -38,34 +38,26 @@ func propInt(props []byte, key string) (v int64, present, ok bool) { return repu
 // (reput.Message); callers then change what they need and set Properties.
 func recordMessage(v message.View) store.Message { return reput.Message(v) }
 
-// topicName returns a topic's name as a string, without allocating when the
-// topic is in the topic table.
-func (b *Broker) topicName(t []byte) string {
-	if e := b.topics.get(t); e != nil {
-		return e.name
-	}
-	return string(t)
-}
-
-// putInner stores messages the broker makes itself (retries, dead letters,
+// putInner stores messages the core makes itself (retries, dead letters,
 // redeliveries of delayed messages and timers, committed transactions, op
 // records). In sync-flush mode it returns only once they are flushed (a
-// flush that times out still counts as stored, as for producers). It must
-// not be called on a connection's read goroutine in sync-flush mode; the
-// request handlers use putDeferred.
-func (b *Broker) putInner(msgs []store.Message, res []store.PutResult) ([]store.PutResult, error) {
+// flush that times out still counts as stored, as for producers). It blocks
+// in sync-flush mode: the features' goroutines call it, never an
+// operation a front end calls on a connection's goroutine (those return a
+// Pending).
+func (c *Core) putInner(msgs []store.Message, res []store.PutResult) ([]store.PutResult, error) {
 	for i := range msgs {
 		msgs[i].NoWait = true
 	}
 	n := len(res)
-	res, err := b.store.PutBatch(msgs, res)
+	res, err := c.store.PutBatch(msgs, res)
 	if err != nil {
 		return res, err
 	}
-	b.stats.innerPuts.Add(int64(len(msgs)))
-	if b.syncFlush {
+	c.stats.innerPuts.Add(int64(len(msgs)))
+	if c.syncFlush {
 		last := &res[len(res)-1]
-		if err := b.store.WaitDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
+		if err := c.store.WaitDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
 			!errors.Is(err, store.ErrFlushTimeout) {
 			return res[:n], err
 		}

@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"strconv"
@@ -46,35 +46,35 @@ type sendRoute struct {
 //
 // The topic's message type and the per-type size limits are checked too. It
 // does not allocate on the common paths.
-func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, t *topicEntry, m *store.Message, bodyLen int) (int32, string) {
+func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store.Message, bodyLen int) error {
 	props := h.Properties
 	var r sendRoute
 	if group := retryGroupOf(t.name); group != "" {
 		r.retry = true
-		g := b.groups.get([]byte(group))
+		g := c.groups.get([]byte(group))
 		if g == nil {
-			return protocol.RespSubscriptionGroupNotExist, "subscription group not exist, " + group
+			return newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+group)
 		}
 		maxTimes := g.RetryMaxTimes
 		if h.HasMaxReconsumeTimes {
 			maxTimes = h.MaxReconsumeTimes
 		}
-		locked := g.ConsumeMessageOrderly || b.locks.groupLocked(group, time.Now())
+		locked := g.ConsumeMessageOrderly || c.locks.groupLocked(group, time.Now())
 		if h.ReconsumeTimes > maxTimes || locked {
-			dt, err := b.ensureGroupTopic(dlqTopic(group), dlqQueues)
+			dt, err := c.ensureGroupTopic(dlqTopic(group), dlqQueues)
 			if err != nil {
-				return protocol.RespSystemError, err.Error()
+				return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
 			}
 			m.Topic, m.QueueID = dt.name, 0
 			m.SysFlag = message.SetTxType(m.SysFlag, message.TxNotType)
 			s.props = appendPropsExcept(s.props[:0], props, message.PropDelay, message.PropTimerDeliverMS,
 				message.PropTimerDelayMS, message.PropTimerDelaySec)
-			s.props = message.AppendProperty(s.props, message.PropCluster, b.opts.ClusterName)
+			s.props = message.AppendProperty(s.props, message.PropCluster, c.opts.ClusterName)
 			m.Properties = s.props
-			b.stats.deadLetters.Add(1)
-			b.opts.Logger.Info("broker: retried message sent to the dead-letter queue", "group", group,
+			c.stats.deadLetters.Add(1)
+			c.opts.Logger.Info("broker: retried message sent to the dead-letter queue", "group", group,
 				"reconsumeTimes", h.ReconsumeTimes, "maxReconsumeTimes", maxTimes, "groupLocked", locked)
-			return protocol.RespSuccess, ""
+			return nil
 		}
 	}
 
@@ -82,54 +82,54 @@ func (b *Broker) routeSend(s *sendScratch, h *protocol.SendMessageRequest, t *to
 	if v, ok := message.LookupProperty(props, message.PropTranMsg); (ok && string(v) == "true") || tx == message.TxPreparedType {
 		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(props)) {
 			r.typ = typeTransaction
-			if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
-				return code, remark
+			if err := c.checkType(t, r, bodyLen); err != nil {
+				return err
 			}
-			s.props = b.tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
+			s.props = c.tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
 			m.Properties = s.props
-			return protocol.RespSuccess, ""
+			return nil
 		}
 	}
 	if tx == message.TxRollbackType {
-		return protocol.RespSuccess, "" // stored, not dispatched (as RocketMQ's store does)
+		return nil // stored, not dispatched (as RocketMQ's store does)
 	}
 
-	deliver, isTimer, code, remark := b.timerDeliverTime(props, time.Now)
-	if code != protocol.RespSuccess {
-		return code, remark
+	deliver, isTimer, err := c.timerDeliverTime(props, time.Now)
+	if err != nil {
+		return err
 	}
 	if isTimer {
 		r.typ = typeDelay
-		if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
-			return code, remark
+		if err := c.checkType(t, r, bodyLen); err != nil {
+			return err
 		}
-		s.props = b.timerProps(s.props, m, deliver)
+		s.props = c.timerProps(s.props, m, deliver)
 		m.Properties = s.props
-		return protocol.RespSuccess, ""
+		return nil
 	}
 
 	level, present, ok := propInt(props, message.PropDelay)
 	if present && !ok {
-		return protocol.RespMessageIllegal, "the DELAY property is not a number"
+		return newError(protocol.RespMessageIllegal, "the DELAY property is not a number")
 	}
 	if level > 0 {
 		r.typ = typeDelay
-		if code, remark := b.checkType(t, r, bodyLen); code != protocol.RespSuccess {
-			return code, remark
+		if err := c.checkType(t, r, bodyLen); err != nil {
+			return err
 		}
 		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
-		lv := b.sched.ClampLevel(level)
+		lv := c.sched.ClampLevel(level)
 		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
 		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1
 		m.Properties = s.props
-		b.stats.delayed.Add(1)
-		return protocol.RespSuccess, ""
+		c.stats.delayed.Add(1)
+		return nil
 	}
 	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
 		r.typ = typeFIFO
 	}
-	return b.checkType(t, r, bodyLen)
+	return c.checkType(t, r, bodyLen)
 }
 
 // hasDelay reports whether props ask for a delay level.
@@ -149,26 +149,26 @@ func retryGroupOf(topic string) string {
 // checkType checks a message's type against its topic's message.type
 // attribute and the per-type size limits. Retries are exempt: they carry
 // whatever the original was.
-func (b *Broker) checkType(t *topicEntry, r sendRoute, bodyLen int) (int32, string) {
+func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 	if r.retry {
-		return protocol.RespSuccess, ""
+		return nil
 	}
 	if tt, ok := t.msgType(); ok && !typeAccepted(tt, r.typ) {
-		return protocol.RespMessageIllegal, "the message type " + r.typ.String() + " does not match the topic[" + t.name +
-			"]'s message.type " + tt.String()
+		return newError(protocol.RespMessageIllegal, "the message type "+r.typ.String()+" does not match the topic["+t.name+
+			"]'s message.type "+tt.String())
 	}
-	limit := b.opts.MaxMessageSize
+	limit := c.opts.MaxMessageSize
 	switch r.typ {
 	case typeDelay:
-		limit = b.opts.MaxDelayMessageSize
+		limit = c.opts.MaxDelayMessageSize
 	case typeTransaction:
-		limit = b.opts.MaxTransactionMessageSize
+		limit = c.opts.MaxTransactionMessageSize
 	}
 	if bodyLen > limit {
-		return protocol.RespMessageIllegal, "the " + r.typ.String() + " message body size " + strconv.Itoa(bodyLen) +
-			" exceeds the limit of " + strconv.Itoa(limit) + " bytes"
+		return newError(protocol.RespMessageIllegal, "the "+r.typ.String()+" message body size "+strconv.Itoa(bodyLen)+
+			" exceeds the limit of "+strconv.Itoa(limit)+" bytes")
 	}
-	return protocol.RespSuccess, ""
+	return nil
 }
 
 // typeAccepted reports whether a topic of message type topic accepts a

@@ -1,7 +1,6 @@
-package broker
+package core
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,14 +31,14 @@ func restartEnvInt(tb testing.TB, name string, def int) int {
 // default), after a clean stop. It reports each
 // phase of New: load_ms (reading topics.json and the other state files),
 // store_ms (store.Open: the commit log and every consume queue), tables_ms
-// (system topics, the start-time writes, the embedded registry's first full
-// registration), and total_ms. Building the directory takes minutes, so it
+// (system topics, the start-time writes), and total_ms (the remoting front
+// end adds the embedded registry's first full registration to New). Building the directory takes minutes, so it
 // is built in APOGEE_BENCH_DIR (required; the benchmark is skipped without
 // it) once and reused by later runs; remove it afterwards. Consume-queue
 // files hold APOGEE_BENCH_CQ_ENTRIES (default 1,024) entries, to spare the
 // disk 128 KiB of reservation per queue.
 //
-//	APOGEE_BENCH_DIR=/tmp/restart20k go test -run '^$' -bench Restart -benchtime=5x ./broker/
+//	APOGEE_BENCH_DIR=/tmp/restart20k go test -run '^$' -bench Restart -benchtime=5x ./broker/core/
 func BenchmarkRestart(b *testing.B) {
 	topics := restartEnvInt(b, "APOGEE_BENCH_TOPICS", 20000)
 	entries := restartEnvInt(b, "APOGEE_BENCH_CQ_ENTRIES", 1024)
@@ -49,8 +48,7 @@ func BenchmarkRestart(b *testing.B) {
 	if dir == "" {
 		b.Skip("set APOGEE_BENCH_DIR to a directory for the data (built once, reused)")
 	}
-	opts := testOptions(b, dir)
-	opts.AdvertiseAddr = "127.0.0.1:10911"
+	opts := testOptions(dir)
 	opts.Store = store.Options{SegmentSize: 256 << 20, ConsumeQueueEntries: entries, CleanInterval: -1,
 		IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	marker := filepath.Join(dir, fmt.Sprintf("bench-restart-%d-%d-%d", topics, filled, entries))
@@ -76,11 +74,9 @@ func BenchmarkRestart(b *testing.B) {
 		if n := br.topics.count(); n < topics {
 			b.Fatalf("%d topics loaded", n)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := br.Shutdown(ctx); err != nil {
+		if err := br.Shutdown(); err != nil {
 			b.Fatal(err)
 		}
-		cancel()
 		b.StartTimer()
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(b.N) / 1e6 }
@@ -105,45 +101,18 @@ func buildRestartDir(b *testing.B, opts Options, topics, queues, filled int) {
 	if err := br.topics.persist(false); err != nil {
 		b.Fatal(err)
 	}
-	d := &handlerDriver{b: br}
 	body := make([]byte, 100)
+	var res SendResult
 	for q := 0; q < filled; q++ {
 		for i := 0; i < topics; i++ {
-			if r := d.serve(sendRequest(fmt.Sprintf("Restart-%06d", i), int32(q), body, "")); r.Cmd.Code != 0 {
-				b.Fatalf("send: %d %s", r.Cmd.Code, r.Cmd.Remark)
+			if err := br.Send(&SendRequest{Topic: []byte(fmt.Sprintf("Restart-%06d", i)), QueueID: int32(q), Body: body}, &res); err != nil {
+				b.Fatalf("send: %v", err)
 			}
 		}
 		b.Logf("queue %d of %d filled after %v", q+1, filled, time.Since(start).Round(time.Second))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := br.Shutdown(ctx); err != nil {
+	if err := br.Shutdown(); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("built %d topics x %d queues (%d with a message) in %v", topics, queues, filled, time.Since(start).Round(time.Second))
-}
-
-// BenchmarkPersistTopics is one write of topics.json holding
-// APOGEE_BENCH_TOPICS (default 20,000) topics: what the background writer
-// spends per write (encode, write, fsync, .bak link, rename, directory
-// fsync), and what sets its gap once 10 × this exceeds 200 ms.
-//
-//	go test -run '^$' -bench PersistTopics ./broker/
-func BenchmarkPersistTopics(b *testing.B) {
-	topics := restartEnvInt(b, "APOGEE_BENCH_TOPICS", 20000)
-	t := newTopicManager(filepath.Join(b.TempDir(), topicsFileName), writeFileAtomic, quietLogger)
-	for i := 0; i < topics; i++ {
-		t.put(newTopicConfig(fmt.Sprintf("Persist-%06d", i), 8, protocol.PermRead|protocol.PermWrite))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := t.persist(true); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if st, err := os.Stat(t.path); err == nil {
-		b.ReportMetric(float64(st.Size()), "file_bytes")
-	}
 }

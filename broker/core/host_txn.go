@@ -1,61 +1,56 @@
-package broker
+package core
 
 import (
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
-// txnHost is the transaction manager's Host: the broker's store, topic
+// txnHost is the transaction manager's Host: the core's store, topic
 // table, delay and timer routing, client registry and state files.
 type txnHost struct {
-	b  *Broker
+	c  *Core
 	rr atomic.Uint32 // round-robin over a group's producer connections
-
-	mu  sync.Mutex       // guards cmd
-	cmd protocol.Command // the check being sent (InvokeOneway returns once it is queued)
 }
 
 var _ txn.Host = (*txnHost)(nil)
 
 func (h *txnHost) ReadEntries(topic string, queueID int32, offset int64, dst []store.QueueEntry) ([]store.QueueEntry, error) {
-	return h.b.store.ReadEntries(topic, queueID, offset, dst)
+	return h.c.store.ReadEntries(topic, queueID, offset, dst)
 }
 
 func (h *txnHost) MinOffset(topic string, queueID int32) int64 {
-	return h.b.store.MinOffset(topic, queueID)
+	return h.c.store.MinOffset(topic, queueID)
 }
 
 func (h *txnHost) MaxOffset(topic string, queueID int32) int64 {
-	return h.b.store.MaxOffset(topic, queueID)
+	return h.c.store.MaxOffset(topic, queueID)
 }
 
-func (h *txnHost) ReadMessage(off int64) (store.View, error) { return h.b.store.ReadMessage(off) }
+func (h *txnHost) ReadMessage(off int64) (store.View, error) { return h.c.store.ReadMessage(off) }
 
 // Put stores msgs without waiting for the flush, counted as inner puts.
 func (h *txnHost) Put(msgs []store.Message, res []store.PutResult) ([]store.PutResult, error) {
 	for i := range msgs {
 		msgs[i].NoWait = true
 	}
-	res, err := h.b.store.PutBatch(msgs, res)
+	res, err := h.c.store.PutBatch(msgs, res)
 	if err == nil {
-		h.b.stats.innerPuts.Add(int64(len(msgs)))
+		h.c.stats.innerPuts.Add(int64(len(msgs)))
 	}
 	return res, err
 }
 
-func (h *txnHost) WaitDurable(end int64) error { return h.b.store.WaitDurable(end) }
+func (h *txnHost) WaitDurable(end int64) error { return h.c.store.WaitDurable(end) }
 
-func (h *txnHost) TopicName(name []byte) string { return h.b.topicName(name) }
+func (h *txnHost) TopicName(name []byte) string { return h.c.topicName(name) }
 
 func (h *txnHost) EnsureTopic(name string, queues int32) (string, error) {
-	e, err := h.b.ensureGroupTopic(name, queues)
+	e, err := h.c.ensureGroupTopic(name, queues)
 	if err != nil {
 		return "", err
 	}
@@ -66,46 +61,36 @@ func (h *txnHost) EnsureTopic(name string, queues int32) (string, error) {
 // TIMER_DELAY_SEC, TIMER_DELAY_MS in the future) or delay level, as
 // routeSend does for a send.
 func (h *txnHost) RouteDelay(m *store.Message, props []byte, start int) []byte {
-	b := h.b
-	if deliver, isTimer, code, _ := b.timerDeliverTime(props[start:], time.Now); code == protocol.RespSuccess && isTimer {
-		return b.timerProps(props, m, deliver)
+	c := h.c
+	if deliver, isTimer, err := c.timerDeliverTime(props[start:], time.Now); err == nil && isTimer {
+		return c.timerProps(props, m, deliver)
 	}
 	if level, _, ok := propInt(props[start:], message.PropDelay); ok && level > 0 {
-		lv := b.sched.ClampLevel(level)
+		lv := c.sched.ClampLevel(level)
 		props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 		props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1
-		b.stats.delayed.Add(1)
+		c.stats.delayed.Add(1)
 	}
 	return props
 }
 
-// SendCheck sends CHECK_TRANSACTION_STATE (39, oneway) to one live
-// connection of the producer group, round-robin.
+// SendCheck asks one live connection of the producer group, round-robin,
+// for the transaction's outcome (ClientConn.CheckTransaction:
+// CHECK_TRANSACTION_STATE, 39).
 func (h *txnHost) SendCheck(group string, c *txn.Check) error {
-	conns := h.b.clients.producerConns(group)
+	conns := h.c.clients.producerConns(group)
 	if len(conns) == 0 {
 		return txn.ErrNoProducer
 	}
 	conn := conns[int(h.rr.Add(1))%len(conns)]
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	cmd := &h.cmd
-	cmd.InitRequest(protocol.ReqCheckTransactionState, 0)
-	(&protocol.CheckTransactionStateRequest{
-		TranStateTableOffset: c.TranStateTableOffset, CommitLogOffset: c.CommitLogOffset, MsgID: c.MsgID,
-		TransactionID: c.TransactionID, OffsetMsgID: c.OffsetMsgID, Topic: c.Topic, BrokerName: h.b.opts.BrokerName,
-	}).Encode(&cmd.Ext)
-	cmd.Body = c.Record
-	err := conn.InvokeOneway(cmd)
-	cmd.Body = nil
-	return err
+	return conn.CheckTransaction(group, c)
 }
 
 // LoadState reads DataDir/config/name (or its previous version, see
 // loadStateFile).
 func (h *txnHost) LoadState(name string, parse func([]byte) error) (bool, error) {
-	_, found, _, err := loadStateFile(h.statePath(name), h.b.opts.Logger, func(data []byte) (struct{}, error) {
+	_, found, _, err := loadStateFile(h.statePath(name), h.c.opts.Logger, func(data []byte) (struct{}, error) {
 		return struct{}{}, parse(data)
 	})
 	return found, err
@@ -113,9 +98,9 @@ func (h *txnHost) LoadState(name string, parse func([]byte) error) (bool, error)
 
 // WriteState writes DataDir/config/name through Options.WriteConfigFile.
 func (h *txnHost) WriteState(name string, data []byte) error {
-	return h.b.opts.WriteConfigFile(h.statePath(name), data)
+	return h.c.opts.WriteConfigFile(h.statePath(name), data)
 }
 
 func (h *txnHost) statePath(name string) string {
-	return filepath.Join(h.b.opts.DataDir, configDirName, name)
+	return filepath.Join(h.c.opts.DataDir, ConfigDir, name)
 }

@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"sync"
@@ -109,4 +109,18 @@ func (l *lockManager) groupLocked(group string, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// LockQueues locks for clientID every queue of mqs it can (LOCK_BATCH_MQ,
+// 41, orderly consumers) and returns those it holds: a queue is granted
+// when free, when its lock expired (Options.LockExpiry) or when clientID
+// holds it already; granting renews it.
+func (c *Core) LockQueues(group, clientID string, mqs []protocol.MessageQueue) []protocol.MessageQueue {
+	return c.locks.tryLock(group, clientID, mqs, time.Now())
+}
+
+// UnlockQueues releases the queues of mqs that clientID holds
+// (UNLOCK_BATCH_MQ, 42).
+func (c *Core) UnlockQueues(group, clientID string, mqs []protocol.MessageQueue) {
+	c.locks.unlock(group, clientID, mqs)
 }

@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"fmt"
@@ -10,19 +10,21 @@ import (
 	"github.com/apogeemq/apogee/internal/vfs"
 )
 
-// Names of the managers' files under DataDir/config (RocketMQ's names and shapes).
+// The state files: DataDir/ConfigDir holds the tables' files (RocketMQ's
+// names and shapes), PopStateFile and the features' own (delay.StateFile,
+// timerwheel.StateFile, txn.CheckpointFileName).
 const (
-	configDirName          = "config"
-	topicsFileName         = "topics.json"
-	subscriptionGroupsName = "subscriptionGroup.json"
-	consumerOffsetFileName = "consumerOffset.json"
+	ConfigDir             = "config"
+	TopicsFile            = "topics.json"
+	SubscriptionGroupFile = "subscriptionGroup.json"
+	ConsumerOffsetFile    = "consumerOffset.json"
 )
 
 // State files. Every JSON state file under DataDir/config (topics.json,
 // subscriptionGroup.json, consumerOffset.json, delayOffset.json,
-// timerCheckpoint.json, transactionCheckpoint.json, popState.json) is written
-// by writeFileAtomic (through Options.WriteConfigFile) and read by
-// loadStateFile:
+// timerCheckpoint.json, transactionCheckpoint.json, popState.json) is
+// written by Options.WriteConfigFile (default: the function
+// WriteConfigFile) and read by loadStateFile:
 //
 //   - A write replaces the file whole and keeps the version it replaces as
 //     FILE.bak (as RocketMQ does), so at any moment FILE holds the last
@@ -31,29 +33,30 @@ const (
 //     uses FILE.bak, logs a WARN naming both, and renames a damaged FILE to
 //     FILE.damaged (so that the next write does not keep it as the .bak;
 //     the next write then creates FILE again). When neither parses the
-//     broker refuses to start with an error naming both files.
+//     core refuses to start (New fails) with an error naming both files.
 const (
-	bakSuffix     = durable.BakSuffix
+	BakSuffix     = durable.BakSuffix
 	damagedSuffix = durable.DamagedSuffix
 )
 
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old or the new contents, and keeps the old contents as path.bak
-// (durable.WriteFile with durable.Backup): write a temporary file in the
+// WriteConfigFile is Options.WriteConfigFile's default: it replaces path
+// with data so that a crash leaves either the old or the new contents, and
+// keeps the old contents as path.bak (durable.WriteFile with
+// durable.Backup): write a temporary file in the
 // same directory and fsync it, make the current file path.bak (a hard link
 // renamed into place, or a synced copy), rename the temporary file over
 // path, fsync the directory. A crash at any point leaves path complete (old
 // or new) and path.bak complete (the version before path, or the one before
 // that). The file is created 0600, as os.CreateTemp made it before.
-func writeFileAtomic(path string, data []byte) error {
-	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(bakSuffix), durable.Perm(0o600)); err != nil {
+func WriteConfigFile(path string, data []byte) error {
+	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(BakSuffix), durable.Perm(0o600)); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	return nil
 }
 
 // loadStateFile reads the state file at path and parses it, falling back to
-// its previous version (path.bak, see writeFileAtomic) with a WARN when path
+// its previous version (path.bak, see WriteConfigFile) with a WARN when path
 // is missing or does not parse (durable.LoadWithBackup).
 func loadStateFile[T any](path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
 	v, found, fellBack, err = durable.LoadWithBackup(vfs.Default, path, log, parse)

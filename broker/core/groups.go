@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +17,7 @@ import (
 // groupManager owns the subscription-group table and
 // config/subscriptionGroup.json. Groups are created on first use (heartbeat
 // or pull), as RocketMQ's autoCreateSubscriptionGroup does. A change is
-// O(1) under mu; the file is written whole by the broker's background
+// O(1) under mu; the file is written whole by the core's background
 // stateWriter (persist), coalescing the changes made meanwhile.
 type groupManager struct {
 	path  string
@@ -99,6 +100,12 @@ func (g *groupManager) ensure(name []byte) (cfg *protocol.SubscriptionGroupConfi
 
 // encode returns the table as JSON. It is O(groups).
 func (g *groupManager) encode() ([]byte, error) {
+	w := g.wrapper()
+	return w.Encode()
+}
+
+// wrapper returns the table in subscriptionGroup.json's shape. O(groups).
+func (g *groupManager) wrapper() protocol.SubscriptionGroupWrapper {
 	g.mu.RLock()
 	w := protocol.SubscriptionGroupWrapper{
 		SubscriptionGroupTable: make(map[string]*protocol.SubscriptionGroupConfig, len(g.m)),
@@ -108,7 +115,7 @@ func (g *groupManager) encode() ([]byte, error) {
 		w.SubscriptionGroupTable[k] = v // immutable once published
 	}
 	g.mu.RUnlock()
-	return w.Encode()
+	return w
 }
 
 func (g *groupManager) names() []string {
@@ -236,4 +243,81 @@ func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
 		i = len(p.customized) - 1
 	}
 	return time.Duration(p.customized[i]) * time.Millisecond
+}
+
+// UpdateSubscriptionGroup creates or replaces a subscription group's
+// configuration (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 200: consume
+// enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
+// ...) and returns once subscriptionGroup.json holds it.
+func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+	if !validGroupName([]byte(cfg.GroupName)) {
+		return newError(protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
+	}
+	if len(cfg.GroupRetryPolicy) > 0 {
+		if _, err := parseRetryPolicy(cfg.GroupRetryPolicy); err != nil {
+			return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+		}
+	}
+	c.groups.put(cfg)
+	if err := c.groupsChanged(true); err != nil {
+		return &Error{Code: protocol.RespSystemError, Remark: "the group is updated but could not be persisted: " + err.Error(), Err: err}
+	}
+	c.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
+		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly)
+	return nil
+}
+
+// SubscriptionGroup returns a group's configuration
+// (GET_SUBSCRIPTIONGROUP_CONFIG, 352); SUBSCRIPTION_GROUP_NOT_EXIST (26)
+// for an unknown group.
+func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig, error) {
+	g := c.groups.get(name)
+	if g == nil {
+		return protocol.SubscriptionGroupConfig{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
+	}
+	return *g, nil
+}
+
+// DeleteSubscriptionGroup deletes a group's configuration
+// (DELETE_SUBSCRIPTIONGROUP, 207) and, with cleanOffset, its committed
+// offsets of every topic. It returns once subscriptionGroup.json holds the
+// deletion.
+func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+	if c.groups.remove(name) {
+		if err := c.groupsChanged(true); err != nil {
+			return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+		}
+	}
+	if cleanOffset {
+		c.offsets.removeGroup(name)
+	}
+	return nil
+}
+
+// SubscriptionGroupTable returns the subscription-group table as
+// subscriptionGroup.json holds it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body).
+// O(groups).
+func (c *Core) SubscriptionGroupTable() protocol.SubscriptionGroupWrapper { return c.groups.wrapper() }
+
+// groupForConsumer returns a consuming group's configuration, creating it
+// with RocketMQ's defaults on first use (a pull or pop of a group no
+// heartbeat registered); SUBSCRIPTION_GROUP_NOT_EXIST for an unknown group
+// whose name is not one RocketMQ allows, NO_PERMISSION for a group whose
+// consumption is disabled.
+func (c *Core) groupForConsumer(name []byte) (*protocol.SubscriptionGroupConfig, error) {
+	g := c.groups.get(name)
+	if g == nil {
+		if !validGroupName(name) {
+			return nil, newError(protocol.RespSubscriptionGroupNotExist,
+				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
+		}
+		var created bool
+		if g, created = c.groups.ensure(name); created {
+			c.groupsChanged(false)
+		}
+	}
+	if !g.ConsumeEnable {
+		return nil, newError(protocol.RespNoPermission, "subscription group no permission, "+g.GroupName)
+	}
+	return g, nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package broker
+package core
 
 // memoryWindow is how far behind the commit log's end a message still counts
 // as in memory: RocketMQ uses 40% of physical RAM; without a portable way to

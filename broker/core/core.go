@@ -1,0 +1,428 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/broker/pop"
+	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/broker/txn"
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/store"
+)
+
+// ErrClosed is returned by Shutdown when the core was already shut down.
+var ErrClosed = errors.New("broker: closed")
+
+// ArrivalFunc is told that a queue grew: its new max offset. It runs on the
+// store's dispatcher and must not block (see Core.OnArrival).
+type ArrivalFunc func(topic string, queueID int32, maxOffset int64)
+
+// Core is the broker's messaging core: the store, the topic, group, offset
+// and client tables, queue locks, the messaging features and the state
+// files, behind operations that take and return plain Go types. Its methods
+// are safe for concurrent use.
+type Core struct {
+	opts      Options
+	host      netip.AddrPort // resolved AdvertiseAddr (the store host)
+	syncFlush bool
+	start     time.Time
+	memWindow int64 // commit-log bytes RocketMQ would deem still in memory
+
+	store   *store.Store
+	topics  *topicManager
+	groups  *groupManager
+	offsets *offsetManager
+	clients *clientManager
+	locks   *lockManager
+	sched   *delay.Scheduler
+	timers  *timerwheel.Wheel
+	tx      *txn.Manager
+	pops    *pop.Manager
+	filters filterCache
+
+	sendPool sync.Pool // *sendScratch
+	waitPool sync.Pool // *durableWait
+
+	// arrivals are the front ends' arrival listeners (copy on write).
+	arrivalsMu sync.Mutex
+	arrivals   atomic.Pointer[[]ArrivalFunc]
+
+	// Background writers of topics.json and subscriptionGroup.json.
+	topicWriter, groupWriter *stateWriter
+
+	// Back-pressure (send path).
+	inflight     atomic.Int64 // message bytes of sends being stored or awaiting their flush
+	putsActive   atomic.Int64 // puts inside the store
+	lastProgress atomic.Int64 // ns since start: last put completed, or puts started from idle
+
+	started atomic.Bool
+	closing atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	stats coreStats
+
+	// startup is how long New took per phase: reading the state files,
+	// opening the store, and the rest (system topics, writes).
+	startup struct{ load, store, tables time.Duration }
+}
+
+type coreStats struct {
+	sendRequests, sendMessages, sendErrors, busyRejects atomic.Int64
+	pullRequests, pullFound, pullMessages               atomic.Int64
+	persistErrors, notifies                             atomic.Int64
+	innerPuts, sendBacks, deadLetters                   atomic.Int64
+	delayed, timers                                     atomic.Int64 // routed to the schedule / timer topic
+}
+
+// New reads the state files, opens the store (recovering it) and puts the
+// system topics in the table. Nothing runs in the background until Start;
+// Shutdown stops and closes everything.
+func New(opts Options) (*Core, error) {
+	o, host, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfgDir := filepath.Join(o.DataDir, ConfigDir)
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: create %s: %w", cfgDir, err)
+	}
+	c := &Core{
+		opts:      o,
+		host:      host,
+		start:     time.Now(),
+		memWindow: memoryWindow(),
+		topics:    newTopicManager(filepath.Join(cfgDir, TopicsFile), o.WriteConfigFile, o.Logger),
+		groups:    newGroupManager(filepath.Join(cfgDir, SubscriptionGroupFile), o.WriteConfigFile, o.Logger),
+		offsets:   newOffsetManager(filepath.Join(cfgDir, ConsumerOffsetFile), o.WriteConfigFile, o.Logger),
+		clients:   newClientManager(o.Logger),
+		locks:     newLockManager(o.LockExpiry),
+		stop:      make(chan struct{}),
+	}
+	levels, err := delay.ParseLevels(o.DelayLevels)
+	if err != nil {
+		return nil, err
+	}
+	if c.sched, err = delay.New(innerHost{c}, delay.Config{Levels: levels, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	if c.timers, err = timerwheel.New(innerHost{c}, timerwheel.Config{RollInterval: o.TimerRollInterval,
+		CheckpointInterval: o.ProgressFlushInterval / 2, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	c.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
+		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{c: c})
+	c.pops = newPopManager(c, cfgDir)
+	if err := c.pops.Load(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	for _, load := range []func() error{c.topics.load, c.groups.load, c.offsets.load, c.sched.Load, c.timers.Load, c.tx.Load} {
+		if err := load(); err != nil {
+			return nil, err
+		}
+	}
+	loaded := time.Now()
+
+	so := o.Store
+	so.Dir = o.DataDir
+	so.StoreHost = host
+	so.MaxMessageSize = o.MaxMessageSize
+	if so.Logger == nil {
+		so.Logger = o.Logger
+	}
+	userArrival := so.OnArrival
+	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
+		switch topic {
+		case scheduleTopic:
+			c.sched.Arrived(queueID)
+		case timerTopic:
+			c.timers.Arrived()
+		case txn.HalfTopic, txn.OpHalfTopic:
+			c.tx.Arrived()
+		default:
+			if fns := c.arrivals.Load(); fns != nil {
+				for _, fn := range *fns {
+					fn(topic, queueID, maxOffset)
+				}
+			}
+		}
+		if userArrival != nil {
+			userArrival(topic, queueID, maxOffset)
+		}
+	}
+	userTagCode := so.TagCode
+	so.TagCode = func(v message.View) (int64, bool) {
+		switch string(v.Topic()) {
+		case scheduleTopic:
+			return c.sched.TagCode(v), true
+		case timerTopic:
+			return c.timers.TagCode(v), true
+		}
+		if userTagCode != nil {
+			return userTagCode(v)
+		}
+		return 0, false
+	}
+	st, rep, err := store.Open(so)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open store: %w", err)
+	}
+	c.store = st
+	c.syncFlush = so.FlushMode == store.FlushSync
+	opened := time.Now()
+	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
+		"recovery", fmt.Sprintf("%+v", rep))
+
+	c.ensureAutoCreateKey()
+	c.ensureSystemTopics()
+	// Written now when the table changed at start (system topics, TBW102)
+	// or was read from its previous version.
+	c.persistAtStart("topics", c.topics.persist)
+	c.persistAtStart("subscription groups", c.groups.persist)
+	c.topicWriter = newStateWriter(func() error { return c.topics.persist(false) }, func(err error) {
+		c.stats.persistErrors.Add(1)
+		o.Logger.Error("broker: persist topics failed", "err", err)
+	})
+	c.groupWriter = newStateWriter(func() error { return c.groups.persist(false) }, func(err error) {
+		c.stats.persistErrors.Add(1)
+		o.Logger.Error("broker: persist subscription groups failed", "err", err)
+	})
+	c.startup.load, c.startup.store, c.startup.tables = loaded.Sub(began), opened.Sub(loaded), time.Since(opened)
+	o.Logger.Info("broker: state loaded", "topics", c.topics.count(), "loadConfig", c.startup.load.Round(time.Millisecond),
+		"openStore", c.startup.store.Round(time.Millisecond), "tables", c.startup.tables.Round(time.Millisecond))
+	return c, nil
+}
+
+// Start starts the background tasks: offset and progress persistence, the
+// client scanner, lock expiry, the writers of topics.json and
+// subscriptionGroup.json, and the features' goroutines (delay scanners, the
+// timer wheel, the transaction checker, POP's persister). A front end calls
+// it once it is ready to be told of topic changes and arrivals. Calling it
+// twice does nothing.
+func (c *Core) Start() {
+	if c.started.Swap(true) {
+		return
+	}
+	c.wg.Add(3)
+	go c.maintain()
+	go func() { defer c.wg.Done(); c.topicWriter.run(c.stop) }()
+	go func() { defer c.wg.Done(); c.groupWriter.run(c.stop) }()
+	c.sched.Start()
+	c.timers.Start()
+	c.tx.Start()
+	c.pops.Start()
+}
+
+// Shutdown stops the background tasks and the features, persists offsets,
+// topics, groups and the features' progress, and flushes and closes the
+// store. It returns the errors met, after doing all of it. The front ends
+// must have stopped calling the core (their requests finished) before.
+func (c *Core) Shutdown() error {
+	if c.closing.Swap(true) {
+		return ErrClosed
+	}
+	var errs []error
+	close(c.stop)
+	c.wg.Wait()
+	c.tx.Stop()
+	c.sched.Stop()
+	c.timers.Stop() // publishes its last checkpoint for persistProgress
+	if err := c.offsets.persist(true); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.topicWriter.finish(func() error { return c.topics.persist(true) }); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.groupWriter.finish(func() error { return c.groups.persist(true) }); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.persistProgress(true); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.pops.Stop(); err != nil { // writes popState.json a last time
+		errs = append(errs, err)
+	}
+	if err := c.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close store: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Checkpoint writes now every state file whose contents changed since its
+// last write: consumer offsets, topics, subscription groups, the progress
+// of the delay scanners, the timer wheel and the transaction checker, and
+// POP's state, as the background tasks would within their intervals (for
+// an operator's backup, and tests that restart from a known state). It
+// returns the errors met, after trying every file.
+func (c *Core) Checkpoint() error {
+	var errs []error
+	for _, persist := range []func(bool) error{c.offsets.persist, c.topics.persist, c.groups.persist,
+		c.persistProgress, c.pops.Persist} {
+		if err := persist(false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Store returns the message store.
+func (c *Core) Store() *store.Store { return c.store }
+
+// Options returns the options in use, defaults filled in.
+func (c *Core) Options() Options { return c.opts }
+
+// StartTime is when New began.
+func (c *Core) StartTime() time.Time { return c.start }
+
+// Closing reports whether Shutdown has begun.
+func (c *Core) Closing() bool { return c.closing.Load() }
+
+// OnArrival registers fn to be told every time a queue of a client topic
+// grows (the system topics of the features are theirs): a front end wakes
+// the requests it holds for that queue (long polling). fn runs on the
+// store's dispatcher, in commit-log order, after the queue's growth is
+// visible to MaxOffset; it must not block or call back into the store's
+// put path. Listeners may be added at any time and are never removed.
+func (c *Core) OnArrival(fn ArrivalFunc) {
+	c.arrivalsMu.Lock()
+	defer c.arrivalsMu.Unlock()
+	var fns []ArrivalFunc
+	if old := c.arrivals.Load(); old != nil {
+		fns = append(fns, *old...)
+	}
+	fns = append(fns, fn)
+	c.arrivals.Store(&fns)
+}
+
+// ensureSystemTopics keeps the messaging features' system topics in the
+// topic table: SCHEDULE_TOPIC_XXXX with one queue per delay level, the timer
+// topic, and the transaction half and op topics (one queue each). Producers
+// may not send to them; admin requests may not create or delete them. New
+// persists the table afterwards.
+func (c *Core) ensureSystemTopics() {
+	for _, cfg := range []protocol.TopicConfig{
+		newTopicConfig(scheduleTopic, int32(c.sched.Levels()), protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+	} {
+		c.topics.put(cfg)
+	}
+}
+
+// ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
+// while auto-create is on, and out of it when it is off. New persists the
+// table afterwards.
+func (c *Core) ensureAutoCreateKey() {
+	if c.opts.DisableAutoCreateTopic {
+		c.topics.remove(topicAutoCreateKey)
+		return
+	}
+	c.topics.put(newTopicConfig(topicAutoCreateKey, int32(c.opts.DefaultTopicQueues),
+		protocol.PermRead|protocol.PermWrite|protocol.PermInherit))
+}
+
+// persistAtStart writes a table New changed (or read from its previous
+// version); a failure is logged and counted, and the background writer
+// tries again with the next change.
+func (c *Core) persistAtStart(what string, persist func(force bool) error) {
+	if err := persist(false); err != nil {
+		c.stats.persistErrors.Add(1)
+		c.opts.Logger.Error("broker: persist "+what+" failed", "err", err)
+	}
+}
+
+// persistProgress writes the delay scanners', the timer wheel's and the
+// transaction checker's progress (when it changed, or always with force).
+func (c *Core) persistProgress(force bool) error {
+	var errs []error
+	if err := c.sched.Persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.timers.Persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.tx.Persist(force); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		c.stats.persistErrors.Add(1)
+		c.opts.Logger.Error("broker: persist the progress of delays, timers or transactions failed", "err", err)
+	}
+	return err
+}
+
+// topicChanged publishes a topic created, changed or deleted in the table:
+// to Options.TopicChanged and to topics.json, which the background writer
+// writes within stateWriteGap plus two writes (see stateWriter). With wait
+// (admin requests), it returns once a write that covers the change has
+// finished, with that write's error.
+func (c *Core) topicChanged(name string, wait bool) error {
+	if fn := c.opts.TopicChanged; fn != nil {
+		fn(name)
+	}
+	if wait {
+		return c.topicWriter.sync()
+	}
+	c.topicWriter.request()
+	return nil
+}
+
+// groupsChanged has subscriptionGroup.json written: by the background
+// writer soon, or, with wait, before it returns (with the write's error).
+func (c *Core) groupsChanged(wait bool) error {
+	if wait {
+		return c.groupWriter.sync()
+	}
+	c.groupWriter.request()
+	return nil
+}
+
+// maintain runs the periodic tasks: offset and progress persistence, the
+// client scanner and lock sweeping.
+func (c *Core) maintain() {
+	defer c.wg.Done()
+	offsets := time.NewTicker(c.opts.OffsetFlushInterval)
+	defer offsets.Stop()
+	scan := time.NewTicker(min(10*time.Second, max(c.opts.ClientTimeout/4, 20*time.Millisecond)))
+	defer scan.Stop()
+	progress := time.NewTicker(c.opts.ProgressFlushInterval)
+	defer progress.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-progress.C:
+			c.persistProgress(false)
+		case <-offsets.C:
+			if err := c.offsets.persist(false); err != nil {
+				c.stats.persistErrors.Add(1)
+				c.opts.Logger.Error("broker: persist consumer offsets failed", "err", err)
+			}
+		case now := <-scan.C:
+			conns, changed := c.clients.expire(now.Add(-c.opts.ClientTimeout))
+			for _, cc := range conns {
+				if cc != nil {
+					c.opts.Logger.Info("broker: client silent too long, closing its connection", "remote", cc.RemoteAddr())
+					cc.Close()
+				}
+			}
+			c.notify(changed)
+			c.locks.sweep(now)
+		}
+	}
+}
+
+// sinceStart is a monotonic clock in nanoseconds.
+func (c *Core) sinceStart() int64 { return int64(time.Since(c.start)) }

@@ -1,0 +1,141 @@
+// Package core is the broker's messaging core: every operation a RocketMQ
+// broker offers, on plain Go types, with no wire format. A front end (the
+// remoting front end in package broker today, RocketMQ 5's gRPC protocol
+// next) decodes a request, calls one method of a Core and encodes the
+// answer; none of it is repeated per front end.
+//
+// A Core owns the message store, the topic, subscription-group and
+// consumer-offset tables, the client registry, queue locks, offset resets,
+// the messaging features (delay levels in broker/delay, the timer wheel in
+// broker/timerwheel, transactions in broker/txn, POP in broker/pop) and
+// their hosts (host_*.go), the state files under DataDir/config and the
+// background tasks. Its lifecycle is New (load the state files, open and
+// recover the store, put the system topics in the table), Start (the
+// background tasks and the features' goroutines) and Shutdown (stop them,
+// persist everything, close the store).
+//
+// # Operations
+//
+//   - Send (send and send-batch): validation, back-pressure, topic lookup
+//     and auto-creation, the routing of retried, half, timer and delay
+//     messages (routeSend), the put. Pull, PullAgain: the filter (the
+//     request's own, or the group's registered subscription), the store's
+//     zero-copy views, the next/min/max offsets. Pop, PopAgain, Ack,
+//     ChangeInvisible. SendBack (retry and dead letters), EndTransaction.
+//   - QueryMessage, ViewMessage; QueryConsumerOffset, UpdateConsumerOffset,
+//     CommittedOffset, MaxOffset, MinOffset, SearchOffset,
+//     EarliestStoreTime, ResetConsumerOffset; LockQueues, UnlockQueues.
+//   - Heartbeat, UnregisterClient, ClientClosed, ConsumerIDs,
+//     ConsumerGroupInfo, CheckSubscription (the client registry); CreateTopic,
+//     DeleteTopic, TopicConfig, Topics, TopicTable, UpdateSubscriptionGroup,
+//     SubscriptionGroup, DeleteSubscriptionGroup, SubscriptionGroupTable;
+//     RuntimeInfo, DelayOffsets.
+//
+// A refusal is one type, *Error: RocketMQ's response code and the Java
+// broker's remark (with the cause, when there is one, for errors.Is). The
+// sentinels (ErrTopicNotExist, ...) match by code; Code and Remark read
+// any error. A front end maps them to its answer in one place.
+//
+// # What a front end provides
+//
+//   - A ClientConn per client connection, given to Heartbeat and the other
+//     client operations: the registry's key and the way the core pushes
+//     NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET and
+//     CHECK_TRANSACTION_STATE to a client (and closes a silent one).
+//   - Long polling: a front end parks its own requests (a pull that found
+//     nothing, PullNoNewMessage; a pop with no message) and registers an
+//     OnArrival listener; the core reports every growth of a client topic's
+//     queue (the features' system topics go to the features), and the
+//     front end runs the request again (PullAgain, PopAgain).
+//   - Durability: in sync-flush mode Send, SendBack and EndTransaction
+//     return a Pending; the front end answers once WhenDurable calls its
+//     DurableWaiter (the store's durability goroutine, one sync for every
+//     waiting operation, no goroutine per request), or blocks in
+//     WaitDurable when it has no way to answer later.
+//   - Options.TopicChanged, to register topics with its name servers.
+//
+// # Invariants
+//
+//   - Send and Pull allocate nothing per request in steady state: the
+//     caller owns SendResult and PullResult and reuses them; properties are
+//     built in a pooled scratch; errors are allocated only when returned.
+//   - The records of a PullResult are views of the mapped commit log (the
+//     stored format is the pull wire format): they pin their segments until
+//     PullResult.Release, which the front end calls once they are written.
+//     QueryMessage's and ViewMessage's views likewise (ReleaseViews,
+//     View.Release).
+//   - A request's byte slices are read during the call only; what outlives
+//     it is copied or owned by the core's tables (a PullResult keeps the
+//     topic table's string and the compiled, immutable filter).
+//   - In-flight bytes: a send's body counts against MaxInFlightBytes from
+//     its admission until its answer may go (at return, or when its Pending
+//     is answered by WaitDurable or WhenDurable): a Pending that waits must
+//     be handed to exactly one of them.
+//   - Topic entries, subscription-group configurations and subscriptions
+//     are immutable once published; a change publishes a new value.
+//   - Creating, changing or deleting a topic or a group is O(1) whatever
+//     the number of topics (a map update under the table's mu); the file is
+//     written whole by a background stateWriter, many changes per write,
+//     within max(200 ms, 10 × the last write's duration) plus two writes.
+//     Admin operations (CreateTopic, DeleteTopic, UpdateSubscriptionGroup,
+//     DeleteSubscriptionGroup) return only after a write that covers them.
+//     A crash in that window loses the configuration of topics and groups
+//     created in it (an auto-created topic is created again by the next
+//     send, a group by its next heartbeat; their messages are in the store).
+//   - State files are written whole through Options.WriteConfigFile (the
+//     previous version kept as FILE.bak) and read with a fallback to the
+//     .bak (statefiles.go); offsets every OffsetFlushInterval, the
+//     features' progress every ProgressFlushInterval, each when it
+//     changed, and everything at Shutdown. A failed write is logged and
+//     counted (configPersistErrors), returned by the admin operation that
+//     caused it and by Shutdown; it never stops serving.
+//
+// # Goroutines
+//
+// The core's own, between Start and Shutdown: maintain (offset and progress
+// persistence, the client scanner, which closes the connections of clients
+// silent for ClientTimeout, lock expiry) and the writers of topics.json and
+// subscriptionGroup.json. The features run theirs (one delay scanner per
+// level, the timer wheel's loop, the transaction checker, POP's persister)
+// on their own stop channels; Shutdown stops them after its own, before it
+// persists and closes the store. The store's dispatcher calls the arrival
+// hook: the features' Arrived for their system topics (a non-blocking
+// channel send), the front ends' OnArrival listeners for the rest.
+// Everything else runs on the callers' goroutines.
+//
+// # Lock order
+//
+// Each table's persistMu is taken before its mu. The POP manager's mutex
+// (broker/pop) is taken before the offset table's, the topic table's (to
+// create %DLQ%<group>) and the store's: popHost is called with it held and
+// calls nothing back. A stateWriter's mu is a leaf. The client registry's,
+// the lock table's, the filter cache's and (in their packages) the
+// transaction manager's, the delay scheduler's and the timer wheel's
+// mutexes are leaves: nothing else is locked, and no ClientConn method,
+// store call or TopicChanged runs, while one is held (pushes go out after
+// the registry's lock is released). The arrival listeners' list is copy on
+// write: the dispatcher reads it without a lock.
+//
+// # Compatibility decisions
+//
+//   - QueryConsumerOffset without a committed offset follows the Java
+//     broker's quirk: offset 0 when the queue's min offset is 0 and its
+//     first message is still "in memory" (within 40% of RAM of the commit
+//     log's end) or the queue is empty; QUERY_NOT_FOUND (22) otherwise.
+//   - A pull at a negative offset is PullOffsetMoved with the min offset,
+//     as the Java store's OFFSET_TOO_SMALL.
+//   - A heartbeat is a client's complete declaration: a group its
+//     connection no longer lists is left.
+//   - Retry and DLQ follow RocketMQ 5: send-back with reconsumeTimes >=
+//     maxReconsumeTimes or a negative level, and a send to %RETRY% with
+//     reconsumeTimes > maxReconsumeTimes or from a group holding orderly
+//     locks, go to %DLQ%<group>; so do the failures of a group configured
+//     consumeMessageOrderly, and a group's 5.x groupRetryPolicy applies to
+//     send-backs without a level (any interval, through the timer wheel).
+//   - SQL92 filtering is on by default; DisablePropertyFilter restores
+//     RocketMQ's refusal. Retry topics are read unfiltered.
+//   - A FIFO topic accepts NORMAL messages: the Go client marks nothing on a
+//     message sent through a queue selector.
+//   - A reset to a timestamp commits the new offsets and succeeds even when
+//     no consumer is online (RocketMQ answers CONSUMER_NOT_ONLINE then).
+package core

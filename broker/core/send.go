@@ -1,0 +1,359 @@
+package core
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/store"
+)
+
+// SendRequest is a producer's send: one message, or a batch (Batch, the
+// body then holds the entries in RocketMQ's batch format). Its byte slices
+// may alias the front end's request buffer: Send reads them during the call
+// and keeps none (SendResult.TransactionID aliases Properties).
+type SendRequest struct {
+	ProducerGroup []byte
+	Topic         []byte
+	// DefaultTopic is the template of an auto-created topic ("" means
+	// TBW102); DefaultTopicQueueNums its queue count (capped by the
+	// template's).
+	DefaultTopic          []byte
+	DefaultTopicQueueNums int32
+	// QueueID < 0 lets the core choose (round-robin over the write queues).
+	QueueID        int32
+	SysFlag        int32
+	BornTimestamp  int64 // ms
+	Flag           int32 // the user flag
+	Properties     []byte
+	ReconsumeTimes int32
+	// MaxReconsumeTimes, when HasMaxReconsumeTimes, replaces the group's
+	// limit for a message sent to a %RETRY% topic.
+	MaxReconsumeTimes    int32
+	HasMaxReconsumeTimes bool
+	Batch                bool
+	Body                 []byte
+	// BornHost is the producer's address (the record's BORNHOST, and the
+	// remark of a refusal).
+	BornHost netip.AddrPort
+}
+
+// SendResult is what Send stored. It is the caller's, reused across calls
+// (MsgID keeps its capacity), so that Send does not allocate.
+type SendResult struct {
+	// MsgID holds the offset message ids (store host + commit-log offset)
+	// of the messages stored, comma-separated for a batch.
+	MsgID []byte
+	// QueueID and QueueOffset are the queue and the consume-queue offset of
+	// the (first) message as the producer sees it: its topic's queue, also
+	// when the message was routed to a system topic.
+	QueueID     int32
+	QueueOffset int64
+	// TransactionID is the message's UNIQ_KEY (a view of the request's
+	// properties).
+	TransactionID []byte
+	// Messages is the number of messages stored.
+	Messages int
+	// FlushTimeout: the messages are stored, but the store's flush did not
+	// cover them in time (FLUSH_DISK_TIMEOUT, a success to clients).
+	FlushTimeout bool
+	// Pending: in sync-flush mode, the answer must wait until the messages
+	// are durable; see Pending. Its in-flight bytes are held until then.
+	Pending Pending
+}
+
+// sendScratch is the pooled working memory of one send.
+type sendScratch struct {
+	props []byte // properties of the stored message(s), back to back
+	spans []span // batch: each entry's properties in props
+	msgs  []store.Message
+	res   []store.PutResult
+}
+
+type span struct{ start, end int }
+
+func (c *Core) getSendScratch() *sendScratch {
+	if v := c.sendPool.Get(); v != nil {
+		return v.(*sendScratch)
+	}
+	return &sendScratch{}
+}
+
+func (c *Core) putSendScratch(s *sendScratch) {
+	clear(s.msgs) // drop references to request bytes
+	s.msgs, s.res, s.spans = s.msgs[:0], s.res[:0], s.spans[:0]
+	s.props = s.props[:0]
+	c.sendPool.Put(s)
+}
+
+// Send stores a producer's message or batch (SEND_MESSAGE 10,
+// SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320): it validates the topic name,
+// body size and properties; applies back-pressure (SYSTEM_BUSY at once when
+// the in-flight message bytes exceed MaxInFlightBytes or the store has
+// completed no put for BusyTimeout); looks the topic up, auto-creating it
+// from TBW102 (or a %RETRY% topic with one queue) when allowed; builds the
+// stored properties (the producer's plus CLUSTER) in a pooled buffer; routes
+// delay, timer, half and retried messages (routeSend); and puts the
+// message, or every batch entry in one PutBatch. It does not allocate on
+// success.
+//
+// In sync-flush mode (unless the message says WAIT=false) the store does
+// not wait: res.Pending says how long the answer must wait, and the caller
+// hands it to WaitDurable or WhenDurable.
+func (c *Core) Send(r *SendRequest, res *SendResult) error {
+	c.stats.sendRequests.Add(1)
+	res.MsgID = res.MsgID[:0]
+	res.TransactionID, res.Messages, res.FlushTimeout, res.Pending = nil, 0, false, Pending{}
+	if err := c.checkSend(r); err != nil {
+		c.stats.sendErrors.Add(1)
+		return err
+	}
+
+	// Back-pressure: refuse at once rather than queue without bound.
+	now := c.sinceStart()
+	if c.putBusy(now) {
+		c.stats.busyRejects.Add(1)
+		return newError(protocol.RespSystemBusy, "[PC_SYNCHRONIZED]broker busy: the store has completed no put for "+
+			c.opts.BusyTimeout.String()+", start flow control for a while")
+	}
+	n := int64(len(r.Body))
+	if c.inflight.Add(n) > c.opts.MaxInFlightBytes && n > 0 {
+		c.inflight.Add(-n)
+		c.stats.busyRejects.Add(1)
+		return newError(protocol.RespSystemBusy, "[TOO_MANY_REQUESTS]broker busy: too many message bytes in flight, start flow control for a while")
+	}
+	err := c.send(r, res, now, n)
+	if !res.Pending.Waiting() {
+		c.inflight.Add(-n)
+	}
+	if err != nil {
+		c.stats.sendErrors.Add(1)
+	}
+	return err
+}
+
+// send is Send once the request passed validation and back-pressure; n is
+// the in-flight bytes it holds (res.Pending keeps them when it waits).
+func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
+	t := c.topics.get(r.Topic)
+	if t == nil {
+		var err error
+		if t, err = c.autoCreateTopic(r); err != nil {
+			return err
+		}
+	}
+	if !t.writable() {
+		return newError(protocol.RespNoPermission, "the topic["+t.name+"] sending message is forbidden")
+	}
+	qid := r.QueueID
+	if qid >= t.queueLimit() {
+		return newError(protocol.RespSystemError, fmt.Sprintf("request queueId[%d] is illegal, topic:[%s] writeQueueNums:[%d] readQueueNums:[%d] Producer: %s",
+			qid, t.name, t.cfg.WriteQueueNums, t.cfg.ReadQueueNums, r.BornHost))
+	}
+	if qid < 0 {
+		if t.cfg.WriteQueueNums <= 0 {
+			return newError(protocol.RespSystemError, "the topic["+t.name+"] has no write queue")
+		}
+		qid = int32(t.rr.Add(1) % uint32(t.cfg.WriteQueueNums))
+	}
+	sysFlag := r.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6)
+	if r.Batch || message.TxType(sysFlag) == message.TxCommitType {
+		// A producer cannot commit by itself: COMMIT comes from END_TRANSACTION.
+		sysFlag = message.SetTxType(sysFlag, message.TxNotType)
+	}
+	if t.cfg.TopicFilterType == filterMultiTag {
+		sysFlag |= message.FlagMultiTags
+	}
+	noWait := false
+	if v, ok := message.LookupProperty(r.Properties, message.PropWait); ok && string(v) == "false" {
+		noWait = true
+	}
+
+	s := c.getSendScratch()
+	defer c.putSendScratch(s)
+	m := store.Message{
+		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
+		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.syncFlush,
+	}
+	if r.Batch {
+		if err := c.checkType(t, sendRoute{}, len(r.Body)); err != nil {
+			return err
+		}
+		if err := c.buildBatch(s, r, &m); err != nil {
+			return err
+		}
+	} else {
+		s.props = c.appendStoredProps(s.props[:0], r.Properties, nil)
+		if len(s.props) > message.MaxPropertiesSize {
+			return newError(protocol.RespMessageIllegal, "the message properties are longer than 32767 bytes once the broker's are added")
+		}
+		m.Body, m.Properties = r.Body, s.props
+		if err := c.routeSend(s, r, t, &m, len(r.Body)); err != nil {
+			return err
+		}
+		s.msgs = append(s.msgs, m)
+	}
+
+	if c.putsActive.Load() == 0 {
+		c.lastProgress.Store(now)
+	}
+	c.putsActive.Add(1)
+	var err error
+	s.res, err = c.store.PutBatch(s.msgs, s.res[:0])
+	c.lastProgress.Store(c.sinceStart())
+	c.putsActive.Add(-1)
+	if err != nil {
+		return storeError(err)
+	}
+	c.stats.sendMessages.Add(int64(len(s.res)))
+
+	for i := range s.res {
+		if i > 0 {
+			res.MsgID = append(res.MsgID, ',')
+		}
+		res.MsgID = c.store.AppendMsgID(res.MsgID, &s.res[i])
+	}
+	first := &s.res[0]
+	res.QueueID, res.QueueOffset = qid, first.QueueOffset
+	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
+	res.Messages = len(s.res)
+	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
+	if c.syncFlush && !noWait {
+		last := &s.res[len(s.res)-1]
+		res.Pending = Pending{end: last.CommitLogOffset + int64(last.Size), held: n}
+	}
+	return nil
+}
+
+// checkSend validates what can be checked before the topic is looked up:
+// the topic name, reserved topics, the body size and the properties.
+func (c *Core) checkSend(r *SendRequest) error {
+	if remark, ok := checkTopicName(r.Topic); !ok {
+		return newError(protocol.RespSystemError, remark)
+	}
+	if isNotAllowedSendTopic(r.Topic) {
+		return newError(protocol.RespNoPermission, "Sending message to topic["+string(r.Topic)+"] is forbidden.")
+	}
+	if len(r.Body) > c.opts.MaxMessageSize {
+		return newError(protocol.RespMessageIllegal, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(r.Body), c.opts.MaxMessageSize))
+	}
+	if err := message.ValidateProperties(r.Properties); err != nil {
+		return &Error{Code: protocol.RespMessageIllegal, Remark: "the message properties are malformed or longer than 32767 bytes: " + err.Error(), Err: err}
+	}
+	if r.Batch {
+		if len(r.Topic) >= len(retryTopicPrefix) && string(r.Topic[:len(retryTopicPrefix)]) == retryTopicPrefix {
+			return newError(protocol.RespMessageIllegal, "batch request does not support retry group "+string(r.Topic))
+		}
+		if _, ok := message.LookupProperty(r.Properties, message.PropDelay); ok {
+			return newError(protocol.RespMessageIllegal, "batch request does not support delay message")
+		}
+		if message.TxType(r.SysFlag) == message.TxPreparedType {
+			return newError(protocol.RespMessageIllegal, "batch request does not support transaction message")
+		}
+	}
+	return nil
+}
+
+// appendStoredProps appends the properties a message is stored with: its own
+// (inner), the batch wrapper's (outer, for batch entries), and CLUSTER, as
+// the Java broker adds it.
+func (c *Core) appendStoredProps(dst, inner, outer []byte) []byte {
+	dst = appendPropsWithSep(dst, inner)
+	dst = appendPropsWithSep(dst, outer)
+	return message.AppendProperty(dst, message.PropCluster, c.opts.ClusterName)
+}
+
+// appendPropsWithSep appends a properties string, closing it with 0x02 if it
+// lacks the trailing separator.
+func appendPropsWithSep(dst, p []byte) []byte {
+	if len(p) == 0 {
+		return dst
+	}
+	dst = append(dst, p...)
+	if p[len(p)-1] != message.PropertySeparator {
+		dst = append(dst, message.PropertySeparator)
+	}
+	return dst
+}
+
+// buildBatch splits a producer batch body (rocketmq-protocol.md §6.5) into
+// s.msgs, all sharing m's topic, queue, flags and born fields.
+func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message) error {
+	var bad string
+	err := message.ForEachBatchEntry(r.Body, func(_ int32, _, props []byte) error {
+		if err := message.ValidateProperties(props); err != nil {
+			bad = "a batch entry's properties are malformed: " + err.Error()
+			return err
+		}
+		start := len(s.props)
+		s.props = c.appendStoredProps(s.props, props, r.Properties)
+		if len(s.props)-start > message.MaxPropertiesSize {
+			bad = "a batch entry's properties are longer than 32767 bytes once the broker's are added"
+			return message.ErrPropertiesTooLarge
+		}
+		s.spans = append(s.spans, span{start, len(s.props)})
+		return nil
+	})
+	if err != nil {
+		if bad == "" {
+			bad = "malformed batch body: " + err.Error()
+		}
+		return &Error{Code: protocol.RespMessageIllegal, Remark: bad, Err: err}
+	}
+	if len(s.spans) == 0 {
+		return newError(protocol.RespMessageIllegal, "empty batch")
+	}
+	i := 0
+	_ = message.ForEachBatchEntry(r.Body, func(flag int32, entryBody, _ []byte) error {
+		e := *m
+		e.Flag = flag
+		e.Body = entryBody
+		e.Properties = s.props[s.spans[i].start:s.spans[i].end]
+		s.msgs = append(s.msgs, e)
+		i++
+		return nil
+	})
+	return nil
+}
+
+// autoCreateTopic creates a topic a producer sends to without creating it
+// first, the way the Java broker's autoCreateTopicEnable works: from the
+// producer's default topic (TBW102) when that one has the inherit
+// permission, with min(defaultTopicQueueNums, its write queues) queues and
+// its permission minus inherit; %RETRY% topics get 1 read-write queue.
+func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
+	name := string(r.Topic)
+	var cfg protocol.TopicConfig
+	if strings.HasPrefix(name, retryTopicPrefix) {
+		cfg = newTopicConfig(name, 1, protocol.PermRead|protocol.PermWrite)
+	} else {
+		def := r.DefaultTopic
+		if len(def) == 0 {
+			def = []byte(topicAutoCreateKey)
+		}
+		d := c.topics.get(def)
+		if d == nil || d.cfg.Perm&protocol.PermInherit == 0 ||
+			(c.opts.DisableAutoCreateTopic && d.name == topicAutoCreateKey) {
+			return nil, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, apply first please!")
+		}
+		queues := r.DefaultTopicQueueNums
+		if queues <= 0 || queues > d.cfg.WriteQueueNums {
+			queues = d.cfg.WriteQueueNums
+		}
+		cfg = newTopicConfig(name, max(queues, 1), d.cfg.Perm&^protocol.PermInherit)
+	}
+	t, created := c.topics.createIfAbsent(cfg)
+	if created {
+		c.opts.Logger.Info("broker: topic auto-created", "topic", name, "queues", cfg.WriteQueueNums, "perm", cfg.Perm)
+		c.topicChanged(name, false)
+	}
+	return t, nil
+}
+
+// putBusy reports whether the store is stalled: puts are in progress and
+// none completed within BusyTimeout. now is sinceStart.
+func (c *Core) putBusy(now int64) bool {
+	return c.putsActive.Load() > 0 && now-c.lastProgress.Load() > int64(c.opts.BusyTimeout)
+}

@@ -1,0 +1,79 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apogeemq/apogee/broker/txn"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// EndTransactionRequest is a producer's outcome of a transaction
+// (END_TRANSACTION, 37), on its own or answering a check.
+type EndTransactionRequest struct {
+	ProducerGroup string
+	// TranStateTableOffset and CommitLogOffset locate the half message: its
+	// queue offset and its commit-log offset.
+	TranStateTableOffset int64
+	CommitLogOffset      int64
+	// CommitOrRollback is protocol.TransactionCommitType,
+	// TransactionRollbackType or TransactionNotType ("unknown": nothing
+	// changes, the checker asks again).
+	CommitOrRollback int32
+	// FromTransactionCheck, MsgID and Remark are logged for an "unknown"
+	// answer to a check.
+	FromTransactionCheck bool
+	MsgID, Remark        string
+}
+
+// EndTransaction ends a transaction (txn.Manager.End: validation as
+// RocketMQ's EndTransactionProcessor, then the committed message and the op
+// record in one append, or the op record alone for a rollback; ending a
+// transaction already ended stores nothing and succeeds). In sync-flush
+// mode the answer waits for the returned Pending.
+func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
+	switch r.CommitOrRollback {
+	case protocol.TransactionCommitType, protocol.TransactionRollbackType:
+	case protocol.TransactionNotType:
+		if r.FromTransactionCheck {
+			c.opts.Logger.Debug("broker: transaction check answered unknown", "producerGroup", r.ProducerGroup,
+				"msgId", r.MsgID, "remark", r.Remark)
+		}
+		return Pending{}, nil
+	default:
+		return Pending{}, newError(protocol.RespSystemError, fmt.Sprintf("commitOrRollback %d is none of 0, 8, 12", r.CommitOrRollback))
+	}
+	end, err := c.tx.End(txn.EndRequest{
+		ProducerGroup: r.ProducerGroup, TranStateTableOffset: r.TranStateTableOffset, CommitLogOffset: r.CommitLogOffset,
+		Commit: r.CommitOrRollback == protocol.TransactionCommitType,
+	})
+	if err != nil {
+		return Pending{}, endTransactionError(err)
+	}
+	if end == 0 || !c.syncFlush {
+		return Pending{}, nil
+	}
+	return Pending{end: end}, nil
+}
+
+// endTransactionError is the answer to an error of txn.Manager.End:
+// RocketMQ's remarks for the validation failures, storeError's for the
+// store's.
+func endTransactionError(err error) *Error {
+	remark := ""
+	switch {
+	case errors.Is(err, txn.ErrHalfNotFound):
+		remark = "Find prepared transaction message failed"
+	case errors.Is(err, txn.ErrWrongGroup):
+		remark = "The producer group wrong"
+	case errors.Is(err, txn.ErrWrongTableOffset):
+		remark = "The transaction state table offset wrong"
+	case errors.Is(err, txn.ErrWrongCommitLogOffset):
+		remark = "The commit log offset wrong"
+	case errors.Is(err, txn.ErrNoRealTopic):
+		remark = "the prepared transaction message has no valid REAL_TOPIC/REAL_QID"
+	default:
+		return storeError(err)
+	}
+	return &Error{Code: protocol.RespSystemError, Remark: remark, Err: err}
+}
