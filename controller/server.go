@@ -244,7 +244,17 @@ func (n *Node) handleAlter(req, resp *protocol.Command) error {
 		return err
 	}
 	now := time.Now()
+	c := &command{Op: opAlter, Broker: r.BrokerName, MasterID: r.MasterID, MasterEpoch: r.MasterEpoch,
+		SetEpoch: r.Set.Epoch, Set: r.Set.Set}
 	if g := n.fsm.group(r.BrokerName); g != nil {
+		// The state machine's checks first, on a copy (a stale request is
+		// answered as fenced whatever the liveness of its members), then
+		// liveness; the state machine checks again when it applies.
+		dry := &state{Groups: map[string]*Group{g.Broker: g.clone()}}
+		if res := dry.apply(c); res.Code != 0 {
+			setResult(resp, res)
+			return nil
+		}
 		for _, id := range r.Set.Set {
 			if g.replica(id) != nil && !n.maybeAlive(r.BrokerName, id, now) {
 				resp.Code = wire.RespBrokerNotAlive
@@ -253,8 +263,7 @@ func (n *Node) handleAlter(req, resp *protocol.Command) error {
 			}
 		}
 	}
-	res, err := n.propose(&command{Op: opAlter, Broker: r.BrokerName, MasterID: r.MasterID, MasterEpoch: r.MasterEpoch,
-		SetEpoch: r.Set.Epoch, Set: r.Set.Set}, false)
+	res, err := n.propose(c, false)
 	if err != nil {
 		return err
 	}
