@@ -400,3 +400,69 @@ func TestHeartbeatRequiresBrokerID(t *testing.T) {
 		t.Fatalf("heartbeat without broker id: %s", wire.RespName(resp.Code))
 	}
 }
+
+// A master whose heartbeats stop while its connections stay open (a paused
+// process, a partition) is replaced once the heartbeat timeout passes.
+func TestSilentMasterReplaced(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.leader()
+	ctx := ctxT(t, 20*time.Second)
+	b := newBroker(t, c, "broker-a")
+	// The master is driven by hand: registered, elected, heartbeating on
+	// one connection per controller, then silent with the connections open.
+	m, err := client.New(client.Options{Addrs: c.addrs, Cluster: "DefaultCluster", Broker: "broker-a", Addr: "127.0.0.1:9",
+		Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rm, err := m.Register(ctx, 0, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ElectMaster(ctx, rm.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	var conns []*remoting.Client
+	for _, addr := range c.addrs {
+		conn, err := remoting.Dial(ctx, addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+	}
+	beat := func() {
+		for _, conn := range conns {
+			var req protocol.Command
+			h := wire.HeartbeatRequest{ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerAddr: "127.0.0.1:9", BrokerID: rm.ID}
+			h.Encode(&req)
+			if _, err := conn.Invoke(ctx, &req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rb := b.register(ctx)
+	beat()
+	if _, err := m.AlterSyncStateSet(ctx, rm.ID, 1, wire.SyncStateSet{Set: []int64{rm.ID, rb.ID}, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var lastBeat time.Time
+	for range 5 {
+		lastBeat = time.Now() // before the controllers receive it
+		beat()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if g := c.leader().node.Group("broker-a"); g.MasterID != rm.ID {
+		t.Fatalf("master replaced while heartbeating: %+v", g)
+	}
+	waitFor(t, 5*time.Second, "the silent master replaced", func() bool {
+		s, ok := b.lastState()
+		return ok && s.MasterID == rb.ID
+	})
+	took := time.Since(lastBeat)
+	t.Logf("silent master replaced %v after its last heartbeat (heartbeat timeout 600ms, scan 50ms)", took)
+	if took < 600*time.Millisecond {
+		t.Fatalf("replaced %v after its last heartbeat, before its heartbeat timeout", took)
+	}
+}
