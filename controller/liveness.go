@@ -111,17 +111,20 @@ func (l *liveness) forget(broker string, ids []int64) {
 	}
 }
 
-// maybeAlive is alive, or, for a broker not heard from since this node
-// became leader at since, the benefit of the doubt until one heartbeat
-// timeout after since.
+// maybeAlive is alive, or, for a broker this node has no current record of
+// since it became leader at since, the benefit of the doubt until one
+// heartbeat timeout after since. A record that was alive when this node
+// took over is trusted when it expires (or its connection closes); one
+// that had expired before (left from an earlier term, by a broker that
+// heartbeats the leader alone) is not evidence of anything.
 func (n *Node) maybeAlive(broker string, id int64, now time.Time) bool {
 	e, ok := n.live.info(broker, id)
-	since := time.Unix(0, n.leaderSince.Load())
-	if ok && !e.seen.Before(since) {
-		return now.Before(e.expires)
-	}
 	if ok && now.Before(e.expires) {
 		return true
+	}
+	since := time.Unix(0, n.leaderSince.Load())
+	if ok && !e.expires.Before(since) {
+		return false
 	}
 	return now.Before(since.Add(n.opts.HeartbeatTimeout))
 }
