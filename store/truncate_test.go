@@ -62,7 +62,9 @@ func logBytes(t *testing.T, s *Store) []byte {
 	return out
 }
 
-func truncBody(i int) string { return fmt.Sprintf("message %d %s", i, bytes.Repeat([]byte{'x'}, 200+i%900)) }
+func truncBody(i int) string {
+	return fmt.Sprintf("message %d %s", i, bytes.Repeat([]byte{'x'}, 200+i%900))
+}
 
 // putMessages puts n messages over 5 topics and 3 queues, each with a key.
 func putMessages(t *testing.T, s *Store, from, n int) []PutResult {
@@ -246,18 +248,22 @@ func (s *switchFS) pick() vfs.FS {
 	return s.plain
 }
 
-func (s *switchFS) OpenFile(n string, f int, p os.FileMode) (vfs.File, error) { return s.pick().OpenFile(n, f, p) }
-func (s *switchFS) Remove(n string) error                                  { return s.pick().Remove(n) }
-func (s *switchFS) RemoveAll(p string) error                               { return s.pick().RemoveAll(p) }
-func (s *switchFS) Rename(a, b string) error                               { return s.pick().Rename(a, b) }
-func (s *switchFS) Link(a, b string) error                                 { return s.pick().Link(a, b) }
-func (s *switchFS) MkdirAll(p string, m os.FileMode) error                 { return s.pick().MkdirAll(p, m) }
-func (s *switchFS) ReadDir(n string) ([]fs.DirEntry, error)                { return s.pick().ReadDir(n) }
-func (s *switchFS) Stat(n string) (fs.FileInfo, error)                     { return s.pick().Stat(n) }
-func (s *switchFS) SyncDir(d string) error                                 { return s.pick().SyncDir(d) }
-func (s *switchFS) MSync(n string, m *mmap.Mapping, off, l int) error      { return s.pick().MSync(n, m, off, l) }
-func (s *switchFS) Lock(n string) (io.Closer, error)                       { return s.pick().Lock(n) }
-func (s *switchFS) DiskUsage(p string) (float64, error)                    { return s.pick().DiskUsage(p) }
+func (s *switchFS) OpenFile(n string, f int, p os.FileMode) (vfs.File, error) {
+	return s.pick().OpenFile(n, f, p)
+}
+func (s *switchFS) Remove(n string) error                   { return s.pick().Remove(n) }
+func (s *switchFS) RemoveAll(p string) error                { return s.pick().RemoveAll(p) }
+func (s *switchFS) Rename(a, b string) error                { return s.pick().Rename(a, b) }
+func (s *switchFS) Link(a, b string) error                  { return s.pick().Link(a, b) }
+func (s *switchFS) MkdirAll(p string, m os.FileMode) error  { return s.pick().MkdirAll(p, m) }
+func (s *switchFS) ReadDir(n string) ([]fs.DirEntry, error) { return s.pick().ReadDir(n) }
+func (s *switchFS) Stat(n string) (fs.FileInfo, error)      { return s.pick().Stat(n) }
+func (s *switchFS) SyncDir(d string) error                  { return s.pick().SyncDir(d) }
+func (s *switchFS) MSync(n string, m *mmap.Mapping, off, l int) error {
+	return s.pick().MSync(n, m, off, l)
+}
+func (s *switchFS) Lock(n string) (io.Closer, error)    { return s.pick().Lock(n) }
+func (s *switchFS) DiskUsage(p string) (float64, error) { return s.pick().DiskUsage(p) }
 
 func truncFaultOptions(dir string, fsys vfs.FS) Options {
 	o := faultOptions(dir, fsys)
