@@ -16,9 +16,10 @@
 //     leader's remoting address, when the answering node knows it), so a
 //     client goes straight to the leader instead of asking every node.
 //   - BROKER_HEARTBEAT answers carry the group's current state
-//     (masterBrokerId, masterAddress, masterEpoch, syncStateSetEpoch): a
-//     broker that missed a NOTIFY_BROKER_ROLE_CHANGED push learns of the
-//     change within one heartbeat.
+//     (masterBrokerId, masterAddress, masterEpoch, syncStateSetEpoch in the
+//     header, the SyncStateSet as body) and the leader (leaderId,
+//     leaderAddress): a broker that missed a NOTIFY_BROKER_ROLE_CHANGED push
+//     learns of the change within one heartbeat.
 //   - CONTROLLER_ELECT_MASTER answers that chose a master outside the
 //     SyncStateSet (the unclean election an option allows) carry
 //     uncleanLossBytes: how far behind the best in-sync replica's last
