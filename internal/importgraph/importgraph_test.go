@@ -72,6 +72,15 @@ var allowed = map[string][]string{
 	// The standalone name server: flags, its data directory and the wiring.
 	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops"},
 
+	// The controller (automatic failover): RocketMQ 5's controller protocol
+	// (wire: codes, headers, bodies on protocol alone), the Raft-replicated
+	// controller on remoting (and hashicorp/raft, outside the module), and
+	// the brokers' client, which neither the broker nor the store is below.
+	"controller/wire":       {"protocol"},
+	"controller":            {"controller/wire", "remoting", "protocol"},
+	"controller/client":     {"controller/wire", "remoting", "protocol"},
+	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops"},
+
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
 	"internal/javacompat": {},
