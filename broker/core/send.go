@@ -208,6 +208,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 		return storeError(err)
 	}
 	c.stats.sendMessages.Add(int64(len(s.res)))
+	c.rstats.Put(t.name, int64(len(s.res)), int64(len(r.Body)))
 
 	for i := range s.res {
 		if i > 0 {
