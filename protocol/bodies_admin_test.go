@@ -57,3 +57,11 @@ func TestConsumeStatsShape(t *testing.T) {
 		t.Fatalf("list %s: %+v %v", lb, dl, err)
 	}
 }
+
+func TestVersionDesc(t *testing.T) {
+	for v, want := range map[int32]string{0: "V3_0_0_SNAPSHOT", 317: "V4_5_2", 401: "V4_9_4", 479: "V5_3_3", 100000: "HIGHER_VERSION"} {
+		if got := VersionDesc(v); got != want {
+			t.Errorf("VersionDesc(%d) = %s, want %s", v, got, want)
+		}
+	}
+}

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/core/stats"
+	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/broker/txn"

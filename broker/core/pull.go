@@ -100,6 +100,7 @@ func (r *PullResult) Release() {
 // once the filter is compiled.
 func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	c.stats.pullRequests.Add(1)
+	c.rstats.Pulled()
 	res.Release()
 	res.Topic = ""
 	t := c.topics.get(r.Topic)

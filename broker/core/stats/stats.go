@@ -52,11 +52,14 @@ const (
 	SendBackNums    = "SNDBCK_PUT_NUMS"   // key: topic@group; value: messages sent back for retry
 	BrokerPutNums   = "BROKER_PUT_NUMS"   // key: the cluster name; value: messages stored
 	BrokerGetNums   = "BROKER_GET_NUMS"   // key: the cluster name; value: messages pulled
+	// BrokerPullRequests is Apogee's own: every pull request, found or not
+	// (the Java store's getTotalTps). Key: the cluster name.
+	BrokerPullRequests = "BROKER_PULL_REQUESTS"
 )
 
 // Names lists every statistic a Stats keeps, in a fixed order.
 var Names = []string{TopicPutNums, TopicPutSize, GroupGetNums, GroupGetSize, GroupGetLatency,
-	SendBackNums, BrokerPutNums, BrokerGetNums}
+	SendBackNums, BrokerPutNums, BrokerGetNums, BrokerPullRequests}
 
 // Key identifies an item of a Set: a topic, or a topic and a consumer group.
 type Key struct {
@@ -403,7 +406,7 @@ type Stats struct {
 
 	// Shortcuts to the sets and the broker's items (the hot path).
 	TopicPut, TopicPutSize, GroupGet, GroupGetSize, GroupLatency, SendBack *Set
-	brokerPut, brokerGet                                                   *Item
+	brokerPut, brokerGet, pulls                                            *Item
 
 	mu       sync.Mutex // the sampler's: next sample times, the day's bookkeeping
 	next     [len(tiers)]time.Time
@@ -429,6 +432,7 @@ func New(o Options) *Stats {
 	s.GroupLatency, s.SendBack = s.sets[GroupGetLatency], s.sets[SendBackNums]
 	s.brokerPut = s.sets[BrokerPutNums].Item(Key{Topic: o.BrokerKey})
 	s.brokerGet = s.sets[BrokerGetNums].Item(Key{Topic: o.BrokerKey})
+	s.pulls = s.sets[BrokerPullRequests].Item(Key{Topic: o.BrokerKey})
 	return s
 }
 
@@ -458,6 +462,14 @@ func (s *Stats) Get(topic, group string, msgs, bytes, latencyMs int64) {
 	s.GroupGetSize.itemHashed(k, h).Add(bytes, 1)
 	s.GroupLatency.itemHashed(k, h).Add(max(latencyMs, 0), 1)
 	s.brokerGet.Add(msgs, 1)
+}
+
+// Pulled counts a pull request, whatever it found (BROKER_PULL_REQUESTS).
+func (s *Stats) Pulled() { s.pulls.Add(1, 1) }
+
+// Pulls reads the rate of pull requests over w.
+func (s *Stats) Pulls(w Window) Snapshot {
+	return s.sets[BrokerPullRequests].window(s.pulls, w)
 }
 
 // SentBack counts a message a consumer of group sent back for retry
@@ -495,7 +507,7 @@ func (s *Stats) Today() Day {
 // RemoveTopic drops a deleted topic's items from every set.
 func (s *Stats) RemoveTopic(topic string) {
 	for _, n := range Names {
-		if n == BrokerPutNums || n == BrokerGetNums {
+		if n == BrokerPutNums || n == BrokerGetNums || n == BrokerPullRequests {
 			continue
 		}
 		s.sets[n].Remove(func(k Key) bool { return k.Topic == topic })
@@ -505,7 +517,7 @@ func (s *Stats) RemoveTopic(topic string) {
 // RemoveGroup drops a deleted group's items from every set.
 func (s *Stats) RemoveGroup(group string) {
 	for _, n := range Names {
-		if n == BrokerPutNums || n == BrokerGetNums {
+		if n == BrokerPutNums || n == BrokerGetNums || n == BrokerPullRequests {
 			continue
 		}
 		s.sets[n].Remove(func(k Key) bool { return k.Group == group })
