@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -345,7 +346,7 @@ func topicRoute(x *cmdCtx) error {
 	}
 	x.say("")
 	x.table([]string{"Cluster", "Broker Name", "BID", "Addr"}, addrs)
-	x.doc = rd
+	x.doc = json.RawMessage(rd.AppendJSON(nil, true)) // the name server's standard JSON
 	return nil
 }
 
@@ -837,7 +838,21 @@ func consumerStatus(x *cmdCtx) error {
 			x.say("\n%s:\n%s", id, infos[id].Jstack)
 		}
 	}
-	x.doc = map[string]any{"group": g, "consumers": infos}
+	docs := map[string]any{}
+	for id, ri := range infos {
+		type queue struct {
+			protocol.MessageQueue
+			protocol.ProcessQueueInfo
+		}
+		var qs []queue
+		for mq, pq := range ri.MQTable {
+			qs = append(qs, queue{mq, pq})
+		}
+		sort.Slice(qs, func(i, j int) bool { return qs[i].Topic+strconv.Itoa(int(qs[i].QueueID)) < qs[j].Topic+strconv.Itoa(int(qs[j].QueueID)) })
+		docs[id] = map[string]any{"properties": ri.Properties, "subscriptionSet": ri.SubscriptionSet, "mqTable": qs,
+			"statusTable": ri.StatusTable, "jstack": ri.Jstack}
+	}
+	x.doc = map[string]any{"group": g, "consumers": docs}
 	return nil
 }
 
@@ -1191,8 +1206,12 @@ func sendMessage(x *cmdCtx) error {
 	if err := x.need("topic", "body"); err != nil {
 		return err
 	}
-	p, err := client.NewProducer(client.NameServer(x.nsList), client.ProducerGroup("PID_APOGEE_ADMIN"),
-		client.InstanceName(fmt.Sprintf("apogee-admin-send-%d", time.Now().UnixNano())))
+	opts := []client.ProducerOpt{client.NameServer(x.nsList), client.ProducerGroup("PID_APOGEE_ADMIN"),
+		client.InstanceName(fmt.Sprintf("apogee-admin-send-%d", time.Now().UnixNano()))}
+	if x.str("broker") != "" {
+		opts = append(opts, client.Selector(client.ManualSelector()))
+	}
+	p, err := client.NewProducer(opts...)
 	if err != nil {
 		return err
 	}
