@@ -848,7 +848,9 @@ func consumerStatus(x *cmdCtx) error {
 		for mq, pq := range ri.MQTable {
 			qs = append(qs, queue{mq, pq})
 		}
-		sort.Slice(qs, func(i, j int) bool { return qs[i].Topic+strconv.Itoa(int(qs[i].QueueID)) < qs[j].Topic+strconv.Itoa(int(qs[j].QueueID)) })
+		sort.Slice(qs, func(i, j int) bool {
+			return qs[i].Topic+strconv.Itoa(int(qs[i].QueueID)) < qs[j].Topic+strconv.Itoa(int(qs[j].QueueID))
+		})
 		docs[id] = map[string]any{"properties": ri.Properties, "subscriptionSet": ri.SubscriptionSet, "mqTable": qs,
 			"statusTable": ri.StatusTable, "jstack": ri.Jstack}
 	}
