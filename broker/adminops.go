@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -48,6 +50,8 @@ func (b *Broker) registerAdminOps(t *handlerTable) {
 	t.add(noConn(b.handleTopicsByConsumer), protocol.ReqQueryTopicsByConsumer)
 	t.add(noConn(b.handleSubscriptionByConsumer), protocol.ReqQuerySubscriptionByConsumer)
 	t.add(noConn(b.handleGetTopicConfig), protocol.ReqGetTopicConfig)
+	t.add(respOnly(b.handleAllProducers), protocol.ReqGetAllProducerInfo)
+	b.registerConsumerStatus(t)
 	t.add(respOnly(b.handleClean), protocol.ReqCleanExpiredConsumeQueue, protocol.ReqCleanUnusedTopic,
 		protocol.ReqDeleteExpiredCommitLog)
 }
@@ -289,6 +293,15 @@ func (b *Broker) handleGetTopicConfig(req *protocol.Command, resp *remoting.Resp
 	return jsonBody(resp, &cfg)
 }
 
+// handleAllProducers serves GET_ALL_PRODUCER_INFO (328): ProducerTableInfo
+// {data{group:[ProducerInfo{clientId, lastUpdateTimestamp, language,
+// remoteIP, version}]}}.
+func (b *Broker) handleAllProducers(resp *remoting.Response) remoting.Action {
+	return jsonBody(resp, &struct {
+		Data map[string][]core.ProducerInfo `json:"data"`
+	}{b.core.AllProducers()})
+}
+
 // handleClean serves CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC
 // (316) and DELETE_EXPIRED_COMMITLOG (329): one pass of the store's
 // retention.
@@ -382,4 +395,114 @@ func (b *Broker) handleConsumeMessageDirectly(c *remoting.Conn, req *protocol.Co
 		req.Ext.SetInt("groupSysFlag", int64(f))
 	}
 	return b.forward(c, req, resp, protocol.ReqConsumeMessageDirectly, h.ConsumerGroup, h.ClientID, body)
+}
+
+// registerConsumerStatus registers INVOKE_BROKER_TO_GET_CONSUMER_STATUS.
+func (b *Broker) registerConsumerStatus(t *handlerTable) {
+	t.add(b.handleConsumerStatus, protocol.ReqInvokeBrokerToGetConsumerSts)
+}
+
+// handleConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223), as
+// the Java broker's Broker2Client.getConsumeStatus: GET_CONSUMER_STATUS_FROM_CLIENT
+// (221) goes to every live member of the group (or the one whose client id
+// is clientAddr), and the answer is GetConsumerStatusBody
+// {consumerTable{clientId:{MQ:offset}}, messageQueueTable{}}: each member's
+// offsets of the topic's queues it holds. A member that fails or does not
+// answer within 5 s is left out; a group without members is SYSTEM_ERROR.
+func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.GetConsumerStatusRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		return fail(resp, err)
+	}
+	var members []core.MemberConn
+	for _, m := range b.core.ConsumerMembers(h.Group) {
+		if _, ok := m.Conn.(clientConn); ok && (h.ClientAddr == "" || h.ClientAddr == m.ClientID) {
+			members = append(members, m)
+		}
+	}
+	if len(members) == 0 || c == nil {
+		return fail(resp, &core.Error{Code: protocol.RespSystemError, Remark: fmt.Sprintf("No Any Consumer online in the consumer group: [%s]", h.Group)})
+	}
+	r := c.Defer(req)
+	var mu sync.Mutex
+	tables := map[string]map[protocol.MessageQueue]int64{}
+	left := len(members)
+	done := func() {
+		body := []byte(`{"consumerTable":{`)
+		ids := make([]string, 0, len(tables))
+		for id := range tables {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for i, id := range ids {
+			if i > 0 {
+				body = append(body, ',')
+			}
+			body = strconv.AppendQuote(body, id)
+			body = append(body, ':', '{')
+			qs := make([]protocol.MessageQueue, 0, len(tables[id]))
+			for mq := range tables[id] {
+				qs = append(qs, mq)
+			}
+			protocol.SortQueues(qs)
+			for j, mq := range qs {
+				if j > 0 {
+					body = append(body, ',')
+				}
+				body = protocol.AppendMQKey(body, mq)
+				body = append(body, ':')
+				body = strconv.AppendInt(body, tables[id][mq], 10)
+			}
+			body = append(body, '}')
+		}
+		body = append(body, `},"messageQueueTable":{}}`...)
+		var ans protocol.Command
+		r.InitResponse(&ans, protocol.RespSuccess)
+		ans.Body = body
+		r.Reply(&remoting.Response{Cmd: &ans})
+	}
+	for _, m := range members {
+		var out protocol.Command
+		out.InitRequest(protocol.ReqGetConsumerStatusFromClient, 0)
+		(&protocol.GetConsumerStatusRequest{Topic: h.Topic, Group: h.Group}).Encode(&out.Ext)
+		id := m.ClientID
+		finish := func(t map[protocol.MessageQueue]int64) {
+			mu.Lock()
+			if t != nil {
+				tables[id] = t
+			}
+			left--
+			last := left == 0
+			mu.Unlock()
+			if last {
+				done()
+			}
+		}
+		err := m.Conn.(clientConn).c.InvokeAsync(&out, 5*time.Second, func(cr *protocol.Command, err error) {
+			if err != nil || cr.Code != protocol.RespSuccess {
+				finish(nil)
+				return
+			}
+			var raw struct {
+				MessageQueueTable map[string]int64 `json:"messageQueueTable"`
+			}
+			j, jerr := protocol.FastjsonToJSON(cr.Body)
+			if jerr != nil || json.Unmarshal(j, &raw) != nil {
+				finish(nil)
+				return
+			}
+			t := map[protocol.MessageQueue]int64{}
+			for k, off := range raw.MessageQueueTable {
+				var mq protocol.MessageQueue
+				if json.Unmarshal([]byte(k), &mq) == nil {
+					t[mq] = off
+				}
+			}
+			finish(t)
+		})
+		if err != nil {
+			finish(nil)
+		}
+	}
+	return remoting.Deferred
 }

@@ -531,3 +531,37 @@ func (a *Admin) PullOnce(ctx context.Context, addr, brokerName, group, topic str
 	})
 	return msgs, ph.NextBeginOffset, err
 }
+
+// ConsumerStatus asks, through a broker, a group's members for their offsets
+// of a topic's queues (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, 223; clientID
+// "" for every member): client id → queue → offset.
+func (a *Admin) ConsumerStatus(ctx context.Context, addr, group, topic, clientID string) (map[string]map[protocol.MessageQueue]int64, error) {
+	resp, err := a.call(ctx, addr, protocol.ReqInvokeBrokerToGetConsumerSts,
+		&protocol.GetConsumerStatusRequest{Topic: topic, Group: group, ClientAddr: clientID}, nil)
+	if err != nil {
+		return nil, err
+	}
+	j, err := protocol.FastjsonToJSON(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		ConsumerTable map[string]map[string]int64 `json:"consumerTable"`
+	}
+	if err := json.Unmarshal(j, &raw); err != nil {
+		return nil, fmt.Errorf("client: decode GetConsumerStatusBody: %w", err)
+	}
+	out := map[string]map[protocol.MessageQueue]int64{}
+	for id, t := range raw.ConsumerTable {
+		m := map[protocol.MessageQueue]int64{}
+		for k, off := range t {
+			var mq protocol.MessageQueue
+			if err := json.Unmarshal([]byte(k), &mq); err != nil {
+				return nil, fmt.Errorf("client: queue key %q: %w", k, err)
+			}
+			m[mq] = off
+		}
+		out[id] = m
+	}
+	return out, nil
+}

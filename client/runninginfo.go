@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apogeemq/apogee/message"
@@ -189,4 +189,64 @@ func (c *consumer) consumeDirectly(m *MessageExt, brokerName string) protocol.Co
 		res.ConsumeResult = "CR_LATER"
 	}
 	return res
+}
+
+// queueOffsets is a member that reports its offsets of a topic's queues.
+type queueOffsets interface {
+	topicOffsets(topic string) map[protocol.MessageQueue]int64
+}
+
+// topicOffsets returns the commit offsets of the topic's queues the
+// consumer holds (GET_CONSUMER_STATUS_FROM_CLIENT).
+func (c *consumer) topicOffsets(topic string) map[protocol.MessageQueue]int64 {
+	out := map[protocol.MessageQueue]int64{}
+	for _, pq := range c.pqsSnapshot() {
+		if pq.mq.Topic != topic {
+			continue
+		}
+		pq.mu.Lock()
+		off := pq.commitLocked()
+		pq.mu.Unlock()
+		out[protocol.MessageQueue{Topic: pq.mq.Topic, BrokerName: pq.mq.BrokerName, QueueID: pq.mq.QueueID}] = off
+	}
+	return out
+}
+
+// serveConsumerStatus answers GET_CONSUMER_STATUS_FROM_CLIENT (221) with
+// GetConsumerStatusBody {messageQueueTable{MQ:offset}}, as the Java client
+// does.
+func (in *instance) serveConsumerStatus(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var h protocol.GetConsumerStatusRequest
+	if err := h.Decode(&req.Ext); err != nil {
+		resp.Cmd.Code = protocol.RespSystemError
+		resp.Cmd.SetRemark(err.Error())
+		return remoting.Reply
+	}
+	in.mu.Lock()
+	m := in.consumers[h.Group]
+	in.mu.Unlock()
+	qo, ok := m.(queueOffsets)
+	if !ok {
+		resp.Cmd.Code = protocol.RespSystemError
+		resp.Cmd.SetRemark("no consumer of group " + h.Group + " in client " + in.id)
+		return remoting.Reply
+	}
+	t := qo.topicOffsets(h.Topic)
+	qs := make([]protocol.MessageQueue, 0, len(t))
+	for mq := range t {
+		qs = append(qs, mq)
+	}
+	protocol.SortQueues(qs)
+	body := []byte(`{"messageQueueTable":{`)
+	for i, mq := range qs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = protocol.AppendMQKey(body, mq)
+		body = append(body, ':')
+		body = strconv.AppendInt(body, t[mq], 10)
+	}
+	resp.Cmd.Code = protocol.RespSuccess
+	resp.Cmd.Body = append(body, '}', '}')
+	return remoting.Reply
 }

@@ -588,3 +588,66 @@ func DataVersionJSON(v protocol.DataVersion) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// ProducerInfo is one producer connection of GET_ALL_PRODUCER_INFO (328),
+// Java's ProducerInfo.
+type ProducerInfo struct {
+	ClientID            string `json:"clientId"`
+	LastUpdateTimestamp int64  `json:"lastUpdateTimestamp"`
+	Language            string `json:"language"`
+	RemoteIP            string `json:"remoteIP"`
+	Version             int32  `json:"version"`
+}
+
+// AllProducers is GET_ALL_PRODUCER_INFO (328): every producer group's live
+// connections (Java's ProducerTableInfo's data), each with its last
+// heartbeat.
+func (c *Core) AllProducers() map[string][]ProducerInfo {
+	m := c.clients
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string][]ProducerInfo, len(m.producers))
+	for group, members := range m.producers {
+		list := make([]ProducerInfo, 0, len(members))
+		for conn, mb := range members {
+			pi := ProducerInfo{ClientID: mb.clientID}
+			if conn != nil {
+				pi.RemoteIP = conn.RemoteAddr()
+			}
+			if cc := m.conns[conn]; cc != nil {
+				pi.Language, pi.Version, pi.LastUpdateTimestamp = cc.language, cc.version, cc.lastSeen.UnixMilli()
+			}
+			list = append(list, pi)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].ClientID+list[i].RemoteIP < list[j].ClientID+list[j].RemoteIP })
+		out[group] = list
+	}
+	return out
+}
+
+// MemberConn is a live member of a consumer group: its client id and
+// connection.
+type MemberConn struct {
+	ClientID string
+	Conn     ClientConn
+}
+
+// ConsumerMembers lists a consumer group's live members (for a front end
+// that asks each of them something: INVOKE_BROKER_TO_GET_CONSUMER_STATUS),
+// sorted by client id.
+func (c *Core) ConsumerMembers(group string) []MemberConn {
+	c.clients.mu.RLock()
+	defer c.clients.mu.RUnlock()
+	g := c.clients.consumers[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]MemberConn, 0, len(g.members))
+	for conn, mb := range g.members {
+		if conn != nil {
+			out = append(out, MemberConn{ClientID: mb.clientID, Conn: conn})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out
+}

@@ -106,6 +106,12 @@ func init() {
 			fs.StringP("brokerAddr", "b", "", "ask through this broker")
 			fs.BoolP("jstack", "s", false, "include the client's goroutine stacks")
 		}, run: consumerStatus})
+	register(&command{name: "getConsumerStatus", summary: "each member's offsets of a topic's queues (asked through the broker)",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringP("group", "g", "", "consumer group")
+			fs.StringP("topic", "t", "", "topic")
+			fs.StringP("originClientId", "i", "", "only this client")
+		}, run: getConsumerStatus})
 	register(&command{name: "queryMsgById", summary: "a message by its offset message id",
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringP("topic", "t", "", "topic (5.x)")
@@ -1401,5 +1407,51 @@ func statsAll(x *cmdCtx) error {
 	}
 	x.table([]string{"Topic", "Consumer Group", "Accumulation", "InTPS", "OutTPS", "InMsg24Hour", "OutMsg24Hour"}, tab)
 	x.doc = map[string]any{"stats": rows}
+	return nil
+}
+
+// getConsumerStatus: GetConsumerStatusCommand (#clientId #brokerName #queueId #offset).
+func getConsumerStatus(x *cmdCtx) error {
+	if err := x.need("group", "topic"); err != nil {
+		return err
+	}
+	bs, err := x.topicBrokers(x.str("topic"))
+	if err != nil {
+		return err
+	}
+	type row struct {
+		ClientID string `json:"clientId"`
+		protocol.MessageQueue
+		Offset int64 `json:"offset"`
+	}
+	var rows []row
+	for _, b := range bs {
+		t, err := x.admin.ConsumerStatus(x.ctx, b.Addr, x.str("group"), x.str("topic"), x.str("originClientId"))
+		if err != nil {
+			return err
+		}
+		for id, qs := range t {
+			for mq, off := range qs {
+				rows = append(rows, row{id, mq, off})
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.ClientID != b.ClientID {
+			return a.ClientID < b.ClientID
+		}
+		if a.BrokerName != b.BrokerName {
+			return a.BrokerName < b.BrokerName
+		}
+		return a.QueueID < b.QueueID
+	})
+	x.say("get consumer status from client. group=%s, topic=%s, originClientId=%s", x.str("group"), x.str("topic"), x.str("originClientId"))
+	var tab [][]string
+	for _, r := range rows {
+		tab = append(tab, []string{r.ClientID, r.BrokerName, strconv.Itoa(int(r.QueueID)), itoa(r.Offset)})
+	}
+	x.table([]string{"clientId", "brokerName", "queueId", "offset"}, tab)
+	x.doc = map[string]any{"group": x.str("group"), "topic": x.str("topic"), "offsets": rows}
 	return nil
 }

@@ -254,6 +254,11 @@ func TestOnlineCommands(t *testing.T) {
 	mustContain(t, "consumerProgress", text, "OpsGroup", "PUSH", "CLUSTERING")
 	text, doc = ok(t, ns, "consumerConnection", "-g", "OpsGroup")
 	mustContain(t, "consumerConnection", text, c.ClientID(), "OpsTopic", "CONSUME_PASSIVELY")
+	text, doc = ok(t, ns, "getConsumerStatus", "-g", "OpsGroup", "-t", "OpsTopic")
+	mustContain(t, "getConsumerStatus", text, c.ClientID(), "#offset")
+	if offs := doc["offsets"].([]any); len(offs) != 2 {
+		t.Fatalf("getConsumerStatus json %v", doc)
+	}
 	text, doc = ok(t, ns, "consumerStatus", "-g", "OpsGroup")
 	mustContain(t, "consumerStatus", text, c.ClientID(), "OpsTopic", "#Consume OK TPS")
 	if !strings.Contains(toJSON(doc), `"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"`) {

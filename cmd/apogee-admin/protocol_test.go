@@ -110,6 +110,11 @@ func TestAdminCodesBodies(t *testing.T) {
 	like("204", okCall(protocol.ReqGetProducerConnectionList, map[string]string{"producerGroup": "PPG"}, nil),
 		`^\{"connectionSet":\[\{"clientAddr":"127\.0\.0\.1:\d+","clientId":"[^"]+@pt-producer","language":"GO","version":\d+\}\]\}$`)
 
+	// GET_ALL_PRODUCER_INFO (328): ProducerTableInfo {data{group:[ProducerInfo{
+	// clientId, lastUpdateTimestamp, language, remoteIP, version}]}}.
+	like("328", okCall(protocol.ReqGetAllProducerInfo, nil, nil),
+		`"PPG":\[\{"clientId":"[^"]+@pt-producer","lastUpdateTimestamp":[1-9]\d+,"language":"GO","remoteIP":"127\.0\.0\.1:\d+","version":\d+\}\]`)
+
 	// GET_CONSUME_STATS (208): ConsumeStats {consumeTps, offsetTable{MessageQueue:
 	// OffsetWrapper{brokerOffset, consumerOffset, lastTimestamp, pullOffset}}}.
 	like("208", okCall(protocol.ReqGetConsumeStats, map[string]string{"consumerGroup": "PG", "topic": "PT"}, nil),
