@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
-	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -375,11 +374,7 @@ func (b *Broker) handleConsumeMessageDirectly(c *remoting.Conn, req *protocol.Co
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	_, off, err := message.ParseOffsetMsgID(h.MsgID)
-	if err != nil {
-		return fail(resp, &core.Error{Code: protocol.RespSystemError, Remark: "bad msgId " + h.MsgID + ": " + err.Error(), Err: err})
-	}
-	v, err := b.core.ViewMessage(off)
+	v, err := b.core.ViewMessageByOffsetID(h.MsgID)
 	if err != nil {
 		return fail(resp, err)
 	}

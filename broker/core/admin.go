@@ -651,3 +651,15 @@ func (c *Core) ConsumerMembers(group string) []MemberConn {
 	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
 	return out
 }
+
+// ViewMessageByOffsetID reads the record an offset message id names (its
+// commit-log offset; the store host part is not checked): what
+// CONSUME_MESSAGE_DIRECTLY forwards. SYSTEM_ERROR for an id that does not
+// parse or an offset with no record.
+func (c *Core) ViewMessageByOffsetID(id string) (store.View, error) {
+	_, off, err := message.ParseOffsetMsgID(id)
+	if err != nil {
+		return store.View{}, &Error{Code: protocol.RespSystemError, Remark: "bad msgId " + id + ": " + err.Error(), Err: err}
+	}
+	return c.ViewMessage(off)
+}

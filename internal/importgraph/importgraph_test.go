@@ -71,7 +71,7 @@ var allowed = map[string][]string{
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store", "internal/version"},
+	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
 	// The standalone name server: flags, its data directory and the wiring.
 	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops"},
 
