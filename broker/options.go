@@ -141,6 +141,12 @@ type Options struct {
 	WriteConfigFile func(path string, data []byte) error
 	// Logger receives the broker's log lines. Default slog.Default().
 	Logger *slog.Logger
+	// SlowRequest logs, as one WARN line, every request whose handler ran
+	// longer than this on its connection's goroutine (the time that holds
+	// the connection's other requests back; a request answered later, such
+	// as a held pull or a sync-flush send, is timed until it was deferred).
+	// Default 0: off.
+	SlowRequest time.Duration
 }
 
 // core returns the core's options: every field but the front end's own

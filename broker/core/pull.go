@@ -81,6 +81,7 @@ type PullResult struct {
 	maxMsgs int
 	filter  filter.Filter
 	get     store.GetResult
+	group   string // the group table's string, for the statistics
 }
 
 // Release unpins the records and empties Records; the result may be reused.
@@ -99,6 +100,7 @@ func (r *PullResult) Release() {
 // once the filter is compiled.
 func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	c.stats.pullRequests.Add(1)
+	c.rstats.Pulled()
 	res.Release()
 	res.Topic = ""
 	t := c.topics.get(r.Topic)
@@ -112,9 +114,11 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		return newError(protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			r.QueueID, t.name, t.cfg.ReadQueueNums, r.Consumer))
 	}
-	if _, err := c.groupForConsumer(r.Group); err != nil {
+	g, err := c.groupForConsumer(r.Group)
+	if err != nil {
 		return err
 	}
+	res.group = g.GroupName
 
 	var f filter.Filter
 	if r.OwnSubscription {
@@ -190,6 +194,7 @@ func (c *Core) read(res *PullResult, offset int64) error {
 		}
 		c.stats.pullFound.Add(1)
 		c.stats.pullMessages.Add(int64(len(res.Records)))
+		c.countGet(res, g)
 	case store.NoMatchedMessage, store.MessageWasRemoving:
 		res.Status = PullRetryImmediately
 	case store.NoMessageInQueue, store.NoMatchedLogicQueue:
