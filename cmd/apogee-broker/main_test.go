@@ -61,12 +61,44 @@ func (l *logBuffer) String() string {
 
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	p, err := tryStart(bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// errAddrInUse marks a start that failed because a port the test chose was
+// taken between freePort's check and the broker's bind.
+var errAddrInUse = errors.New("address already in use")
+
+// startOnFreePort starts the broker with the arguments args(port) for a
+// port from freePort, choosing another port when the broker found it taken:
+// freePort closes its listener before the broker binds, and other processes'
+// outgoing connections draw from the same ephemeral range meanwhile.
+func startOnFreePort(t *testing.T, bin string, args func(port int) []string) (*process, int) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		port := freePort(t)
+		p, err := tryStart(bin, args(port)...)
+		if err == nil {
+			return p, port
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == 4 {
+			t.Fatal(err)
+		}
+		t.Logf("port %d taken before the broker bound it; another", port)
+	}
+}
+
+// tryStart starts the broker and waits for its start line.
+func tryStart(bin string, args ...string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	out, _ := cmd.StdoutPipe()
 	var stderr logBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &process{cmd: cmd, stderr: &stderr, exited: make(chan error, 1)}
 	lines := make(chan string, 1)
@@ -84,16 +116,21 @@ func start(t *testing.T, bin string, args ...string) *process {
 	case line := <-lines:
 		m := startLine.FindStringSubmatch(line)
 		if m == nil {
-			t.Fatalf("unexpected start line %q", line)
+			cmd.Process.Kill()
+			return nil, fmt.Errorf("unexpected start line %q", line)
 		}
 		p.addr, p.advertised, p.nsAddr, p.line = m[2], m[3], m[4], line
 	case err := <-p.exited:
-		t.Fatalf("broker exited at start: %v\n%s", err, stderr.String())
+		logs := stderr.String()
+		if strings.Contains(logs, "address already in use") {
+			return nil, fmt.Errorf("broker exited at start: %w\n%s", errAddrInUse, logs)
+		}
+		return nil, fmt.Errorf("broker exited at start: %v\n%s", err, logs)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("no start line: %s", stderr.String())
+		return nil, fmt.Errorf("no start line: %s", stderr.String())
 	}
-	return p
+	return p, nil
 }
 
 // invoke sends req to addr on a connection of its own and returns the answer.
@@ -225,10 +262,11 @@ func confFrom(t *testing.T, name string, replace ...string) string {
 func TestStockBrokerConf(t *testing.T) {
 	bin := buildBinary(t)
 	t.Run("broker.conf", func(t *testing.T) {
-		port := freePort(t)
-		conf := confFrom(t, "broker.conf", "127.0.0.1:9876", fmt.Sprintf("127.0.0.1:%d", port))
-		p := start(t, bin, "-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("127.0.0.1:%d", port),
-			"--data-dir", filepath.Join(t.TempDir(), "data"))
+		p, _ := startOnFreePort(t, bin, func(port int) []string {
+			conf := confFrom(t, "broker.conf", "127.0.0.1:9876", fmt.Sprintf("127.0.0.1:%d", port))
+			return []string{"-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("127.0.0.1:%d", port),
+				"--data-dir", filepath.Join(t.TempDir(), "data")}
+		})
 		if code := route(t, p.nsAddr, "TBW102"); code != protocol.RespSuccess {
 			t.Fatalf("route at the embedded name server: code %d", code)
 		}
@@ -256,10 +294,11 @@ func TestStockBrokerConf(t *testing.T) {
 		}
 	})
 	t.Run("production", func(t *testing.T) {
-		port := freePort(t)
 		root := filepath.Join(t.TempDir(), "store")
-		conf := confFrom(t, "production.conf", "localhost:9876", fmt.Sprintf("localhost:%d", port), "/data/rocketmq/store", root)
-		p := start(t, bin, "-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("0.0.0.0:%d", port))
+		p, port := startOnFreePort(t, bin, func(port int) []string {
+			conf := confFrom(t, "production.conf", "localhost:9876", fmt.Sprintf("localhost:%d", port), "/data/rocketmq/store", root)
+			return []string{"-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("0.0.0.0:%d", port)}
+		})
 		if !strings.Contains(p.line, "broker-prod") || !strings.Contains(p.line, "data "+root+",") || !strings.Contains(p.line, "flush sync,") {
 			t.Fatalf("start line %q does not reflect the file", p.line)
 		}
