@@ -131,6 +131,7 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 		InvisibleTime: invisible.Milliseconds(), Orderly: orderly,
 		ExpressionType: []byte(typ), Expression: []byte(expr), Consumer: peerAddr(ctx),
 	}
+	s.initGroup(group, topic)
 	res := popPool.Get().(*core.PopResult)
 	defer popPool.Put(res)
 	if err := s.core.Pop(&req, res); err != nil {
@@ -274,4 +275,32 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, r *rmqpb.F
 		err = s.core.WaitDurable(p)
 	}
 	return fail(err)
+}
+
+// initGroup decides where a group new to a topic's queues starts
+// receiving, once per group and topic in the process: as RocketMQ's broker
+// with its default isInitPopOffsetByCheckMsgInMem, at the first message of
+// a queue whose first message (offset 0) is still in memory, else at the
+// last message (the POP default for a new group). It commits offset 0 for
+// the queues where the group has no committed offset and the core's
+// QueryConsumerOffset rule gives 0 (the same rule a remoting consumer
+// meets), which POP then starts from.
+func (s *Server) initGroup(group, topic string) {
+	k := group + "\x00" + topic
+	if _, done := s.inited.Load(k); done {
+		return
+	}
+	cfg, err := s.core.RouteTopic(topic, false)
+	if err != nil {
+		return
+	}
+	for q := int32(0); q < cfg.ReadQueueNums; q++ {
+		if _, ok := s.core.CommittedOffset(topic, group, q); ok {
+			continue
+		}
+		if off, err := s.core.QueryConsumerOffset([]byte(topic), []byte(group), q); err == nil && off == 0 {
+			_ = s.core.UpdateConsumerOffset([]byte(topic), []byte(group), q, 0)
+		}
+	}
+	s.inited.Store(k, struct{}{})
 }

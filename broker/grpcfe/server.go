@@ -96,6 +96,8 @@ type Server struct {
 	clients clientTable
 	waits   waiters
 	held    atomic.Int64
+	// inited holds "group\x00topic" once initGroup ran for it.
+	inited sync.Map
 
 	closing  atomic.Bool
 	shutdown chan struct{}
