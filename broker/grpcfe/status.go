@@ -7,7 +7,6 @@ import (
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/rmqpb"
-	"github.com/apogeemq/apogee/store"
 )
 
 // The one place where refusals become statuses. Every method answers its
@@ -48,7 +47,7 @@ func codeOf(err error) rmqpb.Code {
 		return rmqpb.Code_TOO_MANY_REQUESTS
 	case protocol.RespMessageIllegal:
 		switch {
-		case errors.Is(err, store.ErrMessageTooLarge), strings.Contains(remark, "body size"):
+		case strings.Contains(remark, "body size"), strings.Contains(remark, "too large"):
 			return rmqpb.Code_MESSAGE_BODY_TOO_LARGE
 		case strings.Contains(remark, "properties"):
 			return rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE

@@ -65,7 +65,15 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
+	// RocketMQ 5's gRPC protocol: the code protoc generates from the
+	// project's .proto files (google.golang.org/grpc and protobuf only).
+	"rmqpb": {},
+	// The gRPC front end: on the messaging core, like the remoting front
+	// end, but never remoting or namesrv (and of protocol only codes and
+	// JSON bodies, as broker/core).
+	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
+
+	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
