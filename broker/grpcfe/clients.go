@@ -373,11 +373,14 @@ func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {
 		AccessPoint:    in.GetAccessPoint(),
 		RequestTimeout: in.GetRequestTimeout(),
 		UserAgent:      in.GetUserAgent(),
-		Metric:         &rmqpb.Metric{On: false},
+		// No Metric: the broker collects no client metrics, and a client
+		// left without one keeps its own (the Go client resets its meter
+		// provider on every Metric it is sent).
 	}
 	switch ps := in.GetPubSub().(type) {
 	case *rmqpb.Settings_Publishing:
-		out.BackoffPolicy = in.GetBackoffPolicy()
+		// No backoff policy: the producer keeps its own (the Go client
+		// v5.1.2 writes a policy it is sent while its heartbeats read it).
 		out.PubSub = &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{
 			Topics:              ps.Publishing.GetTopics(),
 			MaxBodySize:         int32(s.core.Options().MaxMessageSize),

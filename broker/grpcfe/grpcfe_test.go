@@ -2,12 +2,15 @@ package grpcfe
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -134,6 +137,7 @@ func TestFIFOGroupsInOrder(t *testing.T) {
 			e.send(m)
 		}
 	}
+	e.dispatched("F", 6)
 	next := map[string]int{"g1": 0, "g2": 0}
 	for round := 0; round < 3; round++ {
 		got, st := e.receive("FG", "F", 32, time.Minute, time.Second, nil)
@@ -337,9 +341,7 @@ func TestPullAndOffsets(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.send(msg("P", fmt.Sprint(i), fmt.Sprint(i)))
 	}
-	for deadline := time.Now().Add(5 * time.Second); e.core.MaxOffset("P", 0) < 5 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // the dispatcher makes them visible
-	}
+	e.dispatched("P", 5)
 	mq := &rmqpb.MessageQueue{Topic: res("P"), Id: 0}
 	q, err := e.cli.QueryOffset(e.ctx("c", time.Second), &rmqpb.QueryOffsetRequest{MessageQueue: mq, QueryOffsetPolicy: rmqpb.QueryOffsetPolicy_END})
 	if err != nil || q.Status.Code != rmqpb.Code_OK || q.Offset != 5 {
@@ -408,5 +410,23 @@ func TestForwardToDeadLetter(t *testing.T) {
 	dl, _ := e.receive("DLQReader", "%DLQ%G", 1, time.Minute, time.Second, nil)
 	if len(dl) != 1 || string(dl[0].Body) != "bad" || dl[0].SystemProperties.GetDeadLetterQueue().GetTopic() != "T" {
 		t.Fatalf("dead letter: %v", dl)
+	}
+}
+
+// TestTLSAndPlaintextOnOnePort: RocketMQ 5's clients connect with TLS by
+// default (trusting any certificate); plaintext works on the same port.
+func TestTLSAndPlaintextOnOnePort(t *testing.T) {
+	e := newEnv(t, nil)
+	cc, err := grpc.NewClient(e.cc.Target(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	r, err := rmqpb.NewMessagingServiceClient(cc).QueryRoute(e.ctx("tls", 5*time.Second), &rmqpb.QueryRouteRequest{Topic: res("T")})
+	if err != nil || r.Status.Code != rmqpb.Code_OK {
+		t.Fatalf("over TLS: %v %v", r, err)
+	}
+	if r := e.route("T"); r.Status.Code != rmqpb.Code_OK {
+		t.Fatalf("in plaintext: %v", r)
 	}
 }

@@ -166,3 +166,26 @@ func (e *env) route(topic string) *rmqpb.QueryRouteResponse {
 	}
 	return r
 }
+
+// dispatched waits until topic's queues hold n messages: a send returns
+// once its message is stored, the dispatcher makes it visible just after.
+func (e *env) dispatched(topic string, n int64) {
+	e.t.Helper()
+	cfg, ok := e.core.TopicConfig(topic)
+	if !ok {
+		e.t.Fatalf("no topic %s", topic)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var total int64
+		for q := int32(0); q < cfg.ReadQueueNums; q++ {
+			total += e.core.MaxOffset(topic, q)
+		}
+		if total >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: %d of %d messages dispatched", topic, total, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

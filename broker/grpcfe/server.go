@@ -2,6 +2,7 @@ package grpcfe
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,10 @@ type Options struct {
 	// "authorization" header, metrics). Interceptors given here run before
 	// every method.
 	ServerOptions []grpc.ServerOption
+	// TLS is the certificate configuration of TLS connections (see
+	// transport.go: TLS and plaintext are both accepted on the port);
+	// nil: a self-signed certificate made at New.
+	TLS *tls.Config
 	// MaxHeldReceives, RecheckInterval, LongPollingTimeout, MaxRecvMsgSize,
 	// MaxConcurrentStreams: see their Default constants.
 	MaxHeldReceives      int
@@ -152,7 +157,12 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	s.waits.init()
 	c.OnArrival(s.waits.arrived)
 
+	creds, err := newPermissive(opts.TLS, []string{host})
+	if err != nil {
+		return nil, err
+	}
 	so := []grpc.ServerOption{
+		grpc.Creds(creds),
 		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
