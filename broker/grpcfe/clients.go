@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ func (s *Server) clientOf(ctx context.Context) (*client, error) {
 // peerAddr returns a call's remote address, for the messages' born host.
 func peerAddr(ctx context.Context) netip.AddrPort {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		if ta, ok := p.Addr.(*net.TCPAddr); ok {
+			return ta.AddrPort()
+		}
 		if ap, err := netip.ParseAddrPort(p.Addr.String()); err == nil {
 			return ap
 		}

@@ -21,10 +21,13 @@ import (
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newEnvB is newEnv for a benchmark.
+func newEnvB(b *testing.B) *env { return newEnvTB(b, nil) }
+
 // env is a core and its gRPC front end on a loopback port, with a client
 // connection to it.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	core *core.Core
 	srv  *Server
 	cc   *grpc.ClientConn
@@ -33,7 +36,9 @@ type env struct {
 
 // newEnv starts a core in t's temporary directory (mutate changes its
 // options first) and the front end; both stop when the test ends.
-func newEnv(t *testing.T, mutate func(*core.Options)) *env {
+func newEnv(t *testing.T, mutate func(*core.Options)) *env { return newEnvTB(t, mutate) }
+
+func newEnvTB(t testing.TB, mutate func(*core.Options)) *env {
 	t.Helper()
 	o := core.Options{
 		DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:10911", Logger: quietLogger,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,17 +162,31 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	so := []grpc.ServerOption{
-		grpc.Creds(creds),
-		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
-		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
-	}
+	so := append([]grpc.ServerOption{grpc.Creds(creds)}, serverOptions(opts)...)
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
 	rmqpb.RegisterMessagingServiceServer(s.srv, s)
 	return s, nil
+}
+
+// serverOptions are the server's options besides its credentials and
+// Options.ServerOptions.
+func serverOptions(opts Options) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		// Calls run on a pool of goroutines (grpc-go starts more when all
+		// are busy, as with held receives) rather than one new goroutine
+		// per call, whose stack grows anew every time.
+		grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 4))),
+		// Windows large enough that a connection full of small sends does
+		// not stop for window updates (fixed windows turn grpc-go's
+		// bandwidth-delay estimation off).
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(16 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	}
 }
 
 // Serve accepts connections on l until Shutdown; it returns nil after a

@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
-	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
+	"benchmark":                   {"client", "broker", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting"},
 
 	// The messaging core under broker (the remoting front end and the
 	// process wiring): every operation of the broker on plain Go types,
