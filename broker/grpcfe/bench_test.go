@@ -3,6 +3,7 @@ package grpcfe
 import (
 	"context"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,7 @@ func BenchmarkSendMessage(b *testing.B) {
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
-	b.SetParallelism(16)
+	b.SetParallelism(benchParallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := e.ctx("bench", time.Minute)
@@ -79,7 +80,7 @@ func BenchmarkSendMessageFloor(b *testing.B) {
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
-	b.SetParallelism(16)
+	b.SetParallelism(benchParallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), metaClientID, "bench")
@@ -95,3 +96,11 @@ func BenchmarkSendMessageFloor(b *testing.B) {
 		}
 	})
 }
+
+// benchParallelism is the callers per GOMAXPROCS of the send benchmarks.
+var benchParallelism = func() int {
+	if n, err := strconv.Atoi(os.Getenv("APOGEE_GRPC_BENCH_PAR")); err == nil && n > 0 {
+		return n
+	}
+	return 16
+}()
