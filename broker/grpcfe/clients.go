@@ -383,8 +383,16 @@ func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {
 	}
 	switch ps := in.GetPubSub().(type) {
 	case *rmqpb.Settings_Publishing:
-		// No backoff policy: the producer keeps its own (the Go client
-		// v5.1.2 writes a policy it is sent while its heartbeats read it).
+		// A backoff policy for the producer's retries of a failed send, as
+		// RocketMQ's proxy answers with one: the Java and Node.js SDKs take
+		// the answer's and refuse one that is not exponential. The
+		// producer's own when it sent one, else the proxy's default. Not to
+		// the Go SDK, which keeps its own without one: v5.1.2 writes a
+		// policy it is sent while its telemetry stream encodes it (a data
+		// race in the client, which RocketMQ's proxy triggers too).
+		if in.GetUserAgent().GetLanguage() != rmqpb.Language_GOLANG {
+			out.BackoffPolicy = producerBackoff(in.GetBackoffPolicy())
+		}
 		out.PubSub = &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{
 			Topics:              ps.Publishing.GetTopics(),
 			MaxBodySize:         int32(s.core.Options().MaxMessageSize),
@@ -413,6 +421,21 @@ func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {
 		}}
 	}
 	return out
+}
+
+// producerBackoff returns the producer's own policy when it is an
+// exponential one, else RocketMQ's proxy's default: 3 attempts, waits from
+// 10 ms doubling up to 1 s.
+func producerBackoff(own *rmqpb.RetryPolicy) *rmqpb.RetryPolicy {
+	if own.GetExponentialBackoff() != nil && own.GetMaxAttempts() > 0 {
+		return own
+	}
+	return &rmqpb.RetryPolicy{
+		MaxAttempts: 3,
+		Strategy: &rmqpb.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rmqpb.ExponentialBackoff{
+			Initial: durationpb.New(10 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2,
+		}},
+	}
 }
 
 // retryIntervals are RocketMQ's default redelivery intervals of a failed

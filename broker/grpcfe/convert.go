@@ -3,6 +3,7 @@ package grpcfe
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/md5"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -296,7 +297,7 @@ func toMessage(v message.View, topic, storeHost string, d *delivery) *rmqpb.Mess
 		sp.BodyEncoding = rmqpb.Encoding_GZIP
 	}
 	m.Body = body
-	sp.BodyDigest = &rmqpb.Digest{Type: rmqpb.DigestType_CRC32, Checksum: strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 16)}
+	sp.BodyDigest = bodyDigest(body)
 	sp.BornTimestamp = msTimestamp(v.BornTimestamp())
 	sp.StoreTimestamp = msTimestamp(v.StoreTimestamp())
 	qo := v.QueueOffset()
@@ -368,4 +369,19 @@ func toMessage(v message.View, topic, storeHost string, d *delivery) *rmqpb.Mess
 
 func msTimestamp(ms int64) *timestamppb.Timestamp {
 	return &timestamppb.Timestamp{Seconds: ms / 1000, Nanos: int32(ms%1000) * 1e6}
+}
+
+// bodyDigest is the digest a delivered message carries: MD5 in upper-case
+// hex, as RocketMQ's proxy sends. The SDKs disagree on CRC32's text (the Go
+// SDK expects lower-case hex, the Node.js SDK decimal) but the Java and
+// Node.js SDKs both check MD5 this way, and their push consumers discard a
+// message whose digest does not match (the Go SDK v5.1.2 only marks it).
+func bodyDigest(body []byte) *rmqpb.Digest {
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(body)
+	var text [2 * md5.Size]byte
+	for i, b := range sum {
+		text[2*i], text[2*i+1] = digits[b>>4], digits[b&0xF]
+	}
+	return &rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: string(text[:])}
 }

@@ -58,7 +58,7 @@ func TestSendReceiveAck(t *testing.T) {
 	sp := g.SystemProperties
 	if string(g.Body) != "hello" || sp.MessageId != "ID-1" || sp.GetTag() != "TagA" || strings.Join(sp.Keys, ",") != "k1,k2" ||
 		g.UserProperties["color"] != "red" || len(g.UserProperties) != 1 || sp.GetDeliveryAttempt() != 1 ||
-		sp.GetReceiptHandle() == "" || sp.BodyDigest.GetType() != rmqpb.DigestType_CRC32 || sp.MessageType != rmqpb.MessageType_NORMAL {
+		sp.GetReceiptHandle() == "" || sp.BodyDigest.GetType() != rmqpb.DigestType_MD5 || sp.BodyDigest.GetChecksum() != "5D41402ABC4B2A76B9719D911017C592" || sp.MessageType != rmqpb.MessageType_NORMAL {
 		t.Fatalf("message: %v", g)
 	}
 	// Invisible to the group now; a second receive finds nothing.
@@ -194,6 +194,11 @@ func TestTransactionCommitRollbackAndCheck(t *testing.T) {
 	reply, err := tel.Recv()
 	if err != nil || reply.GetSettings().GetPublishing().GetMaxBodySize() != 1<<20 {
 		t.Fatalf("settings reply: %v %v", reply, err)
+	}
+	// A producer that sent no backoff policy (the Node.js SDK) gets the
+	// proxy's default: its SDK refuses settings without an exponential one.
+	if b := reply.GetSettings().GetBackoffPolicy(); b.GetMaxAttempts() != 3 || b.GetExponentialBackoff().GetMultiplier() != 2 {
+		t.Fatalf("settings reply's backoff policy: %v", b)
 	}
 
 	c1 := e.send(tx("commit"))
@@ -428,5 +433,44 @@ func TestTLSAndPlaintextOnOnePort(t *testing.T) {
 	}
 	if r := e.route("T"); r.Status.Code != rmqpb.Code_OK {
 		t.Fatalf("in plaintext: %v", r)
+	}
+}
+
+// TestProducerSettingsBackoff: a producer's settings are answered with its
+// own exponential backoff policy, or the proxy's default when it sent none,
+// and with none for the Go SDK (which keeps its own; see serverSettings).
+func TestProducerSettingsBackoff(t *testing.T) {
+	e := newEnv(t, nil)
+	own := &rmqpb.RetryPolicy{MaxAttempts: 5, Strategy: &rmqpb.RetryPolicy_ExponentialBackoff{
+		ExponentialBackoff: &rmqpb.ExponentialBackoff{Initial: durationpb.New(time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 3}}}
+	for _, c := range []struct {
+		name         string
+		lang         rmqpb.Language
+		sent         *rmqpb.RetryPolicy
+		wantAttempts int32 // 0: no policy in the answer
+	}{
+		{"java-own", rmqpb.Language_JAVA, own, 5},
+		{"nodejs-none", rmqpb.Language_NODE_JS, nil, 3},
+		{"go", rmqpb.Language_GOLANG, own, 0},
+	} {
+		tel, err := e.cli.Telemetry(e.ctx("producer-"+c.name, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt := rmqpb.ClientType_PRODUCER
+		if err := tel.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
+			ClientType: &pt, BackoffPolicy: c.sent, UserAgent: &rmqpb.UA{Language: c.lang},
+			PubSub: &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{Topics: []*rmqpb.Resource{res("X")}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := tel.Recv()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b := reply.GetSettings().GetBackoffPolicy()
+		if got := b.GetMaxAttempts(); got != c.wantAttempts || (got != 0 && b.GetExponentialBackoff() == nil) {
+			t.Errorf("%s: backoff policy %v, want %d attempts, exponential", c.name, b, c.wantAttempts)
+		}
+		tel.CloseSend()
 	}
 }
