@@ -74,6 +74,10 @@ type Config struct {
 	Out io.Writer
 	// Quiet suppresses the per-second lines.
 	Quiet bool
+	// Protocol the clients speak: "remoting" (default; Apogee's client) or
+	// "grpc" (RocketMQ 5's MessagingService, on the broker's gRPC front
+	// end; Addr is then its gRPC address).
+	Protocol string
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -142,6 +146,16 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.MaxP99 == 0 {
 		o.MaxP99 = 10 * time.Millisecond
+	}
+	switch o.Protocol {
+	case "":
+		o.Protocol = ProtocolRemoting
+	case ProtocolRemoting, ProtocolGRPC:
+	default:
+		return o, fmt.Errorf("benchmark: --protocol %q: want remoting or grpc", o.Protocol)
+	}
+	if o.Protocol == ProtocolGRPC && o.Mode == ModeStore {
+		return o, errors.New("benchmark: --protocol grpc needs a broker: not in store mode")
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout

@@ -202,6 +202,9 @@ func describe(c Config, rate float64) string {
 		fmt.Fprintf(&b, "size %d B, %d writers (store.PutBatch) x %d in flight, batch %d, %d readers (store.Get), %d queues",
 			c.Size, c.Producers, c.Inflight, c.Batch, c.Consumers, c.Queues)
 	}
+	if c.Protocol == ProtocolGRPC {
+		b.WriteString(", gRPC")
+	}
 	if c.Addr != "" {
 		fmt.Fprintf(&b, ", broker %s", c.Addr)
 	} else {

@@ -50,6 +50,9 @@ func openTarget(ctx context.Context, c Config) (target, error) {
 	if c.Mode == ModeStore {
 		return openStoreTarget(c)
 	}
+	if c.Protocol == ProtocolGRPC {
+		return openGRPCTarget(ctx, c)
+	}
 	return openBrokerTarget(ctx, c)
 }
 

@@ -70,7 +70,7 @@ func runMain(m *testing.M) int {
 }
 
 // startLine matches the broker's one start-up line.
-var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+), version (.+)$`)
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
 // lockedBuffer collects a process's stderr; the exec package writes it from
 // its own goroutine while a failing test may read it.
@@ -158,7 +158,7 @@ func (b *Broker) NameServer() primitive.NsResolver {
 func (b *Broker) start(listen, nsListen string) {
 	t := b.t
 	t.Helper()
-	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--data-dir", b.dataDir}
+	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--grpc-listen", "127.0.0.1:0", "--data-dir", b.dataDir}
 	if len(b.namesrvs) > 0 {
 		args = append(args, "--namesrv", strings.Join(b.namesrvs, ";"))
 	}

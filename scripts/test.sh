@@ -8,6 +8,9 @@
 #   4. The interop module (the official RocketMQ Go client) with -race, then
 #      its tests that skip under it (the client's orderly consumer races with
 #      itself) without.
+#   4b. The interop-grpc module (the official RocketMQ 5 Go client over the
+#      broker's gRPC front end, and messages crossing to the 4.x client)
+#      with -race.
 #   5. The Redis store of the idempotent-consumption helper. Its tests start
 #      their own redis-server; when there is none, this script says so and
 #      installs Debian's package with apt-get, or stops with what to do.
@@ -98,6 +101,13 @@ step "4. interop module (official RocketMQ Go client)"
   run go test -race -count=1 -timeout 15m ./...
   echo "--- its tests that skip under -race, without it"
   runRaceSkipped
+)
+
+step "4b. interop-grpc module (official RocketMQ 5 Go client, gRPC)"
+(
+  cd interop-grpc
+  run go vet ./...
+  run go test -race -count=1 -timeout 15m ./...
 )
 
 step "5. client/idempotent/redisstore (needs redis-server)"

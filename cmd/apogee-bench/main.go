@@ -60,6 +60,7 @@ func run(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no per-second lines")
+	fs.StringVar(&c.Protocol, "protocol", "remoting", "the clients' protocol: remoting (RocketMQ 4's, Apogee's client) or grpc (RocketMQ 5's MessagingService; --addr is then the broker's gRPC address)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {

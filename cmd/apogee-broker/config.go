@@ -42,6 +42,8 @@ type config struct {
 	role          string
 	brokerID      int64
 	commitLogPath string
+	// grpcListen is --grpc-listen ("" disables the gRPC front end).
+	grpcListen string
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
@@ -74,6 +76,7 @@ func parseConfig(args []string) (*config, error) {
 	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
+	grpcListen := fs.String("grpc-listen", "0.0.0.0:8081", `RocketMQ 5's gRPC MessagingService ("" disables)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -86,6 +89,7 @@ func parseConfig(args []string) (*config, error) {
 		logFormat: *logFormat, slowRequest: *slowRequest,
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: roleAsyncMaster,
+		grpcListen: *grpcListen,
 	}
 	if c.showVersion {
 		return c, nil
@@ -243,6 +247,27 @@ var honoured = map[string]confKey{
 			port = p
 		}
 		c.listen = net.JoinHostPort(v, port)
+		return nil
+	}},
+	"grpcListen": {"grpc-listen", "`--grpc-listen`: the address of RocketMQ 5's gRPC MessagingService (default `0.0.0.0:8081`; empty disables it). Apogee's own key", func(c *config, v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("want host:port or nothing: %w", err)
+			}
+		}
+		c.grpcListen = v
+		return nil
+	}},
+	"grpcServerPort": {"grpc-listen", "the port of `--grpc-listen` (RocketMQ's proxy's key, `rmq-proxy.json`'s `grpcServerPort`); the host stays that of `--grpc-listen`'s default (`0.0.0.0`)", func(c *config, v string) error {
+		port, err := strconv.Atoi(v)
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("want a port number")
+		}
+		host := "0.0.0.0"
+		if h, _, e := net.SplitHostPort(c.grpcListen); e == nil {
+			host = h
+		}
+		c.grpcListen = net.JoinHostPort(host, strconv.Itoa(port))
 		return nil
 	}},
 	"autoCreateTopicEnable": {"", "`true` (default): a send to an unknown topic creates it from `TBW102`, as RocketMQ does. `false`: such sends fail with TOPIC_NOT_EXIST; create topics with the admin API (`UPDATE_AND_CREATE_TOPIC`)",

@@ -178,4 +178,10 @@ var javaKeys = []javaClass{
 		"memTableFlushInterval",
 	}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
+	// Not the broker's: RocketMQ's proxy reads this from rmq-proxy.json; a
+	// broker started with its proxy in local mode is the deployment Apogee
+	// is, so its broker.conf takes it too.
+	{"ProxyConfig (rmq-proxy.json)", []string{"grpcServerPort"}},
+	// Apogee's own keys, for settings RocketMQ has no key for.
+	{"Apogee", []string{"grpcListen"}},
 }

@@ -22,6 +22,7 @@
 //	--scrub-rate BYTES/S    the background scrubber's pace (default 8 MiB/s; 0 disables)
 //	--receive-budget BYTES  memory all connections may hold for requests being
 //	                        received (default 128 MiB)
+//	--grpc-listen ADDR      RocketMQ 5's gRPC MessagingService (default 0.0.0.0:8081; "" disables)
 //
 // At start it binds its addresses, opens the store (recovering it), and only
 // then listens and prints one line with its addresses and version: until the
@@ -46,6 +47,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -119,6 +121,13 @@ func run(args []string) error {
 		}
 		defer nsRes.Close()
 	}
+	var grpcRes *reservation
+	if cfg.grpcListen != "" {
+		if grpcRes, err = reserve(cfg.grpcListen); err != nil {
+			return fmt.Errorf("listen %s (--grpc-listen): %w", cfg.grpcListen, err)
+		}
+		defer grpcRes.Close()
+	}
 	own := []*net.TCPAddr{brokerRes.Addr()}
 	if nsRes != nil {
 		own = append(own, nsRes.Addr())
@@ -170,11 +179,30 @@ func run(args []string) error {
 		return err
 	}
 
+	var gs *grpcfe.Server
+	grpcAddr := ""
+	if grpcRes != nil {
+		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
+		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
+			Logger: logger}); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			b.Shutdown(sctx)
+			cancel()
+			return err
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if gs != nil {
+			// Its calls answered first: the core goes with the broker.
+			if err := gs.Shutdown(sctx); err != nil {
+				logger.Warn("grpc front end shutdown", "err", err)
+			}
+		}
 		return b.Shutdown(sctx)
 	}
 	ln, err := brokerRes.Listen()
@@ -190,8 +218,26 @@ func run(args []string) error {
 			return fmt.Errorf("--namesrv-listen: %w", err)
 		}
 	}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- b.Serve(ln) }()
+	grpcShown := "disabled"
+	if gs != nil {
+		gl, err := grpcRes.Listen()
+		if err != nil {
+			ln.Close()
+			if nsln != nil {
+				nsln.Close()
+			}
+			shutdown()
+			return fmt.Errorf("--grpc-listen: %w", err)
+		}
+		grpcShown = grpcRes.Addr().String()
+		go func() {
+			if err := gs.Serve(gl); err != nil {
+				serveErr <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+	}
 	nsDone := make(chan struct{})
 	if nsln != nil {
 		go func() {
@@ -216,8 +262,8 @@ func run(args []string) error {
 	if nsln != nil {
 		ns = nsRes.Addr().String()
 	}
-	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, flush %s, version %s\n",
-		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, cfg.store.FlushMode, build.Short())
+	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, flush %s, version %s\n",
+		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, cfg.store.FlushMode, build.Short())
 
 	select {
 	case <-ctx.Done():

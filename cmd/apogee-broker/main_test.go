@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,7 +32,7 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+), version (.+)$`)
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
 type process struct {
 	cmd                            *exec.Cmd
@@ -93,6 +94,10 @@ func startOnFreePort(t *testing.T, bin string, args func(port int) []string) (*p
 
 // tryStart starts the broker and waits for its start line.
 func tryStart(bin string, args ...string) (*process, error) {
+	if !slices.Contains(args, "--grpc-listen") {
+		// Not the default port: tests run in parallel.
+		args = append(args, "--grpc-listen", "127.0.0.1:0")
+	}
 	cmd := exec.Command(bin, args...)
 	out, _ := cmd.StdoutPipe()
 	var stderr logBuffer
@@ -180,7 +185,7 @@ func TestStartServeSignalRestartAndLock(t *testing.T) {
 		}
 	}
 	// A second broker on the same data directory is refused with a clear message.
-	second := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data)
+	second := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", data)
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use by another running broker") {
 		t.Fatalf("second broker on the same directory: %v\n%s", err, out)

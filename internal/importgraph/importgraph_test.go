@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
-	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
+	"benchmark":                   {"client", "broker", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting"},
 
 	// The messaging core under broker (the remoting front end and the
 	// process wiring): every operation of the broker on plain Go types,
@@ -68,7 +68,15 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
+	// RocketMQ 5's gRPC protocol: the code protoc generates from the
+	// project's .proto files (google.golang.org/grpc and protobuf only).
+	"rmqpb": {},
+	// The gRPC front end: on the messaging core, like the remoting front
+	// end, but never remoting or namesrv (and of protocol only codes and
+	// JSON bodies, as broker/core).
+	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
+
+	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
