@@ -3,8 +3,8 @@ package auth
 import (
 	"bytes"
 	"crypto/hmac"
-	"encoding/binary"
 	"encoding/base64"
+	"encoding/binary"
 
 	"github.com/apogeemq/apogee/protocol"
 )
