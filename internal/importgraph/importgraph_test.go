@@ -53,6 +53,11 @@ var allowed = map[string][]string{
 	// broker, which wires it; plain TCP, not the remoting protocol.
 	"ha": {"store"},
 
+	// Security (issue 21): authentication is on the wire format only; access
+	// control on authentication and its durable files.
+	"auth": {"protocol"},
+	"acl":  {"auth", "protocol"},
+
 	// The idempotent-consumption helper sits on the client; its conformance suite
 	// for stores on it. The Redis store is a module of its own (not listed).
 	"client/idempotent":           {"client", "remoting", "protocol", "message"},
@@ -103,6 +108,7 @@ var internalAllowed = map[string][]string{
 	"index":        {"internal/javacompat", "internal/vfs", "internal/durable"},
 	"broker/core":  {"internal/vfs", "internal/durable"},
 	"namesrv":      {"internal/vfs", "internal/durable"},
+	"acl":          {"internal/vfs", "internal/durable"},
 }
 
 func TestImportGraph(t *testing.T) {
