@@ -33,7 +33,13 @@ const (
 	kindEndTx                          // END_TRANSACTION: the topic when the client sends it
 	kindView                           // VIEW_MESSAGE_BY_ID: the topic when sent, else the cluster
 	kindUnregister                     // UNREGISTER_CLIENT: the consumer or producer group
+	kindRoute                          // GET_ROUTEINFO_BY_TOPIC: the topic, but TBW102's route is open
 )
+
+// autoCreateKey is the template topic a producer reads the route of before
+// its first send to a topic that does not exist yet (the broker creates
+// the topic from it; the send itself needs Pub on the new topic).
+const autoCreateKey = "TBW102"
 
 // field names a resource in a header field. split, when set, separates
 // several names in one value. skipRetry leaves a retry topic out (its
@@ -94,7 +100,7 @@ var rules = map[int32]rule{
 	protocol.ReqConsumerSendMsgBack:          fields(Sub, group("group")),
 	protocol.ReqGetConsumerListByGroup:       fields(Sub|Get, group("consumerGroup")),
 	protocol.ReqCheckClientConfig:            fields(Sub, group("group")),
-	protocol.ReqGetRouteInfoByTopic:          fields(Pub|Sub|Get, topic("topic")),
+	protocol.ReqGetRouteInfoByTopic:          {kind: kindRoute, actions: Pub | Sub | Get, note: "Pub, Sub or Get on Topic:topic; the route of TBW102 (the auto-create template a producer reads before its first send to a new topic): authentication only"},
 	protocol.ReqUpdateAndCreateTopic:         fields(Create, topic("topic")),
 	protocol.ReqDeleteTopicInBroker:          fields(Delete, topic("topic")),
 	protocol.ReqGetTopicConfig:               fields(Get, topic("topic")),
@@ -240,6 +246,10 @@ func checks(req *protocol.Command, clusterName string, out []Check) ([]Check, er
 			out = append(out, Check{Resource: lit(TypeTopic, t), Actions: Sub})
 		}
 		out = append(out, Check{Resource: lit(TypeGroup, str("consumerGroup")), Actions: Sub})
+	case kindRoute:
+		if t := str("topic"); t != autoCreateKey {
+			add(TypeTopic, t, r.actions)
+		}
 	case kindEndTx:
 		if t := str("topic"); t != "" {
 			add(TypeTopic, t, Pub)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -483,3 +484,19 @@ func (l *logLimiter) allow() bool {
 }
 
 func (l *logLimiter) takeSuppressed() uint64 { return l.suppressed.Swap(0) }
+
+// AddRuntimeInfo adds the counters to a broker's runtime information
+// (GET_BROKER_RUNTIME_INFO): aclAllowed, aclDenied, aclDeniedUnsigned,
+// aclDeniedUnknownUser, aclDeniedBadSignature, aclDeniedNoPermission,
+// aclReloads, aclReloadErrors, aclUsers, aclAcls.
+func (g *Guard) AddRuntimeInfo(m map[string]string) {
+	s := g.Stats()
+	for k, v := range map[string]uint64{
+		"aclAllowed": s.Allowed, "aclDenied": s.Denied, "aclDeniedUnsigned": s.Unsigned,
+		"aclDeniedUnknownUser": s.UnknownUser, "aclDeniedBadSignature": s.BadSignature,
+		"aclDeniedNoPermission": s.NoPermission, "aclReloads": s.Reloads, "aclReloadErrors": s.ReloadErrors,
+		"aclUsers": uint64(s.Users), "aclAcls": uint64(s.ACLs),
+	} {
+		m[k] = strconv.FormatUint(v, 10)
+	}
+}

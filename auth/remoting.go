@@ -150,3 +150,17 @@ func (e sortEnt) less(ext *protocol.ExtFields, o sortEnt) bool {
 	}
 	return e.i < o.i
 }
+
+// Signer signs requests with one set of credentials: the remoting
+// client's Signer (remoting.ClientOptions.Signer), so that every request a
+// connection sends carries AccessKey and Signature.
+type Signer struct {
+	key *Key
+	c   Credentials
+}
+
+// NewSigner returns a Signer for c.
+func NewSigner(c Credentials) *Signer { return &Signer{key: NewKey(c.SecretKey), c: c} }
+
+// Sign signs req (Key.Sign).
+func (s *Signer) Sign(req *protocol.Command) { s.key.Sign(req, s.c) }

@@ -183,6 +183,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	} {
 		m[k] = v
 	}
+	if b.opts.Security != nil {
+		b.opts.Security.AddRuntimeInfo(m)
+	}
 	return m
 }
 

@@ -68,6 +68,7 @@ func (b *Broker) buildHandlers() {
 		b.registerSend, b.registerPull, b.registerClients, b.registerOffsets, b.registerMessages,
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
+		b.registerSecurity,
 	} {
 		register(&b.handlers)
 	}
@@ -76,6 +77,9 @@ func (b *Broker) buildHandlers() {
 // ServeRemoting implements remoting.Handler: it dispatches by request code to
 // the registered handler; name-server codes go to the embedded registry.
 func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	if b.opts.Security != nil && b.checkAccess(c, req, resp) {
+		return remoting.Reply
+	}
 	if h := b.handlers.get(req.Code); h != nil {
 		return h(c, req, resp)
 	}

@@ -141,6 +141,11 @@ type Options struct {
 	WriteConfigFile func(path string, data []byte) error
 	// Logger receives the broker's log lines. Default slog.Default().
 	Logger *slog.Logger
+	// Security, when set, authenticates and authorizes every request
+	// before it is served (package acl's Guard; see docs/security.md), on
+	// the broker's address and on NamesrvHandler. Default nil: off, every
+	// request served (RocketMQ's default).
+	Security Security
 }
 
 // core returns the core's options: every field but the front end's own

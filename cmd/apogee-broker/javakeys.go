@@ -178,4 +178,6 @@ var javaKeys = []javaClass{
 		"memTableFlushInterval",
 	}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
+	// Apogee's own keys (no Java class reads them).
+	{"Apogee", []string{"aclFile"}},
 }

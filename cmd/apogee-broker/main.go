@@ -122,6 +122,16 @@ func run(args []string) error {
 		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)
 	}
 
+	guard, err := openGuard(cfg, logger)
+	if err != nil {
+		return err
+	}
+	var security broker.Security
+	if guard != nil {
+		defer guard.Close()
+		security = guard
+	}
+
 	b, err := broker.New(broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
@@ -143,6 +153,7 @@ func run(args []string) error {
 		TimerMaxDelay:            cfg.timerMaxDelay,
 		Remoting:                 remotingOpts,
 		Logger:                   logger,
+		Security:                 security,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -177,7 +188,7 @@ func run(args []string) error {
 	if nsln != nil {
 		go func() {
 			defer close(nsDone)
-			if err := namesrv.Serve(ctx, nsln, b.Registry(), remotingOpts); err != nil {
+			if err := namesrv.ServeHandler(ctx, nsln, b.NamesrvHandler(), b.Registry(), remotingOpts); err != nil {
 				serveErr <- fmt.Errorf("name server: %w", err)
 			}
 		}()

@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"namesrv":                     {"remoting", "protocol"},
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
-	"client":                      {"remoting", "protocol", "message"},
+	"client":                      {"remoting", "protocol", "message", "auth"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
 
 	// The messaging core under broker (the remoting front end and the
@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 
 	// The idempotent-consumption helper sits on the client; its conformance suite
 	// for stores on it. The Redis store is a module of its own (not listed).
-	"client/idempotent":           {"client", "remoting", "protocol", "message"},
+	"client/idempotent":           {"client", "remoting", "protocol", "message", "auth"},
 	"client/idempotent/storetest": {"client/idempotent"},
 
 	// Transactions (half and op queues, END_TRANSACTION's operation, the
@@ -70,7 +70,7 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
