@@ -179,5 +179,7 @@ var javaKeys = []javaClass{
 	}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
 	// Apogee's own keys (no Java class reads them).
-	{"Apogee", []string{"aclFile"}},
+	{"TlsSystemConfig (tls.properties)", []string{"tls.server.mode", "tls.server.certPath", "tls.server.keyPath",
+		"tls.server.trustCertPath", "tls.server.need.client.auth"}},
+	{"Apogee", []string{"aclFile", "maxConnections", "maxConnectionsPerSource", "responseBudget"}},
 }

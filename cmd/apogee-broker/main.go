@@ -117,6 +117,18 @@ func run(args []string) error {
 	if cfg.idleTimeout > 0 {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
 	}
+	applyLimits(cfg)
+	tlsServer, err := openTLS(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if tlsServer != nil {
+		defer tlsServer.Close()
+		if remotingOpts == nil {
+			remotingOpts = &remoting.Options{}
+		}
+		remotingOpts.Handshake = tlsServer.Handshake
+	}
 	if cfg.receiveBudget > 0 {
 		// Shared by every listener of the process.
 		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)

@@ -29,6 +29,8 @@ type config struct {
 	// notes are the WARN lines the file calls for (ignored keys), logged once
 	// the logger exists.
 	notes []note
+	// tls is the listener's TLS (tls.go).
+	tls tlsConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -50,6 +52,7 @@ func parseConfig(args []string) (*config, error) {
 	configFile := fs.StringP("config", "c", "", "RocketMQ namesrv.properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
+	tlsF := addTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -57,7 +60,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel,
-		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval}
+		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config()}
 	if c.showVersion {
 		return c, nil
 	}

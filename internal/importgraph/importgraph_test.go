@@ -70,12 +70,12 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
 	// The standalone name server: flags, its data directory and the wiring.
-	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops"},
+	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops", "internal/tlsconf"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
