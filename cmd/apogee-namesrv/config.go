@@ -261,5 +261,5 @@ func ignored(key string) (string, bool) {
 // allKeys is every key of the Java name server's configuration, for typo
 // suggestions.
 func allKeys() []string {
-	return slices.Concat(namesrvConfigKeys, nettyServerKeys, nettyClientKeys)
+	return slices.Concat(namesrvConfigKeys, nettyServerKeys, nettyClientKeys, tlsSystemKeys)
 }

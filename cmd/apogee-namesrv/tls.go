@@ -31,6 +31,10 @@ func (f *tlsFlags) config() tlsConfig {
 	return tlsConfig{mode: *f.mode, cert: *f.cert, key: *f.key, clientCA: *f.clientCA, clientAuth: *f.clientAuth}
 }
 
+// tlsSystemKeys are RocketMQ's TlsSystemConfig keys (tls.properties, or
+// system properties) that Apogee reads from namesrv.properties.
+var tlsSystemKeys = []string{"tls.server.certPath", "tls.server.keyPath", "tls.server.mode", "tls.server.need.client.auth", "tls.server.trustCertPath"}
+
 // The TlsSystemConfig keys, read from namesrv.properties too.
 func init() {
 	set := func(field func(*tlsConfig) *string) func(*config, string) error {
