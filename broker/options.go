@@ -146,6 +146,11 @@ type Options struct {
 	// the broker's address and on NamesrvHandler. Default nil: off, every
 	// request served (RocketMQ's default).
 	Security Security
+	// MaxAutoCreateTopics, MaxAutoCreateGroups and MaxAutoCreatePerSource
+	// cap what requests create by themselves (broker/core.Options, whose
+	// documentation each repeats): topics and groups in all (default 10000
+	// each) and per source address (1000 an hour). Negative: no cap.
+	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
 }
 
 // core returns the core's options: every field but the front end's own
@@ -164,6 +169,8 @@ func (o Options) core() core.Options {
 		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
 		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
+		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
+		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
 	}
 }
 

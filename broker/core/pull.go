@@ -112,7 +112,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		return newError(protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			r.QueueID, t.name, t.cfg.ReadQueueNums, r.Consumer))
 	}
-	if _, err := c.groupForConsumer(r.Group); err != nil {
+	if _, err := c.groupForConsumer(r.Group, r.Consumer.Addr().Unmap()); err != nil {
 		return err
 	}
 

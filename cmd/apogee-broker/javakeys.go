@@ -181,5 +181,6 @@ var javaKeys = []javaClass{
 	// Apogee's own keys (no Java class reads them).
 	{"TlsSystemConfig (tls.properties)", []string{"tls.server.mode", "tls.server.certPath", "tls.server.keyPath",
 		"tls.server.trustCertPath", "tls.server.need.client.auth"}},
-	{"Apogee", []string{"aclFile", "maxConnections", "maxConnectionsPerSource", "responseBudget"}},
+	{"Apogee", []string{"aclFile", "maxConnections", "maxConnectionsPerSource", "responseBudget",
+		"maxAutoCreateTopics", "maxAutoCreateGroups", "maxAutoCreatePerSource"}},
 }

@@ -166,6 +166,9 @@ func run(args []string) error {
 		Remoting:                 remotingOpts,
 		Logger:                   logger,
 		Security:                 security,
+		MaxAutoCreateTopics:      cfg.sec.autoTopics,
+		MaxAutoCreateGroups:      cfg.sec.autoGroups,
+		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {

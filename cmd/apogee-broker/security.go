@@ -25,6 +25,10 @@ type securityConfig struct {
 
 	maxConns, maxConnsPerSource int   // --max-connections, --max-connections-per-source (0: default)
 	responseBudget              int64 // --response-budget (0: default)
+
+	// --max-auto-create-topics, --max-auto-create-groups,
+	// --max-auto-create-per-source (0: default, negative: no cap)
+	autoTopics, autoGroups, autoPerSource int
 }
 
 // securityFlags are the flags of securityConfig.
@@ -33,6 +37,7 @@ type securityFlags struct {
 	aclFile, tlsMode, tlsCert, tlsKey, tlsCA, tlsAuth *string
 	maxConns, maxConnsPerSource                       *int
 	responseBudget                                    *int64
+	autoTopics, autoGroups, autoPerSource             *int
 }
 
 func addSecurityFlags(fs *pflag.FlagSet) *securityFlags {
@@ -47,13 +52,17 @@ func addSecurityFlags(fs *pflag.FlagSet) *securityFlags {
 		maxConns:          fs.Int("max-connections", 0, fmt.Sprintf("connections the process accepts in all (default %d)", remoting.DefaultMaxConns)),
 		maxConnsPerSource: fs.Int("max-connections-per-source", 0, fmt.Sprintf("connections the process accepts from one source address (default %d)", remoting.DefaultMaxConnsPerSource)),
 		responseBudget:    fs.Int64("response-budget", 0, "bytes of answers queued for clients that do not read them, in all (default 512 MiB)"),
+		autoTopics:        fs.Int("max-auto-create-topics", 0, "sends to unknown topics stop creating them once the broker holds this many topics (default 10000; negative: no cap)"),
+		autoGroups:        fs.Int("max-auto-create-groups", 0, "consumers of unknown groups stop creating them once the broker holds this many groups (default 10000; negative: no cap)"),
+		autoPerSource:     fs.Int("max-auto-create-per-source", 0, "topics and groups one source address may create on demand per hour (default 1000; negative: no cap)"),
 	}
 }
 
 func (f *securityFlags) config() securityConfig {
 	return securityConfig{acl: *f.acl || *f.aclFile != "", aclFile: *f.aclFile,
 		tlsMode: *f.tlsMode, tlsCert: *f.tlsCert, tlsKey: *f.tlsKey, tlsCA: *f.tlsCA, tlsAuth: *f.tlsAuth,
-		maxConns: *f.maxConns, maxConnsPerSource: *f.maxConnsPerSource, responseBudget: *f.responseBudget}
+		maxConns: *f.maxConns, maxConnsPerSource: *f.maxConnsPerSource, responseBudget: *f.responseBudget,
+		autoTopics: *f.autoTopics, autoGroups: *f.autoGroups, autoPerSource: *f.autoPerSource}
 }
 
 // The broker.conf keys of securityConfig.
@@ -90,6 +99,19 @@ func init() {
 	honoured["maxConnections"] = confKey{"max-connections", "`--max-connections`: connections accepted in all (default 10000; 0: the default)", num(func(s *securityConfig, n int64) { s.maxConns = int(n) })}
 	honoured["maxConnectionsPerSource"] = confKey{"max-connections-per-source", "`--max-connections-per-source`: connections accepted from one source address (default 1000)", num(func(s *securityConfig, n int64) { s.maxConnsPerSource = int(n) })}
 	honoured["responseBudget"] = confKey{"response-budget", "`--response-budget`: bytes of answers queued for clients that do not read them, in all (default 536870912)", num(func(s *securityConfig, n int64) { s.responseBudget = n })}
+	signed := func(set func(*securityConfig, int)) func(*config, string) error {
+		return func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("want a number (negative: no cap)")
+			}
+			set(&c.sec, n)
+			return nil
+		}
+	}
+	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
+	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
+	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
 	honoured["aclFile"] = confKey{"acl-file", "`--acl-file`: the ACL file (Apogee's format or RocketMQ 4's `plain_acl.yml`), reloaded when it changes; implies `aclEnable=true`", func(c *config, v string) error {
 		c.sec.aclFile, c.sec.acl = v, true
 		return nil
