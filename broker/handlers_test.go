@@ -27,6 +27,9 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
 		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
 		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
+		protocol.ReqAuthCreateUser, protocol.ReqAuthUpdateUser, protocol.ReqAuthDeleteUser, protocol.ReqAuthGetUser,
+		protocol.ReqAuthListUser, protocol.ReqAuthCreateACL, protocol.ReqAuthUpdateACL, protocol.ReqAuthDeleteACL,
+		protocol.ReqAuthGetACL, protocol.ReqAuthListACL,
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
