@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message", "auth"},
-	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
+	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting", "auth", "acl", "internal/tlsconf"},
 
 	// The messaging core under broker (the remoting front end and the
 	// process wiring): every operation of the broker on plain Go types,
@@ -71,7 +71,7 @@ var allowed = map[string][]string{
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
 	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
-	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
+	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version"},
 	// The standalone name server: flags, its data directory and the wiring.
