@@ -88,6 +88,12 @@ type Conn struct {
 	// Writer goroutine only.
 	iov  [][]byte
 	bufs net.Buffers
+	// coalesce is set for a connection that has no vectored write (a TLS
+	// connection, any net.Conn but a TCP or Unix socket): net.Buffers would
+	// write each piece with a Write of its own, each a TLS record and a
+	// system call, so the pieces are copied into flat and written at once.
+	coalesce bool
+	flat     []byte
 
 	value atomic.Pointer[any]
 
@@ -156,6 +162,11 @@ func newConn(nc net.Conn, cfg *config, h Handler, srv *Server) *Conn {
 		stopc: make(chan struct{}),
 	}
 	c.rbuf = c.own
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		c.coalesce = true
+	}
 	if a := nc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -669,7 +680,19 @@ func (c *Conn) writeBatch(b *batch) error {
 	if c.cfg.writeTimeout > 0 {
 		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case c.coalesce && len(iov) > 1:
+		flat := c.flat[:0]
+		for _, v := range iov {
+			flat = append(flat, v...)
+		}
+		_, err = c.nc.Write(flat)
+		if cap(flat) > keepWriteBatch {
+			flat = nil
+		}
+		c.flat = flat[:0]
+	default:
 		c.bufs = iov
 		_, err = c.bufs.WriteTo(c.nc)
 	}
