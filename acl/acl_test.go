@@ -439,9 +439,11 @@ func BenchmarkCheck(b *testing.B) {
 	r.Body = make([]byte, 1024)
 	signed(r, "alice", "alice-secret")
 	b.ReportAllocs()
+	done := reportCPU(b)
 	for b.Loop() {
 		if ok, _, _ := g.Check(local, r); !ok {
 			b.Fatal("refused")
 		}
 	}
+	done()
 }

@@ -299,11 +299,13 @@ func BenchmarkVerify(b *testing.B) {
 			k.Sign(cmd, Credentials{AccessKey: "bench", SecretKey: "a-secret-key-of-some-length"})
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
+			done := reportCPU(b)
 			for b.Loop() {
 				if err := k.Verify(cmd); err != nil {
 					b.Fatal(err)
 				}
 			}
+			done()
 		})
 	}
 }

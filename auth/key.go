@@ -64,13 +64,18 @@ type scratch struct {
 	enc  [28]byte            // base64 of a sum
 	ents [maxSorted]sortEnt
 	more []sortEnt
+	buf  []byte // the values of the fields, gathered (kept up to maxKeptValues)
 }
+
+// maxKeptValues bounds the gathered values a scratch keeps for the next
+// request: headers are small; a rare large one is not held on to.
+const maxKeptValues = 16 << 10
 
 // NewKey returns a Key for secret (a user's secret key, RocketMQ 5's
 // "password").
 func NewKey(secret string) *Key {
 	k := &Key{secret: []byte(secret)}
-	k.pool.New = func() any { return &scratch{mac: hmac.New(sha1.New, k.secret)} }
+	k.pool.New = func() any { return &scratch{mac: hmac.New(sha1.New, k.secret), buf: make([]byte, 0, 1024)} }
 	return k
 }
 

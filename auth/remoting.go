@@ -109,6 +109,10 @@ func (k *Key) content(s *scratch, cmd *protocol.Command, skipToken bool) {
 			ents[j], ents[j-1] = ents[j-1], ents[j]
 		}
 	}
+	// The values are gathered into one buffer and hashed with one Write:
+	// a Write per value costs more than the copy (a request has a dozen or
+	// more short values).
+	buf := s.buf[:0]
 	for i, e := range ents {
 		key, val := ext.At(e.i)
 		if i+1 < len(ents) && ents[i+1].pfx == e.pfx {
@@ -116,7 +120,11 @@ func (k *Key) content(s *scratch, cmd *protocol.Command, skipToken bool) {
 				continue // the last occurrence of a key wins
 			}
 		}
-		s.mac.Write(val)
+		buf = append(buf, val...)
+	}
+	s.mac.Write(buf)
+	if cap(buf) <= maxKeptValues {
+		s.buf = buf[:0]
 	}
 	s.mac.Write(cmd.Body)
 }

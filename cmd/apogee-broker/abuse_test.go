@@ -158,7 +158,7 @@ func rssOf(pid int) (int64, error) {
 // The RSS bound is generous: the RSS at rest, what the idle connections
 // may cost (96 KiB each), twice the response budget (what is queued, and
 // as much again left to the garbage collector) and twice the receive
-// budget (128 MiB, the same reasoning), about 1 GiB; without the limits
+// budget (128 MiB, the same reasoning): about 870 MiB; without the limits
 // the unread answers alone reach 1.28 GB and the topics grow with the
 // flood. It measured a peak of ~350 MiB from ~20 MiB at rest on a shared
 // 2-core VM, within 16 s (docs/benchmarks.md).
