@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,9 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -198,6 +203,147 @@ func runtimeInfoAs(t *testing.T, cl *remoting.Client, s *auth.Signer) map[string
 	s.Sign(&req)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	resp, err := cl.Invoke(ctx, &req)
+	if err != nil || resp.Code != protocol.RespSuccess {
+		t.Fatalf("runtime info: %v %v", err, resp)
+	}
+	var kv protocol.KVTable
+	if err := kv.Decode(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return kv.Table
+}
+
+// TestMutualTLS runs the broker binary in enforcing mode with client
+// certificates required, on both its listeners: a client presenting a
+// certificate of the CA sends, receives and looks up routes (through
+// Apogee's client, as the official Go client cannot present one); one
+// without a certificate, one with another CA's, and a plain client are
+// refused and counted; a rotated server certificate is used by the next
+// connections while the open one keeps working.
+func TestMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker binary")
+	}
+	dir := t.TempDir()
+	pki := tlstest.Write(t, t.TempDir())
+	p := start(t, buildBinary(t), "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey,
+		"--tls-client-ca", pki.CA, "--tls-client-auth", "require")
+	defer p.stop(t, syscall.SIGTERM)
+	load := func(c tlsconf.ClientConfig) *tls.Config {
+		t.Helper()
+		cfg, err := c.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	good := load(tlsconf.ClientConfig{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey})
+	other := tlstest.Write(t, t.TempDir())
+	dial := func(addr string, cfg *tls.Config) (*remoting.Client, *protocol.Command, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{Options: remoting.Options{Logger: quiet}, TLS: cfg})
+		if err != nil {
+			return nil, nil, err
+		}
+		var req protocol.Command
+		req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
+		(&protocol.GetRouteInfoRequest{Topic: []byte("TBW102")}).Encode(&req.Ext)
+		resp, err := cl.Invoke(ctx, &req)
+		if err != nil {
+			cl.Close()
+			return nil, nil, err
+		}
+		return cl, resp, nil
+	}
+	for _, addr := range []string{p.addr, p.nsAddr} {
+		cl, resp, err := dial(addr, good)
+		if err != nil || resp.Code != protocol.RespSuccess {
+			t.Fatalf("%s with a client certificate: %v %v", addr, err, resp)
+		}
+		cl.Close()
+		for name, cfg := range map[string]*tls.Config{
+			"no client certificate":    load(tlsconf.ClientConfig{CAFile: pki.CA}),
+			"another CA's certificate": load(tlsconf.ClientConfig{CAFile: pki.CA, CertFile: other.ClientCert, KeyFile: other.ClientKey}),
+			"a plain client":           nil,
+			"an untrusted server (CA)": load(tlsconf.ClientConfig{CAFile: other.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}),
+		} {
+			if cl, _, err := dial(addr, cfg); err == nil {
+				cl.Close()
+				t.Errorf("%s, %s: served", addr, name)
+			}
+		}
+	}
+
+	// Send and pull over mutual TLS, through Apogee's client.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod, err := client.NewProducer(client.NameServer(p.addr), client.TLS(good), client.Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	if _, err := prod.SendSync(ctx, &client.Message{Topic: "MTLS", Body: []byte("over mutual TLS")}); err != nil {
+		t.Fatalf("send over mutual TLS: %v", err)
+	}
+
+	// Rotation: the open connection keeps working, a new one gets the new
+	// certificate.
+	cl, _, err := dial(p.addr, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	before := serverSerial(t, p.addr, good)
+	tlstest.Reissue(t, pki)
+	deadline := time.Now().Add(15 * time.Second)
+	for serverSerial(t, p.addr, good) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker still presents the old certificate 15 s after the rotation")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var req protocol.Command
+	req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
+	(&protocol.GetRouteInfoRequest{Topic: []byte("MTLS")}).Encode(&req.Ext)
+	if resp, err := cl.Invoke(ctx, &req); err != nil || resp.Code != protocol.RespSuccess {
+		t.Errorf("the connection opened before the rotation: %v %v", err, resp)
+	}
+	if _, err := prod.SendSync(ctx, &client.Message{Topic: "MTLS", Body: []byte("after the rotation")}); err != nil {
+		t.Errorf("send after the rotation: %v", err)
+	}
+	// The broker's counter is its own listener's: the four refused there.
+	if n := atoi(runtimeInfoTLS(t, p.addr, good)["remotingHandshakeFailures"]); n < 4 {
+		t.Errorf("%d handshake failures counted, want the 4 refused clients", n)
+	}
+}
+
+// serverSerial connects with cfg and returns the serial number of the
+// certificate the server presents.
+func serverSerial(t *testing.T, addr string, cfg *tls.Config) string {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// runtimeInfoTLS asks for GET_BROKER_RUNTIME_INFO over TLS.
+func runtimeInfoTLS(t *testing.T, addr string, cfg *tls.Config) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{Options: remoting.Options{Logger: quiet}, TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var req protocol.Command
+	req.InitRequest(protocol.ReqGetBrokerRuntimeInfo, 0)
 	resp, err := cl.Invoke(ctx, &req)
 	if err != nil || resp.Code != protocol.RespSuccess {
 		t.Fatalf("runtime info: %v %v", err, resp)
