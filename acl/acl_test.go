@@ -290,7 +290,15 @@ func TestHotReload(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// A broken file keeps the rules in force.
+	// An empty file (an edit in place caught before its write) and a broken
+	// file keep the rules in force.
+	writeFile(t, dir, "acl.yml", "")
+	if _, err := g.Reload(); err == nil {
+		t.Fatal("an empty file reloaded")
+	}
+	if ok, _, _ := g.Check(local, r); !ok {
+		t.Fatal("an empty file changed the rules")
+	}
 	writeFile(t, dir, "acl.yml", "users: [\n")
 	if _, err := g.Reload(); err == nil {
 		t.Fatal("a broken file reloaded")

@@ -208,6 +208,12 @@ func (g *Guard) loadFileLocked() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("acl: %w", err)
 	}
+	if g.file != nil && len(bytes.TrimSpace(data)) == 0 {
+		// Most likely caught between the truncation and the write of an
+		// edit in place: taking it would drop every user until the next
+		// check. The rules in force stay; the next check reads it again.
+		return false, fmt.Errorf("acl: %s is empty (being written? write it elsewhere and rename it into place); the rules in force stay", g.opts.File)
+	}
 	sum := sha256.Sum256(data)
 	if g.file != nil && bytes.Equal(sum[:], g.fileSum[:]) {
 		g.fileStat = fi
