@@ -179,8 +179,8 @@ var javaKeys = []javaClass{
 	}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
 	// Apogee's own keys (no Java class reads them).
-	{"TlsSystemConfig (tls.properties)", []string{"tls.server.mode", "tls.server.certPath", "tls.server.keyPath",
-		"tls.server.trustCertPath", "tls.server.need.client.auth"}},
-	{"Apogee", []string{"aclFile", "maxConnections", "maxConnectionsPerSource", "responseBudget",
-		"maxAutoCreateTopics", "maxAutoCreateGroups", "maxAutoCreatePerSource"}},
+	{"TlsSystemConfig (tls.properties)", []string{"tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
+		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
+	{"Apogee", []string{"aclFile", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
+		"maxConnections", "maxConnectionsPerSource", "responseBudget"}},
 }
