@@ -32,3 +32,5 @@ require (
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.14 // indirect
 )
+
+require go.yaml.in/yaml/v3 v3.0.6

@@ -1,11 +1,14 @@
 package benchmark
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/apogeemq/apogee/auth"
 )
 
 // DefaultE2ERate is the rate of an e2e run that sets none: 20,000 msgs/s of
@@ -78,6 +81,17 @@ type Config struct {
 	// "grpc" (RocketMQ 5's MessagingService, on the broker's gRPC front
 	// end; Addr is then its gRPC address).
 	Protocol string
+	// TLS, when set, makes every client connection a TLS connection with
+	// this configuration. With no Addr, the embedded broker then serves TLS
+	// (RocketMQ's permissive mode: TLS and plain on one port) with a
+	// certificate made for the run, which the clients trust. Default nil:
+	// plain TCP. Not for store mode.
+	TLS *tls.Config
+	// Credentials, when set, make every client sign its requests. With no
+	// Addr, the embedded broker then turns access control on with one user
+	// of these keys, allowed Pub and Sub on Topic and on the groups
+	// apogee-bench* only. Default: none (unsigned). Not for store mode.
+	Credentials auth.Credentials
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -89,6 +103,9 @@ func (c *Config) withDefaults() (Config, error) {
 	case ModeProduce, ModeConsume, ModeE2E, ModeStore:
 	default:
 		return o, fmt.Errorf("benchmark: unknown mode %q (produce, consume, e2e or store)", o.Mode)
+	}
+	if o.Mode == ModeStore && (o.TLS != nil || !o.Credentials.IsEmpty()) {
+		return o, errors.New("benchmark: store mode has no connections: TLS and credentials do not apply")
 	}
 	if o.Size == 0 {
 		o.Size = 1024

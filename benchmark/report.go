@@ -214,6 +214,9 @@ func describe(c Config, rate float64) string {
 		}
 		fmt.Fprintf(&b, ", %s, flush %s", target, c.Flush)
 	}
+	if c.Mode != ModeStore {
+		b.WriteString(describeSecurity(c))
+	}
 	switch {
 	case c.Mode == ModeConsume:
 	case rate > 0:

@@ -180,8 +180,22 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"remotingReceiveBudgetTimeouts":    u(rs.Budget.Timeouts),
 		"remotingReceiveBudgetRefused":     u(rs.Budget.Refused),
 		"remotingReceiveBudgetExhaustions": u(rs.Budget.Exhaustions),
+		// Connection limits and the response budget (shared by the process's
+		// servers): connections open and refused, answers queued for peers.
+		"remotingConnections":                 fmt.Sprint(rs.Conns.Open),
+		"remotingConnectionSources":           fmt.Sprint(rs.Conns.Sources),
+		"remotingConnectionsRefused":          u(rs.Conns.RefusedTotal),
+		"remotingConnectionsRefusedPerSource": u(rs.Conns.RefusedSource),
+		"remotingHandshakeFailures":           u(rs.HandshakeFailures),
+		"remotingResponseBudgetLimit":         i(rs.Responses.Limit),
+		"remotingResponseBudgetInUse":         i(rs.Responses.InUse),
+		"remotingResponseBudgetPeak":          i(rs.Responses.Peak),
+		"remotingResponseBudgetStalls":        u(rs.Responses.Stalls),
 	} {
 		m[k] = v
+	}
+	if b.opts.Security != nil {
+		b.opts.Security.AddRuntimeInfo(m)
 	}
 	return m
 }

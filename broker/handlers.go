@@ -70,6 +70,7 @@ func (b *Broker) buildHandlers() {
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerAdminOps,
+		b.registerSecurity,
 	} {
 		register(&b.handlers)
 	}
@@ -78,6 +79,9 @@ func (b *Broker) buildHandlers() {
 // ServeRemoting implements remoting.Handler: it dispatches by request code to
 // the registered handler; name-server codes go to the embedded registry.
 func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	if b.opts.Security != nil && b.checkAccess(c, req, resp) {
+		return remoting.Reply
+	}
 	if h := b.handlers.get(req.Code); h != nil {
 		if b.opts.SlowRequest <= 0 {
 			return h(c, req, resp)

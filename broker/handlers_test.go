@@ -36,6 +36,9 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqQueryTopicsByConsumer, protocol.ReqQuerySubscriptionByConsumer, protocol.ReqGetTopicConfig,
 		protocol.ReqGetAllProducerInfo, protocol.ReqInvokeBrokerToGetConsumerSts, protocol.ReqCleanExpiredConsumeQueue,
 		protocol.ReqCleanUnusedTopic, protocol.ReqDeleteExpiredCommitLog,
+		protocol.ReqAuthCreateUser, protocol.ReqAuthUpdateUser, protocol.ReqAuthDeleteUser, protocol.ReqAuthGetUser,
+		protocol.ReqAuthListUser, protocol.ReqAuthCreateACL, protocol.ReqAuthUpdateACL, protocol.ReqAuthDeleteACL,
+		protocol.ReqAuthGetACL, protocol.ReqAuthListACL,
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

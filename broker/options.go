@@ -147,6 +147,16 @@ type Options struct {
 	// as a held pull or a sync-flush send, is timed until it was deferred).
 	// Default 0: off.
 	SlowRequest time.Duration
+	// Security, when set, authenticates and authorizes every request
+	// before it is served (package acl's Guard; see docs/security.md), on
+	// the broker's address and on NamesrvHandler. Default nil: off, every
+	// request served (RocketMQ's default).
+	Security Security
+	// MaxAutoCreateTopics, MaxAutoCreateGroups and MaxAutoCreatePerSource
+	// cap what requests create by themselves (broker/core.Options, whose
+	// documentation each repeats): topics and groups in all (default 10000
+	// each) and per source address (1000 an hour). Negative: no cap.
+	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
 }
 
 // core returns the core's options: every field but the front end's own
@@ -165,6 +175,8 @@ func (o Options) core() core.Options {
 		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
 		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
+		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
+		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
 	}
 }
 

@@ -72,6 +72,8 @@ type Core struct {
 
 	stats coreStats
 
+	autoCreate *autoCreateLimiter // caps what requests create by themselves
+
 	// startup is how long New took per phase: reading the state files,
 	// opening the store, and the rest (system topics, writes).
 	startup struct{ load, store, tables time.Duration }
@@ -117,6 +119,7 @@ func New(opts Options) (*Core, error) {
 		stop:      make(chan struct{}),
 		rstats:    stats.New(stats.Options{BrokerKey: o.ClusterName}),
 	}
+	c.autoCreate = newAutoCreateLimiter(&c.opts)
 	levels, err := delay.ParseLevels(o.DelayLevels)
 	if err != nil {
 		return nil, err

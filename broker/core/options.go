@@ -147,11 +147,28 @@ type Options struct {
 	TopicChanged func(topic string)
 	// Logger receives the core's log lines. Default slog.Default().
 	Logger *slog.Logger
+	// MaxAutoCreateTopics: a send to an unknown topic does not create it
+	// once the table holds this many topics (TOPIC_NOT_EXIST; the admin
+	// API still creates topics). Default DefaultMaxAutoCreateTopics
+	// (10000); negative: no cap.
+	MaxAutoCreateTopics int
+	// MaxAutoCreateGroups: a heartbeat, pull or pop of an unknown group
+	// does not create it once the table holds this many groups. Default
+	// DefaultMaxAutoCreateGroups (10000); negative: no cap.
+	MaxAutoCreateGroups int
+	// MaxAutoCreatePerSource caps the topics and groups that requests from
+	// one source address create on demand: that many within an hour (a
+	// bucket refilled evenly). Default DefaultMaxAutoCreatePerSource
+	// (1000); negative: no cap.
+	MaxAutoCreatePerSource int
 }
 
 // withDefaults validates o and fills in the defaults; host is the resolved
 // AdvertiseAddr.
 func (o Options) withDefaults() (Options, netip.AddrPort, error) {
+	o.MaxAutoCreateTopics = capDefault(o.MaxAutoCreateTopics, DefaultMaxAutoCreateTopics)
+	o.MaxAutoCreateGroups = capDefault(o.MaxAutoCreateGroups, DefaultMaxAutoCreateGroups)
+	o.MaxAutoCreatePerSource = capDefault(o.MaxAutoCreatePerSource, DefaultMaxAutoCreatePerSource)
 	if o.DataDir == "" {
 		return o, netip.AddrPort{}, errors.New("broker: Options.DataDir is required")
 	}

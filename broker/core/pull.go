@@ -114,7 +114,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		return newError(protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			r.QueueID, t.name, t.cfg.ReadQueueNums, r.Consumer))
 	}
-	g, err := c.groupForConsumer(r.Group)
+	g, err := c.groupForConsumer(r.Group, r.Consumer.Addr().Unmap())
 	if err != nil {
 		return err
 	}

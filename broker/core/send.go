@@ -347,6 +347,9 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 			queues = d.cfg.WriteQueueNums
 		}
 		cfg = newTopicConfig(name, max(queues, 1), d.cfg.Perm&^protocol.PermInherit)
+		if err := c.autoCreate.allow("topic", c.topics.count(), r.BornHost.Addr().Unmap(), c.opts.Logger); err != nil {
+			return nil, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, "+err.Error())
+		}
 	}
 	t, created := c.topics.createIfAbsent(cfg)
 	if created {

@@ -47,6 +47,8 @@ type config struct {
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
+	// sec is access control and TLS (security.go).
+	sec securityConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -77,6 +79,7 @@ func parseConfig(args []string) (*config, error) {
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	grpcListen := fs.String("grpc-listen", "0.0.0.0:8081", `RocketMQ 5's gRPC MessagingService ("" disables)`)
+	secFlags := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -90,6 +93,7 @@ func parseConfig(args []string) (*config, error) {
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: roleAsyncMaster,
 		grpcListen: *grpcListen,
+		sec: secFlags.config(),
 	}
 	if c.showVersion {
 		return c, nil
@@ -378,9 +382,6 @@ var honoured = map[string]confKey{
 		c.propertyFilter, err = strconv.ParseBool(v)
 		return err
 	}},
-	"aclEnable":             {"", "`false` is accepted; `true` is refused with an error: authentication and ACLs are not implemented yet, and a broker the file means to protect must not start open", refuseTrue("ACLs are not implemented yet")},
-	"authenticationEnabled": {"", "as `aclEnable`: `true` is refused", refuseTrue("authentication is not implemented yet")},
-	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
 	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
 	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
 }
@@ -514,8 +515,8 @@ var ignoredRules = []struct {
 	{[]string{"controller", "Controller", "SyncStateSet", "syncStateSet", "InSyncReplicas", "ElectionPriority"}, "controller mode is not implemented yet"},
 	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "replication is not implemented yet"},
 	{[]string{"rocksdb", "RocksDB", "Rocksdb", "rocksDB", "RocksDb"}, "Apogee's store has no RocksDB"},
-	{[]string{"tls", "Tls", "TLS"}, "TLS is not implemented yet"},
-	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "authentication and authorization are not implemented yet"},
+	{[]string{"tls", "Tls", "TLS"}, "the broker's own outgoing connections (registrations with external name servers) are plain TCP; TLS on its listeners is set by tls.server.* or --tls-mode (docs/security.md)"},
+	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "tunes the Java broker's authentication plug-ins and caches; Apogee's access control is configured by aclEnable and aclFile (docs/security.md)"},
 	{[]string{"pop", "Pop", "revive", "Revive"}, "tunes the Java broker's POP internals; Apogee's POP has its own design"},
 	{[]string{"timer", "Timer"}, "tunes the Java broker's timer wheel; Apogee's timer has its own design"},
 	{[]string{"transaction", "Transaction"}, "tunes the Java broker's transaction checker; Apogee's has its own design"},

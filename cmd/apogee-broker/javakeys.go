@@ -182,6 +182,11 @@ var javaKeys = []javaClass{
 	// broker started with its proxy in local mode is the deployment Apogee
 	// is, so its broker.conf takes it too.
 	{"ProxyConfig (rmq-proxy.json)", []string{"grpcServerPort"}},
+	// Not the broker's either: RocketMQ reads these system properties
+	// (tls.properties) for its TLS set-up.
+	{"TlsSystemConfig (tls.properties)", []string{"tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
+		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
-	{"Apogee", []string{"grpcListen"}},
+	{"Apogee", []string{"aclFile", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
+		"maxConnections", "maxConnectionsPerSource", "responseBudget"}},
 }

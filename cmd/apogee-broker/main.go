@@ -144,9 +144,31 @@ func run(args []string) error {
 	if cfg.idleTimeout > 0 {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
 	}
+	applyLimits(cfg)
+	tlsServer, err := openTLS(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if tlsServer != nil {
+		defer tlsServer.Close()
+		if remotingOpts == nil {
+			remotingOpts = &remoting.Options{}
+		}
+		remotingOpts.Handshake = tlsServer.Handshake
+	}
 	if cfg.receiveBudget > 0 {
 		// Shared by every listener of the process.
 		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)
+	}
+
+	guard, err := openGuard(cfg, logger)
+	if err != nil {
+		return err
+	}
+	var security broker.Security
+	if guard != nil {
+		defer guard.Close()
+		security = guard
 	}
 
 	b, err := broker.New(broker.Options{
@@ -171,6 +193,10 @@ func run(args []string) error {
 		Remoting:                 remotingOpts,
 		Logger:                   logger,
 		SlowRequest:              cfg.slowRequest,
+		Security:                 security,
+		MaxAutoCreateTopics:      cfg.sec.autoTopics,
+		MaxAutoCreateGroups:      cfg.sec.autoGroups,
+		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -242,7 +268,7 @@ func run(args []string) error {
 	if nsln != nil {
 		go func() {
 			defer close(nsDone)
-			if err := namesrv.Serve(ctx, nsln, b.Registry(), remotingOpts); err != nil {
+			if err := namesrv.ServeHandler(ctx, nsln, b.NamesrvHandler(), b.Registry(), remotingOpts); err != nil {
 				serveErr <- fmt.Errorf("name server: %w", err)
 			}
 		}()
