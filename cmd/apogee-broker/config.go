@@ -93,7 +93,7 @@ func parseConfig(args []string) (*config, error) {
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: roleAsyncMaster,
 		grpcListen: *grpcListen,
-		sec: secFlags.config(),
+		sec:        secFlags.config(),
 	}
 	if c.showVersion {
 		return c, nil
