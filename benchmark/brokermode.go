@@ -27,6 +27,7 @@ type brokerTarget struct {
 	dir       string
 	removeDir bool
 	serveErr  chan error
+	child     *childBroker // the broker's process with Config.ChildBroker
 
 	mu        sync.Mutex
 	producers []*client.Producer
@@ -38,7 +39,11 @@ type brokerTarget struct {
 func openBrokerTarget(ctx context.Context, c Config) (target, error) {
 	t := &brokerTarget{cfg: c, addr: c.Addr, group: fmt.Sprintf("apogee-bench-%d", time.Now().UnixNano())}
 	if t.addr == "" {
-		if err := t.startEmbedded(); err != nil {
+		start := t.startEmbedded
+		if c.ChildBroker {
+			start = t.startChild
+		}
+		if err := start(); err != nil {
 			t.close()
 			return nil, err
 		}
@@ -236,6 +241,11 @@ func (t *brokerTarget) close() error {
 			errs = append(errs, err)
 		}
 		<-t.serveErr
+	}
+	if t.child != nil {
+		if err := t.child.stop(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if t.removeDir {
 		os.RemoveAll(t.dir)

@@ -78,6 +78,15 @@ type Config struct {
 	// "grpc" (RocketMQ 5's MessagingService, on the broker's gRPC front
 	// end; Addr is then its gRPC address).
 	Protocol string
+	// BrokerPID is the broker's process on this machine, for its CPU per
+	// message; 0: the process listening on Addr's port, when there is one.
+	BrokerPID int
+	// ChildBroker runs the embedded broker in a child process (this binary
+	// re-executed; see ServeChildBroker) so that its CPU is measured apart
+	// from the generator's.
+	ChildBroker bool
+	// Driver names an external driver (RunTarget's); empty for Apogee's own.
+	Driver string
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -156,6 +165,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Protocol == ProtocolGRPC && o.Mode == ModeStore {
 		return o, errors.New("benchmark: --protocol grpc needs a broker: not in store mode")
+	}
+	if o.ChildBroker && (o.Addr != "" || o.Mode == ModeStore || o.Protocol != ProtocolRemoting) {
+		return o, errors.New("benchmark: --child-broker runs the embedded broker for the remoting protocol: not with --addr, --protocol grpc or store mode")
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
