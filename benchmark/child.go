@@ -49,10 +49,13 @@ func ServeChildBroker() {
 // serveChild serves a broker as spec says ("dir,flush,queues"), writes
 // "listening ADDR" to out, and shuts the broker down when in ends.
 func serveChild(spec string, in io.Reader, out io.Writer) error {
-	f := strings.Split(spec, ",")
-	if len(f) != 3 {
+	// The directory may hold commas; the flush mode and the count do not.
+	rest, queuesStr, ok1 := cutLast(spec, ",")
+	dir, flush, ok2 := cutLast(rest, ",")
+	if !ok1 || !ok2 {
 		return fmt.Errorf("%s=%q: want dir,flush,queues", childEnv, spec)
 	}
+	f := []string{dir, flush, queuesStr}
 	mode, err := store.ParseFlushMode(f[1])
 	if err != nil {
 		return err
@@ -96,6 +99,14 @@ func serveChild(spec string, in io.Reader, out io.Writer) error {
 	err = b.Shutdown(ctx)
 	<-served
 	return err
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
 }
 
 // childBroker is a running child broker.

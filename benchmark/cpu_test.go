@@ -1,11 +1,14 @@
 package benchmark
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +148,35 @@ func TestBrokerAtAddrFoundByPort(t *testing.T) {
 	}
 	if res.BrokerPID != ch.cmd.Process.Pid || res.BrokerCPUUsPerMsg == nil || res.ClientCPUUsPerMsg == nil {
 		t.Fatalf("result %+v; child pid %d", res, ch.cmd.Process.Pid)
+	}
+}
+
+// TestServeChildSpec: the child broker takes a data directory with a comma
+// in its name, says where it listens, and stops when its input closes; a
+// malformed spec is refused.
+func TestServeChildSpec(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a,b")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serveChild(dir+",async,2", inR, outW) }()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening 127.0.0.1:") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("data directory: %v", err)
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the child broker did not stop when its input closed")
+	}
+	if err := serveChild("no-commas", strings.NewReader(""), io.Discard); err == nil {
+		t.Fatal("a malformed spec was accepted")
 	}
 }

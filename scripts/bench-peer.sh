@@ -69,11 +69,19 @@ waitPort() {
   return 1
 }
 
+# stopServer stops the server; it fails (saying so, with the server's log)
+# when the server had already stopped: that run's figures are not the server's.
 stopServer() {
-  kill "$server"
+  local ok=0
+  if ! kill "$server" 2>/dev/null; then
+    echo "bench-peer: the server (pid $server) stopped during the run; its log:" >&2
+    tail -n 20 "$work/server.log" >&2
+    ok=1
+  fi
   wait "$server" 2>/dev/null || true
   server=""
   rm -rf "$work/data"
+  return $ok
 }
 
 # run SYSTEM WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.SYSTEM.jsonl
@@ -90,19 +98,29 @@ run() {
   esac
   args+=(--size "$size" --duration "$duration" --warmup "$warmup" --quiet --json)
   mkdir -p "$work/data"
+  for port in "${apogeeAddr##*:}" "$natsPort"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "bench-peer: something else listens on port $port; stop it or edit the ports at the top" >&2
+      exit 1
+    fi
+  done
   if [ "$sys" = apogee ]; then
     "$work/bin/apogee-broker" --data-dir "$work/data" --listen "$apogeeAddr" --namesrv-listen "" --grpc-listen "" \
       --flush "$flush" --log-level error >"$work/server.log" 2>&1 &
     server=$!
     waitPort "${apogeeAddr##*:}"
-    "$work/bin/apogee-bench" "${args[@]}" --addr "$apogeeAddr" --broker-pid "$server" >"$work/run.out"
+    "$work/bin/apogee-bench" "${args[@]}" --addr "$apogeeAddr" --broker-pid "$server" >"$work/run.out" || true
   else
     "$nats" -js -sd "$work/data" -a 127.0.0.1 -p "$natsPort" "${natsConf[@]}" >"$work/server.log" 2>&1 &
     server=$!
     waitPort "$natsPort"
-    "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out"
+    "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out" || true
   fi
-  stopServer
+  if ! stopServer || ! tail -n 1 "$work/run.out" | jq -e .mode >/dev/null 2>&1; then
+    echo "bench-peer: $wl round $round $sys failed; not counted. Its output:" >&2
+    tail -n 5 "$work/run.out" >&2
+    return 0
+  fi
   tail -n 1 "$work/run.out" >>"$out/$wl.$sys.jsonl"
   tail -n 1 "$work/run.out" | jq -r --arg s "$sys" --arg w "$wl" --arg r "$round" \
     '"\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"'
