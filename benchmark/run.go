@@ -11,11 +11,15 @@ import (
 // Run executes the workload cfg describes, printing a line per second and a
 // summary to cfg.Out, and returns the result.
 func Run(ctx context.Context, cfg Config) (res *Result, retErr error) {
+	return runWith(ctx, cfg, openTarget)
+}
+
+func runWith(ctx context.Context, cfg Config, open func(context.Context, Config) (target, error)) (res *Result, retErr error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	t, err := openTarget(ctx, c)
+	t, err := open(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +67,7 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 	}
 	r := newRun(c, t)
 	r.hdrLog = hdrLog
+	r.cpu = newCPUMeter(c, t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var pwg, cwg sync.WaitGroup
@@ -111,6 +116,7 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 	startBacklog(t)
 	r := newRun(c, t)
 	r.noE2E = true
+	r.cpu = newCPUMeter(c, t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cwg sync.WaitGroup
@@ -135,15 +141,18 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 		}
 	}
 	secs := time.Since(r.mStart).Seconds()
+	r.cpu.end()
 	cancel()
 	cwg.Wait()
 	recv := r.c.received.Load()
-	return &Result{
+	res := &Result{
 		Mode: c.Mode, Messages: recv, Errors: r.c.errors.Load() + pr.c.errors.Load(), Seconds: secs,
 		MsgsPerSec: float64(recv) / secs, MiBPerSec: float64(recv*int64(c.Size)) / secs / (1 << 20),
 		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs, Backlog: c.Messages,
 		RateReached: true, Roles: roles(c), Config: describe(c, 0),
-	}, nil
+	}
+	r.cpu.fill(res, recv)
+	return res, nil
 }
 
 // startBacklog tells consumers to start from the first offset.
