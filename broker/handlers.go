@@ -68,6 +68,7 @@ func (b *Broker) buildHandlers() {
 		b.registerSend, b.registerPull, b.registerClients, b.registerOffsets, b.registerMessages,
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
+		b.registerReplication,
 	} {
 		register(&b.handlers)
 	}

@@ -21,7 +21,7 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqGetMinOffset, protocol.ReqGetEarliestMsgStoretime, protocol.ReqViewMessageByID,
 		protocol.ReqHeartBeat, protocol.ReqUnregisterClient, protocol.ReqConsumerSendMsgBack,
 		protocol.ReqEndTransaction, protocol.ReqGetConsumerListByGroup, protocol.ReqLockBatchMQ,
-		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqCheckClientConfig,
+		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqGetAllConsumerOffset, protocol.ReqCheckClientConfig,
 		protocol.ReqUpdateAndCreateSubscription, protocol.ReqGetAllSubscriptionGroup,
 		protocol.ReqGetConsumerConnectionList, protocol.ReqDeleteTopicInBroker,
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,

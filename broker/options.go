@@ -2,6 +2,7 @@ package broker
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -22,6 +23,7 @@ const (
 	DefaultBusyTimeout         = core.DefaultBusyTimeout
 	DefaultRegisterInterval    = 30 * time.Second
 	DefaultLockExpiry          = core.DefaultLockExpiry
+	DefaultSlaveSyncInterval   = 10 * time.Second
 
 	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
 	DefaultDelayLevels               = core.DefaultDelayLevels
@@ -141,6 +143,34 @@ type Options struct {
 	WriteConfigFile func(path string, data []byte) error
 	// Logger receives the broker's log lines. Default slog.Default().
 	Logger *slog.Logger
+
+	// Role, BrokerID, SlaveReadEnable and AccessMessageInMemoryMaxRatio
+	// are the core's (core.Options): the broker's role in its group
+	// (default ASYNC_MASTER), its id (0 for a master, 1 or more for a
+	// slave), reads from slaves (default off) and the memory window
+	// (default 40% of RAM). replica.go describes what each role does here.
+	Role                          core.Role
+	BrokerID                      int64
+	SlaveReadEnable               bool
+	AccessMessageInMemoryMaxRatio float64
+	// HAListener, on a master, is where its slaves connect for the
+	// commit-log stream (package ha): New serves it until Shutdown, which
+	// closes it. Default nil: no slave can connect (a SYNC_MASTER's sends
+	// are then answered SLAVE_NOT_AVAILABLE). Ignored on a slave.
+	HAListener net.Listener
+	// HAAdvertiseAddr is the HA address registered with the name servers
+	// (haServerAddr), which the slaves connect to. Default: AdvertiseAddr's
+	// host with HAListener's port.
+	HAAdvertiseAddr string
+	// HAMasterAddr, on a slave, is its master's HA address (RocketMQ's
+	// haMasterAddress). Default: the one the name servers answer each
+	// registration with (their haServerAddr), followed as it changes. A
+	// slave needs NamesrvAddrs or this.
+	HAMasterAddr string
+	// SlaveSyncInterval, on a slave, is how often the master's topics,
+	// subscription groups, consumer offsets and delay offsets are fetched
+	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
+	SlaveSyncInterval time.Duration
 }
 
 // core returns the core's options: every field but the front end's own
@@ -159,6 +189,8 @@ func (o Options) core() core.Options {
 		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
 		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
+		Role: o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
+		AccessMessageInMemoryMaxRatio: o.AccessMessageInMemoryMaxRatio,
 	}
 }
 
@@ -166,6 +198,9 @@ func (o Options) core() core.Options {
 func (o Options) withDefaults() Options {
 	if o.RegisterInterval <= 0 {
 		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.SlaveSyncInterval <= 0 {
+		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
 	return o
 }

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll", "ha"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message"},
 	"benchmark":                   {"client", "broker", "store", "message", "protocol", "namesrv", "remoting"},
