@@ -257,7 +257,7 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 		BrokerName:  b.copts.BrokerName,
 		BrokerAddr:   b.copts.AdvertiseAddr,
 		BrokerID:     b.copts.BrokerID,
-		HAServerAddr: b.repl.haAddr,
+		HAServerAddr: b.haServerAddr(),
 		Topics:       cfgs,
 		DataVersion:  v,
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -153,14 +152,10 @@ type Options struct {
 	BrokerID                      int64
 	SlaveReadEnable               bool
 	AccessMessageInMemoryMaxRatio float64
-	// HAListener, on a master, is where its slaves connect for the
-	// commit-log stream (package ha): New serves it until Shutdown, which
-	// closes it. Default nil: no slave can connect (a SYNC_MASTER's sends
-	// are then answered SLAVE_NOT_AVAILABLE). Ignored on a slave.
-	HAListener net.Listener
-	// HAAdvertiseAddr is the HA address registered with the name servers
-	// (haServerAddr), which the slaves connect to. Default: AdvertiseAddr's
-	// host with HAListener's port.
+	// HAAdvertiseAddr, on a master, is the HA address registered with the
+	// name servers (haServerAddr), where its slaves connect for the
+	// commit-log stream that ServeHA serves. Default: AdvertiseAddr's host
+	// with the port of the first listener given to ServeHA.
 	HAAdvertiseAddr string
 	// HAMasterAddr, on a slave, is its master's HA address (RocketMQ's
 	// haMasterAddress). Default: the one the name servers answer each

@@ -18,8 +18,9 @@ import (
 // Replication, the front end's part (docs/replication.md; the core's part
 // is in broker/core/replica.go, the stream in package ha).
 //
-//   - A master serves the HA stream on Options.HAListener (an ha.Master on
-//     the core's store) and registers its address as haServerAddr. A
+//   - A master serves the HA stream on the listeners given to ServeHA (an
+//     ha.Master on the core's store) and registers its address
+//     (Options.HAAdvertiseAddr) as haServerAddr. A
 //     SYNC_MASTER's sends, send-backs and ended transactions wait for the
 //     slave's acknowledgement like a sync flush (pendingAck), and are
 //     answered FLUSH_SLAVE_TIMEOUT (12) or SLAVE_NOT_AVAILABLE (11) with the
@@ -34,14 +35,13 @@ import (
 //     master (UPDATE_CONSUMER_OFFSET) once it is back. Its master counts as
 //     online while the HA connection is up (core.Options.MasterOnline).
 type replication struct {
-	master *ha.Master // a master with an HA listener; nil otherwise
-	slave  *ha.Slave  // a slave; nil on a master
-	haAddr string     // the HA address registered (a master's)
+	master *ha.Master // a master's; nil on a slave
+	slave  *ha.Slave  // a slave's; nil on a master
+	wake   chan struct{} // cap 1: a slave's master address became known
 
 	mu         sync.Mutex
-	masterAddr string        // a slave's: its master's remoting address, as last answered
-	wake       chan struct{} // cap 1: the master's address became known
-	serveDone  chan struct{} // closed when the master's Serve returned
+	haAddr     string // the HA address registered (a master's)
+	masterAddr string // a slave's: its master's remoting address, as last answered
 }
 
 // slaveSyncTimeout bounds one round of a slave's following.
@@ -66,31 +66,42 @@ func (b *Broker) startReplication(o Options) error {
 		log.Info("broker: running as a slave", "brokerId", b.copts.BrokerID, "haMasterAddr", o.HAMasterAddr)
 		return nil
 	}
-	if o.HAListener == nil {
-		if b.copts.Role == core.RoleSyncMaster {
-			log.Warn("broker: SYNC_MASTER without an HA listener: no slave can connect, and every send is answered SLAVE_NOT_AVAILABLE")
-		}
-		return nil
-	}
 	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	r.master = m
 	r.haAddr = o.HAAdvertiseAddr
-	if r.haAddr == "" {
-		r.haAddr = haAdvertiseAddr(b.copts.AdvertiseAddr, o.HAListener.Addr())
-	}
-	r.serveDone = make(chan struct{})
-	ln := o.HAListener
-	go func() {
-		defer close(r.serveDone)
-		if err := m.Serve(ln); err != nil && !errors.Is(err, ha.ErrMasterClosed) {
-			log.Error("broker: the HA listener failed; slaves can no longer connect", "addr", ln.Addr().String(), "err", err)
-		}
-	}()
-	log.Info("broker: serving slaves", "role", b.copts.Role, "haListen", ln.Addr().String(), "haAdvertise", r.haAddr)
 	return nil
+}
+
+// ServeHA serves the commit-log stream to slaves (package ha) on ln until
+// Shutdown, which closes ln; it returns ha.ErrMasterClosed then. A slave
+// has no stream to serve: ServeHA closes ln and fails at once. Without
+// Options.HAAdvertiseAddr, the first listener's port with AdvertiseAddr's
+// host is registered as the HA address. A SYNC_MASTER none of whose slaves
+// can connect answers every send SLAVE_NOT_AVAILABLE.
+func (b *Broker) ServeHA(ln net.Listener) error {
+	r := &b.repl
+	if r.master == nil {
+		ln.Close()
+		return errors.New("broker: a slave serves no HA stream")
+	}
+	r.mu.Lock()
+	set := r.haAddr == ""
+	if set {
+		r.haAddr = haAdvertiseAddr(b.copts.AdvertiseAddr, ln.Addr())
+	}
+	haAddr := r.haAddr
+	r.mu.Unlock()
+	if set {
+		b.registerEmbedded()
+		if b.registrar != nil {
+			b.registrar.Trigger()
+		}
+	}
+	b.copts.Logger.Info("broker: serving slaves", "role", b.copts.Role, "haListen", ln.Addr().String(), "haServerAddr", haAddr)
+	return r.master.Serve(ln)
 }
 
 // haAdvertiseAddr is the advertised host with the HA listener's port.
@@ -114,11 +125,17 @@ func (b *Broker) stopReplication() {
 	r := &b.repl
 	if r.master != nil {
 		r.master.Close()
-		<-r.serveDone
 	}
 	if r.slave != nil {
 		r.slave.Close()
 	}
+}
+
+// haServerAddr is the HA address a master registers ("" until known).
+func (b *Broker) haServerAddr() string {
+	b.repl.mu.Lock()
+	defer b.repl.mu.Unlock()
+	return b.repl.haAddr
 }
 
 // masterOnline is a slave's core.Options.MasterOnline: its HA connection
@@ -310,7 +327,7 @@ func (b *Broker) replicationInfo(m map[string]string) {
 		for _, s := range slaves {
 			behind = max(behind, end-max(s.Acked, 0))
 		}
-		m["haServerAddr"] = r.haAddr
+		m["haServerAddr"] = b.haServerAddr()
 		m["haConnectedSlaves"] = strconv.Itoa(len(slaves))
 		m["haSlaveBehindBytes"] = i(behind)
 		m["haReplicatedOffset"] = i(b.core.Store().ReplicatedOffset())
