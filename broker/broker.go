@@ -253,8 +253,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 func (b *Broker) registration() namesrv.BrokerRegistration {
 	cfgs, v := b.core.Topics()
 	return namesrv.BrokerRegistration{
-		ClusterName: b.copts.ClusterName,
-		BrokerName:  b.copts.BrokerName,
+		ClusterName:  b.copts.ClusterName,
+		BrokerName:   b.copts.BrokerName,
 		BrokerAddr:   b.copts.AdvertiseAddr,
 		BrokerID:     b.copts.BrokerID,
 		HAServerAddr: b.haServerAddr(),

@@ -35,8 +35,8 @@ import (
 //     master (UPDATE_CONSUMER_OFFSET) once it is back. Its master counts as
 //     online while the HA connection is up (core.Options.MasterOnline).
 type replication struct {
-	master *ha.Master // a master's; nil on a slave
-	slave  *ha.Slave  // a slave's; nil on a master
+	master *ha.Master    // a master's; nil on a slave
+	slave  *ha.Slave     // a slave's; nil on a master
 	wake   chan struct{} // cap 1: a slave's master address became known
 
 	mu         sync.Mutex
