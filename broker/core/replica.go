@@ -44,8 +44,11 @@ import (
 //     window (RocketMQ's rule: the data is likely no longer in the page
 //     cache), its brokerId (0) otherwise. A slave whose master is online
 //     (Options.MasterOnline) suggests the master back for a consumer that
-//     is not that far behind, answering PULL_RETRY_IMMEDIATELY when it found
-//     nothing, so that the consumer goes back to the master at once.
+//     is not that far behind (RocketMQ's slave also answers a miss with
+//     PULL_RETRY_IMMEDIATELY; Apogee's holds it as usual: see
+//     suggestBroker). A slave never moves a consumer's offset: an offset
+//     beyond its queue's end (it lags) is "nothing yet", one below its
+//     start is read again (RocketMQ's offsetCheckInSlave=false).
 
 // Role is a broker's role in its group (RocketMQ's brokerRole).
 type Role uint8
@@ -141,10 +144,13 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 		res.NextOffset = offset
 	}
 	if !far && c.opts.MasterOnline != nil && c.opts.MasterOnline() {
+		// RocketMQ also turns a miss into PULL_RETRY_IMMEDIATELY here; but a
+		// client that does not know the master's address yet (its route is
+		// refreshed every 30 s) comes straight back, and the two spin. A
+		// miss stays PULL_NOT_FOUND (held until something arrives here, a
+		// few ms after the master has it) and the suggestion moves the
+		// consumer's next pull.
 		res.SuggestBrokerID = 0
-		if res.Status != PullFound {
-			res.Status = PullRetryImmediately
-		}
 	}
 }
 
