@@ -208,8 +208,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 }
 
 // Shutdown stops the broker: held pulls are answered, the server Serve runs
-// stops accepting and finishes the requests in flight (until ctx ends),
-// held pops are answered, the broker leaves the name servers, and the core
+// stops accepting and finishes the requests in flight (until ctx ends), a
+// master waits (up to 5 s) until its connected slaves have its whole log
+// and closes its HA stream, held pops are answered, the broker leaves the name servers, and the core
 // stops (its background tasks and features; offsets, topics, groups and
 // progress persisted; the store flushed and closed). It returns the errors
 // met, after doing all of it; a failed unregistration from external name
@@ -223,6 +224,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
 	}
+	b.drainSlaves(ctx)
 	close(b.stop)
 	b.wg.Wait()
 	b.popHolds.wg.Wait() // they answer within popPollInterval once closing is set

@@ -119,6 +119,40 @@ func haAdvertiseAddr(advertise string, ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
+// drainTimeout bounds how long a stopping master waits for its slaves.
+const drainTimeout = 5 * time.Second
+
+// drainSlaves, on a stopping master whose server no longer takes
+// requests, waits until every connected slave acknowledged the whole log
+// (at most drainTimeout, or until ctx ends): a master stopped on purpose
+// leaves its slaves everything it acknowledged, also as an ASYNC_MASTER.
+func (b *Broker) drainSlaves(ctx context.Context) {
+	m := b.repl.master
+	if m == nil {
+		return
+	}
+	deadline := time.Now().Add(drainTimeout)
+	st := b.core.Store()
+	for {
+		slaves := m.Slaves()
+		end := st.WrittenOffset()
+		behind := 0
+		for _, s := range slaves {
+			if s.Acked < end {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			b.copts.Logger.Warn("broker: stopping before every slave has the whole log", "slavesBehind", behind, "logEnd", end)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // stopReplication closes the HA stream (before the store closes: Shutdown
 // calls it before the core's).
 func (b *Broker) stopReplication() {
