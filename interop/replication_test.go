@@ -109,7 +109,7 @@ func createTopicOnCluster(t testing.TB, ns, cluster, topic string, queues int) {
 	rc.Close()
 	var info struct {
 		BrokerAddrTable  map[string]struct{ BrokerAddrs map[string]string } `json:"brokerAddrTable"`
-		ClusterAddrTable map[string][]string                                 `json:"clusterAddrTable"`
+		ClusterAddrTable map[string][]string                                `json:"clusterAddrTable"`
 	}
 	if resp.Code != 0 || json.Unmarshal(quoteIntKeys(resp.Body), &info) != nil {
 		t.Fatalf("cluster info at %s: code %d %q %s", ns, resp.Code, resp.Remark, resp.Body)
@@ -148,7 +148,7 @@ type topicRoute struct {
 		WriteQueueNums int    `json:"writeQueueNums"`
 	} `json:"queueDatas"`
 	BrokerDatas []struct {
-		BrokerName  string           `json:"brokerName"`
+		BrokerName  string            `json:"brokerName"`
 		BrokerAddrs map[string]string `json:"brokerAddrs"`
 	} `json:"brokerDatas"`
 }
