@@ -68,6 +68,16 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 			return nil, err
 		}
 	}
+	var lag *lagProbe
+	var lwg sync.WaitGroup
+	lctx, lcancel := context.WithCancel(ctx)
+	defer func() { lcancel(); lwg.Wait() }()
+	if c.SlaveAddr != "" {
+		var err error
+		if lag, err = startLagProbe(lctx, c.SlaveAddr, c.Topic, c.LagInterval, r.measure.Load, &lwg); err != nil {
+			return nil, err
+		}
+	}
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	if err := r.produce(pctx, rate, 0, &pwg); err != nil {
@@ -85,6 +95,22 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 		cancel()
 		cwg.Wait()
 	})
+	if lag != nil {
+		// Let the slave reach what the master held at the end (bounded).
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, pending, _ := lag.result()
+			if pending == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lcancel()
+		lwg.Wait()
+		p, pending, errs := lag.result()
+		res.SlaveLag, res.SlaveLagPending, res.SlaveLagErrors = &p, pending, errs
+		res.LagIntervalUs = c.LagInterval.Microseconds()
+	}
 	return res, nil
 }
 

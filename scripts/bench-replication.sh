@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Measures replication against separate processes (docs/benchmarks.md,
+# "Replication"): per round, in an order rotated every round,
+#   none   one unreplicated broker,
+#   async  an ASYNC_MASTER and its SLAVE (and a standalone name server),
+#   sync   a SYNC_MASTER (async flush) and its SLAVE,
+# each loaded by apogee-bench produce closed loop (1 KiB, 4 producers, the
+# defaults otherwise); then an ASYNC_MASTER group at half of that round's
+# async rate with the slave-lag probe (--slave-addr); then a slave started
+# empty against a master holding a backlog, timed from the master's log
+# line "ha: slave caught up". It prints every result and the medians, with
+# the ratios to the unreplicated broker of the same rounds, and each
+# process's CPU time per message.
+#
+# Usage: scripts/bench-replication.sh [ROUNDS] [DURATION] [BACKLOG_MESSAGES]
+#   scripts/bench-replication.sh 5 15s 400000
+# Ports 20800-20899 on 127.0.0.1 must be free; data goes to a temporary
+# directory under $TMPDIR (about 4 GB at the peak), removed at the end.
+set -euo pipefail
+rounds=${1:-5}
+duration=${2:-15s}
+backlog=${3:-400000}
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+pids=()
+stopall() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+cleanup() { stopall; rm -rf "$work"; }
+trap cleanup EXIT
+for c in apogee-broker apogee-namesrv apogee-bench; do
+  go build -o "$work/bin/$c" "./cmd/$c"
+done
+B=$work/bin
+ns=127.0.0.1:20876 m=127.0.0.1:20811 mha=127.0.0.1:20812 s=127.0.0.1:20821
+
+# start NAME ARGS...: starts a process whose stdout's first line says it is
+# ready, and waits for that line.
+start() {
+  local name=$1
+  shift
+  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    [ -s "$work/$name.out" ] && return 0
+    sleep 0.05
+  done
+  echo "$name did not start:" >&2
+  cat "$work/$name.err" >&2
+  return 1
+}
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# group ROLE: a standalone name server, a master of ROLE and its slave,
+# the slave caught up and following.
+group() {
+  rm -rf "$work/d"
+  start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
+  start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" \
+    --broker-role "$1" --data-dir "$work/d/master"
+  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
+    --data-dir "$work/d/slave"
+  for _ in $(seq 200); do
+    grep -q "ha: slave connected" "$work/master.err" && return 0
+    sleep 0.05
+  done
+  echo "the slave did not connect" >&2
+  return 1
+}
+
+# bench CONFIG ARGS...: one apogee-bench run against the master; prints
+# CONFIG, its msgs/s and each process's CPU µs per message; the JSON line
+# goes to $work/CONFIG.json.
+bench() {
+  local config=$1
+  shift
+  local before=() after=() p
+  for p in "${pids[@]}"; do before+=("$(cputicks "$p")"); done
+  "$B/apogee-bench" produce --addr "$m" --size 1024 --producers 4 --duration "$duration" --warmup 3s --quiet --json "$@" \
+    >"$work/bench.out" 2>&1 || { cat "$work/bench.out" >&2; return 1; }
+  for p in "${pids[@]}"; do after+=("$(cputicks "$p")"); done
+  tail -n 1 "$work/bench.out" >"$work/$config.json"
+  local cpu="" i
+  for i in "${!pids[@]}"; do cpu+=" $(( (after[i] - before[i]) * 10 ))ms"; done
+  python3 - "$work/$config.json" "$config" "$cpu" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+line = f"{sys.argv[2]:<8} {r['msgs_per_sec']:9.0f} msgs/s  send p99 {r['send_latency_us']['p99']} us"
+if 'slave_lag_us' in r:
+    l = r['slave_lag_us']
+    line += f"  slave lag p50 {l['p50']} us p99 {l['p99']} us max {l['max']} us ({l['count']} samples, ±{r['lag_interval_us']} us, {r.get('slave_lag_pending', 0)} pending)"
+line += f"  messages {r['messages']}  process CPU over the run (ns, masters, slave):{sys.argv[3]}"
+print(line)
+PY
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  order=(none async sync)
+  for ((k = 1; k < r; k++)); do order=("${order[@]:1}" "${order[0]}"); done
+  echo "== round $r: ${order[*]}"
+  for config in "${order[@]}"; do
+    case $config in
+    none)
+      rm -rf "$work/d"
+      start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --ha-listen "$mha" --data-dir "$work/d/master"
+      bench none | tee -a "$work/results"
+      ;;
+    async)
+      group ASYNC_MASTER
+      bench async --slave-addr "$s" | tee -a "$work/results"
+      ;;
+    sync)
+      group SYNC_MASTER
+      bench sync --slave-addr "$s" | tee -a "$work/results"
+      ;;
+    esac
+    stopall
+  done
+  half=$(python3 -c "import json; print(int(json.load(open('$work/async.json'))['msgs_per_sec'] / 2))")
+  group ASYNC_MASTER
+  bench lag --slave-addr "$s" --rate "$half" | tee -a "$work/results"
+  stopall
+
+  # Catch-up: the master alone takes a backlog; an empty slave then joins.
+  rm -rf "$work/d"
+  start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
+  start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" --data-dir "$work/d/master"
+  "$B/apogee-bench" produce --addr "$m" --size 4096 --producers 4 --messages "$backlog" --warmup 0s --quiet >/dev/null 2>&1
+  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
+    --data-dir "$work/d/slave"
+  for _ in $(seq 1200); do
+    grep -q "ha: slave caught up" "$work/master.err" && break
+    sleep 0.05
+  done
+  line=$(grep "ha: slave caught up" "$work/master.err" || echo "no catch-up line")
+  echo "catchup  $line" | tee -a "$work/results"
+  stopall
+done
+
+echo "== medians over $rounds rounds"
+python3 - "$work/results" <<'PY'
+import re, statistics, sys
+rates, lags, catch = {}, [], []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] in ("none", "async", "sync", "lag"):
+        rates.setdefault(f[0], []).append(float(f[1]))
+    if f[0] == "lag":
+        lags.append(int(re.search(r"slave lag p50 \d+ us p99 (\d+) us", line).group(1)))
+    if f[0] == "catchup":
+        m = re.search(r"MBps=(\d+)", line)
+        if m:
+            catch.append(int(m.group(1)))
+med = {k: statistics.median(v) for k, v in rates.items()}
+for k in ("none", "async", "sync", "lag"):
+    if k in med:
+        print(f"{k:<8} median {med[k]:9.0f} msgs/s" + (f"  ratio to none {med[k] / med['none']:.2f}" if k in ("async", "sync") else ""))
+if "none" in rates and "async" in rates:
+    per = [a / n for a, n in zip(rates["async"], rates["none"])]
+    print("async/none per round:", " ".join(f"{x:.2f}" for x in per))
+if "none" in rates and "sync" in rates:
+    per = [a / n for a, n in zip(rates["sync"], rates["none"])]
+    print("sync/none per round: ", " ".join(f"{x:.2f}" for x in per))
+if lags:
+    print(f"slave lag p99 at half the async rate: median {statistics.median(lags) / 1000:.1f} ms, rounds {[round(x / 1000, 1) for x in lags]}")
+if catch:
+    print(f"catch-up: median {statistics.median(catch)} MB/s, rounds {catch}")
+PY
