@@ -9,8 +9,9 @@
 # async rate with the slave-lag probe (--slave-addr); then a slave started
 # empty against a master holding a backlog, timed from the master's log
 # line "ha: slave caught up". It prints every result and the medians, with
-# the ratios to the unreplicated broker of the same rounds, and each
-# process's CPU time per message.
+# the ratios to the unreplicated broker of the same rounds (the catch-up's
+# to the rate at which the unreplicated master took the same backlog), and
+# each process's CPU time over the bench command (warm-up included).
 #
 # Usage: scripts/bench-replication.sh [ROUNDS] [DURATION] [BACKLOG_MESSAGES]
 #   scripts/bench-replication.sh 5 15s 400000
@@ -99,7 +100,7 @@ PY
 for ((r = 1; r <= rounds; r++)); do
   order=(none async sync)
   for ((k = 1; k < r; k++)); do order=("${order[@]:1}" "${order[0]}"); done
-  echo "== round $r: ${order[*]}"
+  echo "== round $r: ${order[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   for config in "${order[@]}"; do
     case $config in
     none)
@@ -127,7 +128,9 @@ for ((r = 1; r <= rounds; r++)); do
   rm -rf "$work/d"
   start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
   start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" --data-dir "$work/d/master"
-  "$B/apogee-bench" produce --addr "$m" --size 4096 --producers 4 --messages "$backlog" --warmup 0s --quiet >/dev/null 2>&1
+  "$B/apogee-bench" produce --addr "$m" --size 4096 --producers 4 --messages "$backlog" --warmup 0s --quiet --json \
+    >"$work/bench.out" 2>&1 || { cat "$work/bench.out" >&2; exit 1; }
+  ingest=$(tail -n 1 "$work/bench.out" | python3 -c "import json, sys; print(int(json.load(sys.stdin)['mib_per_sec'] * 1.048576))")
   start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
     --data-dir "$work/d/slave"
   for _ in $(seq 1200); do
@@ -135,14 +138,14 @@ for ((r = 1; r <= rounds; r++)); do
     sleep 0.05
   done
   line=$(grep "ha: slave caught up" "$work/master.err" || echo "no catch-up line")
-  echo "catchup  $line" | tee -a "$work/results"
+  echo "catchup  ingest=${ingest}MBps $line" | tee -a "$work/results"
   stopall
 done
 
 echo "== medians over $rounds rounds"
 python3 - "$work/results" <<'PY'
 import re, statistics, sys
-rates, lags, catch = {}, [], []
+rates, lags, catch, ingest = {}, [], [], []
 for line in open(sys.argv[1]):
     f = line.split()
     if f[0] in ("none", "async", "sync", "lag"):
@@ -150,9 +153,10 @@ for line in open(sys.argv[1]):
     if f[0] == "lag":
         lags.append(int(re.search(r"slave lag p50 \d+ us p99 (\d+) us", line).group(1)))
     if f[0] == "catchup":
-        m = re.search(r"MBps=(\d+)", line)
+        m = re.search(r" MBps=(\d+)", line)
         if m:
             catch.append(int(m.group(1)))
+            ingest.append(int(re.search(r"ingest=(\d+)MBps", line).group(1)))
 med = {k: statistics.median(v) for k, v in rates.items()}
 for k in ("none", "async", "sync", "lag"):
     if k in med:
@@ -167,4 +171,6 @@ if lags:
     print(f"slave lag p99 at half the async rate: median {statistics.median(lags) / 1000:.1f} ms, rounds {[round(x / 1000, 1) for x in lags]}")
 if catch:
     print(f"catch-up: median {statistics.median(catch)} MB/s, rounds {catch}")
+    per = [c / i for c, i in zip(catch, ingest)]
+    print(f"catch-up / the unreplicated master's ingest of the backlog (MB/s {ingest}): median {statistics.median(per):.2f}, rounds", " ".join(f"{x:.2f}" for x in per))
 PY
