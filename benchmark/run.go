@@ -60,6 +60,7 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 	}
 	r := newRun(c, t)
 	r.hdrLog = hdrLog
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var pwg, cwg sync.WaitGroup
@@ -68,9 +69,12 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 			return nil, err
 		}
 	}
+	// The lag probe outlives ctx, which the end of the measured part
+	// cancels: it still has to see the slave reach the master's last
+	// samples.
 	var lag *lagProbe
 	var lwg sync.WaitGroup
-	lctx, lcancel := context.WithCancel(ctx)
+	lctx, lcancel := context.WithCancel(parent)
 	defer func() { lcancel(); lwg.Wait() }()
 	if c.SlaveAddr != "" {
 		var err error
