@@ -54,6 +54,26 @@ start() {
 }
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# waitlog FILE TEXT WHAT: waits (30 s at most) until FILE holds TEXT.
+waitlog() {
+  for _ in $(seq 600); do
+    grep -q "$2" "$1" && return 0
+    sleep 0.05
+  done
+  echo "$3" >&2
+  return 1
+}
+
+# slave: starts the slave once the master is registered with the name
+# server (a slave learns its master from the answer to its registration,
+# and registers again only every 30 s), and waits until it is connected.
+slave() {
+  waitlog "$work/ns.err" "broker registered.* id=0 " "the master did not register"
+  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
+    --data-dir "$work/d/slave"
+  waitlog "$work/master.err" "ha: slave connected" "the slave did not connect"
+}
+
 # group ROLE: a standalone name server, a master of ROLE and its slave,
 # the slave caught up and following.
 group() {
@@ -61,14 +81,7 @@ group() {
   start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
   start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" \
     --broker-role "$1" --data-dir "$work/d/master"
-  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
-    --data-dir "$work/d/slave"
-  for _ in $(seq 200); do
-    grep -q "ha: slave connected" "$work/master.err" && return 0
-    sleep 0.05
-  done
-  echo "the slave did not connect" >&2
-  return 1
+  slave
 }
 
 # bench CONFIG ARGS...: one apogee-bench run against the master; prints
@@ -131,8 +144,7 @@ for ((r = 1; r <= rounds; r++)); do
   "$B/apogee-bench" produce --addr "$m" --size 4096 --producers 4 --messages "$backlog" --warmup 0s --quiet --json \
     >"$work/bench.out" 2>&1 || { cat "$work/bench.out" >&2; exit 1; }
   ingest=$(tail -n 1 "$work/bench.out" | python3 -c "import json, sys; print(int(json.load(sys.stdin)['mib_per_sec'] * 1.048576))")
-  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
-    --data-dir "$work/d/slave"
+  slave
   for _ in $(seq 1200); do
     grep -q "ha: slave caught up" "$work/master.err" && break
     sleep 0.05
