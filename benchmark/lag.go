@@ -51,8 +51,9 @@ type lagProbe struct {
 }
 
 // startLagProbe dials the slave at slaveAddr and its master and polls both
-// until ctx ends; Wait returns the lags of the samples taken while measure
-// held.
+// until ctx ends (wg counts the two pollers); result returns the lags of the
+// master samples taken while measure held. It fails when slaveAddr is not a
+// slave that knows its master's address.
 func startLagProbe(ctx context.Context, slaveAddr, topic string, interval time.Duration, measure func() bool, wg *sync.WaitGroup) (*lagProbe, error) {
 	dial := func(addr string) (*remoting.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
