@@ -101,6 +101,13 @@ type Config struct {
 	ChildBroker bool
 	// Driver names an external driver (RunTarget's); empty for Apogee's own.
 	Driver string
+	// SlaveAddr, in produce and e2e modes, is the address of a slave of
+	// the broker under load: the run then measures the slave lag (lag.go:
+	// the time from a message's visibility on the master to its visibility
+	// on the slave, for the topic's queue 0), polling both every
+	// LagInterval (default DefaultLagInterval). Empty: no lag probe.
+	SlaveAddr   string
+	LagInterval time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -157,6 +164,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Warmup < 0 {
 		o.Warmup = 0
+	}
+	if o.SlaveAddr != "" && o.Mode != ModeProduce && o.Mode != ModeE2E {
+		return o, errors.New("benchmark: --slave-addr measures the slave lag of produce and e2e runs only")
+	}
+	if o.LagInterval <= 0 {
+		o.LagInterval = DefaultLagInterval
 	}
 	if o.Mode == ModeConsume && o.Messages == 0 {
 		o.Messages = 1_000_000

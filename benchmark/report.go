@@ -91,6 +91,16 @@ type Result struct {
 	ProcessCPUUsPerMsg *float64 `json:"process_cpu_us_per_msg,omitempty"`
 	BrokerPID          int      `json:"broker_pid,omitempty"`
 	CPUNote            string   `json:"cpu_note,omitempty"`
+
+	// SlaveLag (with Config.SlaveAddr): the time from a message's
+	// visibility on the master to its visibility on the slave, sampled on
+	// queue 0 every LagIntervalUs (each lag exact to ± that); pending
+	// master samples the slave had not reached 5 s after the run, and the
+	// probe's failed polls.
+	SlaveLag        *Percentiles `json:"slave_lag_us,omitempty"`
+	LagIntervalUs   int64        `json:"lag_interval_us,omitempty"`
+	SlaveLagPending int          `json:"slave_lag_pending,omitempty"`
+	SlaveLagErrors  int          `json:"slave_lag_errors,omitempty"`
 }
 
 func usString(us int64) string {
@@ -159,6 +169,11 @@ func printSummary(w io.Writer, r *Result) {
 	line("send-to-ack", r.SendLatency)
 	line("end-to-end", r.E2ELatency)
 	line("send delay", r.SendDelay)
+	if r.SlaveLag != nil {
+		line("slave lag", *r.SlaveLag)
+		fmt.Fprintf(w, "slave lag: from visible on the master to visible on the slave, queue 0 polled every %s (each lag ± that); %d samples the slave never reached, %d failed polls\n",
+			usString(r.LagIntervalUs), r.SlaveLagPending, r.SlaveLagErrors)
+	}
 	if r.MaxRate > 0 {
 		fmt.Fprintf(w, "highest rate with p99 send latency under the bound: %.0f msgs/s\n", r.MaxRate)
 	}

@@ -68,11 +68,25 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 	r := newRun(c, t)
 	r.hdrLog = hdrLog
 	r.cpu = newCPUMeter(c, t)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var pwg, cwg sync.WaitGroup
 	if c.Mode == ModeE2E || c.Mode == ModeStore {
 		if err := r.consume(ctx, &cwg); err != nil {
+			return nil, err
+		}
+	}
+	// The lag probe outlives ctx, which the end of the measured part
+	// cancels: it still has to see the slave reach the master's last
+	// samples.
+	var lag *lagProbe
+	var lwg sync.WaitGroup
+	lctx, lcancel := context.WithCancel(parent)
+	defer func() { lcancel(); lwg.Wait() }()
+	if c.SlaveAddr != "" {
+		var err error
+		if lag, err = startLagProbe(lctx, c.SlaveAddr, c.Topic, c.LagInterval, r.measure.Load, &lwg); err != nil {
 			return nil, err
 		}
 	}
@@ -93,6 +107,22 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 		cancel()
 		cwg.Wait()
 	})
+	if lag != nil {
+		// Let the slave reach what the master held at the end (bounded).
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, pending, _ := lag.result()
+			if pending == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lcancel()
+		lwg.Wait()
+		p, pending, errs := lag.result()
+		res.SlaveLag, res.SlaveLagPending, res.SlaveLagErrors = &p, pending, errs
+		res.LagIntervalUs = c.LagInterval.Microseconds()
+	}
 	return res, nil
 }
 

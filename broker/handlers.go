@@ -71,6 +71,7 @@ func (b *Broker) buildHandlers() {
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerAdminOps,
 		b.registerSecurity,
+		b.registerReplication,
 	} {
 		register(&b.handlers)
 	}

@@ -22,6 +22,7 @@ const (
 	DefaultBusyTimeout         = core.DefaultBusyTimeout
 	DefaultRegisterInterval    = 30 * time.Second
 	DefaultLockExpiry          = core.DefaultLockExpiry
+	DefaultSlaveSyncInterval   = 10 * time.Second
 
 	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
 	DefaultDelayLevels               = core.DefaultDelayLevels
@@ -157,6 +158,30 @@ type Options struct {
 	// documentation each repeats): topics and groups in all (default 10000
 	// each) and per source address (1000 an hour). Negative: no cap.
 	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
+
+	// Role, BrokerID, SlaveReadEnable and AccessMessageInMemoryMaxRatio
+	// are the core's (core.Options): the broker's role in its group
+	// (default ASYNC_MASTER), its id (0 for a master, 1 or more for a
+	// slave), reads from slaves (default off) and the memory window
+	// (default 40% of RAM). replica.go describes what each role does here.
+	Role                          core.Role
+	BrokerID                      int64
+	SlaveReadEnable               bool
+	AccessMessageInMemoryMaxRatio float64
+	// HAAdvertiseAddr, on a master, is the HA address registered with the
+	// name servers (haServerAddr), where its slaves connect for the
+	// commit-log stream that ServeHA serves. Default: AdvertiseAddr's host
+	// with the port of the first listener given to ServeHA.
+	HAAdvertiseAddr string
+	// HAMasterAddr, on a slave, is its master's HA address (RocketMQ's
+	// haMasterAddress). Default: the one the name servers answer each
+	// registration with (their haServerAddr), followed as it changes. A
+	// slave needs NamesrvAddrs or this.
+	HAMasterAddr string
+	// SlaveSyncInterval, on a slave, is how often the master's topics,
+	// subscription groups, consumer offsets and delay offsets are fetched
+	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
+	SlaveSyncInterval time.Duration
 }
 
 // core returns the core's options: every field but the front end's own
@@ -177,6 +202,8 @@ func (o Options) core() core.Options {
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
 		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
 		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
+		Role: o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
+		AccessMessageInMemoryMaxRatio: o.AccessMessageInMemoryMaxRatio,
 	}
 }
 
@@ -184,6 +211,9 @@ func (o Options) core() core.Options {
 func (o Options) withDefaults() Options {
 	if o.RegisterInterval <= 0 {
 		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.SlaveSyncInterval <= 0 {
+		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
 	return o
 }

@@ -339,12 +339,21 @@ func createTopic(t testing.TB, b *Broker, topic string, queues int) {
 		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
-	// CreateTopic ignores the response code: check the route.
+	// CreateTopic ignores the response code: check the route. A broker
+	// registers a new topic with external name servers asynchronously
+	// (its embedded one has it at once): wait for it, boundedly.
 	rc := dialRaw(t, b.NsAddr)
 	defer rc.Close()
-	resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
-	if resp.Code != 0 {
-		t.Fatalf("route of %s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
+		if resp.Code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route of %s 10 s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -66,6 +66,8 @@ func run(args []string) error {
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the broker at --addr, for its CPU per message (default: the process of this machine listening on --addr's port)")
 	fs.BoolVar(&c.ChildBroker, "child-broker", false, "run the embedded broker in a child process, so that its CPU per message is measured apart from the generator's")
 	driver := fs.String("driver", "apogee", "the system measured: apogee, or nats (NATS JetStream, by the apogee-bench-nats binary of benchmark/natsdriver, which takes the same flags)")
+	fs.StringVar(&c.SlaveAddr, "slave-addr", "", "a slave of the broker under load: measure the slave lag (produce and e2e modes)")
+	fs.DurationVar(&c.LagInterval, "lag-interval", 0, "polling period of the slave-lag probe (default 2ms)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	var tlsOn bool
 	var tlsc tlsconf.ClientConfig

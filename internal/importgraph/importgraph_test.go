@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll", "ha"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message", "auth"},
 	"benchmark":                   {"client", "broker", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting", "auth", "acl", "internal/tlsconf"},
@@ -81,7 +81,7 @@ var allowed = map[string][]string{
 	// JSON bodies, as broker/core).
 	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
 
-	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
