@@ -202,7 +202,7 @@ func (o Options) core() core.Options {
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
 		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
 		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
-		Role: o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
+		Role:                   o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
 		AccessMessageInMemoryMaxRatio: o.AccessMessageInMemoryMaxRatio,
 	}
 }

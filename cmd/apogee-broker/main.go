@@ -54,8 +54,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
-	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
