@@ -96,7 +96,7 @@ func New(opts Options) (*Broker, error) {
 	if len(o.NamesrvAddrs) > 0 {
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)
 		registrar.Period = o.RegisterInterval
-		registrar.LookupTopic = c.TopicConfig
+		registrar.LookupTopic = b.routeTopicConfig
 		if c.IsSlave() {
 			registrar.OnResult = b.registered
 		}
@@ -254,6 +254,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // topic and the registrar's full rounds use it, never a created one.
 func (b *Broker) registration() namesrv.BrokerRegistration {
 	cfgs, v := b.core.Topics()
+	if perm := b.core.BrokerPermission(); perm&protocol.PermWrite == 0 {
+		// brokerPermission without write (wipeWritePerm-style): every topic
+		// is advertised read-only, as the Java broker registers it.
+		for i := range cfgs {
+			cfgs[i].Perm &= perm
+		}
+	}
 	return namesrv.BrokerRegistration{
 		ClusterName:  b.copts.ClusterName,
 		BrokerName:   b.copts.BrokerName,
@@ -300,9 +307,13 @@ func (b *Broker) registerTopic(name string) {
 		return
 	}
 	if cfg, ok := b.core.TopicConfig(name); ok {
+		perm := cfg.Perm
+		if bp := b.core.BrokerPermission(); bp&protocol.PermWrite == 0 {
+			perm &= bp
+		}
 		b.registry.RegisterTopic(name, []protocol.QueueData{{BrokerName: b.copts.BrokerName,
 			ReadQueueNums: cfg.ReadQueueNums, WriteQueueNums: cfg.WriteQueueNums,
-			Perm: cfg.Perm, TopicSysFlag: cfg.TopicSysFlag}})
+			Perm: perm, TopicSysFlag: cfg.TopicSysFlag}})
 	} else {
 		b.registry.UnregisterTopic(b.copts.BrokerName, name)
 	}
@@ -311,6 +322,16 @@ func (b *Broker) registerTopic(name string) {
 	if registrar != nil {
 		registrar.TopicsChanged(name)
 	}
+}
+
+// routeTopicConfig is a topic's configuration as routes advertise it: its
+// perm without write while brokerPermission lacks write.
+func (b *Broker) routeTopicConfig(name string) (protocol.TopicConfig, bool) {
+	cfg, ok := b.core.TopicConfig(name)
+	if bp := b.core.BrokerPermission(); ok && bp&protocol.PermWrite == 0 {
+		cfg.Perm &= bp
+	}
+	return cfg, ok
 }
 
 // maintain re-registers the whole table with the embedded registry every

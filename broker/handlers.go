@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/namesrv"
@@ -69,6 +70,7 @@ func (b *Broker) buildHandlers() {
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerReplication,
+		b.registerAdminOps,
 	} {
 		register(&b.handlers)
 	}
@@ -78,12 +80,35 @@ func (b *Broker) buildHandlers() {
 // the registered handler; name-server codes go to the embedded registry.
 func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 	if h := b.handlers.get(req.Code); h != nil {
-		return h(c, req, resp)
+		if b.opts.SlowRequest <= 0 {
+			return h(c, req, resp)
+		}
+		start := time.Now()
+		act := h(c, req, resp)
+		if d := time.Since(start); d > b.opts.SlowRequest {
+			b.logSlow(c, req, resp, d)
+		}
+		return act
 	}
 	if namesrv.IsNamesrvCode(req.Code) {
 		return b.registry.ServeRemoting(c, req, resp)
 	}
 	return fail(resp, &core.Error{Code: protocol.RespRequestCodeNotSupported, Remark: fmt.Sprintf(" request type %d not supported", req.Code)})
+}
+
+// logSlow writes the slow-request line: the code, the time, the client and
+// the request's topic or group when its header names one.
+func (b *Broker) logSlow(c *remoting.Conn, req *protocol.Command, resp *remoting.Response, d time.Duration) {
+	attrs := []any{"code", req.Code, "took", d.Round(time.Microsecond), "responseCode", resp.Cmd.Code}
+	if c != nil {
+		attrs = append(attrs, "remote", c.RemoteAddr().String())
+	}
+	for _, k := range []string{"topic", "b", "consumerGroup", "group", "producerGroup"} {
+		if v, ok := req.Ext.GetString(k); ok && v != "" {
+			attrs = append(attrs, k, v)
+		}
+	}
+	b.copts.Logger.Warn("broker: slow request", attrs...)
 }
 
 // fail answers a request with an error: the one place where the core's

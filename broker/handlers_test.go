@@ -27,6 +27,15 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
 		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
 		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
+		// The admin protocol (adminops.go).
+		protocol.ReqUpdateBrokerConfig, protocol.ReqGetBrokerConfig,
+		protocol.ReqGetTopicStatsInfo, protocol.ReqGetProducerConnectionList, protocol.ReqGetConsumeStats,
+		protocol.ReqQueryTopicConsumeByWho, protocol.ReqQueryConsumeTimeSpan, protocol.ReqGetSystemTopicListFromBroker,
+		protocol.ReqGetConsumerRunningInfo, protocol.ReqConsumeMessageDirectly, protocol.ReqCloneGroupOffset,
+		protocol.ReqViewBrokerStatsData, protocol.ReqGetBrokerConsumeStats, protocol.ReqQueryConsumeQueue,
+		protocol.ReqQueryTopicsByConsumer, protocol.ReqQuerySubscriptionByConsumer, protocol.ReqGetTopicConfig,
+		protocol.ReqGetAllProducerInfo, protocol.ReqInvokeBrokerToGetConsumerSts, protocol.ReqCleanExpiredConsumeQueue,
+		protocol.ReqCleanUnusedTopic, protocol.ReqDeleteExpiredCommitLog,
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -166,6 +166,12 @@ type Options struct {
 	// subscription groups, consumer offsets and delay offsets are fetched
 	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
 	SlaveSyncInterval time.Duration
+	// SlowRequest logs, as one WARN line, every request whose handler ran
+	// longer than this on its connection's goroutine (the time that holds
+	// the connection's other requests back; a request answered later, such
+	// as a held pull or a sync-flush send, is timed until it was deferred).
+	// Default 0: off.
+	SlowRequest time.Duration
 }
 
 // core returns the core's options: every field but the front end's own

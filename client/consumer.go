@@ -50,6 +50,13 @@ type consumer struct {
 	lockEvery   time.Duration
 
 	stats consumerCounters
+
+	// startedAt is when start ran (running info's rates average over it).
+	startedAt time.Time
+	// direct runs the push listener on one message for
+	// CONSUME_MESSAGE_DIRECTLY; nil for a pull consumer. It returns the
+	// listener's result, or the text of its panic.
+	direct func(ctx context.Context, m *MessageExt) (ConsumeResult, string)
 }
 
 type consumerCounters struct {
@@ -185,6 +192,7 @@ func (c *consumer) topics() []string {
 // start registers the consumer, checks its topics' routes, sends a heartbeat and
 // runs the first rebalance, then starts the background loop.
 func (c *consumer) start(ctx context.Context, self member) error {
+	c.startedAt = time.Now()
 	if err := c.in.registerConsumer(c.cfg.group, self); err != nil {
 		return err
 	}

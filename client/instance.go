@@ -539,6 +539,12 @@ func (in *instance) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp 
 	case protocol.ReqCheckTransactionState:
 		in.checkTransaction(c, req)
 		return remoting.NoReply
+	case protocol.ReqGetConsumerRunningInfo:
+		return in.serveRunningInfo(c, req)
+	case protocol.ReqConsumeMessageDirectly:
+		return in.serveConsumeDirectly(c, req)
+	case protocol.ReqGetConsumerStatusFromClient:
+		return in.serveConsumerStatus(req, resp)
 	case protocol.ReqResetConsumerClientOffset:
 		// An admin reset of a group's offsets (the broker has committed them):
 		// the group's consumer restarts the listed queues from the new offsets.

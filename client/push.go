@@ -47,6 +47,7 @@ func NewPushConsumer(opts ...PushConsumerOpt) (*PushConsumer, error) {
 	if cfg.model == Clustering {
 		c.addRetrySubscription()
 	}
+	c.direct = p.consumeDirect
 	p.pool.max = cfg.goroutines
 	p.pool.run = p.consumeConcurrently
 	p.pool.cond = sync.NewCond(&p.pool.mu)
@@ -242,6 +243,27 @@ func (p *PushConsumer) callListener(pq *processQueue, msgs []*MessageExt, cc *Co
 		return p.cfg.orderly(ctx, msgs)
 	}
 	return p.cfg.concurrent(ctx, msgs)
+}
+
+// consumeDirect runs the listener on one message outside any process queue
+// (CONSUME_MESSAGE_DIRECTLY): nothing is acknowledged, committed or sent
+// back. It returns the listener's result, or the text of its panic.
+func (p *PushConsumer) consumeDirect(ctx context.Context, m *MessageExt) (res ConsumeResult, panicked string) {
+	cc := &ConsumeContext{AckIndex: -1}
+	if m.Queue != nil {
+		cc.Queue = *m.Queue
+	}
+	lctx := newListenerCtx(ctx, p.cfg.consumeTimeout, cc)
+	defer func() {
+		lctx.finish()
+		if v := recover(); v != nil {
+			panicked = fmt.Sprint("listener panicked: ", v)
+		}
+	}()
+	if p.cfg.orderly != nil {
+		return p.cfg.orderly(lctx, []*MessageExt{m}), ""
+	}
+	return p.cfg.concurrent(lctx, []*MessageExt{m}), ""
 }
 
 func (p *PushConsumer) consumeConcurrently(t consumeTask) {

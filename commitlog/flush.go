@@ -169,7 +169,9 @@ func (f *flusher) round(target int64) {
 	if err != nil {
 		f.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
 	} else if target > l.flushed.Load() {
-		l.flushed.Store(target)
+		// TruncateTo may have moved the written position below target
+		// while this round synced: flushed never passes written.
+		l.flushed.Store(min(target, l.written.Load()))
 	}
 	close(f.done)
 	f.done = make(chan struct{})

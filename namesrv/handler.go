@@ -20,14 +20,15 @@ const NamespaceOrderTopicConfig = "ORDER_TOPIC_CONFIG"
 //	100 PUT_KV_CONFIG, 101 GET_KV_CONFIG, 102 DELETE_KV_CONFIG, 103 REGISTER_BROKER,
 //	104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
 //	206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 216 DELETE_TOPIC_IN_NAMESRV,
-//	217 REGISTER_TOPIC_IN_NAMESRV, 219 GET_KVLIST_BY_NAMESPACE, 224 GET_TOPICS_BY_CLUSTER
+//	217 REGISTER_TOPIC_IN_NAMESRV, 219 GET_KVLIST_BY_NAMESPACE, 224 GET_TOPICS_BY_CLUSTER,
+//	205 WIPE_WRITE_PERM_OF_BROKER, 327 ADD_WRITE_PERM_OF_BROKER
 func IsNamesrvCode(code int32) bool {
 	switch code {
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig,
 		protocol.ReqRegisterBroker, protocol.ReqUnregisterBroker, protocol.ReqGetRouteInfoByTopic,
 		protocol.ReqGetBrokerClusterInfo, protocol.ReqGetAllTopicListFromNameSrv,
 		protocol.ReqDeleteTopicInNameSrv, protocol.ReqRegisterTopicInNameSrv, protocol.ReqGetKVListByNamespace,
-		protocol.ReqGetTopicsByCluster:
+		protocol.ReqGetTopicsByCluster, protocol.ReqWipeWritePermOfBroker, protocol.ReqAddWritePermOfBroker:
 		return true
 	}
 	return false
@@ -95,6 +96,8 @@ func (r *Registry) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *
 		}
 	case protocol.ReqPutKVConfig, protocol.ReqGetKVConfig, protocol.ReqDeleteKVConfig, protocol.ReqGetKVListByNamespace:
 		r.serveKV(req, resp.Cmd)
+	case protocol.ReqWipeWritePermOfBroker, protocol.ReqAddWritePermOfBroker:
+		return r.serveWritePerm(req, resp)
 	default:
 		return fail(resp.Cmd, protocol.RespRequestCodeNotSupported,
 			" request type "+strconv.FormatInt(int64(req.Code), 10)+" not supported")

@@ -67,6 +67,21 @@ var goldenHeaders = []struct {
 	{"GetTopicsByClusterRequest", func() typedHeader { return new(GetTopicsByClusterRequest) }},
 	{"KVConfigRequest", func() typedHeader { return new(KVConfigRequest) }},
 	{"GetKVConfigResponse", func() typedHeader { return new(GetKVConfigResponse) }},
+	// The admin protocol (header_admin.go).
+	{"GetTopicStatsInfoRequest", func() typedHeader { return new(GetTopicStatsInfoRequest) }},
+	{"GetProducerConnectionListRequest", func() typedHeader { return new(GetProducerConnectionListRequest) }},
+	{"GetConsumeStatsRequest", func() typedHeader { return new(GetConsumeStatsRequest) }},
+	{"QueryConsumeTimeSpanRequest", func() typedHeader { return new(QueryConsumeTimeSpanRequest) }},
+	{"CloneGroupOffsetRequest", func() typedHeader { return new(CloneGroupOffsetRequest) }},
+	{"ViewBrokerStatsDataRequest", func() typedHeader { return new(ViewBrokerStatsDataRequest) }},
+	{"GetConsumeStatsInBrokerRequest", func() typedHeader { return new(GetConsumeStatsInBrokerRequest) }},
+	{"QueryConsumeQueueRequest", func() typedHeader { return new(QueryConsumeQueueRequest) }},
+	{"QueryTopicsByConsumerRequest", func() typedHeader { return new(QueryTopicsByConsumerRequest) }},
+	{"QuerySubscriptionByConsumerRequest", func() typedHeader { return new(QuerySubscriptionByConsumerRequest) }},
+	{"GetBrokerConfigResponse", func() typedHeader { return new(GetBrokerConfigResponse) }},
+	{"BrokerNameRequest", func() typedHeader { return new(BrokerNameRequest) }},
+	{"WipeWritePermResponse", func() typedHeader { return new(WipeWritePermResponse) }},
+	{"AddWritePermResponse", func() typedHeader { return new(AddWritePermResponse) }},
 }
 
 // TestGoldenCoversEveryHeader checks that goldenHeaders lists every header

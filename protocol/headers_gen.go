@@ -2,6 +2,445 @@
 
 package protocol
 
+// getTopicStatsInfoRequestRequired names GetTopicStatsInfoRequest's required keys, by bit of the decoder's seen mask.
+var getTopicStatsInfoRequestRequired = [...]string{"topic"}
+
+// Decode resets h and reads it from ext as the rmq tags of GetTopicStatsInfoRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *GetTopicStatsInfoRequest) Decode(ext *ExtFields) error {
+	*h = GetTopicStatsInfoRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "topic":
+			h.Topic = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("GetTopicStatsInfoRequest", k, v)
+		}
+	}
+	return checkRequired("GetTopicStatsInfoRequest", seen, 0x1, getTopicStatsInfoRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of GetTopicStatsInfoRequest's fields describe.
+func (h *GetTopicStatsInfoRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("topic", h.Topic)
+}
+
+// getProducerConnectionListRequestRequired names GetProducerConnectionListRequest's required keys, by bit of the decoder's seen mask.
+var getProducerConnectionListRequestRequired = [...]string{"producerGroup"}
+
+// Decode resets h and reads it from ext as the rmq tags of GetProducerConnectionListRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *GetProducerConnectionListRequest) Decode(ext *ExtFields) error {
+	*h = GetProducerConnectionListRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "producerGroup":
+			h.ProducerGroup = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("GetProducerConnectionListRequest", k, v)
+		}
+	}
+	return checkRequired("GetProducerConnectionListRequest", seen, 0x1, getProducerConnectionListRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of GetProducerConnectionListRequest's fields describe.
+func (h *GetProducerConnectionListRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("producerGroup", h.ProducerGroup)
+}
+
+// getConsumeStatsRequestRequired names GetConsumeStatsRequest's required keys, by bit of the decoder's seen mask.
+var getConsumeStatsRequestRequired = [...]string{"consumerGroup"}
+
+// Decode resets h and reads it from ext as the rmq tags of GetConsumeStatsRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *GetConsumeStatsRequest) Decode(ext *ExtFields) error {
+	*h = GetConsumeStatsRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "consumerGroup":
+			h.ConsumerGroup = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = string(v)
+		case "topicList":
+			h.TopicList = string(v)
+		}
+		if !ok {
+			return badField("GetConsumeStatsRequest", k, v)
+		}
+	}
+	return checkRequired("GetConsumeStatsRequest", seen, 0x1, getConsumeStatsRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of GetConsumeStatsRequest's fields describe.
+func (h *GetConsumeStatsRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("consumerGroup", h.ConsumerGroup)
+	if len(h.Topic) > 0 {
+		w.str("topic", h.Topic)
+	}
+	if len(h.TopicList) > 0 {
+		w.str("topicList", h.TopicList)
+	}
+}
+
+// queryConsumeTimeSpanRequestRequired names QueryConsumeTimeSpanRequest's required keys, by bit of the decoder's seen mask.
+var queryConsumeTimeSpanRequestRequired = [...]string{"topic", "group"}
+
+// Decode resets h and reads it from ext as the rmq tags of QueryConsumeTimeSpanRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *QueryConsumeTimeSpanRequest) Decode(ext *ExtFields) error {
+	*h = QueryConsumeTimeSpanRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "topic":
+			h.Topic = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "group":
+			h.Group = string(v)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		}
+		if !ok {
+			return badField("QueryConsumeTimeSpanRequest", k, v)
+		}
+	}
+	return checkRequired("QueryConsumeTimeSpanRequest", seen, 0x3, queryConsumeTimeSpanRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of QueryConsumeTimeSpanRequest's fields describe.
+func (h *QueryConsumeTimeSpanRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("topic", h.Topic)
+	w.str("group", h.Group)
+}
+
+// cloneGroupOffsetRequestRequired names CloneGroupOffsetRequest's required keys, by bit of the decoder's seen mask.
+var cloneGroupOffsetRequestRequired = [...]string{"srcGroup", "destGroup"}
+
+// Decode resets h and reads it from ext as the rmq tags of CloneGroupOffsetRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *CloneGroupOffsetRequest) Decode(ext *ExtFields) error {
+	*h = CloneGroupOffsetRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "srcGroup":
+			h.SrcGroup = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "destGroup":
+			h.DestGroup = string(v)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "topic":
+			h.Topic = string(v)
+		case "offline":
+			h.Offline, ok = parseBool(v)
+		}
+		if !ok {
+			return badField("CloneGroupOffsetRequest", k, v)
+		}
+	}
+	return checkRequired("CloneGroupOffsetRequest", seen, 0x3, cloneGroupOffsetRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of CloneGroupOffsetRequest's fields describe.
+func (h *CloneGroupOffsetRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("srcGroup", h.SrcGroup)
+	w.str("destGroup", h.DestGroup)
+	if len(h.Topic) > 0 {
+		w.str("topic", h.Topic)
+	}
+	w.bool("offline", h.Offline)
+}
+
+// viewBrokerStatsDataRequestRequired names ViewBrokerStatsDataRequest's required keys, by bit of the decoder's seen mask.
+var viewBrokerStatsDataRequestRequired = [...]string{"statsName", "statsKey"}
+
+// Decode resets h and reads it from ext as the rmq tags of ViewBrokerStatsDataRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *ViewBrokerStatsDataRequest) Decode(ext *ExtFields) error {
+	*h = ViewBrokerStatsDataRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "statsName":
+			h.StatsName = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "statsKey":
+			h.StatsKey = string(v)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		}
+		if !ok {
+			return badField("ViewBrokerStatsDataRequest", k, v)
+		}
+	}
+	return checkRequired("ViewBrokerStatsDataRequest", seen, 0x3, viewBrokerStatsDataRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of ViewBrokerStatsDataRequest's fields describe.
+func (h *ViewBrokerStatsDataRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("statsName", h.StatsName)
+	w.str("statsKey", h.StatsKey)
+}
+
+// Decode resets h and reads it from ext as the rmq tags of GetConsumeStatsInBrokerRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *GetConsumeStatsInBrokerRequest) Decode(ext *ExtFields) error {
+	*h = GetConsumeStatsInBrokerRequest{}
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "isOrder":
+			h.IsOrder, ok = parseBool(v)
+		}
+		if !ok {
+			return badField("GetConsumeStatsInBrokerRequest", k, v)
+		}
+	}
+	return nil
+}
+
+// Encode writes h into ext as the rmq tags of GetConsumeStatsInBrokerRequest's fields describe.
+func (h *GetConsumeStatsInBrokerRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bool("isOrder", h.IsOrder)
+}
+
+// queryConsumeQueueRequestRequired names QueryConsumeQueueRequest's required keys, by bit of the decoder's seen mask.
+var queryConsumeQueueRequestRequired = [...]string{"topic", "queueId", "index", "count"}
+
+// Decode resets h and reads it from ext as the rmq tags of QueryConsumeQueueRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *QueryConsumeQueueRequest) Decode(ext *ExtFields) error {
+	*h = QueryConsumeQueueRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "topic":
+			h.Topic = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "queueId":
+			h.QueueID, ok = decInt32(v, 0)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "index":
+			h.Index, ok = decInt64(v, 0)
+			seen = seen&^(1<<2) | nonEmpty(v, 1<<2)
+		case "count":
+			h.Count, ok = decInt32(v, 0)
+			seen = seen&^(1<<3) | nonEmpty(v, 1<<3)
+		case "consumerGroup":
+			h.ConsumerGroup = string(v)
+		}
+		if !ok {
+			return badField("QueryConsumeQueueRequest", k, v)
+		}
+	}
+	return checkRequired("QueryConsumeQueueRequest", seen, 0xf, queryConsumeQueueRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of QueryConsumeQueueRequest's fields describe.
+func (h *QueryConsumeQueueRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("topic", h.Topic)
+	w.int("queueId", int64(h.QueueID))
+	w.int("index", h.Index)
+	w.int("count", int64(h.Count))
+	if len(h.ConsumerGroup) > 0 {
+		w.str("consumerGroup", h.ConsumerGroup)
+	}
+}
+
+// queryTopicsByConsumerRequestRequired names QueryTopicsByConsumerRequest's required keys, by bit of the decoder's seen mask.
+var queryTopicsByConsumerRequestRequired = [...]string{"group"}
+
+// Decode resets h and reads it from ext as the rmq tags of QueryTopicsByConsumerRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *QueryTopicsByConsumerRequest) Decode(ext *ExtFields) error {
+	*h = QueryTopicsByConsumerRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "group":
+			h.Group = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("QueryTopicsByConsumerRequest", k, v)
+		}
+	}
+	return checkRequired("QueryTopicsByConsumerRequest", seen, 0x1, queryTopicsByConsumerRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of QueryTopicsByConsumerRequest's fields describe.
+func (h *QueryTopicsByConsumerRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("group", h.Group)
+}
+
+// querySubscriptionByConsumerRequestRequired names QuerySubscriptionByConsumerRequest's required keys, by bit of the decoder's seen mask.
+var querySubscriptionByConsumerRequestRequired = [...]string{"group", "topic"}
+
+// Decode resets h and reads it from ext as the rmq tags of QuerySubscriptionByConsumerRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *QuerySubscriptionByConsumerRequest) Decode(ext *ExtFields) error {
+	*h = QuerySubscriptionByConsumerRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "group":
+			h.Group = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = string(v)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		}
+		if !ok {
+			return badField("QuerySubscriptionByConsumerRequest", k, v)
+		}
+	}
+	return checkRequired("QuerySubscriptionByConsumerRequest", seen, 0x3, querySubscriptionByConsumerRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of QuerySubscriptionByConsumerRequest's fields describe.
+func (h *QuerySubscriptionByConsumerRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("group", h.Group)
+	w.str("topic", h.Topic)
+}
+
+// Decode resets h and reads it from ext as the rmq tags of GetBrokerConfigResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *GetBrokerConfigResponse) Decode(ext *ExtFields) error {
+	*h = GetBrokerConfigResponse{}
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "version":
+			h.Version = string(v)
+		}
+		if !ok {
+			return badField("GetBrokerConfigResponse", k, v)
+		}
+	}
+	return nil
+}
+
+// Encode writes h into ext as the rmq tags of GetBrokerConfigResponse's fields describe.
+func (h *GetBrokerConfigResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	if len(h.Version) > 0 {
+		w.str("version", h.Version)
+	}
+}
+
+// brokerNameRequestRequired names BrokerNameRequest's required keys, by bit of the decoder's seen mask.
+var brokerNameRequestRequired = [...]string{"brokerName"}
+
+// Decode resets h and reads it from ext as the rmq tags of BrokerNameRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *BrokerNameRequest) Decode(ext *ExtFields) error {
+	*h = BrokerNameRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "brokerName":
+			h.BrokerName = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("BrokerNameRequest", k, v)
+		}
+	}
+	return checkRequired("BrokerNameRequest", seen, 0x1, brokerNameRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of BrokerNameRequest's fields describe.
+func (h *BrokerNameRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("brokerName", h.BrokerName)
+}
+
+// Decode resets h and reads it from ext as the rmq tags of WipeWritePermResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *WipeWritePermResponse) Decode(ext *ExtFields) error {
+	*h = WipeWritePermResponse{}
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "wipeTopicCount":
+			h.WipeTopicCount, ok = decInt32(v, 0)
+		}
+		if !ok {
+			return badField("WipeWritePermResponse", k, v)
+		}
+	}
+	return nil
+}
+
+// Encode writes h into ext as the rmq tags of WipeWritePermResponse's fields describe.
+func (h *WipeWritePermResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.int("wipeTopicCount", int64(h.WipeTopicCount))
+}
+
+// Decode resets h and reads it from ext as the rmq tags of AddWritePermResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *AddWritePermResponse) Decode(ext *ExtFields) error {
+	*h = AddWritePermResponse{}
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "addTopicCount":
+			h.AddTopicCount, ok = decInt32(v, 0)
+		}
+		if !ok {
+			return badField("AddWritePermResponse", k, v)
+		}
+	}
+	return nil
+}
+
+// Encode writes h into ext as the rmq tags of AddWritePermResponse's fields describe.
+func (h *AddWritePermResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.int("addTopicCount", int64(h.AddTopicCount))
+}
+
 // queryConsumerOffsetRequestRequired names QueryConsumerOffsetRequest's required keys, by bit of the decoder's seen mask.
 var queryConsumerOffsetRequestRequired = [...]string{"consumerGroup", "topic", "queueId"}
 

@@ -169,6 +169,12 @@ func (d *dispatcher) run() {
 			s.lag.progressed()
 		}
 		if stop {
+			// What follows the last record up to the written position (a
+			// blank-end marker and its padding, a hole) holds nothing to
+			// dispatch: a log that ends there is dispatched to its end.
+			if o := d.cursor.Offset(); o > s.dispatched.Load() {
+				s.dispatched.Store(o)
+			}
 			break
 		}
 	}

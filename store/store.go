@@ -61,6 +61,9 @@ type Store struct {
 	scrubMu        sync.Mutex   // one scrub pass at a time
 	durable        durableNotifier
 	repl           replicaSet // the replicas' acknowledgements (a master's)
+	// ckptMu serialises the checkpoint's writes (flushDerived) with
+	// TruncateReplica, which lowers the dispatched offset.
+	ckptMu sync.Mutex
 }
 
 // writesRefused records that an append failed for lack of space, logging the
@@ -384,6 +387,8 @@ func (s *Store) closeParts() []error {
 // flushDerived flushes the consume queues and the index and records the
 // dispatched offset they cover in the checkpoint.
 func (s *Store) flushDerived() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
 	d := s.dispatched.Load()
 	if err := s.cqs.Flush(); err != nil {
 		return err

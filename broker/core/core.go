@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core/stats"
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/broker/timerwheel"
@@ -78,6 +79,13 @@ type Core struct {
 	// startup is how long New took per phase: reading the state files,
 	// opening the store, and the rest (system topics, writes).
 	startup struct{ load, store, tables time.Duration }
+
+	// rstats are RocketMQ's runtime statistics (per topic and group rates,
+	// today's totals), sampled every second between Start and Shutdown.
+	rstats *stats.Stats
+	// admin is the state of the admin operations (admin.go): the broker's
+	// permission, the configuration changed at run time.
+	admin adminState
 }
 
 type coreStats struct {
@@ -112,6 +120,7 @@ func New(opts Options) (*Core, error) {
 		clients:   newClientManager(o.Logger),
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),
+		rstats:    stats.New(stats.Options{BrokerKey: o.ClusterName}),
 	}
 	levels, err := delay.ParseLevels(o.DelayLevels)
 	if err != nil {
@@ -226,7 +235,8 @@ func (c *Core) Start() {
 	if c.started.Swap(true) {
 		return
 	}
-	c.wg.Add(3)
+	c.wg.Add(4)
+	go func() { defer c.wg.Done(); c.rstats.Run(c.stop) }()
 	go c.maintain()
 	go func() { defer c.wg.Done(); c.topicWriter.run(c.stop) }()
 	go func() { defer c.wg.Done(); c.groupWriter.run(c.stop) }()

@@ -84,6 +84,7 @@ type PullResult struct {
 	// The group's brokerId and whichBrokerWhenConsumeSlowly, for the
 	// suggestion (suggestBroker).
 	okBrokerID, slowBrokerID int64
+	group                    string // the group table's string, for the statistics
 }
 
 // Release unpins the records and empties Records; the result may be reused.
@@ -102,6 +103,7 @@ func (r *PullResult) Release() {
 // once the filter is compiled.
 func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	c.stats.pullRequests.Add(1)
+	c.rstats.Pulled()
 	res.Release()
 	res.Topic = ""
 	t := c.topics.get(r.Topic)
@@ -120,6 +122,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		return err
 	}
 	res.okBrokerID, res.slowBrokerID = g.BrokerID, g.WhichBrokerWhenConsumeSlowly
+	res.group = g.GroupName
 
 	var f filter.Filter
 	if r.OwnSubscription {
@@ -195,6 +198,7 @@ func (c *Core) read(res *PullResult, offset int64) error {
 		}
 		c.stats.pullFound.Add(1)
 		c.stats.pullMessages.Add(int64(len(res.Records)))
+		c.countGet(res, g)
 	case store.NoMatchedMessage, store.MessageWasRemoving:
 		res.Status = PullRetryImmediately
 	case store.NoMessageInQueue, store.NoMatchedLogicQueue:

@@ -135,6 +135,7 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 	}
 	m.Properties = s.props
 	c.stats.sendBacks.Add(1)
+	c.rstats.SentBack(string(v.Topic()), g.GroupName)
 	return c.putOne(&m, s)
 }
 

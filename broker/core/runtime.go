@@ -19,8 +19,8 @@ func (c *Core) RuntimeInfo() map[string]string {
 	txs := c.tx.Stats()
 	ps := c.pops.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return map[string]string{
-		"brokerVersionDesc":      "V4_9_4",
+	m := map[string]string{
+		"brokerVersionDesc":      protocol.VersionDesc(protocol.DefaultVersion),
 		"brokerVersion":          i(int64(protocol.DefaultVersion)),
 		"brokerName":             c.opts.BrokerName,
 		"clusterName":            c.opts.ClusterName,
@@ -100,6 +100,8 @@ func (c *Core) RuntimeInfo() map[string]string {
 		"diskPressureSegmentDeletes": i(st.PressureDeletes),
 		"unindexedMessages":          i(st.Unindexed),
 	}
+	c.statsRuntimeInfo(m, st)
+	return m
 }
 
 // lastScrubMs is the end of the last scrub pass in ms since the epoch, 0 if none.

@@ -151,6 +151,9 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	if !t.writable() {
 		return newError(protocol.RespNoPermission, "the topic["+t.name+"] sending message is forbidden")
 	}
+	if !c.brokerWritable() {
+		return newError(protocol.RespNoPermission, "the broker["+c.opts.AdvertiseAddr+"] sending message is forbidden")
+	}
 	qid := r.QueueID
 	if qid >= t.queueLimit() {
 		return newError(protocol.RespSystemError, fmt.Sprintf("request queueId[%d] is illegal, topic:[%s] writeQueueNums:[%d] readQueueNums:[%d] Producer: %s",
@@ -212,6 +215,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 		return storeError(err)
 	}
 	c.stats.sendMessages.Add(int64(len(s.res)))
+	c.rstats.Put(t.name, int64(len(s.res)), int64(len(r.Body)))
 
 	for i := range s.res {
 		if i > 0 {

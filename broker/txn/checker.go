@@ -91,15 +91,23 @@ func (m *Manager) follow(topic string, next *int64, load func(qoff int64, e stor
 }
 
 // loadHalf adds one half message to the pending ones unless it is resolved.
+// It allocates nothing per message in the steady state: the pending entry
+// comes from newHalf's chunks and the producer group is interned.
 func (m *Manager) loadHalf(qoff int64, e store.QueueEntry) {
-	var h *half
+	var h half
+	var group []byte
+	readable := false
 	if e.Size > 0 && e.Size != blankEntrySize {
 		if view, err := m.host.ReadMessage(e.CommitLogOffset); err != nil {
 			m.log.Error("broker: half message unreadable; dropped", "queueOffset", qoff, "err", err)
 		} else {
 			v, _ := message.Decode(view.Bytes(), false)
-			h = m.halfOf(v)
+			h = m.halfValue(v)
 			h.qoff, h.off = qoff, e.CommitLogOffset
+			pg, _ := v.Property(message.PropProducerGroup)
+			group = append(m.groupBuf[:0], pg...) // the view is released before mu is taken
+			m.groupBuf = group
+			readable = true
 			view.Release()
 		}
 	}
@@ -109,18 +117,55 @@ func (m *Manager) loadHalf(qoff int64, e store.QueueEntry) {
 		return
 	}
 	m.halfLoaded = qoff + 1
-	if h == nil {
+	if !readable {
 		return
 	}
 	if _, done := m.resolved[qoff]; done {
 		return
 	}
+	h.group = m.internGroup(group)
 	if n, ok := m.restored[qoff]; ok {
 		h.checks = n
 		delete(m.restored, qoff)
 		h.next = max(h.next, time.Now().UnixMilli()+min(m.cfg.CheckInterval, m.cfg.Timeout).Milliseconds())
 	}
-	m.pending[qoff] = h
+	p := m.newHalf()
+	*p = h
+	m.pending[qoff] = p
+}
+
+// halfChunk is how many pending entries newHalf allocates at once. A chunk
+// stays allocated while any of its entries is pending, so a long-lived
+// half message can keep at most halfChunk-1 resolved neighbours' 56 bytes
+// alive.
+const halfChunk = 32
+
+// maxInternedGroups bounds internGroup's table: producer group names come
+// from clients.
+const maxInternedGroups = 4096
+
+// newHalf returns a zeroed pending entry from the current chunk. mu held.
+func (m *Manager) newHalf() *half {
+	if len(m.halfFree) == 0 {
+		m.halfFree = make([]half, halfChunk)
+	}
+	h := &m.halfFree[0]
+	m.halfFree = m.halfFree[1:]
+	return h
+}
+
+// internGroup returns the producer group's name as a string shared by
+// every pending entry of the group (allocated once per group, up to
+// maxInternedGroups names). mu held.
+func (m *Manager) internGroup(b []byte) string {
+	if s, ok := m.groups[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(m.groups) < maxInternedGroups {
+		m.groups[s] = s
+	}
+	return s
 }
 
 // loadOp marks the half messages an op record names as resolved.

@@ -189,12 +189,20 @@ func (m *Manager) unclaim(qoff int64, h *half) {
 
 // halfOf is the pending entry of a half message record: checked first
 // Config.Timeout (or its CHECK_IMMUNITY_TIME_IN_SECONDS) after it was
-// stored.
+// stored. Its group is a fresh string; the loader uses halfValue and
+// interns the group instead.
 func (m *Manager) halfOf(v message.View) *half {
+	h := m.halfValue(v)
 	pg, _ := v.Property(message.PropProducerGroup)
+	h.group = string(pg)
+	return &h
+}
+
+// halfValue is halfOf without the group and without allocating.
+func (m *Manager) halfValue(v message.View) half {
 	timeout := m.cfg.Timeout.Milliseconds()
 	if sec, _, ok := reput.PropInt(v.Properties(), message.PropCheckImmunityTimeInSeconds); ok && sec > 0 {
 		timeout = sec * 1000
 	}
-	return &half{qoff: v.QueueOffset(), off: v.PhysicalOffset(), group: string(pg), next: v.StoreTimestamp() + timeout}
+	return half{qoff: v.QueueOffset(), off: v.PhysicalOffset(), next: v.StoreTimestamp() + timeout}
 }

@@ -188,11 +188,14 @@ type Manager struct {
 	stopOnce sync.Once
 
 	mu         sync.Mutex
-	pending    map[int64]*half // by half queue offset
-	resolved   map[int64]int64 // half queue offset -> op queue offset (-1: op not loaded yet), for halves not below the pending floor
-	halfLoaded int64           // next half queue offset to load
-	opLoaded   int64           // next op queue offset to load
-	restored   map[int64]int32 // check counts from the checkpoint, until their halves are loaded
+	pending    map[int64]*half   // by half queue offset
+	resolved   map[int64]int64   // half queue offset -> op queue offset (-1: op not loaded yet), for halves not below the pending floor
+	halfLoaded int64             // next half queue offset to load
+	opLoaded   int64             // next op queue offset to load
+	restored   map[int64]int32   // check counts from the checkpoint, until their halves are loaded
+	halfFree   []half            // newHalf's current chunk
+	groups     map[string]string // internGroup's table
+	groupBuf   []byte            // loadHalf's copy of a producer group (the checker goroutine's, or Start's)
 	changes    uint64
 
 	persistMu sync.Mutex // taken before mu
@@ -222,7 +225,7 @@ func New(cfg Config, host Host) *Manager {
 	return &Manager{
 		cfg: cfg, host: host, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		pending: make(map[int64]*half), resolved: make(map[int64]int64), restored: make(map[int64]int32),
+		pending: make(map[int64]*half), resolved: make(map[int64]int64), restored: make(map[int64]int32), groups: make(map[string]string),
 	}
 }
 

@@ -3,7 +3,9 @@ package txn
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -634,5 +636,59 @@ func TestGiveUpWaitsDurable(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLoadHalvesDoNotAllocate: the checker's loading of half messages
+// allocates nothing per message (pending entries come in chunks, the
+// producer group is interned), so a stream of transactions costs no
+// garbage beyond the chunks.
+func TestLoadHalvesDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h := newFakeHost(t, t.TempDir())
+	defer h.close(t)
+	h.setProducer("pg", true)
+	m := New(Config{Timeout: time.Hour, CheckInterval: time.Hour, Logger: discard}, h)
+	if err := m.Load(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	for i := range n {
+		h.sendHalf(t, m, "TR", 0, "body", "pg", fmt.Sprintf("U%05d", i))
+	}
+	waitDispatched(t, h, n)
+	if err := m.loadHalves(); err != nil { // the first: the scratch and the group
+		t.Fatal(err)
+	}
+	for i := range n {
+		h.sendHalf(t, m, "TR", 0, "body", "pg", fmt.Sprintf("V%05d", i))
+	}
+	waitDispatched(t, h, 2*n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := m.loadHalves(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if st := m.Stats(); st.Pending != 2*n {
+		t.Fatalf("pending %d, want %d", st.Pending, 2*n)
+	}
+	// n/halfChunk chunks and the pending map's growth.
+	if per := float64(after.Mallocs-before.Mallocs) / n; per > 0.1 {
+		t.Fatalf("%.3f allocations per half message loaded", per)
+	}
+}
+
+// waitDispatched waits until the half queue holds n entries.
+func waitDispatched(t *testing.T, h *fakeHost, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.MaxOffset(HalfTopic, 0) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("half queue at %d of %d after 10 s", h.MaxOffset(HalfTopic, 0), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -1,8 +1,25 @@
 // Command apogee-admin administers Apogee brokers and their data.
 //
+// Online commands use mqadmin's names and flags (matched without regard to
+// case), against a running cluster through its name server (-n/--namesrv or
+// NAMESRV_ADDR): clusterList, topicList, topicRoute, topicStatus,
+// updateTopic, deleteTopic, updateSubGroup, deleteSubGroup,
+// consumerProgress, consumerConnection, producerConnection, consumerStatus,
+// queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
+// resetOffsetByTime, cloneGroupOffset, brokerStatus, getBrokerConfig,
+// updateBrokerConfig, wipeWritePerm, addWritePerm, sendMessage,
+// consumeMessage, statsAll. Each prints an aligned table, or with --json one
+// JSON document on the last line of standard output; exit status 0 on
+// success, 1 when the cluster refused or failed the operation, 2 on a usage
+// error.
+//
 // Offline commands (the broker must be stopped):
 //
 //	apogee-admin store verify [flags] DIR
+//	apogee-admin store dump [flags] DIR
+//
+// dump prints the records of a commit-log segment (--segment) or of a
+// consume queue (--topic, --queue), as text or JSON lines (--json).
 //
 // verify checks a broker's data directory (its --data-dir) without changing
 // it: every commit-log record (magic, size, offset, CRC) in every segment,
@@ -36,14 +53,21 @@ import (
 	"github.com/apogeemq/apogee/store"
 )
 
-const usage = `usage: apogee-admin <command> [flags] [args]
+const usageHead = `usage: apogee-admin <command> [flags] [args]
        apogee-admin --version
 
-commands:
-  store verify [flags] DIR   check a stopped broker's data directory (no change made)
-
-Run "apogee-admin store verify --help" for its flags.
+online commands (mqadmin's names and flags; -n NAMESRV or $NAMESRV_ADDR; --json):
 `
+
+const usageTail = `
+offline commands (on a stopped broker's data directory):
+  store verify [flags] DIR   check every record, the consume queues and the index (no change made)
+  store dump [flags] DIR     print the records of a segment or a consume queue
+
+Run "apogee-admin <command> --help" for its flags.
+`
+
+func usage() string { return usageHead + commandList() + usageTail }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -54,15 +78,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) >= 2 && args[0] == "store" && args[1] == "verify" {
 		return storeVerify(args[2:], stdout, stderr)
 	}
+	if len(args) >= 2 && args[0] == "store" && args[1] == "dump" {
+		return storeDump(args[2:], stdout, stderr)
+	}
+	if len(args) > 0 {
+		if code, ok := runOnline(args[0], args[1:], stdout, stderr); ok {
+			return code
+		}
+	}
 	if len(args) > 0 && args[0] == "--version" {
 		fmt.Fprintln(stdout, version.Get().String("apogee-admin"))
 		return 0
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
-	fmt.Fprint(stderr, usage)
+	fmt.Fprint(stderr, usage())
 	return 2
 }
 

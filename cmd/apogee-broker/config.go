@@ -21,6 +21,8 @@ type config struct {
 	namesrvs                                   []string
 	dataDir, brokerName, cluster               string
 	pprof, logLevel                            string
+	logFormat                                  string        // text or json
+	slowRequest                                time.Duration // 0: off
 	showVersion                                bool
 	autoCreate                                 bool
 	defaultQueues, maxMessageSize              int
@@ -74,6 +76,8 @@ func parseConfig(args []string) (*config, error) {
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
 	configFile := fs.StringP("config", "c", "", "RocketMQ broker.conf (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
+	slowRequest := fs.Duration("slow-request", 500*time.Millisecond, "log requests whose handling held their connection longer than this (0 disables)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
@@ -92,6 +96,7 @@ func parseConfig(args []string) (*config, error) {
 	c := &config{
 		listen: *listen, namesrvListen: *nsListen, advertise: *advertise, dataDir: *dataDir,
 		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, logLevel: *logLevel,
+		logFormat: *logFormat, slowRequest: *slowRequest,
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: strings.ToUpper(*brokerRole),
 		brokerID: *brokerID, haListen: *haListen, haMasterAddr: *haMaster, slaveReadEnable: *slaveRead,

@@ -14,6 +14,8 @@
 //	--pprof ADDR            serve net/http/pprof
 //	-c, --config FILE       a RocketMQ broker.conf; flags win over the file
 //	--log-level LEVEL       debug, info, warn or error
+//	--log-format FORMAT     text (default) or json: one structured line per event
+//	--slow-request D        log requests that held their connection longer (default 500ms; 0 off)
 //	--version               print the version and the commit, and exit
 //	--recover-accept-loss   start even when commit-log segment files are missing
 //	                        between others (the older ones are set aside)
@@ -69,6 +71,19 @@ func main() {
 	}
 }
 
+// newLogger is the process's structured logger on standard error: text
+// (logfmt, key=value) or json (one object per line), at level and above.
+func newLogger(format string, level slog.Level) (*slog.Logger, error) {
+	o := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: text or json", format)
+}
+
 func run(args []string) error {
 	cfg, err := parseConfig(args)
 	if err != nil {
@@ -85,7 +100,10 @@ func run(args []string) error {
 			return fmt.Errorf("--log-level: %w", err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger, err := newLogger(cfg.logFormat, level)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(logger)
 	for _, n := range cfg.notes {
 		logger.Warn(n.msg, n.attrs...)
@@ -181,6 +199,7 @@ func run(args []string) error {
 		HAMasterAddr:             cfg.haMasterAddr,
 
 		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
+		SlowRequest:                   cfg.slowRequest,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {

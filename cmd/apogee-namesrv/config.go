@@ -18,6 +18,7 @@ import (
 // config is the name server's configuration after the file and the flags.
 type config struct {
 	listen, dataDir, pprof, logLevel string
+	logFormat                        string // text or json
 	// kvPath is the KV config's file: dataDir/kvConfig.json, or kvConfigPath
 	// from the file (then dataDir is its directory).
 	kvPath      string
@@ -49,6 +50,7 @@ func parseConfig(args []string) (*config, error) {
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
 	configFile := fs.StringP("config", "c", "", "RocketMQ namesrv.properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel,
+	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel, logFormat: *logFormat,
 		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval}
 	if c.showVersion {
 		return c, nil

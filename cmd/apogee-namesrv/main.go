@@ -11,6 +11,7 @@
 //	--scan-interval D       how often silent brokers are looked for (default 5s)
 //	-c, --config FILE       a RocketMQ namesrv.properties; flags win over the file
 //	--log-level LEVEL       debug, info, warn or error
+//	--log-format FORMAT     text (default) or json
 //	--pprof ADDR            serve net/http/pprof
 //	--version               print the version and the commit, and exit
 //
@@ -65,7 +66,15 @@ func run(args []string) error {
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var logger *slog.Logger
+	switch o := (&slog.HandlerOptions{Level: level}); cfg.logFormat {
+	case "", "text":
+		logger = slog.New(slog.NewTextHandler(os.Stderr, o))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, o))
+	default:
+		return fmt.Errorf("--log-format %q: text or json", cfg.logFormat)
+	}
 	slog.SetDefault(logger)
 	for _, n := range cfg.notes {
 		logger.Warn(n.msg, n.attrs...)

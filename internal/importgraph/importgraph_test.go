@@ -38,7 +38,10 @@ var allowed = map[string][]string{
 	// the tables, the state files, the features and their hosts. No wire:
 	// neither remoting nor namesrv (and, within protocol, codes and JSON
 	// bodies only: broker/core's TestNoWireFormat checks the types).
-	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput"},
+	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/core/stats"},
+	// RocketMQ's runtime statistics, counted by the core: a leaf (the metrics
+	// exporter reads it).
+	"broker/core/stats": {},
 
 	// The broker's features as packages: below broker/core (which hosts
 	// them), beside each other (siblings never import each other), on the
@@ -68,9 +71,18 @@ var allowed = map[string][]string{
 	"cmd/apogee-broker":  {"broker", "broker/core", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store", "internal/version"},
+	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
 	// The standalone name server: flags, its data directory and the wiring.
 	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops"},
+
+	// The controller (automatic failover): RocketMQ 5's controller protocol
+	// (wire: codes, headers, bodies on protocol alone), the Raft-replicated
+	// controller on remoting (and hashicorp/raft, outside the module), and
+	// the brokers' client, which neither the broker nor the store is below.
+	"controller/wire":       {"protocol"},
+	"controller":            {"controller/wire", "remoting", "protocol"},
+	"controller/client":     {"controller/wire", "remoting", "protocol"},
+	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.

@@ -1,0 +1,142 @@
+// Command apogee-controller runs one member of a controller group: RocketMQ
+// 5's controller (controller mode's elections of a broker group's master
+// from its in-sync replicas, fenced by epochs), replicated by Raft
+// (hashicorp/raft, its log in bbolt through raft-boltdb). Run three or five.
+//
+// Flags (docs/failover.md has them all, and how to run three on one
+// machine):
+//
+//	--id ID                 this node's id in --peers
+//	--peers LIST            id=host:port,... the Raft group's addresses
+//	--raft-listen ADDR      where Raft listens (default: this node's --peers address)
+//	--listen ADDR           where brokers reach it (default 0.0.0.0:9878)
+//	--advertise-addr ADDR   the remoting address named to brokers
+//	--data-dir DIR          default ./apogee-controller-data
+//	--heartbeat-timeout D   a broker silent this long is dead (default 3s)
+//	--scan-interval D       the leader's look for dead masters (default 500ms)
+//	--enable-elect-unclean-master
+//	-c, --config FILE       RocketMQ controller properties; flags win
+//	--version
+//
+// A new data directory bootstraps the group from --peers; an existing one
+// keeps the membership it recorded. At start it locks the data directory,
+// starts its Raft member, listens, and prints one line with its id and
+// addresses. SIGINT or SIGTERM hands leadership over (when it leads),
+// stops, and exits 0 after a "stopped cleanly" log line.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/apogeemq/apogee/controller"
+	"github.com/apogeemq/apogee/internal/version"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "apogee-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	build := version.Get()
+	if cfg.showVersion {
+		fmt.Println(build.String("apogee-controller"))
+		return nil
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	for _, n := range cfg.notes {
+		logger.Warn(n.msg, n.attrs...)
+	}
+	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	unlock, err := lockDir(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	defer ln.Close()
+	adv, err := cfg.advertiseAddr(ln.Addr())
+	if err != nil {
+		return fmt.Errorf("advertise address: %w", err)
+	}
+	node, err := controller.New(controller.Options{
+		ID: cfg.id, Peers: cfg.peers, DataDir: cfg.dataDir, RaftBind: cfg.raftListen, Advertise: adv, Group: cfg.group,
+		HeartbeatTimeout: cfg.heartbeatTimeout, ScanInterval: cfg.scanInterval, CloseGrace: cfg.closeGrace,
+		ElectUncleanMaster: cfg.unclean, DisableNotify: !cfg.notify, Raft: cfg.raft,
+		SnapshotThreshold: cfg.snapshotThreshold, SnapshotInterval: cfg.snapshotInterval, TrailingLogs: cfg.trailingLogs,
+		Logger: logger, RaftLogOutput: os.Stderr, RaftLogLevel: cfg.raftLogLevel,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.pprof != "" {
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			logger.Error("pprof listener", "err", err)
+		} else {
+			go http.Serve(pl, nil)
+			logger.Info("pprof", "addr", pl.Addr().String())
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	served := make(chan error, 1)
+	go func() { served <- node.Serve(ln) }()
+	raftAddr := ""
+	for _, p := range cfg.peers {
+		if p.ID == cfg.id {
+			raftAddr = p.Addr
+		}
+	}
+	fmt.Printf("apogee-controller %s listening on %s, raft %s, data %s, version %s\n", cfg.id, ln.Addr(), raftAddr, cfg.dataDir, build.Short())
+
+	var serveErr error
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case serveErr = <-served:
+		logger.Error("server stopped", "err", serveErr)
+	}
+	if err := node.Close(); err != nil {
+		logger.Error("stopping the Raft member", "err", err)
+		if serveErr == nil {
+			serveErr = err
+		}
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}

@@ -1,0 +1,189 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/apogeemq/apogee/internal/durable"
+)
+
+// TruncatedDir is the directory, inside the log's, where TruncateTo keeps
+// the segment files it cut: TruncatedDir/<unix ms>/<segment files>. Nothing
+// under it is read back by the log; an operator deletes it.
+const TruncatedDir = "truncated"
+
+// truncateSuffix names the segment TruncateTo builds until it takes its
+// own name (Open ignores such files).
+const truncateSuffix = ".truncate"
+
+// Truncation describes what TruncateTo cut.
+type Truncation struct {
+	// From is the written position before, To after (the offset asked for).
+	From, To int64
+	// Aside is the directory the cut segment files were moved to, whole
+	// ("" when nothing was cut).
+	Aside string
+}
+
+// TruncateTo cuts the log back to off, a record boundary (or a segment's
+// base) at or above MinOffset and at or below the written position: what a
+// replica does when its log went further than the master's in an epoch the
+// master does not share (the last common offset of their epoch files).
+// Everything from off on is gone from the log when it returns: readers see
+// the log end at off and appends continue there.
+//
+// Views taken before stay valid and unchanged: the segment holding off is
+// not modified in place but replaced by a new file holding its bytes below
+// off (renamed over the old name, so that name always holds a whole
+// segment), and the old file of that segment and of every later one is
+// kept, whole, under TruncatedDir/<unix ms>/. A crash at any step leaves a
+// directory Open accepts, holding the old log, the new one, or the old one
+// without some of its segments after off's (later segments are moved aside
+// newest first, so what remains is always one contiguous log); the
+// checkpoint is reset first, so that recovery scans what remains and counts
+// nothing past off as durable. A failure after files were moved makes the
+// log fail (ErrLogFailed): a restart opens what the directory holds. It
+// runs under the append lock (with Append, AppendReplica and RestartAt) and
+// fails with ErrReadOnly, ErrClosed or the sticky ErrLogFailed.
+func (l *Log) TruncateTo(off int64) (Truncation, error) {
+	if l.readOnly {
+		return Truncation{}, ErrReadOnly
+	}
+	if err := l.fl.failure(); err != nil {
+		return Truncation{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return Truncation{}, ErrClosed
+	}
+	tr := Truncation{From: l.pos, To: off}
+	if off == l.pos {
+		return tr, nil
+	}
+	if off < l.minOff.Load() || off > l.pos {
+		return tr, fmt.Errorf("commitlog: truncate to %d: outside the log [%d, %d)", off, l.minOff.Load(), l.pos)
+	}
+	l.allocMu.Lock()
+	defer l.allocMu.Unlock()
+	l.segMu.Lock()
+	defer l.segMu.Unlock()
+
+	old := *l.segs.Load()
+	k := int((off - old[0].base) / l.opts.SegmentSize)
+	cut := old[k]
+	newFlushed := l.flushed.Load()
+	if newFlushed >= cut.base {
+		newFlushed = off // the new file's bytes below off are synced below
+	}
+	// From here on a crash must take the scanning path, and must not
+	// count what lies past off as durable.
+	if err := l.ckpt.write(checkpointState{flushed: min(newFlushed, off), written: off, time: l.opts.now().UnixMilli()}); err != nil {
+		return tr, err
+	}
+	final := filepath.Join(l.dir, segmentName(cut.base))
+	tmp := final + truncateSuffix
+	_ = l.fs.Remove(tmp) // left by a crash during an earlier truncation
+	seg, err := l.createSegmentAt(tmp, cut.base)
+	if err != nil {
+		return tr, err
+	}
+	if n := off - cut.base; n > 0 {
+		copy(seg.data[:n], cut.data[:n])
+		if err := l.fs.MSync(tmp, seg.m, 0, int(n)); err != nil {
+			seg.release(true)
+			return tr, fmt.Errorf("commitlog: truncate: sync %s: %w", tmp, err)
+		}
+	}
+	// The segment prepared ahead of need is the newest file: it goes
+	// first, or a crash would leave it beyond a gap.
+	if p := l.prepared; p != nil {
+		l.prepared = nil
+		p.release(false)
+		if err := l.fs.Remove(p.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			seg.release(true)
+			return tr, fmt.Errorf("commitlog: truncate: remove the prepared segment: %w", err)
+		}
+		if err := durable.SyncDir(l.fs, l.dir); err != nil {
+			seg.release(true)
+			return tr, err
+		}
+	}
+	aside := filepath.Join(l.dir, TruncatedDir, strconv.FormatInt(l.opts.now().UnixMilli(), 10))
+	if err := l.fs.MkdirAll(aside, 0o755); err != nil {
+		seg.release(true)
+		return tr, fmt.Errorf("commitlog: %w", err)
+	}
+	tr.Aside = aside
+	// Newest first: what remains at every step is one contiguous log.
+	for i := len(old) - 1; i > k; i-- {
+		if err := l.fs.Rename(old[i].path, filepath.Join(aside, filepath.Base(old[i].path))); err != nil {
+			seg.release(true)
+			return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: set segment aside: %w", err))
+		}
+	}
+	// The cut segment: its old file stays whole under aside (a hard link,
+	// or a rename when the file system has none), and the new one takes
+	// its name in one rename.
+	keep := filepath.Join(aside, filepath.Base(final))
+	if err := l.fs.Link(final, keep); err != nil {
+		if err := l.fs.Rename(final, keep); err != nil {
+			seg.release(true)
+			return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: set segment aside: %w", err))
+		}
+	}
+	if err := durable.SyncDir(l.fs, aside); err != nil {
+		seg.release(true)
+		return tr, l.truncateFailed(err)
+	}
+	if err := l.fs.Rename(tmp, final); err != nil {
+		seg.release(true)
+		return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: name the new segment: %w", err))
+	}
+	seg.path = final
+	syncErr := durable.SyncDir(l.fs, l.dir)
+
+	// In memory: the segments before the cut one, then the new one.
+	segs := make([]*segment, k+1)
+	copy(segs, old[:k])
+	segs[k] = seg
+	l.segs.Store(&segs)
+	for _, o := range old[k:] {
+		o.release(false) // moved aside (or linked): never unlinked here
+	}
+	l.active = seg
+	l.pos = off
+	l.nextBase = seg.end()
+	l.skipFrom, l.skipTo = 0, 0
+	l.prefaulted.Store(off)
+	l.fl.mu.Lock()
+	l.written.Store(off)
+	l.flushed.Store(min(newFlushed, off))
+	l.fl.mu.Unlock()
+	l.published()
+	l.kickAlloc()
+	if syncErr != nil {
+		return tr, syncErr
+	}
+	if err := l.ckpt.write(checkpointState{flushed: l.flushed.Load(), written: off, time: l.opts.now().UnixMilli()}); err != nil {
+		return tr, err
+	}
+	return tr, nil
+}
+
+// truncateFailed is a truncation that stopped after moving some files
+// aside: the log in memory is still whole, but its files on disk are the
+// prefix left. The log fails from now on (the sticky error), so that
+// nothing is appended to segments whose files are gone; a restart opens
+// what the directory holds.
+func (l *Log) truncateFailed(err error) error {
+	l.fl.mu.Lock()
+	if l.fl.failed == nil {
+		l.fl.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
+	}
+	l.fl.mu.Unlock()
+	return errors.Join(err, ErrLogFailed)
+}

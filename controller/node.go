@@ -1,0 +1,570 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/apogeemq/apogee/controller/wire"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// Defaults of Options (docs/failover.md has the failover budget they add
+// up to).
+const (
+	// DefaultHeartbeatTimeout: a broker not heard from for this long is
+	// dead (RocketMQ's controllerHeartBeatTimeoutMills is 10 s; brokers
+	// send every second).
+	DefaultHeartbeatTimeout = 3 * time.Second
+	// DefaultScanInterval: how often the leader looks for dead masters
+	// (RocketMQ's scanInactiveMasterInterval is 5 s).
+	DefaultScanInterval = 500 * time.Millisecond
+	// DefaultCloseGrace: a broker whose connection to the leader closed is
+	// dead this long after, unless it is heard from again meanwhile.
+	DefaultCloseGrace = 500 * time.Millisecond
+	// DefaultGroup is the name GET_METADATA_INFO reports.
+	DefaultGroup = "apogee-controller"
+)
+
+// Peer is one member of the Raft group: its id and its Raft address.
+type Peer struct {
+	ID, Addr string
+}
+
+// ParsePeers reads "id=host:port,id=host:port" (commas or semicolons).
+func ParsePeers(s string) ([]Peer, error) {
+	var peers []Peer
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
+		id, addr, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want id=host:port", f)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %q: %w", f, err)
+		}
+		if slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id || p.Addr == addr }) {
+			return nil, fmt.Errorf("peer %q: id or address given twice", f)
+		}
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no peers")
+	}
+	return peers, nil
+}
+
+// FormatPeers writes peers as ParsePeers reads them.
+func FormatPeers(peers []Peer) string {
+	parts := make([]string, len(peers))
+	for i, p := range peers {
+		parts[i] = p.ID + "=" + p.Addr
+	}
+	return strings.Join(parts, ",")
+}
+
+// RaftTiming are the Raft library's timeouts (zero: hashicorp/raft's
+// defaults, which the failover budget assumes: heartbeat and election 1 s,
+// leader lease 500 ms, commit 50 ms). Tests shorten them.
+type RaftTiming struct {
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
+}
+
+// Options configure a Node. Zero values mean the defaults given.
+type Options struct {
+	// ID is this node's Raft id; it must be one of Peers. Required.
+	ID string
+	// Peers is the Raft group, this node included (3 or 5 nodes; 1 for a
+	// test). It bootstraps a new data directory; an existing one keeps the
+	// membership it has (a difference is logged).
+	Peers []Peer
+	// DataDir holds raft.db (the log and the Raft metadata, in bbolt
+	// through raft-boltdb) and snapshots/. Required.
+	DataDir string
+	// RaftListener, if set, is where Raft accepts its peers; otherwise the
+	// node listens on RaftBind (default: its own peer address).
+	RaftListener net.Listener
+	RaftBind     string
+	// Advertise is the remoting address brokers reach this node at: the
+	// leader announces it through the log so that followers can name it in
+	// their CONTROLLER_NOT_LEADER answers. Required.
+	Advertise string
+	// Group is the name GET_METADATA_INFO reports. Default DefaultGroup.
+	Group string
+	// HeartbeatTimeout, ScanInterval, CloseGrace: see their defaults.
+	HeartbeatTimeout, ScanInterval, CloseGrace time.Duration
+	// ElectUncleanMaster lets an election choose a replica outside the
+	// SyncStateSet when none inside is alive (RocketMQ's
+	// enableElectUncleanMaster): what it may lose is logged and answered
+	// (uncleanLossBytes). Off by default.
+	ElectUncleanMaster bool
+	// DisableNotify stops the NOTIFY_BROKER_ROLE_CHANGED pushes after an
+	// election (RocketMQ's notifyBrokerRoleChanged=false); brokers then
+	// learn from heartbeat answers. Off by default (pushes are sent).
+	DisableNotify bool
+	// Raft timeouts; zero fields are the library's defaults.
+	Raft RaftTiming
+	// SnapshotThreshold and SnapshotInterval: a snapshot is taken when this
+	// many entries were applied since the last, checked at this interval
+	// (defaults 8192 and 120 s, the library's); TrailingLogs entries stay
+	// in the log after a snapshot (default 10240).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// Logger receives the controller's events. Default slog.Default().
+	Logger *slog.Logger
+	// RaftLogOutput and RaftLogLevel are for the Raft library's own log
+	// lines (hclog). Defaults os.Stderr and "warn".
+	RaftLogOutput io.Writer
+	RaftLogLevel  string
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.ID == "" {
+		return o, errors.New("controller: Options.ID is required")
+	}
+	if o.DataDir == "" {
+		return o, errors.New("controller: Options.DataDir is required")
+	}
+	if o.Advertise == "" {
+		return o, errors.New("controller: Options.Advertise is required")
+	}
+	self := slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })
+	if self < 0 {
+		return o, fmt.Errorf("controller: id %q is not among the peers %s", o.ID, FormatPeers(o.Peers))
+	}
+	if o.RaftBind == "" {
+		o.RaftBind = o.Peers[self].Addr
+	}
+	if o.Group == "" {
+		o.Group = DefaultGroup
+	}
+	if o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if o.ScanInterval <= 0 {
+		o.ScanInterval = DefaultScanInterval
+	}
+	if o.CloseGrace <= 0 {
+		o.CloseGrace = DefaultCloseGrace
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RaftLogOutput == nil {
+		o.RaftLogOutput = os.Stderr
+	}
+	if o.RaftLogLevel == "" {
+		o.RaftLogLevel = "warn"
+	}
+	return o, nil
+}
+
+// Node is one controller: a member of the Raft group, and the remoting
+// handler brokers talk to (ServeRemoting). Only the leader decides; the
+// others answer CONTROLLER_NOT_LEADER naming it (heartbeats and metadata
+// are answered by every node).
+type Node struct {
+	opts  Options
+	log   *slog.Logger
+	fsm   *fsm
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+
+	live  liveness
+	pool  *remoting.Pool // NOTIFY_BROKER_ROLE_CHANGED pushes
+	srvMu sync.Mutex
+	srv   *remoting.Server
+
+	// leading is set once this node, leader, has applied its first entry of
+	// the term (its state is then current) and cleared when it steps down.
+	leading     atomic.Bool
+	leaderSince atomic.Int64 // unix nanos of leading's last set
+	electMu     sync.Mutex   // one election at a time (scan and requests)
+
+	notifyCh chan bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+}
+
+// New opens the data directory, starts the Raft member (bootstrapping the
+// group from Options.Peers in a new directory) and its leadership watch. It
+// does not serve brokers: call Serve.
+func New(opts Options) (*Node, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("controller: data directory: %w", err)
+	}
+	n := &Node{opts: o, log: o.Logger.With("controller", o.ID), fsm: newFSM(), stop: make(chan struct{}),
+		notifyCh: make(chan bool, 16)}
+	n.live.init()
+	n.pool = remoting.NewPool(&remoting.ClientOptions{DialTimeout: time.Second, Options: remoting.Options{Logger: o.Logger}})
+	if err := n.startRaft(); err != nil {
+		n.closeParts()
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.watchLeadership()
+	return n, nil
+}
+
+func (n *Node) startRaft() error {
+	o := n.opts
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.RaftLogOutput, Level: hclog.LevelFromString(o.RaftLogLevel)})
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(o.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return fmt.Errorf("controller: open %s: %w", filepath.Join(o.DataDir, "raft.db"), err)
+	}
+	n.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("controller: snapshots: %w", err)
+	}
+	ln := o.RaftListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.RaftBind); err != nil {
+			return fmt.Errorf("controller: raft listen %s: %w", o.RaftBind, err)
+		}
+	}
+	self := o.Peers[slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })]
+	adv, err := net.ResolveTCPAddr("tcp", self.Addr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("controller: own peer address %s: %w", self.Addr, err)
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &streamLayer{Listener: ln, adv: adv}, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
+	})
+
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(o.ID)
+	conf.Logger = hl
+	conf.NotifyCh = n.notifyCh
+	if t := o.Raft.HeartbeatTimeout; t > 0 {
+		conf.HeartbeatTimeout = t
+	}
+	if t := o.Raft.ElectionTimeout; t > 0 {
+		conf.ElectionTimeout = t
+	}
+	if t := o.Raft.LeaderLeaseTimeout; t > 0 {
+		conf.LeaderLeaseTimeout = t
+	}
+	if t := o.Raft.CommitTimeout; t > 0 {
+		conf.CommitTimeout = t
+	}
+	if o.SnapshotThreshold > 0 {
+		conf.SnapshotThreshold = o.SnapshotThreshold
+	}
+	if o.SnapshotInterval > 0 {
+		conf.SnapshotInterval = o.SnapshotInterval
+	}
+	if o.TrailingLogs > 0 {
+		conf.TrailingLogs = o.TrailingLogs
+	}
+	if err := raft.ValidateConfig(conf); err != nil {
+		return fmt.Errorf("controller: raft configuration: %w", err)
+	}
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	r, err := raft.NewRaft(conf, n.fsm, logs, store, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("controller: start raft: %w", err)
+	}
+	n.raft = r
+	want := raft.Configuration{}
+	for _, p := range o.Peers {
+		want.Servers = append(want.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+	}
+	if !existing {
+		if err := r.BootstrapCluster(want).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("controller: bootstrap: %w", err)
+		}
+		n.log.Info("controller: new Raft group bootstrapped", "peers", FormatPeers(o.Peers), "dataDir", o.DataDir)
+		return nil
+	}
+	if f := r.GetConfiguration(); f.Error() == nil && !sameMembers(f.Configuration(), want) {
+		n.log.Warn("controller: --peers differs from the membership recorded in the data directory; the recorded one is used",
+			"recorded", describeConfig(f.Configuration()), "peers", FormatPeers(o.Peers))
+	}
+	return nil
+}
+
+func sameMembers(a, b raft.Configuration) bool {
+	if len(a.Servers) != len(b.Servers) {
+		return false
+	}
+	for _, s := range a.Servers {
+		if !slices.ContainsFunc(b.Servers, func(t raft.Server) bool { return t.ID == s.ID && t.Address == s.Address }) {
+			return false
+		}
+	}
+	return true
+}
+
+func describeConfig(c raft.Configuration) string {
+	parts := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		parts[i] = string(s.ID) + "=" + string(s.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
+// streamLayer is Raft's transport on a listener the node was given (tests
+// listen on port 0 before they know every peer's address).
+type streamLayer struct {
+	net.Listener
+	adv net.Addr
+}
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.adv }
+
+// watchLeadership follows the Raft library's leadership signals: on
+// becoming leader it commits an entry of its own (RocketMQ's initial
+// proposal: the state machine is then current, and the entry announces the
+// node's remoting address), then serves as leader and scans for dead
+// masters until it steps down.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	var term *leaderTerm
+	stepDown := func() {
+		if term != nil {
+			term.cancel()
+			<-term.done
+			term = nil
+		}
+		n.leading.Store(false)
+	}
+	defer stepDown()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-n.notifyCh:
+			stepDown()
+			if !leader {
+				n.log.Info("controller: no longer the leader")
+				continue
+			}
+			term = n.startTerm()
+		}
+	}
+}
+
+// leaderTerm is one run of lead.
+type leaderTerm struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (n *Node) startTerm() *leaderTerm {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &leaderTerm{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		n.lead(ctx)
+	}()
+	return t
+}
+
+// lead runs while this node is the Raft leader.
+func (n *Node) lead(ctx context.Context) {
+	for {
+		res, err := n.propose(&command{Op: opAnnounce, Node: n.opts.ID, Addr: n.opts.Advertise}, true)
+		if err == nil && res.Code == 0 {
+			break
+		}
+		n.log.Warn("controller: leader's first entry failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if n.raft.State() != raft.Leader {
+			return
+		}
+	}
+	n.leaderSince.Store(time.Now().UnixNano())
+	n.leading.Store(true)
+	n.log.Info("controller: leading", "advertise", n.opts.Advertise)
+	t := time.NewTicker(n.opts.ScanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.scan()
+		}
+	}
+}
+
+// errNotLeader: a proposal on a node that is not (or no longer) the
+// leader; the outcome of one that lost leadership while in flight is not
+// known (a retry on the new leader decides it).
+var errNotLeader = errors.New("controller: not the leader")
+
+// propose appends c to the Raft log and returns its result once applied
+// here. Unless initial, it is refused before the leader is ready.
+func (n *Node) propose(c *command, initial bool) (*result, error) {
+	if !initial && !n.leading.Load() {
+		return nil, errNotLeader
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("controller: encode command: %w", err)
+	}
+	f := n.raft.Apply(b, 5*time.Second)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return nil, fmt.Errorf("%w: %w", errNotLeader, err)
+		}
+		return nil, fmt.Errorf("controller: raft apply: %w", err)
+	}
+	res, _ := f.Response().(*result)
+	if res == nil {
+		return nil, errors.New("controller: raft apply returned no result")
+	}
+	return res, nil
+}
+
+// verifyLeader confirms, with a round of the Raft group, that this node is
+// still the leader: a read answered after it reflects every write
+// acknowledged before it.
+func (n *Node) verifyLeader() error {
+	if !n.leading.Load() {
+		return errNotLeader
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return fmt.Errorf("%w: %w", errNotLeader, err)
+	}
+	return nil
+}
+
+// leader returns the current leader's id and remoting address as this
+// node knows them ("" unknown).
+func (n *Node) leader() (id, addr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == n.opts.ID {
+		return n.opts.ID, n.opts.Advertise
+	}
+	return string(lid), n.fsm.nodeAddr(string(lid))
+}
+
+// Status describes the node for tests and operators.
+type Status struct {
+	ID            string
+	Leader        bool // leading: the leader, with a current state
+	LeaderID      string
+	LeaderAddress string
+	AppliedIndex  uint64
+}
+
+// Status reports the node's view of the group.
+func (n *Node) Status() Status {
+	id, addr := n.leader()
+	return Status{ID: n.opts.ID, Leader: n.leading.Load(), LeaderID: id, LeaderAddress: addr, AppliedIndex: n.raft.AppliedIndex()}
+}
+
+// Group returns a copy of a broker group's replicated state as this node
+// has applied it (nil if unknown).
+func (n *Node) Group(name string) *Group { return n.fsm.group(name) }
+
+// Snapshot asks the Raft library for a snapshot now (and so compacts the
+// log up to it, keeping TrailingLogs entries).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// Serve answers brokers' remoting requests on ln until Close.
+func (n *Node) Serve(ln net.Listener) error {
+	srv := remoting.NewServer(n, &remoting.Options{Logger: n.opts.Logger})
+	srv.OnClose(n.connClosed)
+	n.srvMu.Lock()
+	if n.closed.Load() {
+		n.srvMu.Unlock()
+		ln.Close()
+		return remoting.ErrServerClosed
+	}
+	n.srv = srv
+	n.srvMu.Unlock()
+	err := srv.Serve(ln)
+	if n.closed.Load() {
+		return nil
+	}
+	return err
+}
+
+// Close stops serving, hands leadership to another node when it leads (so
+// the group elects no later than it must), and stops the Raft member.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	n.srvMu.Lock()
+	if n.srv != nil {
+		n.srv.Close()
+	}
+	n.srvMu.Unlock()
+	if n.raft != nil && n.raft.State() == raft.Leader && len(n.opts.Peers) > 1 {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("controller: leadership transfer before stopping failed", "err", err)
+		}
+	}
+	close(n.stop)
+	n.wg.Wait()
+	return n.closeParts()
+}
+
+func (n *Node) closeParts() error {
+	var errs []error
+	if n.raft != nil {
+		errs = append(errs, n.raft.Shutdown().Error())
+	}
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	n.pool.Close()
+	return errors.Join(errs...)
+}
+
+// groupInfo answers for a group as the wire carries it.
+func syncStateSetOf(g *Group) wire.SyncStateSet {
+	return wire.SyncStateSet{Set: g.SyncStateSet, Epoch: g.SyncStateSetEpoch}
+}
