@@ -261,7 +261,7 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 			cfgs[i].Perm &= perm
 		}
 	}
-	return namesrv.BrokerRegistration{
+	reg := namesrv.BrokerRegistration{
 		ClusterName:  b.copts.ClusterName,
 		BrokerName:   b.copts.BrokerName,
 		BrokerAddr:   b.copts.AdvertiseAddr,
@@ -270,6 +270,10 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 		Topics:       cfgs,
 		DataVersion:  v,
 	}
+	if b.opts.StateVersion != 0 {
+		reg.DataVersion.StateVersion = b.opts.StateVersion
+	}
+	return reg
 }
 
 // registerEmbedded publishes the whole topic table to the embedded

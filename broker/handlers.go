@@ -70,7 +70,7 @@ func (b *Broker) buildHandlers() {
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerReplication,
-		b.registerAdminOps,
+		b.registerAdminOps, b.registerController,
 	} {
 		register(&b.handlers)
 	}
