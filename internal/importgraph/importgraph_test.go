@@ -68,7 +68,7 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "broker/core", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
@@ -83,6 +83,9 @@ var allowed = map[string][]string{
 	"controller":            {"controller/wire", "remoting", "protocol"},
 	"controller/client":     {"controller/wire", "remoting", "protocol"},
 	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops"},
+	// A broker in controller mode: the broker run in the controller's
+	// role, through the controller's client.
+	"broker/ctrlmode": {"broker", "broker/core", "store", "ha", "controller/client", "controller/wire", "remoting", "protocol"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
