@@ -400,6 +400,11 @@ func (n *Node) brokerOptions(master bool, epoch int32) broker.Options {
 	o.HAAdvertiseAddr = n.opts.HAAdvertiseAddr
 	o.HAMasterAddr = ""
 	o.ControllerNotify = n.ctl.HandleNotify
+	if o.SlaveSyncInterval <= 0 {
+		// A slave may be elected at any moment: it follows its master's
+		// topics and offsets every second, not every 10 s.
+		o.SlaveSyncInterval = time.Second
+	}
 	if master {
 		o.BrokerID = 0 // routes name the elected master 0, as RocketMQ's
 		o.Role = core.RoleAsyncMaster
@@ -489,6 +494,7 @@ func (n *Node) becomeMaster(cur *instance, s client.State) {
 		n.close(inst)
 		return
 	}
+	n.adoptStoredTopics(inst)
 	n.applySyncStateSet(inst, s)
 	n.serve(inst)
 	n.log.Info("ctrlmode: master", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "epochStart", end,
@@ -589,4 +595,34 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.pool.Close()
 	})
 	return err
+}
+
+// adoptStoredTopics creates, on a new master, the topics its log holds
+// messages of but its table lacks (a topic created on the old master less
+// than a slave-sync interval before it died): with read and write
+// permission and at least as many queues as were used.
+func (n *Node) adoptStoredTopics(inst *instance) {
+	c := inst.b.Core()
+	used := map[string]int32{}
+	inst.b.Store().Queues(func(topic string, q int32, _, _ int64) bool {
+		if topic != "" && topic[0] != '%' {
+			used[topic] = max(used[topic], q+1)
+		}
+		return true
+	})
+	def := int32(n.opts.Broker.DefaultTopicQueues)
+	if def <= 0 {
+		def = 8
+	}
+	for topic, qs := range used {
+		if _, ok := c.TopicConfig(topic); ok {
+			continue
+		}
+		qs = max(qs, def)
+		err := c.CreateTopic(&core.TopicRequest{Topic: topic, ReadQueueNums: qs, WriteQueueNums: qs,
+			Perm: protocol.PermRead | protocol.PermWrite})
+		if err == nil {
+			n.log.Info("ctrlmode: topic the log holds but the table lacked created", "topic", topic, "queues", qs)
+		}
+	}
 }
