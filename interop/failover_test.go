@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -197,11 +198,11 @@ func startCtlBroker(t testing.TB, ns, controllers string, conf ...string) *ctlBr
 	dir := t.TempDir()
 	cf := filepath.Join(dir, "broker.conf")
 	lines := append([]string{"brokerClusterName=FailoverCluster", "brokerName=g1", "enableControllerMode=true",
-		"controllerAddr=" + controllers, "namesrvAddr=" + ns}, conf...)
+		"controllerAddr=" + controllers}, conf...)
 	if err := os.WriteFile(cf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := &ctlBroker{t: t, dataDir: filepath.Join(dir, "data"), args: []string{"-c", cf}}
+	b := &ctlBroker{t: t, dataDir: filepath.Join(dir, "data"), args: []string{"-c", cf, "--namesrv", ns}}
 	t.Cleanup(func() {
 		if b.paused {
 			_ = b.cmd.Process.Signal(syscall.SIGCONT)
@@ -476,6 +477,8 @@ func (c *checker) missingOn(addr string, queues int) (missing, acked int) {
 // --- the group ---------------------------------------------------------------
 
 type failoverGroup struct {
+	// acked gathers every round's SEND_OKs (body → where it was stored).
+	acked   map[string]ack
 	ctls    []*ctlProc
 	ns      *NameServer
 	brokers []*ctlBroker
@@ -485,12 +488,13 @@ type failoverGroup struct {
 
 func newFailoverGroup(t testing.TB, conf ...string) *failoverGroup {
 	t.Helper()
-	g := &failoverGroup{ctls: startControllers(t), ns: startNamesrv(t), queues: 4}
+	g := &failoverGroup{ctls: startControllers(t), ns: startNamesrv(t), queues: 4, acked: map[string]ack{}}
 	ctl := ctlAddrs(g.ctls)
 	ctlLeader(t, g.ctls)
 	for i := 0; i < 3; i++ {
 		g.brokers = append(g.brokers, startCtlBroker(t, g.ns.Addr, ctl, conf...))
 	}
+	waitFor(t, 30*time.Second, "a master registered", func() bool { return masterIn(t, g.ns.Addr, "TBW102") != "" })
 	g.topic = uniq("TFail")
 	createTopicOnCluster(t, g.ns.Addr, "FailoverCluster", g.topic, g.queues)
 	// Every broker holds the topic (slaves follow the master's table every
@@ -512,6 +516,34 @@ func rawSendProbe(t testing.TB, addr, topic string) int {
 	rc := dialRaw(t, addr)
 	defer rc.Close()
 	return rc.Invoke(t, request(30, map[string]string{"topic": topic, "queueId": "0"}, nil)).Code
+}
+
+// waitFullSet waits until the controller's SyncStateSet of g1 holds all
+// three brokers (CONTROLLER_GET_REPLICA_INFO, 1004, at the leader).
+func (g *failoverGroup) waitFullSet(t testing.TB) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "a SyncStateSet of three", func() bool {
+		l := ctlLeader(t, g.ctls)
+		conn, err := net.DialTimeout("tcp", l.addr, time.Second)
+		if err != nil {
+			return false
+		}
+		rc := &rawConn{Conn: conn}
+		defer rc.Close()
+		op := rc.Send(t, request(1004, map[string]string{"brokerName": "g1"}, nil))
+		for {
+			resp, err := rc.Read(5 * time.Second)
+			if err != nil {
+				return false
+			}
+			if resp.Flag&1 == 1 && resp.Opaque == op {
+				var set struct {
+					Set []int64 `json:"syncStateSet"`
+				}
+				return resp.Code == 0 && json.Unmarshal(resp.Body, &set) == nil && len(set.Set) == 3
+			}
+		}
+	})
 }
 
 func (g *failoverGroup) master(t testing.TB) *ctlBroker {
@@ -553,6 +585,7 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(2, fmt.Sprintf("k%02d", round))
 	waitFor(t, 20*time.Second, "sends acknowledged before the kill", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	g.waitFullSet(t)
 	var deadCtl *ctlProc
 	if killCtlLeader {
 		deadCtl = ctlLeader(t, g.ctls)
@@ -593,6 +626,11 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	t.Logf("round %d: master %s SIGKILLed%s; route names %s after %v, first SEND_OK from it after %v; %d acknowledged, all on it (%d sends failed)",
 		round, old.addr, map[bool]string{true: " with the controller leader", false: ""}[killCtlLeader], nm,
 		routed.Sub(killed).Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond), n, failed)
+	c.mu.Lock()
+	for b, a := range c.acked {
+		g.acked[b] = a
+	}
+	c.mu.Unlock()
 	if deadCtl != nil {
 		deadCtl.start(t)
 	}
@@ -621,6 +659,11 @@ func TestFailoverKillMaster(t *testing.T) {
 		routes, sends = append(routes, toRoute), append(sends, toSend)
 	}
 	// Every acknowledged message of every round is on the final master.
+	final := g.master(t)
+	all := newChecker(t, g.ns.Addr, g.topic)
+	all.acked = g.acked
+	n := all.verify(final.addr, g.queues)
+	t.Logf("all %d messages acknowledged over %d rounds are on the final master %s", n, rounds, final.addr)
 	slices.Sort(routes)
 	slices.Sort(sends)
 	t.Logf("failover over %d SIGKILL rounds: kill → route min %v median %v max %v; kill → first SEND_OK on the new master min %v median %v max %v",
@@ -637,6 +680,7 @@ func TestFailoverPauseMaster(t *testing.T) {
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(2, "p")
 	waitFor(t, 20*time.Second, "sends acknowledged before the pause", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	g.waitFullSet(t)
 	paused := time.Now()
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -755,6 +799,7 @@ func TestFailoverPartition(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		g.brokers = append(g.brokers, startCtlBroker(t, ns.Addr, ctlAddrs(ctls), conf...))
 	}
+	waitFor(t, 30*time.Second, "a master registered", func() bool { return masterIn(t, ns.Addr, "TBW102") != "" })
 	g.topic = uniq("TPart")
 	createTopicOnCluster(t, ns.Addr, "FailoverCluster", g.topic, g.queues)
 	old := g.master(t)
@@ -772,6 +817,7 @@ func TestFailoverPartition(t *testing.T) {
 	c := newChecker(t, ns.Addr, g.topic)
 	c.start(2, "x")
 	waitFor(t, 20*time.Second, "sends acknowledged before the partition", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	g.waitFullSet(t)
 	cut := time.Now()
 	for _, p := range proxies {
 		p.setCut(true)
@@ -813,6 +859,7 @@ func TestFailoverAsyncLoss(t *testing.T) {
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(4, "a")
 	waitFor(t, 20*time.Second, "sends acknowledged", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 300 })
+	g.waitFullSet(t)
 	old.stop(syscall.SIGKILL)
 	var nm string
 	waitFor(t, 30*time.Second, "a new master in the route", func() bool {

@@ -19,9 +19,12 @@ import (
 // with their replica names) and changes the set in the order that keeps
 // every acknowledged message on every member the controller may elect:
 //
-//   - a slave joins once it holds the whole log as it was at the previous
-//     review: the store counts it first, then the controller is asked (a
-//     refusal takes it out of the store's count again);
+//   - a slave joins in two steps: once it holds the whole log as it was at
+//     the previous review, the store starts counting it (every later
+//     acknowledgement needs it) and the log's end E is noted; once it has
+//     acknowledged E (so it holds everything acknowledged before it was
+//     counted), the controller is asked (a refusal, or a slave that falls
+//     away meanwhile, takes it out of the store's count again);
 //   - a member leaves after MaxTimeSlaveNotCatchup without catching up (or
 //     disconnected): the controller is asked first, and only once it agreed
 //     does the store stop waiting for it.
@@ -37,6 +40,9 @@ import (
 type caughtUp struct {
 	prevEnd int64
 	at      map[int64]time.Time
+	// pending are the slaves the store counts but the controller has not
+	// added yet: the log's end when the store began counting each.
+	pending map[int64]int64
 }
 
 // applySyncStateSet makes the store and the gate follow the set of s (when
@@ -61,15 +67,28 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 			members = append(members, replicaName(id))
 		}
 	}
+	inSet := len(members) // the gate counts the controller's set only
+	if n.opts.AllAckInSyncStateSet && n.cu != nil && n.cuInst == inst {
+		// A joining slave is waited for before the controller hears of it.
+		for id := range n.cu.pending {
+			if !slices.Contains(set, id) {
+				members = append(members, replicaName(id))
+			}
+		}
+	}
 	need := n.opts.InSyncReplicas - 1
 	if n.opts.AllAckInSyncStateSet {
 		need = len(members)
+	} else if need > inSet {
+		need = inSet // the gate below refuses writes meanwhile
 	}
 	c := inst.b.Core()
+	fenced := c.WriteGate() != nil && !strings.HasPrefix(c.WriteGate().Remark, "in-sync replicas")
 	switch {
+	case fenced:
 	case len(set) < n.opts.MinInSyncReplicas:
 		c.SetWriteGate(protocol.RespSystemError, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of minInSyncReplicas %d", len(set), n.opts.MinInSyncReplicas))
-	case need > len(members):
+	case n.opts.InSyncReplicas-1 > inSet:
 		c.SetWriteGate(protocol.RespSystemError, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of inSyncReplicas %d", len(set), n.opts.InSyncReplicas))
 	default:
 		if g := c.WriteGate(); g != nil && strings.HasPrefix(g.Remark, "in-sync replicas") {
@@ -98,7 +117,7 @@ func (n *Node) reviewSyncStateSet(inst *instance) {
 		}
 	}
 	if n.cu == nil || n.cuInst != inst {
-		n.cu, n.cuInst = &caughtUp{prevEnd: inst.b.Store().WrittenOffset(), at: map[int64]time.Time{}}, inst
+		n.cu, n.cuInst = &caughtUp{prevEnd: inst.b.Store().WrittenOffset(), at: map[int64]time.Time{}, pending: map[int64]int64{}}, inst
 		now := time.Now()
 		for _, id := range inst.set {
 			n.cu.at[id] = now // members start with a full allowance
@@ -108,20 +127,41 @@ func (n *Node) reviewSyncStateSet(inst *instance) {
 	st := inst.b.Store()
 	now := time.Now()
 	end := st.WrittenOffset()
-	var joining []int64
+	var joining, counting []int64
+	acked := map[int64]int64{}
 	for _, r := range st.Replicas() {
 		id, ok := parseReplicaName(r.Name)
 		if !ok {
 			continue
 		}
+		acked[id] = r.Acked
 		if r.Acked >= cu.prevEnd {
 			cu.at[id] = now
-			if !slices.Contains(inst.set, id) && r.Acked >= end {
+		}
+		if slices.Contains(inst.set, id) {
+			continue
+		}
+		if from, ok := cu.pending[id]; ok {
+			if r.Acked >= from {
 				joining = append(joining, id)
 			}
+		} else if r.Acked >= cu.prevEnd {
+			counting = append(counting, id)
 		}
 	}
 	cu.prevEnd = end
+	for id := range cu.pending {
+		if _, ok := acked[id]; !ok || now.Sub(cu.at[id]) >= n.opts.MaxTimeSlaveNotCatchup {
+			delete(cu.pending, id) // gone, or fell behind: no longer counted
+			n.setPolicy(inst, inst.set)
+		}
+	}
+	if len(counting) > 0 {
+		for _, id := range counting {
+			cu.pending[id] = end
+		}
+		n.setPolicy(inst, inst.set)
+	}
 	var keep []int64
 	for _, id := range inst.set {
 		if id == n.id || now.Sub(cu.at[id]) < n.opts.MaxTimeSlaveNotCatchup {
@@ -139,12 +179,14 @@ func (n *Node) reviewSyncStateSet(inst *instance) {
 	if len(joining) > 0 {
 		grown := append(slices.Clone(inst.set), joining...)
 		slices.Sort(grown)
-		old := inst.set
-		n.setPolicy(inst, grown) // counted by the store first
+		for _, id := range joining {
+			delete(cu.pending, id)
+		}
 		if !n.alterSet(inst, grown) {
-			n.setPolicy(inst, old)
+			n.setPolicy(inst, inst.set)
 			return
 		}
+		n.setPolicy(inst, inst.set)
 		n.log.Info("ctrlmode: slaves caught up; SyncStateSet grown", "joined", joining, "set", grown)
 	}
 }
