@@ -336,7 +336,7 @@ func newChecker(t testing.TB, ns, topic string) *checker {
 
 func (c *checker) newProducer() rocketmq.Producer {
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{c.ns})),
-		producer.WithGroupName(uniq("PGF")), producer.WithSendMsgTimeout(3*time.Second), producer.WithRetry(2))
+		producer.WithGroupName(uniq("PGF")), producer.WithSendMsgTimeout(time.Second), producer.WithRetry(1))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func (c *checker) start(n int, prefix string) {
 				default:
 				}
 				body := fmt.Sprintf("%s-g%d-%06d-%s", prefix, g, i, strings.Repeat("z", 50+i%200))
-				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				res, err := p.SendSync(ctx, primitive.NewMessage(c.topic, []byte(body)))
 				cancel()
 				if err == nil && res.Status == primitive.SendOK {
@@ -501,7 +501,7 @@ func newFailoverGroup(t testing.TB, conf ...string) *failoverGroup {
 	// second in controller mode) before anything is killed.
 	waitFor(t, 20*time.Second, "the topic on every broker", func() bool {
 		for _, b := range g.brokers {
-			if code := rawSendProbe(t, b.addr, g.topic); code == 17 { // TOPIC_NOT_EXIST
+			if !hasTopic(t, b.addr, g.topic) {
 				return false
 			}
 		}
@@ -510,12 +510,13 @@ func newFailoverGroup(t testing.TB, conf ...string) *failoverGroup {
 	return g
 }
 
-// rawSendProbe reads topic's route-independent state from a broker: the
-// answer code of a GET_MAX_OFFSET of its queue 0 (17 when it lacks the topic).
-func rawSendProbe(t testing.TB, addr, topic string) int {
+// hasTopic reports whether the broker at addr has topic in its table
+// (GET_ALL_TOPIC_CONFIG, 21).
+func hasTopic(t testing.TB, addr, topic string) bool {
 	rc := dialRaw(t, addr)
 	defer rc.Close()
-	return rc.Invoke(t, request(30, map[string]string{"topic": topic, "queueId": "0"}, nil)).Code
+	resp := rc.Invoke(t, request(21, nil, nil))
+	return resp.Code == 0 && strings.Contains(string(resp.Body), `"`+topic+`"`)
 }
 
 // waitFullSet waits until the controller's SyncStateSet of g1 holds all
@@ -808,7 +809,7 @@ func TestFailoverPartition(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the topic on every broker", func() bool {
 		for _, b := range g.brokers {
-			if rawSendProbe(t, b.addr, g.topic) == 17 {
+			if !hasTopic(t, b.addr, g.topic) {
 				return false
 			}
 		}
@@ -860,7 +861,22 @@ func TestFailoverAsyncLoss(t *testing.T) {
 	c.start(4, "a")
 	waitFor(t, 20*time.Second, "sends acknowledged", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 300 })
 	g.waitFullSet(t)
+	// The slaves stop for 700 ms (the master acknowledges on alone), and
+	// the master dies before they catch up.
+	var slaves []*ctlBroker
+	for _, b := range g.brokers {
+		if b != old {
+			slaves = append(slaves, b)
+			_ = b.cmd.Process.Signal(syscall.SIGSTOP)
+			b.paused = true
+		}
+	}
+	time.Sleep(700 * time.Millisecond)
 	old.stop(syscall.SIGKILL)
+	for _, b := range slaves {
+		_ = b.cmd.Process.Signal(syscall.SIGCONT)
+		b.paused = false
+	}
 	var nm string
 	waitFor(t, 30*time.Second, "a new master in the route", func() bool {
 		nm = masterIn(t, g.ns.Addr, g.topic)
@@ -874,9 +890,15 @@ func TestFailoverAsyncLoss(t *testing.T) {
 		return strings.Contains(old.log(), `msg="ctrlmode: following the master"`)
 	})
 	truncated := regexp.MustCompile(`msg="ctrlmode: replica truncated[^\n]* bytes=(\d+) messages=(\d+)`).FindStringSubmatch(old.log())
-	t.Logf("async: %d of %d acknowledged messages missing on the new master; old master truncated: %v", missing, acked, truncated)
-	if missing > 0 && truncated == nil {
+	t.Logf("async: %d of %d acknowledged messages missing on the new master; the old master reported its truncation: %q", missing, acked, truncated)
+	if missing == 0 {
+		t.Fatalf("no acknowledged message lost although the master acknowledged alone for 700 ms before its kill")
+	}
+	if truncated == nil {
 		t.Fatalf("%d acknowledged messages lost without a truncation reported by the old master", missing)
+	}
+	if n, _ := strconv.Atoi(truncated[2]); n < missing {
+		t.Fatalf("the old master reports %s messages truncated, but %d acknowledged ones are missing", truncated[2], missing)
 	}
 	// The rejoined old master catches up to a copy of the new master's queues.
 	want := bodiesOn(t, nm, g.topic, g.queues)

@@ -339,8 +339,8 @@ func (n *Node) run() {
 		case <-t.C:
 			if i := n.current(); i != nil && i.master {
 				n.reviewSyncStateSet(i)
-			} else if i == nil {
-				n.apply() // a failed open is retried
+			} else if i == nil || i.addr == "" {
+				n.apply() // a failed open, or a master not found yet, is retried
 			}
 		}
 	}
@@ -600,7 +600,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // adoptStoredTopics creates, on a new master, the topics its log holds
 // messages of but its table lacks (a topic created on the old master less
 // than a slave-sync interval before it died): with read and write
-// permission and at least as many queues as were used.
+// permission and as many queues as its log shows were used.
 func (n *Node) adoptStoredTopics(inst *instance) {
 	c := inst.b.Core()
 	used := map[string]int32{}
@@ -610,15 +610,10 @@ func (n *Node) adoptStoredTopics(inst *instance) {
 		}
 		return true
 	})
-	def := int32(n.opts.Broker.DefaultTopicQueues)
-	if def <= 0 {
-		def = 8
-	}
 	for topic, qs := range used {
 		if _, ok := c.TopicConfig(topic); ok {
 			continue
 		}
-		qs = max(qs, def)
 		err := c.CreateTopic(&core.TopicRequest{Topic: topic, ReadQueueNums: qs, WriteQueueNums: qs,
 			Perm: protocol.PermRead | protocol.PermWrite})
 		if err == nil {
