@@ -75,7 +75,7 @@ func New(opts Options) (*Broker, error) {
 	co := o.core()
 	co.TopicChanged = b.registerTopic
 	if co.Role == core.RoleSlave {
-		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" {
+		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
 			return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
 		}
 		co.MasterOnline = b.masterOnline
