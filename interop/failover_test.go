@@ -68,7 +68,8 @@ func freeLoopback(t testing.TB, n int) []string {
 }
 
 // startControllers starts a Raft group of three controllers with short
-// timings (Raft 300 ms, broker heartbeat timeout 2 s, scan 200 ms).
+// timings (Raft 300 ms, broker heartbeat timeout 2 s, scan 200 ms), or
+// their defaults with APOGEE_FAILOVER_DEFAULT_TIMINGS=1.
 func startControllers(t testing.TB) []*ctlProc {
 	t.Helper()
 	raft := freeLoopback(t, 3)
@@ -101,9 +102,15 @@ func startControllers(t testing.TB) []*ctlProc {
 
 func (c *ctlProc) start(t testing.TB) {
 	t.Helper()
-	c.cmd = exec.Command(controllerBin, "--id", c.id, "--peers", c.peers, "--listen", c.addr, "--data-dir", c.dataDir,
-		"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms",
-		"--heartbeat-timeout", "2s", "--scan-interval", "200ms")
+	args := []string{"--id", c.id, "--peers", c.peers, "--listen", c.addr, "--data-dir", c.dataDir}
+	if os.Getenv("APOGEE_FAILOVER_DEFAULT_TIMINGS") == "" {
+		// Test timings; APOGEE_FAILOVER_DEFAULT_TIMINGS=1 runs the
+		// controllers with their defaults (Raft 1 s, heartbeat timeout 3 s,
+		// scan 500 ms) to measure what an operator gets.
+		args = append(args, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+			"--raft-leader-lease-timeout", "150ms", "--heartbeat-timeout", "2s", "--scan-interval", "200ms")
+	}
+	c.cmd = exec.Command(controllerBin, args...)
 	out := &firstLine{ready: make(chan struct{})}
 	c.cmd.Stdout = out
 	c.stderr = &lockedBuffer{}
