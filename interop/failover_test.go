@@ -341,9 +341,13 @@ func newChecker(t testing.TB, ns, topic string) *checker {
 	return &checker{t: t, ns: ns, topic: topic, acked: map[string]ack{}, stopped: make(chan struct{})}
 }
 
+// newProducer starts a producer with a client instance of its own: the
+// official client shares one instance per process and name, and creating a
+// producer on a shared instance races with another's sends.
 func (c *checker) newProducer() rocketmq.Producer {
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{c.ns})),
-		producer.WithGroupName(uniq("PGF")), producer.WithSendMsgTimeout(time.Second), producer.WithRetry(1))
+		producer.WithGroupName(uniq("PGF")), producer.WithInstanceName(uniq("IF")),
+		producer.WithSendMsgTimeout(time.Second), producer.WithRetry(1))
 	if err != nil {
 		c.t.Fatal(err)
 	}
