@@ -68,7 +68,7 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 		}
 	}
 	inSet := len(members) // the gate counts the controller's set only
-	if n.opts.AllAckInSyncStateSet && n.cu != nil && n.cuInst == inst {
+	if n.allAck() && n.cu != nil && n.cuInst == inst {
 		// A joining slave is waited for before the controller hears of it.
 		for id := range n.cu.pending {
 			if !slices.Contains(set, id) {
@@ -77,7 +77,7 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 		}
 	}
 	need := n.opts.InSyncReplicas - 1
-	if n.opts.AllAckInSyncStateSet {
+	if n.allAck() {
 		need = len(members)
 	} else if need > inSet {
 		need = inSet // the gate below refuses writes meanwhile
@@ -229,3 +229,9 @@ func cut(s string, sep byte) (string, string, bool) {
 	}
 	return strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]), true
 }
+
+// allAck reports whether a SEND_OK waits for every SyncStateSet member:
+// allAckInSyncStateSet, or minInSyncReplicas above 1 (a group that refuses
+// writes with fewer members wants each of them to hold every acknowledged
+// message; RocketMQ only gates writes on minInSyncReplicas).
+func (n *Node) allAck() bool { return n.opts.AllAckInSyncStateSet || n.opts.MinInSyncReplicas > 1 }

@@ -48,7 +48,8 @@ type Options struct {
 	// only SyncStateSet members count. Default 1.
 	InSyncReplicas int
 	// MinInSyncReplicas: with fewer members in the SyncStateSet the master
-	// refuses writes (SYSTEM_ERROR "in-sync replicas not enough").
+	// refuses writes (SYSTEM_ERROR "in-sync replicas not enough"); above 1
+	// it also makes a send wait for every member, as AllAckInSyncStateSet.
 	// Default 1.
 	MinInSyncReplicas int
 	// AllAckInSyncStateSet: a send is answered once every SyncStateSet
@@ -424,7 +425,7 @@ func (n *Node) brokerOptions(master bool, epoch int32) broker.Options {
 
 // syncWaits reports whether a master's sends wait for replicas.
 func (n *Node) syncWaits() bool {
-	return n.opts.AllAckInSyncStateSet || n.opts.InSyncReplicas > 1 || n.opts.Broker.Role == core.RoleSyncMaster
+	return n.allAck() || n.opts.InSyncReplicas > 1 || n.opts.Broker.Role == core.RoleSyncMaster
 }
 
 func (n *Node) open(master bool, epoch int32) (*instance, error) {

@@ -439,7 +439,7 @@ var honoured = map[string]confKey{
 		return nil
 	}},
 	"inSyncReplicas":    {"", "controller mode: copies (the master's included, SyncStateSet members only) a message needs before SEND_OK (default 1)", ctlInt(func(c *config, n int) { c.inSyncReplicas = n })},
-	"minInSyncReplicas": {"", "controller mode: with fewer members in the SyncStateSet the master refuses writes (SYSTEM_ERROR \"in-sync replicas not enough\"; default 1)", ctlInt(func(c *config, n int) { c.minInSyncReplicas = n })},
+	"minInSyncReplicas": {"", "controller mode: with fewer members in the SyncStateSet the master refuses writes (SYSTEM_ERROR \"in-sync replicas not enough\"); above 1, SEND_OK also waits for every member (default 1)", ctlInt(func(c *config, n int) { c.minInSyncReplicas = n })},
 	"allAckInSyncStateSet": {"", "controller mode: SEND_OK once every SyncStateSet member has the message (default `false`)", func(c *config, v string) (err error) {
 		c.allAckInSyncStateSet, err = strconv.ParseBool(v)
 		return err
@@ -615,9 +615,6 @@ func (c *config) finishControllerMode() error {
 	}
 	if c.haMasterAddr != "" {
 		return fmt.Errorf("haMasterAddress (--ha-master-addr) with enableControllerMode=true: the controller names the master")
-	}
-	if c.minInSyncReplicas > 0 && c.inSyncReplicas > 0 && c.minInSyncReplicas > c.inSyncReplicas && !c.allAckInSyncStateSet {
-		c.notes = append(c.notes, note{"minInSyncReplicas above inSyncReplicas: writes need minInSyncReplicas members in the SyncStateSet, and SEND_OK waits for inSyncReplicas copies", []any{"minInSyncReplicas", c.minInSyncReplicas, "inSyncReplicas", c.inSyncReplicas}})
 	}
 	return nil
 }
