@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,7 +320,7 @@ func (n *Node) refresh() {
 // fence closes the running master's write gate at once.
 func (n *Node) fence(why string) {
 	if i := n.current(); i != nil && i.master {
-		if i.b.Core().WriteGate() == nil {
+		if g := i.b.Core().WriteGate(); g == nil || strings.HasPrefix(g.Remark, "in-sync replicas") {
 			n.log.Warn("ctrlmode: no longer master; refusing writes", "why", why)
 		}
 		i.b.Core().SetWriteGate(protocol.RespSystemError, "this broker is no longer its group's master ("+why+"); the route will name the new one")
