@@ -97,6 +97,11 @@ type Node struct {
 	closing   atomic.Bool
 	closeOnce sync.Once
 
+	// The last failure to open the broker, logged again only when it
+	// changes or a minute later (run's goroutine).
+	openErr   string
+	openErrAt time.Time
+
 	// The master's review of its SyncStateSet (run's goroutine).
 	cu     *caughtUp
 	cuInst *instance
@@ -487,7 +492,7 @@ func (n *Node) becomeMaster(cur *instance, s client.State) {
 	}
 	inst, err := n.open(true, s.MasterEpoch)
 	if err != nil {
-		n.log.Error("ctrlmode: opening the broker as master failed; retrying", "err", err)
+		n.openFailed("master", err)
 		return
 	}
 	end := inst.b.Store().WrittenOffset()
@@ -508,7 +513,7 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 	if cur == nil || cur.master {
 		inst, err := n.open(false, s.MasterEpoch)
 		if err != nil {
-			n.log.Error("ctrlmode: opening the broker as slave failed; retrying", "err", err)
+			n.openFailed("slave", err)
 			return
 		}
 		n.serve(inst)
@@ -622,4 +627,15 @@ func (n *Node) adoptStoredTopics(inst *instance) {
 			n.log.Info("ctrlmode: topic the log holds but the table lacked created", "topic", topic, "queues", qs)
 		}
 	}
+}
+
+// openFailed logs a failed open (retried at every review tick) without
+// repeating the same error more than once a minute.
+func (n *Node) openFailed(role string, err error) {
+	msg := role + ": " + err.Error()
+	if msg == n.openErr && time.Since(n.openErrAt) < time.Minute {
+		return
+	}
+	n.openErr, n.openErrAt = msg, time.Now()
+	n.log.Error("ctrlmode: opening the broker as "+role+" failed; retrying", "err", err)
 }
