@@ -470,7 +470,8 @@ func (n *Node) serve(inst *instance) {
 }
 
 // close stops inst (writes already refused when it was a deposed master).
-func (n *Node) close(inst *instance) {
+// It returns the log's end once the instance is closed.
+func (n *Node) close(inst *instance) int64 {
 	n.mu.Lock()
 	if n.inst == inst {
 		n.inst = nil
@@ -482,23 +483,34 @@ func (n *Node) close(inst *instance) {
 	if err := inst.b.Shutdown(ctx); err != nil && !errors.Is(err, broker.ErrClosed) {
 		n.log.Warn("ctrlmode: stopping the broker instance", "err", err)
 	}
+	end := inst.b.Store().WrittenOffset() // nothing appends any more
+	n.lastEnd.Store(end)
+	return end
 }
 
 // becomeMaster opens the broker as the group's master of epoch s.MasterEpoch.
 func (n *Node) becomeMaster(cur *instance, s client.State) {
 	began := time.Now()
-	if cur != nil {
-		n.close(cur)
+	if cur == nil {
+		// The epoch must begin at the log's end as it is before a master
+		// instance opens: its features (delays, timers, transactions) write
+		// as soon as it does. A replica instance, which writes nothing,
+		// recovers the log and tells its end.
+		probe, err := n.open(false, s.MasterEpoch)
+		if err != nil {
+			n.openFailed("master", err)
+			return
+		}
+		cur = probe
+	}
+	end := n.close(cur)
+	if err := n.appendEpoch(s.MasterEpoch, end); err != nil {
+		n.log.Error("ctrlmode: epoch file; not taking office", "err", err)
+		return
 	}
 	inst, err := n.open(true, s.MasterEpoch)
 	if err != nil {
 		n.openFailed("master", err)
-		return
-	}
-	end := inst.b.Store().WrittenOffset()
-	if err := n.appendEpoch(s.MasterEpoch, end); err != nil {
-		n.log.Error("ctrlmode: epoch file; not taking office", "err", err)
-		n.close(inst)
 		return
 	}
 	n.adoptStoredTopics(inst)
