@@ -87,6 +87,7 @@ func (b *Broker) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	m, v := b.core.BrokerConfig()
 	m["namesrvAddr"] = strings.Join(b.opts.NamesrvAddrs, ";")
 	m["registerNameServerPeriod"] = fmt.Sprint(b.opts.RegisterInterval.Milliseconds())
+	b.haConfig(m)
 	return m, v
 }
 

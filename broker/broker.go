@@ -75,7 +75,7 @@ func New(opts Options) (*Broker, error) {
 	co := o.core()
 	co.TopicChanged = b.registerTopic
 	if co.Role == core.RoleSlave {
-		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" {
+		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
 			return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
 		}
 		co.MasterOnline = b.masterOnline
@@ -275,7 +275,7 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 			cfgs[i].Perm &= perm
 		}
 	}
-	return namesrv.BrokerRegistration{
+	reg := namesrv.BrokerRegistration{
 		ClusterName:  b.copts.ClusterName,
 		BrokerName:   b.copts.BrokerName,
 		BrokerAddr:   b.copts.AdvertiseAddr,
@@ -284,6 +284,10 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 		Topics:       cfgs,
 		DataVersion:  v,
 	}
+	if b.opts.StateVersion != 0 {
+		reg.DataVersion.StateVersion = b.opts.StateVersion
+	}
+	return reg
 }
 
 // registerEmbedded publishes the whole topic table to the embedded

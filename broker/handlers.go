@@ -72,6 +72,7 @@ func (b *Broker) buildHandlers() {
 		b.registerAdminOps,
 		b.registerSecurity,
 		b.registerReplication,
+		b.registerController,
 	} {
 		register(&b.handlers)
 	}

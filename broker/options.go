@@ -2,9 +2,11 @@ package broker
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
@@ -182,6 +184,28 @@ type Options struct {
 	// subscription groups, consumer offsets and delay offsets are fetched
 	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
 	SlaveSyncInterval time.Duration
+
+	// Controller mode (docs/failover.md; package broker/ctrlmode runs a
+	// broker under a controller group and sets these).
+	//
+	// ControllerMode makes the controller, not the name servers, name a
+	// slave's master: registration answers no longer steer the HA stream
+	// or the tables a slave follows (FollowMaster does). Default false.
+	ControllerMode bool
+	// StateVersion is put in every registration's data version
+	// (stateVersion): in controller mode the master epoch, so that a name
+	// server lets a new master take the route of an old one it still
+	// thinks alive (RocketMQ's rule). Default 0.
+	StateVersion int64
+	// HAMasterHandshake and HASlaveHandshake are the HA stream's handshake
+	// hooks (ha.MasterOptions.Handshake, ha.SlaveOptions.Handshake).
+	// Default none.
+	HAMasterHandshake func(net.Conn) (string, error)
+	HASlaveHandshake  func(net.Conn) error
+	// ControllerNotify, when set, takes NOTIFY_BROKER_ROLE_CHANGED (1008)
+	// requests from the controller (controller/client.Client.HandleNotify).
+	// Default: the code is not served.
+	ControllerNotify func(*protocol.Command) error
 }
 
 // core returns the core's options: every field but the front end's own

@@ -55,7 +55,7 @@ func (b *Broker) startReplication(o Options) error {
 	st := b.core.Store()
 	log := b.copts.Logger
 	if b.core.IsSlave() {
-		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log})
+		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log, Handshake: o.HASlaveHandshake})
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
@@ -66,7 +66,7 @@ func (b *Broker) startReplication(o Options) error {
 		log.Info("broker: running as a slave", "brokerId", b.copts.BrokerID, "haMasterAddr", o.HAMasterAddr)
 		return nil
 	}
-	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log})
+	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log, Handshake: o.HAMasterHandshake})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -183,7 +183,7 @@ func (b *Broker) masterOnline() bool {
 // names the master's remoting and HA addresses (empty while the group has
 // no live master: the last known ones are kept).
 func (b *Broker) registered(_ string, resp protocol.RegisterBrokerResponse, err error) {
-	if err != nil || b.repl.slave == nil {
+	if err != nil || b.repl.slave == nil || b.opts.ControllerMode {
 		return
 	}
 	if resp.HAServerAddr != "" && b.opts.HAMasterAddr == "" {

@@ -32,6 +32,12 @@ type MasterOptions struct {
 	// Logger receives connections, refusals and restarts. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Handshake, when set, runs on each connection before the slave's
+	// first report (controller mode's epoch handshake, docs/failover.md):
+	// it reads the slave's hello and answers it on c, and returns the name
+	// the slave is known by as a replica (store.AddReplica); an error
+	// closes the connection. Default: none (RocketMQ's classic stream).
+	Handshake func(c net.Conn) (name string, err error)
 }
 
 func (o MasterOptions) withDefaults() MasterOptions {
@@ -248,6 +254,18 @@ func (c *masterConn) readLoop() {
 	// caught up with it (the stream's catch-up rate).
 	var backlogFrom, backlogEnd int64
 	var began time.Time
+	if hs := c.m.opts.Handshake; hs != nil {
+		c.c.SetDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
+		name, err := hs(c.c)
+		c.c.SetDeadline(time.Time{})
+		if err != nil {
+			log.Warn("ha: handshake refused", "slave", c.name, "err", err)
+			return
+		}
+		c.m.mu.Lock() // Slaves reads the name
+		c.name = name
+		c.m.mu.Unlock()
+	}
 	for {
 		c.c.SetReadDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
 		if _, err := io.ReadFull(br, b[:]); err != nil {

@@ -25,7 +25,7 @@ import (
 
 // brokerBin and namesrvBin are the binaries under test, built once by
 // TestMain (or given by APOGEE_BROKER_BIN and APOGEE_NAMESRV_BIN).
-var brokerBin, namesrvBin string
+var brokerBin, namesrvBin, controllerBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -40,7 +40,8 @@ func runMain(m *testing.M) int {
 	rlog.SetLogLevel(level)
 
 	brokerBin, namesrvBin = os.Getenv("APOGEE_BROKER_BIN"), os.Getenv("APOGEE_NAMESRV_BIN")
-	if brokerBin != "" && namesrvBin != "" {
+	controllerBin = os.Getenv("APOGEE_CONTROLLER_BIN")
+	if brokerBin != "" && namesrvBin != "" && controllerBin != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "apogee-interop-")
@@ -52,7 +53,7 @@ func runMain(m *testing.M) int {
 	for _, c := range []struct {
 		bin  *string
 		name string
-	}{{&brokerBin, "apogee-broker"}, {&namesrvBin, "apogee-namesrv"}} {
+	}{{&brokerBin, "apogee-broker"}, {&namesrvBin, "apogee-namesrv"}, {&controllerBin, "apogee-controller"}} {
 		if *c.bin != "" {
 			continue
 		}

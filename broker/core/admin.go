@@ -500,8 +500,8 @@ func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	m := map[string]string{
 		"brokerName":                  o.BrokerName,
 		"brokerClusterName":           o.ClusterName,
-		"brokerId":                    "0",
-		"brokerRole":                  "ASYNC_MASTER",
+		"brokerId":                    i(o.BrokerID),
+		"brokerRole":                  o.Role.String(),
 		"brokerIP1":                   strings.Trim(host, "[]"),
 		"listenPort":                  port,
 		"storePathRootDir":            o.DataDir,

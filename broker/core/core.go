@@ -41,6 +41,9 @@ type Core struct {
 	// flush, or a SYNC_MASTER's replica: store.Store.DurableWaits).
 	waitDurable bool
 	slave       bool // Options.Role is RoleSlave
+	// gate, when set, refuses every write with its error (SetWriteGate:
+	// controller mode's fencing and minInSyncReplicas).
+	gate atomic.Pointer[Error]
 
 	store   *store.Store
 	topics  *topicManager

@@ -55,6 +55,9 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 	if c.slave {
 		return Pending{}, errSlaveSend
 	}
+	if e := c.gate.Load(); e != nil {
+		return Pending{}, e
+	}
 	g := c.groups.get([]byte(r.Group))
 	if g == nil {
 		return Pending{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+r.Group)

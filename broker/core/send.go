@@ -110,6 +110,10 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 		c.stats.sendErrors.Add(1)
 		return errSlaveSend
 	}
+	if e := c.gate.Load(); e != nil {
+		c.stats.sendErrors.Add(1)
+		return e
+	}
 	if err := c.checkSend(r); err != nil {
 		c.stats.sendErrors.Add(1)
 		return err

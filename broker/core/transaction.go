@@ -35,6 +35,9 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 	if c.slave {
 		return Pending{}, errSlaveEndTransaction
 	}
+	if e := c.gate.Load(); e != nil {
+		return Pending{}, e
+	}
 	switch r.CommitOrRollback {
 	case protocol.TransactionCommitType, protocol.TransactionRollbackType:
 	case protocol.TransactionNotType:

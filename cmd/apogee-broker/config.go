@@ -52,6 +52,16 @@ type config struct {
 	haListen, brokerIP2, haMasterAddr string
 	slaveReadEnable                   bool
 	memoryRatio                       float64
+	// Controller mode (docs/failover.md): the controllers' addresses, the
+	// in-sync replica settings, the SyncStateSet's shrink delay and the
+	// controller heartbeats.
+	controllerMode                    bool
+	controllerAddrs                   []string
+	inSyncReplicas, minInSyncReplicas int
+	allAckInSyncStateSet              bool
+	maxTimeSlaveNotCatchup            time.Duration
+	controllerHeartbeatTimeout        time.Duration
+	controllerHeartbeatInterval       time.Duration
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
@@ -93,6 +103,8 @@ func parseConfig(args []string) (*config, error) {
 	haListen := fs.String("ha-listen", "", "a master's listener for its slaves' replication (default: the listen host, the listen port + 1)")
 	haMaster := fs.String("ha-master-addr", "", "a slave's master HA address (default: learnt from the name servers)")
 	slaveRead := fs.Bool("slave-read-enable", false, "suggest the slave to consumers that read far behind (slaveReadEnable)")
+	ctrlMode := fs.Bool("enable-controller-mode", false, "controller mode (enableControllerMode): the controller group elects the master and fences the old one (docs/failover.md)")
+	ctrlAddr := fs.String("controller-addr", "", `the controllers' addresses (controllerAddr), "host:port;host:port"`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -106,8 +118,9 @@ func parseConfig(args []string) (*config, error) {
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: strings.ToUpper(*brokerRole),
 		brokerID: *brokerID, haListen: *haListen, haMasterAddr: *haMaster, slaveReadEnable: *slaveRead,
-		grpcListen: *grpcListen,
-		sec:        secFlags.config(),
+		grpcListen:     *grpcListen,
+		sec:            secFlags.config(),
+		controllerMode: *ctrlMode, controllerAddrs: splitNamesrvs(*ctrlAddr),
 	}
 	if c.showVersion {
 		return c, nil
@@ -178,6 +191,9 @@ const (
 // finish checks the keys that depend on each other once the whole file is
 // read.
 func (c *config) finish() error {
+	if c.controllerMode {
+		return c.finishControllerMode()
+	}
 	switch c.role {
 	case roleSlave:
 		if c.brokerID <= 0 {
@@ -443,8 +459,24 @@ var honoured = map[string]confKey{
 	"aclEnable":             {"", "`false` is accepted; `true` is refused with an error: authentication and ACLs are not implemented yet, and a broker the file means to protect must not start open", refuseTrue("ACLs are not implemented yet")},
 	"authenticationEnabled": {"", "as `aclEnable`: `true` is refused", refuseTrue("authentication is not implemented yet")},
 	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
-	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
-	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
+	"enableControllerMode": {"enable-controller-mode", "`--enable-controller-mode`: the controller group (`controllerAddr`) elects the group's master and fences the old one; `brokerRole` and `brokerId` are then the controller's to decide (docs/failover.md; default `false`)", func(c *config, v string) (err error) {
+		c.controllerMode, err = strconv.ParseBool(v)
+		return err
+	}},
+	"controllerAddr": {"controller-addr", "`--controller-addr`: the controllers' remoting addresses, `host:port;host:port`", func(c *config, v string) error {
+		c.controllerAddrs = splitNamesrvs(v)
+		return nil
+	}},
+	"inSyncReplicas":    {"", "controller mode: copies (the master's included, SyncStateSet members only) a message needs before SEND_OK (default 1)", ctlInt(func(c *config, n int) { c.inSyncReplicas = n })},
+	"minInSyncReplicas": {"", "controller mode: with fewer members in the SyncStateSet the master refuses writes (SYSTEM_ERROR \"in-sync replicas not enough\"); above 1, SEND_OK also waits for every member (default 1)", ctlInt(func(c *config, n int) { c.minInSyncReplicas = n })},
+	"allAckInSyncStateSet": {"", "controller mode: SEND_OK once every SyncStateSet member has the message (default `false`)", func(c *config, v string) (err error) {
+		c.allAckInSyncStateSet, err = strconv.ParseBool(v)
+		return err
+	}},
+	"haMaxTimeSlaveNotCatchup":        {"", "controller mode: ms a SyncStateSet member may stay behind the master's log (or away) before it leaves the set (default 15000)", ctlMillis(func(c *config, d time.Duration) { c.maxTimeSlaveNotCatchup = d })},
+	"controllerHeartBeatTimeoutMills": {"", "controller mode: ms without a heartbeat after which the controller deems this broker dead (default: the controller's, 3000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatTimeout = d })},
+	"brokerHeartbeatInterval":         {"", "controller mode: ms between heartbeats to each controller (default 1000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatInterval = d })},
+	"enableDLegerCommitLog":           {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
 }
 
 func applySegmentSize(c *config, v string) error {
@@ -536,7 +568,6 @@ func ignoredReason(key string) string {
 // ignoredWhy gives the reason for single keys users often set.
 var ignoredWhy = map[string]string{
 	"deleteWhen":                      "Apogee deletes a segment as soon as it is older than fileReservedTime (checked every cleanResourceInterval), not at a set hour",
-	"controllerAddr":                  "controller mode is not implemented yet (enableControllerMode=true is refused)",
 	"rocketmqHome":                    "Apogee needs no installation directory",
 	"inBrokerContainer":               "broker containers are not implemented",
 	"brokerPermission":                "the broker's routes are always readable and writable",
@@ -553,8 +584,8 @@ var ignoredWhy = map[string]string{
 	"traceTopicEnable":                "trace messages are stored like any other (send them to a topic of your choice)",
 	"msgTraceTopicName":               "trace messages are stored like any other (send them to a topic of your choice)",
 	"storePathDLedgerCommitLog":       "Apogee has no DLedger commit log",
-	"storePathEpochFile":              "controller mode (epochs, automatic failover) is not implemented yet",
-	"storePathBrokerIdentity":         "controller mode (epochs, automatic failover) is not implemented yet",
+	"storePathEpochFile":              "the epoch file is the data directory's epochFileCheckpoint",
+	"storePathBrokerIdentity":         "the broker's controller identity is the data directory's controllerIdentity.json",
 	"readOnlyCommitLogStorePaths":     "the commit log lives in one directory",
 	"warmMapedFileEnable":             "the next segment is always allocated and pre-touched ahead of need",
 	"rmqAddressServerDomain":          "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
@@ -598,3 +629,43 @@ var javaKeyNames = func() []string {
 	}
 	return names
 }()
+
+// finishControllerMode checks a controller-mode configuration: the role and
+// id are the controller's (a SLAVE role is taken as "not the first
+// master"; a positive brokerId is claimed from the controller).
+func (c *config) finishControllerMode() error {
+	if len(c.controllerAddrs) == 0 {
+		return fmt.Errorf("enableControllerMode=true needs controllerAddr (--controller-addr)")
+	}
+	switch c.role {
+	case roleAsyncMaster, roleSyncMaster, roleSlave:
+	default:
+		return fmt.Errorf("--broker-role %s: want ASYNC_MASTER, SYNC_MASTER or SLAVE", c.role)
+	}
+	if c.haMasterAddr != "" {
+		return fmt.Errorf("haMasterAddress (--ha-master-addr) with enableControllerMode=true: the controller names the master")
+	}
+	return nil
+}
+
+func ctlInt(set func(*config, int)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive integer")
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+func ctlMillis(set func(*config, time.Duration)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of milliseconds")
+		}
+		set(c, time.Duration(n)*time.Millisecond)
+		return nil
+	}
+}

@@ -146,7 +146,10 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"accessMessageInMemoryMaxRatio=0"}, "want a percentage above 0"},
 		{[]string{"brokerRole=BOSS"}, "brokerRole=BOSS: want ASYNC_MASTER, SYNC_MASTER or SLAVE"},
 		{[]string{"aclEnable=maybe"}, "aclEnable=maybe: strconv.ParseBool"},
-		{[]string{"enableControllerMode=true"}, "controller mode is not implemented yet"},
+		{[]string{"enableControllerMode=true"}, "enableControllerMode=true needs controllerAddr"},
+		{[]string{"enableControllerMode=true", "controllerAddr=127.0.0.1:9878", "haMasterAddress=10.0.0.1:10912"}, "the controller names the master"},
+		{[]string{"enableControllerMode=true", "controllerAddr=127.0.0.1:9878", "minInSyncReplicas=0"}, "want a positive integer"},
+		{[]string{"haMaxTimeSlaveNotCatchup=soon"}, "want a positive number of milliseconds"},
 		{[]string{"enableDLegerCommitLog=true"}, "Apogee has no DLedger commit log"},
 		{[]string{"storePathRootDir=/a", "storePathCommitLog=/b/commitlog"}, "storePathCommitLog=/b/commitlog: Apogee keeps the commit log in the data directory's commitlog/ (/a/commitlog)"},
 		{[]string{"mappedFileSizeConsumeQueue=6000001"}, "want a multiple of 20"},
@@ -377,5 +380,34 @@ func TestIntegrityFlags(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"--receive-budget", "-1"}); err == nil {
 		t.Fatal("a negative receive budget was accepted")
+	}
+}
+
+// TestControllerModeKeys: controller mode's keys and flags; the role and
+// id checks of a group are the controller's then.
+func TestControllerModeKeys(t *testing.T) {
+	conf := writeConf(t, "enableControllerMode=true", "controllerAddr=127.0.0.1:9878;127.0.0.1:9879",
+		"brokerRole=SLAVE", "brokerId=0", "inSyncReplicas=2", "minInSyncReplicas=2", "allAckInSyncStateSet=true",
+		"haMaxTimeSlaveNotCatchup=5000", "controllerHeartBeatTimeoutMills=4000", "brokerHeartbeatInterval=500")
+	c, err := parseConfig([]string{"-c", conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.controllerMode || strings.Join(c.controllerAddrs, ";") != "127.0.0.1:9878;127.0.0.1:9879" ||
+		c.inSyncReplicas != 2 || c.minInSyncReplicas != 2 || !c.allAckInSyncStateSet ||
+		c.maxTimeSlaveNotCatchup != 5*time.Second || c.controllerHeartbeatTimeout != 4*time.Second ||
+		c.controllerHeartbeatInterval != 500*time.Millisecond {
+		t.Fatalf("config %+v", c)
+	}
+	c, err = parseConfig([]string{"-c", conf, "--controller-addr", "10.0.0.1:9878"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.controllerAddrs, ";") != "10.0.0.1:9878" {
+		t.Fatalf("--controller-addr did not win: %v", c.controllerAddrs)
+	}
+	c, err = parseConfig([]string{"--enable-controller-mode", "--controller-addr", "127.0.0.1:1;127.0.0.1:2"})
+	if err != nil || !c.controllerMode || len(c.controllerAddrs) != 2 {
+		t.Fatalf("flags: %+v %v", c, err)
 	}
 }

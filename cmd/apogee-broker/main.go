@@ -130,7 +130,7 @@ func run(args []string) error {
 	// A master binds its HA listener now too (a slave has none).
 	var haRes *reservation
 	haAdvertise := ""
-	if role != core.RoleSlave {
+	if role != core.RoleSlave || cfg.controllerMode { // in controller mode any broker may become master
 		addr, err := haListenAddr(cfg.haListen, cfg.listen, brokerRes.Addr())
 		if err != nil {
 			return err
@@ -146,6 +146,10 @@ func run(args []string) error {
 		haAdvertise = net.JoinHostPort(host, fmt.Sprint(haRes.Addr().Port))
 	}
 	var nsRes *reservation
+	if cfg.controllerMode && cfg.namesrvListen != "" {
+		logger.Info("controller mode: the embedded name server is not served; brokers register with --namesrv", "namesrvListen", cfg.namesrvListen)
+		cfg.namesrvListen = ""
+	}
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
 			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
@@ -202,7 +206,7 @@ func run(args []string) error {
 		security = guard
 	}
 
-	b, err := broker.New(broker.Options{
+	bopts := broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
 		BrokerName:               cfg.brokerName,
@@ -235,7 +239,11 @@ func run(args []string) error {
 		HAMasterAddr:             cfg.haMasterAddr,
 
 		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
-	})
+	}
+	if cfg.controllerMode {
+		return runControllerMode(cfg, bopts, brokerRes, haRes, haAdvertise, logger)
+	}
+	b, err := broker.New(bopts)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("data directory %s is in use by another running broker (%w)", cfg.dataDir, err)

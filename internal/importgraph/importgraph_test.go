@@ -81,7 +81,7 @@ var allowed = map[string][]string{
 	// JSON bodies, as broker/core).
 	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
 
-	"cmd/apogee-broker":  {"broker", "broker/core", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
@@ -96,6 +96,9 @@ var allowed = map[string][]string{
 	"controller":            {"controller/wire", "remoting", "protocol"},
 	"controller/client":     {"controller/wire", "remoting", "protocol"},
 	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops"},
+	// A broker in controller mode: the broker run in the controller's
+	// role, through the controller's client.
+	"broker/ctrlmode": {"broker", "broker/core", "store", "ha", "controller/client", "controller/wire", "remoting", "protocol"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
