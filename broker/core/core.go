@@ -213,6 +213,7 @@ func New(opts Options) (*Core, error) {
 
 	c.ensureAutoCreateKey()
 	c.ensureSystemTopics()
+	c.AdoptStoredTopics()
 	// Written now when the table changed at start (system topics, TBW102)
 	// or was read from its previous version.
 	c.persistAtStart("topics", c.topics.persist)

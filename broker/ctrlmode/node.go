@@ -618,27 +618,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 // adoptStoredTopics creates, on a new master, the topics its log holds
 // messages of but its table lacks (a topic created on the old master less
-// than a slave-sync interval before it died): with read and write
-// permission and as many queues as its log shows were used.
+// than a slave-sync interval before it died): core.AdoptStoredTopics.
 func (n *Node) adoptStoredTopics(inst *instance) {
-	c := inst.b.Core()
-	used := map[string]int32{}
-	inst.b.Store().Queues(func(topic string, q int32, _, _ int64) bool {
-		if topic != "" && topic[0] != '%' {
-			used[topic] = max(used[topic], q+1)
-		}
-		return true
-	})
-	for topic, qs := range used {
-		if _, ok := c.TopicConfig(topic); ok {
-			continue
-		}
-		err := c.CreateTopic(&core.TopicRequest{Topic: topic, ReadQueueNums: qs, WriteQueueNums: qs,
-			Perm: protocol.PermRead | protocol.PermWrite})
-		if err == nil {
-			n.log.Info("ctrlmode: topic the log holds but the table lacked created", "topic", topic, "queues", qs)
-		}
-	}
+	inst.b.Core().AdoptStoredTopics()
 }
 
 // openFailed logs a failed open (retried at every review tick) without
