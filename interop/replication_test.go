@@ -606,6 +606,13 @@ func TestMasterStoppedConsumeFromSlave(t *testing.T) {
 // consumed (the stopped group's from its slave). One name server stops:
 // nothing notices.
 func TestTwoGroupsTwoNamesrvs(t *testing.T) {
+	if raceEnabled {
+		// The race detector reports the official client racing with itself
+		// (rmqClient.InvokeSync during its consumers' shutdown), and slows
+		// four brokers and two name servers past the test's bounds on two
+		// cores; scripts/test.sh runs it again without -race.
+		t.Skip("the official client races with itself here; run without -race")
+	}
 	const queues = 4
 	ns1, ns2 := startNamesrv(t), startNamesrv(t)
 	nss := []string{ns1.Addr, ns2.Addr}
