@@ -147,6 +147,12 @@ type Options struct {
 	// as a held pull or a sync-flush send, is timed until it was deferred).
 	// Default 0: off.
 	SlowRequest time.Duration
+	// ObserveRequest, when set, is called after every request's handler
+	// with its code, the response code and the time the handler ran (timed
+	// as SlowRequest times it); package broker/metrics's RPCLatency.Observe
+	// is one. It runs on the connection's goroutine and must neither block
+	// nor allocate. Default nil: requests are not timed.
+	ObserveRequest func(code, respCode int32, took time.Duration)
 }
 
 // core returns the core's options: every field but the front end's own
