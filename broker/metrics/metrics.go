@@ -353,7 +353,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-
 func b2f(b bool) float64 {
 	if b {
 		return 1

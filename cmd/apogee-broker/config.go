@@ -45,6 +45,9 @@ type config struct {
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
+	// metricsListen is --metrics-listen (metricsListen): Prometheus text at
+	// /metrics and the dashboard at /; "" (the default) is off.
+	metricsListen string
 }
 
 // note is one WARN line: a message and its attributes.
@@ -74,6 +77,7 @@ func parseConfig(args []string) (*config, error) {
 	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
+	metricsListen := fs.String("metrics-listen", "", `serve Prometheus metrics at /metrics and the dashboard at / on this address ("" disables)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,6 +108,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--receive-budget: want a positive number of bytes")
 	}
 	c.receiveBudget = *receiveBudget
+	c.metricsListen = *metricsListen
 	if *configFile != "" {
 		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {
@@ -358,6 +363,10 @@ var honoured = map[string]confKey{
 	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
 	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
 	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
+	"metricsListen": {"metrics-listen", "`--metrics-listen`: the address of the HTTP listener serving Prometheus metrics at `/metrics` and the dashboard at `/` (Apogee's key; default empty: off)", func(c *config, v string) error {
+		c.metricsListen = strings.TrimSpace(v)
+		return nil
+	}},
 }
 
 func applySegmentSize(c *config, v string) error {

@@ -22,6 +22,8 @@
 //	--scrub-rate BYTES/S    the background scrubber's pace (default 8 MiB/s; 0 disables)
 //	--receive-budget BYTES  memory all connections may hold for requests being
 //	                        received (default 128 MiB)
+//	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
+//	                        at / (off by default)
 //
 // At start it binds its addresses, opens the store (recovering it), and only
 // then listens and prints one line with its addresses and version: until the
@@ -43,9 +45,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/metrics"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -140,6 +144,17 @@ func run(args []string) error {
 		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)
 	}
 
+	// The metrics listener is bound before the store opens, as the others
+	// are, so that a port in use is reported at once.
+	var metricsLn net.Listener
+	var rpc *metrics.RPCLatency
+	if cfg.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.metricsListen, err)
+		}
+		defer metricsLn.Close()
+		rpc = metrics.NewRPCLatency("remoting", prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
+	}
 	b, err := broker.New(broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
@@ -162,6 +177,7 @@ func run(args []string) error {
 		Remoting:                 remotingOpts,
 		Logger:                   logger,
 		SlowRequest:              cfg.slowRequest,
+		ObserveRequest:           observeRequest(rpc),
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -211,6 +227,21 @@ func run(args []string) error {
 			go http.Serve(pl, nil)
 			logger.Info("pprof", "addr", pl.Addr().String())
 		}
+	}
+	if metricsLn != nil {
+		srv, err := operatorServer(b, rpc, logger)
+		if err != nil {
+			ln.Close()
+			shutdown()
+			return err
+		}
+		go func() {
+			if err := srv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics listener stopped", "err", err)
+			}
+		}()
+		defer srv.Close()
+		logger.Info("metrics and dashboard", "addr", metricsLn.Addr().String())
 	}
 	ns := "disabled"
 	if nsln != nil {

@@ -68,7 +68,7 @@ var allowed = map[string][]string{
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
 
-	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops"},
+	"cmd/apogee-broker":  {"broker", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
@@ -95,6 +95,14 @@ var allowed = map[string][]string{
 	"internal/vfs":         {"mmap"},
 	"internal/durable":     {"internal/vfs"},
 	"internal/vfs/errorfs": {"internal/vfs", "mmap"},
+
+	// Operations over HTTP, beside the front ends: the Prometheus exporter
+	// (read at scrape time from the core and the remoting server's
+	// counters) and the built-in dashboard (pages on the core's admin
+	// operations; the front end's few extras through an interface the
+	// broker implements). The broker binary wires both on one listener.
+	"broker/metrics":   {"broker/core", "broker/core/stats", "protocol", "remoting"},
+	"broker/dashboard": {"broker/core", "broker/core/stats", "protocol", "message"},
 }
 
 // testOnly lists the packages no package may import outside its tests.
