@@ -45,9 +45,15 @@ type config struct {
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
-	// metricsListen is --metrics-listen (metricsListen): Prometheus text at
-	// /metrics and the dashboard at /; "" (the default) is off.
-	metricsListen string
+	// metricsListen is --metrics-listen: Prometheus text at /metrics and
+	// the dashboard at /; "" (the default) is off. The file's
+	// metricsExporterType=PROM sets it from metricsPromExporterHost and
+	// metricsPromExporterPort (finish), as RocketMQ 5 configures its
+	// Prometheus exporter.
+	metricsListen      string
+	promType, promHost string
+	promPort           int
+	promPortSet        bool
 }
 
 // note is one WARN line: a message and its attributes.
@@ -160,6 +166,16 @@ const (
 // finish checks the keys that depend on each other once the whole file is
 // read.
 func (c *config) finish() error {
+	if c.promType == "PROM" {
+		host, port := c.promHost, c.promPort
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		if !c.promPortSet {
+			port = 5557
+		}
+		c.metricsListen = net.JoinHostPort(host, strconv.Itoa(port))
+	}
 	switch c.role {
 	case roleSlave:
 		return fmt.Errorf("brokerRole=SLAVE (brokerId=%d): Apogee cannot run as a slave yet (replication is not implemented); "+
@@ -363,8 +379,25 @@ var honoured = map[string]confKey{
 	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
 	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
 	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
-	"metricsListen": {"metrics-listen", "`--metrics-listen`: the address of the HTTP listener serving Prometheus metrics at `/metrics` and the dashboard at `/` (Apogee's key; default empty: off)", func(c *config, v string) error {
-		c.metricsListen = strings.TrimSpace(v)
+	"metricsExporterType": {"metrics-listen", "`PROM` serves Prometheus metrics at `/metrics` and the dashboard at `/` on `metricsPromExporterHost:metricsPromExporterPort` (as `--metrics-listen`); `DISABLE` (the default) does not; `OTLP_GRPC` and `LOG` are refused (Apogee exports to Prometheus only)",
+		func(c *config, v string) error {
+			switch t := strings.ToUpper(strings.TrimSpace(v)); t {
+			case "PROM", "DISABLE", "":
+				c.promType = t
+				return nil
+			}
+			return fmt.Errorf("want PROM or DISABLE: Apogee exports metrics to Prometheus only")
+		}},
+	"metricsPromExporterHost": {"metrics-listen", "the host of the metrics listener with `metricsExporterType=PROM` (default `0.0.0.0`)", func(c *config, v string) error {
+		c.promHost = strings.TrimSpace(v)
+		return nil
+	}},
+	"metricsPromExporterPort": {"metrics-listen", "the port of the metrics listener with `metricsExporterType=PROM` (default 5557, as RocketMQ)", func(c *config, v string) error {
+		port, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("want a port number")
+		}
+		c.promPort, c.promPortSet = port, true
 		return nil
 	}},
 }

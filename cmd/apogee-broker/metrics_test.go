@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -232,24 +233,40 @@ func get(t *testing.T, u string) string {
 	return string(b)
 }
 
-// TestMetricsListenConfigKey: broker.conf's metricsListen starts the
-// listener; without it (the default) there is none.
-func TestMetricsListenConfigKey(t *testing.T) {
+// TestMetricsListenConfigKeys: broker.conf's metricsExporterType=PROM
+// starts the listener on metricsPromExporterHost:metricsPromExporterPort
+// (RocketMQ 5's keys, port 5557 by default); without it (the default)
+// there is none, and --metrics-listen wins over the file.
+func TestMetricsListenConfigKeys(t *testing.T) {
 	c, err := parseConfig([]string{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.metricsListen != "" {
-		t.Fatalf("default metricsListen %q, want off", c.metricsListen)
+		t.Fatalf("default metrics listener %q, want off", c.metricsListen)
 	}
-	conf := t.TempDir() + "/broker.conf"
-	if err := os.WriteFile(conf, []byte("metricsListen=127.0.0.1:0\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for body, want := range map[string]string{
+		"metricsExporterType=PROM\n": "0.0.0.0:5557",
+		"metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\nmetricsPromExporterPort=0\n":    "127.0.0.1:0",
+		"metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\nmetricsPromExporterPort=9100\n": "127.0.0.1:9100",
+		"metricsExporterType=DISABLE\nmetricsPromExporterPort=9100\n":                                 "",
+	} {
+		conf := filepath.Join(t.TempDir(), "broker.conf")
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig([]string{"-c", conf})
+		if err != nil || c.metricsListen != want {
+			t.Errorf("%q: metrics listener %q (%v), want %q", body, c.metricsListen, err, want)
+		}
+		c, err = parseConfig([]string{"-c", conf, "--metrics-listen", "127.0.0.1:9999"})
+		if err != nil || c.metricsListen != "127.0.0.1:9999" {
+			t.Errorf("%q with the flag: %q (%v), want the flag's", body, c.metricsListen, err)
+		}
 	}
-	if c, err = parseConfig([]string{"-c", conf}); err != nil || c.metricsListen != "127.0.0.1:0" {
-		t.Fatalf("metricsListen from the file: %q, %v", c.metricsListen, err)
-	}
-	if c, err = parseConfig([]string{"-c", conf, "--metrics-listen", "127.0.0.1:9999"}); err != nil || c.metricsListen != "127.0.0.1:9999" {
-		t.Fatalf("the flag over the file: %q, %v", c.metricsListen, err)
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	os.WriteFile(conf, []byte("metricsExporterType=OTLP_GRPC\n"), 0o644)
+	if _, err := parseConfig([]string{"-c", conf}); err == nil {
+		t.Error("metricsExporterType=OTLP_GRPC accepted")
 	}
 }
