@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
@@ -15,8 +16,11 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -158,6 +162,35 @@ func TestPagesAndActions(t *testing.T) {
 		t.Fatalf("id search:\n%s", p)
 	}
 
+	// The retry trace: message 4 sent back once (waiting in the schedule
+	// topic for its delay level) and message 6 straight to the DLQ.
+	if err := b.Core().UpdateSubscriptionGroup(protocol.DefaultSubscriptionGroupConfig("dash-group")); err != nil {
+		t.Fatal(err)
+	}
+	for i, level := range map[int]int32{4: 0, 6: -1} {
+		_, off, err := parseOffsetID(ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Core().SendBack(&core.SendBackRequest{Group: "dash-group", Offset: off, DelayLevel: level}); err != nil {
+			t.Fatalf("send back %d: %v", i, err)
+		}
+	}
+	waitTrace := func(id, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			p := br.get("/messages?id="+id, 200)
+			if strings.Contains(p, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the trace of %s lacks %q:\n%s", id, want, p)
+			}
+		}
+	}
+	waitTrace(ids[4], `data-k="topic">SCHEDULE_TOPIC_XXXX → %RETRY%dash-group<`)
+	waitTrace(ids[6], `data-k="topic">%DLQ%dash-group<`)
+
 	// Create a topic: confirmation, then the POST with its token.
 	page := br.get("/confirm?action=create-topic&topic=MadeHere&queues=3&perm=6&order=false", 200)
 	if !strings.Contains(page, "Create topic MadeHere with 3 read and 3 write queues") {
@@ -194,3 +227,5 @@ func TestPagesAndActions(t *testing.T) {
 		t.Fatalf("resend to nobody:\n%s", p)
 	}
 }
+
+func parseOffsetID(id string) (netip.AddrPort, int64, error) { return message.ParseOffsetMsgID(id) }

@@ -378,6 +378,10 @@ type messagesData struct {
 
 const maxBodyPreview = 1024
 
+// scheduleTopic is RocketMQ's topic of messages waiting for a delay level
+// (retries among them).
+const scheduleTopic = "SCHEDULE_TOPIC_XXXX"
+
 func (d *Dashboard) messages(r *http.Request) (any, error) {
 	c := d.b.Core()
 	q := r.URL.Query()
@@ -504,6 +508,21 @@ func (d *Dashboard) trace(c *core.Core, m *msgRow) {
 					seen[r.CommitLogOffset] = true
 					m.Trace = append(m.Trace, r)
 				}
+			}
+		}
+	}
+	// Retries waiting for their delay level sit in the schedule topic, with
+	// their retry topic as REAL_TOPIC.
+	retryOf := map[string]bool{}
+	for _, g := range groups {
+		retryOf["%RETRY%"+g] = true
+	}
+	if rows, err := query(c, scheduleTopic, m.UniqKey, 32); err == nil {
+		for _, r := range rows {
+			if rt, ok := propValue(r.Props, "REAL_TOPIC"); ok && retryOf[rt] && !seen[r.CommitLogOffset] {
+				seen[r.CommitLogOffset] = true
+				r.Topic = scheduleTopic + " → " + rt
+				m.Trace = append(m.Trace, r)
 			}
 		}
 	}
