@@ -12,10 +12,16 @@ import (
 )
 
 // metricsBroker is benchBroker with the metrics listener's request hook
-// on (observed into a rocketmq_rpc_latency histogram), or off.
-func metricsBroker(tb testing.TB, dir string, on bool) *Broker {
+// on (observed into a rocketmq_rpc_latency histogram), or off; timed
+// makes it time requests for the slow-request log as apogee-broker does
+// by default (--slow-request 500ms), so that on and off differ by the
+// observation alone, as they do in the binary.
+func metricsBroker(tb testing.TB, dir string, on, timed bool) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
+	if timed {
+		opts.SlowRequest = 500 * time.Millisecond
+	}
 	opts.AdvertiseAddr = "127.0.0.1:10911"
 	opts.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	if os.Getenv("APOGEE_BENCH_FLUSH") == "sync" {
@@ -49,7 +55,7 @@ func TestObservedSendDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
-	b := metricsBroker(t, t.TempDir(), true)
+	b := metricsBroker(t, t.TempDir(), true, true)
 	req := goSendRequest("ObservedAllocs", 0)
 	d := &handlerDriver{b: b}
 	d.serve(req) // auto-create the topic, create the histogram's series
@@ -63,16 +69,17 @@ func TestObservedSendDoesNotAllocate(t *testing.T) {
 }
 
 // BenchmarkSendHandlerMetrics is BenchmarkSendHandler with the metrics
-// hook off and on (run the two alternately to compare: see
+// hook off and on, both timing requests for the slow-request log as the
+// binary does by default; bare times nothing (the handler benchmarks'
+// usual setting). Run them alternately to compare (scripts/bench-metrics.sh,
 // docs/benchmarks.md).
 func BenchmarkSendHandlerMetrics(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			br := metricsBroker(b, b.TempDir(), on)
+	for _, c := range []struct {
+		name      string
+		on, timed bool
+	}{{"bare", false, false}, {"off", false, true}, {"on", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			br := metricsBroker(b, b.TempDir(), c.on, c.timed)
 			req := goSendRequest("BenchSendMetrics", 0)
 			d := &handlerDriver{b: br}
 			d.serve(req)
