@@ -60,7 +60,7 @@ for ((r = 0; r < rounds; r++)); do
     fi
     "$work/apogee-broker" "${args[@]}" >"$work/broker.out" 2>&1 &
     broker_pid=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do
       grep -q "listening on" "$work/broker.out" && break
       sleep 0.1
     done
@@ -68,15 +68,19 @@ for ((r = 0; r < rounds; r++)); do
       (while curl -s -o /dev/null "http://127.0.0.1:$mp/metrics"; do sleep 1; done) &
       scraper_pid=$!
     fi
-    rate=$("$work/apogee-bench" produce --addr "127.0.0.1:$bp" --duration "$duration" --warmup 2s --json 2>/dev/null |
-      tail -1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))')
-    echo "bench $mode $rate"
-    echo "$rate" >>"$work/bench-$mode"
+    rate=$("$work/apogee-bench" produce --addr "127.0.0.1:$bp" --duration "$duration" --warmup 2s --json 2>"$work/bench.err" |
+      tail -1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))' 2>/dev/null || true)
+    if [ -n "$rate" ]; then
+      echo "bench $mode $rate"
+      echo "$rate" >>"$work/bench-$mode"
+    else
+      echo "bench $mode failed: $(tail -3 "$work/bench.err" "$work/broker.out" | tr '\n' ' ')"
+    fi
     [ -n "$scraper_pid" ] && { kill "$scraper_pid" 2>/dev/null || true; wait "$scraper_pid" 2>/dev/null || true; scraper_pid=""; }
     kill "$broker_pid"
     wait "$broker_pid" 2>/dev/null || true
     broker_pid=""
-    rm -rf "$data"
+    rm -rf "$data" || true
   done
 done
 for mode in off on; do
