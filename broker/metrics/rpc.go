@@ -13,17 +13,19 @@ import (
 // handler ran, in milliseconds (RocketMQ's unit), by protocol, request code
 // and response code. Observe is the front end's per-request hook: after the
 // first request of a (code, response code) pair it takes no lock and
-// allocates nothing (an array or open-addressed table read, then
-// client_golang's lock-free Histogram.Observe). Requests answered later
-// (held pulls, sync-flush sends) are timed to the end of their handler, not
-// to their answer.
+// allocates nothing: an array or open-addressed table read, a scan of 12
+// bucket bounds and two atomic adds (the bucket's count and the sum).
+// The cumulative buckets, the count and the sum are assembled when
+// Prometheus scrapes (a const histogram per series), not per request.
+// Requests answered later (held pulls, sync-flush sends) are timed to the
+// end of their handler, not to their answer.
 type RPCLatency struct {
-	vec *prometheus.HistogramVec
+	desc *prometheus.Desc
 
 	low  [lowCodes]atomic.Pointer[respTable]
 	high [highSlots]highSlot // codes >= lowCodes or < 0, open addressing
 
-	mu sync.Mutex // serialises the creation of tables and observers
+	mu sync.Mutex // serialises the creation of tables and cells
 }
 
 const (
@@ -38,16 +40,30 @@ type highSlot struct {
 }
 
 type respTable struct {
-	code int32
-	obs  [respCodes]atomic.Pointer[observer]
+	code  int32
+	cells [respCodes]atomic.Pointer[cell]
 }
 
-type observer struct{ prometheus.Observer }
+// cell is one series: per-bucket counts (not cumulative; the last is
+// +Inf's) and the sum in nanoseconds.
+type cell struct {
+	label   string // the response code label
+	buckets [len(rpcBuckets) + 1]atomic.Uint64
+	sumNs   atomic.Int64
+}
 
 // rpcBuckets are the histogram's bounds in ms: RocketMQ's
 // (RemotingMetricsManager: 1, 3, 5, 7, 10, 100, 1000, 3000 ms) with
 // finer steps below a millisecond, where an Apogee send answers.
-var rpcBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 3, 5, 7, 10, 100, 1000, 3000}
+var rpcBuckets = [...]float64{0.05, 0.1, 0.25, 0.5, 1, 3, 5, 7, 10, 100, 1000, 3000}
+
+// rpcBoundsNs are rpcBuckets in nanoseconds, for Observe's comparisons.
+var rpcBoundsNs = func() (b [len(rpcBuckets)]int64) {
+	for i, ms := range rpcBuckets {
+		b[i] = int64(ms * 1e6)
+	}
+	return b
+}()
 
 // NewRPCLatency returns the histogram, labelled protocolType
 // ("remoting", "grpc") and the constant labels given.
@@ -56,19 +72,44 @@ func NewRPCLatency(protocolType string, constLabels prometheus.Labels) *RPCLaten
 	for k, v := range constLabels {
 		cl[k] = v
 	}
-	return &RPCLatency{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:        "rocketmq_rpc_latency",
-		Help:        "Time a request's handler ran, in ms, by request and response code (held requests: until they were parked).",
-		Buckets:     rpcBuckets,
-		ConstLabels: cl,
-	}, []string{"request_code", "response_code"})}
+	return &RPCLatency{desc: prometheus.NewDesc("rocketmq_rpc_latency",
+		"Time a request's handler ran, in ms, by request and response code (held requests: until they were parked).",
+		[]string{"request_code", "response_code"}, cl)}
 }
 
 // Describe implements prometheus.Collector.
-func (r *RPCLatency) Describe(ch chan<- *prometheus.Desc) { r.vec.Describe(ch) }
+func (r *RPCLatency) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
 
-// Collect implements prometheus.Collector.
-func (r *RPCLatency) Collect(ch chan<- prometheus.Metric) { r.vec.Collect(ch) }
+// Collect implements prometheus.Collector: one histogram per (request,
+// response) code pair seen.
+func (r *RPCLatency) Collect(ch chan<- prometheus.Metric) {
+	emit := func(t *respTable) {
+		if t == nil {
+			return
+		}
+		code := strconv.Itoa(int(t.code))
+		for i := range t.cells {
+			c := t.cells[i].Load()
+			if c == nil {
+				continue
+			}
+			cum := make(map[float64]uint64, len(rpcBuckets))
+			var n uint64
+			for b, bound := range rpcBuckets {
+				n += c.buckets[b].Load()
+				cum[bound] = n
+			}
+			n += c.buckets[len(rpcBuckets)].Load()
+			ch <- prometheus.MustNewConstHistogram(r.desc, n, float64(c.sumNs.Load())/1e6, cum, code, c.label)
+		}
+	}
+	for i := range r.low {
+		emit(r.low[i].Load())
+	}
+	for i := range r.high {
+		emit(r.high[i].table.Load())
+	}
+}
 
 // Observe counts one request of code answered with respCode after d.
 func (r *RPCLatency) Observe(code, respCode int32, d time.Duration) {
@@ -77,13 +118,18 @@ func (r *RPCLatency) Observe(code, respCode int32, d time.Duration) {
 	if ri < 0 || ri >= respCodes {
 		ri = respCodes - 1
 	}
-	o := t.obs[ri].Load()
-	if o == nil {
-		o = r.observer(t, ri, respCode)
+	c := t.cells[ri].Load()
+	if c == nil {
+		c = r.cell(t, ri, respCode)
 	}
-	o.Observe(float64(d.Nanoseconds()) / 1e6)
+	ns := int64(d)
+	b := 0
+	for b < len(rpcBoundsNs) && ns > rpcBoundsNs[b] {
+		b++
+	}
+	c.buckets[b].Add(1)
+	c.sumNs.Add(ns)
 }
-
 func (r *RPCLatency) table(code int32) *respTable {
 	if code >= 0 && code < lowCodes {
 		if t := r.low[code].Load(); t != nil {
@@ -129,17 +175,16 @@ func (r *RPCLatency) table(code int32) *respTable {
 	return r.high[highSlots-1].table.Load()
 }
 
-func (r *RPCLatency) observer(t *respTable, ri int, respCode int32) *observer {
+func (r *RPCLatency) cell(t *respTable, ri int, respCode int32) *cell {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if o := t.obs[ri].Load(); o != nil {
-		return o
+	if c := t.cells[ri].Load(); c != nil {
+		return c
 	}
-	rc := strconv.Itoa(int(respCode))
+	c := &cell{label: strconv.Itoa(int(respCode))}
 	if ri == respCodes-1 && respCode != respCodes-1 {
-		rc = "other"
+		c.label = "other"
 	}
-	o := &observer{r.vec.WithLabelValues(strconv.Itoa(int(t.code)), rc)}
-	t.obs[ri].Store(o)
-	return o
+	t.cells[ri].Store(c)
+	return c
 }
