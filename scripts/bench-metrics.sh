@@ -74,7 +74,7 @@ for ((r = 0; r < rounds; r++)); do
       echo "bench $mode $rate"
       echo "$rate" >>"$work/bench-$mode"
     else
-      echo "bench $mode failed: $(tail -3 "$work/bench.err" "$work/broker.out" | tr '\n' ' ')"
+      echo "bench $mode failed: $(tail -q -n 3 "$work/bench.err" "$work/broker.out" | tr '\n' ' ')"
     fi
     [ -n "$scraper_pid" ] && { kill "$scraper_pid" 2>/dev/null || true; wait "$scraper_pid" 2>/dev/null || true; scraper_pid=""; }
     kill "$broker_pid"
