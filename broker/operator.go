@@ -38,7 +38,7 @@ func (b *Broker) ConsumeMessageDirectly(ctx context.Context, group, clientID, ms
 	}
 	target, ok := cc.(clientConn)
 	if !ok {
-		return res, &core.Error{Code: protocol.RespSystemError, Remark: fmt.Sprintf("The Consumer <%s> <%s> is not on this front end", group, clientID)}
+		return res, notHere(group, clientID)
 	}
 	v, err := b.core.ViewMessageByOffsetID(msgID)
 	if err != nil {
@@ -54,15 +54,56 @@ func (b *Broker) ConsumeMessageDirectly(ctx context.Context, group, clientID, ms
 		req.Ext.SetInt("groupSysFlag", int64(f))
 	}
 	req.Body = body
-	resp, err := target.c.Invoke(ctx, &req)
+	resp, err := invokeClient(ctx, target, &req)
 	if err != nil {
 		return res, fmt.Errorf("broker: consume message %s directly on <%s> <%s>: %w", msgID, group, clientID, err)
-	}
-	if resp.Code != protocol.RespSuccess {
-		return res, &core.Error{Code: resp.Code, Remark: string(resp.Remark)}
 	}
 	if err := json.Unmarshal(resp.Body, &res); err != nil {
 		return res, fmt.Errorf("broker: consume message %s directly: the client's answer: %w", msgID, err)
 	}
 	return res, nil
+}
+
+// ConsumerRunningInfo asks a member of a consumer group for its running
+// information (GET_CONSUMER_RUNNING_INFO, 307, as the broker forwards an
+// admin tool's): its subscriptions and the queues it holds now, which is
+// how a tool sees the clients' rebalance. It waits until ctx ends.
+func (b *Broker) ConsumerRunningInfo(ctx context.Context, group, clientID string) (protocol.ConsumerRunningInfo, error) {
+	var ri protocol.ConsumerRunningInfo
+	cc, err := b.core.ConsumerConn(group, clientID)
+	if err != nil {
+		return ri, err
+	}
+	target, ok := cc.(clientConn)
+	if !ok {
+		return ri, notHere(group, clientID)
+	}
+	var req protocol.Command
+	req.InitRequest(protocol.ReqGetConsumerRunningInfo, 0)
+	(&protocol.GetConsumerRunningInfoRequest{ConsumerGroup: group, ClientID: clientID}).Encode(&req.Ext)
+	resp, err := invokeClient(ctx, target, &req)
+	if err != nil {
+		return ri, fmt.Errorf("broker: running info of <%s> <%s>: %w", group, clientID, err)
+	}
+	if err := ri.Decode(resp.Body); err != nil {
+		return ri, fmt.Errorf("broker: running info of <%s> <%s>: %w", group, clientID, err)
+	}
+	return ri, nil
+}
+
+// invokeClient sends a request to a client's connection and returns its
+// successful answer; an answer with another code is a *core.Error.
+func invokeClient(ctx context.Context, target clientConn, req *protocol.Command) (*protocol.Command, error) {
+	resp, err := target.c.Invoke(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != protocol.RespSuccess {
+		return nil, &core.Error{Code: resp.Code, Remark: string(resp.Remark)}
+	}
+	return resp, nil
+}
+
+func notHere(group, clientID string) error {
+	return &core.Error{Code: protocol.RespSystemError, Remark: fmt.Sprintf("The Consumer <%s> <%s> is not on this front end", group, clientID)}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/protocol"
 )
 
 var screenshots = flag.Bool("screenshots", false, "write the pages' screenshots to ../docs/dashboard-*.png")
@@ -315,6 +316,23 @@ func TestDashboardInChromium(t *testing.T) {
 	run(t, ctx, "groups", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible("#groups", chromedp.ByQuery))
 	if got := number(t, ctx, `#groups tr[data-key="shipping"] td[data-k="members"]`); got != 1 {
 		t.Errorf("shipping's members: page %d, want 1", got)
+	}
+
+	// The rebalance: shipping's one member holds every queue of Orders, as
+	// its own running info (GET_CONSUMER_RUNNING_INFO) says.
+	ri, err := admin.ConsumerRunningInfo(actx, addr, "shipping", cons.ClientID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "shipping", chromedp.Navigate(base+"/group?g=shipping"), chromedp.WaitVisible("#lag-total", chromedp.ByQuery))
+	for q := range int32(4) {
+		mq := protocol.MessageQueue{Topic: "Orders", BrokerName: brokerName, QueueID: q}
+		if _, ok := ri.MQTable[mq]; !ok {
+			t.Fatalf("the consumer's running info lacks %v", mq)
+		}
+		if got := text(t, ctx, fmt.Sprintf(`tr[data-key="Orders/%d"] td[data-k="holder"]`, q)); got != cons.ClientID() {
+			t.Errorf("queue %d held by %q on the page, %q by the running info", q, got, cons.ClientID())
+		}
 	}
 
 	// Message search by key: properties and (no) retries.

@@ -54,6 +54,9 @@ type Backend interface {
 	// ConsumeMessageDirectly pushes a stored message (by offset message
 	// id) to one consumer and returns its result (CONSUME_MESSAGE_DIRECTLY).
 	ConsumeMessageDirectly(ctx context.Context, group, clientID, msgID string) (protocol.ConsumeMessageDirectlyResult, error)
+	// ConsumerRunningInfo asks one consumer for the queues it holds
+	// (GET_CONSUMER_RUNNING_INFO): the clients' rebalance.
+	ConsumerRunningInfo(ctx context.Context, group, clientID string) (protocol.ConsumerRunningInfo, error)
 	// ResetConsumerOffset moves a group's offsets of a topic to the first
 	// message stored at or after timestampMs (-1: each queue's end) and
 	// tells the group's live members.
@@ -67,6 +70,9 @@ type Options struct {
 	// ActionTimeout bounds an action that waits for a client (a resend).
 	// Default 10 s.
 	ActionTimeout time.Duration
+	// MemberTimeout bounds how long a group's page waits for its members
+	// to say which queues they hold. Default 2 s.
+	MemberTimeout time.Duration
 }
 
 // Dashboard serves the pages. It is an http.Handler; mount it at "/".
@@ -85,6 +91,9 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	}
 	if o.ActionTimeout <= 0 {
 		o.ActionTimeout = 10 * time.Second
+	}
+	if o.MemberTimeout <= 0 {
+		o.MemberTimeout = 2 * time.Second
 	}
 	d := &Dashboard{b: b, o: o, mux: http.NewServeMux()}
 	if _, err := rand.Read(d.secret[:]); err != nil {

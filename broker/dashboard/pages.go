@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -166,6 +167,7 @@ type queueRow struct {
 	LastUpdate             string
 	BrokerOffset, Consumer int64
 	Lag                    int64
+	Holder                 string // the member holding the queue (group page)
 }
 
 type groupLagRow struct {
@@ -295,6 +297,9 @@ type groupData struct {
 	Lag           int64
 	ClientIDs     []string
 	MsgID         string // prefills the resend form (a link from /messages)
+	// Unanswered lists the members that did not say which queues they
+	// hold, with why.
+	Unanswered []string
 }
 
 func (d *Dashboard) group(r *http.Request) (any, error) {
@@ -318,6 +323,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 			out.ClientIDs = append(out.ClientIDs, m.ClientID)
 		}
 	}
+	holders := d.holders(g, &out)
 	cs := c.ConsumeStats(g, "", nil)
 	byTopic := map[string]*groupTopic{}
 	for mq, w := range cs.OffsetTable {
@@ -328,7 +334,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 		}
 		lag := w.BrokerOffset - w.ConsumerOffset
 		gt.Queues = append(gt.Queues, queueRow{Queue: mq.QueueID, BrokerOffset: w.BrokerOffset, Consumer: w.ConsumerOffset,
-			Lag: lag, LastUpdate: formatMs(w.LastTimestamp)})
+			Lag: lag, LastUpdate: formatMs(w.LastTimestamp), Holder: holders[queueKey{mq.Topic, mq.QueueID}]})
 		gt.Lag += lag
 		out.Lag += lag
 	}
@@ -345,6 +351,52 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+type queueKey struct {
+	topic string
+	queue int32
+}
+
+// holders asks each live member of group, at once, which queues of this
+// broker it holds (its running info's process queues), within
+// MemberTimeout; members that do not answer are listed in out.
+func (d *Dashboard) holders(group string, out *groupData) map[queueKey]string {
+	ctx, cancel := context.WithTimeout(context.Background(), d.o.MemberTimeout)
+	defer cancel()
+	type answer struct {
+		id  string
+		ri  protocol.ConsumerRunningInfo
+		err error
+	}
+	ch := make(chan answer, len(out.ClientIDs))
+	for _, id := range out.ClientIDs {
+		go func() {
+			ri, err := d.b.ConsumerRunningInfo(ctx, group, id)
+			ch <- answer{id, ri, err}
+		}()
+	}
+	self := d.b.Core().Options().BrokerName
+	held := map[queueKey]string{}
+	for range out.ClientIDs {
+		a := <-ch
+		if a.err != nil {
+			out.Unanswered = append(out.Unanswered, a.id+": "+errText(a.err))
+			continue
+		}
+		for mq := range a.ri.MQTable {
+			if mq.BrokerName != self {
+				continue
+			}
+			k := queueKey{mq.Topic, mq.QueueID}
+			if held[k] != "" {
+				held[k] += ", " // two members hold it: a rebalance under way
+			}
+			held[k] += a.id
+		}
+	}
+	sort.Strings(out.Unanswered)
+	return held
 }
 
 type msgProp struct{ K, V string }

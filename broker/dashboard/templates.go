@@ -108,11 +108,12 @@ Total lag: <b data-k="lag-total" id="lag-total">{{.Lag}}</b></p>
 {{range .Members}}<tr data-key="{{.ClientID}}"><td>{{.ClientID}}</td><td>{{.Addr}}</td><td>{{.Language}}</td><td>{{.Version}}</td><td>{{.Subscriptions}}</td></tr>
 {{else}}<tr><td colspan="5" class="muted">None.</td></tr>{{end}}
 </table>
-<p class="muted">Queues are allocated to members by the clients themselves (their rebalance): a member's own status (apogee-admin consumerStatus) says which it holds.</p>
+<p class="muted">Queues are allocated to members by the clients themselves (their rebalance); each member was asked which it holds.</p>
+{{range .Unanswered}}<p class="lag">No answer from {{.}}</p>{{end}}
 {{range .Topics}}{{$topic := .Topic}}
 <h2>Topic <a href="/topic?t={{.Topic}}">{{.Topic}}</a> · lag {{.Lag}} · {{.Tps}} msg/s</h2>
-<table class="lagtable" data-key="{{.Topic}}"><tr><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>last consumed stored at</th></tr>
-{{range .Queues}}<tr data-key="{{$topic}}/{{.Queue}}"><td class="n">{{.Queue}}</td><td class="n" data-k="broker">{{.BrokerOffset}}</td><td class="n" data-k="consumer">{{.Consumer}}</td><td class="n {{if .Lag}}lag{{end}}" data-k="lag">{{.Lag}}</td><td>{{.LastUpdate}}</td></tr>{{end}}
+<table class="lagtable" data-key="{{.Topic}}"><tr><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>last consumed stored at</th><th>held by</th></tr>
+{{range .Queues}}<tr data-key="{{$topic}}/{{.Queue}}"><td class="n">{{.Queue}}</td><td class="n" data-k="broker">{{.BrokerOffset}}</td><td class="n" data-k="consumer">{{.Consumer}}</td><td class="n {{if .Lag}}lag{{end}}" data-k="lag">{{.Lag}}</td><td>{{.LastUpdate}}</td><td data-k="holder">{{.Holder}}</td></tr>{{end}}
 </table>{{end}}
 <h2>Reset offsets</h2>
 <form class="inline" method="get" action="/confirm" id="reset-offset">
