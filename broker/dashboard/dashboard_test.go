@@ -229,3 +229,72 @@ func TestPagesAndActions(t *testing.T) {
 }
 
 func parseOffsetID(id string) (netip.AddrPort, int64, error) { return message.ParseOffsetMsgID(id) }
+
+// TestResendAndHolders: with a live push consumer, the group page names it
+// as the holder of every queue, and a confirmed resend reaches its
+// listener once more.
+func TestResendAndHolders(t *testing.T) {
+	_, addr, srv := start(t)
+	br := browser{t: t, base: srv.URL, c: &http.Client{Timeout: 10 * time.Second}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	res, err := prod.SendSync(ctx, &client.Message{Topic: "PushTopic", Body: []byte("again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	cons, err := client.NewPushConsumer(client.NameServer(addr), client.ConsumerGroup("push-group"), client.Subscribe("PushTopic", "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.Logger(quiet),
+		client.WithConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			for _, m := range msgs {
+				got <- string(m.Body)
+			}
+			return client.ConsumeSuccess
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Fatal("the consumer got nothing")
+	}
+
+	holder := regexp.MustCompile(`data-k="holder">([^<]*)<`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		page := br.get("/group?g=push-group", 200)
+		hs := holder.FindAllStringSubmatch(page, -1)
+		all := len(hs) > 0
+		for _, h := range hs {
+			all = all && h[1] == cons.ClientID()
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group page does not name %s as every queue's holder:\n%s", cons.ClientID(), page)
+		}
+	}
+
+	page := br.get("/confirm?action=resend&group=push-group&client="+url.QueryEscape(cons.ClientID())+"&msgid="+res.OffsetMsgID(), 200)
+	if p := br.post(confirmForm(t, page), "", http.StatusOK); !strings.Contains(p, "CR_SUCCESS") {
+		t.Fatalf("resend result:\n%s", p)
+	}
+	select {
+	case body := <-got:
+		if body != "again" {
+			t.Fatalf("the listener got %q", body)
+		}
+	case <-ctx.Done():
+		t.Fatal("the resent message did not reach the listener")
+	}
+}
