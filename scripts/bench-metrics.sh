@@ -56,6 +56,7 @@ for ((r = 0; r < rounds; r++)); do
     args=(--listen "127.0.0.1:$bp" --namesrv-listen "" --data-dir "$data" --log-level warn)
     if [ "$mode" = on ]; then
       mp=$(port)
+      while [ "$mp" = "$bp" ]; do mp=$(port); done
       args+=(--metrics-listen "127.0.0.1:$mp")
     fi
     "$work/apogee-broker" "${args[@]}" >"$work/broker.out" 2>&1 &
