@@ -2,6 +2,7 @@ package benchmark
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -27,18 +31,27 @@ type brokerTarget struct {
 	dir       string
 	removeDir bool
 	serveErr  chan error
+	child     *childBroker // the broker's process with Config.ChildBroker
 
 	mu        sync.Mutex
 	producers []*client.Producer
 	consumers []*client.PushConsumer
 	fromStart bool
 	group     string
+
+	tls       *tls.Config     // the clients' (Config.TLS, trusting the embedded broker's certificate)
+	tlsServer *tlsconf.Server // the embedded broker's TLS, or nil
+	guard     *acl.Guard      // the embedded broker's access control, or nil
 }
 
 func openBrokerTarget(ctx context.Context, c Config) (target, error) {
-	t := &brokerTarget{cfg: c, addr: c.Addr, group: fmt.Sprintf("apogee-bench-%d", time.Now().UnixNano())}
+	t := &brokerTarget{cfg: c, addr: c.Addr, group: fmt.Sprintf("apogee-bench-%d", time.Now().UnixNano()), tls: c.TLS}
 	if t.addr == "" {
-		if err := t.startEmbedded(); err != nil {
+		start := t.startEmbedded
+		if c.ChildBroker {
+			start = t.startChild
+		}
+		if err := start(); err != nil {
 			t.close()
 			return nil, err
 		}
@@ -53,8 +66,8 @@ func openBrokerTarget(ctx context.Context, c Config) (target, error) {
 // createTopic sends one message so that the broker creates the topic (with
 // cfg.Queues queues) before consumers subscribe to it.
 func (t *brokerTarget) createTopic(ctx context.Context) error {
-	p, err := client.NewProducer(client.NameServer(t.addr), client.InstanceName("bench-setup"),
-		client.ProducerGroup("apogee-bench-setup"), client.DefaultTopicQueueNums(t.cfg.Queues), client.Logger(t.quietLogger()))
+	p, err := client.NewProducer(producerOpts(t.clientOpts(), client.NameServer(t.addr), client.InstanceName("bench-setup"),
+		client.ProducerGroup("apogee-bench-setup"), client.DefaultTopicQueueNums(t.cfg.Queues), client.Logger(t.quietLogger()))...)
 	if err != nil {
 		return err
 	}
@@ -79,11 +92,22 @@ func (t *brokerTarget) startEmbedded() error {
 	if err != nil {
 		return err
 	}
+	var ro remoting.Options
+	guard, err := t.embeddedSecurity(&ro)
+	if err != nil {
+		return err
+	}
+	var security broker.Security
+	if guard != nil {
+		t.guard, security = guard, guard
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	b, err := broker.New(broker.Options{
+		Remoting:           &ro,
+		Security:           security,
 		DataDir:            t.dir,
 		Store:              store.Options{FlushMode: mode},
 		AdvertiseAddr:      l.Addr().String(),
@@ -114,7 +138,7 @@ type clientSender struct {
 }
 
 func (t *brokerTarget) producer(id int) (sender, error) {
-	p, err := client.NewProducer(
+	p, err := client.NewProducer(producerOpts(t.clientOpts(),
 		client.NameServer(t.addr),
 		client.InstanceName(fmt.Sprintf("bench-producer-%d", id)),
 		client.ProducerGroup("apogee-bench-producers"),
@@ -125,7 +149,7 @@ func (t *brokerTarget) producer(id int) (sender, error) {
 		client.CompressOver(-1),
 		client.DefaultTopicQueueNums(t.cfg.Queues),
 		client.Logger(t.quietLogger()),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +213,7 @@ func (r *clientReceiver) receive(ctx context.Context, id int, onMsg func([]byte)
 	}
 	group := t.group
 	t.mu.Unlock()
-	c, err := client.NewPushConsumer(
+	c, err := client.NewPushConsumer(pushOpts(t.clientOpts(),
 		client.NameServer(t.addr),
 		client.InstanceName(fmt.Sprintf("bench-consumer-%d", id)),
 		client.ConsumerGroup(group),
@@ -202,7 +226,7 @@ func (r *clientReceiver) receive(ctx context.Context, id int, onMsg func([]byte)
 			}
 			return client.ConsumeSuccess
 		}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -236,6 +260,17 @@ func (t *brokerTarget) close() error {
 			errs = append(errs, err)
 		}
 		<-t.serveErr
+	}
+	if t.tlsServer != nil {
+		t.tlsServer.Close()
+	}
+	if t.guard != nil {
+		t.guard.Close()
+	}
+	if t.child != nil {
+		if err := t.child.stop(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if t.removeDir {
 		os.RemoveAll(t.dir)

@@ -58,6 +58,8 @@ type Broker struct {
 
 	registerMu sync.Mutex // orders registrations with the embedded registry
 
+	repl replication // the HA stream and a slave's following (replica.go)
+
 	closing atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -72,6 +74,12 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{opts: o, stop: make(chan struct{})}
 	co := o.core()
 	co.TopicChanged = b.registerTopic
+	if co.Role == core.RoleSlave {
+		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" {
+			return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
+		}
+		co.MasterOnline = b.masterOnline
+	}
 	c, err := core.New(co)
 	if err != nil {
 		return nil, err
@@ -82,11 +90,23 @@ func New(opts Options) (*Broker, error) {
 
 	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
 	var registrar *namesrv.Registrar
+	if len(o.NamesrvAddrs) > 0 || c.IsSlave() {
+		b.pool = remoting.NewPool(nil) // the registrar's and a slave's connections
+	}
 	if len(o.NamesrvAddrs) > 0 {
-		b.pool = remoting.NewPool(nil)
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)
 		registrar.Period = o.RegisterInterval
 		registrar.LookupTopic = b.routeTopicConfig
+		if c.IsSlave() {
+			registrar.OnResult = b.registered
+		}
+	}
+	if err := b.startReplication(o); err != nil {
+		c.Shutdown()
+		if b.pool != nil {
+			b.pool.Close()
+		}
+		return nil, err
 	}
 	b.registerMu.Lock()
 	b.registry, b.registrar = registry, registrar
@@ -159,6 +179,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	rs := b.srv.Stats()
 	i := func(v int64) string { return fmt.Sprint(v) }
 	u := func(v uint64) string { return fmt.Sprint(v) }
+	b.replicationInfo(m)
 	for k, v := range map[string]string{
 		"pullHeldTotal":   i(hs.Parked),
 		"pullHeldNow":     fmt.Sprint(hs.Held),
@@ -180,15 +201,30 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"remotingReceiveBudgetTimeouts":    u(rs.Budget.Timeouts),
 		"remotingReceiveBudgetRefused":     u(rs.Budget.Refused),
 		"remotingReceiveBudgetExhaustions": u(rs.Budget.Exhaustions),
+		// Connection limits and the response budget (shared by the process's
+		// servers): connections open and refused, answers queued for peers.
+		"remotingConnections":                 fmt.Sprint(rs.Conns.Open),
+		"remotingConnectionSources":           fmt.Sprint(rs.Conns.Sources),
+		"remotingConnectionsRefused":          u(rs.Conns.RefusedTotal),
+		"remotingConnectionsRefusedPerSource": u(rs.Conns.RefusedSource),
+		"remotingHandshakeFailures":           u(rs.HandshakeFailures),
+		"remotingResponseBudgetLimit":         i(rs.Responses.Limit),
+		"remotingResponseBudgetInUse":         i(rs.Responses.InUse),
+		"remotingResponseBudgetPeak":          i(rs.Responses.Peak),
+		"remotingResponseBudgetStalls":        u(rs.Responses.Stalls),
 	} {
 		m[k] = v
+	}
+	if b.opts.Security != nil {
+		b.opts.Security.AddRuntimeInfo(m)
 	}
 	return m
 }
 
 // Shutdown stops the broker: held pulls are answered, the server Serve runs
-// stops accepting and finishes the requests in flight (until ctx ends),
-// held pops are answered, the broker leaves the name servers, and the core
+// stops accepting and finishes the requests in flight (until ctx ends), a
+// master waits (up to 5 s) until its connected slaves have its whole log
+// and closes its HA stream, held pops are answered, the broker leaves the name servers, and the core
 // stops (its background tasks and features; offsets, topics, groups and
 // progress persisted; the store flushed and closed). It returns the errors
 // met, after doing all of it; a failed unregistration from external name
@@ -202,9 +238,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
 	}
+	b.drainSlaves(ctx)
 	close(b.stop)
 	b.wg.Wait()
 	b.popHolds.wg.Wait() // they answer within popPollInterval once closing is set
+	b.stopReplication()
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed
 		// (after 120 s, as in RocketMQ), so a failed unregistration (a name
@@ -213,9 +251,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		if err := b.registrar.Close(ctx); err != nil {
 			b.copts.Logger.Warn("broker: unregister from the name servers failed; they drop this broker when its registration expires", "err", err)
 		}
+	}
+	if b.pool != nil {
 		b.pool.Close()
 	}
-	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, 0)
+	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, b.copts.BrokerID)
 	if err := b.core.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
@@ -236,12 +276,13 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 		}
 	}
 	return namesrv.BrokerRegistration{
-		ClusterName: b.copts.ClusterName,
-		BrokerName:  b.copts.BrokerName,
-		BrokerAddr:  b.copts.AdvertiseAddr,
-		BrokerID:    0,
-		Topics:      cfgs,
-		DataVersion: v,
+		ClusterName:  b.copts.ClusterName,
+		BrokerName:   b.copts.BrokerName,
+		BrokerAddr:   b.copts.AdvertiseAddr,
+		BrokerID:     b.copts.BrokerID,
+		HAServerAddr: b.haServerAddr(),
+		Topics:       cfgs,
+		DataVersion:  v,
 	}
 }
 
@@ -269,6 +310,11 @@ func (b *Broker) registerEmbedded() {
 // The core calls it from New on (before the registry exists: the
 // registration that follows New covers those).
 func (b *Broker) registerTopic(name string) {
+	if b.copts.Role == core.RoleSlave {
+		// A slave's topics follow its master's, whose registrations carry
+		// them; routes never take a slave's queues.
+		return
+	}
 	b.registerMu.Lock()
 	if b.registry == nil {
 		b.registerMu.Unlock()

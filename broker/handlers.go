@@ -70,6 +70,8 @@ func (b *Broker) buildHandlers() {
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerAdminOps,
+		b.registerSecurity,
+		b.registerReplication,
 	} {
 		register(&b.handlers)
 	}
@@ -78,6 +80,9 @@ func (b *Broker) buildHandlers() {
 // ServeRemoting implements remoting.Handler: it dispatches by request code to
 // the registered handler; name-server codes go to the embedded registry.
 func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	if b.opts.Security != nil && b.checkAccess(c, req, resp) {
+		return remoting.Reply
+	}
 	if h := b.handlers.get(req.Code); h != nil {
 		if b.opts.SlowRequest <= 0 && b.opts.ObserveRequest == nil {
 			return h(c, req, resp)

@@ -21,14 +21,14 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqGetMinOffset, protocol.ReqGetEarliestMsgStoretime, protocol.ReqViewMessageByID,
 		protocol.ReqHeartBeat, protocol.ReqUnregisterClient, protocol.ReqConsumerSendMsgBack,
 		protocol.ReqEndTransaction, protocol.ReqGetConsumerListByGroup, protocol.ReqLockBatchMQ,
-		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqCheckClientConfig,
+		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqGetAllConsumerOffset, protocol.ReqCheckClientConfig,
 		protocol.ReqUpdateAndCreateSubscription, protocol.ReqGetAllSubscriptionGroup,
 		protocol.ReqGetConsumerConnectionList, protocol.ReqDeleteTopicInBroker,
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
 		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
 		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
 		// The admin protocol (adminops.go).
-		protocol.ReqGetAllConsumerOffset, protocol.ReqUpdateBrokerConfig, protocol.ReqGetBrokerConfig,
+		protocol.ReqUpdateBrokerConfig, protocol.ReqGetBrokerConfig,
 		protocol.ReqGetTopicStatsInfo, protocol.ReqGetProducerConnectionList, protocol.ReqGetConsumeStats,
 		protocol.ReqQueryTopicConsumeByWho, protocol.ReqQueryConsumeTimeSpan, protocol.ReqGetSystemTopicListFromBroker,
 		protocol.ReqGetConsumerRunningInfo, protocol.ReqConsumeMessageDirectly, protocol.ReqCloneGroupOffset,
@@ -36,6 +36,9 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqQueryTopicsByConsumer, protocol.ReqQuerySubscriptionByConsumer, protocol.ReqGetTopicConfig,
 		protocol.ReqGetAllProducerInfo, protocol.ReqInvokeBrokerToGetConsumerSts, protocol.ReqCleanExpiredConsumeQueue,
 		protocol.ReqCleanUnusedTopic, protocol.ReqDeleteExpiredCommitLog,
+		protocol.ReqAuthCreateUser, protocol.ReqAuthUpdateUser, protocol.ReqAuthDeleteUser, protocol.ReqAuthGetUser,
+		protocol.ReqAuthListUser, protocol.ReqAuthCreateACL, protocol.ReqAuthUpdateACL, protocol.ReqAuthDeleteACL,
+		protocol.ReqAuthGetACL, protocol.ReqAuthListACL,
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -22,6 +22,7 @@ const (
 	DefaultBusyTimeout         = core.DefaultBusyTimeout
 	DefaultRegisterInterval    = 30 * time.Second
 	DefaultLockExpiry          = core.DefaultLockExpiry
+	DefaultSlaveSyncInterval   = 10 * time.Second
 
 	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
 	DefaultDelayLevels               = core.DefaultDelayLevels
@@ -147,6 +148,40 @@ type Options struct {
 	// as a held pull or a sync-flush send, is timed until it was deferred).
 	// Default 0: off.
 	SlowRequest time.Duration
+	// Security, when set, authenticates and authorizes every request
+	// before it is served (package acl's Guard; see docs/security.md), on
+	// the broker's address and on NamesrvHandler. Default nil: off, every
+	// request served (RocketMQ's default).
+	Security Security
+	// MaxAutoCreateTopics, MaxAutoCreateGroups and MaxAutoCreatePerSource
+	// cap what requests create by themselves (broker/core.Options, whose
+	// documentation each repeats): topics and groups in all (default 10000
+	// each) and per source address (1000 an hour). Negative: no cap.
+	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
+
+	// Role, BrokerID, SlaveReadEnable and AccessMessageInMemoryMaxRatio
+	// are the core's (core.Options): the broker's role in its group
+	// (default ASYNC_MASTER), its id (0 for a master, 1 or more for a
+	// slave), reads from slaves (default off) and the memory window
+	// (default 40% of RAM). replica.go describes what each role does here.
+	Role                          core.Role
+	BrokerID                      int64
+	SlaveReadEnable               bool
+	AccessMessageInMemoryMaxRatio float64
+	// HAAdvertiseAddr, on a master, is the HA address registered with the
+	// name servers (haServerAddr), where its slaves connect for the
+	// commit-log stream that ServeHA serves. Default: AdvertiseAddr's host
+	// with the port of the first listener given to ServeHA.
+	HAAdvertiseAddr string
+	// HAMasterAddr, on a slave, is its master's HA address (RocketMQ's
+	// haMasterAddress). Default: the one the name servers answer each
+	// registration with (their haServerAddr), followed as it changes. A
+	// slave needs NamesrvAddrs or this.
+	HAMasterAddr string
+	// SlaveSyncInterval, on a slave, is how often the master's topics,
+	// subscription groups, consumer offsets and delay offsets are fetched
+	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
+	SlaveSyncInterval time.Duration
 	// ObserveRequest, when set, is called after every request's handler
 	// with its code, the response code and the time the handler ran (timed
 	// as SlowRequest times it); package broker/metrics's RPCLatency.Observe
@@ -171,6 +206,10 @@ func (o Options) core() core.Options {
 		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
 		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
+		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
+		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
+		Role:                   o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
+		AccessMessageInMemoryMaxRatio: o.AccessMessageInMemoryMaxRatio,
 	}
 }
 
@@ -178,6 +217,9 @@ func (o Options) core() core.Options {
 func (o Options) withDefaults() Options {
 	if o.RegisterInterval <= 0 {
 		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.SlaveSyncInterval <= 0 {
+		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
 	return o
 }

@@ -95,11 +95,16 @@ func acquireInstance(cfg *clientConfig) (*instance, error) {
 		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
 	in.uniq = message.NewUniqIDGenerator(ip, os.Getpid())
-	in.pool = remoting.NewPool(&remoting.ClientOptions{
+	popts := &remoting.ClientOptions{
 		Options:     remoting.Options{Logger: cfg.logger},
 		Handler:     in,
 		DialTimeout: cfg.dialTimeout,
-	})
+		TLS:         cfg.tls,
+	}
+	if s := cfg.signer(); s != nil {
+		popts.Signer = s
+	}
+	in.pool = remoting.NewPool(popts)
 	registry.m[id] = in
 	go in.loop()
 	return in, nil

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -90,6 +92,8 @@ type clientConfig struct {
 	logger          *slog.Logger
 	errs            []string
 	nameServerGiven bool
+	creds           auth.Credentials // (instance) security.go
+	tls             *tls.Config      // (instance) security.go
 }
 
 func defaultClientConfig() clientConfig {
@@ -146,7 +150,8 @@ func (c *clientConfig) clientID() string { return c.clientIP + "@" + c.instanceN
 
 // instanceSignature is compared between clients sharing one instance.
 func (c *clientConfig) instanceSignature() string {
-	return fmt.Sprintf("%s|%d|%v|%v|%v", strings.Join(c.nameServers, ";"), c.encoding, c.dialTimeout, c.routeRefresh, c.heartbeat)
+	return fmt.Sprintf("%s|%d|%v|%v|%v", strings.Join(c.nameServers, ";"), c.encoding, c.dialTimeout, c.routeRefresh, c.heartbeat) +
+		c.securitySignature()
 }
 
 func splitAddrs(s string) []string {

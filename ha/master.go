@@ -244,6 +244,10 @@ func (c *masterConn) readLoop() {
 	br := bufio.NewReaderSize(c.c, 512)
 	var b [ReportSize]byte
 	first := true
+	// The backlog the slave had at its first report, logged once it has
+	// caught up with it (the stream's catch-up rate).
+	var backlogFrom, backlogEnd int64
+	var began time.Time
 	for {
 		c.c.SetReadDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
 		if _, err := io.ReadFull(br, b[:]); err != nil {
@@ -276,11 +280,19 @@ func (c *masterConn) readLoop() {
 				return
 			}
 			c.start <- start
+			backlogFrom, backlogEnd, began = start, c.m.st.WrittenOffset(), time.Now()
 			continue
 		}
 		c.repMu.Lock()
 		c.rep.Ack(off)
 		c.repMu.Unlock()
+		if backlogEnd > backlogFrom && off >= backlogEnd {
+			took := time.Since(began)
+			log.Info("ha: slave caught up with the log it lacked when it connected", "slave", c.name,
+				"bytes", backlogEnd-backlogFrom, "took", took.Round(time.Millisecond),
+				"MBps", int64(float64(backlogEnd-backlogFrom)/took.Seconds()/1e6))
+			backlogEnd = backlogFrom // once
+		}
 	}
 }
 

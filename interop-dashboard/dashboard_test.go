@@ -74,7 +74,7 @@ func startBroker(t *testing.T) (addr, web string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", t.TempDir(),
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", t.TempDir(),
 		"--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster")
 	stdout, _ := cmd.StdoutPipe()
 	var stderr lockedBuffer

@@ -70,7 +70,7 @@ func runMain(m *testing.M) int {
 }
 
 // startLine matches the broker's one start-up line.
-var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), flush (\S+), version (.+)$`)
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
 // lockedBuffer collects a process's stderr; the exec package writes it from
 // its own goroutine while a failing test may read it.
@@ -158,7 +158,7 @@ func (b *Broker) NameServer() primitive.NsResolver {
 func (b *Broker) start(listen, nsListen string) {
 	t := b.t
 	t.Helper()
-	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--data-dir", b.dataDir}
+	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--grpc-listen", "127.0.0.1:0", "--data-dir", b.dataDir}
 	if len(b.namesrvs) > 0 {
 		args = append(args, "--namesrv", strings.Join(b.namesrvs, ";"))
 	}
@@ -339,12 +339,21 @@ func createTopic(t testing.TB, b *Broker, topic string, queues int) {
 		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
-	// CreateTopic ignores the response code: check the route.
+	// CreateTopic ignores the response code: check the route. A broker
+	// registers a new topic with external name servers asynchronously
+	// (its embedded one has it at once): wait for it, boundedly.
 	rc := dialRaw(t, b.NsAddr)
 	defer rc.Close()
-	resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
-	if resp.Code != 0 {
-		t.Fatalf("route of %s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
+		if resp.Code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route of %s 10 s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -18,7 +18,14 @@ const shutdownGrace = 5 * time.Second
 // at once), or the error that stopped it from serving. opts may be nil. Serve closes l;
 // it does not close r.
 func Serve(ctx context.Context, l net.Listener, r *Registry, opts *remoting.Options) error {
-	srv := remoting.NewServer(r, opts)
+	return ServeHandler(ctx, l, r, r, opts)
+}
+
+// ServeHandler is Serve with h answering the requests (a handler that
+// checks access before it calls r, say); r still learns of closed
+// connections.
+func ServeHandler(ctx context.Context, l net.Listener, h remoting.Handler, r *Registry, opts *remoting.Options) error {
+	srv := remoting.NewServer(h, opts)
 	srv.OnClose(r.ConnClosed)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()

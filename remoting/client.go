@@ -2,9 +2,11 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -35,6 +37,12 @@ func Dial(ctx context.Context, addr string, opts *ClientOptions) (*Client, error
 	if err != nil {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
 	}
+	if o.TLS != nil {
+		if nc, err = clientHandshake(ctx, nc, addr, o.TLS, timeout); err != nil {
+			return nil, err
+		}
+	}
+	cfg.signer = o.Signer
 	h := o.Handler
 	if h == nil {
 		h = notSupported{}
@@ -42,6 +50,26 @@ func Dial(ctx context.Context, addr string, opts *ClientOptions) (*Client, error
 	c := newConn(nc, &cfg, h, nil)
 	c.start()
 	return &Client{Conn: c, addr: addr}, nil
+}
+
+// clientHandshake runs a TLS client handshake on nc within timeout (or
+// ctx's deadline); nc is closed if it fails.
+func clientHandshake(ctx context.Context, nc net.Conn, addr string, base *tls.Config, timeout time.Duration) (net.Conn, error) {
+	cfg := base
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = base.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(hctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("remoting: TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // Addr returns the address the client dialled.

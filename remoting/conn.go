@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -32,7 +33,8 @@ type Conn struct {
 	remote string // for logs
 	cfg    *config
 	h      Handler
-	srv    *Server // nil on the client side
+	srv    *Server    // nil on the client side
+	src    netip.Addr // the source counted in the server's ConnLimit
 
 	// Read goroutine only.
 	rbuf     []byte // the current buffer, own or *big; len(rbuf) == cap(rbuf); frames in rbuf[r:w]
@@ -86,6 +88,12 @@ type Conn struct {
 	// Writer goroutine only.
 	iov  [][]byte
 	bufs net.Buffers
+	// coalesce is set for a connection that has no vectored write (a TLS
+	// connection, any net.Conn but a TCP or Unix socket): net.Buffers would
+	// write each piece with a Write of its own, each a TLS record and a
+	// system call, so the pieces are copied into flat and written at once.
+	coalesce bool
+	flat     []byte
 
 	value atomic.Pointer[any]
 
@@ -154,6 +162,11 @@ func newConn(nc net.Conn, cfg *config, h Handler, srv *Server) *Conn {
 		stopc: make(chan struct{}),
 	}
 	c.rbuf = c.own
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		c.coalesce = true
+	}
 	if a := nc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -305,6 +318,9 @@ func (c *Conn) enqueue(cmd *protocol.Command, views [][]byte, rel Releaser, flag
 	if flags&qResponse != 0 {
 		b.owed += n
 		c.owed.Add(int64(n))
+		if c.cfg.respBudget != nil {
+			c.cfg.respBudget.add(int64(n))
+		}
 	}
 	if flags&qSettle != 0 {
 		c.settleLocked()
@@ -438,16 +454,29 @@ func (c *Conn) readFrames() error {
 	}
 }
 
-// waitCapacity blocks while the connection is over MaxInFlight or MaxPendingBytes. It
-// returns false once the connection is closed.
+// overCapacity reports whether the connection owes its peer too much to
+// read more requests: MaxInFlight deferred requests, MaxPendingBytes of
+// queued answers, or more than 256 KiB while its server's ResponseBudget is
+// exhausted.
+func (c *Conn) overCapacity() bool {
+	owed := c.owed.Load()
+	return c.inflight.Load() >= c.cfg.maxInFlight || owed >= c.cfg.maxPending ||
+		c.cfg.respBudget != nil && c.cfg.respBudget.over(owed)
+}
+
+// waitCapacity blocks while the connection is over capacity. It returns
+// false once the connection is closed.
 func (c *Conn) waitCapacity() bool {
-	if c.inflight.Load() < c.cfg.maxInFlight && c.owed.Load() < c.cfg.maxPending {
+	if !c.overCapacity() {
 		return true
 	}
 	c.kick()
 	start := time.Now()
 	c.wmu.Lock()
-	for !c.closed && (c.inflight.Load() >= c.cfg.maxInFlight || c.owed.Load() >= c.cfg.maxPending) {
+	if !c.closed && c.cfg.respBudget != nil && c.inflight.Load() < c.cfg.maxInFlight && c.owed.Load() < c.cfg.maxPending {
+		c.cfg.respBudget.stalled(c.cfg.log, c, c.owed.Load())
+	}
+	for !c.closed && c.overCapacity() {
 		c.readerWaiting = true
 		c.rcond.Wait()
 	}
@@ -591,6 +620,9 @@ func (c *Conn) writeLoop() {
 		if c.closed {
 			b := c.pend
 			c.owed.Add(-int64(b.owed))
+			if c.cfg.respBudget != nil {
+				c.cfg.respBudget.add(-int64(b.owed))
+			}
 			c.wmu.Unlock()
 			b.runReleases(c)
 			b.reset()
@@ -609,6 +641,9 @@ func (c *Conn) writeLoop() {
 
 		c.wmu.Lock()
 		c.owed.Add(-int64(b.owed))
+		if c.cfg.respBudget != nil {
+			c.cfg.respBudget.add(-int64(b.owed))
+		}
 		b.reset()
 		c.spare = b
 		if c.readerWaiting {
@@ -645,7 +680,19 @@ func (c *Conn) writeBatch(b *batch) error {
 	if c.cfg.writeTimeout > 0 {
 		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case c.coalesce && len(iov) > 1:
+		flat := c.flat[:0]
+		for _, v := range iov {
+			flat = append(flat, v...)
+		}
+		_, err = c.nc.Write(flat)
+		if cap(flat) > keepWriteBatch {
+			flat = nil
+		}
+		c.flat = flat[:0]
+	default:
 		c.bufs = iov
 		_, err = c.bufs.WriteTo(c.nc)
 	}

@@ -39,7 +39,9 @@
 //     the connection's write lock; zero-copy body slices are spliced in by reference.
 //     The writer takes everything pending at once and writes it with one net.Buffers
 //     write (writev), so responses that become ready together, such as the answers to
-//     all the requests in one read, leave in one syscall. The read goroutine wakes the
+//     all the requests in one read, leave in one syscall (on a connection without
+//     writev, a TLS one, the pieces are copied into one buffer and written with one
+//     Write: one TLS record per 16 KiB rather than one per piece). The read goroutine wakes the
 //     writer once per read, after handling all the frames it read (or sooner once 64 KiB
 //     are queued); other goroutines (Responder.Reply, Invoke) wake it when they queue.
 //     A woken writer yields once (runtime.Gosched) before taking the batch, so that

@@ -166,6 +166,9 @@ func (c *Conn) InvokeInto(ctx context.Context, req, resp *protocol.Command) erro
 	}
 	req.Opaque = op
 	req.Flag &^= protocol.FlagResponse | protocol.FlagOneway
+	if s := c.cfg.signer; s != nil {
+		s.Sign(req)
+	}
 	if err := c.enqueue(req, nil, nil, qWake); err != nil {
 		if !c.takeCall(op, cl) {
 			<-cl.done // completed by the closing goroutine meanwhile
@@ -214,6 +217,9 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, fn func
 	}
 	req.Opaque = op
 	req.Flag &^= protocol.FlagResponse | protocol.FlagOneway
+	if s := c.cfg.signer; s != nil {
+		s.Sign(req)
+	}
 	if err := c.enqueue(req, nil, nil, qWake); err != nil {
 		if c.takeCall(op, cl) {
 			if cl.timer != nil {
@@ -236,5 +242,8 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, fn func
 func (c *Conn) InvokeOneway(req *protocol.Command) error {
 	req.Opaque = c.nextOpaque.Add(1)
 	req.Flag = (req.Flag | protocol.FlagOneway) &^ protocol.FlagResponse
+	if s := c.cfg.signer; s != nil {
+		s.Sign(req)
+	}
 	return c.enqueue(req, nil, nil, qWake)
 }

@@ -1,7 +1,10 @@
 package remoting
 
 import (
+	"context"
+	"crypto/tls"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/apogeemq/apogee/protocol"
@@ -110,6 +113,38 @@ type Options struct {
 	// for a malformed frame), handler and callback panics (Error), and accept errors.
 	// Default slog.Default().
 	Logger *slog.Logger
+
+	// ConnLimit bounds a Server's connections, in all and per source address
+	// (see ConnLimit). Nil: SharedConnLimit(), one per process
+	// (DefaultMaxConns, DefaultMaxConnsPerSource). Clients ignore it.
+	ConnLimit *ConnLimit
+
+	// ResponseBudget bounds the answers a Server's connections hold queued for
+	// peers that do not read them (see ResponseBudget). Nil:
+	// SharedResponseBudget(), one per process (DefaultResponseBudget, 512 MiB).
+	// Clients ignore it.
+	ResponseBudget *ResponseBudget
+
+	// Handshake, when set, prepares each connection a Server accepts before it
+	// is served: it runs on a goroutine of its own (the accept loop goes on),
+	// bounded by HandshakeTimeout through ctx and the connection's deadline, and
+	// returns the connection to serve (a TLS connection, or nc itself for a
+	// plain one) or an error, which closes nc. internal/tlsconf's Server.Handshake
+	// implements TLS with RocketMQ's disabled, permissive and enforcing modes.
+	// Nil: connections are served as accepted. Clients ignore it.
+	Handshake func(ctx context.Context, nc net.Conn) (net.Conn, error)
+
+	// HandshakeTimeout bounds Handshake. Default DefaultHandshakeTimeout (10 s).
+	HandshakeTimeout time.Duration
+}
+
+// DefaultHandshakeTimeout bounds Options.Handshake.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Signer signs a request before it is sent (package auth's Signer: RocketMQ's
+// AccessKey and Signature fields).
+type Signer interface {
+	Sign(req *protocol.Command)
 }
 
 // config is Options with every default filled in.
@@ -125,6 +160,11 @@ type config struct {
 	frameTimeout time.Duration  // 0: disabled
 	minRate      int64          // 0: disabled
 	slowGrace    time.Duration
+	connLimit    *ConnLimit      // nil: none (NewServer sets the shared one)
+	respBudget   *ResponseBudget // nil: none (NewServer sets the shared one)
+	handshake    func(context.Context, net.Conn) (net.Conn, error)
+	hsTimeout    time.Duration
+	signer       Signer // a client's
 }
 
 func (o *Options) config() config {
@@ -144,6 +184,13 @@ func (o *Options) config() config {
 		frameTimeout: opt.FrameTimeout,
 		minRate:      opt.MinReceiveRate,
 		slowGrace:    opt.SlowSenderGrace,
+		connLimit:    opt.ConnLimit,
+		respBudget:   opt.ResponseBudget,
+		handshake:    opt.Handshake,
+		hsTimeout:    opt.HandshakeTimeout,
+	}
+	if c.hsTimeout <= 0 {
+		c.hsTimeout = DefaultHandshakeTimeout
 	}
 	if c.maxFrame <= 0 {
 		c.maxFrame = protocol.DefaultMaxFrameSize
@@ -200,6 +247,17 @@ type ClientOptions struct {
 	// request with REQUEST_CODE_NOT_SUPPORTED (and oneway ones with nothing).
 	Handler Handler
 
-	// DialTimeout bounds the TCP connect. Default DefaultDialTimeout (15 s).
+	// DialTimeout bounds the TCP connect (and the TLS handshake). Default
+	// DefaultDialTimeout (15 s).
 	DialTimeout time.Duration
+
+	// TLS, when set, makes every connection a TLS client connection with this
+	// configuration (its ServerName defaults to the dialled host). Nil: plain
+	// TCP.
+	TLS *tls.Config
+
+	// Signer, when set, signs every request the connection sends (Invoke,
+	// InvokeInto, InvokeAsync, InvokeOneway) just before it is encoded: the
+	// request's extension fields are changed by it. Nil: requests go unsigned.
+	Signer Signer
 }

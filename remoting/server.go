@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +18,12 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
+	shaking   map[net.Conn]struct{} // accepted, in Options.Handshake
 	onClose   []func(*Conn)
 	closed    bool
 
-	limits limitCounters
+	limits        limitCounters
+	handshakeErrs atomic.Uint64
 }
 
 // limitCounters count the connections a server closed for a receive limit, and
@@ -46,6 +49,14 @@ type ServerStats struct {
 	// Budget is the receive budget this server charges; a shared budget's numbers
 	// cover every server that shares it.
 	Budget ReceiveBudgetStats
+	// Conns and Responses are the connection limit and the response budget the
+	// server shares (their numbers cover every server that shares them).
+	Conns     ConnLimitStats
+	Responses ResponseBudgetStats
+	// HandshakeFailures counts connections closed because Options.Handshake
+	// failed (a TLS handshake that did not complete, a plain client refused by
+	// an enforcing TLS listener, ...).
+	HandshakeFailures uint64
 }
 
 // Stats returns the server's counters.
@@ -56,6 +67,10 @@ func (s *Server) Stats() ServerStats {
 		SlowSenders:   s.limits.slowSenders.Load(),
 		BudgetCloses:  s.limits.budgetCloses.Load(),
 		Budget:        s.cfg.budget.Stats(),
+		Conns:         s.cfg.connLimit.Stats(),
+		Responses:     s.cfg.respBudget.Stats(),
+
+		HandshakeFailures: s.handshakeErrs.Load(),
 	}
 }
 
@@ -73,9 +88,16 @@ func NewServer(h Handler, opts *Options) *Server {
 		cfg:       opts.config(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),
+		shaking:   make(map[net.Conn]struct{}),
 	}
 	if s.cfg.budget == nil {
 		s.cfg.budget = SharedReceiveBudget()
+	}
+	if s.cfg.connLimit == nil {
+		s.cfg.connLimit = SharedConnLimit()
+	}
+	if s.cfg.respBudget == nil {
+		s.cfg.respBudget = SharedResponseBudget()
 	}
 	return s
 }
@@ -124,17 +146,69 @@ func (s *Server) Serve(l net.Listener) error {
 			continue
 		}
 		pause = 0
-		c := newConn(nc, &s.cfg, s.h, s)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
+		src := sourceOf(nc.RemoteAddr())
+		if !s.cfg.connLimit.acquire(src, s.cfg.log) {
 			_ = nc.Close()
+			continue
+		}
+		if s.cfg.handshake != nil {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				_ = nc.Close()
+				s.cfg.connLimit.release(src)
+				return ErrServerClosed
+			}
+			s.shaking[nc] = struct{}{}
+			s.mu.Unlock()
+			go s.handshake(nc, src)
+			continue
+		}
+		if !s.startConn(nc, src) {
 			return ErrServerClosed
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		c.start()
 	}
+}
+
+// startConn serves an accepted (and prepared) connection; false: the
+// server is closed, and nc was closed.
+func (s *Server) startConn(nc net.Conn, src netip.Addr) bool {
+	c := newConn(nc, &s.cfg, s.h, s)
+	c.src = src
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		s.cfg.connLimit.release(src)
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.start()
+	return true
+}
+
+// handshake runs Options.Handshake on an accepted connection, bounded by
+// HandshakeTimeout, and serves what it returns.
+func (s *Server) handshake(nc net.Conn, src netip.Addr) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.hsTimeout)
+	_ = nc.SetDeadline(time.Now().Add(s.cfg.hsTimeout))
+	conn, err := s.cfg.handshake(ctx, nc)
+	cancel()
+	s.mu.Lock()
+	delete(s.shaking, nc)
+	s.mu.Unlock()
+	if err == nil {
+		err = conn.SetDeadline(time.Time{})
+	}
+	if err != nil {
+		s.handshakeErrs.Add(1)
+		s.cfg.log.Debug("remoting: connection closed: handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+		_ = nc.Close()
+		s.cfg.connLimit.release(src)
+		return
+	}
+	s.startConn(conn, src)
 }
 
 func (s *Server) isClosed() bool {
@@ -149,6 +223,7 @@ func (s *Server) remove(c *Conn) {
 	delete(s.conns, c)
 	fns := s.onClose
 	s.mu.Unlock()
+	s.cfg.connLimit.release(c.src)
 	for _, fn := range fns {
 		fn(c)
 	}
@@ -180,6 +255,9 @@ func (s *Server) stop() []*Conn {
 	s.closed = true
 	for l := range s.listeners {
 		_ = l.Close()
+	}
+	for nc := range s.shaking {
+		_ = nc.Close() // its handshake fails and releases it
 	}
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {

@@ -53,7 +53,7 @@ for ((r = 0; r < rounds; r++)); do
   for mode in $order; do
     data="$work/data-$r-$mode"
     bp=$(port)
-    args=(--listen "127.0.0.1:$bp" --namesrv-listen "" --data-dir "$data" --log-level warn)
+    args=(--listen "127.0.0.1:$bp" --namesrv-listen "" --grpc-listen "" --ha-listen 127.0.0.1:0 --data-dir "$data" --log-level warn)
     if [ "$mode" = on ]; then
       mp=$(port)
       while [ "$mp" = "$bp" ]; do mp=$(port); done

@@ -8,6 +8,12 @@
 #   4. The interop module (the official RocketMQ Go client) with -race, then
 #      its tests that skip under it (the client's orderly consumer races with
 #      itself) without.
+#   4b. The interop-grpc module (the official RocketMQ 5 Go client over the
+#      broker's gRPC front end, and messages crossing to the 4.x client)
+#      with -race.
+#   4c. The NATS JetStream driver of the benchmark (benchmark/natsdriver):
+#      vet and its tests, which skip with a note when no nats-server is on
+#      PATH (docs/bench.md says how to install one).
 #   5. The Redis store of the idempotent-consumption helper. Its tests start
 #      their own redis-server; when there is none, this script says so and
 #      installs Debian's package with apt-get, or stops with what to do.
@@ -101,6 +107,20 @@ step "4. interop module (official RocketMQ Go client)"
   run go test -race -count=1 -timeout 15m ./...
   echo "--- its tests that skip under -race, without it"
   runRaceSkipped
+)
+
+step "4b. interop-grpc module (official RocketMQ 5 Go client, gRPC)"
+(
+  cd interop-grpc
+  run go vet ./...
+  run go test -race -count=1 -timeout 15m ./...
+)
+
+step "4c. benchmark/natsdriver module (NATS JetStream peer driver)"
+(
+  cd benchmark/natsdriver
+  run go vet ./...
+  run go test -race -count=1 -timeout 5m ./...
 )
 
 step "5. client/idempotent/redisstore (needs redis-server)"

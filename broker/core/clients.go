@@ -2,6 +2,7 @@ package core
 
 import (
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -577,11 +578,20 @@ func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language s
 	}
 	groupsCreated := false
 	var topicsCreated []string
+	var src netip.Addr
+	if conn != nil {
+		src = sourceAddr(conn.RemoteAddr())
+	}
 	for i := range hb.ConsumerDataSet {
 		name := hb.ConsumerDataSet[i].GroupName
 		if !validGroupName([]byte(name)) {
 			c.opts.Logger.Warn("broker: heartbeat names an illegal consumer group; not creating it", "group", name)
 			continue
+		}
+		if c.groups.get([]byte(name)) == nil {
+			if err := c.autoCreate.allow("group", c.groups.count(), src, c.opts.Logger); err != nil {
+				continue // logged by allow (rate-limited); the group's pulls are refused too
+			}
 		}
 		if _, created := c.groups.ensure([]byte(name)); created {
 			groupsCreated = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,6 +251,9 @@ func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
 // enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
 // ...) and returns once subscriptionGroup.json holds it.
 func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if !validGroupName([]byte(cfg.GroupName)) {
 		return newError(protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
 	}
@@ -283,6 +287,9 @@ func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig,
 // offsets of every topic. It returns once subscriptionGroup.json holds the
 // deletion.
 func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if c.groups.remove(name) {
 		if err := c.groupsChanged(true); err != nil {
 			return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
@@ -304,12 +311,15 @@ func (c *Core) SubscriptionGroupTable() protocol.SubscriptionGroupWrapper { retu
 // heartbeat registered); SUBSCRIPTION_GROUP_NOT_EXIST for an unknown group
 // whose name is not one RocketMQ allows, NO_PERMISSION for a group whose
 // consumption is disabled.
-func (c *Core) groupForConsumer(name []byte) (*protocol.SubscriptionGroupConfig, error) {
+func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.SubscriptionGroupConfig, error) {
 	g := c.groups.get(name)
 	if g == nil {
 		if !validGroupName(name) {
 			return nil, newError(protocol.RespSubscriptionGroupNotExist,
 				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
+		}
+		if err := c.autoCreate.allow("group", c.groups.count(), src, c.opts.Logger); err != nil {
+			return nil, newError(protocol.RespSubscriptionGroupNotExist, "subscription group ["+string(name)+"] does not exist, "+err.Error())
 		}
 		var created bool
 		if g, created = c.groups.ensure(name); created {

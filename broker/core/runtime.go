@@ -101,6 +101,7 @@ func (c *Core) RuntimeInfo() map[string]string {
 		"unindexedMessages":          i(st.Unindexed),
 	}
 	c.statsRuntimeInfo(m, st)
+	c.autoCreate.addRuntimeInfo(m)
 	return m
 }
 

@@ -106,6 +106,10 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 	c.stats.sendRequests.Add(1)
 	res.MsgID = res.MsgID[:0]
 	res.TransactionID, res.Messages, res.FlushTimeout, res.Pending = nil, 0, false, Pending{}
+	if c.slave {
+		c.stats.sendErrors.Add(1)
+		return errSlaveSend
+	}
 	if err := c.checkSend(r); err != nil {
 		c.stats.sendErrors.Add(1)
 		return err
@@ -178,7 +182,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	defer c.putSendScratch(s)
 	m := store.Message{
 		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
-		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.syncFlush,
+		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.waitDurable,
 	}
 	if r.Batch {
 		if err := c.checkType(t, sendRoute{}, len(r.Body)); err != nil {
@@ -224,7 +228,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
 	res.Messages = len(s.res)
 	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
-	if c.syncFlush && !noWait {
+	if c.waitDurable && !noWait {
 		last := &s.res[len(s.res)-1]
 		res.Pending = Pending{end: last.CommitLogOffset + int64(last.Size), held: n}
 	}
@@ -347,6 +351,9 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 			queues = d.cfg.WriteQueueNums
 		}
 		cfg = newTopicConfig(name, max(queues, 1), d.cfg.Perm&^protocol.PermInherit)
+		if err := c.autoCreate.allow("topic", c.topics.count(), r.BornHost.Addr().Unmap(), c.opts.Logger); err != nil {
+			return nil, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, "+err.Error())
+		}
 	}
 	t, created := c.topics.createIfAbsent(cfg)
 	if created {

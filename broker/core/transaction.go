@@ -32,6 +32,9 @@ type EndTransactionRequest struct {
 // transaction already ended stores nothing and succeeds). In sync-flush
 // mode the answer waits for the returned Pending.
 func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
+	if c.slave {
+		return Pending{}, errSlaveEndTransaction
+	}
 	switch r.CommitOrRollback {
 	case protocol.TransactionCommitType, protocol.TransactionRollbackType:
 	case protocol.TransactionNotType:
@@ -50,7 +53,7 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 	if err != nil {
 		return Pending{}, endTransactionError(err)
 	}
-	if end == 0 || !c.syncFlush {
+	if end == 0 || !c.waitDurable {
 		return Pending{}, nil
 	}
 	return Pending{end: end}, nil

@@ -175,6 +175,9 @@ func resetTime(s string) (int64, string, error) {
 	return 0, "", fmt.Errorf("time %q: want now, earliest, ms since the epoch or 2006-01-02T15:04:05", s)
 }
 
+// errReadOnly is the answer to every action of a read-only dashboard.
+var errReadOnly = errors.New("actions are disabled: this broker checks its clients' credentials (ACLs) and the dashboard has no login; use apogee-admin with credentials")
+
 type confirmData struct {
 	Action, Title, What, Token, Back string
 	Fields                           []kv
@@ -188,6 +191,9 @@ func (d *Dashboard) confirm(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("unknown action %q", name)
 	}
 	out := confirmData{Action: name, Title: a.Title, Back: a.back(q)}
+	if d.o.ReadOnly {
+		return out, errReadOnly
+	}
 	for _, f := range a.Fields {
 		out.Fields = append(out.Fields, kv{f, q.Get(f)})
 	}
@@ -216,6 +222,8 @@ func (d *Dashboard) do(w http.ResponseWriter, r *http.Request) {
 	name := r.PostForm.Get("action")
 	a, ok := actions[name]
 	switch {
+	case d.o.ReadOnly:
+		v.Err = errReadOnly.Error()
 	case !ok:
 		v.Err = fmt.Sprintf("unknown action %q", name)
 	case !sameOrigin(r):

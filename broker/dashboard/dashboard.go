@@ -73,6 +73,10 @@ type Options struct {
 	// MemberTimeout bounds how long a group's page waits for its members
 	// to say which queues they hold. Default 2 s.
 	MemberTimeout time.Duration
+	// ReadOnly refuses every action (the pages stay): the dashboard has no
+	// login, so a broker that authenticates its clients (ACLs) must not
+	// let its HTTP listener change what they may not. Default false.
+	ReadOnly bool
 }
 
 // Dashboard serves the pages. It is an http.Handler; mount it at "/".

@@ -298,3 +298,24 @@ func TestResendAndHolders(t *testing.T) {
 		t.Fatal("the resent message did not reach the listener")
 	}
 }
+
+// TestReadOnly: a read-only dashboard (a broker with ACLs) shows its pages
+// and refuses every action, confirmed or not.
+func TestReadOnly(t *testing.T) {
+	b, _, _ := start(t)
+	d, err := dashboard.New(b, dashboard.Options{Logger: quiet, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	br := browser{t: t, base: srv.URL, c: &http.Client{Timeout: 10 * time.Second}}
+	br.get("/topics", 200)
+	if p := br.get("/confirm?action=create-topic&topic=NotMade", 400); !strings.Contains(p, "actions are disabled") {
+		t.Fatalf("confirmation on a read-only dashboard:\n%s", p)
+	}
+	br.post(url.Values{"action": {"create-topic"}, "topic": {"NotMade"}}, "", http.StatusForbidden)
+	if _, ok := b.Core().TopicConfig("NotMade"); ok {
+		t.Fatal("a read-only dashboard created a topic")
+	}
+}

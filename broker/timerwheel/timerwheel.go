@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,6 +243,10 @@ type Wheel struct {
 	ck      Checkpoint // latest consistent checkpoint, written by Persist
 	pending int        // len(heap), for Stats
 	changes uint64
+	// recalled are the recalled keys and their delivery times (recall.go);
+	// dropped, those whose entries were dropped since the last checkpoint.
+	recalled map[string]int64
+	dropped  []string
 }
 
 // New returns a wheel. It starts nothing: Load its state, then Start it
@@ -267,15 +272,18 @@ func New(host Host, cfg Config) (*Wheel, error) {
 // Start.
 func (w *Wheel) Load() error {
 	var ck Checkpoint
+	var recalled map[string]int64
 	found, err := w.host.LoadState(StateFile, func(data []byte) error {
-		var c Checkpoint
-		if err := json.Unmarshal(data, &c); err != nil {
+		var p persisted
+		if err := json.Unmarshal(data, &p); err != nil {
 			return err
 		}
+		c := p.Checkpoint
 		if c.PendingOffset < 0 || c.LoadedOffset < c.PendingOffset {
 			return fmt.Errorf("timerwheel: inconsistent checkpoint %+v", c)
 		}
 		ck = c
+		recalled = p.Recalled
 		return nil
 	})
 	if err != nil || !found {
@@ -284,6 +292,7 @@ func (w *Wheel) Load() error {
 	w.restore = ck
 	w.mu.Lock()
 	w.ck = ck
+	w.recalled = recalled
 	w.mu.Unlock()
 	return nil
 }
@@ -505,6 +514,10 @@ func (w *Wheel) fire(e entry) action {
 		w.log.Error("timerwheel: timer record without a valid REAL_TOPIC/REAL_QID; dropped", "offset", e.off)
 		return actDropped
 	}
+	if w.isRecalled(v.UniqKey()) {
+		w.log.Info("timerwheel: recalled timer message dropped", "offset", e.off, "topic", string(realTopic))
+		return actDropped
+	}
 	m := reput.Message(v)
 	start := len(sc.Props)
 	if e.roll {
@@ -559,6 +572,12 @@ func (w *Wheel) snapshot(force bool) {
 		w.ck = ck
 		w.changes++
 	}
+	if n := len(w.recalled); n > 0 {
+		w.pruneRecalledLocked(ck.FiredBefore)
+		if len(w.recalled) != n {
+			w.changes++
+		}
+	}
 	w.mu.Unlock()
 }
 
@@ -568,12 +587,16 @@ func (w *Wheel) Persist(force bool) error {
 	w.persistMu.Lock()
 	defer w.persistMu.Unlock()
 	w.mu.Lock()
-	ck, changes := w.ck, w.changes
+	p := persisted{Checkpoint: w.ck}
+	if len(w.recalled) > 0 {
+		p.Recalled = maps.Clone(w.recalled)
+	}
+	changes := w.changes
 	w.mu.Unlock()
 	if changes == w.persisted && !force {
 		return nil
 	}
-	data, err := json.Marshal(ck)
+	data, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("timerwheel: encode the checkpoint: %w", err)
 	}

@@ -2,6 +2,7 @@ package idempotent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -116,6 +118,8 @@ type brokerConfig struct {
 	refresh      time.Duration
 	producerOpts []client.ProducerOpt
 	log          *slog.Logger
+	creds        auth.Credentials
+	tls          *tls.Config
 }
 
 // BrokerOption configures a BrokerStore.
@@ -173,6 +177,19 @@ func BrokerProducerOptions(opts ...client.ProducerOpt) BrokerOption {
 	return func(c *brokerConfig) { c.producerOpts = append(c.producerOpts, opts...) }
 }
 
+// BrokerCredentials signs every request of the store, its producer's and
+// its queries', with RocketMQ's AccessKey and Signature (client.Credentials),
+// for a broker with access control on: the store's producer needs Pub on
+// its topic, its queries Sub or Get on it. Default: unsigned.
+func BrokerCredentials(c auth.Credentials) BrokerOption {
+	return func(cfg *brokerConfig) { cfg.creds = c }
+}
+
+// BrokerTLS makes the store's connections, its producer's and its
+// queries', TLS connections with this configuration (client.TLS). Default:
+// plain TCP.
+func BrokerTLS(t *tls.Config) BrokerOption { return func(cfg *brokerConfig) { cfg.tls = t } }
+
 // BrokerLogger sets the logger. Default slog.Default().
 func BrokerLogger(l *slog.Logger) BrokerOption { return func(c *brokerConfig) { c.log = l } }
 
@@ -221,6 +238,12 @@ func NewBrokerStore(group string, opts ...BrokerOption) (*BrokerStore, error) {
 		client.ProducerGroup(DefaultBrokerProducerGroup),
 		client.SendTimeout(cfg.timeout),
 	}
+	if !cfg.creds.IsEmpty() {
+		popts = append(popts, client.Credentials(cfg.creds))
+	}
+	if cfg.tls != nil {
+		popts = append(popts, client.TLS(cfg.tls))
+	}
 	popts = append(popts, cfg.producerOpts...)
 	popts = append(popts, client.Selector(client.HashSelector()), client.CompressOver(-1))
 	p, err := client.NewProducer(popts...)
@@ -231,9 +254,18 @@ func NewBrokerStore(group string, opts ...BrokerOption) (*BrokerStore, error) {
 		topic: cfg.topic, nameserver: cfg.nameServers, timeout: cfg.timeout, visibility: cfg.visibility,
 		history: cfg.history, refresh: cfg.refresh, log: cfg.log,
 		producer: p,
-		pool:     remoting.NewPool(nil),
+		pool:     remoting.NewPool(cfg.poolOptions()),
 		brokers:  map[string]string{},
 	}, nil
+}
+
+// poolOptions are the options of the store's own connections (queries).
+func (cfg *brokerConfig) poolOptions() *remoting.ClientOptions {
+	o := &remoting.ClientOptions{TLS: cfg.tls}
+	if !cfg.creds.IsEmpty() {
+		o.Signer = auth.NewSigner(cfg.creds)
+	}
+	return o
 }
 
 // Topic returns the topic the store's records go to.

@@ -21,10 +21,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/benchmark"
+	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/version"
 )
 
 func main() {
+	benchmark.ServeChildBroker() // when this process is a --child-broker
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "apogee-bench:", err)
 		os.Exit(1)
@@ -60,12 +62,35 @@ func run(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no per-second lines")
+	fs.StringVar(&c.Protocol, "protocol", "remoting", "the clients' protocol: remoting (RocketMQ 4's, Apogee's client) or grpc (RocketMQ 5's MessagingService; --addr is then the broker's gRPC address)")
+	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the broker at --addr, for its CPU per message (default: the process of this machine listening on --addr's port)")
+	fs.BoolVar(&c.ChildBroker, "child-broker", false, "run the embedded broker in a child process, so that its CPU per message is measured apart from the generator's")
+	driver := fs.String("driver", "apogee", "the system measured: apogee, or nats (NATS JetStream, by the apogee-bench-nats binary of benchmark/natsdriver, which takes the same flags)")
+	fs.StringVar(&c.SlaveAddr, "slave-addr", "", "a slave of the broker under load: measure the slave lag (produce and e2e modes)")
+	fs.DurationVar(&c.LagInterval, "lag-interval", 0, "polling period of the slave-lag probe (default 2ms)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
+	var tlsOn bool
+	var tlsc tlsconf.ClientConfig
+	fs.BoolVar(&tlsOn, "tls", false, "connect over TLS (with no --addr: the embedded broker serves TLS with a certificate made for the run)")
+	fs.StringVar(&tlsc.CAFile, "tls-ca", "", "with --tls: CAs to verify the broker's certificate with (PEM; default the system's)")
+	fs.StringVar(&tlsc.CertFile, "tls-cert", "", "with --tls: a client certificate (PEM) for mutual TLS")
+	fs.StringVar(&tlsc.KeyFile, "tls-key", "", "with --tls: the client certificate's key (PEM)")
+	fs.StringVar(&tlsc.ServerName, "tls-server-name", "", "with --tls: the name to verify the broker's certificate for (default: the host dialled)")
+	fs.BoolVar(&tlsc.Insecure, "tls-insecure", false, "with --tls: accept any broker certificate (what rocketmq-client-go's WithTls(true) does)")
+	fs.StringVar(&c.Credentials.AccessKey, "access-key", "", "sign requests with this access key (with no --addr: the embedded broker turns access control on with this user)")
+	fs.StringVar(&c.Credentials.SecretKey, "secret-key", "", "the secret key of --access-key (or $APOGEE_BENCH_SECRET_KEY)")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return nil
 		}
 		return err
+	}
+	switch *driver {
+	case "apogee":
+	case "nats":
+		return runDriver("apogee-bench-nats", args)
+	default:
+		return fmt.Errorf("--driver %q: want apogee or nats", *driver)
 	}
 	if *showVersion {
 		fmt.Println(version.Get().String("apogee-bench"))
@@ -88,6 +113,22 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.Mode = benchmark.Mode(mode)
+	if c.Credentials.SecretKey == "" {
+		c.Credentials.SecretKey = os.Getenv("APOGEE_BENCH_SECRET_KEY")
+	}
+	if (c.Credentials.AccessKey == "") != (c.Credentials.SecretKey == "") {
+		return fmt.Errorf("--access-key and --secret-key go together")
+	}
+	if !tlsOn && (fs.Changed("tls-ca") || fs.Changed("tls-cert") || fs.Changed("tls-key") || fs.Changed("tls-server-name") || tlsc.Insecure) {
+		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key, --tls-server-name and --tls-insecure need --tls")
+	}
+	if tlsOn {
+		cfg, err := tlsc.Load()
+		if err != nil {
+			return fmt.Errorf("--tls: %w", err)
+		}
+		c.TLS = cfg
+	}
 	if *pprofAddr != "" {
 		l, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {

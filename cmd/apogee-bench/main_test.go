@@ -57,3 +57,21 @@ func TestJSONContract(t *testing.T) {
 		t.Fatalf("--version: %v %q", err, out)
 	}
 }
+
+// TestSecurityFlags checks the TLS and credential flags that do not go
+// together (a run with them is benchmark's TestTLSAndCredentials).
+func TestSecurityFlags(t *testing.T) {
+	t.Setenv("APOGEE_BENCH_SECRET_KEY", "")
+	for _, args := range [][]string{
+		{"--tls-ca", "ca.pem"},
+		{"--tls-insecure"},
+		{"--access-key", "bench"},
+		{"--secret-key", "s"},
+		{"--tls", "--tls-ca", filepath.Join(t.TempDir(), "missing.pem")},
+		{"store", "--tls"},
+	} {
+		if err := run(append(args, "--duration", "100ms", "--quiet")); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}

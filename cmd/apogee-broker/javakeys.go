@@ -178,4 +178,15 @@ var javaKeys = []javaClass{
 		"memTableFlushInterval",
 	}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
+	// Not the broker's: RocketMQ's proxy reads this from rmq-proxy.json; a
+	// broker started with its proxy in local mode is the deployment Apogee
+	// is, so its broker.conf takes it too.
+	{"ProxyConfig (rmq-proxy.json)", []string{"grpcServerPort"}},
+	// Not the broker's either: RocketMQ reads these system properties
+	// (tls.properties) for its TLS set-up.
+	{"TlsSystemConfig (tls.properties)", []string{"tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
+		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
+	// Apogee's own keys, for settings RocketMQ has no key for.
+	{"Apogee", []string{"aclFile", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
+		"maxConnections", "maxConnectionsPerSource", "responseBudget"}},
 }

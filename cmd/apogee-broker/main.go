@@ -22,6 +22,14 @@
 //	--scrub-rate BYTES/S    the background scrubber's pace (default 8 MiB/s; 0 disables)
 //	--receive-budget BYTES  memory all connections may hold for requests being
 //	                        received (default 128 MiB)
+//	--grpc-listen ADDR      RocketMQ 5's gRPC MessagingService (default 0.0.0.0:8081; "" disables)
+//	--broker-role ROLE      ASYNC_MASTER (default), SYNC_MASTER or SLAVE
+//	--broker-id N           0 for a master, 1 or more for a slave
+//	--ha-listen ADDR        a master's listener for its slaves (default: the
+//	                        listen host, the listen port + 1)
+//	--ha-master-addr H:P    a slave's master HA address (default: learnt from
+//	                        the name servers; a slave needs --namesrv)
+//	--slave-read-enable     suggest the slave to consumers that read far behind
 //	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
 //	                        at / (off by default)
 //
@@ -49,7 +57,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
+	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -116,12 +127,41 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	role, err := core.ParseRole(cfg.role)
+	if err != nil {
+		return err
+	}
+	// A master binds its HA listener now too (a slave has none).
+	var haRes *reservation
+	haAdvertise := ""
+	if role != core.RoleSlave {
+		addr, err := haListenAddr(cfg.haListen, cfg.listen, brokerRes.Addr())
+		if err != nil {
+			return err
+		}
+		if haRes, err = reserve(addr); err != nil {
+			return fmt.Errorf("listen %s (--ha-listen, default the listen port + 1): %w", addr, err)
+		}
+		defer haRes.Close()
+		host, _, _ := net.SplitHostPort(advertise)
+		if cfg.brokerIP2 != "" {
+			host = cfg.brokerIP2
+		}
+		haAdvertise = net.JoinHostPort(host, fmt.Sprint(haRes.Addr().Port))
+	}
 	var nsRes *reservation
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
 			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
 		}
 		defer nsRes.Close()
+	}
+	var grpcRes *reservation
+	if cfg.grpcListen != "" {
+		if grpcRes, err = reserve(cfg.grpcListen); err != nil {
+			return fmt.Errorf("listen %s (--grpc-listen): %w", cfg.grpcListen, err)
+		}
+		defer grpcRes.Close()
 	}
 	own := []*net.TCPAddr{brokerRes.Addr()}
 	if nsRes != nil {
@@ -139,9 +179,31 @@ func run(args []string) error {
 	if cfg.idleTimeout > 0 {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
 	}
+	applyLimits(cfg)
+	tlsServer, err := openTLS(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if tlsServer != nil {
+		defer tlsServer.Close()
+		if remotingOpts == nil {
+			remotingOpts = &remoting.Options{}
+		}
+		remotingOpts.Handshake = tlsServer.Handshake
+	}
 	if cfg.receiveBudget > 0 {
 		// Shared by every listener of the process.
 		remoting.SharedReceiveBudget().SetLimit(cfg.receiveBudget)
+	}
+
+	guard, err := openGuard(cfg, logger)
+	if err != nil {
+		return err
+	}
+	var security broker.Security
+	if guard != nil {
+		defer guard.Close()
+		security = guard
 	}
 
 	// The metrics listener is bound before the store opens, as the others
@@ -177,7 +239,18 @@ func run(args []string) error {
 		Remoting:                 remotingOpts,
 		Logger:                   logger,
 		SlowRequest:              cfg.slowRequest,
-		ObserveRequest:           observeRequest(rpc),
+		Security:                 security,
+		MaxAutoCreateTopics:      cfg.sec.autoTopics,
+		MaxAutoCreateGroups:      cfg.sec.autoGroups,
+		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
+		Role:                     role,
+		BrokerID:                 cfg.brokerID,
+		SlaveReadEnable:          cfg.slaveReadEnable,
+		HAAdvertiseAddr:          haAdvertise,
+		HAMasterAddr:             cfg.haMasterAddr,
+
+		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
+		ObserveRequest:                observeRequest(rpc),
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -186,11 +259,30 @@ func run(args []string) error {
 		return err
 	}
 
+	var gs *grpcfe.Server
+	grpcAddr := ""
+	if grpcRes != nil {
+		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
+		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
+			Logger: logger}); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			b.Shutdown(sctx)
+			cancel()
+			return err
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if gs != nil {
+			// Its calls answered first: the core goes with the broker.
+			if err := gs.Shutdown(sctx); err != nil {
+				logger.Warn("grpc front end shutdown", "err", err)
+			}
+		}
 		return b.Shutdown(sctx)
 	}
 	ln, err := brokerRes.Listen()
@@ -206,13 +298,52 @@ func run(args []string) error {
 			return fmt.Errorf("--namesrv-listen: %w", err)
 		}
 	}
-	serveErr := make(chan error, 2)
+	var haln net.Listener
+	if haRes != nil {
+		if haln, err = haRes.Listen(); err != nil {
+			ln.Close()
+			if nsln != nil {
+				nsln.Close()
+			}
+			shutdown()
+			return fmt.Errorf("--ha-listen: %w", err)
+		}
+	}
+	serveErr := make(chan error, 4)
 	go func() { serveErr <- b.Serve(ln) }()
+	grpcShown := "disabled"
+	if gs != nil {
+		gl, err := grpcRes.Listen()
+		if err != nil {
+			ln.Close()
+			if nsln != nil {
+				nsln.Close()
+			}
+			if haln != nil {
+				haln.Close()
+			}
+			shutdown()
+			return fmt.Errorf("--grpc-listen: %w", err)
+		}
+		grpcShown = grpcRes.Addr().String()
+		go func() {
+			if err := gs.Serve(gl); err != nil {
+				serveErr <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+	}
+	if haln != nil {
+		go func() {
+			if err := b.ServeHA(haln); err != nil && !errors.Is(err, ha.ErrMasterClosed) {
+				serveErr <- fmt.Errorf("HA listener: %w", err)
+			}
+		}()
+	}
 	nsDone := make(chan struct{})
 	if nsln != nil {
 		go func() {
 			defer close(nsDone)
-			if err := namesrv.Serve(ctx, nsln, b.Registry(), remotingOpts); err != nil {
+			if err := namesrv.ServeHandler(ctx, nsln, b.NamesrvHandler(), b.Registry(), remotingOpts); err != nil {
 				serveErr <- fmt.Errorf("name server: %w", err)
 			}
 		}()
@@ -229,7 +360,7 @@ func run(args []string) error {
 		}
 	}
 	if metricsLn != nil {
-		srv, err := operatorServer(b, rpc, logger)
+		srv, err := operatorServer(b, rpc, security != nil, logger)
 		if err != nil {
 			ln.Close()
 			shutdown()
@@ -247,8 +378,8 @@ func run(args []string) error {
 	if nsln != nil {
 		ns = nsRes.Addr().String()
 	}
-	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, flush %s, version %s\n",
-		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, cfg.store.FlushMode, build.Short())
+	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, flush %s, version %s\n",
+		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, cfg.store.FlushMode, build.Short())
 
 	select {
 	case <-ctx.Done():
@@ -284,6 +415,33 @@ func advertiseAddr(flag, brokerIP string, listen *net.TCPAddr) (string, error) {
 		return net.JoinHostPort(listen.IP.String(), port), nil
 	}
 	return net.JoinHostPort(primaryIPv4(), port), nil
+}
+
+// haListenAddr is the HA listener's address: the flag (or haListenPort's
+// ":port", on the listen host), or the listen host with its port + 1; when
+// --listen asked for any port (0), any port too.
+func haListenAddr(flag, listenFlag string, listen *net.TCPAddr) (string, error) {
+	host := listen.IP.String()
+	if listen.IP == nil || listen.IP.IsUnspecified() {
+		host = ""
+	}
+	if flag == "" {
+		if _, p, err := net.SplitHostPort(listenFlag); err == nil && (p == "0" || p == "") {
+			return net.JoinHostPort(host, "0"), nil
+		}
+		if listen.Port >= 65535 {
+			return "", fmt.Errorf("--ha-listen: the listen port %d has no port + 1; give --ha-listen", listen.Port)
+		}
+		return net.JoinHostPort(host, fmt.Sprint(listen.Port+1)), nil
+	}
+	h, p, err := net.SplitHostPort(flag)
+	if err != nil {
+		return "", fmt.Errorf("--ha-listen %q: %w", flag, err)
+	}
+	if h == "" {
+		h = host
+	}
+	return net.JoinHostPort(h, p), nil
 }
 
 // primaryIPv4 returns the first IPv4 address of an interface that is up and

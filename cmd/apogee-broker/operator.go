@@ -21,12 +21,14 @@ func observeRequest(rpc *metrics.RPCLatency) func(code, respCode int32, took tim
 
 // operatorServer is the --metrics-listen HTTP server: Prometheus text at
 // /metrics, the dashboard at /.
-func operatorServer(b *broker.Broker, rpc *metrics.RPCLatency, logger *slog.Logger) (*http.Server, error) {
+// With readOnly (the broker checks credentials) the dashboard's actions
+// are refused.
+func operatorServer(b *broker.Broker, rpc *metrics.RPCLatency, readOnly bool, logger *slog.Logger) (*http.Server, error) {
 	exp, err := metrics.New(metrics.Options{Core: b.Core(), RPC: rpc, Remoting: b.RemotingStats})
 	if err != nil {
 		return nil, err
 	}
-	dash, err := dashboard.New(b, dashboard.Options{Logger: logger})
+	dash, err := dashboard.New(b, dashboard.Options{Logger: logger, ReadOnly: readOnly})
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func committedOffset(t *testing.T, addr, group, topic string) int64 {
 func TestDamagedStateFilesFallBackToPrevious(t *testing.T) {
 	bin := buildBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data}
+	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", data}
 	cfg := filepath.Join(data, "config")
 
 	// Two runs, so that each file has a previous version: the first creates

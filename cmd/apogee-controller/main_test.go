@@ -285,8 +285,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 	return time.Since(start)
 }
 
+// fastFlags shorten Raft's timeouts; the brokers' heartbeat timeout stays
+// at 2 s, as a loaded machine (parallel tests under -race) delays a
+// heartbeat by a second now and then, which would replace a live master.
 var fastFlags = []string{"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms",
-	"--raft-leader-lease-timeout", "100ms", "--heartbeat-timeout", "1s", "--scan-interval", "100ms"}
+	"--raft-leader-lease-timeout", "100ms", "--heartbeat-timeout", "2s", "--scan-interval", "100ms"}
 
 // Three real processes: SIGKILL the leader (a new one is elected, the state
 // survives, live masters stay masters), bring it back, SIGKILL a follower
@@ -322,8 +325,9 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 	if s.MasterID != a.id || s.MasterEpoch != 1 || len(s.SyncStateSet) != 2 {
 		t.Fatalf("state after the leader's death: %+v", s)
 	}
-	// The brokers kept heartbeating the survivors: no election meanwhile.
-	time.Sleep(1500 * time.Millisecond)
+	// The brokers kept heartbeating the survivors: no election meanwhile
+	// (longer than the heartbeat timeout).
+	time.Sleep(2500 * time.Millisecond)
 	if s, err := a.cl.GetReplicaInfo(ctx, "broker-a"); err != nil || s.MasterEpoch != 1 {
 		t.Fatalf("master replaced after a controller failover: %+v %v", s, err)
 	}

@@ -30,6 +30,8 @@ type config struct {
 	// notes are the WARN lines the file calls for (ignored keys), logged once
 	// the logger exists.
 	notes []note
+	// tls is the listener's TLS (tls.go).
+	tls tlsConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -52,6 +54,7 @@ func parseConfig(args []string) (*config, error) {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
+	tlsF := addTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -59,7 +62,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel, logFormat: *logFormat,
-		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval}
+		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config()}
 	if c.showVersion {
 		return c, nil
 	}
@@ -260,5 +263,5 @@ func ignored(key string) (string, bool) {
 // allKeys is every key of the Java name server's configuration, for typo
 // suggestions.
 func allKeys() []string {
-	return slices.Concat(namesrvConfigKeys, nettyServerKeys, nettyClientKeys)
+	return slices.Concat(namesrvConfigKeys, nettyServerKeys, nettyClientKeys, tlsSystemKeys)
 }

@@ -14,6 +14,10 @@
 //	--log-format FORMAT     text (default) or json
 //	--pprof ADDR            serve net/http/pprof
 //	--version               print the version and the commit, and exit
+//	--tls-mode MODE         disabled (default), permissive or enforcing; with
+//	--tls-cert, --tls-key   the certificate and key (PEM, reloaded on change),
+//	--tls-client-ca FILE    and for mutual TLS the CAs of client certificates
+//	--tls-client-auth WHAT  none, optional or require a client certificate
 //
 // Routes live in memory: brokers register every 30 s and after a restart of
 // the name server. The KV config (PUT/DELETE_KV_CONFIG) is kept in
@@ -115,9 +119,19 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ropts := &remoting.Options{IdleTimeout: cfg.idleTimeout, Logger: logger}
+	tlsServer, err := openTLS(cfg.tls, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tlsServer != nil {
+		defer tlsServer.Close()
+		ropts.Handshake = tlsServer.Handshake
+	}
 	served := make(chan error, 1)
 	go func() {
-		served <- namesrv.Serve(ctx, ln, reg, &remoting.Options{IdleTimeout: cfg.idleTimeout, Logger: logger})
+		served <- namesrv.Serve(ctx, ln, reg, ropts)
 	}()
 	fmt.Printf("apogee-namesrv listening on %s, data %s, version %s\n", ln.Addr(), cfg.dataDir, build.Short())
 

@@ -1,0 +1,387 @@
+package grpcfe
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/md5"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/rmqpb"
+)
+
+// Translation between the protocol's messages and RocketMQ's stored
+// records (whose properties are what remoting clients read: a message sent
+// by either protocol is consumed by the other).
+
+// propTimerOutMS is the property the timer wheel leaves on a message it
+// delivered: its delivery time (ms).
+const propTimerOutMS = "TIMER_OUT_MS"
+
+// propTraceContext carries SystemProperties.trace_context.
+const propTraceContext = "TRACE_CONTEXT"
+
+// reserved are the property names RocketMQ keeps for itself
+// (MessageConst's): a producer may not set them as user properties, and
+// they are not shown to consumers as such.
+var reserved = map[string]bool{}
+
+func init() {
+	for _, k := range []string{
+		message.PropUniqKey, message.PropKeys, message.PropTags, message.PropWait, message.PropDelay,
+		message.PropRetryTopic, message.PropRealTopic, message.PropRealQueueID, message.PropTranMsg,
+		message.PropProducerGroup, message.PropTransactionID, message.PropMinOffset, message.PropMaxOffset,
+		message.PropCluster, message.PropOriginMessageID, message.PropReconsumeTime, message.PropMaxReconsumeTimes,
+		message.PropConsumeStartTime, message.PropTranPreparedQueueOffset, message.PropTransactionCheckTimes,
+		message.PropCheckImmunityTimeInSeconds, message.PropMsgRegion, message.PropTraceOn,
+		message.PropTimerDeliverMS, message.PropTimerDelayMS, message.PropTimerDelaySec, message.PropJavaShardingKey,
+		message.PropCorrelationID, message.PropReplyToClient, message.PropTTL, message.PropMsgType, message.PropArriveTime,
+		message.PropBuyerID, message.PropTransferFlag, message.PropCorrectionFlag, propTimerOutMS, propTraceContext,
+		"POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TIMER_ROLL_TIMES", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
+		"TIMER_DEL_UNIQKEY", "INSTANCE_ID", "DUP_INFO", "EXTEND_UNIQ_INFO", "BORN_HOST", "BORN_TIMESTAMP",
+		"PROPERTY_POP_CK", "__BORNHOST", "__STARTDELIVERTIME",
+	} {
+		reserved[k] = true
+	}
+}
+
+// outgoing is one message of a SendMessage, translated for core.Send.
+type outgoing struct {
+	topic    string
+	props    []byte
+	body     []byte
+	sysFlag  int32
+	born     int64
+	bornHost netip.AddrPort
+	group    string // message group ("" when none)
+	typ      rmqpb.MessageType
+	timer    bool // has a delivery timestamp in the future
+}
+
+// translate checks a message of a SendMessage and builds its stored
+// properties into o (reusing o.props). Refusals are *statusError.
+func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
+	o.topic = m.GetTopic().GetName()
+	if err := checkName(o.topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+		return err
+	}
+	sp := m.GetSystemProperties()
+	if sp == nil {
+		return badRequest(rmqpb.Code_BAD_REQUEST, "the message has no system properties")
+	}
+	id := sp.GetMessageId()
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "\x01\x02") {
+		return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_ID, fmt.Sprintf("message id %q is empty, too long or has control characters", id))
+	}
+	o.body, o.sysFlag = m.GetBody(), 0
+	switch sp.GetBodyEncoding() {
+	case rmqpb.Encoding_GZIP:
+		body, zlibBody, err := gzipBody(o.body, maxBody)
+		if err != nil {
+			return err
+		}
+		o.body = body
+		if zlibBody {
+			o.sysFlag |= message.FlagCompressed
+		}
+	case rmqpb.Encoding_ENCODING_UNSPECIFIED, rmqpb.Encoding_IDENTITY:
+	default:
+		return badRequest(rmqpb.Code_BAD_REQUEST, "unsupported body encoding "+sp.GetBodyEncoding().String())
+	}
+	if len(o.body) == 0 {
+		return badRequest(rmqpb.Code_MESSAGE_BODY_EMPTY, "the message body is empty")
+	}
+	if len(o.body) > maxBody {
+		return badRequest(rmqpb.Code_MESSAGE_BODY_TOO_LARGE, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(o.body), maxBody))
+	}
+	if d := sp.GetBodyDigest(); d != nil && d.GetType() == rmqpb.DigestType_CRC32 && d.GetChecksum() != "" {
+		if !strings.EqualFold(d.GetChecksum(), strconv.FormatUint(uint64(crc32.ChecksumIEEE(m.GetBody())), 16)) {
+			return badRequest(rmqpb.Code_MESSAGE_CORRUPTED, "the body does not match its CRC32 digest")
+		}
+	}
+
+	p := o.props[:0]
+	for k, v := range m.GetUserProperties() {
+		if k == "" || reserved[k] || strings.ContainsAny(k, "\x01\x02") {
+			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, fmt.Sprintf("property key %q is reserved or illegal", k))
+		}
+		if strings.ContainsAny(v, "\x01\x02") {
+			return badRequest(rmqpb.Code_BAD_REQUEST, fmt.Sprintf("property %q has control characters", k))
+		}
+		p = message.AppendProperty(p, k, v)
+	}
+	p = message.AppendProperty(p, message.PropUniqKey, id)
+	if sp.Tag != nil {
+		tag := sp.GetTag()
+		if strings.TrimSpace(tag) == "" || strings.Contains(tag, "|") || strings.ContainsAny(tag, "\x01\x02") {
+			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_TAG, fmt.Sprintf("tag %q is blank or has '|' or control characters", tag))
+		}
+		p = message.AppendProperty(p, message.PropTags, tag)
+	}
+	if keys := sp.GetKeys(); len(keys) > 0 {
+		for _, k := range keys {
+			if strings.TrimSpace(k) == "" || strings.ContainsAny(k, "\x01\x02") {
+				return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_KEY, fmt.Sprintf("key %q is blank or has control characters", k))
+			}
+		}
+		p = message.AppendProperty(p, message.PropKeys, strings.Join(keys, message.PropKeysSeparator))
+	}
+	if tc := sp.GetTraceContext(); tc != "" && !strings.ContainsAny(tc, "\x01\x02") {
+		p = message.AppendProperty(p, propTraceContext, tc)
+	}
+
+	o.group, o.timer = "", false
+	hasGroup := sp.MessageGroup != nil
+	if hasGroup {
+		o.group = sp.GetMessageGroup()
+		if strings.TrimSpace(o.group) == "" || len(o.group) > 64 || strings.ContainsAny(o.group, "\x01\x02") {
+			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_GROUP, fmt.Sprintf("message group %q is blank, longer than 64 or has control characters", o.group))
+		}
+	}
+	hasDelivery := sp.DeliveryTimestamp != nil
+	typ := sp.GetMessageType()
+	if typ == rmqpb.MessageType_MESSAGE_TYPE_UNSPECIFIED {
+		switch {
+		case hasGroup:
+			typ = rmqpb.MessageType_FIFO
+		case hasDelivery:
+			typ = rmqpb.MessageType_DELAY
+		default:
+			typ = rmqpb.MessageType_NORMAL
+		}
+	}
+	o.typ = typ
+	conflict := func(what string) error {
+		return badRequest(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a "+typ.String()+" message "+what)
+	}
+	switch typ {
+	case rmqpb.MessageType_NORMAL:
+		if hasGroup || hasDelivery {
+			return conflict("has a message group or a delivery timestamp")
+		}
+	case rmqpb.MessageType_FIFO:
+		if !hasGroup {
+			return conflict("has no message group")
+		}
+		if hasDelivery {
+			return conflict("has a delivery timestamp")
+		}
+	case rmqpb.MessageType_DELAY:
+		if !hasDelivery {
+			return conflict("has no delivery timestamp")
+		}
+		if hasGroup {
+			return conflict("has a message group")
+		}
+	case rmqpb.MessageType_TRANSACTION:
+		if hasGroup || hasDelivery {
+			return conflict("has a message group or a delivery timestamp")
+		}
+	default:
+		return badRequest(rmqpb.Code_UNSUPPORTED, "message type "+typ.String()+" is not supported")
+	}
+	if hasGroup {
+		p = message.AppendProperty(p, message.PropJavaShardingKey, o.group)
+	}
+	if hasDelivery {
+		ts := sp.GetDeliveryTimestamp()
+		if err := ts.CheckValid(); err != nil {
+			return badRequest(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery timestamp: "+err.Error())
+		}
+		ms := ts.AsTime().UnixMilli()
+		if ms > time.Now().UnixMilli() {
+			o.timer = true
+			p = message.AppendProperty(p, message.PropTimerDeliverMS, strconv.FormatInt(ms, 10))
+		}
+	}
+	if typ == rmqpb.MessageType_TRANSACTION {
+		o.sysFlag = message.SetTxType(o.sysFlag, message.TxPreparedType)
+		p = message.AppendProperty(p, message.PropTranMsg, "true")
+		// RocketMQ 5's clients have no producer group: a transaction
+		// belongs to its topic, whose producers are asked about it.
+		p = message.AppendProperty(p, message.PropProducerGroup, o.topic)
+		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.IsValid() && d.AsDuration() >= time.Second {
+			p = message.AppendProperty(p, message.PropCheckImmunityTimeInSeconds, strconv.FormatInt(int64(d.AsDuration()/time.Second), 10))
+		}
+	}
+	if len(p) > message.MaxPropertiesSize {
+		return badRequest(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, fmt.Sprintf("%d bytes of properties exceed %d", len(p), message.MaxPropertiesSize))
+	}
+	o.props = p
+	o.born = time.Now().UnixMilli()
+	if bt := sp.GetBornTimestamp(); bt != nil && bt.IsValid() {
+		o.born = bt.AsTime().UnixMilli()
+	}
+	return nil
+}
+
+// gzipBody decodes a body the producer says is GZIP-encoded. RocketMQ's
+// clients compress with zlib (RFC 1950) or gzip (RFC 1952): a zlib body is
+// stored as it is, compressed (what remoting producers store, and what the
+// remoting consumers decompress); a gzip body is decompressed, so that
+// every consumer reads it.
+func gzipBody(b []byte, maxBody int) (body []byte, zlib bool, err error) {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, false, badRequest(rmqpb.Code_MESSAGE_CORRUPTED, "the gzip body does not decode: "+err.Error())
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, int64(maxBody)+1))
+		if err != nil {
+			return nil, false, badRequest(rmqpb.Code_MESSAGE_CORRUPTED, "the gzip body does not decode: "+err.Error())
+		}
+		return out, false, nil
+	}
+	if len(b) >= 2 && b[0]&0x0f == 8 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0 {
+		return b, true, nil
+	}
+	return nil, false, badRequest(rmqpb.Code_MESSAGE_CORRUPTED, "the body is marked GZIP but is neither gzip nor zlib")
+}
+
+// checkName checks a topic or group name: ^[%|a-zA-Z0-9_-]+$, at most 127
+// bytes for a topic and 255 for a group, as RocketMQ's clients check.
+func checkName(name string, code rmqpb.Code, what string) error {
+	limit := 127
+	if code == rmqpb.Code_ILLEGAL_CONSUMER_GROUP {
+		limit = 255
+	}
+	if name == "" || len(name) > limit {
+		return badRequest(code, fmt.Sprintf("%s %q is blank or longer than %d", what, name, limit))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '%', c == '|', c == '_', c == '-':
+		default:
+			return badRequest(code, fmt.Sprintf("%s %q has illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", what, name))
+		}
+	}
+	return nil
+}
+
+// delivery is what a delivered message's system properties say beyond the
+// record: its receipt handle (received messages), the delivery count and
+// invisible duration.
+type delivery struct {
+	receipt   string
+	attempt   int32
+	invisible time.Duration
+}
+
+// toMessage builds the protocol's message of a stored record (a view of the
+// record: the body is not copied; protobuf's encoding copies it once into
+// the response). topic is the record's topic as a string (the caller's,
+// from the topic table), storeHost the broker's name for store_host.
+func toMessage(v message.View, topic, storeHost string, d *delivery) *rmqpb.Message {
+	sp := &rmqpb.SystemProperties{
+		BodyEncoding: rmqpb.Encoding_IDENTITY,
+		MessageType:  rmqpb.MessageType_NORMAL,
+		BornHost:     v.BornHost().Addr().String(),
+		StoreHost:    storeHost,
+		QueueId:      v.QueueID(),
+	}
+	m := &rmqpb.Message{Topic: &rmqpb.Resource{Name: topic}, SystemProperties: sp}
+	body := v.Body()
+	if v.SysFlag()&message.FlagCompressed != 0 {
+		// zlib (or LZ4/ZSTD from RocketMQ 5's remoting clients), sent as is:
+		// RocketMQ 5's clients detect the format of a GZIP-marked body.
+		sp.BodyEncoding = rmqpb.Encoding_GZIP
+	}
+	m.Body = body
+	sp.BodyDigest = bodyDigest(body)
+	sp.BornTimestamp = msTimestamp(v.BornTimestamp())
+	sp.StoreTimestamp = msTimestamp(v.StoreTimestamp())
+	qo := v.QueueOffset()
+	sp.QueueOffset = &qo
+
+	var uniq, retryTopic, originID []byte
+	message.ForEachProperty(v.Properties(), func(k, val []byte) bool {
+		switch string(k) {
+		case message.PropUniqKey:
+			uniq = val
+		case message.PropTags:
+			t := string(val)
+			sp.Tag = &t
+		case message.PropKeys:
+			for _, key := range strings.Split(string(val), message.PropKeysSeparator) {
+				if key != "" {
+					sp.Keys = append(sp.Keys, key)
+				}
+			}
+		case message.PropJavaShardingKey:
+			g := string(val)
+			sp.MessageGroup = &g
+			sp.MessageType = rmqpb.MessageType_FIFO
+		case propTimerOutMS, message.PropTimerDeliverMS:
+			if ms, err := strconv.ParseInt(string(val), 10, 64); err == nil {
+				sp.DeliveryTimestamp = msTimestamp(ms)
+				sp.MessageType = rmqpb.MessageType_DELAY
+			}
+		case propTraceContext:
+			tc := string(val)
+			sp.TraceContext = &tc
+		case message.PropRetryTopic:
+			retryTopic = val
+		case message.PropOriginMessageID:
+			originID = val
+		default:
+			if !reserved[string(k)] {
+				if m.UserProperties == nil {
+					m.UserProperties = make(map[string]string)
+				}
+				m.UserProperties[string(k)] = string(val)
+			}
+		}
+		return true
+	})
+	if message.TxType(v.SysFlag()) != message.TxNotType {
+		sp.MessageType = rmqpb.MessageType_TRANSACTION
+	}
+	if len(uniq) > 0 {
+		sp.MessageId = string(uniq)
+	} else {
+		sp.MessageId = string(v.AppendOffsetMsgID(nil))
+	}
+	if strings.HasPrefix(topic, "%DLQ%") && len(retryTopic) > 0 {
+		sp.DeadLetterQueue = &rmqpb.DeadLetterQueue{Topic: string(retryTopic), MessageId: string(originID)}
+	}
+	if d != nil {
+		if d.receipt != "" {
+			sp.ReceiptHandle = &d.receipt
+		}
+		a := d.attempt
+		sp.DeliveryAttempt = &a
+		if d.invisible > 0 {
+			sp.InvisibleDuration = durationpb.New(d.invisible)
+		}
+	}
+	return m
+}
+
+func msTimestamp(ms int64) *timestamppb.Timestamp {
+	return &timestamppb.Timestamp{Seconds: ms / 1000, Nanos: int32(ms%1000) * 1e6}
+}
+
+// bodyDigest is the digest a delivered message carries: MD5 in upper-case
+// hex, as RocketMQ's proxy sends. The SDKs disagree on CRC32's text (the Go
+// SDK expects lower-case hex, the Node.js SDK decimal) but the Java and
+// Node.js SDKs both check MD5 this way, and their push consumers discard a
+// message whose digest does not match (the Go SDK v5.1.2 only marks it).
+func bodyDigest(body []byte) *rmqpb.Digest {
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(body)
+	var text [2 * md5.Size]byte
+	for i, b := range sum {
+		text[2*i], text[2*i+1] = digits[b>>4], digits[b&0xF]
+	}
+	return &rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: string(text[:])}
+}

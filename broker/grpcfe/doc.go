@@ -1,0 +1,77 @@
+// Package grpcfe is the broker's second front end: RocketMQ 5's gRPC
+// MessagingService (apache.rocketmq.v2, the code in package rmqpb) served
+// by the broker process itself, as RocketMQ's proxy in local mode, so the
+// RocketMQ 5 SDKs (Java, Go, C++, C#, Python, Node.js, Rust) need no proxy.
+// Like the remoting front end (package broker) it only translates: it
+// decodes a request into the messaging core's request struct, calls one
+// method of core.Core, and encodes the answer; refusals become statuses in
+// one place (status.go). It never imports remoting, namesrv or protocol's
+// header types (TestNoRemotingWire, internal/importgraph).
+//
+// # Methods
+//
+// docs/grpc.md lists every method and its status. In short: QueryRoute
+// (this broker's queues from the core, the cluster's from Options.Routes;
+// an unknown topic is created as a send would create it), Heartbeat,
+// NotifyClientTermination and Telemetry (clients.go: the client registry,
+// settings, transaction checks and thread-stack requests pushed on the
+// client's stream); SendMessage, EndTransaction (send.go), RecallMessage
+// (recall.go); QueryAssignment (route.go), ReceiveMessage, AckMessage,
+// ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue (receive.go:
+// the core's POP operations); PullMessage, UpdateOffset, GetOffset,
+// QueryOffset (pull.go). SyncLiteSubscription answers NOT_IMPLEMENTED.
+//
+// # Messages across protocols
+//
+// A message is stored as a remoting producer's would be (convert.go):
+// message_id is UNIQ_KEY, tag TAGS, keys KEYS, message_group
+// __SHARDINGKEY (and picks the queue, by its hash, so a group stays in
+// order), delivery_timestamp TIMER_DELIVER_MS, a transactional message a
+// half message whose producer group is its topic (RocketMQ 5's clients
+// have none). A stored record is delivered with the same mapping back,
+// whichever protocol stored it; reserved properties never show as user
+// properties.
+//
+// # Who owns what
+//
+//   - A request's messages are read during the call: core.Send copies what
+//     it stores; the properties are built in a pooled sendJob.
+//   - ReceiveMessage's records are the POP manager's copies in a pooled
+//     core.PopResult: each message's body is a slice of it, copied once
+//     more by protobuf's encoding into the stream's frame, then the result
+//     returns to its pool. PullMessage's records are views of the mapped
+//     commit log (core.PullResult), released after the stream's last Send
+//     (grpc-go encodes a message before Send returns).
+//   - A client (clients.go) is the core's ClientConn for its id: the
+//     registry's key. It holds the current telemetry stream's outgoing
+//     queue (256 commands; a full queue refuses the push, the core retries
+//     a check later) and the settings it last sent.
+//
+// # Goroutines and long polling
+//
+// grpc-go runs each call on a pool of stream workers (more when all are
+// busy). A receive or pull that finds nothing waits on its own call's
+// goroutine (longpoll.go) for its topic's arrivals, reported by the
+// core's OnArrival listener, or a re-check every RecheckInterval (for
+// messages whose invisible time passed), until its long-polling timeout
+// or its deadline less a reserve; at most MaxHeldReceives wait at once. A
+// telemetry stream has two goroutines (receive, send) while it is open.
+// Shutdown ends the held calls and the streams, then stops the server; the
+// core is its owner's to shut down after.
+//
+// # Transport and security
+//
+// TLS and plaintext are accepted on the one port (transport.go), as
+// RocketMQ's proxy does by default: RocketMQ 5's SDKs connect with TLS
+// unless told otherwise. Options.ServerOptions is the security layer's
+// hook: a grpc.Creds there replaces this transport, and
+// grpc.ChainUnaryInterceptor / grpc.ChainStreamInterceptor add
+// authentication of the "authorization" header every call carries.
+//
+// # Lock order
+//
+// The client table's mutex is taken before a client's; neither is held
+// while the core is called, except that forget calls core.ClientClosed
+// after releasing both. The waiters' mutex is a leaf (the arrival listener
+// takes it on the store's dispatcher and only sends without blocking).
+package grpcfe

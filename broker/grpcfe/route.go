@@ -1,0 +1,152 @@
+package grpcfe
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/rmqpb"
+)
+
+// QueryRoute answers the queues of a topic: this broker's (from the core's
+// topic table) and, with Options.Routes, the other brokers' of a cluster,
+// each with its gRPC endpoint. An unknown topic is created as a send to it
+// would create it (from TBW102, unless auto-creation is off: then
+// TOPIC_NOT_FOUND), since RocketMQ 5's clients look up the route of every
+// topic before they use it.
+func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
+	topic := r.GetTopic().GetName()
+	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+		return &rmqpb.QueryRouteResponse{Status: errStatus(err)}, nil
+	}
+	routes, err := s.routes(topic, true)
+	if err != nil {
+		return &rmqpb.QueryRouteResponse{Status: errStatus(err)}, nil
+	}
+	var mqs []*rmqpb.MessageQueue
+	for _, rt := range routes {
+		b := s.brokerOf(rt)
+		// As RocketMQ's proxy: one entry per queue id, with the permission
+		// that queue has (read queues beyond the write ones are read-only).
+		n := max(rt.ReadQueues, rt.WriteQueues)
+		for q := int32(0); q < n; q++ {
+			perm := permOf(rt.Perm, q < rt.ReadQueues, q < rt.WriteQueues)
+			mqs = append(mqs, &rmqpb.MessageQueue{
+				Topic: &rmqpb.Resource{Name: topic, ResourceNamespace: r.GetTopic().GetResourceNamespace()},
+				Id:    q, Permission: perm, Broker: b, AcceptMessageTypes: rt.MessageTypes,
+			})
+		}
+	}
+	return &rmqpb.QueryRouteResponse{Status: okStatus, MessageQueues: mqs}, nil
+}
+
+// QueryAssignment answers the queues a push consumer of a group receives
+// from: one per readable broker, queue id -1 (the broker hands out the
+// messages of every queue, message by message, as RocketMQ's proxy
+// assigns).
+func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRequest) (*rmqpb.QueryAssignmentResponse, error) {
+	topic := r.GetTopic().GetName()
+	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
+	}
+	if err := checkName(r.GetGroup().GetName(), rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
+	}
+	routes, err := s.routes(topic, false)
+	if err != nil {
+		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
+	}
+	var as []*rmqpb.Assignment
+	for _, rt := range routes {
+		if rt.ReadQueues <= 0 || rt.Perm&protocol.PermRead == 0 {
+			continue
+		}
+		as = append(as, &rmqpb.Assignment{MessageQueue: &rmqpb.MessageQueue{
+			Topic: r.GetTopic(), Id: -1, Permission: rmqpb.Permission_READ_WRITE, Broker: s.brokerOf(rt),
+			AcceptMessageTypes: rt.MessageTypes,
+		}})
+	}
+	if len(as) == 0 {
+		return &rmqpb.QueryAssignmentResponse{Status: status(rmqpb.Code_FORBIDDEN, "topic "+topic+" has no readable queue")}, nil
+	}
+	return &rmqpb.QueryAssignmentResponse{Status: okStatus, Assignments: as}, nil
+}
+
+// routes returns the brokers of a topic: this one first, then the others
+// Options.Routes knows.
+func (s *Server) routes(topic string, create bool) ([]Route, error) {
+	cfg, err := s.core.RouteTopic(topic, create)
+	if err != nil {
+		return nil, err
+	}
+	out := []Route{{BrokerName: s.brokerName, Addr: s.opts.Addr, ReadQueues: cfg.ReadQueueNums,
+		WriteQueues: cfg.WriteQueueNums, Perm: cfg.Perm, MessageTypes: messageTypes(cfg.Attributes)}}
+	if s.opts.Routes != nil {
+		for _, rt := range s.opts.Routes(topic) {
+			if rt.BrokerName != s.brokerName {
+				if rt.MessageTypes == nil {
+					rt.MessageTypes = out[0].MessageTypes
+				}
+				out = append(out, rt)
+			}
+		}
+	}
+	return out, nil
+}
+
+// brokerOf is the protocol's broker of a route entry.
+func (s *Server) brokerOf(rt Route) *rmqpb.Broker {
+	host, port := s.selfHost, s.selfPort
+	if rt.Addr != s.opts.Addr {
+		if ap, err := netip.ParseAddrPort(rt.Addr); err == nil {
+			host, port = ap.Addr().String(), int32(ap.Port())
+		}
+	}
+	scheme := rmqpb.AddressScheme_DOMAIN_NAME
+	if a, err := netip.ParseAddr(host); err == nil {
+		scheme = rmqpb.AddressScheme_IPv4
+		if a.Is6() && !a.Is4In6() {
+			scheme = rmqpb.AddressScheme_IPv6
+		}
+	}
+	return &rmqpb.Broker{Name: rt.BrokerName, Id: 0, Endpoints: &rmqpb.Endpoints{
+		Scheme: scheme, Addresses: []*rmqpb.Address{{Host: host, Port: port}}}}
+}
+
+// permOf is a queue's permission: the topic's, limited to what the queue
+// is (a read queue, a write queue, or both).
+func permOf(perm int32, read, write bool) rmqpb.Permission {
+	r := read && perm&protocol.PermRead != 0
+	w := write && perm&protocol.PermWrite != 0
+	switch {
+	case r && w:
+		return rmqpb.Permission_READ_WRITE
+	case r:
+		return rmqpb.Permission_READ
+	case w:
+		return rmqpb.Permission_WRITE
+	}
+	return rmqpb.Permission_NONE
+}
+
+// messageTypes are the message types a topic accepts, from its
+// message.type attribute (none, or MIXED: every type; a FIFO topic also
+// takes NORMAL messages, as the core does).
+func messageTypes(attrs map[string]string) []rmqpb.MessageType {
+	v, ok := attrs["message.type"]
+	if !ok {
+		v = attrs["+message.type"]
+	}
+	switch v {
+	case "NORMAL":
+		return []rmqpb.MessageType{rmqpb.MessageType_NORMAL}
+	case "FIFO":
+		return []rmqpb.MessageType{rmqpb.MessageType_FIFO, rmqpb.MessageType_NORMAL}
+	case "DELAY":
+		return []rmqpb.MessageType{rmqpb.MessageType_DELAY}
+	case "TRANSACTION":
+		return []rmqpb.MessageType{rmqpb.MessageType_TRANSACTION}
+	}
+	return []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY,
+		rmqpb.MessageType_TRANSACTION}
+}

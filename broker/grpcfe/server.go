@@ -1,0 +1,243 @@
+package grpcfe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/rmqpb"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxHeldReceives bounds the receives and pulls held at once
+	// waiting for messages; beyond, a receive is answered TOO_MANY_REQUESTS.
+	DefaultMaxHeldReceives = 4096
+	// DefaultRecheckInterval is how often a held receive looks again for
+	// messages whose invisible time passed (new messages wake it at once).
+	DefaultRecheckInterval = 100 * time.Millisecond
+	// DefaultLongPollingTimeout is the long polling a push consumer is told
+	// to ask for in its settings.
+	DefaultLongPollingTimeout = 20 * time.Second
+	// DefaultMaxRecvMsgSize bounds one request (a SendMessage with its
+	// messages): 4 MiB of bodies and their properties for each of a batch.
+	DefaultMaxRecvMsgSize = 130 << 20
+	// DefaultMaxConcurrentStreams bounds the calls in progress on one
+	// client connection.
+	DefaultMaxConcurrentStreams = 1024
+)
+
+// Route is one broker of a topic's route: its name, its gRPC address, and
+// the topic's queues on it.
+type Route struct {
+	BrokerName string
+	// Addr is the broker's gRPC endpoint, host:port.
+	Addr         string
+	ReadQueues   int32
+	WriteQueues  int32
+	Perm         int32 // protocol.Perm* bits
+	MessageTypes []rmqpb.MessageType
+}
+
+// Options configure a Server. The zero value of every field means its
+// default.
+type Options struct {
+	// Addr is the host:port clients are told to reach this broker's gRPC
+	// service at (routes, assignments). Required.
+	Addr string
+	// Routes, when set, gives the brokers of a topic in a cluster (every
+	// broker's gRPC address); nil serves this broker alone, from the core's
+	// topic table. This broker's entry comes from the core either way.
+	Routes func(topic string) []Route
+	// ServerOptions are appended to the server's own (message sizes,
+	// keepalive, stream limits): the hook for transport security
+	// (grpc.Creds) and for interceptors (grpc.ChainUnaryInterceptor and
+	// grpc.ChainStreamInterceptor: authentication and authorization of the
+	// "authorization" header, metrics). Interceptors given here run before
+	// every method.
+	ServerOptions []grpc.ServerOption
+	// TLS is the certificate configuration of TLS connections (see
+	// transport.go: TLS and plaintext are both accepted on the port);
+	// nil: a self-signed certificate made at New.
+	TLS *tls.Config
+	// MaxHeldReceives, RecheckInterval, LongPollingTimeout, MaxRecvMsgSize,
+	// MaxConcurrentStreams: see their Default constants.
+	MaxHeldReceives      int
+	RecheckInterval      time.Duration
+	LongPollingTimeout   time.Duration
+	MaxRecvMsgSize       int
+	MaxConcurrentStreams uint32
+	// Logger defaults to the core's.
+	Logger *slog.Logger
+}
+
+// Server is the gRPC front end: the MessagingService of RocketMQ 5 on a
+// broker's core. Its methods are safe for concurrent use.
+type Server struct {
+	rmqpb.UnimplementedMessagingServiceServer
+
+	core *core.Core
+	opts Options
+	log  *slog.Logger
+	srv  *grpc.Server
+
+	brokerName string
+	self       netip.AddrPort // Addr, when it is an IP address
+	selfHost   string
+	selfPort   int32
+
+	clients clientTable
+	waits   waiters
+	held    atomic.Int64
+	// inited holds "group\x00topic" once initGroup ran for it.
+	inited sync.Map
+
+	closing  atomic.Bool
+	shutdown chan struct{}
+	stopOnce sync.Once
+
+	stats struct {
+		sends, sendErrors, receives, received, acks, pulls atomic.Int64
+	}
+}
+
+// New returns a Server for c. It registers its arrival listener with the
+// core (long polling); Serve serves it on a listener.
+func New(c *core.Core, opts Options) (*Server, error) {
+	if opts.Addr == "" {
+		return nil, errors.New("grpcfe: Options.Addr is required")
+	}
+	host, port, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("grpcfe: Options.Addr %q: %w", opts.Addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("grpcfe: Options.Addr %q: bad port: %w", opts.Addr, err)
+	}
+	if opts.MaxHeldReceives <= 0 {
+		opts.MaxHeldReceives = DefaultMaxHeldReceives
+	}
+	if opts.RecheckInterval <= 0 {
+		opts.RecheckInterval = DefaultRecheckInterval
+	}
+	if opts.LongPollingTimeout <= 0 {
+		opts.LongPollingTimeout = DefaultLongPollingTimeout
+	}
+	if opts.MaxRecvMsgSize <= 0 {
+		opts.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if opts.Logger == nil {
+		opts.Logger = c.Options().Logger
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{core: c, opts: opts, log: opts.Logger, brokerName: c.Options().BrokerName,
+		selfHost: host, selfPort: int32(p), shutdown: make(chan struct{})}
+	if ap, err := netip.ParseAddrPort(opts.Addr); err == nil {
+		s.self = ap
+	}
+	s.clients.init()
+	s.waits.init()
+	c.OnArrival(s.waits.arrived)
+
+	creds, err := newPermissive(opts.TLS, []string{host})
+	if err != nil {
+		return nil, err
+	}
+	so := append([]grpc.ServerOption{grpc.Creds(creds)}, serverOptions(opts)...)
+	so = append(so, opts.ServerOptions...)
+	s.srv = grpc.NewServer(so...)
+	rmqpb.RegisterMessagingServiceServer(s.srv, s)
+	return s, nil
+}
+
+// serverOptions are the server's options besides its credentials and
+// Options.ServerOptions.
+func serverOptions(opts Options) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		// Calls run on a pool of goroutines (grpc-go starts more when all
+		// are busy, as with held receives) rather than one new goroutine
+		// per call, whose stack grows anew every time.
+		grpc.NumStreamWorkers(uint32(max(runtime.GOMAXPROCS(0), 4))),
+		// Windows large enough that a connection full of small sends does
+		// not stop for window updates (fixed windows turn grpc-go's
+		// bandwidth-delay estimation off).
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(16 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	}
+}
+
+// Serve accepts connections on l until Shutdown; it returns nil after a
+// Shutdown, the listener's error otherwise.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.srv.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) || s.closing.Load() {
+		return nil
+	}
+	return err
+}
+
+// GRPCServer returns the underlying server, for registering further
+// services (health, reflection) before Serve.
+func (s *Server) GRPCServer() *grpc.Server { return s.srv }
+
+// Shutdown stops accepting calls, answers the held receives and pulls
+// (with what they have: nothing), ends the telemetry streams and waits for
+// the calls in progress until ctx is done, then closes every connection.
+// The core is not shut down: its owner does that after.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.closing.Store(true)
+		close(s.shutdown)
+	})
+	done := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.srv.Stop()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// RuntimeInfo returns the front end's counters, for the broker's runtime
+// info (keys prefixed grpc).
+func (s *Server) RuntimeInfo() map[string]string {
+	return map[string]string{
+		"grpcClients":      strconv.Itoa(s.clients.count()),
+		"grpcSends":        strconv.FormatInt(s.stats.sends.Load(), 10),
+		"grpcSendErrors":   strconv.FormatInt(s.stats.sendErrors.Load(), 10),
+		"grpcReceives":     strconv.FormatInt(s.stats.receives.Load(), 10),
+		"grpcReceivedMsgs": strconv.FormatInt(s.stats.received.Load(), 10),
+		"grpcAcks":         strconv.FormatInt(s.stats.acks.Load(), 10),
+		"grpcPulls":        strconv.FormatInt(s.stats.pulls.Load(), 10),
+		"grpcHeldReceives": strconv.FormatInt(s.held.Load(), 10),
+	}
+}

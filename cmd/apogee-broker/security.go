@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/apogeemq/apogee/acl"
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// securityConfig is the access control and TLS part of the configuration
+// (docs/security.md).
+type securityConfig struct {
+	acl     bool   // --acl, aclEnable, authenticationEnabled, authorizationEnabled
+	aclFile string // --acl-file, aclFile
+
+	tlsMode                         string // --tls-mode, tls.server.mode
+	tlsCert, tlsKey, tlsCA, tlsAuth string // --tls-cert, --tls-key, --tls-client-ca, --tls-client-auth
+
+	maxConns, maxConnsPerSource int   // --max-connections, --max-connections-per-source (0: default)
+	responseBudget              int64 // --response-budget (0: default)
+
+	// --max-auto-create-topics, --max-auto-create-groups,
+	// --max-auto-create-per-source (0: default, negative: no cap)
+	autoTopics, autoGroups, autoPerSource int
+}
+
+// securityFlags are the flags of securityConfig.
+type securityFlags struct {
+	acl                                               *bool
+	aclFile, tlsMode, tlsCert, tlsKey, tlsCA, tlsAuth *string
+	maxConns, maxConnsPerSource                       *int
+	responseBudget                                    *int64
+	autoTopics, autoGroups, autoPerSource             *int
+}
+
+func addSecurityFlags(fs *pflag.FlagSet) *securityFlags {
+	return &securityFlags{
+		acl:               fs.Bool("acl", false, "authenticate and authorize every request (RocketMQ's ACL; see docs/security.md)"),
+		aclFile:           fs.String("acl-file", "", "users and ACLs: Apogee's format or a RocketMQ 4 plain_acl.yml (reloaded when it changes); implies --acl"),
+		tlsMode:           fs.String("tls-mode", "disabled", "TLS on the broker's and the name server's listeners: disabled, permissive (TLS and plain on one port) or enforcing"),
+		tlsCert:           fs.String("tls-cert", "", "the server certificate chain (PEM), reloaded when it changes"),
+		tlsKey:            fs.String("tls-key", "", "the server key (PEM), reloaded when it changes"),
+		tlsCA:             fs.String("tls-client-ca", "", "CAs that client certificates are verified against (PEM): mutual TLS"),
+		tlsAuth:           fs.String("tls-client-auth", "", "none, optional or require a client certificate (default: optional with --tls-client-ca)"),
+		maxConns:          fs.Int("max-connections", 0, fmt.Sprintf("connections the process accepts in all (default %d)", remoting.DefaultMaxConns)),
+		maxConnsPerSource: fs.Int("max-connections-per-source", 0, fmt.Sprintf("connections the process accepts from one source address (default %d)", remoting.DefaultMaxConnsPerSource)),
+		responseBudget:    fs.Int64("response-budget", 0, "bytes of answers queued for clients that do not read them, in all (default 512 MiB)"),
+		autoTopics:        fs.Int("max-auto-create-topics", 0, "sends to unknown topics stop creating them once the broker holds this many topics (default 10000; negative: no cap)"),
+		autoGroups:        fs.Int("max-auto-create-groups", 0, "consumers of unknown groups stop creating them once the broker holds this many groups (default 10000; negative: no cap)"),
+		autoPerSource:     fs.Int("max-auto-create-per-source", 0, "topics and groups one source address may create on demand per hour (default 1000; negative: no cap)"),
+	}
+}
+
+func (f *securityFlags) config() securityConfig {
+	return securityConfig{acl: *f.acl || *f.aclFile != "", aclFile: *f.aclFile,
+		tlsMode: *f.tlsMode, tlsCert: *f.tlsCert, tlsKey: *f.tlsKey, tlsCA: *f.tlsCA, tlsAuth: *f.tlsAuth,
+		maxConns: *f.maxConns, maxConnsPerSource: *f.maxConnsPerSource, responseBudget: *f.responseBudget,
+		autoTopics: *f.autoTopics, autoGroups: *f.autoGroups, autoPerSource: *f.autoPerSource}
+}
+
+// The broker.conf keys of securityConfig.
+func init() {
+	on := func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.sec.acl = c.sec.acl || b
+		return err
+	}
+	honoured["aclEnable"] = confKey{"acl", "`--acl`: `true` turns on authentication and authorization (RocketMQ 4's switch; docs/security.md)", on}
+	honoured["authenticationEnabled"] = confKey{"acl", "as `aclEnable` (RocketMQ 5's switch: Apogee authenticates and authorizes together)", on}
+	honoured["authorizationEnabled"] = confKey{"acl", "as `aclEnable`", on}
+	str := func(set func(*securityConfig, string)) func(*config, string) error {
+		return func(c *config, v string) error {
+			set(&c.sec, v)
+			return nil
+		}
+	}
+	honoured["tls.server.mode"] = confKey{"tls-mode", "`--tls-mode`: `disabled`, `permissive` (TLS and plain clients on one port) or `enforcing` (RocketMQ's TlsSystemConfig key)", str(func(s *securityConfig, v string) { s.tlsMode = v })}
+	honoured["tls.server.certPath"] = confKey{"tls-cert", "`--tls-cert`: the server certificate chain (PEM)", str(func(s *securityConfig, v string) { s.tlsCert = v })}
+	honoured["tls.server.keyPath"] = confKey{"tls-key", "`--tls-key`: the server key (PEM; unencrypted)", str(func(s *securityConfig, v string) { s.tlsKey = v })}
+	honoured["tls.server.trustCertPath"] = confKey{"tls-client-ca", "`--tls-client-ca`: CAs to verify client certificates with", str(func(s *securityConfig, v string) { s.tlsCA = v })}
+	honoured["tls.server.need.client.auth"] = confKey{"tls-client-auth", "`--tls-client-auth`: `none`, `optional` or `require`", str(func(s *securityConfig, v string) { s.tlsAuth = v })}
+	num := func(set func(*securityConfig, int64)) func(*config, string) error {
+		return func(c *config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a number >= 0")
+			}
+			set(&c.sec, n)
+			return nil
+		}
+	}
+	honoured["maxConnections"] = confKey{"max-connections", "`--max-connections`: connections accepted in all (default 10000; 0: the default)", num(func(s *securityConfig, n int64) { s.maxConns = int(n) })}
+	honoured["maxConnectionsPerSource"] = confKey{"max-connections-per-source", "`--max-connections-per-source`: connections accepted from one source address (default 1000)", num(func(s *securityConfig, n int64) { s.maxConnsPerSource = int(n) })}
+	honoured["responseBudget"] = confKey{"response-budget", "`--response-budget`: bytes of answers queued for clients that do not read them, in all (default 536870912)", num(func(s *securityConfig, n int64) { s.responseBudget = n })}
+	signed := func(set func(*securityConfig, int)) func(*config, string) error {
+		return func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("want a number (negative: no cap)")
+			}
+			set(&c.sec, n)
+			return nil
+		}
+	}
+	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
+	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
+	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
+	honoured["aclFile"] = confKey{"acl-file", "`--acl-file`: the ACL file (Apogee's format or RocketMQ 4's `plain_acl.yml`), reloaded when it changes; implies `aclEnable=true`", func(c *config, v string) error {
+		c.sec.aclFile, c.sec.acl = v, true
+		return nil
+	}}
+}
+
+// openTLS returns the TLS server of the configuration, or nil when TLS is
+// disabled.
+func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
+	mode, err := tlsconf.ParseMode(c.sec.tlsMode)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-mode: %w", err)
+	}
+	if mode == tlsconf.Disabled {
+		return nil, nil
+	}
+	cfg := tlsconf.Config{Mode: mode, CertFile: c.sec.tlsCert, KeyFile: c.sec.tlsKey, ClientCAFile: c.sec.tlsCA, Logger: logger}
+	switch strings.ToLower(c.sec.tlsAuth) {
+	case "", "optional":
+	case "none":
+		cfg.ClientCAFile = ""
+	case "require":
+		cfg.RequireClientCert = true
+	default:
+		return nil, fmt.Errorf("--tls-client-auth %q: want none, optional or require", c.sec.tlsAuth)
+	}
+	s, err := tlsconf.NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("TLS on", "mode", mode.String(), "cert", cfg.CertFile, "client_ca", cfg.ClientCAFile, "client_cert_required", cfg.RequireClientCert)
+	return s, nil
+}
+
+// applyLimits sets the process-wide connection limit and response budget.
+func applyLimits(c *config) {
+	if c.sec.maxConns > 0 || c.sec.maxConnsPerSource > 0 {
+		max, per := c.sec.maxConns, c.sec.maxConnsPerSource
+		if max == 0 {
+			max = remoting.DefaultMaxConns
+		}
+		if per == 0 {
+			per = remoting.DefaultMaxConnsPerSource
+		}
+		remoting.SharedConnLimit().SetLimits(max, per)
+	}
+	if c.sec.responseBudget > 0 {
+		remoting.SharedResponseBudget().SetLimit(c.sec.responseBudget)
+	}
+}
+
+// openGuard returns the access control the configuration asks for, or nil
+// when it is off. Users and ACLs created through the admin codes are kept
+// in DATA/config.
+func openGuard(c *config, logger *slog.Logger) (*acl.Guard, error) {
+	if !c.sec.acl {
+		return nil, nil
+	}
+	g, err := acl.Open(acl.Options{
+		File:        c.sec.aclFile,
+		Dir:         filepath.Join(c.dataDir, "config"),
+		ClusterName: c.cluster,
+		Logger:      logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--acl-file: %w", err)
+	}
+	logger.Info("access control on", "file", c.sec.aclFile, "users", g.Stats().Users)
+	return g, nil
+}

@@ -1,0 +1,315 @@
+package interopgrpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+)
+
+// brokerBin is the apogee-broker under test, built once by TestMain (or
+// given by APOGEE_BROKER_BIN).
+var brokerBin string
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	// The 5.x client logs to a file under rocketmq.client.logRoot (by
+	// default under the home directory); keep it in a temporary directory.
+	logs, err := os.MkdirTemp("", "apogee-interop-grpc-logs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(logs)
+	os.Setenv("rocketmq.client.logRoot", logs)
+	if os.Getenv("rocketmq.client.logLevel") == "" {
+		os.Setenv("rocketmq.client.logLevel", "error")
+	}
+	rmq.ResetLogger()
+	rlog.SetLogLevel("error")
+
+	if os.Getenv(childEnv) != "" {
+		return runChild()
+	}
+	brokerBin = os.Getenv("APOGEE_BROKER_BIN")
+	if brokerBin == "" {
+		dir, err := os.MkdirTemp("", "apogee-interop-grpc-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		brokerBin = filepath.Join(dir, "apogee-broker")
+		cmd := exec.Command("go", "build", "-o", brokerBin, "./cmd/apogee-broker")
+		cmd.Dir = ".." // the main module
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build ./cmd/apogee-broker: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
+
+// syncBuffer collects a process's stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// broker is one apogee-broker process of a test.
+type broker struct {
+	Addr, NsAddr, GrpcAddr string
+	cmd                    *exec.Cmd
+	exited                 chan error
+}
+
+// startBroker starts a broker with every listener on a free loopback
+// port, its data in t's temporary directory and conf (broker.conf lines)
+// as its configuration; it is stopped with SIGTERM when the test ends and
+// must exit 0.
+func startBroker(t *testing.T, conf ...string) *broker {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
+		"--data-dir", filepath.Join(dir, "data")}
+	if len(conf) > 0 {
+		path := filepath.Join(dir, "broker.conf")
+		var b bytes.Buffer
+		for _, l := range conf {
+			b.WriteString(l + "\n")
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	cmd := exec.Command(brokerBin, args...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{cmd: cmd, exited: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { b.exited <- cmd.Wait() }()
+	select {
+	case line := <-lines:
+		m := startLine.FindStringSubmatch(line)
+		if m == nil {
+			cmd.Process.Kill()
+			t.Fatalf("start line %q", line)
+		}
+		b.Addr, b.NsAddr, b.GrpcAddr = m[3], m[4], m[6]
+	case err := <-b.exited:
+		t.Fatalf("broker exited at start: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no start line:\n%s", stderr.String())
+	}
+	t.Cleanup(func() {
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-b.exited:
+			if err != nil {
+				t.Errorf("broker exit: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			b.cmd.Process.Kill()
+			t.Errorf("broker did not stop on SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("broker stderr:\n%s", stderr.String())
+		}
+	})
+	return b
+}
+
+// config is the 5.x client's configuration for this broker: its gRPC
+// endpoint and nothing else.
+func (b *broker) config(group string) *rmq.Config {
+	return &rmq.Config{Endpoint: b.GrpcAddr, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+}
+
+// producer starts a 5.x producer of topics (stopped when the test ends).
+func (b *broker) producer(t *testing.T, opts ...rmq.ProducerOption) rmq.Producer {
+	t.Helper()
+	p, err := rmq.NewProducer(b.config(""), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("producer start: %v", err)
+	}
+	t.Cleanup(func() { p.GracefulStop() })
+	return p
+}
+
+// consumer starts a 5.x simple consumer of group (stopped when the test
+// ends) with subs (topic → filter) and the await duration given.
+func (b *broker) consumer(t *testing.T, group string, await time.Duration, subs map[string]*rmq.FilterExpression) rmq.SimpleConsumer {
+	t.Helper()
+	c, err := rmq.NewSimpleConsumer(b.config(group), rmq.WithAwaitDuration(await), rmq.WithSubscriptionExpressions(subs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("consumer start: %v", err)
+	}
+	t.Cleanup(func() { c.GracefulStop() })
+	return c
+}
+
+// codeOf returns the status code of a 5.x client error (0 when it has none).
+func codeOf(err error) int32 {
+	var e *rmq.ErrRpcStatus
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// codeMessageNotFound is what an empty receive answers.
+const codeMessageNotFound = 40401
+
+// receive collects messages until it has n or d passed, acking each when
+// ack is set.
+func receive(t *testing.T, c rmq.SimpleConsumer, n int, invisible, d time.Duration, ack bool) []*rmq.MessageView {
+	t.Helper()
+	var got []*rmq.MessageView
+	deadline := time.Now().Add(d)
+	for len(got) < n && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		mvs, err := c.Receive(ctx, int32(min(n-len(got), 32)), invisible)
+		cancel()
+		if err != nil {
+			if codeOf(err) == codeMessageNotFound {
+				continue
+			}
+			t.Fatalf("receive: %v", err)
+		}
+		for _, mv := range mvs {
+			if ack {
+				if err := c.Ack(context.Background(), mv); err != nil {
+					t.Fatalf("ack %s: %v", mv.GetMessageId(), err)
+				}
+			}
+			got = append(got, mv)
+		}
+	}
+	return got
+}
+
+// remoting sends one request over RocketMQ's remoting protocol to addr and
+// returns the response's code and remark: the admin requests the 5.x
+// client has no API for.
+func remoting(t *testing.T, addr string, code int, ext map[string]string, body []byte) (int, string) {
+	t.Helper()
+	hdr, err := json.Marshal(map[string]any{"code": code, "language": "GO", "version": 317, "opaque": 1, "flag": 0,
+		"extFields": ext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, 8, 8+len(hdr)+len(body))
+	binary.BigEndian.PutUint32(frame, uint32(4+len(hdr)+len(body)))
+	binary.BigEndian.PutUint32(frame[4:], uint32(len(hdr)))
+	frame = append(append(frame, hdr...), body...)
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	var head [8]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		t.Fatal(err)
+	}
+	total := binary.BigEndian.Uint32(head[:])
+	hlen := binary.BigEndian.Uint32(head[4:]) & 0xFFFFFF
+	rest := make([]byte, total-4)
+	if _, err := io.ReadFull(conn, rest); err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Code   int    `json:"code"`
+		Remark string `json:"remark"`
+	}
+	if err := json.Unmarshal(rest[:hlen], &resp); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Code, resp.Remark
+}
+
+// createTopic creates a topic with queues queues (and a message.type
+// attribute unless typ is "").
+func (b *broker) createTopic(t *testing.T, topic string, queues int, typ string) {
+	t.Helper()
+	ext := map[string]string{"topic": topic, "defaultTopic": "TBW102", "readQueueNums": strconv.Itoa(queues),
+		"writeQueueNums": strconv.Itoa(queues), "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+	if typ != "" {
+		ext["attributes"] = "+message.type=" + typ
+	}
+	if code, remark := remoting(t, b.Addr, 17, ext, nil); code != 0 {
+		t.Fatalf("create topic %s: %d %s", topic, code, remark)
+	}
+}
+
+// updateGroup creates or changes a consumer group: FIFO delivery
+// (consumeMessageOrderly) and its retries.
+func (b *broker) updateGroup(t *testing.T, group string, orderly bool, retryMax int) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"groupName": group, "consumeEnable": true, "consumeFromMinEnable": true,
+		"consumeBroadcastEnable": true, "consumeMessageOrderly": orderly, "retryQueueNums": 1, "retryMaxTimes": retryMax,
+		"brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true})
+	if code, remark := remoting(t, b.Addr, 200, map[string]string{}, body); code != 0 {
+		t.Fatalf("update group %s: %d %s", group, code, remark)
+	}
+}
