@@ -21,6 +21,9 @@ import (
 // end of their handler, not to their answer.
 type RPCLatency struct {
 	desc *prometheus.Desc
+	// names render a request code and a response code as labels (nil:
+	// the number).
+	reqName, respName func(int32) string
 
 	low  [lowCodes]atomic.Pointer[respTable]
 	high [highSlots]highSlot // codes >= lowCodes or < 0, open addressing
@@ -88,6 +91,9 @@ func (r *RPCLatency) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		code := strconv.Itoa(int(t.code))
+		if r.reqName != nil {
+			code = r.reqName(t.code)
+		}
 		for i := range t.cells {
 			c := t.cells[i].Load()
 			if c == nil {
@@ -182,6 +188,9 @@ func (r *RPCLatency) cell(t *respTable, ri int, respCode int32) *cell {
 		return c
 	}
 	c := &cell{label: strconv.Itoa(int(respCode))}
+	if r.respName != nil {
+		c.label = r.respName(respCode)
+	}
 	if ri == respCodes-1 && respCode != respCodes-1 {
 		c.label = "other"
 	}

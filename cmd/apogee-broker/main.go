@@ -210,12 +210,14 @@ func run(args []string) error {
 	// are, so that a port in use is reported at once.
 	var metricsLn net.Listener
 	var rpc *metrics.RPCLatency
+	var grpcLat *metrics.GRPCLatency
 	if cfg.metricsListen != "" {
 		if metricsLn, err = net.Listen("tcp", cfg.metricsListen); err != nil {
 			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.metricsListen, err)
 		}
 		defer metricsLn.Close()
 		rpc = metrics.NewRPCLatency("remoting", prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
+		grpcLat = metrics.NewGRPCLatency(prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
 	}
 	b, err := broker.New(broker.Options{
 		DataDir:                  cfg.dataDir,
@@ -264,7 +266,7 @@ func run(args []string) error {
 	if grpcRes != nil {
 		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
 		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
-			Logger: logger}); err != nil {
+			Logger: logger, ServerOptions: grpcServerOptions(grpcLat)}); err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			b.Shutdown(sctx)
 			cancel()
@@ -360,7 +362,7 @@ func run(args []string) error {
 		}
 	}
 	if metricsLn != nil {
-		srv, err := operatorServer(b, rpc, security != nil, logger)
+		srv, err := operatorServer(b, rpc, grpcLat, security != nil, logger)
 		if err != nil {
 			ln.Close()
 			shutdown()

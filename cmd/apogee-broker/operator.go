@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/broker/metrics"
@@ -19,14 +21,28 @@ func observeRequest(rpc *metrics.RPCLatency) func(code, respCode int32, took tim
 	return rpc.Observe
 }
 
+// grpcServerOptions are the gRPC front end's interceptors that time its
+// calls for rocketmq_rpc_latency (none without metrics).
+func grpcServerOptions(g *metrics.GRPCLatency) []grpc.ServerOption {
+	if g == nil {
+		return nil
+	}
+	return g.ServerOptions()
+}
+
 // operatorServer is the --metrics-listen HTTP server: Prometheus text at
 // /metrics, the dashboard at /.
 // With readOnly (the broker checks credentials) the dashboard's actions
 // are refused.
-func operatorServer(b *broker.Broker, rpc *metrics.RPCLatency, readOnly bool, logger *slog.Logger) (*http.Server, error) {
+func operatorServer(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics.GRPCLatency, readOnly bool, logger *slog.Logger) (*http.Server, error) {
 	exp, err := metrics.New(metrics.Options{Core: b.Core(), RPC: rpc, Remoting: b.RemotingStats})
 	if err != nil {
 		return nil, err
+	}
+	if grpcLat != nil {
+		if err := exp.Registry().Register(grpcLat); err != nil {
+			return nil, err
+		}
 	}
 	dash, err := dashboard.New(b, dashboard.Options{Logger: logger, ReadOnly: readOnly})
 	if err != nil {
