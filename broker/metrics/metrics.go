@@ -124,6 +124,7 @@ type descs struct {
 	halfWaiting, popMsgs, popAcks, popInflight               *prometheus.Desc
 	conns, topics, groups, uptime                            *prometheus.Desc
 	lost, scrubBad                                           *prometheus.Desc
+	replicas, replicaLag, replicaInSync, replicated, resets  *prometheus.Desc
 	rmConns, rmFrameTimeouts, rmSlow, rmBudgetCloses, rmBusy *prometheus.Desc
 	rmInUse, rmWaits                                         *prometheus.Desc
 }
@@ -188,6 +189,11 @@ func newDescs(cl prometheus.Labels, withRemoting bool) descs {
 		uptime:           d("apogee_uptime_seconds", "Time since the broker started."),
 		lost:             d("apogee_store_lost_messages", "Messages recovery found lost from synced data at the last start (damage, not an unsynced tail)."),
 		scrubBad:         d("apogee_scrub_bad_records_total", "Damaged records the background scrubber found."),
+		replicas:         d("apogee_replicas", "Slaves connected to this master's replication stream."),
+		replicaLag:       d("apogee_replica_lag_bytes", "Commit-log bytes a connected slave has not yet acknowledged.", "replica"),
+		replicaInSync:    d("apogee_replica_in_sync", "1 while a connected slave is within the maximum replica gap of the log's end.", "replica"),
+		replicated:       d("apogee_replicated_bytes_total", "Bytes this slave appended from its master's stream."),
+		resets:           d("apogee_replica_resets_total", "Times this slave's log started over from its master's oldest segment."),
 	}
 	if withRemoting {
 		out.rmConns = d("apogee_remoting_connections", "Open remoting connections.")
@@ -214,6 +220,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		d.sendReqs, d.sendErrs, d.busy, d.inflight, d.pullReqs, d.pullFound, d.sendBacks,
 		d.delayed, d.delayedDelivered, d.delayedPending, d.timers, d.timersFired, d.timersPending,
 		d.halfWaiting, d.popMsgs, d.popAcks, d.popInflight, d.conns, d.topics, d.groups, d.uptime, d.lost, d.scrubBad,
+		d.replicas, d.replicaLag, d.replicaInSync, d.replicated, d.resets,
 		d.rmConns, d.rmFrameTimeouts, d.rmSlow, d.rmBudgetCloses, d.rmBusy, d.rmInUse, d.rmWaits} {
 		if x != nil {
 			ch <- x
@@ -340,6 +347,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.uptime, co.Uptime().Seconds())
 	gauge(d.lost, float64(st.LostMessages))
 	counter(d.scrubBad, float64(st.ScrubBadRecords))
+	gauge(d.replicas, float64(len(st.Replicas)))
+	for _, r := range st.Replicas {
+		gauge(d.replicaLag, float64(max(st.Log.WrittenOffset-r.Acked, 0)), r.Name)
+		gauge(d.replicaInSync, b2f(r.InSync), r.Name)
+	}
+	counter(d.replicated, float64(st.ReplicatedBytes))
+	counter(d.resets, float64(st.ReplicaResets))
 
 	if e.o.Remoting != nil {
 		r := e.o.Remoting()
