@@ -177,8 +177,10 @@ func testBrokerCrash(t *testing.T, sync bool) {
 		case n > 1:
 			dups++
 			// At least once: only what came due within a progress write
-			// (and scheduling slack) of the kill may come again.
-			if d.Before(kill.Add(-300*time.Millisecond)) || d.After(kill) {
+			// (50 ms) and the scanners' lag of the kill may come again; on
+			// a loaded machine (parallel tests under -race) the scanners
+			// run a few hundred milliseconds late, hence 1 s.
+			if d.Before(kill.Add(-time.Second)) || d.After(kill) {
 				t.Errorf("%s (due %v before the kill) delivered %d times", body, kill.Sub(d), n)
 			}
 		}

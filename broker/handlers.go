@@ -85,13 +85,17 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		return remoting.Reply
 	}
 	if h := b.handlers.get(req.Code); h != nil {
-		if b.opts.SlowRequest <= 0 {
+		if b.opts.SlowRequest <= 0 && b.opts.ObserveRequest == nil {
 			return h(c, req, resp)
 		}
 		start := time.Now()
 		act := h(c, req, resp)
-		if d := time.Since(start); d > b.opts.SlowRequest {
+		d := time.Since(start)
+		if b.opts.SlowRequest > 0 && d > b.opts.SlowRequest {
 			b.logSlow(c, req, resp, d)
+		}
+		if b.opts.ObserveRequest != nil {
+			b.opts.ObserveRequest(req.Code, resp.Cmd.Code, d)
 		}
 		return act
 	}

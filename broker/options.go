@@ -206,6 +206,12 @@ type Options struct {
 	// requests from the controller (controller/client.Client.HandleNotify).
 	// Default: the code is not served.
 	ControllerNotify func(*protocol.Command) error
+	// ObserveRequest, when set, is called after every request's handler
+	// with its code, the response code and the time the handler ran (timed
+	// as SlowRequest times it); package broker/metrics's RPCLatency.Observe
+	// is one. It runs on the connection's goroutine and must neither block
+	// nor allocate. Default nil: requests are not timed.
+	ObserveRequest func(code, respCode int32, took time.Duration)
 }
 
 // core returns the core's options: every field but the front end's own

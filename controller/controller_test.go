@@ -353,6 +353,21 @@ func TestCleanBrokerData(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	a := newBroker(t, c, "broker-a")
 	a.register(ctx)
+	// Alive from its first heartbeat, which its client sends after the
+	// registration (later on a loaded machine).
+	waitFor(t, 5*time.Second, "broker-a's first heartbeat", func() bool {
+		info, err := a.cl.GetSyncStateData(ctx, "broker-a")
+		if err != nil {
+			return false
+		}
+		ri := info.ReplicasInfoTable["broker-a"]
+		for _, r := range append(ri.InSyncReplicas, ri.NotInSyncReplicas...) {
+			if r.Alive {
+				return true
+			}
+		}
+		return false
+	})
 	conn, err := remoting.Dial(ctx, c.addrs[0], nil)
 	if err != nil {
 		t.Fatal(err)

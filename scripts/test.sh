@@ -17,6 +17,9 @@
 #   5. The Redis store of the idempotent-consumption helper. Its tests start
 #      their own redis-server; when there is none, this script says so and
 #      installs Debian's package with apt-get, or stops with what to do.
+#   6. The dashboard in headless Chromium (interop-dashboard, chromedp). It
+#      needs a chromium binary; when there is none, this script installs
+#      Debian's chromium package with apt-get, or stops with what to do.
 # Every command is printed before it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -145,6 +148,34 @@ if ! command -v redis-server >/dev/null; then
 fi
 (
   cd client/idempotent/redisstore
+  run go vet ./...
+  run go test -race -count=1 -timeout 5m ./...
+)
+step "6. interop-dashboard (the dashboard in headless chromium)"
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
+  echo "chromium is not installed: interop-dashboard drives the broker's dashboard in a headless"
+  echo "browser, so this script installs Debian's chromium package with apt-get."
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then
+      sudo=sudo
+    else
+      echo "test.sh: installing chromium needs root (or sudo, which is missing); install it and run again" >&2
+      exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null; then
+    echo "test.sh: apt-get is missing: install chromium (or google-chrome) with your package manager and run again" >&2
+    exit 1
+  fi
+  if ! { run $sudo apt-get update -qq && run $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
+    echo "test.sh: apt-get could not install chromium (its messages are above); install it and run again" >&2
+    exit 1
+  fi
+  echo "installed: $(chromium --version)"
+fi
+(
+  cd interop-dashboard
   run go vet ./...
   run go test -race -count=1 -timeout 5m ./...
 )

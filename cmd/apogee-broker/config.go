@@ -67,6 +67,15 @@ type config struct {
 	notes []note
 	// sec is access control and TLS (security.go).
 	sec securityConfig
+	// metricsListen is --metrics-listen: Prometheus text at /metrics and
+	// the dashboard at /; "" (the default) is off. The file's
+	// metricsExporterType=PROM sets it from metricsPromExporterHost and
+	// metricsPromExporterPort (finish), as RocketMQ 5 configures its
+	// Prometheus exporter.
+	metricsListen      string
+	promType, promHost string
+	promPort           int
+	promPortSet        bool
 }
 
 // note is one WARN line: a message and its attributes.
@@ -105,6 +114,7 @@ func parseConfig(args []string) (*config, error) {
 	slaveRead := fs.Bool("slave-read-enable", false, "suggest the slave to consumers that read far behind (slaveReadEnable)")
 	ctrlMode := fs.Bool("enable-controller-mode", false, "controller mode (enableControllerMode): the controller group elects the master and fences the old one (docs/failover.md)")
 	ctrlAddr := fs.String("controller-addr", "", `the controllers' addresses (controllerAddr), "host:port;host:port"`)
+	metricsListen := fs.String("metrics-listen", "", `serve Prometheus metrics at /metrics and the dashboard at / on this address ("" disables)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -139,6 +149,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("--receive-budget: want a positive number of bytes")
 	}
 	c.receiveBudget = *receiveBudget
+	c.metricsListen = *metricsListen
 	if *configFile != "" {
 		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {
@@ -191,6 +202,16 @@ const (
 // finish checks the keys that depend on each other once the whole file is
 // read.
 func (c *config) finish() error {
+	if c.promType == "PROM" {
+		host, port := c.promHost, c.promPort
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		if !c.promPortSet {
+			port = 5557
+		}
+		c.metricsListen = net.JoinHostPort(host, strconv.Itoa(port))
+	}
 	if c.controllerMode {
 		return c.finishControllerMode()
 	}
@@ -456,9 +477,6 @@ var honoured = map[string]confKey{
 		c.store.MaxReplicaGap = n
 		return nil
 	}},
-	"aclEnable":             {"", "`false` is accepted; `true` is refused with an error: authentication and ACLs are not implemented yet, and a broker the file means to protect must not start open", refuseTrue("ACLs are not implemented yet")},
-	"authenticationEnabled": {"", "as `aclEnable`: `true` is refused", refuseTrue("authentication is not implemented yet")},
-	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
 	"enableControllerMode": {"enable-controller-mode", "`--enable-controller-mode`: the controller group (`controllerAddr`) elects the group's master and fences the old one; `brokerRole` and `brokerId` are then the controller's to decide (docs/failover.md; default `false`)", func(c *config, v string) (err error) {
 		c.controllerMode, err = strconv.ParseBool(v)
 		return err
@@ -477,6 +495,27 @@ var honoured = map[string]confKey{
 	"controllerHeartBeatTimeoutMills": {"", "controller mode: ms without a heartbeat after which the controller deems this broker dead (default: the controller's, 3000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatTimeout = d })},
 	"brokerHeartbeatInterval":         {"", "controller mode: ms between heartbeats to each controller (default 1000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatInterval = d })},
 	"enableDLegerCommitLog":           {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
+	"metricsExporterType": {"metrics-listen", "`PROM` serves Prometheus metrics at `/metrics` and the dashboard at `/` on `metricsPromExporterHost:metricsPromExporterPort` (as `--metrics-listen`); `DISABLE` (the default) does not; `OTLP_GRPC` and `LOG` are refused (Apogee exports to Prometheus only)",
+		func(c *config, v string) error {
+			switch t := strings.ToUpper(strings.TrimSpace(v)); t {
+			case "PROM", "DISABLE", "":
+				c.promType = t
+				return nil
+			}
+			return fmt.Errorf("want PROM or DISABLE: Apogee exports metrics to Prometheus only")
+		}},
+	"metricsPromExporterHost": {"metrics-listen", "the host of the metrics listener with `metricsExporterType=PROM` (default `0.0.0.0`)", func(c *config, v string) error {
+		c.promHost = strings.TrimSpace(v)
+		return nil
+	}},
+	"metricsPromExporterPort": {"metrics-listen", "the port of the metrics listener with `metricsExporterType=PROM` (default 5557, as RocketMQ)", func(c *config, v string) error {
+		port, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("want a port number")
+		}
+		c.promPort, c.promPortSet = port, true
+		return nil
+	}},
 }
 
 func applySegmentSize(c *config, v string) error {

@@ -30,6 +30,8 @@
 //	--ha-master-addr H:P    a slave's master HA address (default: learnt from
 //	                        the name servers; a slave needs --namesrv)
 //	--slave-read-enable     suggest the slave to consumers that read far behind
+//	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
+//	                        at / (off by default)
 //
 // At start it binds its addresses, opens the store (recovering it), and only
 // then listens and prints one line with its addresses and version: until the
@@ -51,11 +53,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/grpcfe"
+	"github.com/apogeemq/apogee/broker/metrics"
 	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
@@ -206,6 +210,19 @@ func run(args []string) error {
 		security = guard
 	}
 
+	// The metrics listener is bound before the store opens, as the others
+	// are, so that a port in use is reported at once.
+	var metricsLn net.Listener
+	var rpc *metrics.RPCLatency
+	var grpcLat *metrics.GRPCLatency
+	if cfg.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.metricsListen, err)
+		}
+		defer metricsLn.Close()
+		rpc = metrics.NewRPCLatency("remoting", prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
+		grpcLat = metrics.NewGRPCLatency(prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
+	}
 	bopts := broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
@@ -239,6 +256,7 @@ func run(args []string) error {
 		HAMasterAddr:             cfg.haMasterAddr,
 
 		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
+		ObserveRequest:                observeRequest(rpc),
 	}
 	if cfg.controllerMode {
 		return runControllerMode(cfg, bopts, brokerRes, haRes, haAdvertise, logger)
@@ -256,7 +274,7 @@ func run(args []string) error {
 	if grpcRes != nil {
 		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
 		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
-			Logger: logger}); err != nil {
+			Logger: logger, ServerOptions: grpcServerOptions(grpcLat)}); err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			b.Shutdown(sctx)
 			cancel()
@@ -350,6 +368,21 @@ func run(args []string) error {
 			go http.Serve(pl, nil)
 			logger.Info("pprof", "addr", pl.Addr().String())
 		}
+	}
+	if metricsLn != nil {
+		srv, err := operatorServer(b, rpc, grpcLat, security != nil, logger)
+		if err != nil {
+			ln.Close()
+			shutdown()
+			return err
+		}
+		go func() {
+			if err := srv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics listener stopped", "err", err)
+			}
+		}()
+		defer srv.Close()
+		logger.Info("metrics and dashboard", "addr", metricsLn.Addr().String())
 	}
 	ns := "disabled"
 	if nsln != nil {

@@ -81,7 +81,7 @@ var allowed = map[string][]string{
 	// JSON bodies, as broker/core).
 	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
 
-	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
@@ -111,6 +111,14 @@ var allowed = map[string][]string{
 	"internal/vfs":         {"mmap"},
 	"internal/durable":     {"internal/vfs"},
 	"internal/vfs/errorfs": {"internal/vfs", "mmap"},
+
+	// Operations over HTTP, beside the front ends: the Prometheus exporter
+	// (read at scrape time from the core and the remoting server's
+	// counters) and the built-in dashboard (pages on the core's admin
+	// operations; the front end's few extras through an interface the
+	// broker implements). The broker binary wires both on one listener.
+	"broker/metrics":   {"broker/core", "broker/core/stats", "protocol", "remoting"},
+	"broker/dashboard": {"broker/core", "broker/core/stats", "protocol", "message"},
 }
 
 // testOnly lists the packages no package may import outside its tests.

@@ -1,0 +1,189 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"net/url"
+)
+
+// The pages' templates. Every table cell a test or a script may want to
+// read carries a data-k attribute naming its value, and every row a
+// data-key naming its subject (topic, group, queue).
+
+const layout = `
+{{define "top"}}<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{{.Page}} · {{.Broker}} · Apogee</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:.6em 1.2em;display:flex;gap:1.4em;align-items:baseline}
+header b{font-size:1.1em} header a{color:#cfd6e4;text-decoration:none} header a.on{color:#fff;border-bottom:2px solid #6ea8fe}
+main{padding:1em 1.2em;max-width:1200px}
+h1{font-size:1.3em;margin:.2em 0 .6em} h2{font-size:1.08em;margin:1.2em 0 .4em}
+table{border-collapse:collapse;background:#fff;margin-bottom:.8em;min-width:30em}
+th,td{border:1px solid #dde1e8;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#eef1f5;font-weight:600} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.err{background:#fde8e8;border:1px solid #f0a8a8;padding:.6em;margin-bottom:1em}
+.ok{background:#e6f6ea;border:1px solid #9fd8ab;padding:.6em;margin-bottom:1em}
+form.inline{display:flex;gap:.5em;flex-wrap:wrap;align-items:end;background:#fff;border:1px solid #dde1e8;padding:.6em;margin-bottom:1em}
+label{display:flex;flex-direction:column;font-size:.85em;color:#4a5365}
+input,select{font:inherit;padding:.2em .4em} button{font:inherit;padding:.25em .9em;cursor:pointer}
+pre{background:#fff;border:1px solid #dde1e8;padding:.6em;white-space:pre-wrap;word-break:break-all;max-height:16em;overflow:auto}
+.muted{color:#6b7385} .lag{color:#b3261e;font-weight:600}
+</style></head><body>
+<header><b>Apogee</b><span class="muted">{{.Cluster}} / {{.Broker}}</span>
+<a href="/" {{if eq .Page "overview"}}class="on"{{end}}>Cluster</a>
+<a href="/topics" {{if or (eq .Page "topics") (eq .Page "topic")}}class="on"{{end}}>Topics</a>
+<a href="/groups" {{if or (eq .Page "groups") (eq .Page "group")}}class="on"{{end}}>Groups</a>
+<a href="/messages" {{if eq .Page "messages"}}class="on"{{end}}>Messages</a>
+<a href="/metrics">Metrics</a></header><main>
+{{if .Err}}<div class="err" id="error">{{.Err}}</div>{{end}}
+{{end}}
+{{define "bottom"}}<p class="muted">Rendered {{.Now.Format "2006-01-02 15:04:05"}}. Reload for fresh numbers.</p></main></body></html>{{end}}
+`
+
+const pages = `
+{{define "overview"}}{{template "top" .}}{{with .Data}}
+<h1>Cluster</h1>
+<table id="brokers"><tr><th>cluster</th><th>broker</th><th>addresses (id: address)</th></tr>
+{{range .Brokers}}<tr data-key="{{.Name}}"><td>{{.Cluster}}</td><td>{{.Name}}{{if .Self}} <span class="muted">(this broker)</span>{{end}}</td><td>{{range .Addrs}}{{.}}<br>{{end}}</td></tr>{{end}}
+</table>
+<h2>This broker</h2>
+<table id="info">{{range .Info}}<tr data-key="{{.K}}"><th>{{.K}}</th><td data-k="{{.K}}">{{.V}}</td></tr>{{end}}</table>
+<h2>Engine</h2>
+<table id="engine">{{range .Engine}}<tr data-key="{{.K}}"><th>{{.K}}</th><td class="n" data-k="{{.K}}">{{.V}}</td></tr>{{end}}</table>
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "topics"}}{{template "top" .}}{{with .Data}}
+<h1>Topics</h1>
+<p>{{if .ShowSystem}}<a href="/topics">Hide system topics</a>{{else}}<a href="/topics?system=1">Show system topics</a>{{end}}</p>
+<table id="topics"><tr><th>topic</th><th>read/write queues</th><th>perm</th><th>messages</th><th>put TPS 10 s</th><th>put TPS 1 min</th><th>groups</th><th>backlog</th></tr>
+{{range .Topics}}<tr data-key="{{.Name}}"><td><a href="/topic?t={{.Name}}">{{.Name}}</a>{{if .Order}} <span class="muted">ordered</span>{{end}}</td>
+<td class="n" data-k="queues">{{.Read}}/{{.Write}}</td><td class="n">{{.Perm}}</td><td class="n" data-k="messages">{{.Messages}}</td>
+<td class="n" data-k="tps10s">{{.PutTps10s}}</td><td class="n" data-k="tps">{{.PutTps1m}}</td><td class="n">{{.Groups}}</td><td class="n {{if .Backlog}}lag{{end}}" data-k="backlog">{{.Backlog}}</td></tr>
+{{else}}<tr><td colspan="8" class="muted">No topics.</td></tr>{{end}}
+</table>
+<h2>Create or update a topic</h2>
+<form class="inline" method="get" action="/confirm" id="create-topic">
+<input type="hidden" name="action" value="create-topic">
+<label>topic<input name="topic" required pattern="[%|a-zA-Z0-9_-]+" maxlength="127"></label>
+<label>queues<input name="queues" type="number" min="1" max="1024" value="8"></label>
+<label>perm<select name="perm"><option value="6">6 read-write</option><option value="4">4 read-only</option><option value="2">2 write-only</option></select></label>
+<label>ordered<select name="order"><option value="false">no</option><option value="true">yes</option></select></label>
+<button type="submit">Continue…</button></form>
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "topic"}}{{template "top" .}}{{with .Data}}
+<h1>Topic {{.Name}}</h1>
+<table id="topic-config"><tr><th>read queues</th><td class="n">{{.Config.ReadQueueNums}}</td><th>write queues</th><td class="n">{{.Config.WriteQueueNums}}</td>
+<th>perm</th><td class="n">{{.Config.Perm}}</td><th>put TPS (1 min)</th><td class="n" data-k="tps">{{.PutTps}}</td><th>messages</th><td class="n" data-k="messages">{{.Messages}}</td></tr></table>
+<h2>Queues</h2>
+<table id="queues"><tr><th>queue</th><th>min offset</th><th>max offset</th><th>last stored</th></tr>
+{{range .Queues}}<tr data-key="{{.Queue}}"><td class="n">{{.Queue}}</td><td class="n" data-k="min">{{.Min}}</td><td class="n" data-k="max">{{.Max}}</td><td>{{.LastUpdate}}</td></tr>{{end}}
+</table>
+<h2>Consumer groups</h2>
+<table id="topic-groups"><tr><th>group</th><th>backlog</th></tr>
+{{range .Groups}}<tr data-key="{{.Group}}"><td><a href="/group?g={{.Group}}">{{.Group}}</a></td><td class="n {{if .Lag}}lag{{end}}" data-k="lag">{{.Lag}}</td></tr>
+{{else}}<tr><td colspan="2" class="muted">No group consumes this topic.</td></tr>{{end}}
+</table>
+<p><a href="/messages?topic={{.Name}}">Search messages of {{.Name}}</a></p>
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "groups"}}{{template "top" .}}{{with .Data}}
+<h1>Consumer groups</h1>
+<table id="groups"><tr><th>group</th><th>members</th><th>type</th><th>model</th><th>topics</th><th>consume TPS (1 min)</th><th>lag</th></tr>
+{{range .Groups}}<tr data-key="{{.Name}}"><td><a href="/group?g={{.Name}}">{{.Name}}</a></td><td class="n" data-k="members">{{.Members}}</td>
+<td>{{.ConsumeType}}</td><td>{{.Model}}</td><td class="n">{{.Topics}}</td><td class="n" data-k="tps">{{.ConsumeTps}}</td><td class="n {{if .Lag}}lag{{end}}" data-k="lag">{{.Lag}}</td></tr>
+{{else}}<tr><td colspan="7" class="muted">No groups.</td></tr>{{end}}
+</table>
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "group"}}{{template "top" .}}{{with .Data}}
+<h1>Group {{.Name}}</h1>
+<p>{{if .ConsumeType}}{{.ConsumeType}}, {{.Model}}{{else}}<span class="muted">No live members.</span>{{end}}
+{{if not .Consistent}}<span class="lag">Members subscribe differently: {{.Inconsistency}}</span>{{end}}
+Total lag: <b data-k="lag-total" id="lag-total">{{.Lag}}</b></p>
+<h2>Members</h2>
+<table id="members"><tr><th>client id</th><th>address</th><th>language</th><th>version</th><th>subscriptions</th></tr>
+{{range .Members}}<tr data-key="{{.ClientID}}"><td>{{.ClientID}}</td><td>{{.Addr}}</td><td>{{.Language}}</td><td>{{.Version}}</td><td>{{.Subscriptions}}</td></tr>
+{{else}}<tr><td colspan="5" class="muted">None.</td></tr>{{end}}
+</table>
+<p class="muted">Queues are allocated to members by the clients themselves (their rebalance); each member was asked which it holds.</p>
+{{range .Unanswered}}<p class="lag">No answer from {{.}}</p>{{end}}
+{{range .Topics}}{{$topic := .Topic}}
+<h2>Topic <a href="/topic?t={{.Topic}}">{{.Topic}}</a> · lag {{.Lag}} · {{.Tps}} msg/s</h2>
+<table class="lagtable" data-key="{{.Topic}}"><tr><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>last consumed stored at</th><th>held by</th></tr>
+{{range .Queues}}<tr data-key="{{$topic}}/{{.Queue}}"><td class="n">{{.Queue}}</td><td class="n" data-k="broker">{{.BrokerOffset}}</td><td class="n" data-k="consumer">{{.Consumer}}</td><td class="n {{if .Lag}}lag{{end}}" data-k="lag">{{.Lag}}</td><td>{{.LastUpdate}}</td><td data-k="holder">{{.Holder}}</td></tr>{{end}}
+</table>{{end}}
+<h2>Reset offsets</h2>
+<form class="inline" method="get" action="/confirm" id="reset-offset">
+<input type="hidden" name="action" value="reset-offset"><input type="hidden" name="group" value="{{.Name}}">
+<label>topic<select name="topic">{{range .Topics}}<option>{{.Topic}}</option>{{end}}</select></label>
+<label>to (now, earliest, ms or 2006-01-02T15:04:05)<input name="time" value="now"></label>
+<button type="submit">Continue…</button></form>
+<h2>Resend a message to a consumer</h2>
+<form class="inline" method="get" action="/confirm" id="resend">
+<input type="hidden" name="action" value="resend"><input type="hidden" name="group" value="{{.Name}}">
+<label>consumer<select name="client">{{range .ClientIDs}}<option>{{.}}</option>{{end}}</select></label>
+<label>offset message id<input name="msgid" size="34" value="{{.MsgID}}"></label>
+<button type="submit">Continue…</button></form>
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "message"}}
+<table class="message" data-key="{{.MsgID}}">
+<tr><th>topic</th><td data-k="topic">{{.Topic}}</td><th>queue / offset</th><td class="n">{{.Queue}} / {{.QueueOffset}}</td></tr>
+<tr><th>offset message id</th><td data-k="msgid">{{.MsgID}}</td><th>unique key</th><td data-k="uniq">{{.UniqKey}}</td></tr>
+<tr><th>tags</th><td data-k="tags">{{.Tags}}</td><th>keys</th><td data-k="keys">{{.Keys}}</td></tr>
+<tr><th>born</th><td>{{.Born}} <span class="muted">{{.BornHost}}</span></td><th>stored</th><td>{{.Stored}} <span class="muted">{{.StoreHost}}</span></td></tr>
+<tr><th>reconsume times</th><td class="n" data-k="reconsume">{{.Reconsume}}</td><th>body</th><td class="n">{{.BodySize}} bytes</td></tr>
+</table>
+<details><summary>Properties ({{len .Props}})</summary><table class="props">{{range .Props}}<tr data-key="{{.K}}"><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}</table></details>
+<details><summary>Body</summary><pre>{{.Body}}</pre></details>
+{{end}}
+
+{{define "messages"}}{{template "top" .}}{{with .Data}}
+<h1>Messages</h1>
+<form class="inline" method="get" action="/messages" id="search">
+<label>topic<input name="topic" value="{{.Topic}}"></label>
+<label>key<input name="key" value="{{.Key}}"></label>
+<label>or id (offset message id, or unique key with its topic)<input name="id" size="34" value="{{.ID}}"></label>
+<button type="submit">Search</button></form>
+{{if .Searched}}<p id="found">{{len .Messages}} found.</p>{{end}}
+{{range .Messages}}<section class="found">
+<h2>{{.Topic}} · {{.MsgID}}</h2>
+{{template "message" .}}
+<h3>Retry trace</h3>
+{{if .Trace}}<table class="trace"><tr><th>stored</th><th>topic</th><th>reconsume times</th><th>offset message id</th></tr>
+<tr data-key="{{.MsgID}}"><td>{{.Stored}}</td><td>{{.Topic}}</td><td class="n">{{.Reconsume}}</td><td>{{.MsgID}}</td></tr>
+{{range .Trace}}<tr data-key="{{.MsgID}}"><td>{{.Stored}}</td><td data-k="topic">{{.Topic}}</td><td class="n" data-k="reconsume">{{.Reconsume}}</td><td><a href="/messages?id={{.MsgID}}">{{.MsgID}}</a></td></tr>{{end}}
+</table>{{else}}<p class="muted">{{.TraceNote}}</p>{{end}}
+{{if .ConsumerGroups}}<p>Resend to a consumer of: {{$id := .MsgID}}{{range .ConsumerGroups}}<a href="/group?g={{.}}&amp;msgid={{$id}}">{{.}}</a> {{end}}</p>{{end}}
+</section>{{end}}
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "confirm"}}{{template "top" .}}{{with .Data}}
+<h1>{{.Title}}?</h1>
+{{if .Token}}<div class="ok" id="what">{{.What}}</div>
+<form method="post" action="/do" id="confirm">
+<input type="hidden" name="action" value="{{.Action}}"><input type="hidden" name="token" value="{{.Token}}">
+<table>{{range .Fields}}<tr><th>{{.K}}</th><td>{{.V}}<input type="hidden" name="{{.K}}" value="{{.V}}"></td></tr>{{end}}</table>
+<button type="submit" id="confirm-button">Confirm</button> <a href="{{.Back}}">Cancel</a></form>
+{{else}}<p><a href="{{.Back}}">Back</a></p>{{end}}
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "result"}}{{template "top" .}}{{with .Data}}
+<h1>{{.Title}}</h1>
+{{if .OK}}<div class="ok" id="done">{{.Done}}</div>{{end}}
+<p><a href="{{.Back}}" id="back">Back</a></p>
+{{end}}{{template "bottom" .}}{{end}}
+`
+
+func parseTemplates() (*template.Template, error) {
+	t := template.New("dashboard").Funcs(template.FuncMap{"q": url.QueryEscape})
+	for _, s := range []string{layout, pages} {
+		if _, err := t.Parse(s); err != nil {
+			return nil, fmt.Errorf("dashboard: templates: %w", err)
+		}
+	}
+	return t, nil
+}
