@@ -56,6 +56,10 @@ func runPushDuplicates(t *testing.T, addr, topic, group string, store idempotent
 		cc := client.ConsumeContextFrom(ctx)
 		for i, m := range msgs {
 			id := string(m.Body)
+			if id == "warmup" {
+				// In a batch with others (batch > 1): not one of the n.
+				continue
+			}
 			runs[id]++
 			if id == failing && runs[id] == 1 {
 				// Fail this one: the ones before it are consumed, it and the rest
