@@ -233,7 +233,10 @@ type sendReq struct {
 	attempts   int
 	busy       int
 	lastBroker string
-	deadline   int64 // unix nanos
+	// refresh: the last attempt failed in a way a route change explains; the next
+	// one first refreshes the topic's route (Instance.refreshOnFailure).
+	refresh  bool
+	deadline int64 // unix nanos
 	start      int64 // this attempt's start, unix nanos
 
 	cb     func(SendResult, error)
@@ -415,7 +418,7 @@ func (p *Producer) start(ctx context.Context, r *sendReq) error {
 	if d, ok := ctx.Deadline(); ok && d.UnixNano() < r.deadline {
 		r.deadline = d.UnixNano()
 	}
-	r.attempts, r.busy, r.lastBroker = 0, 0, ""
+	r.attempts, r.busy, r.lastBroker, r.refresh = 0, 0, "", false
 	if r.sync {
 		r.refs.Store(2)
 	} else {
@@ -608,6 +611,14 @@ func (r *sendReq) run(now int64) {
 			r.fail(fmt.Errorf("%w: send to %q after %d attempts", ErrTimeout, r.msg.Topic, r.attempts))
 			return
 		}
+		if r.refresh {
+			r.refresh = false
+			r.refreshRoute()
+			now = time.Now().UnixNano()
+			if now >= r.deadline {
+				continue
+			}
+		}
 		r.attempts++
 		if err := r.pickQueue(now); err != nil {
 			r.fail(err)
@@ -626,7 +637,24 @@ func (r *sendReq) run(now int64) {
 			r.fail(fmt.Errorf("client: send to %s (%s): %w", r.addr, r.queue, err))
 			return
 		}
+		if p.in.gate.gap >= 0 {
+			// The broker cannot be reached: the next attempt refreshes the route
+			// first, on a goroutine of its own (SendAsync's caller does not wait for
+			// the name server).
+			r.refresh = true
+			go r.retry()
+			return
+		}
 	}
+}
+
+// refreshRoute refreshes the topic's route after a failed attempt, within the
+// send's deadline. The next pickQueue reads the route from the table.
+func (r *sendReq) refreshRoute() {
+	p := r.p
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, r.deadline))
+	defer cancel()
+	p.in.refreshOnFailure(ctx, r.msg.Topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
 }
 
 func (r *sendReq) invoke() error {
@@ -650,6 +678,7 @@ func (r *sendReq) handleResponse(resp *protocol.Command, err error) {
 	latency := time.Duration(now - r.start)
 	if err != nil {
 		p.faults.update(r.queue.BrokerName, now, latency, true)
+		r.refresh = true
 		r.retryOrFail(fmt.Errorf("client: send to %s (%s): %w", r.addr, r.queue, err), false)
 		return
 	}
@@ -687,10 +716,17 @@ func (r *sendReq) handleResponse(resp *protocol.Command, err error) {
 		}
 		r.unref()
 	case protocol.RespSystemBusy:
+		// Also what a slave answers a send (RocketMQ's [REJECTREQUEST]): a master
+		// that was demoted is refused by it until the route names the new one.
 		p.faults.update(r.queue.BrokerName, now, latency, false)
+		r.refresh = true
 		r.retryOrFail(brokerError(r.addr, resp), true)
-	case protocol.RespTopicNotExist, protocol.RespServiceNotAvailable, protocol.RespSystemError, protocol.RespNoPermission:
+	case protocol.RespTopicNotExist, protocol.RespServiceNotAvailable, protocol.RespSystemError, protocol.RespNoPermission, protocol.RespNotLeaderForQueue:
+		// A fenced master in controller mode answers SYSTEM_ERROR, a broker whose
+		// store is not writable SERVICE_NOT_AVAILABLE, one made read-only
+		// NO_PERMISSION: the route may name another broker by now.
 		p.faults.update(r.queue.BrokerName, now, latency, true)
+		r.refresh = true
 		r.retryOrFail(brokerError(r.addr, resp), false)
 	default:
 		r.fail(brokerError(r.addr, resp))
