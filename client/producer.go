@@ -451,8 +451,19 @@ func (p *Producer) wait(ctx context.Context, r *sendReq) (SendResult, error) {
 }
 
 func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute, error) {
-	if r := p.in.cachedRoute(topic); r != nil && r.publish != nil {
+	r := p.in.cachedRoute(topic)
+	if r != nil && r.publish != nil {
 		return r, nil
+	}
+	if r != nil && p.in.gate.gap >= 0 {
+		// A known topic without a writable queue: its broker has no master now (a
+		// failover in progress). Ask the name servers again at most once per gap
+		// instead of on every send.
+		p.in.refreshOnFailure(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
+		if r = p.in.cachedRoute(topic); r != nil && r.publish != nil {
+			return r, nil
+		}
+		return nil, fmt.Errorf("client: topic %q: %w: no writable queue (no master in the route)", topic, ErrNoRoute)
 	}
 	r, err := p.in.publishRoute(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
 	if err != nil {
