@@ -138,8 +138,8 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 		store string // the storing broker's address, from the offset message id
 	}
 	var (
-		mu      sync.Mutex
-		acks    []ack
+		mu     sync.Mutex
+		acks   []ack
 		failed int
 	)
 	stop := make(chan struct{})

@@ -237,7 +237,7 @@ type sendReq struct {
 	// one first refreshes the topic's route (Instance.refreshOnFailure).
 	refresh  bool
 	deadline int64 // unix nanos
-	start      int64 // this attempt's start, unix nanos
+	start    int64 // this attempt's start, unix nanos
 
 	cb     func(SendResult, error)
 	done   chan struct{} // sync: signalled once the outcome is set
