@@ -368,10 +368,16 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	}
 	r.encode(now)
 	cl, err := p.in.pool.Get(ctx, r.addr)
+	if err == nil {
+		err = cl.InvokeOneway(&r.cmd)
+	}
 	if err != nil {
+		if p.in.gate.gap >= 0 {
+			go p.refreshTopic(msg.Topic) // for the next send; this one is not retried
+		}
 		return fmt.Errorf("client: oneway send to %s: %w", r.addr, err)
 	}
-	return cl.InvokeOneway(&r.cmd)
+	return nil
 }
 
 // accept validates and starts a send. For a sync send the returned request holds a
@@ -659,6 +665,14 @@ func (r *sendReq) run(now int64) {
 	}
 }
 
+// refreshTopic refreshes topic's route after a failure nothing waits on (a timed
+// out send, a failed oneway send), within the request timeout.
+func (p *Producer) refreshTopic(topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.client.requestTimeout)
+	defer cancel()
+	p.in.refreshOnFailure(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
+}
+
 // refreshRoute refreshes the topic's route after a failed attempt, within the
 // send's deadline. The next pickQueue reads the route from the table.
 func (r *sendReq) refreshRoute() {
@@ -860,10 +874,18 @@ func (p *Producer) sweep() {
 		}
 		p.expired = exp
 		p.lmu.Unlock()
+		prevTopic := ""
 		for i, r := range exp {
+			if topic := r.msg.Topic; p.in.gate.gap >= 0 && topic != prevTopic {
+				prevTopic = topic
+				// No answer at all: the master may be paused or cut off while its
+				// connection stays open, and a new one elected. Refresh off this
+				// goroutine; the gate keeps it to one per topic and gap.
+				go p.refreshTopic(topic)
+			}
 			r.err = fmt.Errorf("%w: no acknowledgement within %v", ErrTimeout, p.cfg.sendTimeout)
-			p.deliver(r)
 			exp[i] = nil
+			p.deliver(r)
 		}
 	}
 }

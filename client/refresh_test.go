@@ -65,3 +65,52 @@ func TestProducerRouteRefreshOnFailureIsRateLimited(t *testing.T) {
 		})
 	}
 }
+
+// A send that gets no answer at all (a paused master keeps its connection
+// open) times out, and the timeout refreshes the topic's route.
+func TestProducerTimeoutRefreshesRoute(t *testing.T) {
+	b := newFakeBroker(t)
+	p := newProducer(t, b, client.SendTimeout(150*time.Millisecond), client.RouteRefreshOnFailure(50*time.Millisecond))
+	ctx := ctxT(t)
+	if _, err := p.SendSync(ctx, &client.Message{Topic: "TO", Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.codeCount(protocol.ReqGetRouteInfoByTopic)
+	b.setHook(func(req *protocol.Command) (int32, bool) {
+		return -1, req.Code == protocol.ReqSendMessage // no reply
+	})
+	for i := range 3 {
+		if _, err := p.SendSync(ctx, &client.Message{Topic: "TO", Body: []byte("unanswered")}); !errors.Is(err, client.ErrTimeout) {
+			t.Fatalf("send %d: %v, want ErrTimeout", i, err)
+		}
+	}
+	waitFor(t, 5*time.Second, "a route request after the timeouts", func() bool {
+		return b.codeCount(protocol.ReqGetRouteInfoByTopic) > before
+	})
+}
+
+// A oneway send that cannot reach its broker refreshes the topic's route for
+// the sends after it (the oneway send itself is not retried).
+func TestProducerOnewayFailureRefreshesRoute(t *testing.T) {
+	dead := newFakeBroker(t, func(b *fakeBroker) { b.name = "broker-b" })
+	b := newFakeBroker(t, func(b *fakeBroker) { b.peers = []*fakeBroker{dead} })
+	p := newProducer(t, b, client.RouteRefreshOnFailure(0), client.FaultTolerance(false))
+	ctx := ctxT(t)
+	if err := p.SendOneway(ctx, &client.Message{Topic: "OW", Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	dead.close()
+	before := b.codeCount(protocol.ReqGetRouteInfoByTopic)
+	failed := 0
+	for range 16 { // round robin over both brokers' queues
+		if err := p.SendOneway(ctx, &client.Message{Topic: "OW", Body: []byte("oneway")}); err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no oneway send to the closed broker failed")
+	}
+	waitFor(t, 5*time.Second, "a route request after the failed oneway sends", func() bool {
+		return b.codeCount(protocol.ReqGetRouteInfoByTopic) > before
+	})
+}
