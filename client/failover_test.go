@@ -234,7 +234,10 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 	}
 	nFailed := failed
 	mu.Unlock()
-	waitFor(t, 30*time.Second, "every acknowledged message consumed from the new master", func() bool {
+	// The consumer's route refresh interval is the default 30 s too: only its
+	// failed pulls' refresh brings it to the new master this soon.
+	consumeWait := time.Now()
+	waitFor(t, 10*time.Second, "every acknowledged message consumed from the new master", func() bool {
 		col.mu.Lock()
 		defer col.mu.Unlock()
 		for _, body := range acked {
@@ -244,6 +247,7 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("every acknowledged message consumed %v after the sends stopped", time.Since(consumeWait).Round(time.Millisecond))
 	t.Logf("%d acknowledged, %d failed sends; master stopped → route names the new one %v, → first SEND_OK there %v (%v after the route changed)",
 		len(acked), nFailed, routed.Sub(stopped).Round(time.Millisecond), resumed.Sub(stopped).Round(time.Millisecond),
 		resumed.Sub(routed).Round(time.Millisecond))
