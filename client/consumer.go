@@ -569,12 +569,38 @@ func (c *consumer) puller(pq *processQueue) {
 			c.stats.pullErrors.Add(1)
 			c.log.Debug("client: pull failed", "queue", pq.mq, "err", err)
 			backoff = pullErrorBackoff
+			if routeSuspect(err) {
+				// The broker may have died or lost its mastership: the next pull
+				// goes where the route names now (the broker table follows it).
+				ctx, cancel := context.WithTimeout(pq.ctx, c.in.cfg.requestTimeout)
+				c.in.refreshOnFailure(ctx, pq.mq.Topic, "", 0)
+				cancel()
+			}
 			continue
 		}
 		if c.pullEvery > 0 && !sleepCtx(pq.ctx, c.pullEvery) {
 			return
 		}
 	}
+}
+
+// routeSuspect reports whether a failed request may be explained by a route change:
+// a connection or transport error, or an answer by which a broker refuses what only
+// its group's master (or a broker that takes writes) serves.
+func routeSuspect(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var be *BrokerError
+	if !errors.As(err, &be) {
+		return true
+	}
+	switch be.Code {
+	case protocol.RespSystemError, protocol.RespSystemBusy, protocol.RespServiceNotAvailable,
+		protocol.RespNoPermission, protocol.RespTopicNotExist, protocol.RespNotLeaderForQueue:
+		return true
+	}
+	return false
 }
 
 // errSeeked: the queue was repositioned while a pull was in flight.

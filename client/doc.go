@@ -40,9 +40,13 @@
 // header (SEND_BATCH_MESSAGE with the short-key V2 header for batches) into a pooled
 // request, compresses bodies of CompressOver bytes or more (zlib; zstd as an option),
 // adds a UNIQ_KEY, and sends it asynchronously on the broker's connection. Failures
-// that another queue or broker may not have (transport errors, codes 1, 14, 16, 17)
-// are retried elsewhere, SYSTEM_BUSY (2) after an exponential back-off; a broker that
-// failed or answered slowly is avoided for a while (FaultTolerance). A send is
+// that another queue or broker may not have (transport errors, codes 1, 14, 16, 17,
+// 501) are retried elsewhere, SYSTEM_BUSY (2) after an exponential back-off; a broker
+// that failed or answered slowly is avoided for a while (FaultTolerance). Those
+// failures, and timeouts, may mean the broker's group has a new master: the retry
+// first refreshes the topic's route (at most once per RouteRefreshOnFailure gap per
+// topic, 500 ms), so it goes where the route names now, and a route naming another
+// master for a broker name replaces the old address in every cached route. A send is
 // bounded by SendTimeout, retries included, enforced by one sweeper goroutine per
 // producer that exists while sends are in flight.
 //
@@ -92,12 +96,16 @@
 // # Goroutines and locks
 //
 // Per instance: one loop (routes, heartbeats) and two per connection (remoting's).
-// Per producer: a timeout sweeper while sends are in flight, a goroutine per retry, at
+// Per producer: a timeout sweeper while sends are in flight, a goroutine per retry
+// (and per route refresh after a timeout or a failed oneway send), at
 // most 16 transaction-check goroutines. Per consumer: one loop (rebalance, commits,
 // lock renewal), one puller per assigned queue, the consume pool (push) or one
 // goroutine per orderly queue while it has messages. Lock order: consumer.rebalanceMu,
 // then consumer.mu, then a processQueue's mu; instance.mu is taken alone (never while
-// holding a consumer or process-queue lock it could wait on), as is registry.
+// holding a consumer or process-queue lock it could wait on), as is registry; under
+// instance.mu the route table's and the producers' fault tables' own locks may be
+// taken (a moved master), never the other way round. The refresh gate's lock is a
+// leaf.
 //
 // # Ownership
 //

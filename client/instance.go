@@ -38,6 +38,10 @@ type instance struct {
 	// the table grew.
 	routes *hotmap.Map[topicRoute]
 
+	// gate rate-limits the route refreshes failed sends and pulls ask for
+	// (refreshOnFailure); its gap is the RouteRefreshOnFailure option.
+	gate refreshGate
+
 	mu        sync.Mutex
 	refs      int
 	producers map[*Producer]struct{}
@@ -90,6 +94,7 @@ func acquireInstance(cfg *clientConfig) (*instance, error) {
 		kick:      make(chan struct{}, 1),
 	}
 	in.routes = hotmap.New[topicRoute]()
+	in.gate.gap = cfg.failoverGap
 	ip, err := netip.ParseAddr(cfg.clientIP)
 	if err != nil {
 		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -250,7 +255,15 @@ func (in *instance) storeRoute(r *topicRoute) {
 
 // mergeBrokersLocked records a route's broker addresses and, when one is new, asks
 // the loop for a heartbeat so that the broker knows the client's groups at once.
+//
+// When the route names another master (brokerId 0) for a broker name than the
+// table did (a failover), nothing may go on using the old one: every cached route
+// of another topic that names the broker is rebuilt with the new addresses (sends
+// read a queue's address from their topic's route), and the producers forget the
+// broker's failures (they were the old master's). Masters are looked up per
+// broker name in this table (masterAddr, brokerAddr) for everything else.
 func (in *instance) mergeBrokersLocked(rd *protocol.TopicRouteData) {
+	moved := masterChanges(in.brokers, rd)
 	changed := false
 	for _, bd := range rd.BrokerDatas {
 		old := in.brokers[bd.BrokerName]
@@ -263,8 +276,43 @@ func (in *instance) mergeBrokersLocked(rd *protocol.TopicRouteData) {
 		}
 		in.brokers[bd.BrokerName] = addrs
 	}
+	if len(moved) > 0 {
+		in.masterMovedLocked(moved)
+	}
 	if changed {
 		in.kickHeartbeat()
+	}
+}
+
+// masterMovedLocked brings the cached routes and the producers' fault tables in
+// line with the broker table after the masters of the brokers named moved.
+func (in *instance) masterMovedLocked(brokers []string) {
+	addrs := make(map[string]map[int64]string, len(brokers))
+	for _, b := range brokers {
+		addrs[b] = in.brokers[b]
+	}
+	in.log.Info("client: broker master moved; routes follow", "brokers", brokers)
+	var stale []*topicRoute
+	in.routes.Range(func(_ string, r *topicRoute) bool {
+		stale = append(stale, r)
+		return true
+	})
+	for _, old := range stale {
+		nr := old.withBrokers(addrs)
+		if nr == nil {
+			continue
+		}
+		in.routes.Update(old.topic, func(cur *topicRoute) *topicRoute {
+			if cur != old {
+				return cur // replaced meanwhile: the newer route wins
+			}
+			return nr
+		})
+	}
+	for p := range in.producers {
+		for _, b := range brokers {
+			p.faults.forget(b)
+		}
 	}
 }
 
@@ -313,7 +361,7 @@ func (in *instance) publishRoute(ctx context.Context, topic, createKey string, q
 	if derr != nil {
 		return nil, fmt.Errorf("client: topic %q does not exist and the create-topic key failed: %w", topic, errors.Join(err, derr))
 	}
-	r := &topicRoute{topic: topic, data: def, publish: buildPublish(topic, def, queueNums), fromDefault: true}
+	r := &topicRoute{topic: topic, data: def, publish: buildPublish(topic, def, queueNums), fromDefault: true, maxQueues: queueNums}
 	if r.publish == nil {
 		return nil, fmt.Errorf("client: topic %q: %w", topic, ErrTopicNotExist)
 	}
@@ -352,6 +400,58 @@ func (in *instance) refreshRoutes() {
 		}
 		in.storeRoute(newTopicRoute(t, rd))
 	}
+}
+
+// refreshOnFailure fetches topic's route again after a send or pull to one of its
+// brokers failed in a way a route change explains (the master died, was fenced or
+// demoted), unless the gate says a refresh of the topic ran less than the gap ago.
+// When another goroutine is refreshing the topic, it waits for that refresh
+// instead. createKey, when not empty, is a producer's create-topic key: a topic
+// the name server does not know is routed as publishRoute does. It reports whether
+// the route in the table changed. The caller must not hold in.mu.
+func (in *instance) refreshOnFailure(ctx context.Context, topic, createKey string, queueNums int) bool {
+	if in.gate.gap < 0 {
+		return false
+	}
+	run, wait := in.gate.begin(topic, time.Now().UnixNano())
+	if !run {
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
+		}
+		return false
+	}
+	defer in.gate.end(topic)
+	old := in.cachedRoute(topic)
+	rd, err := in.fetchRouteData(ctx, topic)
+	if err != nil {
+		if !errors.Is(err, ErrTopicNotExist) || createKey == "" || (old != nil && !old.fromDefault) {
+			in.log.Debug("client: route refresh after a failure failed", "topic", topic, "err", err)
+			return false
+		}
+		def, derr := in.fetchRouteData(ctx, createKey)
+		if derr != nil {
+			in.log.Debug("client: route refresh after a failure failed", "topic", topic, "createKey", createKey, "err", derr)
+			return false
+		}
+		if old != nil && sameRoute(old.data, def) {
+			return false
+		}
+		r := &topicRoute{topic: topic, data: def, publish: buildPublish(topic, def, queueNums), fromDefault: true, maxQueues: queueNums}
+		if r.publish == nil {
+			return false
+		}
+		in.storeRoute(r)
+		in.storeBrokers(def)
+		return true
+	}
+	if old != nil && !old.fromDefault && sameRoute(old.data, rd) {
+		return false
+	}
+	in.storeRoute(newTopicRoute(topic, rd))
+	return true
 }
 
 // addInterest registers topics whose routes the loop keeps fresh.

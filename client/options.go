@@ -48,6 +48,7 @@ type Opt interface {
 const (
 	DefaultRequestTimeout       = 3 * time.Second
 	DefaultRouteRefreshInterval = 30 * time.Second
+	DefaultFailoverRefreshGap   = 500 * time.Millisecond
 	DefaultHeartbeatInterval    = 30 * time.Second
 	DefaultProducerGroup        = "DEFAULT_PRODUCER"
 	DefaultSendTimeout          = 3 * time.Second
@@ -88,6 +89,7 @@ type clientConfig struct {
 	encoding        protocol.SerializeType // (instance)
 	dialTimeout     time.Duration          // (instance)
 	routeRefresh    time.Duration          // (instance)
+	failoverGap     time.Duration          // (instance) min gap between on-failure refreshes of a topic; < 0: off
 	heartbeat       time.Duration          // (instance)
 	logger          *slog.Logger
 	errs            []string
@@ -101,6 +103,7 @@ func defaultClientConfig() clientConfig {
 		requestTimeout: DefaultRequestTimeout,
 		encoding:       protocol.SerializeRocketMQ,
 		routeRefresh:   DefaultRouteRefreshInterval,
+		failoverGap:    DefaultFailoverRefreshGap,
 		heartbeat:      DefaultHeartbeatInterval,
 		dialTimeout:    15 * time.Second,
 	}
@@ -150,7 +153,7 @@ func (c *clientConfig) clientID() string { return c.clientIP + "@" + c.instanceN
 
 // instanceSignature is compared between clients sharing one instance.
 func (c *clientConfig) instanceSignature() string {
-	return fmt.Sprintf("%s|%d|%v|%v|%v", strings.Join(c.nameServers, ";"), c.encoding, c.dialTimeout, c.routeRefresh, c.heartbeat) +
+	return fmt.Sprintf("%s|%d|%v|%v|%v|%v", strings.Join(c.nameServers, ";"), c.encoding, c.dialTimeout, c.routeRefresh, c.heartbeat, c.failoverGap) +
 		c.securitySignature()
 }
 
@@ -236,6 +239,23 @@ func DialTimeout(d time.Duration) Opt { return opt{func(c *clientConfig) { c.dia
 // Instance-level.
 func RouteRefreshInterval(d time.Duration) Opt {
 	return opt{func(c *clientConfig) { c.routeRefresh = d }}
+}
+
+// RouteRefreshOnFailure sets the least time between two refreshes of one topic's
+// route that failures trigger. A producer whose send fails with a connection error
+// or with an answer that says the broker does not take the write now (SYSTEM_ERROR,
+// SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST,
+// NOT_LEADER_FOR_QUEUE: what a dead, fenced or demoted master, or a slave, answers)
+// fetches the topic's route from the name servers before its retry, so that the
+// retry goes to the master the route names now; a consumer whose pull fails
+// likewise refreshes before its next pull. At most one such refresh of a topic runs
+// at a time (concurrent failures wait for it) and at most one starts per gap; the
+// sends in between use the route in the table. Default 500 ms; 0 removes the gap
+// (still one refresh of a topic at a time); a negative value
+// turns refreshing on failure off (routes then change only every
+// RouteRefreshInterval, as in the official Go client). Instance-level.
+func RouteRefreshOnFailure(gap time.Duration) Opt {
+	return opt{func(c *clientConfig) { c.failoverGap = gap }}
 }
 
 // HeartbeatInterval sets how often the instance sends HEART_BEAT to every broker it

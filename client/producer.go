@@ -233,8 +233,11 @@ type sendReq struct {
 	attempts   int
 	busy       int
 	lastBroker string
-	deadline   int64 // unix nanos
-	start      int64 // this attempt's start, unix nanos
+	// refresh: the last attempt failed in a way a route change explains; the next
+	// one first refreshes the topic's route (Instance.refreshOnFailure).
+	refresh  bool
+	deadline int64 // unix nanos
+	start    int64 // this attempt's start, unix nanos
 
 	cb     func(SendResult, error)
 	done   chan struct{} // sync: signalled once the outcome is set
@@ -365,10 +368,16 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	}
 	r.encode(now)
 	cl, err := p.in.pool.Get(ctx, r.addr)
+	if err == nil {
+		err = cl.InvokeOneway(&r.cmd)
+	}
 	if err != nil {
+		if p.in.gate.gap >= 0 {
+			go p.refreshTopic(msg.Topic) // for the next send; this one is not retried
+		}
 		return fmt.Errorf("client: oneway send to %s: %w", r.addr, err)
 	}
-	return cl.InvokeOneway(&r.cmd)
+	return nil
 }
 
 // accept validates and starts a send. For a sync send the returned request holds a
@@ -415,7 +424,7 @@ func (p *Producer) start(ctx context.Context, r *sendReq) error {
 	if d, ok := ctx.Deadline(); ok && d.UnixNano() < r.deadline {
 		r.deadline = d.UnixNano()
 	}
-	r.attempts, r.busy, r.lastBroker = 0, 0, ""
+	r.attempts, r.busy, r.lastBroker, r.refresh = 0, 0, "", false
 	if r.sync {
 		r.refs.Store(2)
 	} else {
@@ -448,8 +457,19 @@ func (p *Producer) wait(ctx context.Context, r *sendReq) (SendResult, error) {
 }
 
 func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute, error) {
-	if r := p.in.cachedRoute(topic); r != nil && r.publish != nil {
+	r := p.in.cachedRoute(topic)
+	if r != nil && r.publish != nil {
 		return r, nil
+	}
+	if r != nil && p.in.gate.gap >= 0 {
+		// A known topic without a writable queue: its broker has no master now (a
+		// failover in progress). Ask the name servers again at most once per gap
+		// instead of on every send.
+		p.in.refreshOnFailure(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
+		if r = p.in.cachedRoute(topic); r != nil && r.publish != nil {
+			return r, nil
+		}
+		return nil, fmt.Errorf("client: topic %q: %w: no writable queue (no master in the route)", topic, ErrNoRoute)
 	}
 	r, err := p.in.publishRoute(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
 	if err != nil {
@@ -608,6 +628,14 @@ func (r *sendReq) run(now int64) {
 			r.fail(fmt.Errorf("%w: send to %q after %d attempts", ErrTimeout, r.msg.Topic, r.attempts))
 			return
 		}
+		if r.refresh {
+			r.refresh = false
+			r.refreshRoute()
+			now = time.Now().UnixNano()
+			if now >= r.deadline {
+				continue
+			}
+		}
 		r.attempts++
 		if err := r.pickQueue(now); err != nil {
 			r.fail(err)
@@ -626,7 +654,32 @@ func (r *sendReq) run(now int64) {
 			r.fail(fmt.Errorf("client: send to %s (%s): %w", r.addr, r.queue, err))
 			return
 		}
+		if p.in.gate.gap >= 0 {
+			// The broker cannot be reached: the next attempt refreshes the route
+			// first, on a goroutine of its own (SendAsync's caller does not wait for
+			// the name server).
+			r.refresh = true
+			go r.retry()
+			return
+		}
 	}
+}
+
+// refreshTopic refreshes topic's route after a failure nothing waits on (a timed
+// out send, a failed oneway send), within the request timeout.
+func (p *Producer) refreshTopic(topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.client.requestTimeout)
+	defer cancel()
+	p.in.refreshOnFailure(ctx, topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
+}
+
+// refreshRoute refreshes the topic's route after a failed attempt, within the
+// send's deadline. The next pickQueue reads the route from the table.
+func (r *sendReq) refreshRoute() {
+	p := r.p
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, r.deadline))
+	defer cancel()
+	p.in.refreshOnFailure(ctx, r.msg.Topic, p.cfg.createTopicKey, p.cfg.topicQueueNums)
 }
 
 func (r *sendReq) invoke() error {
@@ -650,6 +703,7 @@ func (r *sendReq) handleResponse(resp *protocol.Command, err error) {
 	latency := time.Duration(now - r.start)
 	if err != nil {
 		p.faults.update(r.queue.BrokerName, now, latency, true)
+		r.refresh = true
 		r.retryOrFail(fmt.Errorf("client: send to %s (%s): %w", r.addr, r.queue, err), false)
 		return
 	}
@@ -687,10 +741,17 @@ func (r *sendReq) handleResponse(resp *protocol.Command, err error) {
 		}
 		r.unref()
 	case protocol.RespSystemBusy:
+		// Also what a slave answers a send (RocketMQ's [REJECTREQUEST]): a master
+		// that was demoted is refused by it until the route names the new one.
 		p.faults.update(r.queue.BrokerName, now, latency, false)
+		r.refresh = true
 		r.retryOrFail(brokerError(r.addr, resp), true)
-	case protocol.RespTopicNotExist, protocol.RespServiceNotAvailable, protocol.RespSystemError, protocol.RespNoPermission:
+	case protocol.RespTopicNotExist, protocol.RespServiceNotAvailable, protocol.RespSystemError, protocol.RespNoPermission, protocol.RespNotLeaderForQueue:
+		// A fenced master in controller mode answers SYSTEM_ERROR, a broker whose
+		// store is not writable SERVICE_NOT_AVAILABLE, one made read-only
+		// NO_PERMISSION: the route may name another broker by now.
 		p.faults.update(r.queue.BrokerName, now, latency, true)
+		r.refresh = true
 		r.retryOrFail(brokerError(r.addr, resp), false)
 	default:
 		r.fail(brokerError(r.addr, resp))
@@ -813,10 +874,18 @@ func (p *Producer) sweep() {
 		}
 		p.expired = exp
 		p.lmu.Unlock()
+		prevTopic := ""
 		for i, r := range exp {
+			if topic := r.msg.Topic; p.in.gate.gap >= 0 && topic != prevTopic {
+				prevTopic = topic
+				// No answer at all: the master may be paused or cut off while its
+				// connection stays open, and a new one elected. Refresh off this
+				// goroutine; the gate keeps it to one per topic and gap.
+				go p.refreshTopic(topic)
+			}
 			r.err = fmt.Errorf("%w: no acknowledgement within %v", ErrTimeout, p.cfg.sendTimeout)
-			p.deliver(r)
 			exp[i] = nil
+			p.deliver(r)
 		}
 	}
 }

@@ -142,3 +142,14 @@ func (t *faultTable) available(broker string, now int64) bool {
 	t.mu.RUnlock()
 	return it == nil || it.availableAt.Load() <= now
 }
+
+// forget clears broker's record: its failures belonged to a master the route no
+// longer names.
+func (t *faultTable) forget(broker string) {
+	t.mu.RLock()
+	it := t.m[broker]
+	t.mu.RUnlock()
+	if it != nil {
+		it.availableAt.Store(0)
+	}
+}

@@ -1,0 +1,254 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+	"github.com/apogeemq/apogee/store"
+)
+
+// startMemberIn is startMember with the broker's data directory given, so that
+// a slave can be restarted as its group's master over its own log.
+func startMemberIn(t *testing.T, ns, name string, role core.Role, id int64, dir string) *member {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(broker.Options{
+		DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet,
+		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
+			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
+		BrokerName: name, Role: role, BrokerID: id, NamesrvAddrs: []string{ns},
+		RegisterInterval: 200 * time.Millisecond, SlaveSyncInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); b.Serve(l) }()
+	if role != core.RoleSlave {
+		haln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go b.ServeHA(haln)
+	}
+	var once sync.Once
+	m := &member{addr: l.Addr().String(), b: b, stop: func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			b.Shutdown(ctx)
+			<-done
+		})
+	}}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// routeAt returns topic's route as the name server ns has it (nil when it has none).
+func routeAt(t *testing.T, ns, topic string) *protocol.TopicRouteData {
+	t.Helper()
+	req := new(protocol.Command)
+	req.InitRequest(protocol.ReqGetRouteInfoByTopic, 0)
+	(&protocol.GetRouteInfoRequest{Topic: []byte(topic)}).Encode(&req.Ext)
+	resp := invokeAt(t, ns, req)
+	var rd protocol.TopicRouteData
+	if resp.Code != protocol.RespSuccess || rd.Decode(resp.Body) != nil {
+		return nil
+	}
+	return &rd
+}
+
+func masterIn(rd *protocol.TopicRouteData, name string) string {
+	if rd == nil {
+		return ""
+	}
+	for _, bd := range rd.BrokerDatas {
+		if bd.BrokerName == name {
+			return bd.BrokerAddrs[0]
+		}
+	}
+	return ""
+}
+
+// A producer sends without pause while its topic's broker group changes master:
+// the master (brokerId 0) stops, and its slave, which has every acknowledged
+// message (sync replication), comes back as brokerId 0 at another address. The
+// client's route refresh interval is the default 30 s, so only the refresh on
+// failure can bring it to the new master: its sends must resume there within 2 s
+// of the name server's route naming it, and every acknowledged message must be
+// consumable from the new master, by a consumer that was pulling from the old one.
+func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
+	reg, err := namesrv.OpenRegistry(namesrv.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	nsln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsCtx, nsStop := context.WithCancel(context.Background())
+	nsDone := make(chan struct{})
+	go func() { defer close(nsDone); namesrv.Serve(nsCtx, nsln, reg, &remoting.Options{Logger: quiet}) }()
+	t.Cleanup(func() { nsStop(); <-nsDone })
+	ns := nsln.Addr().String()
+
+	const name, topic, queues = "broker-fo", "FailoverTopic", 4
+	slaveDir := t.TempDir()
+	master := startMemberIn(t, ns, name, core.RoleSyncMaster, 0, t.TempDir())
+	slave := startMemberIn(t, ns, name, core.RoleSlave, 1, slaveDir)
+	req := new(protocol.Command)
+	req.InitRequest(protocol.ReqUpdateAndCreateTopic, 0)
+	(&protocol.CreateTopicRequest{Topic: topic, DefaultTopic: "TBW102", ReadQueueNums: queues, WriteQueueNums: queues,
+		Perm: protocol.PermRead | protocol.PermWrite, TopicFilterType: "SINGLE_TAG"}).Encode(&req.Ext)
+	if resp := invokeAt(t, master.addr, req); resp.Code != protocol.RespSuccess {
+		t.Fatalf("create %s: code %d %q", topic, resp.Code, resp.Remark)
+	}
+	waitFor(t, 20*time.Second, "the route with master and slave", func() bool {
+		rd := routeAt(t, ns, topic)
+		return rd != nil && len(rd.BrokerDatas) == 1 && len(rd.BrokerDatas[0].BrokerAddrs) == 2
+	})
+
+	p := realProducer(t, ns, client.SendTimeout(3*time.Second))
+	col := newCollector()
+	c := realPush(t, ns, client.ConsumerGroup("failover-follow"), client.Subscribe(topic, "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(col.listener("c")))
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	type ack struct {
+		body  string
+		at    time.Time
+		store string // the storing broker's address, from the offset message id
+	}
+	var (
+		mu     sync.Mutex
+		acks   []ack
+		failed int
+	)
+	stop := make(chan struct{})
+	sendDone := make(chan struct{})
+	go func() {
+		defer close(sendDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body := fmt.Sprintf("fo-%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			res, err := p.SendSync(ctx, &client.Message{Topic: topic, Body: []byte(body)})
+			cancel()
+			now := time.Now()
+			mu.Lock()
+			if err != nil {
+				failed++
+			} else {
+				host, _, perr := message.ParseOffsetMsgID(res.OffsetMsgID())
+				if perr != nil {
+					t.Errorf("offset message id %q: %v", res.OffsetMsgID(), perr)
+				}
+				acks = append(acks, ack{body, now, host.String()})
+			}
+			mu.Unlock()
+			if err != nil {
+				time.Sleep(2 * time.Millisecond) // a client loop that backs off a little
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-sendDone
+	})
+	waitFor(t, 20*time.Second, "acknowledgements from the first master", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) >= 300
+	})
+
+	// The master goes; its slave comes back as brokerId 0 on another address.
+	stopped := time.Now()
+	master.stop()
+	slave.stop()
+	promoted := startMemberIn(t, ns, name, core.RoleAsyncMaster, 0, slaveDir)
+	var routed time.Time
+	waitFor(t, 20*time.Second, "the route naming the new master", func() bool {
+		if masterIn(routeAt(t, ns, topic), name) == promoted.addr {
+			routed = time.Now()
+			return true
+		}
+		return false
+	})
+	var resumed time.Time
+	waitFor(t, 10*time.Second, "an acknowledgement from the new master", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range acks {
+			if a.store == promoted.addr {
+				resumed = a.at
+				return true
+			}
+		}
+		return false
+	})
+	if lag := resumed.Sub(routed); lag > 2*time.Second {
+		t.Fatalf("sends resumed %v after the route named the new master, want at most 2s", lag)
+	}
+	// Keep sending to the new master for a while.
+	mu.Lock()
+	n0 := len(acks)
+	mu.Unlock()
+	waitFor(t, 20*time.Second, "more acknowledgements from the new master", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) >= n0+200
+	})
+	close(stop)
+	<-sendDone
+
+	mu.Lock()
+	acked := make([]string, len(acks))
+	for i, a := range acks {
+		acked[i] = a.body
+	}
+	nFailed := failed
+	mu.Unlock()
+	// The consumer's route refresh interval is the default 30 s too: only its
+	// failed pulls' refresh brings it to the new master this soon.
+	consumeWait := time.Now()
+	waitFor(t, 10*time.Second, "every acknowledged message consumed from the new master", func() bool {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		for _, body := range acked {
+			if col.count[body] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("every acknowledged message consumed %v after the sends stopped", time.Since(consumeWait).Round(time.Millisecond))
+	t.Logf("%d acknowledged, %d failed sends; master stopped → route names the new one %v, → first SEND_OK there %v (%v after the route changed)",
+		len(acked), nFailed, routed.Sub(stopped).Round(time.Millisecond), resumed.Sub(stopped).Round(time.Millisecond),
+		resumed.Sub(routed).Round(time.Millisecond))
+}
