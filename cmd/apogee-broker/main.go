@@ -240,8 +240,12 @@ func run(args []string) error {
 
 		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
 	}
+	ctlTLS, err := clientTLS(cfg, tlsServer, &bopts, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.controllerMode {
-		return runControllerMode(cfg, bopts, brokerRes, haRes, haAdvertise, logger)
+		return runControllerMode(cfg, bopts, ctlTLS, brokerRes, haRes, haAdvertise, logger)
 	}
 	b, err := broker.New(bopts)
 	if err != nil {
