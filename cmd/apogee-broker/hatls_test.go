@@ -104,4 +104,3 @@ func TestMasterSlaveEnforcingTLS(t *testing.T) {
 		}
 	}
 }
-
