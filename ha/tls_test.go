@@ -75,10 +75,10 @@ func TestTLSEnforcing(t *testing.T) {
 		return len(sl) == 1 && sl[0].Acked == master.WrittenOffset()
 	})
 	st := srv.Stats()
-	if st.TLSConns != 1 || st.PlainConns != 0 || st.HandshakeFailures != 0 {
-		t.Fatalf("TLS server stats: %+v (want one TLS connection, nothing else)", st)
+	if st.TLSConns < 1 || st.PlainConns != 0 || st.HandshakeFailures != 0 {
+		t.Fatalf("TLS server stats: %+v (want TLS connections only)", st)
 	}
-	if ss := s.Status(); ss.Sessions != 1 || !ss.Connected {
+	if ss := s.Status(); ss.Sessions < 1 || !ss.Connected {
 		t.Fatalf("slave status: %+v", ss)
 	}
 }
