@@ -91,7 +91,7 @@ func New(opts Options) (*Broker, error) {
 	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
 	var registrar *namesrv.Registrar
 	if len(o.NamesrvAddrs) > 0 || c.IsSlave() {
-		b.pool = remoting.NewPool(nil) // the registrar's and a slave's connections
+		b.pool = remoting.NewPool(&remoting.ClientOptions{TLS: o.ClientTLS}) // the registrar's and a slave's connections
 	}
 	if len(o.NamesrvAddrs) > 0 {
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)

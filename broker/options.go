@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
@@ -202,6 +204,17 @@ type Options struct {
 	// Default none.
 	HAMasterHandshake func(net.Conn) (string, error)
 	HASlaveHandshake  func(net.Conn) error
+	// HASecure, on a master, prepares each connection the HA listener
+	// accepts (ha.MasterOptions.Secure): cmd/apogee-broker passes its
+	// tlsconf server's Handshake, so that the HA port follows --tls-mode.
+	// HATLS, on a slave, makes its connections to the master TLS
+	// (ha.SlaveOptions.TLS). Default: plain TCP both.
+	HASecure func(context.Context, net.Conn) (net.Conn, error)
+	HATLS    *tls.Config
+	// ClientTLS, when set, makes the broker's own remoting connections TLS:
+	// its registrations with the name servers and a slave's requests to
+	// its master (the tables it follows). Default: plain.
+	ClientTLS *tls.Config
 	// ControllerNotify, when set, takes NOTIFY_BROKER_ROLE_CHANGED (1008)
 	// requests from the controller (controller/client.Client.HandleNotify).
 	// Default: the code is not served.

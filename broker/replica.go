@@ -55,7 +55,7 @@ func (b *Broker) startReplication(o Options) error {
 	st := b.core.Store()
 	log := b.copts.Logger
 	if b.core.IsSlave() {
-		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log, Handshake: o.HASlaveHandshake})
+		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log, Handshake: o.HASlaveHandshake, TLS: o.HATLS})
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
@@ -66,7 +66,7 @@ func (b *Broker) startReplication(o Options) error {
 		log.Info("broker: running as a slave", "brokerId", b.copts.BrokerID, "haMasterAddr", o.HAMasterAddr)
 		return nil
 	}
-	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log, Handshake: o.HAMasterHandshake})
+	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log, Handshake: o.HAMasterHandshake, Secure: o.HASecure})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

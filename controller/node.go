@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,6 +127,19 @@ type Options struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// Handshake, when set, prepares each connection Serve accepts
+	// (remoting.Options.Handshake): cmd/apogee-controller passes its
+	// tlsconf server's, so that brokers and admin tools reach the
+	// controller under --tls-mode. Default: none (plain TCP).
+	Handshake func(context.Context, net.Conn) (net.Conn, error)
+	// NotifyTLS, when set, makes the NOTIFY_BROKER_ROLE_CHANGED pushes to
+	// brokers TLS with this configuration (brokers in enforcing mode need
+	// it). Default: plain TCP.
+	NotifyTLS *tls.Config
+	// RaftTLS, when set, makes Raft's transport between controllers TLS
+	// (RaftTLS describes it). Every member of the group must use it or
+	// none. Default: plain TCP.
+	RaftTLS *RaftTLS
 	// Logger receives the controller's events. Default slog.Default().
 	Logger *slog.Logger
 	// RaftLogOutput and RaftLogLevel are for the Raft library's own log
@@ -218,7 +232,7 @@ func New(opts Options) (*Node, error) {
 	n := &Node{opts: o, log: o.Logger.With("controller", o.ID), fsm: newFSM(), stop: make(chan struct{}),
 		notifyCh: make(chan bool, 16)}
 	n.live.init()
-	n.pool = remoting.NewPool(&remoting.ClientOptions{DialTimeout: time.Second, Options: remoting.Options{Logger: o.Logger}})
+	n.pool = remoting.NewPool(&remoting.ClientOptions{DialTimeout: time.Second, TLS: o.NotifyTLS, Options: remoting.Options{Logger: o.Logger}})
 	if err := n.startRaft(); err != nil {
 		n.closeParts()
 		return nil, err
@@ -259,8 +273,15 @@ func (n *Node) startRaft() error {
 		ln.Close()
 		return fmt.Errorf("controller: own peer address %s: %w", self.Addr, err)
 	}
+	var stream raft.StreamLayer = &streamLayer{Listener: ln, adv: adv}
+	if o.RaftTLS != nil {
+		if stream, err = newTLSStreamLayer(ln, adv, *o.RaftTLS); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &streamLayer{Listener: ln, adv: adv}, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
+		Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
 	})
 
 	conf := raft.DefaultConfig()
@@ -511,7 +532,7 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 
 // Serve answers brokers' remoting requests on ln until Close.
 func (n *Node) Serve(ln net.Listener) error {
-	srv := remoting.NewServer(n, &remoting.Options{Logger: n.opts.Logger})
+	srv := remoting.NewServer(n, &remoting.Options{Logger: n.opts.Logger, Handshake: n.opts.Handshake})
 	srv.OnClose(n.connClosed)
 	n.srvMu.Lock()
 	if n.closed.Load() {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -27,7 +29,10 @@ func benchBacklog() int64 {
 // where the master's does (appended and validated, not yet all dispatched);
 // MB/s is that throughput, for three frame sizes (MasterOptions.BatchSize).
 // dispatch-ms is how much longer the slave took to make every message
-// visible in its consume queues.
+// visible in its consume queues. The tls/ runs do the same over TLS (an
+// enforcing master, tlsconf, with the test PKI's ECDSA P-256 certificate;
+// AES-GCM as Go negotiates it), in the same process, for the cost of the
+// encryption and of the copy it needs (docs/replication.md).
 func BenchmarkCatchUp(b *testing.B) {
 	backlog := benchBacklog()
 	o := storeOptions(b.TempDir())
@@ -55,9 +60,22 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.Fatal(err)
 	}
 	size := master.WrittenOffset()
-	for _, batch := range []int{256 << 10, 1 << 20, 4 << 20} {
-		b.Run(fmt.Sprintf("batch=%dKiB", batch>>10), func(b *testing.B) {
-			m, addr := startMaster(b, master, MasterOptions{BatchSize: batch, Logger: quiet})
+	pki := tlstest.Write(b, b.TempDir())
+	srv := tlsServer(b, pki, tlsconf.Enforcing, false)
+	for _, run := range []struct {
+		name  string
+		batch int
+		tls   bool
+	}{
+		{"batch=256KiB", 256 << 10, false}, {"batch=1024KiB", 1 << 20, false}, {"batch=4096KiB", 4 << 20, false},
+		{"tls/batch=256KiB", 256 << 10, true}, {"tls/batch=1024KiB", 1 << 20, true}, {"tls/batch=4096KiB", 4 << 20, true},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			mo, so := MasterOptions{BatchSize: run.batch, Logger: quiet}, SlaveOptions{Logger: quiet}
+			if run.tls {
+				mo.Secure, so.TLS = srv.Handshake, slaveTLS(b, pki, false)
+			}
+			m, addr := startMaster(b, master, mo)
 			defer m.Close()
 			b.SetBytes(size)
 			var dispatch time.Duration
@@ -69,7 +87,7 @@ func BenchmarkCatchUp(b *testing.B) {
 				replica := openStore(b, ro)
 				b.StartTimer()
 				start := time.Now()
-				s := startSlave(b, replica, addr, SlaveOptions{Logger: quiet})
+				s := startSlave(b, replica, addr, so)
 				for replica.WrittenOffset() < size {
 					time.Sleep(200 * time.Microsecond)
 				}

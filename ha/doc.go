@@ -11,7 +11,10 @@
 //
 // # Wire format
 //
-// Big-endian throughout; no other message. In controller mode the two sides
+// Big-endian throughout; no other message. The connection is plain TCP or
+// TLS (MasterOptions.Secure on the master, for a broker its tlsconf server's
+// handshake: TLS, plain, or either by the first byte; SlaveOptions.TLS on
+// the slave); the stream inside is the same. In controller mode the two sides
 // first run a handshake their owner supplies (MasterOptions.Handshake,
 // SlaveOptions.Handshake: the epoch exchange of docs/failover.md); without
 // it the stream starts with the first report, as RocketMQ's classic one.
@@ -69,7 +72,9 @@
 //
 // # Goroutines
 //
-// Master: one per Serve call (accept), and two per connection: readLoop
+// Master: one per Serve call (accept), and two per connection (with
+// MasterOptions.Secure, the writer's goroutine runs it first, so that a
+// slow handshake never holds up the accept loop): readLoop
 // (reports; the first decides the start, the rest are acknowledgements) and
 // writeLoop (frames; it waits on store.LogWritten when caught up and, once
 // woken, yields while producers are still appending so that one frame

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,7 +39,21 @@ type MasterOptions struct {
 	// the slave is known by as a replica (store.AddReplica); an error
 	// closes the connection. Default: none (RocketMQ's classic stream).
 	Handshake func(c net.Conn) (name string, err error)
+	// Secure, when set, prepares each accepted connection before anything
+	// else is read or written on it, and returns the connection to use:
+	// the broker passes tlsconf.Server.Handshake, which gives a *tls.Conn
+	// for a TLS slave, the connection itself for a plain one in permissive
+	// mode, and an error (the connection is closed) for a plain one in
+	// enforcing mode. It runs on the connection's own goroutine, bounded by
+	// ctx (HandshakeTimeout) and the connection's deadline; a *net.TCPConn
+	// it returns keeps the vectored zero-copy writes, any other connection
+	// gets each frame's header and the start of its body copied into one
+	// Write (one TLS record for a small frame). Default: none (plain TCP).
+	Secure func(ctx context.Context, c net.Conn) (net.Conn, error)
 }
+
+// HandshakeTimeout bounds MasterOptions.Secure on one connection.
+const HandshakeTimeout = 10 * time.Second
 
 func (o MasterOptions) withDefaults() MasterOptions {
 	if o.BatchSize <= 0 {
@@ -130,9 +145,10 @@ func (m *Master) Serve(ln net.Listener) error {
 	}
 }
 
-// start runs a connection's two goroutines.
+// start runs a connection's two goroutines, after MasterOptions.Secure
+// when there is one.
 func (m *Master) start(c net.Conn) {
-	mc := &masterConn{m: m, c: c, name: c.RemoteAddr().String(), start: make(chan int64, 1), done: make(chan struct{})}
+	mc := &masterConn{m: m, raw: c, c: c, name: c.RemoteAddr().String(), start: make(chan int64, 1), done: make(chan struct{})}
 	mc.since = time.Now()
 	m.mu.Lock()
 	if m.closed {
@@ -146,8 +162,38 @@ func (m *Master) start(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	go mc.readLoop()
-	go mc.writeLoop()
+	if m.opts.Secure == nil {
+		mc.vectored = true
+		go mc.readLoop()
+		go mc.writeLoop()
+		return
+	}
+	go mc.secure()
+}
+
+// secure runs MasterOptions.Secure, then the connection's two loops (this
+// goroutine becomes the writer), or closes the connection when it fails.
+func (c *masterConn) secure() {
+	ctx, cancel := context.WithTimeout(context.Background(), HandshakeTimeout)
+	c.raw.SetDeadline(time.Now().Add(HandshakeTimeout))
+	sc, err := c.m.opts.Secure(ctx, c.raw)
+	cancel()
+	if err != nil {
+		select {
+		case <-c.done: // closed meanwhile: nothing to say
+		default:
+			c.m.opts.Logger.Warn("ha: refusing a slave's connection: its TLS handshake failed", "slave", c.name, "err", err)
+		}
+		c.close()
+		c.m.wg.Done()
+		c.m.wg.Done()
+		return
+	}
+	c.raw.SetDeadline(time.Time{})
+	c.c = sc // before the loops start: they are the only readers of c.c
+	_, c.vectored = sc.(*net.TCPConn)
+	go c.readLoop()
+	c.writeLoop()
 }
 
 // Close stops accepting, closes every connection (their slaves stop counting
@@ -206,7 +252,8 @@ func (m *Master) Slaves() []SlaveInfo {
 // streams. Either one's end closes the connection, which ends the other.
 type masterConn struct {
 	m     *Master
-	c     net.Conn
+	raw   net.Conn // as accepted; close closes it
+	c     net.Conn // what the loops read and write: raw, or what Secure made of it
 	name  string
 	since time.Time
 	start chan int64    // the offset to stream from, sent once by readLoop
@@ -223,11 +270,14 @@ type masterConn struct {
 	hdr  [HeaderSize]byte
 	arr  [2][]byte
 	bufs net.Buffers // arr, for writev
+
+	vectored bool   // c is a *net.TCPConn: frames go out with writev, uncopied
+	scratch  []byte // a frame's header and body start, for any other connection
 }
 
 func (c *masterConn) close() {
 	c.closeOnce.Do(func() {
-		c.c.Close()
+		c.raw.Close()
 		close(c.done)
 		c.repMu.Lock()
 		if c.rep != nil {
@@ -416,9 +466,18 @@ func (c *masterConn) writeLoop() {
 	}
 }
 
-// send writes one frame: its header and body in one writev.
+// send writes one frame. On a TCP connection its header and body go in one
+// writev, the body straight from the commit log's mapping. On any other
+// connection (TLS) the header and up to coalesceSize bytes of the body are
+// copied into one buffer and written together, the rest of the body with a
+// second Write: a small frame is then one TLS record and one system call
+// rather than two, and a large one pays one copy of at most coalesceSize
+// bytes on top of the encryption's own.
 func (c *masterConn) send(off int64, body []byte) error {
 	putHeader(&c.hdr, off, len(body))
+	if !c.vectored {
+		return c.sendCopied(body)
+	}
 	c.arr[0], c.arr[1] = c.hdr[:], body
 	c.bufs = c.arr[:]
 	if len(body) == 0 {
@@ -426,6 +485,26 @@ func (c *masterConn) send(off int64, body []byte) error {
 	}
 	_, err := c.bufs.WriteTo(c.c)
 	c.arr[1] = nil
+	return err
+}
+
+// coalesceSize is how much of a frame's body sendCopied copies next to its
+// header: a TLS record's payload (16 KiB) less the header.
+const coalesceSize = 16<<10 - HeaderSize
+
+func (c *masterConn) sendCopied(body []byte) error {
+	if c.scratch == nil {
+		c.scratch = make([]byte, 0, HeaderSize+coalesceSize)
+	}
+	head := min(len(body), coalesceSize)
+	c.scratch = append(append(c.scratch[:0], c.hdr[:]...), body[:head]...)
+	if _, err := c.c.Write(c.scratch); err != nil {
+		return err
+	}
+	if head == len(body) {
+		return nil
+	}
+	_, err := c.c.Write(body[head:])
 	return err
 }
 

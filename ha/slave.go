@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +48,13 @@ type SlaveOptions struct {
 	// names the log's end as it left it. An error ends the connection (and
 	// is retried as a failed connection). Default: none.
 	Handshake func(c net.Conn) error
+	// TLS, when set, makes every connection to the master TLS with this
+	// configuration (crypto/tls; the handshake is bounded by DialTimeout).
+	// Without a ServerName (and unless InsecureSkipVerify), the master's
+	// certificate is verified for the host of the master's address. A
+	// master whose broker runs --tls-mode enforcing refuses a slave without
+	// it; one in permissive mode takes either. Default: nil (plain TCP).
+	TLS *tls.Config
 }
 
 func (o SlaveOptions) withDefaults() SlaveOptions {
@@ -269,6 +277,25 @@ func (s *Slave) run() {
 	}
 }
 
+// clientTLS runs a TLS client handshake on c within timeout and returns
+// the TLS connection.
+func clientTLS(c net.Conn, addr string, base *tls.Config, timeout time.Duration) (net.Conn, error) {
+	cfg := base
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = base.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("ha: TLS handshake with the master %s: %w", addr, err)
+	}
+	return tc, nil
+}
+
 var errOffsetMismatch = errors.New("ha: the master streams from another offset than the slave's end")
 
 // session runs one connection: dial, first report, then the reader here and
@@ -298,6 +325,14 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 	}()
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if s.opts.TLS != nil {
+		// s.conn stays the TCP connection: closing it ends the TLS one.
+		tc, err := clientTLS(c, addr, s.opts.TLS, s.opts.DialTimeout)
+		if err != nil {
+			return false, err
+		}
+		c = tc
 	}
 	if hs := s.opts.Handshake; hs != nil {
 		c.SetDeadline(time.Now().Add(s.opts.HousekeepingInterval))

@@ -3,6 +3,7 @@ package ctrlmode
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,9 @@ type Options struct {
 	// ControllerAddrs are the controllers' remoting addresses (RocketMQ's
 	// controllerAddr, split at ';'). Required.
 	ControllerAddrs []string
+	// ControllerTLS, when set, makes the connections to the controllers
+	// TLS (client.Options.TLS). Default: plain.
+	ControllerTLS *tls.Config
 	// Listener is the broker's remoting listener and HAListener its HA
 	// listener (every broker here may become master). Required; the node
 	// closes them at Shutdown.
@@ -185,12 +189,12 @@ func Start(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
 	n := &Node{opts: opts, log: opts.Logger.With("broker", bo.BrokerName), epochs: epochs,
-		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(nil)}
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: bo.ClientTLS})}
 	n.lastEnd.Store(-1)
 	n.ctl, err = client.New(client.Options{
 		Addrs: opts.ControllerAddrs, Cluster: bo.ClusterName, Broker: bo.BrokerName, Addr: bo.AdvertiseAddr,
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout,
-		Status: n.status, OnRoleChange: func(client.State) { n.wake() }, Logger: opts.Logger,
+		Status: n.status, OnRoleChange: func(client.State) { n.wake() }, Logger: opts.Logger, TLS: opts.ControllerTLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ctrlmode: %w", err)

@@ -644,7 +644,7 @@ var ignoredRules = []struct {
 	{[]string{"controller", "Controller", "SyncStateSet", "syncStateSet", "InSyncReplicas", "ElectionPriority"}, "controller mode is not implemented yet"},
 	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "tunes a part of RocketMQ's replication Apogee fixes or does not have (docs/replication.md: the HA stream's own defaults, no acting master, no automatic failover)"},
 	{[]string{"rocksdb", "RocksDB", "Rocksdb", "rocksDB", "RocksDb"}, "Apogee's store has no RocksDB"},
-	{[]string{"tls", "Tls", "TLS"}, "the broker's own outgoing connections (registrations with external name servers) are plain TCP; TLS on its listeners is set by tls.server.* or --tls-mode (docs/security.md)"},
+	{[]string{"tls", "Tls", "TLS"}, "the broker's TLS is set by tls.server.* or --tls-mode (its listeners) and tls.enable, tls.client.* or --tls-enable, --ha-tls, --controller-tls (its own connections; docs/security.md)"},
 	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "tunes the Java broker's authentication plug-ins and caches; Apogee's access control is configured by aclEnable and aclFile (docs/security.md)"},
 	{[]string{"pop", "Pop", "revive", "Revive"}, "tunes the Java broker's POP internals; Apogee's POP has its own design"},
 	{[]string{"timer", "Timer"}, "tunes the Java broker's timer wheel; Apogee's timer has its own design"},

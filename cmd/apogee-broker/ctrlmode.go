@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,7 @@ import (
 // runControllerMode runs the broker in controller mode (--enable-controller-mode):
 // package broker/ctrlmode registers it with the controllers and opens the
 // broker in the role they give it, on the listeners bound here.
-func runControllerMode(cfg *config, bopts broker.Options, brokerRes, haRes *reservation, haAdvertise string, logger *slog.Logger) error {
+func runControllerMode(cfg *config, bopts broker.Options, ctlTLS *tls.Config, brokerRes, haRes *reservation, haAdvertise string, logger *slog.Logger) error {
 	if len(bopts.NamesrvAddrs) == 0 {
 		logger.Warn("controller mode without --namesrv: clients find no route to this group")
 	}
@@ -41,6 +42,7 @@ func runControllerMode(cfg *config, bopts broker.Options, brokerRes, haRes *rese
 	n, err := ctrlmode.Start(ctrlmode.Options{
 		Broker:                 bopts,
 		ControllerAddrs:        cfg.controllerAddrs,
+		ControllerTLS:          ctlTLS,
 		Listener:               ln,
 		HAListener:             haln,
 		HAAdvertiseAddr:        haAdvertise,

@@ -184,7 +184,7 @@ var javaKeys = []javaClass{
 	{"ProxyConfig (rmq-proxy.json)", []string{"grpcServerPort"}},
 	// Not the broker's either: RocketMQ reads these system properties
 	// (tls.properties) for its TLS set-up.
-	{"TlsSystemConfig (tls.properties)", []string{"tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
+	{"TlsSystemConfig (tls.properties)", []string{"tls.client.certPath", "tls.client.keyPath", "tls.client.trustCertPath", "tls.enable", "tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
 		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
 	{"Apogee", []string{"aclFile", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",

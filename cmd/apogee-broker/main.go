@@ -258,8 +258,12 @@ func run(args []string) error {
 		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
 		ObserveRequest:                observeRequest(rpc),
 	}
+	ctlTLS, err := clientTLS(cfg, tlsServer, &bopts, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.controllerMode {
-		return runControllerMode(cfg, bopts, brokerRes, haRes, haAdvertise, logger)
+		return runControllerMode(cfg, bopts, ctlTLS, brokerRes, haRes, haAdvertise, logger)
 	}
 	b, err := broker.New(bopts)
 	if err != nil {
@@ -376,8 +380,14 @@ func run(args []string) error {
 			shutdown()
 			return err
 		}
+		served := metricsLn
+		if tlsServer != nil {
+			// --tls-mode applies here too: permissive serves https and
+			// http on the one port (a scraper may keep plain http).
+			served = tlsServer.Listener(metricsLn)
+		}
 		go func() {
-			if err := srv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("metrics listener stopped", "err", err)
 			}
 		}()

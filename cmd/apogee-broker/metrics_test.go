@@ -20,6 +20,8 @@ import (
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 )
 
 var metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
@@ -268,5 +270,39 @@ func TestMetricsListenConfigKeys(t *testing.T) {
 	os.WriteFile(conf, []byte("metricsExporterType=OTLP_GRPC\n"), 0o644)
 	if _, err := parseConfig([]string{"-c", conf}); err == nil {
 		t.Error("metricsExporterType=OTLP_GRPC accepted")
+	}
+}
+
+// The metrics and dashboard listener follows --tls-mode: enforcing serves
+// https only, with the broker's certificate.
+func TestMetricsListenerTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker binary")
+	}
+	pki := tlstest.Write(t, t.TempDir())
+	p := start(t, buildBinary(t), "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--metrics-listen", "127.0.0.1:0", "--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	defer p.stop(t, syscall.SIGTERM)
+	addr := p.metricsAddr(t)
+	ca, err := tlsconf.ClientConfig{CAFile: pki.CA, ServerName: "127.0.0.1"}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca}}
+	resp, err := secure.Get("https://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "rocketmq_") {
+		t.Fatalf("https scrape: %d\n%.300s", resp.StatusCode, body)
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	if resp, err := plain.Get("http://" + addr + "/metrics"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain http served in enforcing mode")
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/acl"
+	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -23,6 +25,15 @@ type securityConfig struct {
 	tlsMode                         string // --tls-mode, tls.server.mode
 	tlsCert, tlsKey, tlsCA, tlsAuth string // --tls-cert, --tls-key, --tls-client-ca, --tls-client-auth
 
+	// The broker's own connections: --tls-enable (tls.enable: all of
+	// them), --ha-tls (a slave's HA stream; implied by --tls-mode
+	// enforcing), --controller-tls, and
+	// what they verify and present: --tls-ca, --tls-client-cert,
+	// --tls-client-key (tls.client.trustCertPath, tls.client.certPath,
+	// tls.client.keyPath).
+	tlsEnable, haTLS, controllerTLS          bool
+	tlsServerCA, tlsClientCert, tlsClientKey string
+
 	maxConns, maxConnsPerSource int   // --max-connections, --max-connections-per-source (0: default)
 	responseBudget              int64 // --response-budget (0: default)
 
@@ -35,6 +46,8 @@ type securityConfig struct {
 type securityFlags struct {
 	acl                                               *bool
 	aclFile, tlsMode, tlsCert, tlsKey, tlsCA, tlsAuth *string
+	tlsEnable, haTLS, controllerTLS                   *bool
+	tlsServerCA, tlsClientCert, tlsClientKey          *string
 	maxConns, maxConnsPerSource                       *int
 	responseBudget                                    *int64
 	autoTopics, autoGroups, autoPerSource             *int
@@ -49,6 +62,12 @@ func addSecurityFlags(fs *pflag.FlagSet) *securityFlags {
 		tlsKey:            fs.String("tls-key", "", "the server key (PEM), reloaded when it changes"),
 		tlsCA:             fs.String("tls-client-ca", "", "CAs that client certificates are verified against (PEM): mutual TLS"),
 		tlsAuth:           fs.String("tls-client-auth", "", "none, optional or require a client certificate (default: optional with --tls-client-ca)"),
+		tlsEnable:         fs.Bool("tls-enable", false, "TLS on every connection the broker makes: a slave's HA stream and requests to its master, registrations with --namesrv, the controllers"),
+		haTLS:             fs.Bool("ha-tls", false, "a slave connects to its master's HA port with TLS (implied by --tls-mode enforcing and --tls-enable)"),
+		controllerTLS:     fs.Bool("controller-tls", false, "connect to the controllers (--controller-addr) with TLS (implied by --tls-enable)"),
+		tlsServerCA:       fs.String("tls-ca", "", "CAs (PEM) that the certificates of the servers the broker connects to are verified against: master, name servers, controllers (default: the system's)"),
+		tlsClientCert:     fs.String("tls-client-cert", "", "the certificate (PEM) the broker presents on its own TLS connections (mutual TLS)"),
+		tlsClientKey:      fs.String("tls-client-key", "", "the key of --tls-client-cert (PEM)"),
 		maxConns:          fs.Int("max-connections", 0, fmt.Sprintf("connections the process accepts in all (default %d)", remoting.DefaultMaxConns)),
 		maxConnsPerSource: fs.Int("max-connections-per-source", 0, fmt.Sprintf("connections the process accepts from one source address (default %d)", remoting.DefaultMaxConnsPerSource)),
 		responseBudget:    fs.Int64("response-budget", 0, "bytes of answers queued for clients that do not read them, in all (default 512 MiB)"),
@@ -61,6 +80,8 @@ func addSecurityFlags(fs *pflag.FlagSet) *securityFlags {
 func (f *securityFlags) config() securityConfig {
 	return securityConfig{acl: *f.acl || *f.aclFile != "", aclFile: *f.aclFile,
 		tlsMode: *f.tlsMode, tlsCert: *f.tlsCert, tlsKey: *f.tlsKey, tlsCA: *f.tlsCA, tlsAuth: *f.tlsAuth,
+		tlsEnable: *f.tlsEnable, haTLS: *f.haTLS, controllerTLS: *f.controllerTLS,
+		tlsServerCA: *f.tlsServerCA, tlsClientCert: *f.tlsClientCert, tlsClientKey: *f.tlsClientKey,
 		maxConns: *f.maxConns, maxConnsPerSource: *f.maxConnsPerSource, responseBudget: *f.responseBudget,
 		autoTopics: *f.autoTopics, autoGroups: *f.autoGroups, autoPerSource: *f.autoPerSource}
 }
@@ -86,6 +107,17 @@ func init() {
 	honoured["tls.server.keyPath"] = confKey{"tls-key", "`--tls-key`: the server key (PEM; unencrypted)", str(func(s *securityConfig, v string) { s.tlsKey = v })}
 	honoured["tls.server.trustCertPath"] = confKey{"tls-client-ca", "`--tls-client-ca`: CAs to verify client certificates with", str(func(s *securityConfig, v string) { s.tlsCA = v })}
 	honoured["tls.server.need.client.auth"] = confKey{"tls-client-auth", "`--tls-client-auth`: `none`, `optional` or `require`", str(func(s *securityConfig, v string) { s.tlsAuth = v })}
+	boolean := func(set func(*securityConfig, bool)) func(*config, string) error {
+		return func(c *config, v string) error {
+			b, err := strconv.ParseBool(v)
+			set(&c.sec, b)
+			return err
+		}
+	}
+	honoured["tls.enable"] = confKey{"tls-enable", "`--tls-enable`: TLS on every connection the broker makes (a slave's to its master, registrations, the controllers; RocketMQ's client-side switch)", boolean(func(s *securityConfig, b bool) { s.tlsEnable = b })}
+	honoured["tls.client.trustCertPath"] = confKey{"tls-ca", "`--tls-ca`: CAs to verify the servers the broker connects to (master, name servers, controllers)", str(func(s *securityConfig, v string) { s.tlsServerCA = v })}
+	honoured["tls.client.certPath"] = confKey{"tls-client-cert", "`--tls-client-cert`: the certificate the broker presents on its own TLS connections", str(func(s *securityConfig, v string) { s.tlsClientCert = v })}
+	honoured["tls.client.keyPath"] = confKey{"tls-client-key", "`--tls-client-key`: the key of `tls.client.certPath`", str(func(s *securityConfig, v string) { s.tlsClientKey = v })}
 	num := func(set func(*securityConfig, int64)) func(*config, string) error {
 		return func(c *config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -144,6 +176,40 @@ func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
 	}
 	logger.Info("TLS on", "mode", mode.String(), "cert", cfg.CertFile, "client_ca", cfg.ClientCAFile, "client_cert_required", cfg.RequireClientCert)
 	return s, nil
+}
+
+// clientTLS sets the TLS of the broker's own connections in o, by the
+// configuration: the HA listener follows --tls-mode (srv, nil when
+// disabled); a slave's HA stream, the broker's remoting connections and
+// its connections to the controllers are TLS as --ha-tls, --tls-enable and
+// --controller-tls say. It returns the controllers' configuration (nil:
+// plain).
+func clientTLS(c *config, srv *tlsconf.Server, o *broker.Options, logger *slog.Logger) (*tls.Config, error) {
+	if srv != nil {
+		o.HASecure = srv.Handshake
+	}
+	s := c.sec
+	ha := s.haTLS || s.tlsEnable || strings.EqualFold(strings.TrimSpace(s.tlsMode), "enforcing")
+	ctl := s.controllerTLS || s.tlsEnable
+	if !ha && !ctl {
+		return nil, nil
+	}
+	t, err := tlsconf.ClientConfig{CAFile: s.tlsServerCA, CertFile: s.tlsClientCert, KeyFile: s.tlsClientKey}.Load()
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca / --tls-client-cert: %w", err)
+	}
+	if ha {
+		o.HATLS = t
+	}
+	if s.tlsEnable {
+		o.ClientTLS = t
+	}
+	logger.Info("TLS on the broker's own connections", "ha", ha, "controllers", ctl, "all", s.tlsEnable,
+		"ca", s.tlsServerCA, "client_cert", s.tlsClientCert)
+	if ctl {
+		return t, nil
+	}
+	return nil, nil
 }
 
 // applyLimits sets the process-wide connection limit and response budget.

@@ -23,6 +23,7 @@ type config struct {
 	raft                                                                             controller.RaftTiming
 	snapshotThreshold, trailingLogs                                                  uint64
 	snapshotInterval                                                                 time.Duration
+	tls                                                                              tlsSettings
 	notes                                                                            []note
 }
 
@@ -57,6 +58,7 @@ func parseConfig(args []string) (*config, error) {
 	raftLogLevel := fs.String("raft-log-level", "warn", "the Raft library's log level: trace, debug, info, warn or error")
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
+	tlsF := addTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -67,7 +69,7 @@ func parseConfig(args []string) (*config, error) {
 		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
 		closeGrace: *grace, unclean: *unclean, notify: *notify, showVersion: *showVersion,
 		raft:              controller.RaftTiming{HeartbeatTimeout: *rHB, ElectionTimeout: *rEl, LeaderLeaseTimeout: *rLease, CommitTimeout: *rCommit},
-		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing}
+		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings()}
 	if c.showVersion {
 		return c, nil
 	}

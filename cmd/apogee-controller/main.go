@@ -15,6 +15,11 @@
 //	--heartbeat-timeout D   a broker silent this long is dead (default 3s)
 //	--scan-interval D       the leader's look for dead masters (default 500ms)
 //	--enable-elect-unclean-master
+//	--tls-mode, --tls-cert, --tls-key, --tls-client-ca, --tls-client-auth
+//	                        TLS on --listen, as the broker's (docs/security.md)
+//	--raft-tls              Raft between controllers over TLS (mutual with
+//	                        --tls-client-ca, --tls-ca, --tls-client-cert/-key)
+//	--notify-tls            role-change pushes to brokers over TLS
 //	-c, --config FILE       RocketMQ controller properties; flags win
 //	--version
 //
@@ -80,6 +85,11 @@ func run(args []string) error {
 	}
 	defer unlock()
 
+	tlsParts, err := openTLS(cfg.tls, logger)
+	if err != nil {
+		return err
+	}
+	defer tlsParts.close()
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.listen, err)
@@ -89,13 +99,18 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("advertise address: %w", err)
 	}
-	node, err := controller.New(controller.Options{
+	nodeOpts := controller.Options{
 		ID: cfg.id, Peers: cfg.peers, DataDir: cfg.dataDir, RaftBind: cfg.raftListen, Advertise: adv, Group: cfg.group,
 		HeartbeatTimeout: cfg.heartbeatTimeout, ScanInterval: cfg.scanInterval, CloseGrace: cfg.closeGrace,
 		ElectUncleanMaster: cfg.unclean, DisableNotify: !cfg.notify, Raft: cfg.raft,
 		SnapshotThreshold: cfg.snapshotThreshold, SnapshotInterval: cfg.snapshotInterval, TrailingLogs: cfg.trailingLogs,
 		Logger: logger, RaftLogOutput: os.Stderr, RaftLogLevel: cfg.raftLogLevel,
-	})
+		RaftTLS: tlsParts.raft, NotifyTLS: tlsParts.notify,
+	}
+	if tlsParts.remoting != nil {
+		nodeOpts.Handshake = tlsParts.remoting.Handshake
+	}
+	node, err := controller.New(nodeOpts)
 	if err != nil {
 		return err
 	}

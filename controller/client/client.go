@@ -32,6 +32,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,6 +137,11 @@ type Options struct {
 	// OnRoleChange is told of every later state the client learns (see the
 	// package doc). It must not block for long.
 	OnRoleChange func(State)
+	// TLS, when set, makes the connections to the controllers TLS with
+	// this configuration (a controller run with --tls-mode enforcing
+	// refuses plain ones). Without a ServerName the controller's
+	// certificate is verified for the host of its address. Default: plain.
+	TLS *tls.Config
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -182,7 +188,7 @@ func New(opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{opts: opts, log: opts.Logger.With("broker", opts.Broker), changed: make(chan struct{}, 1), stop: make(chan struct{}),
-		pool: remoting.NewPool(&remoting.ClientOptions{DialTimeout: opts.RequestTimeout, Options: remoting.Options{Logger: opts.Logger}})}
+		pool: remoting.NewPool(&remoting.ClientOptions{DialTimeout: opts.RequestTimeout, TLS: opts.TLS, Options: remoting.Options{Logger: opts.Logger}})}
 	c.state.MasterEpoch, c.state.SyncStateSetEpoch = -1, -1
 	c.wg.Add(1)
 	go c.deliver()

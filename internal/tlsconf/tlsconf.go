@@ -2,9 +2,10 @@
 // (tls.server.mode: disabled, permissive, enforcing), certificates and
 // client CAs read from files and reloaded when the files change, optional
 // client certificates (mutual TLS), and the two ways a listener takes it:
-// Server.Handshake for package remoting's Options.Handshake (a plain
-// connection stays a *net.TCPConn, so its vectored writes stay writev),
-// and Server.Listener for any other listener (HA, metrics, gRPC).
+// Server.Handshake for package remoting's Options.Handshake and the HA
+// stream's (a plain connection stays a *net.TCPConn, so its vectored
+// writes stay writev), and Server.Listener for any other listener
+// (metrics, gRPC).
 //
 // # Modes
 //
@@ -378,7 +379,8 @@ func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // returns connections that do their TLS handshake (or, in Permissive mode,
 // look at the first byte) on their first Read or Write, bounded by
 // HandshakeTimeout, so that the accept loop never waits for a client.
-// For listeners that are not package remoting's (HA, metrics, gRPC).
+// For listeners that are not package remoting's or the HA stream's
+// (metrics, gRPC).
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	if s.cfg.Mode == Disabled {
 		return ln
