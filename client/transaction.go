@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -166,7 +167,10 @@ func (in *instance) checkTransaction(c *remoting.Conn, req *protocol.Command) {
 		in.log.Debug("client: bad transaction check", "err", err)
 		return
 	}
-	v, err := message.Decode(req.Body, false)
+	// The check is answered on its own goroutine, after the read loop has
+	// reused the request's buffer: the message (whose body aliases the
+	// record) gets a copy.
+	v, err := message.Decode(bytes.Clone(req.Body), false)
 	if err != nil {
 		in.log.Debug("client: transaction check body", "err", err)
 		return
