@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
@@ -82,6 +85,17 @@ type Options struct {
 	MaxConcurrentStreams uint32
 	// Logger defaults to the core's.
 	Logger *slog.Logger
+	// Guard, when set, authenticates every call (RocketMQ 5's
+	// authorization header) and authorizes it as RocketMQ 5's proxy does
+	// (security.go). Nil (the default): every call is served.
+	Guard *acl.Guard
+	// TLSServer, when set and not in tlsconf.Disabled mode, is the port's
+	// transport: its mode (Enforcing: TLS only; Permissive: TLS and
+	// plaintext by the first byte) and its certificate files, reloaded as
+	// they change; its Config must offer ALPN "h2". It replaces TLS and
+	// the self-signed certificate. Nil (the default) or Disabled: TLS and
+	// plaintext as transport.go says.
+	TLSServer *tlsconf.Server
 }
 
 // Server is the gRPC front end: the MessagingService of RocketMQ 5 on a
@@ -158,11 +172,16 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	s.waits.init()
 	c.OnArrival(s.waits.arrived)
 
-	creds, err := newPermissive(opts.TLS, []string{host})
-	if err != nil {
+	var creds credentials.TransportCredentials
+	if opts.TLSServer != nil && opts.TLSServer.Mode() != tlsconf.Disabled {
+		creds = transportCreds{srv: opts.TLSServer}
+	} else if creds, err = newPermissive(opts.TLS, []string{host}); err != nil {
 		return nil, err
 	}
 	so := append([]grpc.ServerOption{grpc.Creds(creds)}, serverOptions(opts)...)
+	if opts.Guard != nil {
+		so = append(so, grpc.ChainUnaryInterceptor(s.unaryGuard), grpc.ChainStreamInterceptor(s.streamGuard))
+	}
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
 	rmqpb.RegisterMessagingServiceServer(s.srv, s)

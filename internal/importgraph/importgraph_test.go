@@ -79,7 +79,7 @@ var allowed = map[string][]string{
 	// The gRPC front end: on the messaging core, like the remoting front
 	// end, but never remoting or namesrv (and of protocol only codes and
 	// JSON bodies, as broker/core).
-	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
+	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf"},
 
 	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
