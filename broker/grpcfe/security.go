@@ -64,9 +64,11 @@ func (s *Server) authenticate(ctx context.Context, method string) (callCtx, *rmq
 		c.white = true
 		return c, nil
 	}
-	user, err := g.AuthenticateV2(firstValue(ctx, auth.HeaderAuthorization), firstValue(ctx, auth.HeaderDateTime))
+	authz, dt := firstValue(ctx, auth.HeaderAuthorization), firstValue(ctx, auth.HeaderDateTime)
+	user, err := g.AuthenticateV2(authz, dt)
 	if err != nil {
-		g.Refused(method, "", c.ip, err)
+		claimed, _ := auth.ParseV2(authz, dt) // the access key the log names, if any
+		g.Refused(method, claimed.AccessKey, c.ip, err)
 		return c, status(rmqpb.Code_UNAUTHORIZED, "authentication failed: "+err.Error())
 	}
 	c.user = user

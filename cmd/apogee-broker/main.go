@@ -209,8 +209,15 @@ func run(args []string) error {
 	grpcAddr := ""
 	if grpcRes != nil {
 		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
-		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
-			Logger: logger}); err != nil {
+		grpcTLS, err := openGRPCTLS(cfg, logger)
+		if err == nil && grpcTLS != nil {
+			defer grpcTLS.Close()
+		}
+		if err == nil {
+			gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
+				Logger: logger, Guard: guard, TLSServer: grpcTLS})
+		}
+		if err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			b.Shutdown(sctx)
 			cancel()

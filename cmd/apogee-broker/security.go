@@ -121,6 +121,11 @@ func init() {
 // openTLS returns the TLS server of the configuration, or nil when TLS is
 // disabled.
 func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
+	return openTLSProtos(c, logger, nil)
+}
+
+// openTLSProtos is openTLS offering the ALPN protocols protos.
+func openTLSProtos(c *config, logger *slog.Logger, protos []string) (*tlsconf.Server, error) {
 	mode, err := tlsconf.ParseMode(c.sec.tlsMode)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-mode: %w", err)
@@ -128,7 +133,7 @@ func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
 	if mode == tlsconf.Disabled {
 		return nil, nil
 	}
-	cfg := tlsconf.Config{Mode: mode, CertFile: c.sec.tlsCert, KeyFile: c.sec.tlsKey, ClientCAFile: c.sec.tlsCA, Logger: logger}
+	cfg := tlsconf.Config{Mode: mode, CertFile: c.sec.tlsCert, KeyFile: c.sec.tlsKey, ClientCAFile: c.sec.tlsCA, Logger: logger, NextProtos: protos}
 	switch strings.ToLower(c.sec.tlsAuth) {
 	case "", "optional":
 	case "none":
