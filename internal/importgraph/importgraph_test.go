@@ -84,7 +84,7 @@ var allowed = map[string][]string{
 	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
+	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf"},
 	// The standalone name server: flags, its data directory and the wiring.
 	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops", "internal/tlsconf"},
 
