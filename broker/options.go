@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
@@ -157,6 +158,10 @@ type Options struct {
 	// documentation each repeats): topics and groups in all (default 10000
 	// each) and per source address (1000 an hour). Negative: no cap.
 	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
+	// NamesrvSign, if set, signs every request the broker sends to its
+	// external name servers (registrations), for name servers with access
+	// control on. Default nil: unsigned.
+	NamesrvSign func(req *protocol.Command)
 }
 
 // core returns the core's options: every field but the front end's own

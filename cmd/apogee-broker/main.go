@@ -197,6 +197,7 @@ func run(args []string) error {
 		MaxAutoCreateTopics:      cfg.sec.autoTopics,
 		MaxAutoCreateGroups:      cfg.sec.autoGroups,
 		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
+		NamesrvSign:              namesrvSigner(cfg),
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {

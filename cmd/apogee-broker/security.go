@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/acl"
+	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -29,6 +32,10 @@ type securityConfig struct {
 	// --max-auto-create-topics, --max-auto-create-groups,
 	// --max-auto-create-per-source (0: default, negative: no cap)
 	autoTopics, autoGroups, autoPerSource int
+
+	// innerCreds sign the broker's requests to external name servers
+	// (innerClientAuthenticationCredentials); empty: unsigned.
+	innerCreds auth.Credentials
 }
 
 // securityFlags are the flags of securityConfig.
@@ -112,6 +119,20 @@ func init() {
 	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
 	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
 	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
+	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its registrations with external name servers (`--namesrv`) with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format), for name servers with access control on", func(c *config, v string) error {
+		var creds struct {
+			AccessKey string `json:"accessKey"`
+			SecretKey string `json:"secretKey"`
+		}
+		if err := json.Unmarshal([]byte(v), &creds); err != nil {
+			return fmt.Errorf("want {\"accessKey\":\"...\",\"secretKey\":\"...\"}: %w", err)
+		}
+		c.sec.innerCreds = auth.Credentials{AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
+		if c.sec.innerCreds.IsEmpty() {
+			return fmt.Errorf("want both accessKey and secretKey")
+		}
+		return nil
+	}}
 	honoured["aclFile"] = confKey{"acl-file", "`--acl-file`: the ACL file (Apogee's format or RocketMQ 4's `plain_acl.yml`), reloaded when it changes; implies `aclEnable=true`", func(c *config, v string) error {
 		c.sec.aclFile, c.sec.acl = v, true
 		return nil
@@ -186,4 +207,14 @@ func openGuard(c *config, logger *slog.Logger) (*acl.Guard, error) {
 	}
 	logger.Info("access control on", "file", c.sec.aclFile, "users", g.Stats().Users)
 	return g, nil
+}
+
+// namesrvSigner signs the broker's requests to external name servers with
+// innerClientAuthenticationCredentials, or is nil without them.
+func namesrvSigner(c *config) func(*protocol.Command) {
+	if c.sec.innerCreds.IsEmpty() {
+		return nil
+	}
+	key, creds := auth.NewKey(c.sec.innerCreds.SecretKey), c.sec.innerCreds
+	return func(req *protocol.Command) { key.Sign(req, creds) }
 }
