@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"runtime"
@@ -135,7 +136,9 @@ func (in *instance) serveConsumeDirectly(c *remoting.Conn, req *protocol.Command
 	var m *MessageExt
 	if err == nil {
 		var v message.View
-		if v, err = message.Decode(req.Body, false); err == nil {
+		// The message outlives the handler (the listener runs on its own
+		// goroutine): decode a copy, not the connection's read buffer.
+		if v, err = message.Decode(bytes.Clone(req.Body), false); err == nil {
 			m, err = decodeMessage(v, MessageQueue{Topic: string(v.Topic()), BrokerName: h.BrokerName, QueueID: v.QueueID()})
 		}
 	}
