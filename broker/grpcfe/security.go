@@ -37,9 +37,12 @@ import (
 //
 // A refusal is answered in the method's own response, as every outcome
 // is: Status UNAUTHORIZED (40100) or FORBIDDEN (40300) with a message
-// naming what was refused; a Telemetry stream gets a command with that
-// status and ends. It is counted and logged by the guard (rate-limited,
-// never a secret or a signature). The method is not called.
+// naming what was refused, and the method is not called. A Telemetry
+// stream whose authentication fails gets a command with that status and
+// ends; one whose settings are refused ends with gRPC's PermissionDenied
+// carrying the same text (its method sends on another goroutine). Every
+// refusal is counted and logged by the guard (rate-limited, never a
+// secret or a signature).
 //
 // An allowed unary call costs the metadata look-ups (grpc-go copies the
 // one value it returns), the header's parse (its signature decoded from

@@ -66,11 +66,10 @@ type Options struct {
 	// topic table. This broker's entry comes from the core either way.
 	Routes func(topic string) []Route
 	// ServerOptions are appended to the server's own (message sizes,
-	// keepalive, stream limits): the hook for transport security
-	// (grpc.Creds) and for interceptors (grpc.ChainUnaryInterceptor and
-	// grpc.ChainStreamInterceptor: authentication and authorization of the
-	// "authorization" header, metrics). Interceptors given here run before
-	// every method.
+	// keepalive, stream limits): the hook for other transport credentials
+	// (grpc.Creds) and interceptors (grpc.ChainUnaryInterceptor and
+	// grpc.ChainStreamInterceptor: metrics, say). Interceptors given here
+	// run before every method, after Guard's.
 	ServerOptions []grpc.ServerOption
 	// TLS is the certificate configuration of TLS connections (see
 	// transport.go: TLS and plaintext are both accepted on the port);
