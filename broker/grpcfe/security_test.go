@@ -346,6 +346,54 @@ func TestGRPCTLSModes(t *testing.T) {
 	}
 }
 
+// TestGRPCTLSRotation: a new certificate written over the files is served
+// to the next connections, while the open one keeps working.
+func TestGRPCTLSRotation(t *testing.T) {
+	files := tlstest.Write(t, t.TempDir())
+	ts, err := tlsconf.NewServer(tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: files.ServerCert, KeyFile: files.ServerKey,
+		NextProtos: []string{"h2"}, ReloadInterval: 20 * time.Millisecond, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	conf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
+	e := newEnvWith(t, nil, func(o *Options) { o.TLSServer = ts }, []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(conf))})
+	serial := func() string {
+		t.Helper()
+		c, err := tls.Dial("tcp", e.cc.Target(), conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st := c.ConnectionState()
+		if st.NegotiatedProtocol != "h2" {
+			t.Errorf("ALPN %q, want h2", st.NegotiatedProtocol)
+		}
+		return st.PeerCertificates[0].SerialNumber.String()
+	}
+	if r := e.route("orders"); r.GetStatus().GetCode() != rmqpb.Code_OK {
+		t.Fatalf("before the rotation: %v", r.GetStatus())
+	}
+	before := serial()
+	tlstest.Reissue(t, files)
+	for deadline := time.Now().Add(10 * time.Second); serial() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the new certificate was not served")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The connection opened before the rotation keeps working.
+	if r := e.route("orders"); r.GetStatus().GetCode() != rmqpb.Code_OK {
+		t.Fatalf("after the rotation: %v", r.GetStatus())
+	}
+}
+
 // BenchmarkGuard is the access control's cost per unary call, without
 // the network: the interceptor in front of a handler that does nothing,
 // for a granted SendMessage signed as a RocketMQ 5 client signs it. "off"
