@@ -409,7 +409,7 @@ func (g *Guard) AuthenticateV2(authorization, dateTime string) (string, error) {
 	if authorization == "" {
 		return "", ErrNoCredentials
 	}
-	a, err := auth.ParseV2(authorization, dateTime)
+	a, err := auth.ParseV2View(authorization, dateTime)
 	if err != nil {
 		return "", err
 	}

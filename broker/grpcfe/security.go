@@ -45,8 +45,9 @@ import (
 // secret or a signature).
 //
 // An allowed unary call costs the metadata look-ups (grpc-go copies the
-// one value it returns), the header's parse (its signature decoded from
-// hex) and one HMAC-SHA1; the checks are built on the stack.
+// one value it returns: the only allocations), the header's parse (views
+// of it; the signature is decoded into the key's pooled scratch) and one
+// HMAC-SHA1; the checks are built on the stack.
 
 // callCtx is what authentication found: the user ("" when white-listed:
 // no check applies) and the source address.
