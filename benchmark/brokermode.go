@@ -31,6 +31,7 @@ type brokerTarget struct {
 	dir       string
 	removeDir bool
 	serveErr  chan error
+	child     *childBroker // the broker's process with Config.ChildBroker
 
 	mu        sync.Mutex
 	producers []*client.Producer
@@ -46,7 +47,11 @@ type brokerTarget struct {
 func openBrokerTarget(ctx context.Context, c Config) (target, error) {
 	t := &brokerTarget{cfg: c, addr: c.Addr, group: fmt.Sprintf("apogee-bench-%d", time.Now().UnixNano()), tls: c.TLS}
 	if t.addr == "" {
-		if err := t.startEmbedded(); err != nil {
+		start := t.startEmbedded
+		if c.ChildBroker {
+			start = t.startChild
+		}
+		if err := start(); err != nil {
 			t.close()
 			return nil, err
 		}
@@ -261,6 +266,11 @@ func (t *brokerTarget) close() error {
 	}
 	if t.guard != nil {
 		t.guard.Close()
+	}
+	if t.child != nil {
+		if err := t.child.stop(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if t.removeDir {
 		os.RemoveAll(t.dir)

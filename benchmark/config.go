@@ -92,6 +92,22 @@ type Config struct {
 	// of these keys, allowed Pub and Sub on Topic and on the groups
 	// apogee-bench* only. Default: none (unsigned). Not for store mode.
 	Credentials auth.Credentials
+	// BrokerPID is the broker's process on this machine, for its CPU per
+	// message; 0: the process listening on Addr's port, when there is one.
+	BrokerPID int
+	// ChildBroker runs the embedded broker in a child process (this binary
+	// re-executed; see ServeChildBroker) so that its CPU is measured apart
+	// from the generator's.
+	ChildBroker bool
+	// Driver names an external driver (RunTarget's); empty for Apogee's own.
+	Driver string
+	// SlaveAddr, in produce and e2e modes, is the address of a slave of
+	// the broker under load: the run then measures the slave lag (lag.go:
+	// the time from a message's visibility on the master to its visibility
+	// on the slave, for the topic's queue 0), polling both every
+	// LagInterval (default DefaultLagInterval). Empty: no lag probe.
+	SlaveAddr   string
+	LagInterval time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -106,6 +122,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Mode == ModeStore && (o.TLS != nil || !o.Credentials.IsEmpty()) {
 		return o, errors.New("benchmark: store mode has no connections: TLS and credentials do not apply")
+	}
+	if o.ChildBroker && o.Addr == "" && (o.TLS != nil || !o.Credentials.IsEmpty()) {
+		return o, errors.New("benchmark: the child broker serves neither TLS nor access control: run apogee-broker with them and point --addr at it")
 	}
 	if o.Size == 0 {
 		o.Size = 1024
@@ -146,6 +165,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Warmup < 0 {
 		o.Warmup = 0
 	}
+	if o.SlaveAddr != "" && o.Mode != ModeProduce && o.Mode != ModeE2E {
+		return o, errors.New("benchmark: --slave-addr measures the slave lag of produce and e2e runs only")
+	}
+	if o.LagInterval <= 0 {
+		o.LagInterval = DefaultLagInterval
+	}
 	if o.Mode == ModeConsume && o.Messages == 0 {
 		o.Messages = 1_000_000
 	}
@@ -173,6 +198,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Protocol == ProtocolGRPC && o.Mode == ModeStore {
 		return o, errors.New("benchmark: --protocol grpc needs a broker: not in store mode")
+	}
+	if o.ChildBroker && (o.Addr != "" || o.Mode == ModeStore || o.Protocol != ProtocolRemoting) {
+		return o, errors.New("benchmark: --child-broker runs the embedded broker for the remoting protocol: not with --addr, --protocol grpc or store mode")
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout

@@ -14,6 +14,9 @@
 //     reported separately as the send delay.
 //   - End-to-end latency: from the send time written into the first 8 bytes
 //     of each body to the consumer's receipt (same clock, same machine).
+//   - CPU per message: the broker process's and the generator's CPU time
+//     over the measured part, per acknowledged (consume mode: consumed)
+//     message; see cpu.go for where each clock is read.
 //
 // Latencies go into HdrHistogram histograms (µs, 3 significant digits), one
 // per worker, swapped every second: a worker's hot path takes one
@@ -27,5 +30,8 @@
 //     backlog.
 //   - e2e (default): producers and consumers at once; consumers tail.
 //
-// With no address it starts an embedded broker in a temporary directory.
+// With no address it starts an embedded broker in a temporary directory, in
+// this process or (Config.ChildBroker) in a child process. RunTarget drives
+// systems other than Apogee through the exported Target interface (the NATS
+// JetStream driver in benchmark/natsdriver, a module of its own).
 package benchmark

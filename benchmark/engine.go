@@ -44,6 +44,8 @@ type run struct {
 	// noE2E: consumers count what they receive but record no end-to-end
 	// latency (consume mode: the messages were sent before the clock started).
 	noE2E bool
+	// cpu measures CPU per message over the measured part (nil: not at all).
+	cpu *cpuMeter
 }
 
 func newRun(cfg Config, t target) *run {
@@ -256,6 +258,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	// The measured window ends at the last tick; what is acknowledged while
 	// the producers stop does not count.
 	end := time.Now()
+	r.cpu.end()
 	if !r.measure.Load() {
 		r.startMeasuring(begin)
 	}
@@ -271,6 +274,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 		ClosedLoop: rate == 0, Roles: roles(cfg),
 		Config: describe(cfg, rate),
 	}
+	r.cpu.fill(res, acked)
 	if consumers && ticks > 0 {
 		res.Backlog = backlogEnd
 		res.BacklogMean = backlogSum / ticks
@@ -294,5 +298,6 @@ func consumersBehind(r *Result) bool {
 
 func (r *run) startMeasuring(t time.Time) {
 	r.mStart = t
+	r.cpu.begin()
 	r.measure.Store(true)
 }

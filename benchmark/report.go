@@ -81,6 +81,26 @@ type Result struct {
 	// stayed under the bound.
 	MaxRate float64 `json:"max_rate,omitempty"`
 	Config  string  `json:"config"`
+	// CPU time (user+system) per message of the measured part, in µs: per
+	// acknowledged message, per consumed message in consume mode (see
+	// cpu.go). Broker: the broker's process; client: this process; null when
+	// unknown (CPUNote says why). ProcessCPUUsPerMsg instead of both when
+	// the broker or store runs in this process.
+	BrokerCPUUsPerMsg  *float64 `json:"broker_cpu_us_per_msg"`
+	ClientCPUUsPerMsg  *float64 `json:"client_cpu_us_per_msg"`
+	ProcessCPUUsPerMsg *float64 `json:"process_cpu_us_per_msg,omitempty"`
+	BrokerPID          int      `json:"broker_pid,omitempty"`
+	CPUNote            string   `json:"cpu_note,omitempty"`
+
+	// SlaveLag (with Config.SlaveAddr): the time from a message's
+	// visibility on the master to its visibility on the slave, sampled on
+	// queue 0 every LagIntervalUs (each lag exact to ± that); pending
+	// master samples the slave had not reached 5 s after the run, and the
+	// probe's failed polls.
+	SlaveLag        *Percentiles `json:"slave_lag_us,omitempty"`
+	LagIntervalUs   int64        `json:"lag_interval_us,omitempty"`
+	SlaveLagPending int          `json:"slave_lag_pending,omitempty"`
+	SlaveLagErrors  int          `json:"slave_lag_errors,omitempty"`
 }
 
 func usString(us int64) string {
@@ -117,6 +137,11 @@ func printLine(w io.Writer, elapsed time.Duration, warm bool, msgs, bytes, recv,
 // it measured, and what the reader should make of them.
 func printSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\n== %s: %s\n", r.Mode, r.Config)
+	defer func() {
+		if l := cpuLine(r); l != "" {
+			fmt.Fprintln(w, l)
+		}
+	}()
 	if r.Mode == ModeConsume {
 		fmt.Fprintf(w, "drained %d of a backlog of %d messages in %.1fs: %.0f msgs/s, %.1f MiB/s, errors %d\n",
 			r.Consumed, r.Backlog, r.Seconds, r.MsgsPerSec, r.MiBPerSec, r.Errors)
@@ -144,6 +169,11 @@ func printSummary(w io.Writer, r *Result) {
 	line("send-to-ack", r.SendLatency)
 	line("end-to-end", r.E2ELatency)
 	line("send delay", r.SendDelay)
+	if r.SlaveLag != nil {
+		line("slave lag", *r.SlaveLag)
+		fmt.Fprintf(w, "slave lag: from visible on the master to visible on the slave, queue 0 polled every %s (each lag ± that); %d samples the slave never reached, %d failed polls\n",
+			usString(r.LagIntervalUs), r.SlaveLagPending, r.SlaveLagErrors)
+	}
 	if r.MaxRate > 0 {
 		fmt.Fprintf(w, "highest rate with p99 send latency under the bound: %.0f msgs/s\n", r.MaxRate)
 	}
@@ -205,10 +235,16 @@ func describe(c Config, rate float64) string {
 	if c.Protocol == ProtocolGRPC {
 		b.WriteString(", gRPC")
 	}
+	if c.Driver != "" {
+		fmt.Fprintf(&b, ", driver %s", c.Driver)
+	}
 	if c.Addr != "" {
 		fmt.Fprintf(&b, ", broker %s", c.Addr)
 	} else {
 		target := "embedded broker"
+		if c.ChildBroker {
+			target = "embedded broker in a child process"
+		}
 		if c.Mode == ModeStore {
 			target = "store"
 		}

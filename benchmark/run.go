@@ -11,11 +11,15 @@ import (
 // Run executes the workload cfg describes, printing a line per second and a
 // summary to cfg.Out, and returns the result.
 func Run(ctx context.Context, cfg Config) (res *Result, retErr error) {
+	return runWith(ctx, cfg, openTarget)
+}
+
+func runWith(ctx context.Context, cfg Config, open func(context.Context, Config) (target, error)) (res *Result, retErr error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	t, err := openTarget(ctx, c)
+	t, err := open(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +67,26 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 	}
 	r := newRun(c, t)
 	r.hdrLog = hdrLog
+	r.cpu = newCPUMeter(c, t)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var pwg, cwg sync.WaitGroup
 	if c.Mode == ModeE2E || c.Mode == ModeStore {
 		if err := r.consume(ctx, &cwg); err != nil {
+			return nil, err
+		}
+	}
+	// The lag probe outlives ctx, which the end of the measured part
+	// cancels: it still has to see the slave reach the master's last
+	// samples.
+	var lag *lagProbe
+	var lwg sync.WaitGroup
+	lctx, lcancel := context.WithCancel(parent)
+	defer func() { lcancel(); lwg.Wait() }()
+	if c.SlaveAddr != "" {
+		var err error
+		if lag, err = startLagProbe(lctx, c.SlaveAddr, c.Topic, c.LagInterval, r.measure.Load, &lwg); err != nil {
 			return nil, err
 		}
 	}
@@ -88,6 +107,22 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 		cancel()
 		cwg.Wait()
 	})
+	if lag != nil {
+		// Let the slave reach what the master held at the end (bounded).
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, pending, _ := lag.result()
+			if pending == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lcancel()
+		lwg.Wait()
+		p, pending, errs := lag.result()
+		res.SlaveLag, res.SlaveLagPending, res.SlaveLagErrors = &p, pending, errs
+		res.LagIntervalUs = c.LagInterval.Microseconds()
+	}
 	return res, nil
 }
 
@@ -111,6 +146,7 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 	startBacklog(t)
 	r := newRun(c, t)
 	r.noE2E = true
+	r.cpu = newCPUMeter(c, t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cwg sync.WaitGroup
@@ -135,15 +171,18 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 		}
 	}
 	secs := time.Since(r.mStart).Seconds()
+	r.cpu.end()
 	cancel()
 	cwg.Wait()
 	recv := r.c.received.Load()
-	return &Result{
+	res := &Result{
 		Mode: c.Mode, Messages: recv, Errors: r.c.errors.Load() + pr.c.errors.Load(), Seconds: secs,
 		MsgsPerSec: float64(recv) / secs, MiBPerSec: float64(recv*int64(c.Size)) / secs / (1 << 20),
 		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs, Backlog: c.Messages,
 		RateReached: true, Roles: roles(c), Config: describe(c, 0),
-	}, nil
+	}
+	r.cpu.fill(res, recv)
+	return res, nil
 }
 
 // startBacklog tells consumers to start from the first offset.

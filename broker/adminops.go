@@ -31,7 +31,6 @@ const ForwardTimeout = 10 * time.Second
 
 // registerAdminOps registers the admin protocol's codes.
 func (b *Broker) registerAdminOps(t *handlerTable) {
-	t.add(respOnly(b.handleAllConsumerOffsets), protocol.ReqGetAllConsumerOffset)
 	t.add(noConn(b.handleUpdateBrokerConfig), protocol.ReqUpdateBrokerConfig)
 	t.add(respOnly(b.handleGetBrokerConfig), protocol.ReqGetBrokerConfig)
 	t.add(noConn(b.handleTopicStats), protocol.ReqGetTopicStatsInfo)
@@ -57,12 +56,6 @@ func (b *Broker) registerAdminOps(t *handlerTable) {
 
 func jsonBody(resp *remoting.Response, v any) remoting.Action {
 	body, err := json.Marshal(v)
-	return replyBody(resp, body, err)
-}
-
-// handleAllConsumerOffsets serves GET_ALL_CONSUMER_OFFSET (43).
-func (b *Broker) handleAllConsumerOffsets(resp *remoting.Response) remoting.Action {
-	body, err := b.core.AllConsumerOffsets()
 	return replyBody(resp, body, err)
 }
 
@@ -94,6 +87,7 @@ func (b *Broker) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	m, v := b.core.BrokerConfig()
 	m["namesrvAddr"] = strings.Join(b.opts.NamesrvAddrs, ";")
 	m["registerNameServerPeriod"] = fmt.Sprint(b.opts.RegisterInterval.Milliseconds())
+	b.haConfig(m)
 	return m, v
 }
 

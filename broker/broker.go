@@ -58,6 +58,8 @@ type Broker struct {
 
 	registerMu sync.Mutex // orders registrations with the embedded registry
 
+	repl replication // the HA stream and a slave's following (replica.go)
+
 	closing atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -72,6 +74,12 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{opts: o, stop: make(chan struct{})}
 	co := o.core()
 	co.TopicChanged = b.registerTopic
+	if co.Role == core.RoleSlave {
+		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
+			return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
+		}
+		co.MasterOnline = b.masterOnline
+	}
 	c, err := core.New(co)
 	if err != nil {
 		return nil, err
@@ -82,12 +90,24 @@ func New(opts Options) (*Broker, error) {
 
 	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
 	var registrar *namesrv.Registrar
+	if len(o.NamesrvAddrs) > 0 || c.IsSlave() {
+		b.pool = remoting.NewPool(nil) // the registrar's and a slave's connections
+	}
 	if len(o.NamesrvAddrs) > 0 {
-		b.pool = remoting.NewPool(nil)
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)
 		registrar.Period = o.RegisterInterval
 		registrar.LookupTopic = b.routeTopicConfig
 		registrar.Sign = o.NamesrvSign
+		if c.IsSlave() {
+			registrar.OnResult = b.registered
+		}
+	}
+	if err := b.startReplication(o); err != nil {
+		c.Shutdown()
+		if b.pool != nil {
+			b.pool.Close()
+		}
+		return nil, err
 	}
 	b.registerMu.Lock()
 	b.registry, b.registrar = registry, registrar
@@ -160,6 +180,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	rs := b.srv.Stats()
 	i := func(v int64) string { return fmt.Sprint(v) }
 	u := func(v uint64) string { return fmt.Sprint(v) }
+	b.replicationInfo(m)
 	for k, v := range map[string]string{
 		"pullHeldTotal":   i(hs.Parked),
 		"pullHeldNow":     fmt.Sprint(hs.Held),
@@ -202,8 +223,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 }
 
 // Shutdown stops the broker: held pulls are answered, the server Serve runs
-// stops accepting and finishes the requests in flight (until ctx ends),
-// held pops are answered, the broker leaves the name servers, and the core
+// stops accepting and finishes the requests in flight (until ctx ends), a
+// master waits (up to 5 s) until its connected slaves have its whole log
+// and closes its HA stream, held pops are answered, the broker leaves the name servers, and the core
 // stops (its background tasks and features; offsets, topics, groups and
 // progress persisted; the store flushed and closed). It returns the errors
 // met, after doing all of it; a failed unregistration from external name
@@ -217,9 +239,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("broker: shutdown server: %w", err))
 	}
+	b.drainSlaves(ctx)
 	close(b.stop)
 	b.wg.Wait()
 	b.popHolds.wg.Wait() // they answer within popPollInterval once closing is set
+	b.stopReplication()
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed
 		// (after 120 s, as in RocketMQ), so a failed unregistration (a name
@@ -228,9 +252,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		if err := b.registrar.Close(ctx); err != nil {
 			b.copts.Logger.Warn("broker: unregister from the name servers failed; they drop this broker when its registration expires", "err", err)
 		}
+	}
+	if b.pool != nil {
 		b.pool.Close()
 	}
-	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, 0)
+	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, b.copts.BrokerID)
 	if err := b.core.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
@@ -250,14 +276,19 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 			cfgs[i].Perm &= perm
 		}
 	}
-	return namesrv.BrokerRegistration{
-		ClusterName: b.copts.ClusterName,
-		BrokerName:  b.copts.BrokerName,
-		BrokerAddr:  b.copts.AdvertiseAddr,
-		BrokerID:    0,
-		Topics:      cfgs,
-		DataVersion: v,
+	reg := namesrv.BrokerRegistration{
+		ClusterName:  b.copts.ClusterName,
+		BrokerName:   b.copts.BrokerName,
+		BrokerAddr:   b.copts.AdvertiseAddr,
+		BrokerID:     b.copts.BrokerID,
+		HAServerAddr: b.haServerAddr(),
+		Topics:       cfgs,
+		DataVersion:  v,
 	}
+	if b.opts.StateVersion != 0 {
+		reg.DataVersion.StateVersion = b.opts.StateVersion
+	}
+	return reg
 }
 
 // registerEmbedded publishes the whole topic table to the embedded
@@ -284,6 +315,11 @@ func (b *Broker) registerEmbedded() {
 // The core calls it from New on (before the registry exists: the
 // registration that follows New covers those).
 func (b *Broker) registerTopic(name string) {
+	if b.copts.Role == core.RoleSlave {
+		// A slave's topics follow its master's, whose registrations carry
+		// them; routes never take a slave's queues.
+		return
+	}
 	b.registerMu.Lock()
 	if b.registry == nil {
 		b.registerMu.Unlock()

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -9,8 +8,9 @@ import (
 	"github.com/apogeemq/apogee/remoting"
 )
 
-// pendingAck is a request that stored messages in sync-flush mode and
-// whose answer waits for them to be durable (a core.Pending). It is the
+// pendingAck is a request that stored messages in sync-flush mode or on a
+// SYNC_MASTER and whose answer waits for them to be durable (a
+// core.Pending). It is the
 // core's DurableWaiter: the store's durability goroutine calls Durable
 // after the sync that covers it (one sync serves every request waiting),
 // and no goroutine or connection is held meanwhile.
@@ -69,17 +69,20 @@ func (a *pendingAck) Durable(err error) {
 }
 
 // fill sets cmd's code, remark and send fields for a durability wait that
-// returned err: SUCCESS when nil; FLUSH_DISK_TIMEOUT (10) when the wait timed
-// out (the messages are stored all the same; a plain answer says SUCCESS,
-// the only code its callers know); the error's code and remark otherwise
-// (SERVICE_NOT_AVAILABLE when the log failed or the store closed).
+// returned err: SUCCESS when nil; FLUSH_DISK_TIMEOUT (10), SLAVE_NOT_AVAILABLE
+// (11) or FLUSH_SLAVE_TIMEOUT (12) when the messages are stored but not as
+// durable as configured (core.NotDurable: without a remark, with the send
+// result's fields, as the Java broker answers; a plain answer says
+// SUCCESS, the only code its callers know); the error's code and remark
+// otherwise (SERVICE_NOT_AVAILABLE when the log failed or the store
+// closed).
 func (a *pendingAck) fill(cmd *protocol.Command, err error) {
 	code, remark := protocol.RespSuccess, ""
 	switch {
 	case err == nil:
-	case errors.Is(err, core.ErrFlushDiskTimeout):
+	case core.NotDurable(err):
 		if !a.plain {
-			code = protocol.RespFlushDiskTimeout
+			code = core.Code(err)
 		}
 	default:
 		code, remark = core.Code(err), core.Remark(err)
@@ -88,7 +91,7 @@ func (a *pendingAck) fill(cmd *protocol.Command, err error) {
 	if remark != "" {
 		cmd.SetRemark(remark)
 	}
-	if !a.plain && (code == protocol.RespSuccess || code == protocol.RespFlushDiskTimeout) {
+	if !a.plain && (code == protocol.RespSuccess || core.NotDurable(err)) {
 		setSendResponse(&cmd.Ext, a.msgID, a.queueID, a.queueOffset, a.txID)
 	}
 }

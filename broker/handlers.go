@@ -71,6 +71,8 @@ func (b *Broker) buildHandlers() {
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerAdminOps,
 		b.registerSecurity,
+		b.registerReplication,
+		b.registerController,
 	} {
 		register(&b.handlers)
 	}

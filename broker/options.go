@@ -2,6 +2,7 @@ package broker
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -23,6 +24,7 @@ const (
 	DefaultBusyTimeout         = core.DefaultBusyTimeout
 	DefaultRegisterInterval    = 30 * time.Second
 	DefaultLockExpiry          = core.DefaultLockExpiry
+	DefaultSlaveSyncInterval   = 10 * time.Second
 
 	// DefaultDelayLevels are RocketMQ's 18 delay levels (messageDelayLevel).
 	DefaultDelayLevels               = core.DefaultDelayLevels
@@ -158,6 +160,53 @@ type Options struct {
 	// documentation each repeats): topics and groups in all (default 10000
 	// each) and per source address (1000 an hour). Negative: no cap.
 	MaxAutoCreateTopics, MaxAutoCreateGroups, MaxAutoCreatePerSource int
+
+	// Role, BrokerID, SlaveReadEnable and AccessMessageInMemoryMaxRatio
+	// are the core's (core.Options): the broker's role in its group
+	// (default ASYNC_MASTER), its id (0 for a master, 1 or more for a
+	// slave), reads from slaves (default off) and the memory window
+	// (default 40% of RAM). replica.go describes what each role does here.
+	Role                          core.Role
+	BrokerID                      int64
+	SlaveReadEnable               bool
+	AccessMessageInMemoryMaxRatio float64
+	// HAAdvertiseAddr, on a master, is the HA address registered with the
+	// name servers (haServerAddr), where its slaves connect for the
+	// commit-log stream that ServeHA serves. Default: AdvertiseAddr's host
+	// with the port of the first listener given to ServeHA.
+	HAAdvertiseAddr string
+	// HAMasterAddr, on a slave, is its master's HA address (RocketMQ's
+	// haMasterAddress). Default: the one the name servers answer each
+	// registration with (their haServerAddr), followed as it changes. A
+	// slave needs NamesrvAddrs or this.
+	HAMasterAddr string
+	// SlaveSyncInterval, on a slave, is how often the master's topics,
+	// subscription groups, consumer offsets and delay offsets are fetched
+	// and applied (RocketMQ's SlaveSynchronize). Default 10 s.
+	SlaveSyncInterval time.Duration
+
+	// Controller mode (docs/failover.md; package broker/ctrlmode runs a
+	// broker under a controller group and sets these).
+	//
+	// ControllerMode makes the controller, not the name servers, name a
+	// slave's master: registration answers no longer steer the HA stream
+	// or the tables a slave follows (FollowMaster does). Default false.
+	ControllerMode bool
+	// StateVersion is put in every registration's data version
+	// (stateVersion): in controller mode the master epoch, so that a name
+	// server lets a new master take the route of an old one it still
+	// thinks alive (RocketMQ's rule). Default 0.
+	StateVersion int64
+	// HAMasterHandshake and HASlaveHandshake are the HA stream's handshake
+	// hooks (ha.MasterOptions.Handshake, ha.SlaveOptions.Handshake).
+	// Default none.
+	HAMasterHandshake func(net.Conn) (string, error)
+	HASlaveHandshake  func(net.Conn) error
+	// ControllerNotify, when set, takes NOTIFY_BROKER_ROLE_CHANGED (1008)
+	// requests from the controller (controller/client.Client.HandleNotify).
+	// Default: the code is not served.
+	ControllerNotify func(*protocol.Command) error
+
 	// NamesrvSign, if set, signs every request the broker sends to its
 	// external name servers (registrations), for name servers with access
 	// control on. Default nil: unsigned.
@@ -182,6 +231,8 @@ func (o Options) core() core.Options {
 		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
 		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
 		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
+		Role:                   o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,
+		AccessMessageInMemoryMaxRatio: o.AccessMessageInMemoryMaxRatio,
 	}
 }
 
@@ -189,6 +240,9 @@ func (o Options) core() core.Options {
 func (o Options) withDefaults() Options {
 	if o.RegisterInterval <= 0 {
 		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.SlaveSyncInterval <= 0 {
+		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
 	return o
 }

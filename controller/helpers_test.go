@@ -72,8 +72,10 @@ func newCluster(t *testing.T, n int, tweak func(*controller.Options)) *cluster {
 		c.addrs = append(c.addrs, l.Addr().String())
 	}
 	for i := range n {
+		// A broker heartbeats every 100 ms; 1.5 s before it counts as dead
+		// leaves room for a loaded machine (parallel tests under -race).
 		o := controller.Options{ID: peers[i].ID, Peers: peers, DataDir: t.TempDir(), Advertise: c.addrs[i],
-			Raft: fastRaft, HeartbeatTimeout: 600 * time.Millisecond, ScanInterval: 50 * time.Millisecond,
+			Raft: fastRaft, HeartbeatTimeout: 1500 * time.Millisecond, ScanInterval: 50 * time.Millisecond,
 			CloseGrace: 200 * time.Millisecond, Logger: quietLogger(t), RaftLogOutput: io.Discard}
 		if tweak != nil {
 			tweak(&o)

@@ -11,7 +11,10 @@
 //
 // # Wire format
 //
-// Big-endian throughout; no handshake, no other message.
+// Big-endian throughout; no other message. In controller mode the two sides
+// first run a handshake their owner supplies (MasterOptions.Handshake,
+// SlaveOptions.Handshake: the epoch exchange of docs/failover.md); without
+// it the stream starts with the first report, as RocketMQ's classic one.
 //
 //	slave → master  report: offset (8)
 //	master → slave  frame:  offset (8), length (4), body (length bytes)

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,17 @@ func TestRestartResumes(t *testing.T) {
 	if got := s.Status().Received; got != master.WrittenOffset()-resumeAt {
 		t.Fatalf("the slave received %d bytes, want the %d it lacked", got, master.WrittenOffset()-resumeAt)
 	}
+	// The master logs the catch-up of what the slave lacked when it
+	// reconnected.
+	lacked := fmt.Sprintf(" bytes=%d ", master.WrittenOffset()-resumeAt)
+	waitFor(t, 10*time.Second, "the master's catch-up line", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "ha: slave caught up with the log it lacked when it connected") && strings.Contains(line, lacked) {
+				return true
+			}
+		}
+		return false
+	})
 
 	// The master stops and comes back on another port.
 	if err := m.Close(); err != nil {

@@ -32,6 +32,12 @@ type MasterOptions struct {
 	// Logger receives connections, refusals and restarts. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Handshake, when set, runs on each connection before the slave's
+	// first report (controller mode's epoch handshake, docs/failover.md):
+	// it reads the slave's hello and answers it on c, and returns the name
+	// the slave is known by as a replica (store.AddReplica); an error
+	// closes the connection. Default: none (RocketMQ's classic stream).
+	Handshake func(c net.Conn) (name string, err error)
 }
 
 func (o MasterOptions) withDefaults() MasterOptions {
@@ -244,6 +250,22 @@ func (c *masterConn) readLoop() {
 	br := bufio.NewReaderSize(c.c, 512)
 	var b [ReportSize]byte
 	first := true
+	// The backlog the slave had at its first report, logged once it has
+	// caught up with it (the stream's catch-up rate).
+	var backlogFrom, backlogEnd int64
+	var began time.Time
+	if hs := c.m.opts.Handshake; hs != nil {
+		c.c.SetDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
+		name, err := hs(c.c)
+		c.c.SetDeadline(time.Time{})
+		if err != nil {
+			log.Warn("ha: handshake refused", "slave", c.name, "err", err)
+			return
+		}
+		c.m.mu.Lock() // Slaves reads the name
+		c.name = name
+		c.m.mu.Unlock()
+	}
 	for {
 		c.c.SetReadDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
 		if _, err := io.ReadFull(br, b[:]); err != nil {
@@ -276,11 +298,19 @@ func (c *masterConn) readLoop() {
 				return
 			}
 			c.start <- start
+			backlogFrom, backlogEnd, began = start, c.m.st.WrittenOffset(), time.Now()
 			continue
 		}
 		c.repMu.Lock()
 		c.rep.Ack(off)
 		c.repMu.Unlock()
+		if backlogEnd > backlogFrom && off >= backlogEnd {
+			took := time.Since(began)
+			log.Info("ha: slave caught up with the log it lacked when it connected", "slave", c.name,
+				"bytes", backlogEnd-backlogFrom, "took", took.Round(time.Millisecond),
+				"MBps", int64(float64(backlogEnd-backlogFrom)/took.Seconds()/1e6))
+			backlogEnd = backlogFrom // once
+		}
 	}
 }
 

@@ -40,6 +40,13 @@ type SlaveOptions struct {
 	// Logger receives connections, start-overs and failures. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Handshake, when set, runs on each new connection before the first
+	// report (controller mode's epoch handshake, docs/failover.md): it
+	// says hello on c and reads the master's answer, and may truncate the
+	// replica's log (nothing is appended meanwhile); the first report then
+	// names the log's end as it left it. An error ends the connection (and
+	// is retried as a failed connection). Default: none.
+	Handshake func(c net.Conn) error
 }
 
 func (o SlaveOptions) withDefaults() SlaveOptions {
@@ -291,6 +298,14 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 	}()
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if hs := s.opts.Handshake; hs != nil {
+		c.SetDeadline(time.Now().Add(s.opts.HousekeepingInterval))
+		err := hs(c)
+		c.SetDeadline(time.Time{})
+		if err != nil {
+			return false, fmt.Errorf("ha: handshake: %w", err)
+		}
 	}
 	// The first report names where the stream starts: the log's end, made
 	// durable first (it is an acknowledgement too).

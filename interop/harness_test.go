@@ -25,7 +25,7 @@ import (
 
 // brokerBin and namesrvBin are the binaries under test, built once by
 // TestMain (or given by APOGEE_BROKER_BIN and APOGEE_NAMESRV_BIN).
-var brokerBin, namesrvBin string
+var brokerBin, namesrvBin, controllerBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -40,7 +40,8 @@ func runMain(m *testing.M) int {
 	rlog.SetLogLevel(level)
 
 	brokerBin, namesrvBin = os.Getenv("APOGEE_BROKER_BIN"), os.Getenv("APOGEE_NAMESRV_BIN")
-	if brokerBin != "" && namesrvBin != "" {
+	controllerBin = os.Getenv("APOGEE_CONTROLLER_BIN")
+	if brokerBin != "" && namesrvBin != "" && controllerBin != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "apogee-interop-")
@@ -52,7 +53,7 @@ func runMain(m *testing.M) int {
 	for _, c := range []struct {
 		bin  *string
 		name string
-	}{{&brokerBin, "apogee-broker"}, {&namesrvBin, "apogee-namesrv"}} {
+	}{{&brokerBin, "apogee-broker"}, {&namesrvBin, "apogee-namesrv"}, {&controllerBin, "apogee-controller"}} {
 		if *c.bin != "" {
 			continue
 		}
@@ -339,12 +340,21 @@ func createTopic(t testing.TB, b *Broker, topic string, queues int) {
 		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
-	// CreateTopic ignores the response code: check the route.
+	// CreateTopic ignores the response code: check the route. A broker
+	// registers a new topic with external name servers asynchronously
+	// (its embedded one has it at once): wait for it, boundedly.
 	rc := dialRaw(t, b.NsAddr)
 	defer rc.Close()
-	resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
-	if resp.Code != 0 {
-		t.Fatalf("route of %s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
+		if resp.Code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route of %s 10 s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -938,3 +938,35 @@ func TestSecondMasterRefusedWhileFirstLives(t *testing.T) {
 		t.Fatalf("second master after the first left: %d %s", resp.Code, resp.Remark)
 	}
 }
+
+// An elected master (controller mode) registers with a higher stateVersion
+// (its master epoch): it takes broker id 0 from a deposed master whose
+// registration has not expired (paused, or cut off); the deposed one,
+// registering again with its older stateVersion, is refused.
+func TestHigherStateVersionTakesTheMasterID(t *testing.T) {
+	s := startServer(t, Options{})
+	old := dial(t, s.addr)
+	reg := BrokerRegistration{ClusterName: "c", BrokerName: "b", BrokerAddr: "10.0.0.1:10911",
+		Topics: []protocol.TopicConfig{topicConf("T", 4, 6)}, DataVersion: protocol.DataVersion{StateVersion: 1}}
+	if resp := call(t, old, registerReq(t, reg, nil)); resp.Code != protocol.RespSuccess {
+		t.Fatalf("first master: %d %s", resp.Code, resp.Remark)
+	}
+	elected := dial(t, s.addr)
+	reg2 := reg
+	reg2.BrokerAddr, reg2.DataVersion.StateVersion = "10.0.0.2:10911", 2
+	if resp := call(t, elected, registerReq(t, reg2, nil)); resp.Code != protocol.RespSuccess {
+		t.Fatalf("elected master with stateVersion 2: %d %s", resp.Code, resp.Remark)
+	}
+	route, _ := s.r.Route("T")
+	if got := route.BrokerDatas[0].BrokerAddrs[0]; got != "10.0.0.2:10911" {
+		t.Fatalf("master id 0 at %s, want the elected one", got)
+	}
+	if resp := call(t, old, registerReq(t, reg, nil)); resp.Code != protocol.RespSystemError {
+		t.Fatalf("deposed master registering again: %d %s, want refused", resp.Code, resp.Remark)
+	}
+	route, _ = s.r.Route("T")
+	if got := route.BrokerDatas[0].BrokerAddrs[0]; got != "10.0.0.2:10911" {
+		t.Fatalf("the deposed master took id 0 back: %s", got)
+	}
+	mustInvariants(t, s.r)
+}

@@ -258,8 +258,12 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 	// live broker's place; this process's own (embedded) ones may.
 	if g := r.groups[name]; g != nil && conn != nil {
 		if old, ok := g.addrs[reg.BrokerID]; ok && old != addr {
+			// A higher stateVersion (controller mode: the master epoch)
+			// takes the id over: an elected master replaces a deposed one
+			// whose registration has not expired (RocketMQ's rule).
 			if olb := r.live[old]; olb != nil && olb.name == name && olb.id == reg.BrokerID &&
-				(olb.embedded || time.Since(olb.last) < olb.timeout) {
+				(olb.embedded || time.Since(olb.last) < olb.timeout) &&
+				reg.DataVersion.StateVersion <= olb.version.StateVersion {
 				return "", "", fmt.Errorf("%w: %s id %d is registered by %s (last seen %v ago); %s must use another broker name or id, or wait until %s stops",
 					ErrBrokerIDTaken, name, reg.BrokerID, old, time.Since(olb.last).Round(time.Millisecond), addr, old)
 			}

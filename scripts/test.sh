@@ -11,6 +11,9 @@
 #   4b. The interop-grpc module (the official RocketMQ 5 Go client over the
 #      broker's gRPC front end, and messages crossing to the 4.x client)
 #      with -race.
+#   4c. The NATS JetStream driver of the benchmark (benchmark/natsdriver):
+#      vet and its tests, which skip with a note when no nats-server is on
+#      PATH (docs/bench.md says how to install one).
 #   5. The Redis store of the idempotent-consumption helper. Its tests start
 #      their own redis-server; when there is none, this script says so and
 #      installs Debian's package with apt-get, or stops with what to do.
@@ -108,6 +111,13 @@ step "4b. interop-grpc module (official RocketMQ 5 Go client, gRPC)"
   cd interop-grpc
   run go vet ./...
   run go test -race -count=1 -timeout 15m ./...
+)
+
+step "4c. benchmark/natsdriver module (NATS JetStream peer driver)"
+(
+  cd benchmark/natsdriver
+  run go vet ./...
+  run go test -race -count=1 -timeout 5m ./...
 )
 
 step "5. client/idempotent/redisstore (needs redis-server)"

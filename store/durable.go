@@ -55,7 +55,7 @@ func (s *Store) DurableOffset() int64 {
 	if s.log.FlushMode() == FlushSync {
 		d = s.log.FlushedOffset()
 	}
-	if s.repl.need > 0 {
+	if s.repl.need.Load() > 0 {
 		d = min(d, s.repl.replicated.Load())
 	}
 	return d
@@ -65,7 +65,7 @@ func (s *Store) DurableOffset() int64 {
 // mode, or when replicas are required. Otherwise every stored message is
 // durable at once and Put's callers need not wait.
 func (s *Store) DurableWaits() bool {
-	return s.log.FlushMode() == FlushSync || s.repl.need > 0
+	return s.log.FlushMode() == FlushSync || s.repl.need.Load() > 0
 }
 
 // WaitDurable blocks until everything below end (a PutResult's
@@ -77,7 +77,7 @@ func (s *Store) DurableWaits() bool {
 // The local flush is waited for in every case. Without sync flush or
 // replicas it returns nil at once.
 func (s *Store) WaitDurable(end int64) error {
-	repl := s.repl.need > 0 && s.repl.replicated.Load() < end
+	repl := s.repl.need.Load() > 0 && s.repl.replicated.Load() < end
 	var rerr error
 	var start time.Time
 	if repl {

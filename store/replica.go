@@ -264,8 +264,11 @@ func (s *Store) ReplicatedOffset() int64 { return s.repl.replicated.Load() }
 
 // replicaSet is the master's view of its replicas, for the durability waits.
 type replicaSet struct {
-	need   int   // Options.SyncReplicas
-	maxGap int64 // Options.MaxReplicaGap
+	need   atomic.Int64 // Options.SyncReplicas, or SetInSyncReplicas's
+	maxGap int64        // Options.MaxReplicaGap
+	// members, when not nil, are the only replicas whose acknowledgements
+	// count (SetInSyncReplicas); nil: every connected replica. Under mu.
+	members map[string]bool
 
 	mu   sync.Mutex
 	list []*Replica
@@ -282,21 +285,26 @@ type replicaSet struct {
 // updateLocked recomputes replicated: the need-th highest acknowledgement
 // among the connected replicas. Called with mu held.
 func (rs *replicaSet) updateLocked() {
-	if rs.need == 0 || len(rs.list) < rs.need {
+	need := int(rs.need.Load())
+	if need == 0 || rs.countingLocked() < need {
 		return
 	}
 	var v int64
-	if rs.need == 1 {
+	if need == 1 {
 		for _, r := range rs.list {
-			v = max(v, r.acked.Load())
+			if rs.counts(r) {
+				v = max(v, r.acked.Load())
+			}
 		}
 	} else {
-		acks := make([]int64, len(rs.list))
-		for i, r := range rs.list {
-			acks[i] = r.acked.Load()
+		acks := make([]int64, 0, len(rs.list))
+		for _, r := range rs.list {
+			if rs.counts(r) {
+				acks = append(acks, r.acked.Load())
+			}
 		}
 		slices.Sort(acks)
-		v = acks[len(acks)-rs.need]
+		v = acks[len(acks)-need]
 	}
 	if v > rs.replicated.Load() {
 		rs.replicated.Store(v)
@@ -318,15 +326,16 @@ func (rs *replicaSet) available(end int64) error {
 	defer rs.mu.Unlock()
 	in := 0
 	for _, r := range rs.list {
-		if end-r.acked.Load() < rs.maxGap {
+		if rs.counts(r) && end-r.acked.Load() < rs.maxGap {
 			in++
 		}
 	}
-	if in >= rs.need {
+	need := int(rs.need.Load())
+	if in >= need {
 		return nil
 	}
 	return fmt.Errorf("%w: %d of %d replicas connected within %d bytes of offset %d (%d connected)",
-		ErrReplicaNotAvailable, in, rs.need, rs.maxGap, end, len(rs.list))
+		ErrReplicaNotAvailable, in, need, rs.maxGap, end, len(rs.list))
 }
 
 // wait blocks until replicated reaches end. It fails with
@@ -349,10 +358,9 @@ func (rs *replicaSet) wait(end int64, deadline time.Time, stop <-chan struct{}) 
 			rs.mu.Unlock()
 			return nil
 		}
-		if len(rs.list) < rs.need {
-			n := len(rs.list)
+		if n, need := rs.countingLocked(), int(rs.need.Load()); n < need {
 			rs.mu.Unlock()
-			return fmt.Errorf("%w: %d of %d replicas connected while waiting for offset %d", ErrReplicaNotAvailable, n, rs.need, end)
+			return fmt.Errorf("%w: %d of %d replicas connected while waiting for offset %d", ErrReplicaNotAvailable, n, need, end)
 		}
 		if rs.changed == nil {
 			rs.changed = make(chan struct{})

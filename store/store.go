@@ -98,7 +98,8 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		return nil, commitlog.Recovery{}, err
 	}
 	s := &Store{opts: o, lock: lock, stop: make(chan struct{})}
-	s.repl.need, s.repl.maxGap = o.SyncReplicas, o.MaxReplicaGap
+	s.repl.need.Store(int64(o.SyncReplicas))
+	s.repl.maxGap = o.MaxReplicaGap
 	s.counters.init()
 	rep, err := s.recover()
 	if err != nil {

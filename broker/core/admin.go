@@ -252,13 +252,6 @@ func (c *Core) ProducerConnections(group string) (protocol.ProducerConnection, e
 	return out, nil
 }
 
-// AllConsumerOffsets is GET_ALL_CONSUMER_OFFSET (43): the consumer offset
-// table as config/consumerOffset.json holds it.
-func (c *Core) AllConsumerOffsets() ([]byte, error) {
-	b, _, err := c.offsets.encode()
-	return b, err
-}
-
 // TopicConsumeByWho is QUERY_TOPIC_CONSUME_BY_WHO (300): the groups whose
 // live members subscribe topic, and those with committed offsets of it.
 func (c *Core) TopicConsumeByWho(topic string) []string {
@@ -497,7 +490,7 @@ func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	b := strconv.FormatBool
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	flush := "ASYNC_FLUSH"
-	if c.syncFlush {
+	if o.Store.FlushMode == store.FlushSync {
 		flush = "SYNC_FLUSH"
 	}
 	host, port := o.AdvertiseAddr, ""
@@ -507,8 +500,8 @@ func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	m := map[string]string{
 		"brokerName":                  o.BrokerName,
 		"brokerClusterName":           o.ClusterName,
-		"brokerId":                    "0",
-		"brokerRole":                  "ASYNC_MASTER",
+		"brokerId":                    i(o.BrokerID),
+		"brokerRole":                  o.Role.String(),
 		"brokerIP1":                   strings.Trim(host, "[]"),
 		"listenPort":                  port,
 		"storePathRootDir":            o.DataDir,

@@ -34,9 +34,16 @@ type ArrivalFunc func(topic string, queueID int32, maxOffset int64)
 type Core struct {
 	opts      Options
 	host      netip.AddrPort // resolved AdvertiseAddr (the store host)
-	syncFlush bool
 	start     time.Time
 	memWindow int64 // commit-log bytes RocketMQ would deem still in memory
+
+	// waitDurable: answers wait until what they stored is durable (sync
+	// flush, or a SYNC_MASTER's replica: store.Store.DurableWaits).
+	waitDurable bool
+	slave       bool // Options.Role is RoleSlave
+	// gate, when set, refuses every write with its error (SetWriteGate:
+	// controller mode's fencing and minInSyncReplicas).
+	gate atomic.Pointer[Error]
 
 	store   *store.Store
 	topics  *topicManager
@@ -110,7 +117,8 @@ func New(opts Options) (*Core, error) {
 		opts:      o,
 		host:      host,
 		start:     time.Now(),
-		memWindow: memoryWindow(),
+		memWindow: int64(float64(memoryWindow()) * o.AccessMessageInMemoryMaxRatio / 40),
+		slave:     o.Role == RoleSlave,
 		topics:    newTopicManager(filepath.Join(cfgDir, TopicsFile), o.WriteConfigFile, o.Logger),
 		groups:    newGroupManager(filepath.Join(cfgDir, SubscriptionGroupFile), o.WriteConfigFile, o.Logger),
 		offsets:   newOffsetManager(filepath.Join(cfgDir, ConsumerOffsetFile), o.WriteConfigFile, o.Logger),
@@ -146,6 +154,14 @@ func New(opts Options) (*Core, error) {
 	loaded := time.Now()
 
 	so := o.Store
+	switch o.Role {
+	case RoleSlave:
+		so.Replica = true
+	case RoleSyncMaster:
+		if so.SyncReplicas == 0 {
+			so.SyncReplicas = 1
+		}
+	}
 	so.Dir = o.DataDir
 	so.StoreHost = host
 	so.MaxMessageSize = o.MaxMessageSize
@@ -190,7 +206,7 @@ func New(opts Options) (*Core, error) {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	c.store = st
-	c.syncFlush = so.FlushMode == store.FlushSync
+	c.waitDurable = st.DurableWaits()
 	opened := time.Now()
 	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
 		"recovery", fmt.Sprintf("%+v", rep))
@@ -230,6 +246,9 @@ func (c *Core) Start() {
 	go c.maintain()
 	go func() { defer c.wg.Done(); c.topicWriter.run(c.stop) }()
 	go func() { defer c.wg.Done(); c.groupWriter.run(c.stop) }()
+	if c.slave {
+		return // the features write: their master runs them
+	}
 	c.sched.Start()
 	c.timers.Start()
 	c.tx.Start()

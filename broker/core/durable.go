@@ -1,9 +1,10 @@
 package core
 
 // Pending is what an operation that stored messages leaves to its caller in
-// sync-flush mode: its answer must wait until the commit log is durable up
-// to the end of what it stored (the durability the store's WaitDurable and
-// OnDurable give; "durable on N replicas" once replication extends them).
+// sync-flush mode or on a SYNC_MASTER: its answer must wait until the commit
+// log is durable up to the end of what it stored (the durability the
+// store's WaitDurable and OnDurable give: flushed in sync flush mode, and
+// acknowledged by the slave on a SYNC_MASTER).
 // The zero Pending waits for nothing: answer at once.
 //
 // A Pending that Waiting reports true must be handed to exactly one of
@@ -18,10 +19,12 @@ type Pending struct {
 func (p Pending) Waiting() bool { return p.end > 0 }
 
 // DurableWaiter is told once what a Pending waited for is durable: err is
-// nil, an *Error of ErrFlushDiskTimeout's code (the store's sync did not
-// complete in time; the messages are stored all the same), or the store's
-// failure as an *Error (SERVICE_NOT_AVAILABLE: the log failed or the store
-// closed).
+// nil; an *Error of ErrFlushDiskTimeout's code (the store's sync did not
+// complete in time), ErrFlushSlaveTimeout's (the slave did not acknowledge
+// in time) or ErrSlaveNotAvailable's (no slave in sync to wait for): in
+// those three the messages are stored all the same (NotDurable); or the
+// store's failure as an *Error (SERVICE_NOT_AVAILABLE: the log failed or
+// the store closed).
 type DurableWaiter interface {
 	Durable(err error)
 }

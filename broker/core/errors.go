@@ -59,6 +59,13 @@ var (
 	ErrInvalidParameter          = &Error{Code: protocol.RespInvalidParameter, Remark: "invalid parameter"}
 	ErrConsumerNotOnline         = &Error{Code: protocol.RespConsumerNotOnline, Remark: "consumer not online"}
 	ErrNoMessage                 = &Error{Code: protocol.RespNoMessage, Remark: "no message"}
+	// ErrSlaveNotAvailable and ErrFlushSlaveTimeout are the outcomes of a
+	// durability wait on a SYNC_MASTER whose slave did not acknowledge the
+	// messages (store.ErrReplicaNotAvailable, store.ErrReplicaTimeout): the
+	// messages are stored on the master all the same, and a send answers
+	// with the send result's fields (clients count 10, 11 and 12 as sent).
+	ErrSlaveNotAvailable = &Error{Code: protocol.RespSlaveNotAvailable, Remark: "slave not available"}
+	ErrFlushSlaveTimeout = &Error{Code: protocol.RespFlushSlaveTimeout, Remark: "flush slave timeout"}
 )
 
 // newError returns an *Error with a code and remark.
@@ -101,21 +108,42 @@ func storeError(err error) *Error {
 		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the broker's disk is full", Err: err}
 	case errors.Is(err, store.ErrClosed):
 		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the message store is shut down", Err: err}
+	case errors.Is(err, store.ErrReplica):
+		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: messages are put to the slave", Err: err}
 	case errors.Is(err, store.ErrLogFailed):
 		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the commit log failed: " + err.Error(), Err: err}
 	}
 	return &Error{Code: protocol.RespSystemError, Remark: "store error: " + err.Error(), Err: err}
 }
 
-// durableError maps the error of a durability wait: nil stays nil, a wait
-// that timed out is ErrFlushDiskTimeout's code (the messages are stored all
-// the same), anything else as storeError.
+// durableError maps the error of a durability wait: nil stays nil; a wait
+// that ended with the messages stored but not as durable as configured
+// (store.NotDurable) is ErrFlushDiskTimeout's code, or, on a SYNC_MASTER,
+// ErrSlaveNotAvailable's or ErrFlushSlaveTimeout's (a replica error wins,
+// as the store reports it); anything else as storeError.
 func durableError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, store.ErrReplicaNotAvailable):
+		return &Error{Code: protocol.RespSlaveNotAvailable, Remark: "slave not available: " + err.Error(), Err: err}
+	case errors.Is(err, store.ErrReplicaTimeout):
+		return &Error{Code: protocol.RespFlushSlaveTimeout, Remark: "flush slave timeout: " + err.Error(), Err: err}
 	case errors.Is(err, store.ErrFlushTimeout):
 		return &Error{Code: protocol.RespFlushDiskTimeout, Remark: "flush disk timeout: " + err.Error(), Err: err}
 	}
 	return storeError(err)
+}
+
+// NotDurable reports whether err, from WaitDurable or a DurableWaiter,
+// means that the messages are stored but not as durable as the broker is
+// configured to make them (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+// SLAVE_NOT_AVAILABLE): an answer that counts as success for the client,
+// never a reason to store again.
+func NotDurable(err error) bool {
+	switch Code(err) {
+	case protocol.RespFlushDiskTimeout, protocol.RespFlushSlaveTimeout, protocol.RespSlaveNotAvailable:
+		return err != nil
+	}
+	return false
 }

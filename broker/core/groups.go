@@ -251,6 +251,9 @@ func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
 // enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
 // ...) and returns once subscriptionGroup.json holds it.
 func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if !validGroupName([]byte(cfg.GroupName)) {
 		return newError(protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
 	}
@@ -284,6 +287,9 @@ func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig,
 // offsets of every topic. It returns once subscriptionGroup.json holds the
 // deletion.
 func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if c.groups.remove(name) {
 		if err := c.groupsChanged(true); err != nil {
 			return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}

@@ -1,8 +1,6 @@
 package core
 
 import (
-	"errors"
-
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/internal/reput"
 	"github.com/apogeemq/apogee/broker/timerwheel"
@@ -40,9 +38,11 @@ func recordMessage(v message.View) store.Message { return reput.Message(v) }
 
 // putInner stores messages the core makes itself (retries, dead letters,
 // redeliveries of delayed messages and timers, committed transactions, op
-// records). In sync-flush mode it returns only once they are flushed (a
-// flush that times out still counts as stored, as for producers). It blocks
-// in sync-flush mode: the features' goroutines call it, never an
+// records). When answers wait for durability (sync flush, a SYNC_MASTER)
+// it returns only once they are durable; a wait that ends with them stored
+// but not durable (a flush timeout, a slave that did not acknowledge:
+// store.NotDurable) counts as stored, as for producers, and they are never
+// put again. It blocks then: the features' goroutines call it, never an
 // operation a front end calls on a connection's goroutine (those return a
 // Pending).
 func (c *Core) putInner(msgs []store.Message, res []store.PutResult) ([]store.PutResult, error) {
@@ -55,10 +55,10 @@ func (c *Core) putInner(msgs []store.Message, res []store.PutResult) ([]store.Pu
 		return res, err
 	}
 	c.stats.innerPuts.Add(int64(len(msgs)))
-	if c.syncFlush {
+	if c.waitDurable {
 		last := &res[len(res)-1]
 		if err := c.store.WaitDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
-			!errors.Is(err, store.ErrFlushTimeout) {
+			!store.NotDurable(err) {
 			return res[:n], err
 		}
 	}

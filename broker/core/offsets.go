@@ -29,6 +29,9 @@ type offsetManager struct {
 	m       map[string]map[string][]int64 // topic -> group -> offset by queue id; -1 = none
 	changes uint64                        // bumped by every change
 	version protocol.DataVersion
+	// pending, on a slave, holds the offsets clients committed on it that
+	// its master has not reached yet (see SyncConsumerOffsets).
+	pending map[pendingKey]int64
 
 	persistMu sync.Mutex // serialises file writes; taken before mu
 	persisted uint64     // changes covered by the last successful write (under persistMu)
@@ -138,6 +141,21 @@ func (o *offsetManager) removeTopic(topic string) {
 // encode returns the table as JSON and the change count it covers.
 func (o *offsetManager) encode() ([]byte, uint64, error) {
 	o.mu.Lock()
+	w := o.tableLocked()
+	changes := o.changes
+	if changes != o.persisted {
+		o.version.Timestamp = time.Now().UnixMilli()
+		o.version.Counter++
+	}
+	w.DataVersion = o.version
+	o.mu.Unlock()
+	b, err := w.Encode()
+	return b, changes, err
+}
+
+// tableLocked returns the committed offsets in consumerOffset.json's shape
+// (without the data version); o.mu must be held.
+func (o *offsetManager) tableLocked() protocol.ConsumerOffsetSerializeWrapper {
 	w := protocol.ConsumerOffsetSerializeWrapper{OffsetTable: make(map[string]map[int32]int64)}
 	for topic, groups := range o.m {
 		for group, qs := range groups {
@@ -152,15 +170,7 @@ func (o *offsetManager) encode() ([]byte, uint64, error) {
 			}
 		}
 	}
-	changes := o.changes
-	if changes != o.persisted {
-		o.version.Timestamp = time.Now().UnixMilli()
-		o.version.Counter++
-	}
-	w.DataVersion = o.version
-	o.mu.Unlock()
-	b, err := w.Encode()
-	return b, changes, err
+	return w
 }
 
 // persist writes consumerOffset.json if anything changed since the last
@@ -247,7 +257,11 @@ func (c *Core) CommittedOffset(topic, group string, queueID int32) (int64, bool)
 // once the (topic, group, queue) is known; persisted every
 // OffsetFlushInterval.
 func (c *Core) UpdateConsumerOffset(topic, group []byte, queueID int32, offset int64) error {
-	if !c.offsets.commit(topic, group, queueID, offset) {
+	commit := c.offsets.commit
+	if c.slave {
+		commit = c.offsets.commitLocal // kept for the master (SyncConsumerOffsets)
+	}
+	if !commit(topic, group, queueID, offset) {
 		return newError(protocol.RespSystemError, fmt.Sprintf("invalid queueId %d", queueID))
 	}
 	return nil
@@ -305,6 +319,9 @@ type QueueOffset struct {
 // resume from there. It returns the new offsets, sorted by queue id, and
 // how many members were told.
 func (c *Core) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
+	if c.slave {
+		return nil, 0, errSlaveReset
+	}
 	t := c.topics.lookup(topic)
 	if t == nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrNoTopic, topic)

@@ -161,6 +161,35 @@ type Options struct {
 	// bucket refilled evenly). Default DefaultMaxAutoCreatePerSource
 	// (1000); negative: no cap.
 	MaxAutoCreatePerSource int
+	// Role is the broker's role in its group (RocketMQ's brokerRole; see
+	// replica.go): RoleAsyncMaster (the default); RoleSyncMaster, whose
+	// store needs a replica's acknowledgement before a message is durable
+	// (Store.SyncReplicas is set to 1 when it is 0); or RoleSlave, whose
+	// store opens as a replica (Store.Replica), which refuses writes, runs
+	// none of the features and follows its master's tables through the
+	// Sync* methods.
+	Role Role
+	// BrokerID is the broker's id in its group: 0 for a master (the
+	// default; a master with another id is refused), 1 or more for a slave
+	// (required).
+	BrokerID int64
+	// SlaveReadEnable (RocketMQ's slaveReadEnable): a pull answer suggests
+	// the group's whichBrokerWhenConsumeSlowly (a slave) to a consumer that
+	// reads further behind the commit log's end than the memory window, and
+	// its brokerId (the master) otherwise. Default off: every answer
+	// suggests the master.
+	SlaveReadEnable bool
+	// AccessMessageInMemoryMaxRatio is the memory window, in percent of
+	// physical RAM (RocketMQ's accessMessageInMemoryMaxRatio): how far
+	// behind the commit log's end a message still counts as in memory, for
+	// SlaveReadEnable and QueryConsumerOffset's quirk. Fractions are
+	// allowed. Default 40.
+	AccessMessageInMemoryMaxRatio float64
+	// MasterOnline, on a slave, reports whether its master is reachable
+	// (the front end: its replication connection is up): a slave then sends
+	// a consumer that is not far behind back to the master. Default nil:
+	// never.
+	MasterOnline func() bool
 }
 
 // withDefaults validates o and fills in the defaults; host is the resolved
@@ -253,6 +282,30 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	switch o.Role {
+	case RoleAsyncMaster, RoleSyncMaster:
+		if o.BrokerID != 0 {
+			return o, host, fmt.Errorf("broker: a master is broker 0, not %d", o.BrokerID)
+		}
+		if o.Store.Replica {
+			return o, host, errors.New("broker: a master's store cannot be a replica (Store.Replica)")
+		}
+	case RoleSlave:
+		if o.BrokerID <= 0 {
+			return o, host, fmt.Errorf("broker: a slave's broker id must be 1 or more, not %d", o.BrokerID)
+		}
+		if o.Store.SyncReplicas > 0 {
+			return o, host, errors.New("broker: a slave cannot require replicas of its own (Store.SyncReplicas)")
+		}
+	default:
+		return o, host, fmt.Errorf("broker: unknown role %v", o.Role)
+	}
+	if o.AccessMessageInMemoryMaxRatio == 0 {
+		o.AccessMessageInMemoryMaxRatio = 40
+	}
+	if o.AccessMessageInMemoryMaxRatio < 0 || o.AccessMessageInMemoryMaxRatio > 100 {
+		return o, host, fmt.Errorf("broker: AccessMessageInMemoryMaxRatio %v is not a percentage", o.AccessMessageInMemoryMaxRatio)
 	}
 	return o, host, nil
 }

@@ -71,6 +71,9 @@ func (r *PopResult) Topic() string { return r.req.Topic }
 // no error: res.Msgs is empty, and the caller may hold the pop and run it
 // again with PopAgain.
 func (c *Core) Pop(r *PopRequest, res *PopResult) error {
+	if c.slave {
+		return errSlavePop
+	}
 	if r.MaxMsgs <= 0 || r.MaxMsgs > pop.MaxMessages {
 		return newError(protocol.RespInvalidParameter, fmt.Sprintf("maxMsgNums %d is not in 1..%d", r.MaxMsgs, pop.MaxMessages))
 	}
@@ -126,6 +129,9 @@ type Receipt struct {
 // group. NO_MESSAGE (208) for a stale handle (the message was delivered
 // again since), a message not in flight, or one acked already.
 func (c *Core) Ack(group, topic []byte, queueID int32, offset int64, rc Receipt) error {
+	if c.slave {
+		return errSlavePop
+	}
 	t, err := c.receiptTopic(topic, queueID, rc)
 	if err != nil {
 		return err
@@ -138,6 +144,9 @@ func (c *Core) Ack(group, topic []byte, queueID int32, offset int64, rc Receipt)
 // delivery's new pop time (the old receipt handle is void); refusals as
 // Ack's.
 func (c *Core) ChangeInvisible(group, topic []byte, queueID int32, offset int64, rc Receipt, invisibleMs int64) (int64, error) {
+	if c.slave {
+		return 0, errSlavePop
+	}
 	if !validInvisibleTime(invisibleMs) {
 		return 0, newError(protocol.RespInvalidParameter, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", invisibleMs, MaxInvisibleMs))
 	}

@@ -82,6 +82,9 @@ type PullResult struct {
 	filter  filter.Filter
 	get     store.GetResult
 	group   string // the group table's string, for the statistics
+	// The group's brokerId and whichBrokerWhenConsumeSlowly, for the
+	// suggestion (suggestBroker).
+	okBrokerID, slowBrokerID int64
 }
 
 // Release unpins the records and empties Records; the result may be reused.
@@ -119,6 +122,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		return err
 	}
 	res.group = g.GroupName
+	res.okBrokerID, res.slowBrokerID = g.BrokerID, g.WhichBrokerWhenConsumeSlowly
 
 	var f filter.Filter
 	if r.OwnSubscription {
@@ -151,7 +155,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 			f = nil
 		}
 	}
-	if r.HasCommitOffset {
+	if r.HasCommitOffset && !c.slave { // a slave ignores it, as RocketMQ's does
 		c.offsets.commit(r.Topic, r.Group, r.QueueID, r.CommitOffset)
 	}
 	res.Topic, res.QueueID = t.name, r.QueueID
@@ -211,6 +215,7 @@ func (c *Core) read(res *PullResult, offset int64) error {
 	default:
 		return newError(protocol.RespSystemError, "unexpected store status "+g.Status.String())
 	}
+	c.suggestBroker(res, offset)
 	return nil
 }
 

@@ -52,6 +52,12 @@ type SendBackRequest struct {
 // drops it (RocketMQ does too). In sync-flush mode the answer waits for
 // the returned Pending.
 func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
+	if c.slave {
+		return Pending{}, errSlaveSend
+	}
+	if e := c.gate.Load(); e != nil {
+		return Pending{}, e
+	}
 	g := c.groups.get([]byte(r.Group))
 	if g == nil {
 		return Pending{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+r.Group)
@@ -162,7 +168,7 @@ func (c *Core) putOne(m *store.Message, s *sendScratch) (Pending, error) {
 		return Pending{}, storeError(err)
 	}
 	c.stats.innerPuts.Add(1)
-	if !c.syncFlush {
+	if !c.waitDurable {
 		return Pending{}, nil
 	}
 	r := &s.res[0]

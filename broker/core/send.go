@@ -106,6 +106,14 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 	c.stats.sendRequests.Add(1)
 	res.MsgID = res.MsgID[:0]
 	res.TransactionID, res.Messages, res.FlushTimeout, res.Pending = nil, 0, false, Pending{}
+	if c.slave {
+		c.stats.sendErrors.Add(1)
+		return errSlaveSend
+	}
+	if e := c.gate.Load(); e != nil {
+		c.stats.sendErrors.Add(1)
+		return e
+	}
 	if err := c.checkSend(r); err != nil {
 		c.stats.sendErrors.Add(1)
 		return err
@@ -178,7 +186,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	defer c.putSendScratch(s)
 	m := store.Message{
 		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
-		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.syncFlush,
+		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.waitDurable,
 	}
 	if r.Batch {
 		if err := c.checkType(t, sendRoute{}, len(r.Body)); err != nil {
@@ -224,7 +232,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
 	res.Messages = len(s.res)
 	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
-	if c.syncFlush && !noWait {
+	if c.waitDurable && !noWait {
 		last := &s.res[len(s.res)-1]
 		res.Pending = Pending{end: last.CommitLogOffset + int64(last.Size), held: n}
 	}

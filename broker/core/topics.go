@@ -363,6 +363,9 @@ type TopicRequest struct {
 // once topics.json holds the change (a failed write is SYSTEM_ERROR: the
 // topic is in the table, not on disk).
 func (c *Core) CreateTopic(r *TopicRequest) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if remark, ok := checkTopicName([]byte(r.Topic)); !ok {
 		return newError(protocol.RespSystemError, remark)
 	}
@@ -413,6 +416,9 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 // in the commit log until retention removes them). System topics are
 // refused.
 func (c *Core) DeleteTopic(name string) error {
+	if c.slave {
+		return errSlaveAdmin
+	}
 	if remark, ok := checkTopicName([]byte(name)); !ok {
 		return newError(protocol.RespSystemError, remark)
 	}

@@ -32,6 +32,12 @@ type EndTransactionRequest struct {
 // transaction already ended stores nothing and succeeds). In sync-flush
 // mode the answer waits for the returned Pending.
 func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
+	if c.slave {
+		return Pending{}, errSlaveEndTransaction
+	}
+	if e := c.gate.Load(); e != nil {
+		return Pending{}, e
+	}
 	switch r.CommitOrRollback {
 	case protocol.TransactionCommitType, protocol.TransactionRollbackType:
 	case protocol.TransactionNotType:
@@ -50,7 +56,7 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 	if err != nil {
 		return Pending{}, endTransactionError(err)
 	}
-	if end == 0 || !c.syncFlush {
+	if end == 0 || !c.waitDurable {
 		return Pending{}, nil
 	}
 	return Pending{end: end}, nil

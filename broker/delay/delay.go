@@ -224,6 +224,19 @@ func (s *Scheduler) Offsets() []int64 {
 	return append([]int64(nil), s.offsets...)
 }
 
+// SetOffsets replaces the progress of the levels table names (level →
+// next queue offset, GET_ALL_DELAY_OFFSET's shape; other levels are
+// ignored): a slave's scheduler, which does not run, follows its master's
+// with it, and Persist writes it. Call it only while the scanners are not
+// running.
+func (s *Scheduler) SetOffsets(table map[int32]int64) {
+	for level, off := range table {
+		if level >= 1 && int(level) <= len(s.delays) && off >= 0 {
+			s.setOffset(int(level-1), off)
+		}
+	}
+}
+
 // Stats returns the scheduler's counters.
 func (s *Scheduler) Stats() Stats { return Stats{Delivered: s.delivered.Load()} }
 

@@ -365,7 +365,7 @@ func (m *Manager) giveUp(h *half) bool {
 	if err == nil {
 		sc.res = res
 		last := &res[len(res)-1]
-		if werr := m.host.WaitDurable(last.CommitLogOffset + int64(last.Size)); werr != nil && !errors.Is(werr, store.ErrFlushTimeout) {
+		if werr := m.host.WaitDurable(last.CommitLogOffset + int64(last.Size)); werr != nil && !store.NotDurable(werr) {
 			err = werr // stored, but not known durable: resolved only once it is
 		}
 	}

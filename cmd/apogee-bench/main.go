@@ -26,6 +26,7 @@ import (
 )
 
 func main() {
+	benchmark.ServeChildBroker() // when this process is a --child-broker
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "apogee-bench:", err)
 		os.Exit(1)
@@ -62,6 +63,11 @@ func run(args []string) error {
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no per-second lines")
 	fs.StringVar(&c.Protocol, "protocol", "remoting", "the clients' protocol: remoting (RocketMQ 4's, Apogee's client) or grpc (RocketMQ 5's MessagingService; --addr is then the broker's gRPC address)")
+	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the broker at --addr, for its CPU per message (default: the process of this machine listening on --addr's port)")
+	fs.BoolVar(&c.ChildBroker, "child-broker", false, "run the embedded broker in a child process, so that its CPU per message is measured apart from the generator's")
+	driver := fs.String("driver", "apogee", "the system measured: apogee, or nats (NATS JetStream, by the apogee-bench-nats binary of benchmark/natsdriver, which takes the same flags)")
+	fs.StringVar(&c.SlaveAddr, "slave-addr", "", "a slave of the broker under load: measure the slave lag (produce and e2e modes)")
+	fs.DurationVar(&c.LagInterval, "lag-interval", 0, "polling period of the slave-lag probe (default 2ms)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	var tlsOn bool
 	var tlsc tlsconf.ClientConfig
@@ -78,6 +84,13 @@ func run(args []string) error {
 			return nil
 		}
 		return err
+	}
+	switch *driver {
+	case "apogee":
+	case "nats":
+		return runDriver("apogee-bench-nats", args)
+	default:
+		return fmt.Errorf("--driver %q: want apogee or nats", *driver)
 	}
 	if *showVersion {
 		fmt.Println(version.Get().String("apogee-bench"))

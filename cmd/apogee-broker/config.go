@@ -37,13 +37,31 @@ type config struct {
 	offsetFlush, registerInterval, busyTimeout, idleTimeout time.Duration
 	receiveBudget                                           int64
 
-	// role and brokerID are brokerRole and brokerId as the file gives them;
-	// commitLogPath is storePathCommitLog. finish checks them.
+	// role and brokerID are brokerRole and brokerId as the file or the
+	// flags give them; commitLogPath is storePathCommitLog. finish checks
+	// them.
 	role          string
 	brokerID      int64
 	commitLogPath string
 	// grpcListen is --grpc-listen ("" disables the gRPC front end).
 	grpcListen string
+	// Replication (docs/replication.md): the HA listener (haListen: ""
+	// means the listen port + 1; a master's only), the host registered for
+	// it (brokerIP2), a slave's explicit master (haMasterAddress), reads
+	// from slaves and the memory window.
+	haListen, brokerIP2, haMasterAddr string
+	slaveReadEnable                   bool
+	memoryRatio                       float64
+	// Controller mode (docs/failover.md): the controllers' addresses, the
+	// in-sync replica settings, the SyncStateSet's shrink delay and the
+	// controller heartbeats.
+	controllerMode                    bool
+	controllerAddrs                   []string
+	inSyncReplicas, minInSyncReplicas int
+	allAckInSyncStateSet              bool
+	maxTimeSlaveNotCatchup            time.Duration
+	controllerHeartbeatTimeout        time.Duration
+	controllerHeartbeatInterval       time.Duration
 	// notes are the WARN lines the file calls for (ignored keys, settings
 	// Apogee reads differently), logged once the logger exists.
 	notes []note
@@ -80,6 +98,13 @@ func parseConfig(args []string) (*config, error) {
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	grpcListen := fs.String("grpc-listen", "0.0.0.0:8081", `RocketMQ 5's gRPC MessagingService ("" disables)`)
 	secFlags := addSecurityFlags(fs)
+	brokerID := fs.Int64("broker-id", 0, "the broker's id in its group: 0 for a master, 1 or more for a slave")
+	brokerRole := fs.String("broker-role", roleAsyncMaster, "ASYNC_MASTER, SYNC_MASTER (a send is answered once the slave has it) or SLAVE")
+	haListen := fs.String("ha-listen", "", "a master's listener for its slaves' replication (default: the listen host, the listen port + 1)")
+	haMaster := fs.String("ha-master-addr", "", "a slave's master HA address (default: learnt from the name servers)")
+	slaveRead := fs.Bool("slave-read-enable", false, "suggest the slave to consumers that read far behind (slaveReadEnable)")
+	ctrlMode := fs.Bool("enable-controller-mode", false, "controller mode (enableControllerMode): the controller group elects the master and fences the old one (docs/failover.md)")
+	ctrlAddr := fs.String("controller-addr", "", `the controllers' addresses (controllerAddr), "host:port;host:port"`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -91,9 +116,11 @@ func parseConfig(args []string) (*config, error) {
 		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, logLevel: *logLevel,
 		logFormat: *logFormat, slowRequest: *slowRequest,
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
-		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: roleAsyncMaster,
-		grpcListen: *grpcListen,
-		sec:        secFlags.config(),
+		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: strings.ToUpper(*brokerRole),
+		brokerID: *brokerID, haListen: *haListen, haMasterAddr: *haMaster, slaveReadEnable: *slaveRead,
+		grpcListen:     *grpcListen,
+		sec:            secFlags.config(),
+		controllerMode: *ctrlMode, controllerAddrs: splitNamesrvs(*ctrlAddr),
 	}
 	if c.showVersion {
 		return c, nil
@@ -120,8 +147,9 @@ func parseConfig(args []string) (*config, error) {
 		if err := c.applyFile(props, fs); err != nil {
 			return nil, fmt.Errorf("%s: %w", *configFile, err)
 		}
+		return c, nil
 	}
-	return c, nil
+	return c, c.finish()
 }
 
 // applyFile applies the file's keys in the file's order. A key Apogee
@@ -163,16 +191,23 @@ const (
 // finish checks the keys that depend on each other once the whole file is
 // read.
 func (c *config) finish() error {
+	if c.controllerMode {
+		return c.finishControllerMode()
+	}
 	switch c.role {
 	case roleSlave:
-		return fmt.Errorf("brokerRole=SLAVE (brokerId=%d): Apogee cannot run as a slave yet (replication is not implemented); "+
-			"start it as a master (brokerRole=ASYNC_MASTER, brokerId=0)", c.brokerID)
-	case roleSyncMaster:
-		c.notes = append(c.notes, note{"broker.conf: brokerRole=SYNC_MASTER runs as ASYNC_MASTER: Apogee has no slaves to wait for (replication is not implemented yet)", nil})
-	}
-	if c.brokerID != 0 {
-		// RocketMQ sets a master's id to 0 whatever the file says.
-		c.notes = append(c.notes, note{"broker.conf: brokerId ignored: a master is broker 0, as in RocketMQ", []any{"brokerId", c.brokerID}})
+		if c.brokerID <= 0 {
+			// RocketMQ's BrokerStartup refuses it too.
+			return fmt.Errorf("brokerRole=SLAVE with brokerId=%d: a slave's brokerId (--broker-id) must be 1 or more", c.brokerID)
+		}
+	case roleAsyncMaster, roleSyncMaster:
+		if c.brokerID != 0 {
+			// RocketMQ sets a master's id to 0 whatever the file says.
+			c.notes = append(c.notes, note{"brokerId ignored: a master is broker 0, as in RocketMQ", []any{"brokerId", c.brokerID, "brokerRole", c.role}})
+			c.brokerID = 0
+		}
+	default:
+		return fmt.Errorf("--broker-role %s: want ASYNC_MASTER, SYNC_MASTER or SLAVE", c.role)
 	}
 	if c.commitLogPath != "" {
 		want := filepath.Join(c.dataDir, "commitlog")
@@ -207,12 +242,12 @@ var honoured = map[string]confKey{
 		c.brokerName = v
 		return nil
 	}},
-	"brokerId": {"", "accepted. A master is broker 0 whatever the file says, as in RocketMQ (a WARN when it says otherwise); a slave's id comes with `brokerRole=SLAVE`, which is refused",
+	"brokerId": {"broker-id", "`--broker-id`: the broker's id in its group. A slave's must be 1 or more; a master is broker 0 whatever the file says, as in RocketMQ (a WARN when it says otherwise)",
 		func(c *config, v string) (err error) {
 			c.brokerID, err = strconv.ParseInt(v, 10, 64)
 			return err
 		}},
-	"brokerRole": {"", "`ASYNC_MASTER` (the default) runs as a master. `SYNC_MASTER` runs as `ASYNC_MASTER` with a WARN: there are no slaves to wait for. `SLAVE` is refused with an error: replication is not implemented yet",
+	"brokerRole": {"broker-role", "`--broker-role`: `ASYNC_MASTER` (the default) answers a send once the master has it; `SYNC_MASTER` once its slave has it too (FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE otherwise); `SLAVE` replicates its master's commit log, refuses writes and serves reads (docs/replication.md)",
 		func(c *config, v string) error {
 			switch r := strings.ToUpper(v); r {
 			case roleAsyncMaster, roleSyncMaster, roleSlave:
@@ -382,8 +417,66 @@ var honoured = map[string]confKey{
 		c.propertyFilter, err = strconv.ParseBool(v)
 		return err
 	}},
-	"enableControllerMode":  {"", "`false` is accepted; `true` is refused with an error: controller mode is not implemented yet", refuseTrue("controller mode is not implemented yet")},
-	"enableDLegerCommitLog": {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
+	"haListenPort": {"ha-listen", "`--ha-listen`'s port (its host is the listen host): where a master's slaves connect (default: the listen port + 1)", func(c *config, v string) error {
+		port, err := strconv.Atoi(v)
+		if err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("want a port number")
+		}
+		c.haListen = ":" + strconv.Itoa(port)
+		return nil
+	}},
+	"brokerIP2": {"", "the host of the HA address a master registers for its slaves (default: the advertised host, as `brokerIP1`)", func(c *config, v string) error {
+		c.brokerIP2 = v
+		return nil
+	}},
+	"haMasterAddress": {"ha-master-addr", "`--ha-master-addr`: a slave's master HA address (`host:port`); without it a slave follows the one the name servers answer its registration with", func(c *config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return fmt.Errorf("want host:port")
+		}
+		c.haMasterAddr = v
+		return nil
+	}},
+	"slaveReadEnable": {"slave-read-enable", "`--slave-read-enable`: a master's pull answer suggests the slave (the group's `whichBrokerWhenConsumeSlowly`) to a consumer that reads further behind than the memory window (default `false`)", func(c *config, v string) (err error) {
+		c.slaveReadEnable, err = strconv.ParseBool(v)
+		return err
+	}},
+	"accessMessageInMemoryMaxRatio": {"", "the memory window in percent of RAM (default 40): a consumer further behind the log's end reads from disk (`slaveReadEnable` then suggests the slave); fractions are accepted", func(c *config, v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 || r > 100 {
+			return fmt.Errorf("want a percentage above 0, at most 100")
+		}
+		c.memoryRatio = r
+		return nil
+	}},
+	"haMaxGapNotInSync": {"", "bytes a SYNC_MASTER's slave may be behind a message and still be waited for (default 268435456); further behind, the send is answered SLAVE_NOT_AVAILABLE at once", func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of bytes")
+		}
+		c.store.MaxReplicaGap = n
+		return nil
+	}},
+	"aclEnable":             {"", "`false` is accepted; `true` is refused with an error: authentication and ACLs are not implemented yet, and a broker the file means to protect must not start open", refuseTrue("ACLs are not implemented yet")},
+	"authenticationEnabled": {"", "as `aclEnable`: `true` is refused", refuseTrue("authentication is not implemented yet")},
+	"authorizationEnabled":  {"", "as `aclEnable`: `true` is refused", refuseTrue("authorization is not implemented yet")},
+	"enableControllerMode": {"enable-controller-mode", "`--enable-controller-mode`: the controller group (`controllerAddr`) elects the group's master and fences the old one; `brokerRole` and `brokerId` are then the controller's to decide (docs/failover.md; default `false`)", func(c *config, v string) (err error) {
+		c.controllerMode, err = strconv.ParseBool(v)
+		return err
+	}},
+	"controllerAddr": {"controller-addr", "`--controller-addr`: the controllers' remoting addresses, `host:port;host:port`", func(c *config, v string) error {
+		c.controllerAddrs = splitNamesrvs(v)
+		return nil
+	}},
+	"inSyncReplicas":    {"", "controller mode: copies (the master's included, SyncStateSet members only) a message needs before SEND_OK (default 1)", ctlInt(func(c *config, n int) { c.inSyncReplicas = n })},
+	"minInSyncReplicas": {"", "controller mode: with fewer members in the SyncStateSet the master refuses writes (SYSTEM_ERROR \"in-sync replicas not enough\"); above 1, SEND_OK also waits for every member (default 1)", ctlInt(func(c *config, n int) { c.minInSyncReplicas = n })},
+	"allAckInSyncStateSet": {"", "controller mode: SEND_OK once every SyncStateSet member has the message (default `false`)", func(c *config, v string) (err error) {
+		c.allAckInSyncStateSet, err = strconv.ParseBool(v)
+		return err
+	}},
+	"haMaxTimeSlaveNotCatchup":        {"", "controller mode: ms a SyncStateSet member may stay behind the master's log (or away) before it leaves the set (default 15000)", ctlMillis(func(c *config, d time.Duration) { c.maxTimeSlaveNotCatchup = d })},
+	"controllerHeartBeatTimeoutMills": {"", "controller mode: ms without a heartbeat after which the controller deems this broker dead (default: the controller's, 3000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatTimeout = d })},
+	"brokerHeartbeatInterval":         {"", "controller mode: ms between heartbeats to each controller (default 1000)", ctlMillis(func(c *config, d time.Duration) { c.controllerHeartbeatInterval = d })},
+	"enableDLegerCommitLog":           {"", "`false` is accepted; `true` is refused with an error: Apogee has no DLedger commit log", refuseTrue("Apogee has no DLedger commit log")},
 }
 
 func applySegmentSize(c *config, v string) error {
@@ -475,9 +568,6 @@ func ignoredReason(key string) string {
 // ignoredWhy gives the reason for single keys users often set.
 var ignoredWhy = map[string]string{
 	"deleteWhen":                      "Apogee deletes a segment as soon as it is older than fileReservedTime (checked every cleanResourceInterval), not at a set hour",
-	"brokerIP2":                       "the address slaves replicate from: replication is not implemented yet",
-	"haListenPort":                    "the replication port: replication is not implemented yet",
-	"controllerAddr":                  "controller mode is not implemented yet (enableControllerMode=true is refused)",
 	"rocketmqHome":                    "Apogee needs no installation directory",
 	"inBrokerContainer":               "broker containers are not implemented",
 	"brokerPermission":                "the broker's routes are always readable and writable",
@@ -494,8 +584,8 @@ var ignoredWhy = map[string]string{
 	"traceTopicEnable":                "trace messages are stored like any other (send them to a topic of your choice)",
 	"msgTraceTopicName":               "trace messages are stored like any other (send them to a topic of your choice)",
 	"storePathDLedgerCommitLog":       "Apogee has no DLedger commit log",
-	"storePathEpochFile":              "replication is not implemented yet",
-	"storePathBrokerIdentity":         "replication is not implemented yet",
+	"storePathEpochFile":              "the epoch file is the data directory's epochFileCheckpoint",
+	"storePathBrokerIdentity":         "the broker's controller identity is the data directory's controllerIdentity.json",
 	"readOnlyCommitLogStorePaths":     "the commit log lives in one directory",
 	"warmMapedFileEnable":             "the next segment is always allocated and pre-touched ahead of need",
 	"rmqAddressServerDomain":          "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
@@ -513,7 +603,7 @@ var ignoredRules = []struct {
 	{[]string{"LockWhenPut", "ABSLock", "spinLock", "topicQueueLockNum"}, "tunes the Java store's put lock; Apogee serialises appends its own way"},
 	{[]string{"dLeger", "DLeger", "dLedger", "DLedger"}, "Apogee has no DLedger commit log"},
 	{[]string{"controller", "Controller", "SyncStateSet", "syncStateSet", "InSyncReplicas", "ElectionPriority"}, "controller mode is not implemented yet"},
-	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "replication is not implemented yet"},
+	{[]string{"slave", "Slave", "^ha", "HA", "HaTransfer", "Replicas", "replicas"}, "tunes a part of RocketMQ's replication Apogee fixes or does not have (docs/replication.md: the HA stream's own defaults, no acting master, no automatic failover)"},
 	{[]string{"rocksdb", "RocksDB", "Rocksdb", "rocksDB", "RocksDb"}, "Apogee's store has no RocksDB"},
 	{[]string{"tls", "Tls", "TLS"}, "the broker's own outgoing connections (registrations with external name servers) are plain TCP; TLS on its listeners is set by tls.server.* or --tls-mode (docs/security.md)"},
 	{[]string{"acl", "Acl", "auth", "Auth", "User", "userCache", "Whitelist", "Credentials"}, "tunes the Java broker's authentication plug-ins and caches; Apogee's access control is configured by aclEnable and aclFile (docs/security.md)"},
@@ -539,3 +629,43 @@ var javaKeyNames = func() []string {
 	}
 	return names
 }()
+
+// finishControllerMode checks a controller-mode configuration: the role and
+// id are the controller's (a SLAVE role is taken as "not the first
+// master"; a positive brokerId is claimed from the controller).
+func (c *config) finishControllerMode() error {
+	if len(c.controllerAddrs) == 0 {
+		return fmt.Errorf("enableControllerMode=true needs controllerAddr (--controller-addr)")
+	}
+	switch c.role {
+	case roleAsyncMaster, roleSyncMaster, roleSlave:
+	default:
+		return fmt.Errorf("--broker-role %s: want ASYNC_MASTER, SYNC_MASTER or SLAVE", c.role)
+	}
+	if c.haMasterAddr != "" {
+		return fmt.Errorf("haMasterAddress (--ha-master-addr) with enableControllerMode=true: the controller names the master")
+	}
+	return nil
+}
+
+func ctlInt(set func(*config, int)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive integer")
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+func ctlMillis(set func(*config, time.Duration)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of milliseconds")
+		}
+		set(c, time.Duration(n)*time.Millisecond)
+		return nil
+	}
+}

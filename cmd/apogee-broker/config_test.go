@@ -140,10 +140,16 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{[]string{"brokerNmae=typo"}, `line 1: unknown key "brokerNmae" (did you mean "brokerName"?)`},
 		{[]string{"# ok", "noSuchKeyAnywhereAtAll=1"}, `line 2: unknown key "noSuchKeyAnywhereAtAll";`},
-		{[]string{"brokerRole=SLAVE", "brokerId=1"}, "brokerRole=SLAVE (brokerId=1): Apogee cannot run as a slave yet"},
+		{[]string{"brokerRole=SLAVE", "brokerId=0"}, "brokerRole=SLAVE with brokerId=0: a slave's brokerId (--broker-id) must be 1 or more"},
+		{[]string{"haListenPort=ha"}, "haListenPort=ha: want a port number"},
+		{[]string{"haMasterAddress=nowhere"}, "want host:port"},
+		{[]string{"accessMessageInMemoryMaxRatio=0"}, "want a percentage above 0"},
 		{[]string{"brokerRole=BOSS"}, "brokerRole=BOSS: want ASYNC_MASTER, SYNC_MASTER or SLAVE"},
 		{[]string{"aclEnable=maybe"}, "aclEnable=maybe: strconv.ParseBool"},
-		{[]string{"enableControllerMode=true"}, "controller mode is not implemented yet"},
+		{[]string{"enableControllerMode=true"}, "enableControllerMode=true needs controllerAddr"},
+		{[]string{"enableControllerMode=true", "controllerAddr=127.0.0.1:9878", "haMasterAddress=10.0.0.1:10912"}, "the controller names the master"},
+		{[]string{"enableControllerMode=true", "controllerAddr=127.0.0.1:9878", "minInSyncReplicas=0"}, "want a positive integer"},
+		{[]string{"haMaxTimeSlaveNotCatchup=soon"}, "want a positive number of milliseconds"},
 		{[]string{"enableDLegerCommitLog=true"}, "Apogee has no DLedger commit log"},
 		{[]string{"storePathRootDir=/a", "storePathCommitLog=/b/commitlog"}, "storePathCommitLog=/b/commitlog: Apogee keeps the commit log in the data directory's commitlog/ (/a/commitlog)"},
 		{[]string{"mappedFileSizeConsumeQueue=6000001"}, "want a multiple of 20"},
@@ -161,10 +167,10 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestIgnoredKeysAreNoted: a Java key Apogee has no use for is accepted and
-// noted once, with a reason; so are SYNC_MASTER and a master's brokerId.
+// noted once, with a reason; so is a master's brokerId, which becomes 0.
 func TestIgnoredKeysAreNoted(t *testing.T) {
 	c, err := parseConfig([]string{"-c", writeConf(t, "deleteWhen=04", "sendMessageThreadPoolNums=16",
-		"haListenPort=10912", "brokerRole=SYNC_MASTER", "brokerId=3", "rmqAddressServerDomain=jmenv.tbsite.net")})
+		"haSendHeartbeatInterval=1000", "brokerRole=SYNC_MASTER", "brokerId=3", "rmqAddressServerDomain=jmenv.tbsite.net")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +181,56 @@ func TestIgnoredKeysAreNoted(t *testing.T) {
 	want := []string{
 		"broker.conf: key ignored[key deleteWhen value 04 why " + ignoredWhy["deleteWhen"] + "]",
 		"broker.conf: key ignored[key sendMessageThreadPoolNums value 16 why tunes a thread pool or its queue: Apogee serves requests on goroutines and has no pools to size]",
-		"broker.conf: key ignored[key haListenPort value 10912 why " + ignoredWhy["haListenPort"] + "]",
+		"broker.conf: key ignored[key haSendHeartbeatInterval value 1000 why " + ignoredReason("haSendHeartbeatInterval") + "]",
 		"broker.conf: key ignored[key rmqAddressServerDomain value jmenv.tbsite.net why " + ignoredWhy["rmqAddressServerDomain"] + "]",
-		"broker.conf: brokerRole=SYNC_MASTER runs as ASYNC_MASTER: Apogee has no slaves to wait for (replication is not implemented yet)[]",
-		"broker.conf: brokerId ignored: a master is broker 0, as in RocketMQ[brokerId 3]",
+		"brokerId ignored: a master is broker 0, as in RocketMQ[brokerId 3 brokerRole SYNC_MASTER]",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("notes:\n got %q\nwant %q", got, want)
+	}
+	if c.role != roleSyncMaster || c.brokerID != 0 {
+		t.Fatalf("role %s id %d, want SYNC_MASTER 0", c.role, c.brokerID)
+	}
+}
+
+// TestReplicationKeys: the keys and flags of a group, and flags winning
+// over the file.
+func TestReplicationKeys(t *testing.T) {
+	conf := writeConf(t, "brokerRole=SLAVE", "brokerId=2", "haListenPort=30912", "brokerIP2=10.0.0.9",
+		"haMasterAddress=10.0.0.1:10912", "slaveReadEnable=true", "accessMessageInMemoryMaxRatio=0.5",
+		"haMaxGapNotInSync=1048576")
+	c, err := parseConfig([]string{"-c", conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.role != roleSlave || c.brokerID != 2 || c.haListen != ":30912" || c.brokerIP2 != "10.0.0.9" ||
+		c.haMasterAddr != "10.0.0.1:10912" || !c.slaveReadEnable || c.memoryRatio != 0.5 || c.store.MaxReplicaGap != 1<<20 {
+		t.Fatalf("config %+v", c)
+	}
+	c, err = parseConfig([]string{"-c", conf, "--broker-role", "sync_master", "--broker-id", "0", "--ha-listen", "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.role != roleSyncMaster || c.brokerID != 0 || c.haListen != "127.0.0.1:0" {
+		t.Fatalf("flags did not win: %+v", c)
+	}
+	if _, err := parseConfig([]string{"--broker-role", "SLAVE"}); err == nil || !strings.Contains(err.Error(), "must be 1 or more") {
+		t.Fatalf("a slave without an id: %v", err)
+	}
+	if _, err := parseConfig([]string{"--broker-role", "BOSS"}); err == nil || !strings.Contains(err.Error(), "want ASYNC_MASTER, SYNC_MASTER or SLAVE") {
+		t.Fatalf("an unknown role: %v", err)
+	}
+	for _, tc := range []struct{ flag, listenFlag, bound, want string }{
+		{"", "0.0.0.0:10911", "0.0.0.0:10911", ":10912"},
+		{"", "127.0.0.1:0", "127.0.0.1:40000", "127.0.0.1:0"},
+		{":30912", "127.0.0.1:10911", "127.0.0.1:10911", "127.0.0.1:30912"},
+		{"10.1.1.1:5", "127.0.0.1:10911", "127.0.0.1:10911", "10.1.1.1:5"},
+	} {
+		bound, _ := net.ResolveTCPAddr("tcp", tc.bound)
+		got, err := haListenAddr(tc.flag, tc.listenFlag, bound)
+		if err != nil || got != tc.want {
+			t.Errorf("haListenAddr(%q, %q, %s) = %q, %v; want %q", tc.flag, tc.listenFlag, tc.bound, got, err, tc.want)
+		}
 	}
 }
 
@@ -331,5 +380,34 @@ func TestIntegrityFlags(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"--receive-budget", "-1"}); err == nil {
 		t.Fatal("a negative receive budget was accepted")
+	}
+}
+
+// TestControllerModeKeys: controller mode's keys and flags; the role and
+// id checks of a group are the controller's then.
+func TestControllerModeKeys(t *testing.T) {
+	conf := writeConf(t, "enableControllerMode=true", "controllerAddr=127.0.0.1:9878;127.0.0.1:9879",
+		"brokerRole=SLAVE", "brokerId=0", "inSyncReplicas=2", "minInSyncReplicas=2", "allAckInSyncStateSet=true",
+		"haMaxTimeSlaveNotCatchup=5000", "controllerHeartBeatTimeoutMills=4000", "brokerHeartbeatInterval=500")
+	c, err := parseConfig([]string{"-c", conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.controllerMode || strings.Join(c.controllerAddrs, ";") != "127.0.0.1:9878;127.0.0.1:9879" ||
+		c.inSyncReplicas != 2 || c.minInSyncReplicas != 2 || !c.allAckInSyncStateSet ||
+		c.maxTimeSlaveNotCatchup != 5*time.Second || c.controllerHeartbeatTimeout != 4*time.Second ||
+		c.controllerHeartbeatInterval != 500*time.Millisecond {
+		t.Fatalf("config %+v", c)
+	}
+	c, err = parseConfig([]string{"-c", conf, "--controller-addr", "10.0.0.1:9878"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.controllerAddrs, ";") != "10.0.0.1:9878" {
+		t.Fatalf("--controller-addr did not win: %v", c.controllerAddrs)
+	}
+	c, err = parseConfig([]string{"--enable-controller-mode", "--controller-addr", "127.0.0.1:1;127.0.0.1:2"})
+	if err != nil || !c.controllerMode || len(c.controllerAddrs) != 2 {
+		t.Fatalf("flags: %+v %v", c, err)
 	}
 }

@@ -23,6 +23,13 @@
 //	--receive-budget BYTES  memory all connections may hold for requests being
 //	                        received (default 128 MiB)
 //	--grpc-listen ADDR      RocketMQ 5's gRPC MessagingService (default 0.0.0.0:8081; "" disables)
+//	--broker-role ROLE      ASYNC_MASTER (default), SYNC_MASTER or SLAVE
+//	--broker-id N           0 for a master, 1 or more for a slave
+//	--ha-listen ADDR        a master's listener for its slaves (default: the
+//	                        listen host, the listen port + 1)
+//	--ha-master-addr H:P    a slave's master HA address (default: learnt from
+//	                        the name servers; a slave needs --namesrv)
+//	--slave-read-enable     suggest the slave to consumers that read far behind
 //
 // At start it binds its addresses, opens the store (recovering it), and only
 // then listens and prints one line with its addresses and version: until the
@@ -47,7 +54,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/grpcfe"
+	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -114,7 +123,33 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	role, err := core.ParseRole(cfg.role)
+	if err != nil {
+		return err
+	}
+	// A master binds its HA listener now too (a slave has none).
+	var haRes *reservation
+	haAdvertise := ""
+	if role != core.RoleSlave || cfg.controllerMode { // in controller mode any broker may become master
+		addr, err := haListenAddr(cfg.haListen, cfg.listen, brokerRes.Addr())
+		if err != nil {
+			return err
+		}
+		if haRes, err = reserve(addr); err != nil {
+			return fmt.Errorf("listen %s (--ha-listen, default the listen port + 1): %w", addr, err)
+		}
+		defer haRes.Close()
+		host, _, _ := net.SplitHostPort(advertise)
+		if cfg.brokerIP2 != "" {
+			host = cfg.brokerIP2
+		}
+		haAdvertise = net.JoinHostPort(host, fmt.Sprint(haRes.Addr().Port))
+	}
 	var nsRes *reservation
+	if cfg.controllerMode && cfg.namesrvListen != "" {
+		logger.Info("controller mode: the embedded name server is not served; brokers register with --namesrv", "namesrvListen", cfg.namesrvListen)
+		cfg.namesrvListen = ""
+	}
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
 			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
@@ -171,7 +206,7 @@ func run(args []string) error {
 		security = guard
 	}
 
-	b, err := broker.New(broker.Options{
+	bopts := broker.Options{
 		DataDir:                  cfg.dataDir,
 		Store:                    cfg.store,
 		BrokerName:               cfg.brokerName,
@@ -198,7 +233,18 @@ func run(args []string) error {
 		MaxAutoCreateGroups:      cfg.sec.autoGroups,
 		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
 		NamesrvSign:              namesrvSigner(cfg),
-	})
+		Role:                     role,
+		BrokerID:                 cfg.brokerID,
+		SlaveReadEnable:          cfg.slaveReadEnable,
+		HAAdvertiseAddr:          haAdvertise,
+		HAMasterAddr:             cfg.haMasterAddr,
+
+		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
+	}
+	if cfg.controllerMode {
+		return runControllerMode(cfg, bopts, brokerRes, haRes, haAdvertise, logger)
+	}
+	b, err := broker.New(bopts)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("data directory %s is in use by another running broker (%w)", cfg.dataDir, err)
@@ -252,7 +298,18 @@ func run(args []string) error {
 			return fmt.Errorf("--namesrv-listen: %w", err)
 		}
 	}
-	serveErr := make(chan error, 3)
+	var haln net.Listener
+	if haRes != nil {
+		if haln, err = haRes.Listen(); err != nil {
+			ln.Close()
+			if nsln != nil {
+				nsln.Close()
+			}
+			shutdown()
+			return fmt.Errorf("--ha-listen: %w", err)
+		}
+	}
+	serveErr := make(chan error, 4)
 	go func() { serveErr <- b.Serve(ln) }()
 	grpcShown := "disabled"
 	if gs != nil {
@@ -262,6 +319,9 @@ func run(args []string) error {
 			if nsln != nil {
 				nsln.Close()
 			}
+			if haln != nil {
+				haln.Close()
+			}
 			shutdown()
 			return fmt.Errorf("--grpc-listen: %w", err)
 		}
@@ -269,6 +329,13 @@ func run(args []string) error {
 		go func() {
 			if err := gs.Serve(gl); err != nil {
 				serveErr <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+	}
+	if haln != nil {
+		go func() {
+			if err := b.ServeHA(haln); err != nil && !errors.Is(err, ha.ErrMasterClosed) {
+				serveErr <- fmt.Errorf("HA listener: %w", err)
 			}
 		}()
 	}
@@ -333,6 +400,33 @@ func advertiseAddr(flag, brokerIP string, listen *net.TCPAddr) (string, error) {
 		return net.JoinHostPort(listen.IP.String(), port), nil
 	}
 	return net.JoinHostPort(primaryIPv4(), port), nil
+}
+
+// haListenAddr is the HA listener's address: the flag (or haListenPort's
+// ":port", on the listen host), or the listen host with its port + 1; when
+// --listen asked for any port (0), any port too.
+func haListenAddr(flag, listenFlag string, listen *net.TCPAddr) (string, error) {
+	host := listen.IP.String()
+	if listen.IP == nil || listen.IP.IsUnspecified() {
+		host = ""
+	}
+	if flag == "" {
+		if _, p, err := net.SplitHostPort(listenFlag); err == nil && (p == "0" || p == "") {
+			return net.JoinHostPort(host, "0"), nil
+		}
+		if listen.Port >= 65535 {
+			return "", fmt.Errorf("--ha-listen: the listen port %d has no port + 1; give --ha-listen", listen.Port)
+		}
+		return net.JoinHostPort(host, fmt.Sprint(listen.Port+1)), nil
+	}
+	h, p, err := net.SplitHostPort(flag)
+	if err != nil {
+		return "", fmt.Errorf("--ha-listen %q: %w", flag, err)
+	}
+	if h == "" {
+		h = host
+	}
+	return net.JoinHostPort(h, p), nil
 }
 
 // primaryIPv4 returns the first IPv4 address of an interface that is up and

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
-	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll"},
+	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll", "ha"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message", "auth"},
 	"benchmark":                   {"client", "broker", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting", "auth", "acl", "internal/tlsconf"},
@@ -81,7 +81,7 @@ var allowed = map[string][]string{
 	// JSON bodies, as broker/core).
 	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf"},
 
-	"cmd/apogee-broker":  {"broker", "broker/grpcfe", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf"},
@@ -96,6 +96,9 @@ var allowed = map[string][]string{
 	"controller":            {"controller/wire", "remoting", "protocol"},
 	"controller/client":     {"controller/wire", "remoting", "protocol"},
 	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops"},
+	// A broker in controller mode: the broker run in the controller's
+	// role, through the controller's client.
+	"broker/ctrlmode": {"broker", "broker/core", "store", "ha", "controller/client", "controller/wire", "remoting", "protocol"},
 
 	"internal/importgraph": {},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.

@@ -1,0 +1,345 @@
+package core
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// Broker groups (docs/replication.md). A broker is a master (broker id 0),
+// which takes every write, or a slave (id 1 or more), whose store is a
+// replica of its master's commit log (package ha keeps it one; the front
+// end runs it). What the core does differently per role:
+//
+//   - A SYNC_MASTER's store needs one replica's acknowledgement before a
+//     message is durable (store.Options.SyncReplicas = 1): sends, send-backs
+//     and ended transactions wait for it exactly as for a sync flush (a
+//     Pending), and a wait the slave does not answer ends in
+//     FLUSH_SLAVE_TIMEOUT (12) or SLAVE_NOT_AVAILABLE (11), with the messages
+//     stored on the master all the same.
+//   - A slave refuses writes with RocketMQ's answers (slaveRefusal): sends
+//     and send-backs SYSTEM_BUSY "[REJECTREQUEST]..." (the Java broker's
+//     SendMessageProcessor rejects requests on a slave), END_TRANSACTION
+//     SLAVE_NOT_AVAILABLE, changes of topics and groups and offset resets
+//     SYSTEM_ERROR with the Java admin processor's remarks, POP SERVICE_NOT_AVAILABLE
+//     (POP's state is the master's). It runs none of the features' goroutines
+//     (delay scanners, timer wheel, transaction checker, POP's persister):
+//     they write, and the master runs them. It serves pulls, queries and
+//     offsets. Its topic, group, consumer-offset and delay-offset tables
+//     follow the master's (SyncTopics, SyncSubscriptionGroups,
+//     SyncConsumerOffsets, SyncDelayOffsets: the front end fetches them every
+//     10 s, as RocketMQ's SlaveSynchronize does).
+//   - Offsets a client commits on a slave (UPDATE_CONSUMER_OFFSET while its
+//     master is away: RocketMQ's Java client does that) are kept as
+//     pending: SyncConsumerOffsets keeps those the master has not reached
+//     and returns them, for the front end to send to the master; a pull's
+//     commitOffset is ignored on a slave, as in RocketMQ.
+//   - Reads from slaves (Options.SlaveReadEnable): the master's pull answer
+//     suggests the group's whichBrokerWhenConsumeSlowly (1 by default) when
+//     the consumer reads further behind the log's end than the memory
+//     window (RocketMQ's rule: the data is likely no longer in the page
+//     cache), its brokerId (0) otherwise. A slave whose master is online
+//     (Options.MasterOnline) suggests the master back for a consumer that
+//     is not that far behind (RocketMQ's slave also answers a miss with
+//     PULL_RETRY_IMMEDIATELY; Apogee's holds it as usual: see
+//     suggestBroker). A slave never moves a consumer's offset: an offset
+//     beyond its queue's end (it lags) is "nothing yet", one below its
+//     start is read again (RocketMQ's offsetCheckInSlave=false).
+
+// Role is a broker's role in its group (RocketMQ's brokerRole).
+type Role uint8
+
+const (
+	// RoleAsyncMaster: a master that answers sends without waiting for its
+	// slaves (the default).
+	RoleAsyncMaster Role = iota
+	// RoleSyncMaster: a master that answers a send once a slave has it.
+	RoleSyncMaster
+	// RoleSlave: a replica of its master.
+	RoleSlave
+)
+
+// String returns RocketMQ's name of the role.
+func (r Role) String() string {
+	switch r {
+	case RoleAsyncMaster:
+		return "ASYNC_MASTER"
+	case RoleSyncMaster:
+		return "SYNC_MASTER"
+	case RoleSlave:
+		return "SLAVE"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// ParseRole accepts RocketMQ's names (ASYNC_MASTER, SYNC_MASTER, SLAVE), in
+// any case.
+func ParseRole(s string) (Role, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "ASYNC_MASTER":
+		return RoleAsyncMaster, nil
+	case "SYNC_MASTER":
+		return RoleSyncMaster, nil
+	case "SLAVE":
+		return RoleSlave, nil
+	}
+	return 0, fmt.Errorf("broker role %q: want ASYNC_MASTER, SYNC_MASTER or SLAVE", s)
+}
+
+// IsSlave reports whether the core runs as a slave.
+func (c *Core) IsSlave() bool { return c.slave }
+
+// The answers of a slave to writes (see the comment at the top).
+var (
+	// errSlaveSend: the Java broker's NettyRemotingAbstract answer to a
+	// request its processor rejects (SendMessageProcessor.rejectRequest on
+	// a slave).
+	errSlaveSend = newError(protocol.RespSystemBusy, "[REJECTREQUEST]system busy, start flow control for a while")
+	// errSlaveEndTransaction: EndTransactionProcessor on a slave.
+	errSlaveEndTransaction = newError(protocol.RespSlaveNotAvailable, "Message store is slave mode, so end transaction is forbidden.")
+	// errSlaveAdmin: AdminBrokerProcessor's validateSlave.
+	errSlaveAdmin = newError(protocol.RespSystemError, "Can't modify topic or subscription group from slave broker, please execute it from master broker.")
+	// errSlaveReset: AdminBrokerProcessor's resetOffset on a slave.
+	errSlaveReset = newError(protocol.RespSystemError, "Can not reset offset in slave broker")
+	// errSlavePop: POP's state and redeliveries are the master's.
+	errSlavePop = newError(protocol.RespServiceNotAvailable, "service not available now: this broker is a slave; POP is served by the master")
+)
+
+// suggestBroker sets res.SuggestBrokerID (and, on a slave, redirects to the
+// master) once read filled res from offset; see "Reads from slaves" at the
+// top of this file.
+func (c *Core) suggestBroker(res *PullResult, offset int64) {
+	far := false
+	if res.Status == PullFound && len(res.Records) > 0 {
+		last := res.Records[len(res.Records)-1]
+		pulled := int64(binary.BigEndian.Uint64(last[message.OffPhysicalOffset:]))
+		far = c.store.WrittenOffset()-pulled > c.memWindow
+	}
+	res.SuggestBrokerID = 0
+	if c.opts.SlaveReadEnable {
+		if far {
+			res.SuggestBrokerID = res.slowBrokerID
+		} else {
+			res.SuggestBrokerID = res.okBrokerID
+		}
+	}
+	if !c.slave {
+		return
+	}
+	// A slave never moves a consumer's offset (RocketMQ's offsetCheckInSlave
+	// is false): it may only be behind its master. An offset beyond its
+	// queue's end is "nothing yet" (the pull may wait for the replica to
+	// reach it), one below its start is read again (from the master, when it
+	// is online).
+	if res.Status == PullOffsetMoved {
+		if offset > res.MaxOffset {
+			res.Status = PullNoNewMessage
+		} else {
+			res.Status = PullRetryImmediately
+		}
+		res.NextOffset = offset
+	}
+	if !far && c.opts.MasterOnline != nil && c.opts.MasterOnline() {
+		// RocketMQ also turns a miss into PULL_RETRY_IMMEDIATELY here; but a
+		// client that does not know the master's address yet (its route is
+		// refreshed every 30 s) comes straight back, and the two spin. A
+		// miss stays PULL_NOT_FOUND (held until something arrives here, a
+		// few ms after the master has it) and the suggestion moves the
+		// consumer's next pull.
+		res.SuggestBrokerID = 0
+	}
+}
+
+// SyncTopics makes the topic table the master's (RocketMQ's
+// SlaveSynchronize.syncTopicConfig): topics it lacks are created or
+// changed, topics it does not have are deleted; topics.json is written
+// soon after. It returns how many topics changed. On a master it does
+// nothing.
+func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
+	if !c.slave {
+		return 0
+	}
+	changed := 0
+	for name, cfg := range w.TopicConfigTable {
+		if cfg == nil {
+			continue
+		}
+		tc := *cfg
+		if tc.TopicName == "" {
+			tc.TopicName = name
+		}
+		if _, ok := c.topics.put(tc); ok {
+			changed++
+			c.topicChanged(tc.TopicName, false)
+		}
+	}
+	cur, _ := c.topics.snapshot()
+	for i := range cur {
+		if _, ok := w.TopicConfigTable[cur[i].TopicName]; !ok && c.topics.remove(cur[i].TopicName) {
+			changed++
+			c.topicChanged(cur[i].TopicName, false)
+		}
+	}
+	return changed
+}
+
+// SyncSubscriptionGroups makes the subscription-group table the master's
+// (syncSubscriptionGroupConfig); subscriptionGroup.json is written soon
+// after. It returns how many groups changed. On a master it does nothing.
+func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
+	if !c.slave {
+		return 0
+	}
+	changed := 0
+	for name, cfg := range w.SubscriptionGroupTable {
+		if cfg == nil {
+			continue
+		}
+		g := *cfg
+		if g.GroupName == "" {
+			g.GroupName = name
+		}
+		if old := c.groups.get([]byte(g.GroupName)); old == nil || !sameGroupConfig(old, &g) {
+			c.groups.put(g)
+			changed++
+		}
+	}
+	for _, name := range c.groups.names() {
+		if _, ok := w.SubscriptionGroupTable[name]; !ok && c.groups.remove(name) {
+			changed++
+		}
+	}
+	if changed > 0 {
+		c.groupsChanged(false)
+	}
+	return changed
+}
+
+// sameGroupConfig compares two group configurations by their encodings
+// (the struct holds a raw JSON policy and a map).
+func sameGroupConfig(a, b *protocol.SubscriptionGroupConfig) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// OffsetCommit is one committed consumer offset.
+type OffsetCommit struct {
+	Topic, Group string
+	QueueID      int32
+	Offset       int64
+}
+
+// AllConsumerOffsets returns every committed consumer offset in
+// consumerOffset.json's shape (GET_ALL_CONSUMER_OFFSET, 43: what a slave
+// follows).
+func (c *Core) AllConsumerOffsets() protocol.ConsumerOffsetSerializeWrapper {
+	o := c.offsets
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.tableLocked()
+	w.DataVersion = o.version
+	return w
+}
+
+// SyncConsumerOffsets applies the master's committed offsets
+// (syncConsumerOffset: each offset the master has replaces this broker's;
+// offsets the master does not have stay). An offset a client committed on
+// this slave (UpdateConsumerOffset) and the master has not reached stays
+// too, and is returned: the caller sends each to the master and reports
+// it with OffsetForwarded. On a master it does nothing.
+func (c *Core) SyncConsumerOffsets(w protocol.ConsumerOffsetSerializeWrapper) []OffsetCommit {
+	if !c.slave {
+		return nil
+	}
+	return c.offsets.follow(w.OffsetTable)
+}
+
+// OffsetForwarded records that the master accepted an offset
+// SyncConsumerOffsets returned: it is no longer this slave's to keep.
+func (c *Core) OffsetForwarded(oc OffsetCommit) { c.offsets.forwarded(oc) }
+
+// SyncDelayOffsets applies the master's delay-level progress
+// (GET_ALL_DELAY_OFFSET's table, level → next queue offset): the scanners
+// do not run on a slave; the progress is persisted with the others. On a
+// master it does nothing.
+func (c *Core) SyncDelayOffsets(table map[int32]int64) {
+	if !c.slave {
+		return
+	}
+	c.sched.SetOffsets(table)
+}
+
+// pendingKey names a queue of a group's offsets.
+type pendingKey struct {
+	topic, group string
+	queue        int32
+}
+
+// commitLocal stores an offset a client committed on a slave and keeps it
+// as pending for the master.
+func (o *offsetManager) commitLocal(topic, group []byte, q int32, off int64) bool {
+	if !o.commit(topic, group, q, off) {
+		return false
+	}
+	o.mu.Lock()
+	if o.pending == nil {
+		o.pending = make(map[pendingKey]int64)
+	}
+	o.pending[pendingKey{string(topic), string(group), q}] = off
+	o.mu.Unlock()
+	return true
+}
+
+// follow applies the master's table (see SyncConsumerOffsets) and returns
+// the pending offsets the master has not reached.
+func (o *offsetManager) follow(table map[string]map[int32]int64) []OffsetCommit {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for key, qs := range table {
+		topic, group, ok := protocol.SplitOffsetTableKey(key)
+		if !ok || topic == "" || group == "" {
+			continue
+		}
+		for q, off := range qs {
+			if q < 0 || q >= maxOffsetQueueID {
+				continue
+			}
+			k := pendingKey{topic, group, q}
+			if p, ok := o.pending[k]; ok {
+				if p > off {
+					continue // the master has not reached it: keep ours
+				}
+				delete(o.pending, k)
+			}
+			if cur := o.m[topic][group]; int(q) < len(cur) && cur[q] == off {
+				continue
+			}
+			o.setLocked(topic, group, q, off)
+		}
+	}
+	var out []OffsetCommit
+	for k, off := range o.pending {
+		if m, ok := table[protocol.OffsetTableKey(k.topic, k.group)][k.queue]; ok && m >= off {
+			delete(o.pending, k)
+			continue
+		}
+		out = append(out, OffsetCommit{Topic: k.topic, Group: k.group, QueueID: k.queue, Offset: off})
+	}
+	return out
+}
+
+// forwarded drops a pending offset the master accepted (unless a later
+// commit replaced it meanwhile).
+func (o *offsetManager) forwarded(oc OffsetCommit) {
+	o.mu.Lock()
+	k := pendingKey{oc.Topic, oc.Group, oc.QueueID}
+	if p, ok := o.pending[k]; ok && p == oc.Offset {
+		delete(o.pending, k)
+	}
+	o.mu.Unlock()
+}

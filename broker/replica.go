@@ -1,0 +1,381 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/ha"
+	"github.com/apogeemq/apogee/protocol"
+	"github.com/apogeemq/apogee/remoting"
+)
+
+// Replication, the front end's part (docs/replication.md; the core's part
+// is in broker/core/replica.go, the stream in package ha).
+//
+//   - A master serves the HA stream on the listeners given to ServeHA (an
+//     ha.Master on the core's store) and registers its address
+//     (Options.HAAdvertiseAddr) as haServerAddr. A
+//     SYNC_MASTER's sends, send-backs and ended transactions wait for the
+//     slave's acknowledgement like a sync flush (pendingAck), and are
+//     answered FLUSH_SLAVE_TIMEOUT (12) or SLAVE_NOT_AVAILABLE (11) with the
+//     send result's fields when it does not come.
+//   - A slave runs an ha.Slave on its replica store, pointed at
+//     Options.HAMasterAddr or at the haServerAddr the name servers answer
+//     its registrations with (registered), and follows the master's tables
+//     (follow: GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+//     GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET every SlaveSyncInterval,
+//     from the master's remoting address the same answers give); offsets
+//     clients committed on it while the master was away are sent to the
+//     master (UPDATE_CONSUMER_OFFSET) once it is back. Its master counts as
+//     online while the HA connection is up (core.Options.MasterOnline).
+type replication struct {
+	master *ha.Master    // a master's; nil on a slave
+	slave  *ha.Slave     // a slave's; nil on a master
+	wake   chan struct{} // cap 1: a slave's master address became known
+
+	mu         sync.Mutex
+	haAddr     string // the HA address registered (a master's)
+	masterAddr string // a slave's: its master's remoting address, as last answered
+}
+
+// slaveSyncTimeout bounds one round of a slave's following.
+const slaveSyncTimeout = 10 * time.Second
+
+// startReplication starts the HA stream of the role (New calls it once the
+// core is open).
+func (b *Broker) startReplication(o Options) error {
+	r := &b.repl
+	r.wake = make(chan struct{}, 1)
+	st := b.core.Store()
+	log := b.copts.Logger
+	if b.core.IsSlave() {
+		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log, Handshake: o.HASlaveHandshake})
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		r.slave = s
+		s.Start()
+		b.wg.Add(1)
+		go b.follow()
+		log.Info("broker: running as a slave", "brokerId", b.copts.BrokerID, "haMasterAddr", o.HAMasterAddr)
+		return nil
+	}
+	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log, Handshake: o.HAMasterHandshake})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	r.master = m
+	r.haAddr = o.HAAdvertiseAddr
+	return nil
+}
+
+// ServeHA serves the commit-log stream to slaves (package ha) on ln until
+// Shutdown, which closes ln; it returns ha.ErrMasterClosed then. A slave
+// has no stream to serve: ServeHA closes ln and fails at once. Without
+// Options.HAAdvertiseAddr, the first listener's port with AdvertiseAddr's
+// host is registered as the HA address. A SYNC_MASTER none of whose slaves
+// can connect answers every send SLAVE_NOT_AVAILABLE.
+func (b *Broker) ServeHA(ln net.Listener) error {
+	r := &b.repl
+	if r.master == nil {
+		ln.Close()
+		return errors.New("broker: a slave serves no HA stream")
+	}
+	r.mu.Lock()
+	set := r.haAddr == ""
+	if set {
+		r.haAddr = haAdvertiseAddr(b.copts.AdvertiseAddr, ln.Addr())
+	}
+	haAddr := r.haAddr
+	r.mu.Unlock()
+	if set {
+		b.registerEmbedded()
+		if b.registrar != nil {
+			b.registrar.Trigger()
+		}
+	}
+	b.copts.Logger.Info("broker: serving slaves", "role", b.copts.Role, "haListen", ln.Addr().String(), "haServerAddr", haAddr)
+	return r.master.Serve(ln)
+}
+
+// haAdvertiseAddr is the advertised host with the HA listener's port.
+func haAdvertiseAddr(advertise string, ln net.Addr) string {
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		host = advertise
+	}
+	port := ""
+	if ta, ok := ln.(*net.TCPAddr); ok {
+		port = strconv.Itoa(ta.Port)
+	} else if _, p, err := net.SplitHostPort(ln.String()); err == nil {
+		port = p
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// drainTimeout bounds how long a stopping master waits for its slaves.
+const drainTimeout = 5 * time.Second
+
+// drainSlaves, on a stopping master whose server no longer takes
+// requests, waits until every connected slave acknowledged the whole log
+// (at most drainTimeout, or until ctx ends): a master stopped on purpose
+// leaves its slaves everything it acknowledged, also as an ASYNC_MASTER.
+func (b *Broker) drainSlaves(ctx context.Context) {
+	m := b.repl.master
+	if m == nil {
+		return
+	}
+	deadline := time.Now().Add(drainTimeout)
+	st := b.core.Store()
+	for {
+		slaves := m.Slaves()
+		end := st.WrittenOffset()
+		behind := 0
+		for _, s := range slaves {
+			if s.Acked < end {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			b.copts.Logger.Warn("broker: stopping before every slave has the whole log", "slavesBehind", behind, "logEnd", end)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stopReplication closes the HA stream (before the store closes: Shutdown
+// calls it before the core's).
+func (b *Broker) stopReplication() {
+	r := &b.repl
+	if r.master != nil {
+		r.master.Close()
+	}
+	if r.slave != nil {
+		r.slave.Close()
+	}
+}
+
+// haServerAddr is the HA address a master registers ("" until known).
+func (b *Broker) haServerAddr() string {
+	b.repl.mu.Lock()
+	defer b.repl.mu.Unlock()
+	return b.repl.haAddr
+}
+
+// masterOnline is a slave's core.Options.MasterOnline: its HA connection
+// to the master is up.
+func (b *Broker) masterOnline() bool {
+	s := b.repl.slave
+	return s != nil && s.Status().Connected
+}
+
+// registered is the registrar's OnResult on a slave: a name server's answer
+// names the master's remoting and HA addresses (empty while the group has
+// no live master: the last known ones are kept).
+func (b *Broker) registered(_ string, resp protocol.RegisterBrokerResponse, err error) {
+	if err != nil || b.repl.slave == nil || b.opts.ControllerMode {
+		return
+	}
+	if resp.HAServerAddr != "" && b.opts.HAMasterAddr == "" {
+		b.repl.slave.SetMasterAddr(resp.HAServerAddr)
+	}
+	if resp.MasterAddr != "" {
+		r := &b.repl
+		r.mu.Lock()
+		changed := r.masterAddr != resp.MasterAddr
+		r.masterAddr = resp.MasterAddr
+		r.mu.Unlock()
+		if changed {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// follow is a slave's loop: it applies the master's tables every
+// SlaveSyncInterval, and at once when the master's address becomes known.
+func (b *Broker) follow() {
+	defer b.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(b.opts.SlaveSyncInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		case <-b.repl.wake:
+		}
+		b.repl.mu.Lock()
+		addr := b.repl.masterAddr
+		b.repl.mu.Unlock()
+		if addr == "" {
+			continue
+		}
+		err := b.syncFromMaster(ctx, addr)
+		switch {
+		case err != nil && !failing:
+			b.copts.Logger.Warn("broker: following the master's topics, groups and offsets failed; retrying every "+
+				b.opts.SlaveSyncInterval.String(), "master", addr, "err", err)
+			failing = true
+		case err == nil && failing:
+			b.copts.Logger.Info("broker: following the master's topics, groups and offsets again", "master", addr)
+			failing = false
+		}
+	}
+}
+
+// syncFromMaster fetches the master's topic, subscription-group,
+// consumer-offset and delay-offset tables and applies them (RocketMQ's
+// SlaveSynchronize.syncAll), then sends the master the offsets committed
+// here that it has not reached.
+func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, slaveSyncTimeout)
+	defer cancel()
+	get := func(code int32) ([]byte, error) {
+		var req protocol.Command
+		req.InitRequest(code, 0)
+		resp, err := b.pool.Invoke(ctx, addr, &req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code != protocol.RespSuccess {
+			return nil, fmt.Errorf("%s answered %s with code %d (%s)", addr, protocol.RequestCodeName(code), resp.Code, resp.Remark)
+		}
+		return resp.Body, nil
+	}
+	var errs []error
+	if body, err := get(protocol.ReqGetAllTopicConfig); err != nil {
+		errs = append(errs, err)
+	} else {
+		var w protocol.TopicConfigSerializeWrapper
+		if err := w.Decode(body); err != nil {
+			errs = append(errs, err)
+		} else if n := b.core.SyncTopics(w); n > 0 {
+			b.copts.Logger.Info("broker: topics follow the master's", "changed", n)
+		}
+	}
+	if body, err := get(protocol.ReqGetAllSubscriptionGroup); err != nil {
+		errs = append(errs, err)
+	} else {
+		var w protocol.SubscriptionGroupWrapper
+		if err := w.Decode(body); err != nil {
+			errs = append(errs, err)
+		} else if n := b.core.SyncSubscriptionGroups(w); n > 0 {
+			b.copts.Logger.Info("broker: subscription groups follow the master's", "changed", n)
+		}
+	}
+	if body, err := get(protocol.ReqGetAllConsumerOffset); err != nil {
+		errs = append(errs, err)
+	} else {
+		var w protocol.ConsumerOffsetSerializeWrapper
+		if err := w.Decode(body); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, oc := range b.core.SyncConsumerOffsets(w) {
+				if err := b.forwardOffset(ctx, addr, oc); err != nil {
+					errs = append(errs, err)
+					break
+				}
+				b.core.OffsetForwarded(oc)
+			}
+		}
+	}
+	if body, err := get(protocol.ReqGetAllDelayOffset); err != nil {
+		errs = append(errs, err)
+	} else {
+		var w protocol.DelayOffsetSerializeWrapper
+		if err := w.Decode(body); err != nil {
+			errs = append(errs, err)
+		} else {
+			b.core.SyncDelayOffsets(w.OffsetTable)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// forwardOffset commits, on the master, an offset a client committed here.
+func (b *Broker) forwardOffset(ctx context.Context, addr string, oc core.OffsetCommit) error {
+	var req protocol.Command
+	req.InitRequest(protocol.ReqUpdateConsumerOffset, 0)
+	(&protocol.UpdateConsumerOffsetRequest{ConsumerGroup: []byte(oc.Group), Topic: []byte(oc.Topic),
+		QueueID: oc.QueueID, CommitOffset: oc.Offset}).Encode(&req.Ext)
+	resp, err := b.pool.Invoke(ctx, addr, &req)
+	if err != nil {
+		return fmt.Errorf("forward the offset of %s@%s queue %d to %s: %w", oc.Topic, oc.Group, oc.QueueID, addr, err)
+	}
+	if resp.Code != protocol.RespSuccess {
+		return fmt.Errorf("forward the offset of %s@%s queue %d: %s answered code %d (%s)", oc.Topic, oc.Group, oc.QueueID, addr, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+// handleAllConsumerOffsets serves GET_ALL_CONSUMER_OFFSET (43): every
+// committed offset, as config/consumerOffset.json holds them (what a
+// slave follows).
+func (b *Broker) handleAllConsumerOffsets(resp *remoting.Response) remoting.Action {
+	w := b.core.AllConsumerOffsets()
+	body, err := w.Encode()
+	return replyBody(resp, body, err)
+}
+
+// registerReplication registers GET_ALL_CONSUMER_OFFSET.
+func (b *Broker) registerReplication(t *handlerTable) {
+	t.add(respOnly(b.handleAllConsumerOffsets), protocol.ReqGetAllConsumerOffset)
+}
+
+// replicationInfo adds the replication's runtime numbers to m: the role
+// and id; a master's connected slaves and how far behind the log's end the
+// furthest one acknowledged (haSlaveBehindBytes); a slave's connection,
+// master and position.
+func (b *Broker) replicationInfo(m map[string]string) {
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	m["brokerRole"] = b.copts.Role.String()
+	m["brokerId"] = i(b.copts.BrokerID)
+	r := &b.repl
+	if r.master != nil {
+		slaves := r.master.Slaves()
+		end := b.core.Store().WrittenOffset()
+		var behind int64
+		for _, s := range slaves {
+			behind = max(behind, end-max(s.Acked, 0))
+		}
+		m["haServerAddr"] = b.haServerAddr()
+		m["haConnectedSlaves"] = strconv.Itoa(len(slaves))
+		m["haSlaveBehindBytes"] = i(behind)
+		m["haReplicatedOffset"] = i(b.core.Store().ReplicatedOffset())
+	}
+	if r.slave != nil {
+		st := r.slave.Status()
+		r.mu.Lock()
+		m["masterAddr"] = r.masterAddr
+		r.mu.Unlock()
+		m["haMasterAddr"] = st.MasterAddr
+		m["haMasterConnected"] = strconv.FormatBool(st.Connected)
+		m["haReportedOffset"] = i(st.Reported)
+		m["haReceivedBytes"] = i(st.Received)
+		m["haResets"] = i(st.Resets)
+		m["haSessions"] = i(st.Sessions)
+	}
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Measures Apogee (apogee-broker as its own process) and NATS JetStream
+# (nats-server) with the same harness in the same minutes: for each workload
+# and each of ROUNDS rounds it runs both, the order swapped every round, each
+# server started afresh (empty data directory) for its run and stopped after
+# it, and prints every run's figures and then the medians per workload and
+# system (rate, CPU per message of broker and client, latency percentiles).
+#
+# Usage: scripts/bench-peer.sh ROUNDS WORKLOAD...
+#   workloads: p64 p256 (produce, 4 producers x 64 / x 256 in flight, async),
+#              sync64 (produce x 64, Apogee --flush sync against NATS with
+#              jetstream { sync_interval: always }), drain (consume mode,
+#              a backlog of $DRAIN messages), e2e (fixed rate $E2E_RATE)
+#   scripts/bench-peer.sh 3 p64 p256 sync64 drain e2e
+# Needs nats-server on PATH or in $(go env GOPATH)/bin:
+#   go install github.com/nats-io/nats-server/v2@v2.15.2
+# Environment: DURATION (default 10s), WARMUP (2s), DRAIN (500000),
+# E2E_RATE (30000), SIZE (1024), OUT (directory of the JSON lines; default a
+# temporary one, kept).
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  sed -n '2,20p' "$0" >&2
+  exit 2
+fi
+rounds=$1
+shift
+cd "$(dirname "$0")/.."
+root=$PWD
+duration=${DURATION:-10s} warmup=${WARMUP:-2s} drain=${DRAIN:-500000} e2eRate=${E2E_RATE:-30000} size=${SIZE:-1024}
+out=${OUT:-$(mktemp -d /tmp/bench-peer.XXXXXX)}
+mkdir -p "$out"
+work=$(mktemp -d)
+server=""
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+nats=$(command -v nats-server || true)
+[ -z "$nats" ] && nats="$(go env GOPATH)/bin/nats-server"
+if [ ! -x "$nats" ]; then
+  echo "bench-peer: no nats-server (go install github.com/nats-io/nats-server/v2@v2.15.2)" >&2
+  exit 1
+fi
+echo "building apogee-broker, apogee-bench and apogee-bench-nats..."
+go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench
+(cd benchmark/natsdriver && go build -o "$work/bin/" ./cmd/apogee-bench-nats)
+echo "nats-server: $("$nats" --version)"
+echo "results: $out"
+
+apogeeAddr=127.0.0.1:20911
+natsPort=24222
+cat >"$work/sync.conf" <<EOF
+jetstream { sync_interval: always }
+EOF
+
+waitPort() {
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "bench-peer: nothing listens on port $1" >&2
+  return 1
+}
+
+# stopServer stops the server; it fails (saying so, with the server's log)
+# when the server had already stopped: that run's figures are not the server's.
+stopServer() {
+  local ok=0
+  if ! kill "$server" 2>/dev/null; then
+    echo "bench-peer: the server (pid $server) stopped during the run; its log:" >&2
+    tail -n 20 "$work/server.log" >&2
+    ok=1
+  fi
+  wait "$server" 2>/dev/null || true
+  server=""
+  rm -rf "$work/data"
+  return $ok
+}
+
+# run SYSTEM WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.SYSTEM.jsonl
+run() {
+  local sys=$1 wl=$2 round=$3
+  local flush=async natsConf=() args=()
+  case $wl in
+    p64) args=(produce --inflight 64) ;;
+    p256) args=(produce --inflight 256) ;;
+    sync64) args=(produce --inflight 64); flush=sync; natsConf=(-c "$work/sync.conf") ;;
+    drain) args=(consume --messages "$drain") ;;
+    e2e) args=(e2e --inflight 64 --rate "$e2eRate") ;;
+    *) echo "bench-peer: unknown workload $wl" >&2; exit 2 ;;
+  esac
+  args+=(--size "$size" --duration "$duration" --warmup "$warmup" --quiet --json)
+  mkdir -p "$work/data"
+  for port in "${apogeeAddr##*:}" "$natsPort"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "bench-peer: something else listens on port $port; stop it or edit the ports at the top" >&2
+      exit 1
+    fi
+  done
+  if [ "$sys" = apogee ]; then
+    "$work/bin/apogee-broker" --data-dir "$work/data" --listen "$apogeeAddr" --namesrv-listen "" --grpc-listen "" \
+      --flush "$flush" --log-level error >"$work/server.log" 2>&1 &
+    server=$!
+    waitPort "${apogeeAddr##*:}"
+    "$work/bin/apogee-bench" "${args[@]}" --addr "$apogeeAddr" --broker-pid "$server" >"$work/run.out" || true
+  else
+    "$nats" -js -sd "$work/data" -a 127.0.0.1 -p "$natsPort" "${natsConf[@]}" >"$work/server.log" 2>&1 &
+    server=$!
+    waitPort "$natsPort"
+    "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out" || true
+  fi
+  if ! stopServer || ! tail -n 1 "$work/run.out" | jq -e .mode >/dev/null 2>&1; then
+    echo "bench-peer: $wl round $round $sys failed; not counted. Its output:" >&2
+    tail -n 5 "$work/run.out" >&2
+    return 0
+  fi
+  tail -n 1 "$work/run.out" >>"$out/$wl.$sys.jsonl"
+  tail -n 1 "$work/run.out" | jq -r --arg s "$sys" --arg w "$wl" --arg r "$round" \
+    '"\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"'
+}
+
+for wl in "$@"; do
+  for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) = 1 ]; then
+      run apogee "$wl" "$round"
+      run nats "$wl" "$round"
+    else
+      run nats "$wl" "$round"
+      run apogee "$wl" "$round"
+    fi
+  done
+done
+
+echo
+echo "medians of $rounds alternating runs (µs for CPU per message and latencies)"
+printf '%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n' workload system msgs/s broker client send50 send99 send999 e2e50 e2e99 e2e999
+for wl in "$@"; do
+  for sys in apogee nats; do
+    jq -s -r --arg s "$sys" --arg w "$wl" '
+      def med(f): map(f) | sort | .[(length-1)/2|floor];
+      [$w, $s, (med(.msgs_per_sec)|floor), (med(.broker_cpu_us_per_msg)*100|round/100), (med(.client_cpu_us_per_msg)*100|round/100),
+       med(.send_latency_us.p50), med(.send_latency_us.p99), med(.send_latency_us.p999),
+       med(.e2e_latency_us.p50), med(.e2e_latency_us.p99), med(.e2e_latency_us.p999)] | @tsv' "$out/$wl.$sys.jsonl" |
+      awk -F'\t' '{printf "%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
+  done
+done

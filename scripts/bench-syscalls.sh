@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Counts a server's system calls per message under an apogee-bench workload:
+# starts apogee-broker (or nats-server with JetStream) afresh as its own
+# process, runs the workload for 12 s after a 2 s warm-up, counts the
+# server's system calls with perf over 8 s of it, and divides by the
+# messages the per-second lines report for those 8 s. Prints the calls per
+# message, total and by kind, and the run's CPU per message.
+#
+# Usage: scripts/bench-syscalls.sh apogee|nats WORKLOAD-FLAGS...
+#   scripts/bench-syscalls.sh apogee produce
+#   scripts/bench-syscalls.sh nats e2e --rate 30000
+# BROKER_FLAGS passes flags to apogee-broker (for example "--flush sync").
+# Needs perf (tracepoints readable: root), and nats-server for nats.
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  sed -n '2,14p' "$0" >&2
+  exit 2
+fi
+sys=$1
+shift
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+srv=""
+cleanup() {
+  if [ -n "$srv" ]; then
+    kill "$srv" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench
+(cd benchmark/natsdriver && go build -o "$work/bin/" ./cmd/apogee-bench-nats)
+ev=raw_syscalls:sys_enter
+for s in read write writev pwrite64 futex epoll_pwait madvise nanosleep fdatasync msync sched_yield; do
+  ev="$ev,syscalls:sys_enter_$s"
+done
+mkdir -p "$work/data"
+if [ "$sys" = apogee ]; then
+  # shellcheck disable=SC2086
+  "$work/bin/apogee-broker" --data-dir "$work/data" --listen 127.0.0.1:20911 --namesrv-listen "" --grpc-listen "" \
+    --log-level error ${BROKER_FLAGS:-} >"$work/server.log" 2>&1 &
+  srv=$!
+  sleep 1
+  "$work/bin/apogee-bench" "$@" --addr 127.0.0.1:20911 --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
+else
+  nats=$(command -v nats-server || echo "$(go env GOPATH)/bin/nats-server")
+  "$nats" -js -sd "$work/data" -a 127.0.0.1 -p 24222 >"$work/server.log" 2>&1 &
+  srv=$!
+  sleep 1
+  "$work/bin/apogee-bench-nats" "$@" --addr nats://127.0.0.1:24222 --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
+fi
+bench=$!
+sleep 5
+perf stat -x, -e "$ev" -p "$srv" -- sleep 8 2>"$work/perf.out"
+wait "$bench"
+# The perf window is seconds 5 to 13 of the bench's run: its lines 6s..13s.
+msgs=$(awk '$1 ~ /^[0-9]+s$/ { t = $1 + 0; if (t >= 6 && t <= 13) n += $2 } END { print n + 0 }' "$work/bench.out")
+echo "messages in the counted 8 s: $msgs"
+awk -F, -v m="$msgs" '$1 ~ /^[0-9]+$/ && $1 > 0 { name = $3; sub(/.*:(sys_enter_)?/, "", name); printf "%-14s %8.3f per message\n", name, $1 / m }' "$work/perf.out"
+grep "CPU per" "$work/bench.out"

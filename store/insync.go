@@ -1,0 +1,70 @@
+package store
+
+// In-sync replica sets (controller mode, docs/failover.md). A master in
+// controller mode counts only the replicas of its SyncStateSet: the
+// controller elects a new master only from that set, so a message is
+// acknowledged only once the set's members the policy requires hold it.
+
+// SetInSyncReplicas makes need replicas, among members (by the names the
+// replicas were added with, AddReplica), required for a message to be
+// durable; members nil counts every connected replica, as Options.SyncReplicas
+// does. need 0 makes the master's own durability enough. A store opened
+// with Options.SyncReplicas 0 answers its callers without a durability wait
+// (DurableWaits) whatever is set here: open it with SyncReplicas 1 or more
+// to use this. Waits in progress recheck at once; what was durable stays
+// durable (the replicated offset never moves back).
+func (s *Store) SetInSyncReplicas(need int, members []string) {
+	rs := &s.repl
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if members == nil {
+		rs.members = nil
+	} else {
+		rs.members = make(map[string]bool, len(members))
+		for _, m := range members {
+			rs.members[m] = true
+		}
+	}
+	rs.need.Store(int64(max(need, 0)))
+	if need == 0 {
+		// Everything written is as durable as the master alone makes it.
+		if w := s.log.WrittenOffset(); w > rs.replicated.Load() {
+			rs.replicated.Store(w)
+		}
+	}
+	rs.updateLocked()
+	rs.wakeLocked()
+}
+
+// ReplicaAcked returns the offset replica name acknowledged (ok false when
+// no replica of that name is connected).
+func (s *Store) ReplicaAcked(name string) (int64, bool) {
+	rs := &s.repl
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, r := range rs.list {
+		if r.name == name {
+			return r.acked.Load(), true
+		}
+	}
+	return 0, false
+}
+
+// counts reports whether r's acknowledgements count. Called with mu held.
+func (rs *replicaSet) counts(r *Replica) bool {
+	return rs.members == nil || rs.members[r.name]
+}
+
+// countingLocked is the number of connected replicas that count.
+func (rs *replicaSet) countingLocked() int {
+	if rs.members == nil {
+		return len(rs.list)
+	}
+	n := 0
+	for _, r := range rs.list {
+		if rs.members[r.name] {
+			n++
+		}
+	}
+	return n
+}
