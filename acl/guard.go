@@ -403,9 +403,13 @@ func (g *Guard) Authenticate(remote net.Addr, req *protocol.Command) (string, er
 // returns the user name. A front end calls it once per request (or once
 // per stream) and then Authorize with what the request needs. Errors wrap
 // auth.ErrBadAuthorization, auth.ErrClockSkew, auth.ErrSignature or
-// ErrUnknownUser.
+// ErrUnknownUser, or are ErrNoCredentials when there is no header. It
+// counts nothing: a front end reports a refusal with Refused.
 func (g *Guard) AuthenticateV2(authorization, dateTime string) (string, error) {
-	a, err := auth.ParseV2(authorization, dateTime)
+	if authorization == "" {
+		return "", ErrNoCredentials
+	}
+	a, err := auth.ParseV2View(authorization, dateTime)
 	if err != nil {
 		return "", err
 	}

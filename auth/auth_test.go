@@ -316,3 +316,34 @@ func byteSize(n int) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// TestParseV2View: the per-request parse verifies what ParseV2 verifies,
+// in either case of hex, and refuses a wrong, short or long signature.
+func TestParseV2View(t *testing.T) {
+	k := NewKey("sk")
+	h, dt := k.SignV2("alice", time.Now())
+	for _, c := range []struct {
+		name, header string
+		ok           bool
+	}{
+		{"as signed", h, true},
+		{"upper-case hex", h[:strings.LastIndex(h, "=")+1] + strings.ToUpper(h[strings.LastIndex(h, "=")+1:]), true},
+		{"one digit changed", h[:len(h)-1] + map[bool]string{true: "1", false: "0"}[h[len(h)-1] == '0'], false},
+		{"short", h[:len(h)-2], false},
+		{"long", h + "00", false},
+	} {
+		a, err := ParseV2View(c.header, dt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if a.Signature != nil {
+			t.Errorf("%s: the view decoded the signature", c.name)
+		}
+		if got := k.VerifyV2(a) == nil; got != c.ok {
+			t.Errorf("%s: verified %v, want %v", c.name, got, c.ok)
+		}
+	}
+	if _, err := ParseV2View(strings.Replace(h, "Signature=", "Signature=zz", 1), dt); !errors.Is(err, ErrBadAuthorization) {
+		t.Errorf("non-hex signature: %v", err)
+	}
+}

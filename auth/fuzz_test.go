@@ -58,6 +58,15 @@ func FuzzParseV2(f *testing.F) {
 			t.Fatalf("parsed %+v", a)
 		}
 		_ = CheckDateTime(a.DateTime, time.Now(), 0)
+		// The view (signature decoded by VerifyV2) parses and verifies
+		// exactly as the decoded form.
+		view, verr := ParseV2View(authorization, dateTime)
+		if verr != nil || view.AccessKey != a.AccessKey || view.DateTime != a.DateTime {
+			t.Fatalf("ParseV2View: %+v, %v; ParseV2: %+v", view, verr, a)
+		}
+		if (k.VerifyV2(view) == nil) != (k.VerifyV2(a) == nil) {
+			t.Fatalf("VerifyV2 of the view and of the decoded form disagree on %q", authorization)
+		}
 		if err := k.VerifyV2(a); err == nil && authorization != h {
 			// Only a header carrying the right HMAC of its date-time verifies.
 			want, _ := k.SignV2(a.AccessKey, time.Now())

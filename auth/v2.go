@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/hmac"
+	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -25,8 +26,10 @@ const (
 // and the signed date-time.
 type V2 struct {
 	AccessKey string
-	Signature []byte // the HMAC-SHA1, decoded from hex
+	Signature []byte // the HMAC-SHA1, decoded from hex (nil from ParseV2View)
 	DateTime  string // x-mq-date-time, the signed content
+
+	sigHex string // the header's hex signature (ParseV2View), a view of it
 }
 
 // ParseV2 reads the authorization and x-mq-date-time metadata of a gRPC
@@ -35,7 +38,21 @@ type V2 struct {
 // key, Signature is hex. Other items (SignedHeaders) are ignored. Errors
 // wrap ErrBadAuthorization.
 func ParseV2(authorization, dateTime string) (V2, error) {
+	a, err := ParseV2View(authorization, dateTime)
+	if err != nil {
+		return a, err
+	}
+	a.Signature, _ = hex.DecodeString(a.sigHex) // checked by ParseV2View
+	return a, nil
+}
+
+// ParseV2View is ParseV2 without decoding the signature, for the
+// per-request path: Signature stays nil and VerifyV2 decodes the header's
+// hex into its pooled scratch, so that neither allocates. The result holds
+// views of authorization.
+func ParseV2View(authorization, dateTime string) (V2, error) {
 	var a V2
+	hasSig := false
 	if authorization == "" {
 		return a, fmt.Errorf("%w: no authorization header", ErrBadAuthorization)
 	}
@@ -58,17 +75,16 @@ func ParseV2(authorization, dateTime string) (V2, error) {
 		case "Credential":
 			a.AccessKey, _, _ = strings.Cut(v, "/")
 		case "Signature":
-			sig, err := hex.DecodeString(v)
-			if err != nil {
+			if !isHex(v) {
 				return a, fmt.Errorf("%w: signature is not hex", ErrBadAuthorization)
 			}
-			a.Signature = sig
+			a.sigHex, hasSig = v, true
 		}
 	}
 	if a.AccessKey == "" {
 		return a, fmt.Errorf("%w: no Credential", ErrBadAuthorization)
 	}
-	if a.Signature == nil {
+	if !hasSig {
 		return a, fmt.Errorf("%w: no Signature", ErrBadAuthorization)
 	}
 	a.DateTime = dateTime
@@ -98,11 +114,47 @@ func CheckDateTime(dateTime string, now time.Time, maxSkew time.Duration) error 
 func (k *Key) VerifyV2(a V2) error {
 	s := k.get()
 	defer k.put(s)
-	s.mac.Write([]byte(a.DateTime))
-	if !hmac.Equal(s.mac.Sum(s.sum[:0]), a.Signature) {
+	s.buf = append(s.buf[:0], a.DateTime...) // no conversion: it would escape to the hash
+	s.mac.Write(s.buf)
+	sig := a.Signature
+	if sig == nil {
+		// From ParseV2View: a signature longer than a SHA-1 cannot match.
+		if len(a.sigHex) != 2*sha1.Size {
+			return ErrSignature
+		}
+		for i := range sha1.Size {
+			s.got[i] = unhex(a.sigHex[2*i])<<4 | unhex(a.sigHex[2*i+1])
+		}
+		sig = s.got[:sha1.Size]
+	}
+	if !hmac.Equal(s.mac.Sum(s.sum[:0]), sig) {
 		return ErrSignature
 	}
 	return nil
+}
+
+// isHex reports whether v is hex digits, an even number of them.
+func isHex(v string) bool {
+	if len(v)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// unhex is a hex digit's value (the digit was checked by isHex).
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // SignV2 returns the authorization and x-mq-date-time metadata a RocketMQ

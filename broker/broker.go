@@ -97,6 +97,7 @@ func New(opts Options) (*Broker, error) {
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)
 		registrar.Period = o.RegisterInterval
 		registrar.LookupTopic = b.routeTopicConfig
+		registrar.Sign = o.NamesrvSign
 		if c.IsSlave() {
 			registrar.OnResult = b.registered
 		}

@@ -225,6 +225,11 @@ type Options struct {
 	// is one. It runs on the connection's goroutine and must neither block
 	// nor allocate. Default nil: requests are not timed.
 	ObserveRequest func(code, respCode int32, took time.Duration)
+
+	// NamesrvSign, if set, signs every request the broker sends to its
+	// external name servers (registrations), for name servers with access
+	// control on. Default nil: unsigned.
+	NamesrvSign func(req *protocol.Command)
 }
 
 // core returns the core's options: every field but the front end's own

@@ -164,6 +164,7 @@ func TestBrokerTwoGroups(t *testing.T) {
 
 	byBroker := map[string]int{}
 	var acked []string
+	ackedOn := map[string]string{} // body → "broker-a/3"
 	send := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			body := fmt.Sprintf("two-groups-%d", i)
@@ -175,6 +176,7 @@ func TestBrokerTwoGroups(t *testing.T) {
 			}
 			byBroker[res.Queue.BrokerName]++
 			acked = append(acked, body)
+			ackedOn[body] = fmt.Sprintf("%s/%d", res.Queue.BrokerName, res.Queue.QueueID)
 		}
 	}
 	send(0, 200)
@@ -208,16 +210,22 @@ func TestBrokerTwoGroups(t *testing.T) {
 	if len(acked) < 390 {
 		t.Fatalf("only %d of 400 sends acknowledged", len(acked))
 	}
-	waitFor(t, 30*time.Second, "every acknowledged message consumed", func() bool {
+	missing := func() map[string]int { // queue → acknowledged messages not consumed
 		col.mu.Lock()
 		defer col.mu.Unlock()
+		m := map[string]int{}
 		for _, body := range acked {
 			if col.count[body] == 0 {
-				return false
+				m[ackedOn[body]]++
 			}
 		}
-		return true
-	})
+		return m
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(missing()) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("acknowledged messages not consumed after 30 s, by queue: %v", missing())
+		}
+	}
 	col.mu.Lock()
 	who := map[string]int{}
 	for _, w := range col.by {

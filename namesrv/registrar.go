@@ -58,6 +58,10 @@ type Registrar struct {
 	// exists; it must be safe for concurrent use. It lets TopicsChanged send single
 	// topics: without it, TopicsChanged is Trigger.
 	LookupTopic func(topic string) (protocol.TopicConfig, bool)
+	// Sign, if set, signs every request before it is sent (a name server
+	// with access control on refuses unsigned ones); it must be safe for
+	// concurrent use. Default nil: requests unsigned.
+	Sign func(req *protocol.Command)
 
 	addrs  []string
 	pool   *remoting.Pool
@@ -443,6 +447,9 @@ func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Comma
 	cl, err := g.pool.Get(ctx, addr)
 	if err != nil {
 		return nil, err
+	}
+	if g.Sign != nil {
+		g.Sign(req)
 	}
 	resp, err := cl.Invoke(ctx, req)
 	if err != nil {

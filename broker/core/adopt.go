@@ -37,8 +37,9 @@ func (c *Core) AdoptStoredTopics() []string {
 			queues = max(queues, int32(c.opts.DefaultTopicQueues))
 		}
 		if _, created := c.topics.createIfAbsent(newTopicConfig(topic, queues, protocol.PermRead|protocol.PermWrite)); created {
-			c.opts.Logger.Warn("broker: topic the store holds messages of but the topic table lacked, re-created "+
-				"(created on demand just before a crash, before topics.json was written)", "topic", topic, "queues", queues)
+			c.opts.Logger.Warn("broker: topic the store holds messages of but the topic table lacked, adopted "+
+				"(on a master: created just before a crash, before topics.json was written; on a slave: not yet followed from the master)",
+				"topic", topic, "queues", queues)
 			adopted = append(adopted, topic)
 			if c.topicWriter != nil { // running (not in New, which persists and registers the table itself)
 				c.topicChanged(topic, false)
@@ -46,4 +47,19 @@ func (c *Core) AdoptStoredTopics() []string {
 		}
 	}
 	return adopted
+}
+
+// adoptOnSlave is a slave's answer to a pull of a topic its table lacks but
+// its store holds messages of in the queue asked for: the topic was created
+// on the master after the slave last followed its tables (every
+// SlaveSyncInterval), and the master may be gone before the next round.
+// Without it the consumers that move to the slave when their master stops
+// would be refused the replicated messages. Only a queue with messages
+// leads to the scan, so a pull of an unknown topic costs one map lookup.
+func (c *Core) adoptOnSlave(topic string, queueID int32) *topicEntry {
+	if c.store.MaxOffset(topic, queueID) <= 0 {
+		return nil
+	}
+	c.AdoptStoredTopics()
+	return c.topics.lookup(topic)
 }

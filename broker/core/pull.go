@@ -107,6 +107,9 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	res.Release()
 	res.Topic = ""
 	t := c.topics.get(r.Topic)
+	if t == nil && c.slave {
+		t = c.adoptOnSlave(string(r.Topic), r.QueueID)
+	}
 	if t == nil {
 		return newError(protocol.RespTopicNotExist, "topic["+string(r.Topic)+"] not exist, apply first please!")
 	}

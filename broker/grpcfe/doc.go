@@ -61,12 +61,16 @@
 //
 // # Transport and security
 //
-// TLS and plaintext are accepted on the one port (transport.go), as
-// RocketMQ's proxy does by default: RocketMQ 5's SDKs connect with TLS
-// unless told otherwise. Options.ServerOptions is the security layer's
-// hook: a grpc.Creds there replaces this transport, and
-// grpc.ChainUnaryInterceptor / grpc.ChainStreamInterceptor add
-// authentication of the "authorization" header every call carries.
+// Without Options.TLSServer, TLS (a self-signed certificate, or
+// Options.TLS) and plaintext are accepted on the one port (transport.go),
+// as RocketMQ's proxy does by default: RocketMQ 5's SDKs connect with TLS
+// unless told otherwise. With Options.TLSServer (the broker's --tls-*
+// settings), the port serves its mode: TLS only, or TLS and plaintext by
+// the first byte, with the operator's certificate reloaded on change.
+// With Options.Guard, two interceptors authenticate every call's
+// "authorization" header and authorize each request as RocketMQ 5's proxy
+// does, before the method runs (security.go). Options.ServerOptions adds
+// further interceptors, which run after the guard's.
 //
 // # Lock order
 //

@@ -253,7 +253,9 @@ func res_(name string) *rmqpb.Resource { return res(name) }
 
 func TestDelayAndRecall(t *testing.T) {
 	e := newEnv(t, nil)
-	at := time.Now().Add(time.Second)
+	// Delivery times are milliseconds on the wire: a nanosecond remainder
+	// would make a punctual delivery look early.
+	at := time.Now().Add(time.Second).Truncate(time.Millisecond)
 	keep := msg("D", "keep", "keep")
 	keep.SystemProperties.DeliveryTimestamp = timestamppb.New(at)
 	drop := msg("D", "drop", "drop")

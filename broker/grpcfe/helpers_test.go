@@ -38,7 +38,11 @@ type env struct {
 // options first) and the front end; both stop when the test ends.
 func newEnv(t *testing.T, mutate func(*core.Options)) *env { return newEnvTB(t, mutate) }
 
-func newEnvTB(t testing.TB, mutate func(*core.Options)) *env {
+func newEnvTB(t testing.TB, mutate func(*core.Options)) *env { return newEnvWith(t, mutate, nil, nil) }
+
+// newEnvWith is newEnvTB with the front end's options changed by front and
+// the client's dial options.
+func newEnvWith(t testing.TB, mutate func(*core.Options), front func(*Options), dial []grpc.DialOption) *env {
 	t.Helper()
 	o := core.Options{
 		DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:10911", Logger: quietLogger,
@@ -58,13 +62,20 @@ func newEnvTB(t testing.TB, mutate func(*core.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(c, Options{Addr: l.Addr().String(), RecheckInterval: 20 * time.Millisecond})
+	fo := Options{Addr: l.Addr().String(), RecheckInterval: 20 * time.Millisecond}
+	if front != nil {
+		front(&fo)
+	}
+	s, err := New(c, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
-	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if dial == nil {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	cc, err := grpc.NewClient(l.Addr().String(), dial...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
@@ -63,11 +66,10 @@ type Options struct {
 	// topic table. This broker's entry comes from the core either way.
 	Routes func(topic string) []Route
 	// ServerOptions are appended to the server's own (message sizes,
-	// keepalive, stream limits): the hook for transport security
-	// (grpc.Creds) and for interceptors (grpc.ChainUnaryInterceptor and
-	// grpc.ChainStreamInterceptor: authentication and authorization of the
-	// "authorization" header, metrics). Interceptors given here run before
-	// every method.
+	// keepalive, stream limits): the hook for other transport credentials
+	// (grpc.Creds) and interceptors (grpc.ChainUnaryInterceptor and
+	// grpc.ChainStreamInterceptor: metrics, say). Interceptors given here
+	// run before every method, after Guard's.
 	ServerOptions []grpc.ServerOption
 	// TLS is the certificate configuration of TLS connections (see
 	// transport.go: TLS and plaintext are both accepted on the port);
@@ -82,6 +84,17 @@ type Options struct {
 	MaxConcurrentStreams uint32
 	// Logger defaults to the core's.
 	Logger *slog.Logger
+	// Guard, when set, authenticates every call (RocketMQ 5's
+	// authorization header) and authorizes it as RocketMQ 5's proxy does
+	// (security.go). Nil (the default): every call is served.
+	Guard *acl.Guard
+	// TLSServer, when set and not in tlsconf.Disabled mode, is the port's
+	// transport: its mode (Enforcing: TLS only; Permissive: TLS and
+	// plaintext by the first byte) and its certificate files, reloaded as
+	// they change; its Config must offer ALPN "h2". It replaces TLS and
+	// the self-signed certificate. Nil (the default) or Disabled: TLS and
+	// plaintext as transport.go says.
+	TLSServer *tlsconf.Server
 }
 
 // Server is the gRPC front end: the MessagingService of RocketMQ 5 on a
@@ -158,11 +171,16 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	s.waits.init()
 	c.OnArrival(s.waits.arrived)
 
-	creds, err := newPermissive(opts.TLS, []string{host})
-	if err != nil {
+	var creds credentials.TransportCredentials
+	if opts.TLSServer != nil && opts.TLSServer.Mode() != tlsconf.Disabled {
+		creds = transportCreds{srv: opts.TLSServer}
+	} else if creds, err = newPermissive(opts.TLS, []string{host}); err != nil {
 		return nil, err
 	}
 	so := append([]grpc.ServerOption{grpc.Creds(creds)}, serverOptions(opts)...)
+	if opts.Guard != nil {
+		so = append(so, grpc.ChainUnaryInterceptor(s.unaryGuard), grpc.ChainStreamInterceptor(s.streamGuard))
+	}
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
 	rmqpb.RegisterMessagingServiceServer(s.srv, s)

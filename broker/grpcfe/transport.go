@@ -24,9 +24,9 @@ import (
 // connection whose first byte opens a TLS handshake (0x16) is served over
 // TLS, any other in plaintext. Without Options.TLS the certificate is a
 // self-signed one made at New, valid for a year: it encrypts, it proves
-// nothing. Authentication, certificates of the operator's and a mode that
-// refuses plaintext are the security layer's: it replaces this transport
-// through Options.ServerOptions (grpc.Creds given there wins).
+// nothing. The operator's certificates and a mode that refuses plaintext
+// come with Options.TLSServer (security.go's transportCreds), which
+// replaces this transport; authentication with Options.Guard.
 
 // permissive is the TransportCredentials that serves TLS or plaintext by
 // the connection's first byte.

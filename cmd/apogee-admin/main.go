@@ -8,7 +8,12 @@
 // queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
 // resetOffsetByTime, cloneGroupOffset, brokerStatus, getBrokerConfig,
 // updateBrokerConfig, wipeWritePerm, addWritePerm, sendMessage,
-// consumeMessage, statsAll. Each prints an aligned table, or with --json one
+// consumeMessage, statsAll, and RocketMQ 5.3's createUser, updateUser,
+// deleteUser, getUser, listUser, createAcl, updateAcl, deleteAcl, getAcl,
+// listAcl. With access control on, --access-key and --secret-key (or
+// $APOGEE_ADMIN_ACCESS_KEY, $APOGEE_ADMIN_SECRET_KEY) sign every request;
+// --tls, --tls-ca, --tls-cert/--tls-key, --tls-server-name and
+// --tls-insecure reach a TLS broker. Each prints an aligned table, or with --json one
 // JSON document on the last line of standard output; exit status 0 on
 // success, 1 when the cluster refused or failed the operation, 2 on a usage
 // error.

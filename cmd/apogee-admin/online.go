@@ -213,6 +213,7 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 	fs.StringP("namesrv", "n", "", "name server address list, host:port;host:port (default $NAMESRV_ADDR)")
 	asJSON := fs.Bool("json", false, "print one JSON document on the last line instead of a table")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit of the whole command")
+	sec := addSecurityFlags(fs)
 	if c.flags != nil {
 		c.flags(fs)
 	}
@@ -236,7 +237,12 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	admin, err := client.NewAdmin(client.NameServer(ns), client.InstanceName(fmt.Sprintf("apogee-admin-%d", os.Getpid())))
+	secOpts, err := sec.options()
+	if err != nil {
+		fmt.Fprintln(stderr, "apogee-admin:", err)
+		return 2, true
+	}
+	admin, err := client.NewAdmin(append([]client.AdminOpt{client.NameServer(ns), client.InstanceName(fmt.Sprintf("apogee-admin-%d", os.Getpid()))}, secOpts...)...)
 	if err != nil {
 		fmt.Fprintln(stderr, "apogee-admin:", err)
 		return 2, true

@@ -1,12 +1,28 @@
 package main
 
 import (
+	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/grpcfe"
+	"github.com/apogeemq/apogee/internal/tlsconf"
 )
+
+// openGRPCTLS is the gRPC port's TLS: the broker's --tls-* settings (the
+// same mode and files, reloaded on change) offering ALPN h2, which gRPC
+// clients require; nil when --tls-mode is disabled (the front end then
+// serves plaintext, and TLS with a self-signed certificate for the 5.x
+// SDKs' default, as before).
+func openGRPCTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
+	s, err := openTLSProtos(c, logger.With("listener", "grpc"), []string{"h2"})
+	if err != nil {
+		return nil, fmt.Errorf("grpc: %w", err)
+	}
+	return s, nil
+}
 
 // grpcAdvertise is the gRPC address put in routes: the listen address, or,
 // when it listens on every interface, the advertised remoting host with

@@ -249,6 +249,7 @@ func run(args []string) error {
 		MaxAutoCreateTopics:      cfg.sec.autoTopics,
 		MaxAutoCreateGroups:      cfg.sec.autoGroups,
 		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
+		NamesrvSign:              namesrvSigner(cfg),
 		Role:                     role,
 		BrokerID:                 cfg.brokerID,
 		SlaveReadEnable:          cfg.slaveReadEnable,
@@ -277,8 +278,15 @@ func run(args []string) error {
 	grpcAddr := ""
 	if grpcRes != nil {
 		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
-		if gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
-			Logger: logger, ServerOptions: grpcServerOptions(grpcLat)}); err != nil {
+		grpcTLS, err := openGRPCTLS(cfg, logger)
+		if err == nil && grpcTLS != nil {
+			defer grpcTLS.Close()
+		}
+		if err == nil {
+			gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
+				Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat)})
+		}
+		if err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			b.Shutdown(sctx)
 			cancel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/acl"
+	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -40,6 +43,10 @@ type securityConfig struct {
 	// --max-auto-create-topics, --max-auto-create-groups,
 	// --max-auto-create-per-source (0: default, negative: no cap)
 	autoTopics, autoGroups, autoPerSource int
+
+	// innerCreds sign the broker's requests to external name servers
+	// (innerClientAuthenticationCredentials); empty: unsigned.
+	innerCreds auth.Credentials
 }
 
 // securityFlags are the flags of securityConfig.
@@ -144,6 +151,20 @@ func init() {
 	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
 	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
 	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
+	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its registrations with external name servers (`--namesrv`) with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format), for name servers with access control on", func(c *config, v string) error {
+		var creds struct {
+			AccessKey string `json:"accessKey"`
+			SecretKey string `json:"secretKey"`
+		}
+		if err := json.Unmarshal([]byte(v), &creds); err != nil {
+			return fmt.Errorf("want {\"accessKey\":\"...\",\"secretKey\":\"...\"}: %w", err)
+		}
+		c.sec.innerCreds = auth.Credentials{AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
+		if c.sec.innerCreds.IsEmpty() {
+			return fmt.Errorf("want both accessKey and secretKey")
+		}
+		return nil
+	}}
 	honoured["aclFile"] = confKey{"acl-file", "`--acl-file`: the ACL file (Apogee's format or RocketMQ 4's `plain_acl.yml`), reloaded when it changes; implies `aclEnable=true`", func(c *config, v string) error {
 		c.sec.aclFile, c.sec.acl = v, true
 		return nil
@@ -153,6 +174,11 @@ func init() {
 // openTLS returns the TLS server of the configuration, or nil when TLS is
 // disabled.
 func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
+	return openTLSProtos(c, logger, nil)
+}
+
+// openTLSProtos is openTLS offering the ALPN protocols protos.
+func openTLSProtos(c *config, logger *slog.Logger, protos []string) (*tlsconf.Server, error) {
 	mode, err := tlsconf.ParseMode(c.sec.tlsMode)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-mode: %w", err)
@@ -160,7 +186,7 @@ func openTLS(c *config, logger *slog.Logger) (*tlsconf.Server, error) {
 	if mode == tlsconf.Disabled {
 		return nil, nil
 	}
-	cfg := tlsconf.Config{Mode: mode, CertFile: c.sec.tlsCert, KeyFile: c.sec.tlsKey, ClientCAFile: c.sec.tlsCA, Logger: logger}
+	cfg := tlsconf.Config{Mode: mode, CertFile: c.sec.tlsCert, KeyFile: c.sec.tlsKey, ClientCAFile: c.sec.tlsCA, Logger: logger, NextProtos: protos}
 	switch strings.ToLower(c.sec.tlsAuth) {
 	case "", "optional":
 	case "none":
@@ -247,4 +273,14 @@ func openGuard(c *config, logger *slog.Logger) (*acl.Guard, error) {
 	}
 	logger.Info("access control on", "file", c.sec.aclFile, "users", g.Stats().Users)
 	return g, nil
+}
+
+// namesrvSigner signs the broker's requests to external name servers with
+// innerClientAuthenticationCredentials, or is nil without them.
+func namesrvSigner(c *config) func(*protocol.Command) {
+	if c.sec.innerCreds.IsEmpty() {
+		return nil
+	}
+	key, creds := auth.NewKey(c.sec.innerCreds.SecretKey), c.sec.innerCreds
+	return func(req *protocol.Command) { key.Sign(req, creds) }
 }

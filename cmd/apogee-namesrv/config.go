@@ -32,6 +32,8 @@ type config struct {
 	notes []note
 	// tls is the listener's TLS (tls.go).
 	tls tlsConfig
+	// acl is the access control (acl.go).
+	acl aclConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -55,6 +57,7 @@ func parseConfig(args []string) (*config, error) {
 	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
+	aclF := addACLFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -62,7 +65,8 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel, logFormat: *logFormat,
-		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config()}
+		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config(),
+		acl: aclF.config()}
 	if c.showVersion {
 		return c, nil
 	}

@@ -129,9 +129,19 @@ func run(args []string) error {
 		defer tlsServer.Close()
 		ropts.Handshake = tlsServer.Handshake
 	}
+	guard, err := openGuard(cfg.acl, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var handler remoting.Handler = reg
+	if guard != nil {
+		defer guard.Close()
+		handler = guarded{g: guard, reg: reg}
+	}
 	served := make(chan error, 1)
 	go func() {
-		served <- namesrv.Serve(ctx, ln, reg, ropts)
+		served <- namesrv.ServeHandler(ctx, ln, handler, reg, ropts)
 	}()
 	fmt.Printf("apogee-namesrv listening on %s, data %s, version %s\n", ln.Addr(), cfg.dataDir, build.Short())
 

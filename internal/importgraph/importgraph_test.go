@@ -79,14 +79,14 @@ var allowed = map[string][]string{
 	// The gRPC front end: on the messaging core, like the remoting front
 	// end, but never remoting or namesrv (and of protocol only codes and
 	// JSON bodies, as broker/core).
-	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol"},
+	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf"},
 
-	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
+	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue"},
+	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf"},
 	// The standalone name server: flags, its data directory and the wiring.
-	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops", "internal/tlsconf"},
+	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops", "internal/tlsconf", "acl", "protocol"},
 
 	// The controller (automatic failover): RocketMQ 5's controller protocol
 	// (wire: codes, headers, bodies on protocol alone), the Raft-replicated

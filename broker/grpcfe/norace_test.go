@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpcfe
+
+const raceEnabled = false

@@ -1,0 +1,36 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// fieldsHeader is a request header given as its extension fields.
+type fieldsHeader map[string]string
+
+func (h fieldsHeader) Encode(e *protocol.ExtFields) {
+	for k, v := range h {
+		e.SetString(k, v)
+	}
+}
+
+// AuthRequest sends one of RocketMQ 5.3's user and ACL management codes
+// (protocol.ReqAuthCreateUser ... protocol.ReqAuthListACL, 3001-3010) to
+// the broker at addr, with fields as its header (username, subject,
+// resource, filter, ...) and body (the JSON of a UserInfo or AclInfo),
+// and returns the response's body (nil when the broker answered none: a
+// user or ACL not found, or a change). What mqadmin's createUser,
+// createAcl and friends send; the broker needs the caller to have admin
+// rights (sign with Credentials). A refusal is a *BrokerError.
+func (a *Admin) AuthRequest(ctx context.Context, addr string, code int32, fields map[string]string, body []byte) ([]byte, error) {
+	if code < protocol.ReqAuthCreateUser || code > protocol.ReqAuthListACL {
+		return nil, fmt.Errorf("client: request code %d is not a user or ACL code", code)
+	}
+	resp, err := a.call(ctx, addr, code, fieldsHeader(fields), body)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
