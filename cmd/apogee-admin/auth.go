@@ -121,14 +121,7 @@ func changeUser(x *cmdCtx, code int32, verb string) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range bs {
-		if _, err := x.admin.AuthRequest(x.ctx, b.Addr, code, map[string]string{"username": name}, body); err != nil {
-			return err
-		}
-		x.say("%s user to %s success.", verb, b.Addr)
-	}
-	x.doc = map[string]any{"username": name, "brokers": bs}
-	return nil
+	return authToEach(x, bs, code, "username", name, body, verb+" user to %s success.")
 }
 
 func deleteUser(x *cmdCtx) error {
@@ -140,14 +133,7 @@ func deleteUser(x *cmdCtx) error {
 		return err
 	}
 	name := x.str("username")
-	for _, b := range bs {
-		if _, err := x.admin.AuthRequest(x.ctx, b.Addr, protocol.ReqAuthDeleteUser, map[string]string{"username": name}, nil); err != nil {
-			return err
-		}
-		x.say("delete user from %s success.", b.Addr)
-	}
-	x.doc = map[string]any{"username": name, "brokers": bs}
-	return nil
+	return authToEach(x, bs, protocol.ReqAuthDeleteUser, "username", name, nil, "delete user from %s success.")
 }
 
 // userRows are a table's rows of users (RocketMQ prints the password
@@ -247,14 +233,7 @@ func changeACL(x *cmdCtx, code int32, verb string) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range bs {
-		if _, err := x.admin.AuthRequest(x.ctx, b.Addr, code, map[string]string{"subject": subject}, body); err != nil {
-			return err
-		}
-		x.say("%s acl to %s success.", verb, b.Addr)
-	}
-	x.doc = map[string]any{"subject": subject, "brokers": bs}
-	return nil
+	return authToEach(x, bs, code, "subject", subject, body, verb+" acl to %s success.")
 }
 
 func deleteACL(x *cmdCtx) error {
@@ -370,5 +349,20 @@ func listACL(x *cmdCtx) error {
 		out = append(out, brokerACLs{b.Addr, acls})
 	}
 	x.doc = map[string]any{"brokers": out}
+	return nil
+}
+
+// authToEach sends one user or ACL change (code, the header key=value and
+// body) to every broker of bs in turn, stopping at the first refusal, says
+// done (a format with the broker's address) for each, and leaves the
+// --json document naming the key and the brokers.
+func authToEach(x *cmdCtx, bs []broker, code int32, key, value string, body []byte, done string) error {
+	for _, b := range bs {
+		if _, err := x.admin.AuthRequest(x.ctx, b.Addr, code, map[string]string{key: value}, body); err != nil {
+			return err
+		}
+		x.say(done, b.Addr)
+	}
+	x.doc = map[string]any{key: value, "brokers": bs}
 	return nil
 }
