@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/benchcpu"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -447,7 +448,7 @@ func BenchmarkCheck(b *testing.B) {
 	r.Body = make([]byte, 1024)
 	signed(r, "alice", "alice-secret")
 	b.ReportAllocs()
-	done := reportCPU(b)
+	done := benchcpu.Report(b)
 	for b.Loop() {
 		if ok, _, _ := g.Check(local, r); !ok {
 			b.Fatal("refused")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/benchcpu"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -299,7 +300,7 @@ func BenchmarkVerify(b *testing.B) {
 			k.Sign(cmd, Credentials{AccessKey: "bench", SecretKey: "a-secret-key-of-some-length"})
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
-			done := reportCPU(b)
+			done := benchcpu.Report(b)
 			for b.Loop() {
 				if err := k.Verify(cmd); err != nil {
 					b.Fatal(err)

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package acl
-
-import "testing"
-
-// reportCPU reports nothing where getrusage is not available.
-func reportCPU(*testing.B) func() { return func() {} }
