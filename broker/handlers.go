@@ -94,7 +94,7 @@ func (b *Broker) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *re
 		if b.opts.SlowRequest > 0 && d > b.opts.SlowRequest {
 			b.logSlow(c, req, resp, d)
 		}
-		if b.opts.ObserveRequest != nil {
+		if b.opts.ObserveRequest != nil && resp.Cmd != nil { // nil: the handler's mistake, which remoting reports
 			b.opts.ObserveRequest(req.Code, resp.Cmd.Code, d)
 		}
 		return act
