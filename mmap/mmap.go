@@ -196,9 +196,11 @@ func adviceFlag(a Advice) (int, bool) {
 // Prefault makes the pages of [off, off+n) resident so that later accesses do
 // not take major faults. A read-write mapping uses MADV_POPULATE_WRITE where
 // the kernel has it (Linux 5.14+), which also spares later writes their minor
-// faults. Elsewhere, and for read-only mappings, it reads one byte per page: a
-// read never races with a concurrent writer of the same bytes, so Prefault is
-// safe to run ahead of a writer.
+// faults, and is meant for pages about to be written: it turns readahead off
+// for the call (see populateWrite), so on a range of cold data already on
+// disk it reads page by page. Elsewhere, and for read-only mappings, it reads
+// one byte per page: a read never races with a concurrent writer of the same
+// bytes, so Prefault is safe to run ahead of a writer.
 func (m *Mapping) Prefault(off, n int) error {
 	if n == 0 {
 		return nil
