@@ -21,6 +21,9 @@ type pendingAck struct {
 	queueOffset int64
 	msgID, txID []byte
 	plain       bool // answer with the code only (not a send: send-back, end transaction)
+	// cmd is the answer, built in place so that its header fields' storage
+	// is reused from one request to the next (Reply copies it out).
+	cmd protocol.Command
 }
 
 // ackPool recycles pendingAcks.
@@ -61,10 +64,9 @@ func (b *Broker) answerWhenDurable(c *remoting.Conn, req *protocol.Command, resp
 // and returns a to the pool.
 func (a *pendingAck) Durable(err error) {
 	b := a.b
-	var cmd protocol.Command
-	a.resp.InitResponse(&cmd, protocol.RespSuccess)
-	a.fill(&cmd, err)
-	_ = a.resp.Reply(&remoting.Response{Cmd: &cmd})
+	a.resp.InitResponse(&a.cmd, protocol.RespSuccess)
+	a.fill(&a.cmd, err)
+	_ = a.resp.Reply(&remoting.Response{Cmd: &a.cmd})
 	b.acks.put(a)
 }
 

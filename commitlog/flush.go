@@ -19,10 +19,14 @@ type flusher struct {
 
 	kick chan struct{} // a waiter wants a sync (cap 1)
 
-	mu      sync.Mutex
-	done    chan struct{} // closed after each sync round; replaced under mu
-	failed  error         // sticky: the first failed sync, wrapped in ErrLogFailed
-	lastCkp time.Time     // when the checkpoint was last written
+	mu     sync.Mutex
+	done   chan struct{} // closed after each sync round; replaced under mu
+	failed error         // sticky: the first failed sync, wrapped in ErrLogFailed
+	// hasFailed is set with failed (under mu), so that the append path
+	// checks for failure without taking mu, which the flush goroutine holds
+	// at every round's end.
+	hasFailed atomic.Bool
+	lastCkp   time.Time // when the checkpoint was last written
 
 	timers sync.Pool // *time.Timer for WaitFlushed deadlines
 
@@ -40,9 +44,21 @@ func (f *flusher) init(l *Log) {
 
 // failure returns the sticky error, if any.
 func (f *flusher) failure() error {
+	if !f.hasFailed.Load() {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.failed
+}
+
+// fail records err as the sticky failure unless one is recorded; f.mu is
+// held.
+func (f *flusher) fail(err error) {
+	if f.failed == nil {
+		f.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
+		f.hasFailed.Store(true)
+	}
 }
 
 // wait blocks until flushed ≥ end, the deadline passes, or the log fails.
@@ -167,7 +183,7 @@ func (f *flusher) round(target int64) {
 	}
 	f.mu.Lock()
 	if err != nil {
-		f.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
+		f.fail(err)
 	} else if target > l.flushed.Load() {
 		// TruncateTo may have moved the written position below target
 		// while this round synced: flushed never passes written.

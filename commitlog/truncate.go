@@ -181,9 +181,7 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 // what the directory holds.
 func (l *Log) truncateFailed(err error) error {
 	l.fl.mu.Lock()
-	if l.fl.failed == nil {
-		l.fl.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
-	}
+	l.fl.fail(err)
 	l.fl.mu.Unlock()
 	return errors.Join(err, ErrLogFailed)
 }
