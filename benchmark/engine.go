@@ -113,6 +113,7 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 		}
 	}()
 	var n int64 // this producer's messages so far, for its schedule
+	var pace *time.Timer
 	for ctx.Err() == nil {
 		var slot int
 		select {
@@ -130,11 +131,17 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 			when = start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
 			n += int64(cfg.Batch)
 			if d := when.Sub(now); d > 50*time.Microsecond {
-				t := time.NewTimer(d)
+				// One timer per producer, reset for each wait: a new one per
+				// message cost a timer and a channel allocated per message.
+				if pace == nil {
+					pace = time.NewTimer(d)
+				} else {
+					pace.Reset(d)
+				}
 				select {
-				case <-t.C:
+				case <-pace.C:
 				case <-ctx.Done():
-					t.Stop()
+					pace.Stop()
 					free <- slot
 					return
 				}
