@@ -5,19 +5,22 @@
 # data directory and stopped after its run, and prints every run's figures and
 # then the medians per workload and commit. The load generator is the
 # apogee-bench of the working tree, the same for both, so only the broker
-# differs. This is how docs/benchmarks.md measures what a change of the broker
-# buys: this machine's speed drifts by tens of percent within minutes, so runs
-# of A and then of B measure the drift as much as the change.
+# differs; with AB_BENCH=commit each side runs its own commit's apogee-bench
+# too (for changes of the client, whose CPU per message the runs report).
+# This is how docs/benchmarks.md measures what a change buys: this machine's
+# speed drifts by tens of percent within minutes, so runs of A and then of B
+# measure the drift as much as the change.
 #
 # Usage: scripts/bench-ab-broker.sh A B ROUNDS WORKLOAD...
 #   workloads as scripts/bench-peer.sh: p64 p256 sync64 drain e2e
 #   scripts/bench-ab-broker.sh main~1 main 5 p64 e2e
 # Environment: DURATION (default 10s), WARMUP (2s), DRAIN (500000), E2E_RATE
-# (30000), SIZE (1024), BROKER_FLAGS (added to both brokers' flags), OUT
-# (directory of the JSON lines; default a temporary one, kept).
+# (30000), SIZE (1024), BROKER_FLAGS (added to both brokers' flags),
+# AB_BENCH (above), OUT (directory of the JSON lines; default a temporary
+# one, kept).
 set -euo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,17p' "$0" >&2
+  sed -n '2,20p' "$0" >&2
   exit 2
 fi
 a=$1 b=$2 rounds=$3
@@ -40,14 +43,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "building apogee-broker at $a and $b, apogee-bench of the working tree..."
+echo "building apogee-broker at $a and $b, apogee-bench of ${AB_BENCH:-the working tree}..."
 for ref in a b; do
   commit=$a
   [ "$ref" = b ] && commit=$b
   git worktree add --quiet --detach "$work/src-$ref" "$commit"
-  (cd "$work/src-$ref" && go build -o "$work/$ref/" ./cmd/apogee-broker)
+  (cd "$work/src-$ref" && go build -o "$work/$ref/" ./cmd/apogee-broker ./cmd/apogee-bench)
+  if [ "${AB_BENCH:-}" != commit ]; then
+    go build -o "$work/$ref/" ./cmd/apogee-bench
+  fi
 done
-go build -o "$work/" ./cmd/apogee-bench
 echo "results: $out"
 addr=127.0.0.1:20911
 
@@ -84,7 +89,7 @@ run() {
     --flush "$flush" --log-level error ${BROKER_FLAGS:-} >"$work/server.log" 2>&1 &
   server=$!
   waitPort "${addr##*:}"
-  "$work/apogee-bench" "${args[@]}" --addr "$addr" --broker-pid "$server" >"$work/run.out" || true
+  "$work/$ref/apogee-bench" "${args[@]}" --addr "$addr" --broker-pid "$server" >"$work/run.out" || true
   if ! kill "$server" 2>/dev/null; then
     echo "bench-ab-broker: the broker stopped during the run; its log:" >&2
     tail -n 20 "$work/server.log" >&2
