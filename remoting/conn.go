@@ -609,6 +609,7 @@ func (c *Conn) writeLoop() {
 	for {
 		c.wmu.Lock()
 		for c.pend.empty() && !c.closed && !c.drainedLocked() {
+			c.trimIdleLocked()
 			c.writerIdle = true
 			c.wmu.Unlock()
 			<-c.wake
@@ -653,6 +654,23 @@ func (c *Conn) writeLoop() {
 		if err != nil {
 			c.fail(err)
 		}
+	}
+}
+
+// trimIdleLocked drops the write buffers that a burst of large frames grew
+// past idleWriteBatch, as the writer goes idle: an idle connection then holds
+// at most two buffers of that size, not two of keepWriteBatch (the response
+// budget counts only bytes queued, not buffers kept). Under steady load the
+// buffers stay below it and are kept. c.wmu is held; only the writer calls it.
+func (c *Conn) trimIdleLocked() {
+	if cap(c.pend.buf) > idleWriteBatch {
+		c.pend.buf = nil
+	}
+	if c.spare != nil && cap(c.spare.buf) > idleWriteBatch {
+		c.spare.buf = nil
+	}
+	if cap(c.flat) > idleWriteBatch {
+		c.flat = nil
 	}
 }
 

@@ -985,3 +985,51 @@ func TestConnValueAndOnClose(t *testing.T) {
 		t.Fatal("connection ids not unique")
 	}
 }
+
+// TestIdleWriterDropsLargeBatchBuffers checks that once a large frame is
+// written and the connection goes idle, neither side keeps the write buffers
+// that frame grew: an idle connection must not hold megabytes.
+func TestIdleWriterDropsLargeBatchBuffers(t *testing.T) {
+	var srvConn atomic.Pointer[Conn]
+	ts := startServer(t, HandlerFunc(func(c *Conn, req *protocol.Command, resp *Response) Action {
+		srvConn.Store(c)
+		return echo(req, resp)
+	}), nil)
+	cl := dial(t, ts.addr, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := bytes.Repeat([]byte("x"), 2<<20) // copied into both sides' write batches
+	resp, err := cl.Invoke(ctx, request(codeEcho, string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Body) != len(body) {
+		t.Fatalf("echo: %d bytes, want %d", len(resp.Body), len(body))
+	}
+	kept := func(c *Conn) (idle bool, n int) {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		n = cap(c.pend.buf)
+		if c.spare != nil {
+			n += cap(c.spare.buf)
+		}
+		return c.writerIdle, n
+	}
+	for name, c := range map[string]*Conn{"client": cl.Conn, "server": srvConn.Load()} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			idle, n := kept(c)
+			if idle && n <= 2*idleWriteBatch {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: idle %v, %d bytes of write buffers kept after a %d-byte frame", name, idle, n, len(body))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The connection still works, small frames keep their buffer.
+	if _, err := cl.Invoke(ctx, request(codeEcho, "small")); err != nil {
+		t.Fatal(err)
+	}
+}
