@@ -94,6 +94,7 @@ type Conn struct {
 	// system call, so the pieces are copied into flat and written at once.
 	coalesce bool
 	flat     []byte
+	flatUsed int // len(flat) at the last write
 
 	value atomic.Pointer[any]
 
@@ -107,6 +108,7 @@ type batch struct {
 	segs   []segment
 	rels   []Releaser
 	frames int
+	used   int // len(buf) when it was last written (reset)
 	bytes  int // wire bytes, views included
 	owed   int // of which response bytes (counted in Conn.owed)
 }
@@ -123,6 +125,7 @@ func (b *batch) reset() {
 	clear(b.segs) // drop references to views
 	clear(b.rels)
 	b.segs, b.rels = b.segs[:0], b.rels[:0]
+	b.used = len(b.buf)
 	b.buf = b.buf[:0]
 	if cap(b.buf) > keepWriteBatch {
 		b.buf = nil
@@ -657,19 +660,23 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// trimIdleLocked drops the write buffers that a burst of large frames grew
-// past idleWriteBatch, as the writer goes idle: an idle connection then holds
-// at most two buffers of that size, not two of keepWriteBatch (the response
-// budget counts only bytes queued, not buffers kept). Under steady load the
-// buffers stay below it and are kept. c.wmu is held; only the writer calls it.
+// trimIdleLocked drops, as the writer goes idle, a write buffer grown past
+// idleWriteBatch whose last batch used less than a quarter of it: a burst of
+// large frames grew it, and the traffic since is small. An idle connection
+// then soon holds at most two buffers of idleWriteBatch (its peer's next
+// small frame, a heartbeat at the latest, uses each buffer once), not two of
+// keepWriteBatch; the response budget counts only bytes queued, not buffers
+// kept. A buffer that steady load fills is kept: dropping it at every idle
+// moment made a producer with 256 requests in flight regrow it at every
+// batch (its CPU per message doubled). c.wmu is held; only the writer calls
+// it.
 func (c *Conn) trimIdleLocked() {
-	if cap(c.pend.buf) > idleWriteBatch {
-		c.pend.buf = nil
+	for _, b := range [2]*batch{c.pend, c.spare} {
+		if b != nil && cap(b.buf) > idleWriteBatch && b.used < cap(b.buf)/4 {
+			b.buf = nil
+		}
 	}
-	if c.spare != nil && cap(c.spare.buf) > idleWriteBatch {
-		c.spare.buf = nil
-	}
-	if cap(c.flat) > idleWriteBatch {
+	if cap(c.flat) > idleWriteBatch && c.flatUsed < cap(c.flat)/4 {
 		c.flat = nil
 	}
 }
@@ -706,6 +713,7 @@ func (c *Conn) writeBatch(b *batch) error {
 			flat = append(flat, v...)
 		}
 		_, err = c.nc.Write(flat)
+		c.flatUsed = len(flat)
 		if cap(flat) > keepWriteBatch {
 			flat = nil
 		}

@@ -49,8 +49,9 @@
 //     their frames first: with 64 requests in flight this takes a client from ~3 to
 //     ~30 frames per write and doubles throughput, at no cost to a lone request.
 //     The writer keeps two batch buffers (one filling, one writing); as it goes
-//     idle it drops either one grown past 256 KiB, so an idle connection never
-//     keeps the megabytes a burst of large frames needed.
+//     idle it drops either one grown past 256 KiB whose last batch used less
+//     than a quarter of it, so an idle connection does not keep the megabytes
+//     a burst of large frames needed, while steady large batches keep theirs.
 //
 // A Server also runs one accept goroutine per Serve call. Nothing else runs in the
 // background; an InvokeAsync with a timeout uses a runtime timer.
