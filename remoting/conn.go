@@ -94,7 +94,9 @@ type Conn struct {
 	// system call, so the pieces are copied into flat and written at once.
 	coalesce bool
 	flat     []byte
-	flatUsed int // len(flat) at the last write
+	// idleTimer ends an idle wait after idleTrimAfter while a write buffer is
+	// oversized (waitIdleTrim).
+	idleTimer *time.Timer
 
 	value atomic.Pointer[any]
 
@@ -108,7 +110,6 @@ type batch struct {
 	segs   []segment
 	rels   []Releaser
 	frames int
-	used   int // len(buf) when it was last written (reset)
 	bytes  int // wire bytes, views included
 	owed   int // of which response bytes (counted in Conn.owed)
 }
@@ -125,7 +126,6 @@ func (b *batch) reset() {
 	clear(b.segs) // drop references to views
 	clear(b.rels)
 	b.segs, b.rels = b.segs[:0], b.rels[:0]
-	b.used = len(b.buf)
 	b.buf = b.buf[:0]
 	if cap(b.buf) > keepWriteBatch {
 		b.buf = nil
@@ -612,10 +612,14 @@ func (c *Conn) writeLoop() {
 	for {
 		c.wmu.Lock()
 		for c.pend.empty() && !c.closed && !c.drainedLocked() {
-			c.trimIdleLocked()
+			oversized := c.oversizedLocked()
 			c.writerIdle = true
 			c.wmu.Unlock()
-			<-c.wake
+			if oversized {
+				c.waitIdleTrim()
+			} else {
+				<-c.wake
+			}
 			// Let the goroutines that are runnable now (callers woken by responses) queue
 			// their frames too, so that they share this write.
 			runtime.Gosched()
@@ -660,25 +664,46 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// trimIdleLocked drops, as the writer goes idle, a write buffer grown past
-// idleWriteBatch whose last batch used less than a quarter of it: a burst of
-// large frames grew it, and the traffic since is small. An idle connection
-// then soon holds at most two buffers of idleWriteBatch (its peer's next
-// small frame, a heartbeat at the latest, uses each buffer once), not two of
-// keepWriteBatch; the response budget counts only bytes queued, not buffers
-// kept. A buffer that steady load fills is kept: dropping it at every idle
-// moment made a producer with 256 requests in flight regrow it at every
-// batch (its CPU per message doubled). c.wmu is held; only the writer calls
-// it.
-func (c *Conn) trimIdleLocked() {
-	for _, b := range [2]*batch{c.pend, c.spare} {
-		if b != nil && cap(b.buf) > idleWriteBatch && b.used < cap(b.buf)/4 {
-			b.buf = nil
-		}
+// oversizedLocked reports whether a write buffer grew past idleWriteBatch.
+// c.wmu is held.
+func (c *Conn) oversizedLocked() bool {
+	return cap(c.pend.buf) > idleWriteBatch || (c.spare != nil && cap(c.spare.buf) > idleWriteBatch) ||
+		cap(c.flat) > idleWriteBatch
+}
+
+// waitIdleTrim waits for the writer's wake-up like the plain receive, but
+// once the connection has been idle for idleTrimAfter it drops the write
+// buffers a burst of large frames grew past idleWriteBatch: an idle
+// connection then holds at most two buffers of that size, not two of
+// keepWriteBatch (the response budget counts bytes queued, not buffers
+// kept). A connection under load never idles that long and keeps its
+// buffers: dropping them at every idle moment made a producer with 256
+// requests in flight regrow its buffer at every batch. The timer is armed
+// only while a buffer is oversized. Only the writer calls it.
+func (c *Conn) waitIdleTrim() {
+	if c.idleTimer == nil {
+		c.idleTimer = time.NewTimer(idleTrimAfter)
+	} else {
+		c.idleTimer.Reset(idleTrimAfter)
 	}
-	if cap(c.flat) > idleWriteBatch && c.flatUsed < cap(c.flat)/4 {
+	select {
+	case <-c.wake:
+		c.idleTimer.Stop()
+		return
+	case <-c.idleTimer.C:
+	}
+	c.wmu.Lock()
+	if c.pend.empty() && cap(c.pend.buf) > idleWriteBatch {
+		c.pend.buf = nil
+	}
+	if c.spare != nil && cap(c.spare.buf) > idleWriteBatch {
+		c.spare.buf = nil
+	}
+	c.wmu.Unlock()
+	if cap(c.flat) > idleWriteBatch { // the writer's own
 		c.flat = nil
 	}
+	<-c.wake
 }
 
 // drainedLocked reports whether a draining connection has nothing left to do.
@@ -713,7 +738,6 @@ func (c *Conn) writeBatch(b *batch) error {
 			flat = append(flat, v...)
 		}
 		_, err = c.nc.Write(flat)
-		c.flatUsed = len(flat)
 		if cap(flat) > keepWriteBatch {
 			flat = nil
 		}

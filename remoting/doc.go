@@ -48,10 +48,10 @@
 //     goroutines made runnable by the same event (callers woken by responses) add
 //     their frames first: with 64 requests in flight this takes a client from ~3 to
 //     ~30 frames per write and doubles throughput, at no cost to a lone request.
-//     The writer keeps two batch buffers (one filling, one writing); as it goes
-//     idle it drops either one grown past 256 KiB whose last batch used less
-//     than a quarter of it, so an idle connection does not keep the megabytes
-//     a burst of large frames needed, while steady large batches keep theirs.
+//     The writer keeps two batch buffers (one filling, one writing); once it
+//     has been idle for a second it drops either one grown past 256 KiB, so an
+//     idle connection does not keep the megabytes a burst of large frames
+//     needed, while a connection under load keeps its buffers.
 //
 // A Server also runs one accept goroutine per Serve call. Nothing else runs in the
 // background; an InvokeAsync with a timeout uses a runtime timer.

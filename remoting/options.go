@@ -44,10 +44,11 @@ const (
 	// minimum rate applies (room for TCP's slow start and a retransmission or two).
 	DefaultSlowSenderGrace = 5 * time.Second
 
-	maxReadBuffer  = 64 << 10  // the own read buffer's growth stops here; larger frames use a big buffer
-	keepWriteBatch = 4 << 20   // a write batch buffer larger than this is dropped once written
-	idleWriteBatch = 256 << 10 // and one larger than this when the writer goes idle
-	kickBytes      = 64 << 10  // the read goroutine wakes the writer mid-read once this much is queued
+	maxReadBuffer  = 64 << 10        // the own read buffer's growth stops here; larger frames use a big buffer
+	keepWriteBatch = 4 << 20         // a write batch buffer larger than this is dropped once written
+	idleWriteBatch = 256 << 10       // and one larger than this once the writer has idled idleTrimAfter
+	idleTrimAfter  = 1 * time.Second // (so that an idle connection holds no large buffer)
+	kickBytes      = 64 << 10        // the read goroutine wakes the writer mid-read once this much is queued
 )
 
 // Options are the limits of a connection, for servers and clients alike. The zero
