@@ -47,8 +47,11 @@ import (
 //     is not that far behind (RocketMQ's slave also answers a miss with
 //     PULL_RETRY_IMMEDIATELY; Apogee's holds it as usual: see
 //     suggestBroker). A slave never moves a consumer's offset: an offset
-//     beyond its queue's end (it lags) is "nothing yet", one below its
-//     start is read again (RocketMQ's offsetCheckInSlave=false).
+//     beyond its queue's end (it lags) is "nothing yet"; one below its
+//     start is sent to the master while it is online and is "nothing yet"
+//     while it is away (RocketMQ's offsetCheckInSlave=false answers
+//     PULL_RETRY_IMMEDIATELY with the same offset, and consumer and slave
+//     spin until the master returns).
 
 // Role is a broker's role in its group (RocketMQ's brokerRole).
 type Role uint8
@@ -133,17 +136,24 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 	// A slave never moves a consumer's offset (RocketMQ's offsetCheckInSlave
 	// is false): it may only be behind its master. An offset beyond its
 	// queue's end is "nothing yet" (the pull may wait for the replica to
-	// reach it), one below its start is read again (from the master, when it
-	// is online).
+	// reach it). One below its start is the master's alone: while the master
+	// is online the consumer is sent there (PULL_RETRY_IMMEDIATELY, suggesting
+	// the master, far behind or not); while it is away the pull is "nothing
+	// yet" too, held as a long poll, because RocketMQ's answer,
+	// PULL_RETRY_IMMEDIATELY with the same offset, has the consumer ask this
+	// slave again at once, and the two spin until the master returns.
+	masterOnline := c.opts.MasterOnline != nil && c.opts.MasterOnline()
 	if res.Status == PullOffsetMoved {
-		if offset > res.MaxOffset {
+		switch {
+		case offset > res.MaxOffset || !masterOnline:
 			res.Status = PullNoNewMessage
-		} else {
+		default:
 			res.Status = PullRetryImmediately
+			res.SuggestBrokerID = 0
 		}
 		res.NextOffset = offset
 	}
-	if !far && c.opts.MasterOnline != nil && c.opts.MasterOnline() {
+	if !far && masterOnline {
 		// RocketMQ also turns a miss into PULL_RETRY_IMMEDIATELY here; but a
 		// client that does not know the master's address yet (its route is
 		// refreshed every 30 s) comes straight back, and the two spin. A

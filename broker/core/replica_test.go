@@ -409,3 +409,57 @@ func TestPullSuggestions(t *testing.T) {
 		t.Fatal("a slave committed a pull's commitOffset")
 	}
 }
+
+// A consumer whose offset is below the start of the slave's queue (the
+// slave began at a later segment of its master's log) is sent to the master
+// while it is online, and waits at its offset while the master is away,
+// instead of being told to pull again at once (RocketMQ's answer, on which
+// consumer and slave spin until the master returns). The offset is never
+// moved on a slave.
+func TestSlavePullBelowItsStart(t *testing.T) {
+	m := newTestCore(t, nil)
+	var online sync.Mutex
+	masterUp := true
+	s := newSlaveCore(t, func(o *Options) {
+		o.SlaveReadEnable = true
+		o.MasterOnline = func() bool { online.Lock(); defer online.Unlock(); return masterUp }
+	})
+	setOnline := func(v bool) { online.Lock(); masterUp = v; online.Unlock() }
+
+	const segment = 8 << 20 // testOptions' segment size
+	var res SendResult
+	for m.Store().WrittenOffset() < 2*segment+segment/2 {
+		if err := m.Send(sendReq("Below", 0, 4096), &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Store().ResetReplica(2 * segment); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, m, s)
+	s.SyncTopics(m.TopicTable())
+	minOff := s.MinOffset("Below", 0)
+	if minOff <= 0 || minOff >= s.MaxOffset("Below", 0) {
+		t.Fatalf("slave's queue [%d, %d): want it to start after 0", minOff, s.MaxOffset("Below", 0))
+	}
+	pull := func(off int64) PullResult {
+		t.Helper()
+		var pr PullResult
+		if err := s.Pull(&PullRequest{Group: []byte("g"), Topic: []byte("Below"), Offset: off, MaxMsgs: 8, OwnSubscription: true}, &pr); err != nil {
+			t.Fatal(err)
+		}
+		pr.Release()
+		return pr
+	}
+	if pr := pull(0); pr.Status != PullRetryImmediately || pr.NextOffset != 0 || pr.SuggestBrokerID != 0 {
+		t.Fatalf("below the slave's start, master online: status %d next %d suggest %d; want retry at 0 on the master",
+			pr.Status, pr.NextOffset, pr.SuggestBrokerID)
+	}
+	setOnline(false)
+	if pr := pull(0); pr.Status != PullNoNewMessage || pr.NextOffset != 0 {
+		t.Fatalf("below the slave's start, master away: status %d next %d; want nothing yet at 0", pr.Status, pr.NextOffset)
+	}
+	if pr := pull(minOff); pr.Status != PullFound {
+		t.Fatalf("at the slave's start, master away: status %d", pr.Status)
+	}
+}
