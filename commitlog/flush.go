@@ -192,6 +192,10 @@ func (f *flusher) round(target int64) {
 	close(f.done)
 	f.done = make(chan struct{})
 	f.mu.Unlock()
+	if err == nil {
+		// A recycled segment that is now sealed and synced is ordinary.
+		l.pruneRegistry(l.flushed.Load())
+	}
 	if err == nil && l.opts.FlushMode == FlushSync {
 		f.maybeCheckpoint()
 	}

@@ -87,6 +87,15 @@ type Options struct {
 	// goroutine faults pages of the active segment in. Default 8 MiB; negative
 	// disables pre-faulting.
 	PrefaultAhead int64
+	// RecycleSegments is how many retired segment files are kept for reuse
+	// as later segments instead of being unlinked. Default 1; negative
+	// disables recycling. A recycled file's blocks are allocated and its
+	// pages are likely still cached, so writing into it costs a fraction of
+	// first-touching a new file's pages; it only helps once retention has
+	// retired a segment. The files wait in the log's directory, named
+	// "recycle-" and the segment name they had, and count towards disk
+	// usage.
+	RecycleSegments int
 	// FS is the file system every file operation goes through. Default
 	// vfs.Default (the operating system); tests wrap it to inject failures.
 	FS vfs.FS
@@ -143,6 +152,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PrefaultAhead == 0 {
 		o.PrefaultAhead = 8 << 20
+	}
+	if o.RecycleSegments == 0 {
+		o.RecycleSegments = 1
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default
