@@ -142,10 +142,14 @@ func copyDir(t *testing.T, from, to string) {
 // TestFaults fails every file operation of a workload, one at a time, once
 // (a transient fault) and for good (the disk is gone from that operation
 // on). The workload: open a new log, append and wait across three segments,
-// pin a record, retain (the disk reported full), copy the directory as a
-// crash would leave it, append more, close; then open the copy (recovery
-// after a crash), append, close. After each run the directories are opened
-// with the real file system, and:
+// pin a record, retain (the disk reported full; the newest retired file
+// goes to the recycling pool), append into the next segment while the
+// allocator recycles the pool's file as the one after (registry write,
+// renames), copy the directory as a crash would leave it (a recycled
+// prepared segment in it), append into the recycled segment, close; then
+// open the copy (recovery after a crash), append into a recycled segment
+// again, close. After each run the directories are opened with the real
+// file system, and:
 //
 //   - every error a call returned is the injected one, with its cause; a
 //     failed sync of a segment is ErrLogFailed and every later append and
@@ -161,6 +165,7 @@ func TestFaults(t *testing.T) {
 	modes := []errorfs.Mode{errorfs.Once, errorfs.Stop}
 	errorfs.Walk(t, vfs.Default, modes, func(t *testing.T, fsys *errorfs.FS, dir string) {
 		goroutines := runtime.NumGoroutine()
+		fsys.Trace()
 		r := &faultRun{t: t, fsys: fsys}
 		fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil })
 		opts := func(d string) Options {
@@ -188,6 +193,10 @@ func TestFaults(t *testing.T) {
 				}
 				pinned.Release()
 			}
+			// Into the segment prepared before retention, while the
+			// allocator prepares the next one from a retired file (the
+			// pool's): the copy below holds a recycled prepared segment.
+			r.appendSome(l, 50, 24, ackedA)
 			settleAllocator(l)
 			copyDir(t, dirA, dirB)
 			ackedB = map[int64][]byte{}
@@ -196,7 +205,7 @@ func TestFaults(t *testing.T) {
 					ackedB[off] = rec
 				}
 			}
-			r.appendSome(l, 100, 8, ackedA)
+			r.appendSome(l, 100, 24, ackedA) // into the recycled segment
 			if once() && fsys.Fired() != nil && !r.failed {
 				// A transient fault that was not a failed sync must not
 				// wedge the log.
@@ -215,11 +224,21 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		errorfs.CheckGoroutines(t, goroutines)
+		if fsys.Fired() == nil {
+			// Without a fault the workload renamed a pool file into place.
+			recycled := false
+			for _, op := range fsys.Traced() {
+				recycled = recycled || strings.HasPrefix(op, "rename") && strings.Contains(op, string(filepath.Separator)+poolPrefix)
+			}
+			if !recycled {
+				t.Fatal("the workload recycled no segment file")
+			}
+		}
 
 		if ackedB != nil {
 			r.failed = false
 			if l, _, err := Open(opts(dirB)); r.note("open", err) {
-				r.appendSome(l, 300, 8, ackedB)
+				r.appendSome(l, 300, 24, ackedB) // recycles the pool's file again
 				r.note("close", l.Close())
 			}
 			if err := fsys.Leaks(); err != nil {
