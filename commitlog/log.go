@@ -413,7 +413,8 @@ func (l *Log) kickAlloc() {
 }
 
 // allocLoop prepares the next segment ahead of need and prefaults the active
-// segment ahead of the written position, off the write path.
+// segment ahead of the written position, off the write path; it also drops
+// sealed and synced segments from the recycled-segment registry.
 func (l *Log) allocLoop() {
 	defer l.wg.Done()
 	for {
@@ -424,6 +425,7 @@ func (l *Log) allocLoop() {
 		}
 		l.prefaultActive()
 		l.prepareNext()
+		l.pruneRegistry(l.flushed.Load())
 	}
 }
 
