@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/apogeemq/apogee/internal/benchcpu"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/mmap"
 )
@@ -311,5 +313,60 @@ func writeAndSync(b *testing.B, f *os.File, buf []byte, span int64) {
 			b.Fatal(err)
 		}
 		off += int64(len(buf))
+	}
+}
+
+// BenchmarkSteadyStateRecycle measures the CPU per 1 KiB async append of a
+// log in its steady state: retention keeps the last two segments (the
+// benchmark calls RetainBelow itself whenever a segment fills), so every
+// new segment is either a retired file renamed into place (recycle=1) or a
+// new file created and fallocated (recycle=-1). Segments are 64 MiB unless
+// APOGEE_BENCH_SEGMENT says otherwise; three segments are written before
+// the timer starts, so that the first retention has happened. cpu-ns/op is
+// the whole process's CPU time (the allocator's pre-faulting and the
+// flusher's syncs included) per append.
+func BenchmarkSteadyStateRecycle(b *testing.B) {
+	seg := int64(64 << 20)
+	if os.Getenv("APOGEE_BENCH_SEGMENT") != "" {
+		seg = benchSegmentSize()
+	}
+	for _, recycle := range []int{1, -1} {
+		b.Run(fmt.Sprintf("recycle=%d", recycle), func(b *testing.B) {
+			l, _, err := Open(Options{Dir: b.TempDir(), SegmentSize: seg, FlushMode: FlushAsync,
+				RetentionInterval: -1, RetentionTime: time.Nanosecond, RecycleSegments: recycle})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			rec := benchRecord(b, 1024)
+			res := Result{Offsets: make([]int64, 0, 1)}
+			nextRetain := seg
+			appendOne := func() {
+				res.Offsets = res.Offsets[:0]
+				if err := l.Append(rec, nil, &res); err != nil {
+					b.Fatal(err)
+				}
+				if res.End >= nextRetain {
+					// Keep the active segment and the one before it.
+					if _, err := l.RetainBelow(nextRetain - seg); err != nil {
+						b.Fatal(err)
+					}
+					nextRetain += seg
+				}
+			}
+			for l.WrittenOffset() < 3*seg+seg/2 {
+				appendOne()
+			}
+			b.SetBytes(int64(len(rec)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			done := benchcpu.Report(b)
+			for i := 0; i < b.N; i++ {
+				appendOne()
+			}
+			done()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
 }
