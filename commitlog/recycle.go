@@ -314,8 +314,10 @@ func (l *Log) recycleSegment(base int64) (s *segment, ok bool, err error) {
 	}
 	size := l.opts.SegmentSize
 	flushed := l.flushed.Load()
-	// A registered segment that is sealed and synced, or gone, needs no entry.
-	drop := func(b int64) bool { return b+size <= flushed || b < l.minOff.Load() }
+	// A registered segment that is sealed and synced needs no entry. (One
+	// retention removed is not dropped before that: its file may still be
+	// on disk under its name while a reader maps it.)
+	drop := func(b int64) bool { return b+size <= flushed }
 	if err := l.reg.add(base, size, drop); err != nil {
 		l.givePool(src)
 		if errors.Is(err, errRegistryFull) {
