@@ -445,7 +445,7 @@ func (l *Log) prepareNext() {
 	}
 	l.allocErr = nil
 	if l.opts.PrefaultAhead > 0 {
-		s.m.Prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
+		s.prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
 	}
 	l.prepared = s
 }
@@ -468,7 +468,7 @@ func (l *Log) prefaultActive() {
 	if to <= from {
 		return
 	}
-	seg.m.Prefault(int(from-seg.base), int(to-from))
+	seg.prefault(int(from-seg.base), int(to-from))
 	l.prefaulted.Store(to)
 }
 

@@ -355,6 +355,19 @@ func (l *Log) recycleSegment(base int64) (s *segment, ok bool, err error) {
 		return nil, true, err
 	}
 	s.recycled = true
+	s.oldData = true
+	// Its pages are cheap to write into only while they are in the page
+	// cache. Once most of them are evicted (a long retention time), reading
+	// them back costs more than new pages: the file's blocks are then
+	// zeroed (FALLOC_FL_ZERO_RANGE, a metadata operation: the blocks stay
+	// allocated and read as zeros with no I/O), which makes it a new file
+	// in all but the fallocate saved. Not synced: after a crash it may hold
+	// the older data again, which its registration covers.
+	if res, pages, err := s.m.Resident(); err == nil && 2*res < pages {
+		if s.f.ZeroRange(0, size) == nil {
+			s.oldData = false
+		}
+	}
 	s.lastWrite.Store(l.opts.now().UnixNano())
 	return s, true, nil
 }

@@ -33,8 +33,10 @@ type segment struct {
 	// into the recycling pool); unmapped once its last reference is gone.
 	retired, unmapped atomic.Bool
 	// recycled is set when the file came from the recycling pool: past what
-	// this log wrote it holds an older segment's bytes.
-	recycled bool
+	// this log wrote it may hold an older segment's bytes. oldData is set
+	// when its blocks do hold them (it was not zeroed for being cold): pages
+	// to be read, not zero-filled, when faulted in.
+	recycled, oldData bool
 }
 
 // segmentName is the file name of the segment starting at base.
@@ -52,6 +54,19 @@ func parseSegmentName(name string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(name, 10, 64)
 	return v, err == nil
+}
+
+// prefault faults [off, off+n) of the segment in writable ahead of the
+// writer. A recycled file's blocks hold an older segment's data: its pages
+// are read with readahead (mmap.PrefaultData), so that pages no longer in
+// the page cache come back in large reads, not one read per page; a new (or
+// zeroed) file's blocks hold nothing to read (mmap.Prefault, readahead off).
+func (s *segment) prefault(off, n int) {
+	if s.oldData {
+		s.m.PrefaultData(off, n)
+		return
+	}
+	s.m.Prefault(off, n)
 }
 
 // end is the offset one past the segment.
