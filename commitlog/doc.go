@@ -44,11 +44,13 @@
 //     when there is one: its base is first recorded durably in "RECYCLED",
 //     then the file is renamed into place (directory synced) and mapped, with
 //     no fallocate (its blocks are allocated, its pages likely cached). It is
-//     never zeroed: past the written position it holds an older segment's
-//     bytes. Otherwise it is a new file, created, fallocated and mapped. A
-//     base leaves "RECYCLED" once its segment is sealed (blank-end marker)
-//     and synced, or recovery zeroed its tail; a registered base whose file
-//     is gone, sealed or new is harmless. If no segment can be made (disk
+//     not zeroed (only when most of its pages have left the page cache are
+//     its blocks zeroed, by an unsynced FALLOC_FL_ZERO_RANGE, rather than
+//     read back), so past the written position it may hold an older
+//     segment's bytes. Otherwise it is a new file, created, fallocated and
+//     mapped. A base leaves "RECYCLED" once its segment is sealed (blank-end
+//     marker) and synced, or recovery zeroed its tail; a registered base
+//     whose file is gone, sealed or new is harmless. If no segment can be made (disk
 //     full), appends fail with ErrDiskFull and succeed again once space
 //     returns; the log is unchanged.
 //  6. Open trusts no file it has not checked. After a clean shutdown it

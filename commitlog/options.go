@@ -92,7 +92,8 @@ type Options struct {
 	// disables recycling. A recycled file's blocks are allocated and its
 	// pages are likely still cached, so writing into it costs a fraction of
 	// first-touching a new file's pages; it only helps once retention has
-	// retired a segment. The files wait in the log's directory, named
+	// retired a segment, and only while that file's pages are still cached
+	// (one mostly evicted is zeroed and used as a new file would be). The files wait in the log's directory, named
 	// "recycle-" and the segment name they had, and count towards disk
 	// usage.
 	RecycleSegments int
