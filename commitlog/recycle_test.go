@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -368,10 +369,61 @@ func TestRecyclePreparedSegmentAtCrash(t *testing.T) {
 		t.Fatalf("something was set aside: %v", err)
 	}
 	checkBodies(t, l2, bodies)
-	// The pool file is used again.
+	// Open adopted the pool file: it becomes segment 5 again.
+	pooled, err := os.Stat(filepath.Join(dir, poolName(5*recycleSeg)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	seq := 1 << 20
 	fillTo(t, l2, 5*recycleSeg+1000, &seq, 1500, bodies)
+	if !os.SameFile(pooled, statSegment(t, dir, 5*recycleSeg)) {
+		t.Fatal("segment 5 is not the pool file Open adopted")
+	}
 	checkBodies(t, l2, bodies)
+}
+
+// TestRecycleOpenTrimsPool: Open keeps the newest RecycleSegments pool
+// files of the right size and removes the rest; with recycling disabled it
+// removes them all.
+func TestRecycleOpenTrimsPool(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, recycleOptions(dir))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, size int64) {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(poolName(7*recycleSeg), recycleSeg)
+	write(poolName(9*recycleSeg), recycleSeg)
+	write(poolName(11*recycleSeg), 4096) // the wrong size
+	write(poolPrefix+"junk", recycleSeg)
+	pool := func() []string {
+		var names []string
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), poolPrefix) {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	l = openLog(t, recycleOptions(dir))
+	if got := pool(); !slices.Equal(got, []string{poolName(9 * recycleSeg)}) {
+		t.Fatalf("pool after Open: %v, want only the newest file of the right size", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := recycleOptions(dir)
+	o.RecycleSegments = -1
+	l = openLog(t, o)
+	defer l.Close()
+	if got := pool(); len(got) != 0 {
+		t.Fatalf("pool after Open with recycling disabled: %v", got)
+	}
 }
 
 // TestRecycleUnreadableRegistry: a damaged registry makes recovery treat
