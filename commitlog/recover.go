@@ -799,7 +799,7 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 // index into seg.data), to report the loss.
 func countDropped(seg *segment, end, limit int64, rep *Recovery) {
 	off := end - seg.base
-	data := seg.data[:limit]
+	data := seg.data[:min(limit, int64(len(seg.data)))]
 	for off+8 <= int64(len(data)) {
 		size := int64(message.ReadTotalSize(data[off:]))
 		magic := uint32(data[off+4])<<24 | uint32(data[off+5])<<16 | uint32(data[off+6])<<8 | uint32(data[off+7])

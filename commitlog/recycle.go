@@ -302,8 +302,9 @@ func (l *Log) givePool(p string) {
 // recycleSegment makes a pool file the segment at base: base is
 // registered durably, the file renamed into place, the directory synced,
 // the file mapped. ok is false when the pool is empty or the file could not
-// be used (the caller creates a fresh segment); err is set when the rename
-// happened but the segment cannot be used.
+// be used (registry full or not written, rename failed: the caller creates
+// a new segment); err is set when the rename happened but the segment
+// cannot be used (the file is removed, as a failed creation's is).
 func (l *Log) recycleSegment(base int64) (s *segment, ok bool, err error) {
 	if !l.recycleEnabled() {
 		return nil, false, nil
@@ -318,17 +319,17 @@ func (l *Log) recycleSegment(base int64) (s *segment, ok bool, err error) {
 	// retention removed is not dropped before that: its file may still be
 	// on disk under its name while a reader maps it.)
 	drop := func(b int64) bool { return b+size <= flushed }
+	// Until the rename, a failure leaves the file in the pool and the
+	// caller creates a new segment instead (which reports a real disk
+	// problem itself).
 	if err := l.reg.add(base, size, drop); err != nil {
 		l.givePool(src)
-		if errors.Is(err, errRegistryFull) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("commitlog: recycle segment %s: %w", segmentName(base), err)
+		return nil, false, nil
 	}
 	path := filepath.Join(l.dir, segmentName(base))
 	if err := l.fs.Rename(src, path); err != nil {
 		l.givePool(src)
-		return nil, false, fmt.Errorf("commitlog: recycle segment %s: %w", segmentName(base), err)
+		return nil, false, nil
 	}
 	// The new name must survive a power failure before a record
 	// acknowledged in sync mode lands in the file.
