@@ -37,7 +37,8 @@
 //     refuse. Files are never truncated while mapped. Recycling changes the
 //     unlink into a rename to a pool name ("recycle-…", not a segment name),
 //     which for the sequence is the same; the pool keeps the newest
-//     Options.RecycleSegments files and unlinks older ones. Only unmapped
+//     Options.RecycleSegments files and unlinks older ones. Retention for
+//     disk pressure first unlinks the pool's files and never adds to it. Only unmapped
 //     files reach the pool, so no reader ever sees a file reused.
 //  5. The next segment is made by a background goroutine ahead of need; the
 //     writer takes it without blocking in the common case. It is a pool file

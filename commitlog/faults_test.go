@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,13 +143,13 @@ func copyDir(t *testing.T, from, to string) {
 // TestFaults fails every file operation of a workload, one at a time, once
 // (a transient fault) and for good (the disk is gone from that operation
 // on). The workload: open a new log, append and wait across three segments,
-// pin a record, retain (the disk reported full; the newest retired file
-// goes to the recycling pool), append into the next segment while the
-// allocator recycles the pool's file as the one after (registry write,
-// renames), copy the directory as a crash would leave it (a recycled
-// prepared segment in it), append into the recycled segment, close; then
-// open the copy (recovery after a crash), append into a recycled segment
-// again, close. After each run the directories are opened with the real
+// pin a record, retain (the disk reported full: files unlinked), append,
+// retain by age (the file goes to the recycling pool), append into the
+// next segment while the allocator recycles the pool's file as the one
+// after (registry write, renames), copy the directory as a crash would
+// leave it (a recycled prepared segment in it), append into the recycled
+// segment, close; then open the copy (recovery after a crash), append into
+// a recycled segment again, close. After each run the directories are opened with the real
 // file system, and:
 //
 //   - every error a call returned is the injected one, with its cause; a
@@ -168,10 +169,12 @@ func TestFaults(t *testing.T) {
 		fsys.Trace()
 		r := &faultRun{t: t, fsys: fsys}
 		fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil })
+		var skew atomic.Int64 // added to the logs' clock
 		opts := func(d string) Options {
 			return Options{Dir: d, FS: fsys, SegmentSize: MinSegmentSize, FlushMode: FlushSync,
 				PrefaultAhead: -1, RetentionInterval: -1, CheckpointInterval: time.Nanosecond,
-				Logger: slog.New(slog.DiscardHandler)}
+				Logger: slog.New(slog.DiscardHandler),
+				now:    func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}
 		}
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 		ackedA := map[int64][]byte{}
@@ -193,10 +196,18 @@ func TestFaults(t *testing.T) {
 				}
 				pinned.Release()
 			}
-			// Into the segment prepared before retention, while the
-			// allocator prepares the next one from a retired file (the
-			// pool's): the copy below holds a recycled prepared segment.
+			// Then retention by age (the clock moved on, the disk no longer
+			// full): the file of the segment it deletes goes to the
+			// recycling pool. Append into the segment prepared before,
+			// while the allocator prepares the next one from the pool's
+			// file: the copy below holds a recycled prepared segment.
 			r.appendSome(l, 50, 24, ackedA)
+			skew.Store(int64(100 * time.Hour))
+			fsys.SetDiskUsage(func(string) (float64, error) { return 0.5, nil })
+			_, err := l.RetainBelow(l.WrittenOffset())
+			r.note("retain", err)
+			minA = l.MinOffset() // what went before a failure is gone too
+			r.appendSome(l, 75, 24, ackedA)
 			settleAllocator(l)
 			copyDir(t, dirA, dirB)
 			ackedB = map[int64][]byte{}

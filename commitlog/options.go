@@ -93,7 +93,9 @@ type Options struct {
 	// pages are likely still cached, so writing into it costs a fraction of
 	// first-touching a new file's pages; it only helps once retention has
 	// retired a segment, and only while that file's pages are still cached
-	// (one mostly evicted is zeroed and used as a new file would be). The files wait in the log's directory, named
+	// (one mostly evicted is zeroed and used as a new file would be).
+	// Retention for disk pressure keeps nothing: it unlinks the kept files
+	// before it deletes a segment, and the files of the segments it deletes. The files wait in the log's directory, named
 	// "recycle-" and the segment name they had, and count towards disk
 	// usage.
 	RecycleSegments int

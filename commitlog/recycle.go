@@ -250,11 +250,11 @@ func (l *Log) openPool() error {
 }
 
 // toPool renames the unmapped file of a segment into the pool, or unlinks
-// it when recycling is off. The newest files are kept: when the pool is
-// over its size, its oldest file is unlinked. The caller syncs the
-// directory. l.poolMu must not be held.
-func (l *Log) toPool(path string, base int64) error {
-	if !l.recycleEnabled() {
+// it when recycling is off or keep is false. The newest files are kept:
+// when the pool is over its size, its oldest file is unlinked. The caller
+// syncs the directory. l.poolMu must not be held.
+func (l *Log) toPool(path string, base int64, keep bool) error {
+	if !l.recycleEnabled() || !keep {
 		if err := l.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -278,6 +278,20 @@ func (l *Log) toPool(path string, base int64) error {
 		_ = l.fs.Remove(p)
 	}
 	return nil
+}
+
+// dropPool unlinks every file of the pool (retention under disk pressure:
+// the space they hold is wanted now) and reports whether there was any.
+// Not synced: the files are no part of the log.
+func (l *Log) dropPool() bool {
+	l.poolMu.Lock()
+	drop := l.pool
+	l.pool = nil
+	l.poolMu.Unlock()
+	for _, p := range drop {
+		_ = l.fs.Remove(p)
+	}
+	return len(drop) > 0
 }
 
 // takePool removes the newest file from the pool and returns its path.
@@ -383,7 +397,7 @@ func (l *Log) releaseUnused(s *segment) {
 		return
 	}
 	s.release(false) // nothing else maps a segment past the log's end
-	if err := l.toPool(s.path, s.base); err != nil {
+	if err := l.toPool(s.path, s.base, true); err != nil {
 		l.fs.Remove(s.path)
 	}
 }

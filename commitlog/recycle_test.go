@@ -17,6 +17,7 @@ import (
 
 	"github.com/apogeemq/apogee/internal/crashtest"
 	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -691,4 +692,56 @@ func TestRecycleColdFileIsZeroed(t *testing.T) {
 		t.Fatalf("recovery: %s; want end %d, nothing lost", rep, end)
 	}
 	checkBodies(t, l2, bodies)
+}
+
+// TestRecycleNotUnderDiskPressure: retention for disk pressure first
+// unlinks the files kept for recycling (and deletes no segment when that
+// was enough), and unlinks the files of the segments it deletes.
+func TestRecycleNotUnderDiskPressure(t *testing.T) {
+	dir := t.TempDir()
+	fsys := errorfs.New(vfs.Default)
+	o := recycleOptions(dir)
+	o.RetentionTime = time.Hour
+	o.FS = fsys
+	l := openLog(t, o)
+	defer l.Close()
+	seq, bodies := 0, map[int64][]byte{}
+	fillTo(t, l, 3*recycleSeg+1000, &seq, 700, bodies)
+	settleAllocator(l)
+	// A pool file, as a time-based retention would have left.
+	l.opts.RetentionTime = time.Nanosecond
+	if removed, err := l.RetainBelow(recycleSeg); err != nil || len(removed) != 1 {
+		t.Fatalf("retain: %v %v", removed, err)
+	}
+	l.opts.RetentionTime = time.Hour
+	pooled := filepath.Join(dir, poolName(0))
+	if _, err := os.Stat(pooled); err != nil {
+		t.Fatal(err)
+	}
+	// Over the ratio until the pool file is gone: nothing else is deleted.
+	fsys.SetDiskUsage(func(string) (float64, error) {
+		if _, err := os.Stat(pooled); err == nil {
+			return 0.99, nil
+		}
+		return 0.5, nil
+	})
+	if removed, err := l.Retain(); err != nil || len(removed) != 0 {
+		t.Fatalf("retain under pressure deleted %v (%v), want only the pool file gone", removed, err)
+	}
+	if _, err := os.Stat(pooled); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pool file still there under pressure: %v", err)
+	}
+	// Still over the ratio: a segment goes, and its file is unlinked.
+	fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil })
+	removed, err := l.RetainBelow(2 * recycleSeg)
+	if err != nil || len(removed) != 1 || !removed[0].Pressure {
+		t.Fatalf("retain under pressure: %v %v, want segment 1 deleted", removed, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), poolPrefix) || e.Name() == segmentName(recycleSeg) {
+			t.Fatalf("%s kept after a deletion for disk pressure", e.Name())
+		}
+	}
+	checkBodies(t, l, bodies)
 }

@@ -32,6 +32,9 @@ type segment struct {
 	// which unlinks the files of retired segments oldest first (or moves them
 	// into the recycling pool); unmapped once its last reference is gone.
 	retired, unmapped atomic.Bool
+	// noRecycle is set when retention deleted the segment for disk
+	// pressure: the reaper unlinks its file rather than keep it for reuse.
+	noRecycle atomic.Bool
 	// recycled is set when the file came from the recycling pool: past what
 	// this log wrote it may hold an older segment's bytes. oldData is set
 	// when its blocks do hold them (it was not zeroed for being cold): pages
@@ -209,7 +212,7 @@ func (l *Log) reap() {
 	}
 	for len(l.doomed) > 0 && l.doomed[0].unmapped.Load() {
 		s := l.doomed[0]
-		if err := l.toPool(s.path, s.base); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.toPool(s.path, s.base, !s.noRecycle.Load()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.opts.Logger.Warn("commitlog: deleting a retained segment failed; retrying later", "file", s.path, "err", err)
 			return
 		}
