@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -265,6 +266,7 @@ func (l *Log) toPool(path string, base int64, keep bool) error {
 		return err
 	}
 	l.poolMu.Lock()
+	l.pool = slices.DeleteFunc(l.pool, func(p string) bool { return p == to }) // replaced by the rename
 	l.pool = append(l.pool, to)
 	var drop []string
 	if over := len(l.pool) - l.opts.RecycleSegments; over > 0 {
