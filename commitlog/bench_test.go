@@ -1,15 +1,20 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/apogeemq/apogee/internal/benchcpu"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/mmap"
+	"golang.org/x/sys/unix"
 )
 
 // The benchmarks use the default 1 GiB segments unless APOGEE_BENCH_SEGMENT
@@ -311,5 +316,99 @@ func writeAndSync(b *testing.B, f *os.File, buf []byte, span int64) {
 			b.Fatal(err)
 		}
 		off += int64(len(buf))
+	}
+}
+
+// evictPool drops the page-cache pages of the recycling pool's files
+// (synced first, so that every page is clean and can go): the case of a
+// retired file whose pages the kernel evicted before it was reused.
+func evictPool(b *testing.B, dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), poolPrefix) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the allocator took it meanwhile
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// BenchmarkSteadyStateRecycle measures the CPU per 1 KiB async append of a
+// log in its steady state: retention keeps the last two segments (the
+// benchmark calls RetainBelow itself whenever a segment fills), so every
+// new segment is either a retired file renamed into place (recycle=1) or a
+// new file created and fallocated (recycle=-1). Segments are 64 MiB unless
+// APOGEE_BENCH_SEGMENT says otherwise; three segments are written before
+// the timer starts, so that the first retention has happened. cpu-ns/op is
+// the whole process's CPU time (the allocator's pre-faulting and the
+// flusher's syncs included) per append. recycle=1-cold evicts the retired
+// file's pages from the page cache before it is reused (a broker whose
+// retention time is long enough for that), so they are read back from disk.
+func BenchmarkSteadyStateRecycle(b *testing.B) {
+	seg := int64(64 << 20)
+	if os.Getenv("APOGEE_BENCH_SEGMENT") != "" {
+		seg = benchSegmentSize()
+	}
+	for _, c := range []struct {
+		name    string
+		recycle int
+		cold    bool
+	}{{"recycle=1", 1, false}, {"recycle=1-cold", 1, true}, {"recycle=-1", -1, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := b.TempDir()
+			l, _, err := Open(Options{Dir: dir, SegmentSize: seg, FlushMode: FlushAsync,
+				RetentionInterval: -1, RetentionTime: time.Nanosecond, RecycleSegments: c.recycle})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			rec := benchRecord(b, 1024)
+			res := Result{Offsets: make([]int64, 0, 1)}
+			nextRetain := seg
+			appendOne := func() {
+				res.Offsets = res.Offsets[:0]
+				if err := l.Append(rec, nil, &res); err != nil {
+					b.Fatal(err)
+				}
+				if res.End >= nextRetain {
+					// Keep the active segment and the one before it.
+					if _, err := l.RetainBelow(nextRetain - seg); err != nil {
+						b.Fatal(err)
+					}
+					nextRetain += seg
+					if c.cold {
+						evictPool(b, dir)
+					}
+				}
+			}
+			for l.WrittenOffset() < 3*seg+seg/2 {
+				appendOne()
+			}
+			b.SetBytes(int64(len(rec)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			done := benchcpu.Report(b)
+			for i := 0; i < b.N; i++ {
+				appendOne()
+			}
+			done()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
 }

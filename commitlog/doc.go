@@ -10,7 +10,10 @@
 // segment is closed with an 8-byte blank-end marker (TOTALSIZE = the bytes
 // left, MAGIC = message.MagicBlank) and the record starts the next segment.
 // Beside the segments, the file "CHECKPOINT" holds the last flushed offset and
-// the clean-shutdown flag, and the directory DamagedDir what recovery set aside.
+// the clean-shutdown flag, the directory DamagedDir what recovery set aside,
+// the files "recycle-<segment name>" the retired segment files kept for reuse
+// (Options.RecycleSegments), and the file "RECYCLED" the bases of the
+// segments that are such files and may still hold an older segment's bytes.
 //
 // # Invariants
 //
@@ -31,11 +34,26 @@
 //     retired segments are unlinked oldest first, each unlink made durable
 //     before the next (Log.reap), so the files on disk always form one
 //     sequence: a crash or a failed unlink never leaves a gap that Open would
-//     refuse. Files are never truncated while mapped.
-//  5. The next segment is created, fallocated and mapped by a background
-//     goroutine ahead of need; the writer takes it without blocking in the
-//     common case. If it cannot be created (disk full), appends fail with
-//     ErrDiskFull and succeed again once space returns; the log is unchanged.
+//     refuse. Files are never truncated while mapped. Recycling changes the
+//     unlink into a rename to a pool name ("recycle-…", not a segment name),
+//     which for the sequence is the same; the pool keeps the newest
+//     Options.RecycleSegments files and unlinks older ones. Retention for
+//     disk pressure first unlinks the pool's files and never adds to it. Only unmapped
+//     files reach the pool, so no reader ever sees a file reused.
+//  5. The next segment is made by a background goroutine ahead of need; the
+//     writer takes it without blocking in the common case. It is a pool file
+//     when there is one: its base is first recorded durably in "RECYCLED",
+//     then the file is renamed into place (directory synced) and mapped, with
+//     no fallocate (its blocks are allocated, its pages likely cached). It is
+//     not zeroed (only when most of its pages have left the page cache are
+//     its blocks zeroed, by an unsynced FALLOC_FL_ZERO_RANGE, rather than
+//     read back), so past the written position it may hold an older
+//     segment's bytes. Otherwise it is a new file, created, fallocated and
+//     mapped. A base leaves "RECYCLED" once its segment is sealed (blank-end
+//     marker) and synced, or recovery zeroed its tail; a registered base
+//     whose file is gone, sealed or new is harmless. If no segment can be made (disk
+//     full), appends fail with ErrDiskFull and succeed again once space
+//     returns; the log is unchanged.
 //  6. Open trusts no file it has not checked. After a clean shutdown it
 //     still checks every segment's size and name, validates every record of
 //     the newest segment (magic, size, PHYSICALOFFSET equal to its position,
@@ -52,12 +70,27 @@
 //     one, a misnamed one, a missing middle segment or a missing log is
 //     ErrLayout unless Options.AcceptLoss. Open reports every lost range
 //     (Recovery.Losses) and never writes over a byte it has not copied aside
-//     or found zero.
+//     or found zero (or an older segment's, below). In a segment registered
+//     in "RECYCLED" the bytes past
+//     the synced position (the checkpoint's flushed offset; its written one
+//     after a clean shutdown) may be an older segment's: records there must
+//     still carry their own position (checked before the CRC), but
+//     blank-end and hole markers, which carry none, are not trusted there
+//     (a blank-end marker is, once a later segment is found holding data:
+//     the writer's roll wrote both), the search for a record after damage
+//     runs to the segment's end instead of stopping at zeros, and after a
+//     clean shutdown nothing past the recorded end is read. The stale tail
+//     after the end is neither lost nor damaged: at most the bytes before
+//     the first stale header are reported (unsynced); it is zeroed as any
+//     tail. A registered later segment with nothing but stale data (the
+//     prepared one at a crash) goes back to the pool without a report. An
+//     unreadable "RECYCLED" makes every segment registered.
 //  7. A replica's log grows by AppendReplica: another log's bytes at the
 //     same offsets, under Log.mu like Append, each record validated as
 //     recovery validates it (and leaving room for a blank-end marker) before
 //     it is copied; a blank-end marker must close its segment exactly. The
-//     bytes after a marker's header are consumed without being copied.
+//     bytes after a marker's header are consumed without being copied (in
+//     a recycled segment they keep the older bytes: nothing reads them).
 //     RestartAt starts a replica's log over, empty, at a later segment
 //     boundary: offsets only move up, the old segments are moved into
 //     DiscardedDir, and every state a crash can leave on disk opens.
@@ -68,7 +101,8 @@
 // operating system in production, a fault-injecting wrapper in tests
 // (faults_test.go fails each operation of a realistic workload in turn).
 // The directory is synced (internal/durable) after a segment file is
-// created and after one is deleted or set aside, so an acknowledged record
+// created, renamed into or out of the pool, deleted or set aside, so an
+// acknowledged record
 // never rests on a directory entry a power failure can lose. The
 // checkpoint is a durable.Record. An empty last segment file is a creation
 // a crash interrupted, not damage.
@@ -77,6 +111,7 @@
 //
 // Log.mu (append, AppendReplica, RestartAt) → Log.allocMu (the prepared
 // segment) → Log.segMu (segment list) → flusher.mu. The flusher and
-// allocator never take Log.mu. Log.wmu (WrittenAfter's waiters) is a leaf:
-// nothing is taken under it.
+// allocator never take Log.mu. Log.wmu (WrittenAfter's waiters), Log.poolMu
+// (the pool's files) and registry.mu ("RECYCLED", taken under allocMu or
+// alone) are leaves: nothing is taken under them.
 package commitlog

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,10 +143,14 @@ func copyDir(t *testing.T, from, to string) {
 // TestFaults fails every file operation of a workload, one at a time, once
 // (a transient fault) and for good (the disk is gone from that operation
 // on). The workload: open a new log, append and wait across three segments,
-// pin a record, retain (the disk reported full), copy the directory as a
-// crash would leave it, append more, close; then open the copy (recovery
-// after a crash), append, close. After each run the directories are opened
-// with the real file system, and:
+// pin a record, retain (the disk reported full: files unlinked), append,
+// retain by age (the file goes to the recycling pool), append into the
+// next segment while the allocator recycles the pool's file as the one
+// after (registry write, renames), copy the directory as a crash would
+// leave it (a recycled prepared segment in it), append into the recycled
+// segment, close; then open the copy (recovery after a crash), append into
+// a recycled segment again, close. After each run the directories are opened with the real
+// file system, and:
 //
 //   - every error a call returned is the injected one, with its cause; a
 //     failed sync of a segment is ErrLogFailed and every later append and
@@ -161,12 +166,15 @@ func TestFaults(t *testing.T) {
 	modes := []errorfs.Mode{errorfs.Once, errorfs.Stop}
 	errorfs.Walk(t, vfs.Default, modes, func(t *testing.T, fsys *errorfs.FS, dir string) {
 		goroutines := runtime.NumGoroutine()
+		fsys.Trace()
 		r := &faultRun{t: t, fsys: fsys}
 		fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil })
+		var skew atomic.Int64 // added to the logs' clock
 		opts := func(d string) Options {
 			return Options{Dir: d, FS: fsys, SegmentSize: MinSegmentSize, FlushMode: FlushSync,
 				PrefaultAhead: -1, RetentionInterval: -1, CheckpointInterval: time.Nanosecond,
-				Logger: slog.New(slog.DiscardHandler)}
+				Logger: slog.New(slog.DiscardHandler),
+				now:    func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}
 		}
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 		ackedA := map[int64][]byte{}
@@ -188,6 +196,18 @@ func TestFaults(t *testing.T) {
 				}
 				pinned.Release()
 			}
+			// Then retention by age (the clock moved on, the disk no longer
+			// full): the file of the segment it deletes goes to the
+			// recycling pool. Append into the segment prepared before,
+			// while the allocator prepares the next one from the pool's
+			// file: the copy below holds a recycled prepared segment.
+			r.appendSome(l, 50, 24, ackedA)
+			skew.Store(int64(100 * time.Hour))
+			fsys.SetDiskUsage(func(string) (float64, error) { return 0.5, nil })
+			_, err := l.RetainBelow(l.WrittenOffset())
+			r.note("retain", err)
+			minA = l.MinOffset() // what went before a failure is gone too
+			r.appendSome(l, 75, 24, ackedA)
 			settleAllocator(l)
 			copyDir(t, dirA, dirB)
 			ackedB = map[int64][]byte{}
@@ -196,7 +216,7 @@ func TestFaults(t *testing.T) {
 					ackedB[off] = rec
 				}
 			}
-			r.appendSome(l, 100, 8, ackedA)
+			r.appendSome(l, 100, 24, ackedA) // into the recycled segment
 			if once() && fsys.Fired() != nil && !r.failed {
 				// A transient fault that was not a failed sync must not
 				// wedge the log.
@@ -215,11 +235,21 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		errorfs.CheckGoroutines(t, goroutines)
+		if fsys.Fired() == nil {
+			// Without a fault the workload renamed a pool file into place.
+			recycled := false
+			for _, op := range fsys.Traced() {
+				recycled = recycled || strings.HasPrefix(op, "rename") && strings.Contains(op, string(filepath.Separator)+poolPrefix)
+			}
+			if !recycled {
+				t.Fatal("the workload recycled no segment file")
+			}
+		}
 
 		if ackedB != nil {
 			r.failed = false
 			if l, _, err := Open(opts(dirB)); r.note("open", err) {
-				r.appendSome(l, 300, 8, ackedB)
+				r.appendSome(l, 300, 24, ackedB) // recycles the pool's file again
 				r.note("close", l.Close())
 			}
 			if err := fsys.Leaks(); err != nil {

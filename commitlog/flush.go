@@ -192,6 +192,11 @@ func (f *flusher) round(target int64) {
 	close(f.done)
 	f.done = make(chan struct{})
 	f.mu.Unlock()
+	if err == nil && l.reg != nil && l.flushed.Load() >= l.reg.low.Load() {
+		// A recycled segment is now sealed and synced: the allocator drops
+		// it from the registry (a file replacement, kept off this loop).
+		l.kickAlloc()
+	}
 	if err == nil && l.opts.FlushMode == FlushSync {
 		f.maybeCheckpoint()
 	}

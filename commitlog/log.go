@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 )
@@ -84,7 +85,22 @@ type Log struct {
 	reapMu    sync.Mutex
 	doomed    []*segment
 	reapDirty bool // an unlink whose directory sync failed
+
+	// poolMu guards pool: the paths of the recycling pool's files, oldest
+	// first (see recycle.go). A leaf lock.
+	poolMu sync.Mutex
+	pool   []string
+	// reg is the registry of segments that may hold stale bytes (nil on a
+	// read-only log). staleBases and staleAll are what recovery read from
+	// it: the bases registered, or every base when it was unreadable.
+	reg        *registry
+	staleBases map[int64]bool
+	staleAll   bool
 }
+
+// mayBeStale reports whether recovery must treat the segment at base as
+// recycled: past the synced position it may hold an older segment's bytes.
+func (l *Log) mayBeStale(base int64) bool { return l.staleAll || l.staleBases[base] }
 
 // Open opens the log in opts.Dir, creating it if needed, and recovers it: the
 // normal path after a clean Close, the abnormal path (scan, validate, truncate)
@@ -104,6 +120,10 @@ func Open(opts Options) (*Log, Recovery, error) {
 		appended:  make(chan struct{}, 1),
 		allocKick: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
+	}
+	l.reg = newRegistry(o.FS, o.Dir)
+	if err := l.openPool(); err != nil {
+		return nil, Recovery{}, err
 	}
 	rec, err := l.recover()
 	if err != nil {
@@ -393,7 +413,8 @@ func (l *Log) kickAlloc() {
 }
 
 // allocLoop prepares the next segment ahead of need and prefaults the active
-// segment ahead of the written position, off the write path.
+// segment ahead of the written position, off the write path; it also drops
+// sealed and synced segments from the recycled-segment registry.
 func (l *Log) allocLoop() {
 	defer l.wg.Done()
 	for {
@@ -404,6 +425,7 @@ func (l *Log) allocLoop() {
 		}
 		l.prefaultActive()
 		l.prepareNext()
+		l.pruneRegistry(l.flushed.Load())
 	}
 }
 
@@ -423,7 +445,7 @@ func (l *Log) prepareNext() {
 	}
 	l.allocErr = nil
 	if l.opts.PrefaultAhead > 0 {
-		s.m.Prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
+		s.prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
 	}
 	l.prepared = s
 }
@@ -446,7 +468,7 @@ func (l *Log) prefaultActive() {
 	if to <= from {
 		return
 	}
-	seg.m.Prefault(int(from-seg.base), int(to-from))
+	seg.prefault(int(from-seg.base), int(to-from))
 	l.prefaulted.Store(to)
 }
 
@@ -474,8 +496,13 @@ func (l *Log) Close() error {
 	}
 	l.allocMu.Lock()
 	if l.prepared != nil {
-		l.prepared.release(true)
+		// Never written: back to the pool (or unlinked), so that the next
+		// run recycles it.
+		l.releaseUnused(l.prepared)
 		l.prepared = nil
+		if serr := durable.SyncDir(l.fs, l.dir); serr != nil && err == nil {
+			err = serr
+		}
 	}
 	l.allocMu.Unlock()
 	l.releaseAll()

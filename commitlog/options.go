@@ -87,6 +87,18 @@ type Options struct {
 	// goroutine faults pages of the active segment in. Default 8 MiB; negative
 	// disables pre-faulting.
 	PrefaultAhead int64
+	// RecycleSegments is how many retired segment files are kept for reuse
+	// as later segments instead of being unlinked. Default 1; negative
+	// disables recycling. A recycled file's blocks are allocated and its
+	// pages are likely still cached, so writing into it costs a fraction of
+	// first-touching a new file's pages; it only helps once retention has
+	// retired a segment, and only while that file's pages are still cached
+	// (one mostly evicted is zeroed and used as a new file would be).
+	// Retention for disk pressure keeps nothing: it unlinks the kept files
+	// before it deletes a segment, and the files of the segments it deletes. The files wait in the log's directory, named
+	// "recycle-" and the segment name they had, and count towards disk
+	// usage.
+	RecycleSegments int
 	// FS is the file system every file operation goes through. Default
 	// vfs.Default (the operating system); tests wrap it to inject failures.
 	FS vfs.FS
@@ -143,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PrefaultAhead == 0 {
 		o.PrefaultAhead = 8 << 20
+	}
+	if o.RecycleSegments == 0 {
+		o.RecycleSegments = 1
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default

@@ -36,6 +36,11 @@ func OpenReadOnly(opts Options) (*Log, Recovery, error) {
 		return nil, rep, err
 	}
 	rep.Clean = ok && st.clean
+	regBases, regAll, err := readRegistry(o.FS, o.Dir)
+	if err != nil {
+		return nil, rep, err
+	}
+	l.setStale(regBases, regAll)
 	bases, err := listSegments(o.FS, o.Dir)
 	if err != nil {
 		return nil, rep, err

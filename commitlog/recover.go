@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -164,6 +165,11 @@ func (l *Log) recover() (Recovery, error) {
 	}
 	l.ckpt = ckpt
 	rep := Recovery{Clean: ok && st.clean}
+	regBases, regAll, err := readRegistry(l.fs, l.dir)
+	if err != nil {
+		return rep, err
+	}
+	l.setStale(regBases, regAll)
 	bases, err := listSegments(l.fs, l.dir)
 	if err != nil {
 		return rep, err
@@ -189,7 +195,8 @@ func (l *Log) recover() (Recovery, error) {
 		} else if !ok {
 			rep.Clean = true // a new log
 		}
-		s, err := l.createSegment(base)
+		// A new file, not a recycled one: nothing registered it.
+		s, err := l.createSegmentAt(filepath.Join(l.dir, segmentName(base)), base)
 		if err != nil {
 			return rep, err
 		}
@@ -234,6 +241,13 @@ func (l *Log) recover() (Recovery, error) {
 	if err := l.truncateAfter(end, durable, &rep); err != nil {
 		return rep, err
 	}
+	// Every registered segment is ordinary now: those before the end are
+	// closed, the end's tail is zeroed and synced, and those after it are
+	// gone (the directory synced).
+	if err := l.reg.reset(l.opts.SegmentSize, len(regBases) > 0 || regAll); err != nil {
+		return rep, err
+	}
+	l.setStale(nil, false)
 	rep.Verified = rep.Clean && rep.Mismatch == "" && len(rep.Losses) == 0
 	rep.End = end
 	segs = *l.segs.Load()
@@ -248,6 +262,18 @@ func (l *Log) recover() (Recovery, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// setStale records which segments recovery treats as recycled.
+func (l *Log) setStale(bases []int64, all bool) {
+	l.staleAll = all
+	l.staleBases = nil
+	for _, b := range bases {
+		if l.staleBases == nil {
+			l.staleBases = make(map[int64]bool, len(bases))
+		}
+		l.staleBases[b] = true
+	}
 }
 
 // segmentBase returns the base of the segment holding off.
@@ -401,15 +427,25 @@ func (l *Log) scan(from, durable int64, rep *Recovery) (int64, error) {
 // valid data stops and whether the segment is closed (a valid blank-end
 // marker, or holes up to its end). Damage followed by a valid record is
 // turned into a hole on the way.
+//
+// In a segment that may be recycled (registered, see recycle.go), blank-end
+// and hole markers are trusted only below durable: past it one may be an
+// older segment's, at the same place. After a clean shutdown nothing past
+// durable (the recorded end) is looked at: it can only be older data.
 func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int64, closed bool, reason string, err error) {
 	pos := seg.base
+	recycled := l.mayBeStale(seg.base)
 	// A read-only log maps a cut file as it is: its data may end early.
 	for limit := seg.base + int64(len(seg.data)); pos < limit; {
 		buf := seg.data[pos-seg.base:]
-		if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-pos {
+		if recycled && pos >= durable && rep.Clean {
+			return pos, false, fmt.Sprintf("offset %d: the recorded end; the rest of the recycled segment is an older segment's data", pos), nil
+		}
+		markers := !recycled || pos < durable
+		if size, ok := message.IsBlank(buf); markers && ok && int64(size) == seg.end()-pos {
 			return pos, true, "", nil
 		}
-		if size, ok := message.IsHole(buf); ok && pos+int64(size) <= seg.end() {
+		if size, ok := message.IsHole(buf); markers && ok && pos+int64(size) <= seg.end() {
 			rep.Holes++
 			pos += int64(size)
 			continue
@@ -426,7 +462,7 @@ func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int6
 		} else {
 			reason = fmt.Sprintf("offset %d: record claims offset %d (stale data)", pos, v.PhysicalOffset())
 		}
-		next, found := resync(seg, pos, durable)
+		next, found := resync(seg, pos, durable, recycled)
 		if !found {
 			return pos, false, reason, nil
 		}
@@ -456,13 +492,22 @@ var (
 // segment; past it (the unsynced tail a crash may have torn) it stops at the
 // first all-zero 64 KiB chunk, where written data ended. The boundary must
 // leave room for a hole marker.
-func resync(seg *segment, pos, durable int64) (int64, bool) {
+//
+// In a recycled segment (recycled set) the bytes past durable are not zeros
+// after the written data but an older segment's: there resync searches to
+// the segment's end, accepts records only (their PHYSICALOFFSET is checked
+// before the CRC, so the older records cost one comparison each) and no
+// blank-end marker, which carries no offset to tell a stale one from this
+// log's.
+func resync(seg *segment, pos, durable int64, recycled bool) (int64, bool) {
 	rel := pos - seg.base
 	limit := int64(len(seg.data))
-	for c := max(rel, durable-seg.base); c < limit; c += zeroChunk {
-		if lastNonZero(seg.data[c:min(c+zeroChunk, limit)]) < 0 {
-			limit = c
-			break
+	if !recycled {
+		for c := max(rel, durable-seg.base); c < limit; c += zeroChunk {
+			if lastNonZero(seg.data[c:min(c+zeroChunk, limit)]) < 0 {
+				limit = c
+				break
+			}
 		}
 	}
 	start := rel + message.BlankHeaderSize
@@ -480,7 +525,7 @@ func resync(seg *segment, pos, durable int64) (int64, bool) {
 		}
 		if nextBlank != -1 && nextBlank < p {
 			nextBlank = indexFrom(area, blankMagicBytes, p+message.OffMagic) - message.OffMagic
-			if nextBlank < 0 {
+			if nextBlank < 0 || (recycled && seg.base+nextBlank >= durable) {
 				nextBlank = -1
 			}
 		}
@@ -498,6 +543,11 @@ func resync(seg *segment, pos, durable int64) (int64, bool) {
 		buf := seg.data[cand:]
 		if size, ok := message.IsBlank(buf); ok && int64(size) == seg.size-cand {
 			return seg.base + cand, true
+		}
+		if recycled && (len(buf) < message.OffPhysicalOffset+8 ||
+			int64(binary.BigEndian.Uint64(buf[message.OffPhysicalOffset:])) != seg.base+cand) {
+			p = cand + 1
+			continue
 		}
 		if v, err := message.Decode(buf, true); err == nil && v.PhysicalOffset() == seg.base+cand {
 			return seg.base + cand, true
@@ -540,8 +590,31 @@ func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep
 
 // closeShort ends seg at pos with a blank-end marker, after saving what
 // follows aside: its valid data stopped there but later segments hold data.
+//
+// In a recycled segment a blank-end marker at pos past durable was not
+// trusted by the scan (it may be an older segment's); now that a later
+// segment holds data, it is this log's: the writer's roll put it there
+// right before the later segment's first record. It is synced and nothing
+// is lost. Otherwise only the bytes up to the older segment's data
+// (staleExtent) are reported and saved.
 func (l *Log) closeShort(seg *segment, pos, durable int64, reason string, rep *Recovery) error {
-	n := nonZeroExtent(seg.data, pos-seg.base)
+	var n int64
+	if l.mayBeStale(seg.base) {
+		if size, ok := message.IsBlank(seg.data[pos-seg.base:]); ok && int64(size) == seg.end()-pos {
+			if !l.readOnly {
+				if err := l.fs.MSync(seg.path, seg.m, int(pos-seg.base), message.BlankHeaderSize); err != nil {
+					return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
+				}
+			}
+			return nil
+		}
+		n = staleExtent(seg, pos)
+		if pos < durable {
+			n = max(n, min(durable, seg.end())-pos)
+		}
+	} else {
+		n = nonZeroExtent(seg.data, pos-seg.base)
+	}
 	var saved string
 	if !l.readOnly {
 		var err error
@@ -626,8 +699,22 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		i = len(segs) - 1
 	}
 	seg := segs[i]
-	countDropped(seg, end, rep)
-	n := nonZeroExtent(seg.data, end-seg.base)
+	// In a recycled segment the bytes after the end are an older segment's
+	// from staleExtent on: neither lost nor damaged. After a clean shutdown
+	// none of them is new.
+	recycled := l.mayBeStale(seg.base)
+	var n int64
+	switch {
+	case !recycled:
+		countDropped(seg, end, int64(len(seg.data)), rep)
+		n = nonZeroExtent(seg.data, end-seg.base)
+	case end < durable:
+		n = max(staleExtent(seg, end), min(durable, seg.end())-end)
+		countDropped(seg, end, end-seg.base+n, rep)
+	case !rep.Clean:
+		n = staleExtent(seg, end)
+		countDropped(seg, end, end-seg.base+n, rep)
+	}
 	var saved string
 	if n > 0 {
 		rep.mismatch("%d non-zero bytes after the end %d", n, end)
@@ -650,6 +737,9 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		if reason == "" {
 			reason = "non-zero bytes after the recorded end"
 		}
+		if recycled {
+			reason += "; the rest of the segment is an older segment's data (a recycled file)"
+		}
 		rep.Losses = append(rep.Losses, Loss{From: end, To: end + n, Reason: reason, Saved: saved, Unsynced: true})
 	}
 	if !l.readOnly {
@@ -661,8 +751,15 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 		}
 	}
 	for _, later := range segs[i+1:] {
-		// An unused preallocated segment (all zeros) is not a loss.
-		n := nonZeroExtent(later.data, 0)
+		// An unused preallocated segment (all zeros) is not a loss, nor is
+		// an unused recycled one (an older segment's data from its start).
+		var n int64
+		if l.mayBeStale(later.base) {
+			n = staleExtent(later, later.base)
+			later.recycled = true
+		} else {
+			n = nonZeroExtent(later.data, 0)
+		}
 		if l.readOnly {
 			if n > 0 {
 				rep.DroppedBytes += n
@@ -672,7 +769,7 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 			continue
 		}
 		if n == 0 {
-			later.release(true)
+			l.releaseUnused(later)
 			continue
 		}
 		rep.DroppedBytes += n
@@ -698,10 +795,11 @@ func (l *Log) truncateAfter(end, durable int64, rep *Recovery) error {
 	return nil
 }
 
-// countDropped walks plausible record headers after end to report the loss.
-func countDropped(seg *segment, end int64, rep *Recovery) {
+// countDropped walks plausible record headers after end, up to limit (an
+// index into seg.data), to report the loss.
+func countDropped(seg *segment, end, limit int64, rep *Recovery) {
 	off := end - seg.base
-	data := seg.data
+	data := seg.data[:min(limit, int64(len(seg.data)))]
 	for off+8 <= int64(len(data)) {
 		size := int64(message.ReadTotalSize(data[off:]))
 		magic := uint32(data[off+4])<<24 | uint32(data[off+5])<<16 | uint32(data[off+6])<<8 | uint32(data[off+7])
@@ -780,7 +878,7 @@ func (l *Log) Quarantine(off int64) (Loss, error) {
 	}
 	// The written position is a boundary too; search no further than it.
 	limit := min(w, seg.end())
-	to, found := resync(&segment{base: seg.base, size: seg.size, data: seg.data[:limit-seg.base]}, off, limit)
+	to, found := resync(&segment{base: seg.base, size: seg.size, data: seg.data[:limit-seg.base]}, off, limit, false)
 	if !found {
 		to = limit
 	}

@@ -17,7 +17,8 @@ type Removed struct {
 
 // Retain deletes whole segments from the front of the log: those whose last
 // write is older than Options.RetentionTime, and, while the file system is
-// fuller than Options.DiskUsageRatio, the oldest ones whatever their age. The
+// fuller than Options.DiskUsageRatio, the oldest ones whatever their age
+// (after unlinking the files kept for recycling, which are not kept then). The
 // segment being written is never deleted. A deleted segment leaves the list
 // at once (MinOffset moves up) but its mapping and file go only when the last
 // View of it is released. It returns the segments deleted, oldest first.
@@ -59,6 +60,12 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 				return removed, fmt.Errorf("commitlog: %w", err)
 			}
 			full = usage > l.opts.DiskUsageRatio
+			if full && l.dropPool() {
+				// Space the recycling pool held is free now: look again
+				// before deleting data.
+				l.segMu.Unlock()
+				continue
+			}
 		}
 		if !expired && !full {
 			l.segMu.Unlock()
@@ -68,6 +75,9 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 		l.segs.Store(&rest)
 		l.minOff.Store(rest[0].base)
 		l.segMu.Unlock()
+		// A segment deleted to free space is not kept for reuse: its file
+		// must go.
+		oldest.noRecycle.Store(full)
 		l.retire(oldest)
 		removed = append(removed, Removed{Base: oldest.base, End: oldest.end(), Pressure: full, Usage: usage})
 	}

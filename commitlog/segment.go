@@ -29,9 +29,17 @@ type segment struct {
 	// removed is set once the file should be unlinked when the last reference goes.
 	removed atomic.Bool
 	// retired is set when retention hands the segment to the reaper (Log.reap),
-	// which unlinks the files of retired segments oldest first; unmapped
-	// once its last reference is gone.
+	// which unlinks the files of retired segments oldest first (or moves them
+	// into the recycling pool); unmapped once its last reference is gone.
 	retired, unmapped atomic.Bool
+	// noRecycle is set when retention deleted the segment for disk
+	// pressure: the reaper unlinks its file rather than keep it for reuse.
+	noRecycle atomic.Bool
+	// recycled is set when the file came from the recycling pool: past what
+	// this log wrote it may hold an older segment's bytes. oldData is set
+	// when its blocks do hold them (it was not zeroed for being cold): pages
+	// to be read, not zero-filled, when faulted in.
+	recycled, oldData bool
 }
 
 // segmentName is the file name of the segment starting at base.
@@ -49,6 +57,19 @@ func parseSegmentName(name string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(name, 10, 64)
 	return v, err == nil
+}
+
+// prefault faults [off, off+n) of the segment in writable ahead of the
+// writer. A recycled file's blocks hold an older segment's data: its pages
+// are read with readahead (mmap.PrefaultData), so that pages no longer in
+// the page cache come back in large reads, not one read per page; a new (or
+// zeroed) file's blocks hold nothing to read (mmap.Prefault, readahead off).
+func (s *segment) prefault(off, n int) {
+	if s.oldData {
+		s.m.PrefaultData(off, n)
+		return
+	}
+	s.m.Prefault(off, n)
 }
 
 // end is the offset one past the segment.
@@ -81,11 +102,16 @@ func (l *Log) openSegment(base int64) (*segment, error) {
 
 var errShortSegment = errors.New("segment file has the wrong size")
 
-// createSegment creates, preallocates and maps a new segment file and makes
-// its directory entry durable. A failed creation leaves no file behind
-// (unless removing it fails too: the next creation then finds it in the way
-// and removes it first).
+// createSegment makes the segment at base: a file from the recycling pool
+// renamed into place (see recycleSegment) when there is one, otherwise a
+// new file, created, preallocated and mapped, its directory entry made
+// durable. A failed creation leaves no file behind (unless removing it
+// fails too: the next creation then finds it in the way and removes it
+// first).
 func (l *Log) createSegment(base int64) (*segment, error) {
+	if s, ok, err := l.recycleSegment(base); ok || err != nil {
+		return s, err
+	}
 	return l.createSegmentAt(filepath.Join(l.dir, segmentName(base)), base)
 }
 
@@ -170,7 +196,10 @@ func (l *Log) retire(s *segment) {
 // fails (retried by the next reap, which Retain runs), never leaves a gap
 // that the next Open would refuse. Each unlink is made durable (the
 // directory synced) before the next one, so a power failure cannot reorder
-// them either.
+// them either. With recycling on, a file is renamed into the recycling pool
+// instead of unlinked (toPool): for the sequence of segment files that is
+// the same as an unlink. Only unmapped files reach the pool, so the
+// allocator never hands out a file a reader still maps.
 func (l *Log) reap() {
 	l.reapMu.Lock()
 	defer l.reapMu.Unlock()
@@ -183,7 +212,7 @@ func (l *Log) reap() {
 	}
 	for len(l.doomed) > 0 && l.doomed[0].unmapped.Load() {
 		s := l.doomed[0]
-		if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.toPool(s.path, s.base, !s.noRecycle.Load()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.opts.Logger.Warn("commitlog: deleting a retained segment failed; retrying later", "file", s.path, "err", err)
 			return
 		}

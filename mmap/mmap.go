@@ -216,6 +216,40 @@ func (m *Mapping) Prefault(off, n int) error {
 	return nil
 }
 
+// PrefaultData is Prefault for a read-write mapping of a file whose blocks
+// already hold data that is about to be overwritten (a reused file, such as
+// a recycled commit-log segment). Prefault turns readahead off, which is
+// right for freshly allocated blocks (nothing to read) but makes a range
+// whose pages are not in the page cache read back one page per fault.
+// PrefaultData first hands the range to readahead (MADV_WILLNEED: large
+// sequential reads, started at once) and then populates it writable, so
+// cached pages cost a page-table entry each and cold ones a share of a
+// sequential read. Elsewhere it reads one byte per page, as Prefault does.
+func (m *Mapping) PrefaultData(off, n int) error {
+	if n == 0 {
+		return nil
+	}
+	b, err := m.pageRange(off, n)
+	if err != nil {
+		return err
+	}
+	if m.mode == ReadWrite && populateWriteData(b) {
+		return nil
+	}
+	touchPages(b)
+	return nil
+}
+
+// Resident reports how many of the mapping's pages are in memory (on Linux,
+// mincore(2)), and how many pages it spans. For a shared file mapping a page
+// counts when it is in the page cache, mapped by this process or not. It
+// fails with errors.ErrUnsupported where the system has no such call.
+func (m *Mapping) Resident() (resident, pages int, err error) {
+	pages = (len(m.data) + pageSize - 1) / pageSize
+	resident, err = residentPages(m.data)
+	return resident, pages, err
+}
+
 // touchPages reads one byte of each page of b.
 func touchPages(b []byte) {
 	var sink byte

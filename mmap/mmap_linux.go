@@ -5,6 +5,7 @@ package mmap
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,6 +34,34 @@ func populateWrite(b []byte) bool {
 		_ = unix.Madvise(b, unix.MADV_NORMAL)
 	}
 	return ok
+}
+
+// populateWriteData is populateWrite for pages that hold data on disk:
+// readahead is asked for the whole range first (MADV_WILLNEED) and left on,
+// so that pages not in the page cache are read in large sequential reads
+// instead of one 4 KiB read per fault. It reports false when the kernel
+// does not support the populate.
+func populateWriteData(b []byte) bool {
+	_ = unix.Madvise(b, unix.MADV_WILLNEED)
+	return unix.Madvise(b, madvPopulateWrite) == nil
+}
+
+// residentPages counts the pages of b (page aligned) that are in memory
+// (mincore(2)).
+func residentPages(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	vec := make([]byte, (len(b)+pageSize-1)/pageSize)
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return 0, fmt.Errorf("mmap: mincore: %w", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, nil
 }
 
 // Fallocate reserves disk blocks for [off, off+n) of f and extends the file to

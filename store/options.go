@@ -69,6 +69,10 @@ type Options struct {
 	// Without it Open refuses such a directory with an error naming the
 	// files. Off by default; damage inside files never needs it.
 	AcceptLoss bool
+	// RecycleSegments is how many retired commit-log segment files are kept
+	// and reused as new segments (commitlog.Options.RecycleSegments).
+	// Default 1; negative disables recycling.
+	RecycleSegments int
 	// ScrubRate bounds the background scrubber's reading of the commit log,
 	// in bytes per second (see Store.Scrub). Default 8 MiB/s: a 1 GiB segment
 	// in about two minutes, at a cost that does not show in the benchmarks;

@@ -41,6 +41,7 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	log, rep, err := commitlog.Open(commitlog.Options{
 		Dir:               filepath.Join(o.Dir, "commitlog"),
 		AcceptLoss:        o.AcceptLoss,
+		RecycleSegments:   o.RecycleSegments,
 		SegmentSize:       o.SegmentSize,
 		FlushMode:         o.FlushMode,
 		SyncFlushTimeout:  o.SyncFlushTimeout,
