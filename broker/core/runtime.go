@@ -20,15 +20,19 @@ func (c *Core) RuntimeInfo() map[string]string {
 	ps := c.pops.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	m := map[string]string{
-		"brokerVersionDesc":      protocol.VersionDesc(protocol.DefaultVersion),
-		"brokerVersion":          i(int64(protocol.DefaultVersion)),
-		"brokerName":             c.opts.BrokerName,
-		"clusterName":            c.opts.ClusterName,
-		"brokerAddr":             c.opts.AdvertiseAddr,
-		"bootTimestamp":          i(c.start.UnixMilli()),
-		"runtime":                up.Round(time.Second).String(),
-		"msgPutTotalTodayNow":    i(st.Puts),
-		"msgGetTotalTodayNow":    i(st.Gets),
+		"brokerVersionDesc": protocol.VersionDesc(protocol.DefaultVersion),
+		"brokerVersion":     i(int64(protocol.DefaultVersion)),
+		"brokerName":        c.opts.BrokerName,
+		"clusterName":       c.opts.ClusterName,
+		"brokerAddr":        c.opts.AdvertiseAddr,
+		"bootTimestamp":     i(c.start.UnixMilli()),
+		"runtime":           up.Round(time.Second).String(),
+		// Every message the store took or returned, internal ones included
+		// (delays, retries, timers, transactions, admin queries); the
+		// RocketMQ keys msgPutTotalTodayNow and msgGetTotalTodayNow count
+		// producers' and consumers' messages (statsRuntimeInfo).
+		"storePutMessages":       i(st.Puts),
+		"storeGetMessages":       i(st.Gets),
 		"putMessageSizeTotal":    i(st.PutBytes),
 		"getMessageSizeTotal":    i(st.GetBytes),
 		"putMessageErrors":       i(st.PutErrors),

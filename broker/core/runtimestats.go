@@ -90,6 +90,11 @@ func (c *Core) statsRuntimeInfo(m map[string]string, st store.Stats) {
 
 	d := rs.Today()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	// Now and the mornings from the same counters (BROKER_PUT_NUMS and
+	// BROKER_GET_NUMS: producers' and consumers' messages, as the Java
+	// broker counts them), so that now − morning is today's traffic.
+	m["msgPutTotalTodayNow"] = i(d.PutNow)
+	m["msgGetTotalTodayNow"] = i(d.GetNow)
 	m["msgPutTotalYesterdayMorning"] = i(d.PutYesterdayMorning)
 	m["msgPutTotalTodayMorning"] = i(d.PutTodayMorning)
 	m["msgGetTotalYesterdayMorning"] = i(d.GetYesterdayMorning)

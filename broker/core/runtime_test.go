@@ -1,0 +1,48 @@
+package core
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/apogeemq/apogee/message"
+)
+
+// GET_BROKER_RUNTIME_INFO's msgPutTotalTodayNow and msgGetTotalTodayNow
+// count what producers sent and consumers pulled, from the same counters as
+// the morning snapshots (so that now − morning is today's traffic, as the
+// Java tools compute it); the store's own counts, internal messages
+// included, are storePutMessages and storeGetMessages.
+func TestRuntimeInfoTodayCountsClientTraffic(t *testing.T) {
+	c := newTestCore(t, nil)
+	var res SendResult
+	for range 3 {
+		if err := c.Send(sendReq("Today", 0, 100), &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "dispatch", func() bool { return c.MaxOffset("Today", 0) == 3 })
+	var pr PullResult
+	if err := c.Pull(&PullRequest{Group: []byte("g"), Topic: []byte("Today"), Offset: 0, MaxMsgs: 32, OwnSubscription: true}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.Status != PullFound || len(pr.Records) != 3 {
+		t.Fatalf("pull: status %d, %d records", pr.Status, len(pr.Records))
+	}
+	first := int64(binary.BigEndian.Uint64(pr.Records[0][message.OffPhysicalOffset:]))
+	pr.Release()
+	// A send-back is an internal put: the store counts it, the broker's
+	// put count does not (the Java broker counts it under SNDBCK_PUT_NUMS).
+	if _, err := c.SendBack(&SendBackRequest{Group: "g", Offset: first, DelayLevel: 1}); err != nil {
+		t.Fatal(err)
+	}
+	info := c.RuntimeInfo()
+	for k, want := range map[string]string{
+		"msgPutTotalTodayNow": "3", "msgGetTotalTodayNow": "3",
+		"msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
+		"storePutMessages": "4",
+	} {
+		if got := info[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+}
