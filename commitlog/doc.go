@@ -105,7 +105,10 @@
 // acknowledged record
 // never rests on a directory entry a power failure can lose. The
 // checkpoint is a durable.Record. An empty last segment file is a creation
-// a crash interrupted, not damage.
+// a crash interrupted, not damage. A segment file under TruncateTo's or
+// RestartAt's temporary name (<segment>.truncate, <segment>.restart) is one
+// they were building when a crash interrupted them: never part of the log,
+// Open removes it.
 //
 // # Lock order
 //

@@ -122,6 +122,9 @@ func Open(opts Options) (*Log, Recovery, error) {
 		stop:      make(chan struct{}),
 	}
 	l.reg = newRegistry(o.FS, o.Dir)
+	if err := l.removeUnfinished(); err != nil {
+		return nil, Recovery{}, err
+	}
 	if err := l.openPool(); err != nil {
 		return nil, Recovery{}, err
 	}

@@ -576,3 +576,44 @@ func TestRetainBelowKeepsSegmentsPastTheLimit(t *testing.T) {
 		t.Fatalf("min offset %d", l.MinOffset())
 	}
 }
+
+// A segment file a crash left under TruncateTo's or RestartAt's temporary
+// name is removed by the next Open (it is never part of the log, and it is a
+// whole segment on disk); files that merely look alike are left alone, and
+// the log's records are untouched.
+func TestOpenRemovesUnfinishedSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Options{Dir: dir})
+	var res Result
+	for i := 0; i < 50; i++ {
+		if err := l.Append(encode(t, "T", bodyOf(i, 200)), nil, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := readAll(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leftovers := []string{segmentName(0) + truncateSuffix, segmentName(MinSegmentSize) + restartSuffix}
+	kept := []string{"notes" + truncateSuffix, segmentName(0) + ".bak"}
+	for _, name := range append(leftovers, kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openLog(t, Options{Dir: dir})
+	defer l.Close()
+	for _, name := range leftovers {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want it removed", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s: %v, want it kept", name, err)
+		}
+	}
+	if got := readAll(t, l); len(got) != len(want) {
+		t.Fatalf("%d records after reopening, want %d", len(got), len(want))
+	}
+}

@@ -306,7 +306,7 @@ func (l *Log) RestartAt(base int64) (string, error) {
 }
 
 // restartSuffix names the segment RestartAt creates until it takes its own
-// name; Open ignores such files (listSegments accepts only 20 digits).
+// name; Open removes such files (removeUnfinished).
 const restartSuffix = ".restart"
 
 // dropRestartSegment removes the segment RestartAt created after a failure

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/apogeemq/apogee/internal/durable"
 )
@@ -16,8 +17,45 @@ import (
 const TruncatedDir = "truncated"
 
 // truncateSuffix names the segment TruncateTo builds until it takes its
-// own name (Open ignores such files).
+// own name (Open removes such files: see removeUnfinished).
 const truncateSuffix = ".truncate"
+
+// removeUnfinished removes the segment files a crash left under a temporary
+// name: a TruncateTo (truncateSuffix) or a RestartAt (restartSuffix)
+// interrupted before the rename that gives the new segment its name. Such a
+// file is never part of the log (the old segment still holds the name, or
+// the rename happened and the file is gone), but it is a whole segment's
+// size on disk, and without this only a later truncation or restart at the
+// same base would remove it. Called by Open before recovery.
+func (l *Log) removeUnfinished() error {
+	entries, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: list %s: %w", l.dir, err)
+	}
+	removed := false
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		base, suffix, ok := strings.Cut(name, ".")
+		if !ok || (suffix != truncateSuffix[1:] && suffix != restartSuffix[1:]) {
+			continue
+		}
+		if _, ok := parseSegmentName(base); !ok {
+			continue
+		}
+		if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("commitlog: remove an unfinished segment: %w", err)
+		}
+		l.opts.Logger.Warn("commitlog: removed a segment file an interrupted truncation or restart left", "file", filepath.Join(l.dir, name))
+		removed = true
+	}
+	if removed {
+		return l.syncDir(l.dir)
+	}
+	return nil
+}
 
 // Truncation describes what TruncateTo cut.
 type Truncation struct {
