@@ -104,6 +104,7 @@ func parseConfig(args []string) (*config, error) {
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
+	recycle := fs.Int("recycle-segments", 1, "retired commit-log segment files kept for reuse as new segments (their pages are likely cached; 0 unlinks every retired file)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	grpcListen := fs.String("grpc-listen", "0.0.0.0:8081", `RocketMQ 5's gRPC MessagingService ("" disables)`)
 	secFlags := addSecurityFlags(fs)
@@ -144,6 +145,13 @@ func parseConfig(args []string) (*config, error) {
 	c.store.ScrubRate = *scrubRate
 	if c.store.ScrubRate <= 0 {
 		c.store.ScrubRate = -1 // disabled
+	}
+	if *recycle < 0 {
+		return nil, fmt.Errorf("--recycle-segments: want 0 or more files")
+	}
+	c.store.RecycleSegments = *recycle
+	if *recycle == 0 {
+		c.store.RecycleSegments = -1 // disabled
 	}
 	if *receiveBudget < 0 {
 		return nil, fmt.Errorf("--receive-budget: want a positive number of bytes")

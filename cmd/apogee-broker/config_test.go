@@ -50,6 +50,7 @@ func TestHonouredKeys(t *testing.T) {
 		IndexSlots: 1000, IndexMaxEntries: 4000, RetentionTime: 48 * time.Hour, DiskUsageRatio: 0.88,
 		SyncFlushTimeout: 2500 * time.Millisecond, FlushInterval: 700 * time.Millisecond,
 		CheckpointInterval: 20 * time.Second, CleanInterval: 3 * time.Second, ScrubRate: 8 << 20,
+		RecycleSegments: 1,
 	}
 	if !reflect.DeepEqual(c.store, want) {
 		t.Fatalf("store options\n got %+v\nwant %+v", c.store, want)
@@ -380,6 +381,15 @@ func TestIntegrityFlags(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"--receive-budget", "-1"}); err == nil {
 		t.Fatal("a negative receive budget was accepted")
+	}
+	for args, want := range map[string]int{"": 1, "--recycle-segments=0": -1, "--recycle-segments=3": 3} {
+		c, err := parseConfig(strings.Fields(args))
+		if err != nil || c.store.RecycleSegments != want {
+			t.Errorf("%q: recycle segments %v (%v), want %d", args, c, err, want)
+		}
+	}
+	if _, err := parseConfig([]string{"--recycle-segments", "-1"}); err == nil {
+		t.Fatal("a negative --recycle-segments was accepted")
 	}
 }
 

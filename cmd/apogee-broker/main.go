@@ -20,6 +20,7 @@
 //	--recover-accept-loss   start even when commit-log segment files are missing
 //	                        between others (the older ones are set aside)
 //	--scrub-rate BYTES/S    the background scrubber's pace (default 8 MiB/s; 0 disables)
+//	--recycle-segments N    retired commit-log files kept for reuse (default 1; 0 disables)
 //	--receive-budget BYTES  memory all connections may hold for requests being
 //	                        received (default 128 MiB)
 //	--grpc-listen ADDR      RocketMQ 5's gRPC MessagingService (default 0.0.0.0:8081; "" disables)
