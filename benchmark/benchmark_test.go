@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,5 +260,26 @@ func TestConsumersBehind(t *testing.T) {
 	if !strings.Contains(out.String(), "note: fixed rate: latencies count from each message's intended send time") ||
 		strings.Contains(out.String(), "fell behind") {
 		t.Fatalf("fixed-rate summary:\n%s", out.String())
+	}
+}
+
+// --messages N ends the measured part at the N-th acknowledgement, not at
+// the next once-a-second tick (which measured several times N), and the
+// producers stop sending once N were sent after the warm-up.
+func TestMessagesLimitStopsAtN(t *testing.T) {
+	c := short(ModeStore)
+	c.Out = io.Discard
+	c.Duration = 30 * time.Second // the limit, not the duration, must end it
+	c.Messages = 5000
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflight := int64(c.Producers * c.Inflight * max(c.Batch, 1))
+	if res.Messages < c.Messages || res.Messages > c.Messages+inflight {
+		t.Fatalf("measured %d messages, want %d to %d", res.Messages, c.Messages, c.Messages+inflight)
+	}
+	if res.Seconds >= c.Duration.Seconds() {
+		t.Fatalf("the run lasted its whole duration (%.1f s): the limit did not end it", res.Seconds)
 	}
 }

@@ -46,10 +46,20 @@ type run struct {
 	noE2E bool
 	// cpu measures CPU per message over the measured part (nil: not at all).
 	cpu *cpuMeter
+	// With Config.Messages (produce and e2e modes), sendLimit is set when the
+	// measured part starts: the value of c.sent after which the producers
+	// stop (0: none yet). ackedBase is c.acked then; limitDone is closed
+	// once Messages more were acknowledged, which ends the measured part at
+	// once rather than at the next once-a-second tick (at 100,000 msgs/s,
+	// --messages 20000 measured and wrote 103,196 that way).
+	sendLimit, ackedBase atomic.Int64
+	limitDone            chan struct{}
+	limitOnce            sync.Once
 }
 
 func newRun(cfg Config, t target) *run {
-	return &run{cfg: cfg, t: t, send: newMetric("send"), e2e: newMetric("e2e"), delay: newMetric("delay")}
+	return &run{cfg: cfg, t: t, send: newMetric("send"), e2e: newMetric("e2e"), delay: newMetric("delay"),
+		limitDone: make(chan struct{})}
 }
 
 // produce runs cfg.Producers producers, each with cfg.Inflight requests in
@@ -98,7 +108,9 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 			} else {
 				// time.Since reads only the monotonic clock: half of time.Now.
 				latency := time.Since(intended[slot])
-				r.c.acked.Add(int64(cfg.Batch))
+				if acked := r.c.acked.Add(int64(cfg.Batch)); r.sendLimit.Load() > 0 && acked-r.ackedBase.Load() >= cfg.Messages {
+					r.limitOnce.Do(func() { close(r.limitDone) })
+				}
 				r.c.bytes.Add(int64(cfg.Batch * cfg.Size))
 				sendRec.record(latency.Microseconds())
 			}
@@ -121,7 +133,8 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 		case <-ctx.Done():
 			return
 		}
-		if limit > 0 && r.c.sent.Add(int64(cfg.Batch)) > limit {
+		sent := r.c.sent.Add(int64(cfg.Batch))
+		if l := r.sendLimit.Load(); (limit > 0 && sent > limit) || (l > 0 && sent > l) {
 			free <- slot
 			return
 		}
@@ -215,19 +228,27 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	begin := time.Now()
 	warmEnd := begin.Add(cfg.Warmup)
 	if cfg.Warmup == 0 {
-		r.startMeasuring(begin)
+		r.startMeasuring(begin, r.c.sent.Load(), r.c.acked.Load())
 	}
 	consumers := cfg.Mode == ModeE2E || cfg.Mode == ModeStore
 	var lastAcked, lastBytes, lastRecv, lastErr int64
 	var mAcked, mBytes, mRecv, mErr int64 // counters at the start of measurement
 	var backlogSum, backlogEnd, ticks int64
 	last := begin
+	limitDone := r.limitDone
 	for {
+		var now time.Time
 		select {
 		case <-ctx.Done():
-		case now := <-t.C:
+		case now = <-t.C:
+		case <-limitDone:
+			limitDone = nil // once: the stop condition below holds from now on
+			now = time.Now()
+		}
+		if !now.IsZero() {
 			measured := r.measure.Load()
 			sendH, e2eH, delayH := r.send.tick(measured), r.e2e.tick(measured), r.delay.tick(measured)
+			sent := r.c.sent.Load() // before acked: sent − acked is then at most what is in flight
 			acked, bytes, recv, errs := r.c.acked.Load(), r.c.bytes.Load(), r.c.received.Load(), r.c.errors.Load()
 			backlog := int64(-1)
 			if consumers {
@@ -251,7 +272,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 			if !measured {
 				// Ticks fire a whisker early or late: within 10 ms counts.
 				if !now.Add(10 * time.Millisecond).Before(warmEnd) {
-					r.startMeasuring(now)
+					r.startMeasuring(now, sent, acked)
 					mAcked, mBytes, mRecv, mErr = acked, bytes, recv, errs
 				}
 				continue
@@ -267,7 +288,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	end := time.Now()
 	r.cpu.end()
 	if !r.measure.Load() {
-		r.startMeasuring(begin)
+		r.startMeasuring(begin, r.c.sent.Load(), r.c.acked.Load())
 	}
 	secs := end.Sub(r.mStart).Seconds()
 	acked, bytes, recv, errs := r.c.acked.Load()-mAcked, r.c.bytes.Load()-mBytes, r.c.received.Load()-mRecv, r.c.errors.Load()-mErr
@@ -303,8 +324,16 @@ func consumersBehind(r *Result) bool {
 	return r.ConsumeMsgsPerSec > 0 && float64(r.BacklogMean)/r.ConsumeMsgsPerSec >= 0.050
 }
 
-func (r *run) startMeasuring(t time.Time) {
+// startMeasuring starts the measured part at t; sent and acked are the
+// counts the report counts from, sent read before acked. With a message
+// limit the producers stop once Messages more were sent, so at most what
+// was in flight then is acknowledged beyond it.
+func (r *run) startMeasuring(t time.Time, sent, acked int64) {
 	r.mStart = t
 	r.cpu.begin()
+	if r.cfg.Messages > 0 && r.cfg.Mode != ModeConsume {
+		r.ackedBase.Store(acked)
+		r.sendLimit.Store(sent + r.cfg.Messages)
+	}
 	r.measure.Store(true)
 }

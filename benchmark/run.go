@@ -150,7 +150,7 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cwg sync.WaitGroup
-	r.startMeasuring(time.Now())
+	r.startMeasuring(time.Now(), 0, 0)
 	if err := r.consume(ctx, &cwg); err != nil {
 		return nil, err
 	}
