@@ -26,6 +26,8 @@ fi
 a=$1 b=$2 rounds=$3
 shift 3
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 duration=${DURATION:-10s} warmup=${WARMUP:-2s} drain=${DRAIN:-500000} e2eRate=${E2E_RATE:-30000} size=${SIZE:-1024}
 out=${OUT:-$(mktemp -d /tmp/bench-ab-broker.XXXXXX)}
 mkdir -p "$out"
@@ -56,40 +58,19 @@ done
 echo "results: $out"
 addr=127.0.0.1:20911
 
-waitPort() {
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "bench-ab-broker: nothing listens on port $1" >&2
-  return 1
-}
-
 # run REF WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.REF.jsonl
 run() {
-  local ref=$1 wl=$2 round=$3 flush=async args=() ok=0
-  case $wl in
-    p64) args=(produce --inflight 64) ;;
-    p256) args=(produce --inflight 256) ;;
-    sync64) args=(produce --inflight 64); flush=sync ;;
-    drain) args=(consume --messages "$drain") ;;
-    e2e) args=(e2e --inflight 64 --rate "$e2eRate") ;;
-    *) echo "bench-ab-broker: unknown workload $wl" >&2; exit 2 ;;
-  esac
-  args+=(--size "$size" --duration "$duration" --warmup "$warmup" --quiet --json)
-  if (exec 3<>"/dev/tcp/127.0.0.1/${addr##*:}") 2>/dev/null; then
-    echo "bench-ab-broker: something else listens on $addr" >&2
-    exit 1
-  fi
+  local ref=$1 wl=$2 round=$3 flush=async ok=0
+  bench_workload "$wl" || exit 2
+  [ "$bench_sync" = 1 ] && flush=sync
+  bench_port_free "${addr##*:}" || exit 1
   mkdir -p "$work/data"
   # shellcheck disable=SC2086 # BROKER_FLAGS is a list of flags
   "$work/$ref/apogee-broker" --data-dir "$work/data" --listen "$addr" --namesrv-listen "" --grpc-listen "" \
     --flush "$flush" --log-level error ${BROKER_FLAGS:-} >"$work/server.log" 2>&1 &
   server=$!
-  waitPort "${addr##*:}"
-  "$work/$ref/apogee-bench" "${args[@]}" --addr "$addr" --broker-pid "$server" >"$work/run.out" || true
+  bench_wait_port "${addr##*:}"
+  "$work/$ref/apogee-bench" "${bench_args[@]}" --addr "$addr" --broker-pid "$server" >"$work/run.out" || true
   if ! kill "$server" 2>/dev/null; then
     echo "bench-ab-broker: the broker stopped during the run; its log:" >&2
     tail -n 20 "$work/server.log" >&2
@@ -104,8 +85,7 @@ run() {
     return 0
   fi
   tail -n 1 "$work/run.out" >>"$out/$wl.$ref.jsonl"
-  tail -n 1 "$work/run.out" | jq -r --arg s "$ref" --arg w "$wl" --arg r "$round" \
-    '"\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"'
+  bench_print_run "$ref" "$wl" "$round" "$(tail -n 1 "$work/run.out")"
 }
 
 for wl in "$@"; do
@@ -122,15 +102,4 @@ done
 
 echo
 echo "medians of $rounds alternating runs (a = $a, b = $b; µs for CPU per message and latencies)"
-printf '%-7s %-3s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n' workload ref msgs/s broker client send50 send99 send999 e2e50 e2e99 e2e999
-for wl in "$@"; do
-  for ref in a b; do
-    [ -s "$out/$wl.$ref.jsonl" ] || continue
-    jq -s -r --arg s "$ref" --arg w "$wl" '
-      def med(f): map(f) | sort | .[(length-1)/2|floor];
-      [$w, $s, (med(.msgs_per_sec)|floor), (med(.broker_cpu_us_per_msg)*100|round/100), (med(.client_cpu_us_per_msg)*100|round/100),
-       med(.send_latency_us.p50), med(.send_latency_us.p99), med(.send_latency_us.p999),
-       med(.e2e_latency_us.p50), med(.e2e_latency_us.p99), med(.e2e_latency_us.p999)] | @tsv' "$out/$wl.$ref.jsonl" |
-      awk -F'\t' '{printf "%-7s %-3s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
-  done
-done
+bench_medians "$out" "a b" "$@"

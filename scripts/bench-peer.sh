@@ -26,6 +26,8 @@ rounds=$1
 shift
 cd "$(dirname "$0")/.."
 root=$PWD
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 duration=${DURATION:-10s} warmup=${WARMUP:-2s} drain=${DRAIN:-500000} e2eRate=${E2E_RATE:-30000} size=${SIZE:-1024}
 out=${OUT:-$(mktemp -d /tmp/bench-peer.XXXXXX)}
 mkdir -p "$out"
@@ -58,17 +60,6 @@ cat >"$work/sync.conf" <<EOF
 jetstream { sync_interval: always }
 EOF
 
-waitPort() {
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "bench-peer: nothing listens on port $1" >&2
-  return 1
-}
-
 # stopServer stops the server; it fails (saying so, with the server's log)
 # when the server had already stopped: that run's figures are not the server's.
 stopServer() {
@@ -86,34 +77,25 @@ stopServer() {
 
 # run SYSTEM WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.SYSTEM.jsonl
 run() {
-  local sys=$1 wl=$2 round=$3
-  local flush=async natsConf=() args=()
-  case $wl in
-    p64) args=(produce --inflight 64) ;;
-    p256) args=(produce --inflight 256) ;;
-    sync64) args=(produce --inflight 64); flush=sync; natsConf=(-c "$work/sync.conf") ;;
-    drain) args=(consume --messages "$drain") ;;
-    e2e) args=(e2e --inflight 64 --rate "$e2eRate") ;;
-    *) echo "bench-peer: unknown workload $wl" >&2; exit 2 ;;
-  esac
-  args+=(--size "$size" --duration "$duration" --warmup "$warmup" --quiet --json)
+  local sys=$1 wl=$2 round=$3 natsConf=() flush=async
+  bench_workload "$wl" || exit 2
+  local args=("${bench_args[@]}")
+  if [ "$bench_sync" = 1 ]; then
+    flush=sync natsConf=(-c "$work/sync.conf")
+  fi
   mkdir -p "$work/data"
-  for port in "${apogeeAddr##*:}" "$natsPort"; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "bench-peer: something else listens on port $port; stop it or edit the ports at the top" >&2
-      exit 1
-    fi
-  done
+  bench_port_free "${apogeeAddr##*:}" || exit 1
+  bench_port_free "$natsPort" || exit 1
   if [ "$sys" = apogee ]; then
     "$work/bin/apogee-broker" --data-dir "$work/data" --listen "$apogeeAddr" --namesrv-listen "" --grpc-listen "" \
       --flush "$flush" --log-level error >"$work/server.log" 2>&1 &
     server=$!
-    waitPort "${apogeeAddr##*:}"
+    bench_wait_port "${apogeeAddr##*:}"
     "$work/bin/apogee-bench" "${args[@]}" --addr "$apogeeAddr" --broker-pid "$server" >"$work/run.out" || true
   else
     "$nats" -js -sd "$work/data" -a 127.0.0.1 -p "$natsPort" "${natsConf[@]}" >"$work/server.log" 2>&1 &
     server=$!
-    waitPort "$natsPort"
+    bench_wait_port "$natsPort"
     "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out" || true
   fi
   if ! stopServer || ! tail -n 1 "$work/run.out" | jq -e .mode >/dev/null 2>&1; then
@@ -122,8 +104,7 @@ run() {
     return 0
   fi
   tail -n 1 "$work/run.out" >>"$out/$wl.$sys.jsonl"
-  tail -n 1 "$work/run.out" | jq -r --arg s "$sys" --arg w "$wl" --arg r "$round" \
-    '"\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"'
+  bench_print_run "$sys" "$wl" "$round" "$(tail -n 1 "$work/run.out")"
 }
 
 for wl in "$@"; do
@@ -140,14 +121,4 @@ done
 
 echo
 echo "medians of $rounds alternating runs (µs for CPU per message and latencies)"
-printf '%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n' workload system msgs/s broker client send50 send99 send999 e2e50 e2e99 e2e999
-for wl in "$@"; do
-  for sys in apogee nats; do
-    jq -s -r --arg s "$sys" --arg w "$wl" '
-      def med(f): map(f) | sort | .[(length-1)/2|floor];
-      [$w, $s, (med(.msgs_per_sec)|floor), (med(.broker_cpu_us_per_msg)*100|round/100), (med(.client_cpu_us_per_msg)*100|round/100),
-       med(.send_latency_us.p50), med(.send_latency_us.p99), med(.send_latency_us.p999),
-       med(.e2e_latency_us.p50), med(.e2e_latency_us.p99), med(.e2e_latency_us.p999)] | @tsv' "$out/$wl.$sys.jsonl" |
-      awk -F'\t' '{printf "%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
-  done
-done
+bench_medians "$out" "apogee nats" "$@"
