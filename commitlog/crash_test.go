@@ -52,7 +52,17 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestCrashSIGKILL")
 	}
-	l, _, err := Open(Options{Dir: dir, SegmentSize: 256 << 10, FlushMode: FlushSync})
+	appendUntilKilled(Options{Dir: dir, SegmentSize: 256 << 10, FlushMode: FlushSync}, 8, nil)
+}
+
+// appendUntilKilled is a crash test's child: it opens the log with o and
+// runs writers goroutines that append random records in sync mode, each
+// waiting for its record to be flushed, and print "ack OFFSET SIZE HASH" per
+// acknowledged record on stdout, until the parent kills the process.
+// after, when set, runs on writer g after its i-th record (before the ack is
+// printed).
+func appendUntilKilled(o Options, writers int, after func(l *Log, g, i int)) {
+	l, _, err := Open(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
@@ -61,7 +71,7 @@ func TestCrashChild(t *testing.T) {
 	var out sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
+	for g := 0; g < writers; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
@@ -83,6 +93,9 @@ func TestCrashChild(t *testing.T) {
 				if err := l.WaitFlushed(res.End); err != nil {
 					fmt.Fprintln(os.Stderr, "flush:", err)
 					os.Exit(4)
+				}
+				if after != nil {
+					after(l, g, i)
 				}
 				out.Lock()
 				fmt.Fprintf(w, "ack %d %d %d\n", res.Offsets[0], len(buf), bodyHash(body))

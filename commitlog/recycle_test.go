@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -529,54 +527,16 @@ func TestRecycleCrashChild(t *testing.T) {
 		t.Skip("run by TestRecycleCrashSIGKILL")
 	}
 	o := Options{Dir: dir, SegmentSize: 256 << 10, FlushMode: FlushSync, RetentionInterval: -1, RetentionTime: time.Nanosecond}
-	l, _, err := Open(o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		os.Exit(2)
-	}
-	fmt.Println(crashtest.Ready)
-	var out sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
-			var res Result
-			var buf []byte
-			for i := 0; ; i++ {
-				body := make([]byte, 1+rng.IntN(3000))
-				for j := range body {
-					body[j] = byte(rng.Uint32())
-				}
-				r := message.Record{Topic: "crash", QueueID: int32(g), BornHost: testHost, StoreHost: testHost, Body: body}
-				buf, _ = message.AppendRecord(buf[:0], &r)
-				res.Offsets = res.Offsets[:0]
-				if err := l.Append(buf, nil, &res); err != nil {
-					fmt.Fprintln(os.Stderr, "append:", err)
-					os.Exit(3)
-				}
-				if err := l.WaitFlushed(res.End); err != nil {
-					fmt.Fprintln(os.Stderr, "flush:", err)
-					os.Exit(4)
-				}
-				if g == 0 && i%16 == 0 {
-					// Keep the active segment and the one before it.
-					w := l.WrittenOffset()
-					if _, err := l.RetainBelow(w - w%o.SegmentSize - o.SegmentSize); err != nil {
-						fmt.Fprintln(os.Stderr, "retain:", err)
-						os.Exit(5)
-					}
-				}
-				out.Lock()
-				fmt.Fprintf(w, "ack %d %d %d\n", res.Offsets[0], len(buf), bodyHash(body))
-				w.Flush()
-				out.Unlock()
+	appendUntilKilled(o, 4, func(l *Log, g, i int) {
+		if g == 0 && i%16 == 0 {
+			// Keep the active segment and the one before it.
+			w := l.WrittenOffset()
+			if _, err := l.RetainBelow(w - w%o.SegmentSize - o.SegmentSize); err != nil {
+				fmt.Fprintln(os.Stderr, "retain:", err)
+				os.Exit(5)
 			}
-		}(g)
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // TestRecycleCrashSIGKILL kills a process that appends in sync mode into
