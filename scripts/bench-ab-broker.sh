@@ -79,26 +79,10 @@ run() {
   wait "$server" 2>/dev/null || true
   server=""
   rm -rf "$work/data"
-  if [ $ok != 0 ] || ! tail -n 1 "$work/run.out" | jq -e .mode >/dev/null 2>&1; then
-    echo "bench-ab-broker: $wl round $round $ref failed; not counted. Its output:" >&2
-    tail -n 5 "$work/run.out" >&2
-    return 0
-  fi
-  tail -n 1 "$work/run.out" >>"$out/$wl.$ref.jsonl"
-  bench_print_run "$ref" "$wl" "$round" "$(tail -n 1 "$work/run.out")"
+  bench_record "$out" "$ref" "$wl" "$round" "$work/run.out" $ok
 }
 
-for wl in "$@"; do
-  for round in $(seq 1 "$rounds"); do
-    if [ $((round % 2)) = 1 ]; then
-      run a "$wl" "$round"
-      run b "$wl" "$round"
-    else
-      run b "$wl" "$round"
-      run a "$wl" "$round"
-    fi
-  done
-done
+bench_alternate "$rounds" a b "$@"
 
 echo
 echo "medians of $rounds alternating runs (a = $a, b = $b; µs for CPU per message and latencies)"

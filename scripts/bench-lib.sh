@@ -40,6 +40,40 @@ bench_port_free() {
   fi
 }
 
+# bench_record OUT LABEL WORKLOAD ROUND RUNOUT OK: files a run whose server
+# stayed up (OK 0) and whose output RUNOUT ends with a result: its JSON line
+# appended to OUT/WORKLOAD.LABEL.jsonl and its line printed; otherwise says
+# the run is not counted.
+bench_record() {
+  local out=$1 label=$2 wl=$3 round=$4 runout=$5 ok=$6
+  if [ "$ok" != 0 ] || ! tail -n 1 "$runout" | jq -e .mode >/dev/null 2>&1; then
+    echo "$wl round $round $label failed; not counted. Its output:" >&2
+    tail -n 5 "$runout" >&2
+    return 0
+  fi
+  tail -n 1 "$runout" >>"$out/$wl.$label.jsonl"
+  bench_print_run "$label" "$wl" "$round" "$(tail -n 1 "$runout")"
+}
+
+# bench_alternate ROUNDS A B WORKLOAD...: calls run A WORKLOAD ROUND and
+# run B WORKLOAD ROUND for each round and workload, the order swapped every
+# round.
+bench_alternate() {
+  local rounds=$1 first=$2 second=$3 wl round
+  shift 3
+  for wl in "$@"; do
+    for round in $(seq 1 "$rounds"); do
+      if [ $((round % 2)) = 1 ]; then
+        run "$first" "$wl" "$round"
+        run "$second" "$wl" "$round"
+      else
+        run "$second" "$wl" "$round"
+        run "$first" "$wl" "$round"
+      fi
+    done
+  done
+}
+
 # bench_print_run LABEL WORKLOAD ROUND JSON: one run's line.
 bench_print_run() {
   jq -r --arg s "$1" --arg w "$2" --arg r "$3" \

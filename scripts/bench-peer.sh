@@ -98,26 +98,12 @@ run() {
     bench_wait_port "$natsPort"
     "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out" || true
   fi
-  if ! stopServer || ! tail -n 1 "$work/run.out" | jq -e .mode >/dev/null 2>&1; then
-    echo "bench-peer: $wl round $round $sys failed; not counted. Its output:" >&2
-    tail -n 5 "$work/run.out" >&2
-    return 0
-  fi
-  tail -n 1 "$work/run.out" >>"$out/$wl.$sys.jsonl"
-  bench_print_run "$sys" "$wl" "$round" "$(tail -n 1 "$work/run.out")"
+  local ok=0
+  stopServer || ok=1
+  bench_record "$out" "$sys" "$wl" "$round" "$work/run.out" $ok
 }
 
-for wl in "$@"; do
-  for round in $(seq 1 "$rounds"); do
-    if [ $((round % 2)) = 1 ]; then
-      run apogee "$wl" "$round"
-      run nats "$wl" "$round"
-    else
-      run nats "$wl" "$round"
-      run apogee "$wl" "$round"
-    fi
-  done
-done
+bench_alternate "$rounds" apogee nats "$@"
 
 echo
 echo "medians of $rounds alternating runs (µs for CPU per message and latencies)"
