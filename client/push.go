@@ -158,7 +158,7 @@ type consumeTask struct {
 // stops, as the Java client's consume threads stay alive: a worker that
 // exited instead was started again for the next message at moderate rates,
 // a new goroutine and a stack grown anew per message (5 % of the client's
-// CPU in apogee-bench e2e at 30,000 msgs/s).
+// CPU in a profile of apogee-bench e2e at 30,000 msgs/s).
 type workPool struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when busy drops to 0 with no task queued (wait)
