@@ -144,7 +144,6 @@ func appendInfoSep(b []byte) []byte {
 // answers it.
 func (b *Broker) holdPop(res *core.PopResult, rsp remoting.Responder, deadline time.Time) {
 	defer b.popHolds.wg.Done()
-	defer b.popHolds.n.Add(-1)
 	t := time.NewTicker(popPollInterval)
 	defer t.Stop()
 	for {
@@ -154,6 +153,9 @@ func (b *Broker) holdPop(res *core.PopResult, rsp remoting.Responder, deadline t
 			break // err: the request was checked when it came; not reached
 		}
 	}
+	// No longer held once it is answered: counted down before the answer is
+	// queued, so that whoever sees the answer sees the count without it.
+	b.popHolds.n.Add(-1)
 	var cmd protocol.Command
 	rsp.InitResponse(&cmd, protocol.RespSuccess)
 	out := remoting.Response{Cmd: &cmd}
