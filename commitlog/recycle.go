@@ -340,11 +340,13 @@ func (l *Log) recycleSegment(base int64) (s *segment, ok bool, err error) {
 	// problem itself).
 	if err := l.reg.add(base, size, drop); err != nil {
 		l.givePool(src)
+		l.opts.Logger.Warn("commitlog: cannot register a recycled segment; creating a new one", "segment", segmentName(base), "err", err)
 		return nil, false, nil
 	}
 	path := filepath.Join(l.dir, segmentName(base))
 	if err := l.fs.Rename(src, path); err != nil {
 		l.givePool(src)
+		l.opts.Logger.Warn("commitlog: cannot rename a pool file into place; creating a new segment", "file", src, "segment", segmentName(base), "err", err)
 		return nil, false, nil
 	}
 	// The new name must survive a power failure before a record
@@ -405,7 +407,8 @@ func (l *Log) releaseUnused(s *segment) {
 }
 
 // pruneRegistry drops from the registry the segments that are sealed and
-// synced (called by the flusher after a round). Cheap when none is.
+// synced (called by the allocator goroutine, which the flusher kicks once a
+// registered segment is synced). Cheap when none is.
 func (l *Log) pruneRegistry(flushed int64) {
 	if l.reg == nil || flushed < l.reg.low.Load() {
 		return
