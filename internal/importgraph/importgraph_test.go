@@ -124,6 +124,8 @@ var allowed = map[string][]string{
 // testOnly lists the packages no package may import outside its tests.
 var testOnly = map[string]bool{
 	"internal/vfs/errorfs": true,
+	"internal/wait":        true,
+	"internal/testlog":     true,
 }
 
 // internalAllowed lists the internal helper packages each package may use in
