@@ -2,8 +2,8 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -19,12 +19,12 @@ import (
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // start runs a broker on loopback and the dashboard over it.
 func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
@@ -33,7 +33,7 @@ func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: quiet,
+	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"),
 		Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -44,13 +44,28 @@ func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 		defer cancel()
 		b.Shutdown(ctx)
 	})
-	d, err := dashboard.New(b, dashboard.Options{Logger: quiet})
+	d, err := dashboard.New(b, dashboard.Options{Logger: testlog.New(t, "dashboard")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	return b, l.Addr().String(), srv
+}
+
+// waitDispatched waits until every message b has stored is visible to its
+// readers: an acknowledged send is stored, but the pages count and search
+// what dispatch has written to the consume queues and the index.
+func waitDispatched(t *testing.T, b *broker.Broker) {
+	t.Helper()
+	st := b.Store()
+	written := st.WrittenOffset()
+	wait.For(t, "dispatch of the stored messages", func() error {
+		if d := st.DispatchedOffset(); d < written {
+			return fmt.Errorf("dispatched to commit-log offset %d of %d", d, written)
+		}
+		return nil
+	})
 }
 
 type browser struct {
@@ -117,9 +132,9 @@ func TestPagesAndActions(t *testing.T) {
 	br := browser{t: t, base: srv.URL, c: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
 
 	// Messages with keys, and a group that consumes some of them.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	prod, err := client.NewProducer(client.NameServer(addr), client.Selector(client.ManualSelector()), client.Logger(quiet))
+	prod, err := client.NewProducer(client.NameServer(addr), client.Selector(client.ManualSelector()), client.Logger(testlog.New(t, "producer")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +148,7 @@ func TestPagesAndActions(t *testing.T) {
 		}
 		ids = append(ids, res.OffsetMsgID())
 	}
+	waitDispatched(t, b)
 	off, _, err := b.ResetConsumerOffset("DashTopic", "dash-group", 0, true, -1, -1)
 	if err != nil || len(off) != 4 {
 		t.Fatalf("reset to earliest: %v %v", off, err)
@@ -178,15 +194,12 @@ func TestPagesAndActions(t *testing.T) {
 	}
 	waitTrace := func(id, want string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			p := br.get("/messages?id="+id, 200)
-			if strings.Contains(p, want) {
-				return
+		wait.For(t, "the trace of "+id, func() error {
+			if p := br.get("/messages?id="+id, 200); !strings.Contains(p, want) {
+				return fmt.Errorf("the page lacks %q:\n%s", want, p)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the trace of %s lacks %q:\n%s", id, want, p)
-			}
-		}
+			return nil
+		})
 	}
 	waitTrace(ids[4], `data-k="topic">SCHEDULE_TOPIC_XXXX → %RETRY%dash-group<`)
 	waitTrace(ids[6], `data-k="topic">%DLQ%dash-group<`)
@@ -236,9 +249,9 @@ func parseOffsetID(id string) (netip.AddrPort, int64, error) { return message.Pa
 func TestResendAndHolders(t *testing.T) {
 	_, addr, srv := start(t)
 	br := browser{t: t, base: srv.URL, c: &http.Client{Timeout: 10 * time.Second}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(quiet))
+	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(testlog.New(t, "producer")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +262,7 @@ func TestResendAndHolders(t *testing.T) {
 	}
 	got := make(chan string, 10)
 	cons, err := client.NewPushConsumer(client.NameServer(addr), client.ConsumerGroup("push-group"), client.Subscribe("PushTopic", "*"),
-		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.Logger(quiet),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.Logger(testlog.New(t, "consumer")),
 		client.WithConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 			for _, m := range msgs {
 				got <- string(m.Body)
@@ -270,20 +283,18 @@ func TestResendAndHolders(t *testing.T) {
 	}
 
 	holder := regexp.MustCompile(`data-k="holder">([^<]*)<`)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, cons.ClientID()+" named as every queue's holder", func() error {
 		page := br.get("/group?g=push-group", 200)
 		hs := holder.FindAllStringSubmatch(page, -1)
 		all := len(hs) > 0
 		for _, h := range hs {
 			all = all && h[1] == cons.ClientID()
 		}
-		if all {
-			break
+		if !all {
+			return fmt.Errorf("the group page:\n%s", page)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group page does not name %s as every queue's holder:\n%s", cons.ClientID(), page)
-		}
-	}
+		return nil
+	})
 
 	page := br.get("/confirm?action=resend&group=push-group&client="+url.QueryEscape(cons.ClientID())+"&msgid="+res.OffsetMsgID(), 200)
 	if p := br.post(confirmForm(t, page), "", http.StatusOK); !strings.Contains(p, "CR_SUCCESS") {
@@ -303,7 +314,7 @@ func TestResendAndHolders(t *testing.T) {
 // and refuses every action, confirmed or not.
 func TestReadOnly(t *testing.T) {
 	b, _, _ := start(t)
-	d, err := dashboard.New(b, dashboard.Options{Logger: quiet, ReadOnly: true})
+	d, err := dashboard.New(b, dashboard.Options{Logger: testlog.New(t, "dashboard"), ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
