@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -23,7 +23,7 @@ func newCore(t *testing.T) *core.Core {
 	t.Helper()
 	c, err := core.New(core.Options{DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:10911",
 		Store:  store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: testlog.New(t, "core")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +36,7 @@ func newCore(t *testing.T) *core.Core {
 			t.Fatal(err)
 		}
 	}
-	for c.MaxOffset("T", 0) < 10 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Equal(t, "T/0's 10 messages dispatched", 10, func() int64 { return c.MaxOffset("T", 0) })
 	if err := c.UpdateConsumerOffset([]byte("T"), []byte("g"), 0, 4); err != nil {
 		t.Fatal(err)
 	}
