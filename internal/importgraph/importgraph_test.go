@@ -111,6 +111,7 @@ var allowed = map[string][]string{
 	"internal/vfs":         {"mmap"},
 	"internal/durable":     {"internal/vfs"},
 	"internal/vfs/errorfs": {"internal/vfs", "mmap"},
+	"internal/vfs/crashfs": {"internal/vfs", "mmap"},
 
 	// Operations over HTTP, beside the front ends: the Prometheus exporter
 	// (read at scrape time from the core and the remoting server's
@@ -124,6 +125,7 @@ var allowed = map[string][]string{
 // testOnly lists the packages no package may import outside its tests.
 var testOnly = map[string]bool{
 	"internal/vfs/errorfs": true,
+	"internal/vfs/crashfs": true,
 	"internal/wait":        true,
 	"internal/testlog":     true,
 }
