@@ -14,7 +14,7 @@ import (
 // the consume queues, so its acknowledged messages stay reachable.
 func TestTopicsMissingFromTopicsJSONAreAdopted(t *testing.T) {
 	dir := t.TempDir()
-	c, err := New(testOptions(dir))
+	c, err := New(testOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,8 @@ func TestTopicsMissingFromTopicsJSONAreAdopted(t *testing.T) {
 	if err := c.Send(req, &res); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "dispatch", func() bool { return c.MaxOffset("Lost", 2) == 1 && c.MaxOffset(retryTopicPrefix+"g", 0) == 1 })
+	waitDispatched(t, c, "Lost", 2, 1)
+	waitDispatched(t, c, retryTopicPrefix+"g", 0, 1)
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestTopicsMissingFromTopicsJSONAreAdopted(t *testing.T) {
 // newTestCoreIn is newTestCore on an existing data directory.
 func newTestCoreIn(t *testing.T, dir string) *Core {
 	t.Helper()
-	c, err := New(testOptions(dir))
+	c, err := New(testOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,15 @@ package core_test
 
 import (
 	"errors"
-	"io"
-	"log/slog"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -26,7 +27,7 @@ func openCore(t *testing.T, mutate func(*core.Options)) *core.Core {
 		AdvertiseAddr: "127.0.0.1:10911",
 		Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096,
 			IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testlog.New(t, "core"),
 	}
 	if mutate != nil {
 		mutate(&o)
@@ -84,15 +85,12 @@ func (f *fakeConn) notifications() []string {
 	return append([]string(nil), f.notified...)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitDispatched waits until topic's queue q holds n messages visible to
+// pulls: a send returns once its message is stored, and dispatch makes it
+// visible after that.
+func waitDispatched(t *testing.T, c *core.Core, topic string, q int32, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Equal(t, fmt.Sprintf("%d messages of %s/%d dispatched", n, topic, q), n, func() int64 { return c.MaxOffset(topic, q) })
 }
 
 func TestTopicSendPullOffsets(t *testing.T) {
@@ -149,10 +147,10 @@ func TestTopicSendPullOffsets(t *testing.T) {
 			t.Fatalf("send %d: %+v", i, res)
 		}
 	}
-	waitFor(t, "dispatch", func() bool { return c.MaxOffset("Orders", 1) == 5 })
+	waitDispatched(t, c, "Orders", 1, 5)
 	select {
 	case <-arrived:
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no arrival reported")
 	}
 
@@ -192,7 +190,7 @@ func TestTopicSendPullOffsets(t *testing.T) {
 		Properties: props(message.PropTags, "a")}, &res); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the late message", func() bool { return c.MaxOffset("Orders", 1) == 6 })
+	waitDispatched(t, c, "Orders", 1, 6)
 	if err := c.PullAgain(&pr, pr.NextOffset); err != nil || pr.Status != core.PullFound || len(pr.Records) != 1 {
 		t.Fatalf("pull again: %v %d %d", err, pr.Status, len(pr.Records))
 	}
@@ -288,7 +286,7 @@ func TestClientRegistryAndPushes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "dispatch", func() bool { return c.MaxOffset("T", 0) == 3 })
+	waitDispatched(t, c, "T", 0, 3)
 	var pr core.PullResult
 	defer pr.Release()
 	if err := c.Pull(&core.PullRequest{Group: []byte("cg"), Topic: []byte("T"), MaxMsgs: 32, SubVersion: 1}, &pr); err != nil || len(pr.Records) != 2 {
@@ -349,7 +347,7 @@ func TestSyncFlushPending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("not durable")
 	}
 	if got := c.RuntimeInfo()["sendInFlightBytes"]; got != "0" {

@@ -3,12 +3,14 @@ package core
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -48,7 +50,12 @@ func TestSendAndPullDoNotAllocate(t *testing.T) {
 	}); allocs != 0 {
 		t.Fatalf("Send: %v allocations", allocs)
 	}
-	waitFor(t, "dispatch", func() bool { return c.MaxOffset("Allocs", 0) >= 256 })
+	wait.For(t, "256 messages of Allocs/0 dispatched", func() error {
+		if n := c.MaxOffset("Allocs", 0); n < 256 {
+			return fmt.Errorf("%d dispatched", n)
+		}
+		return nil
+	})
 	var pr PullResult
 	pull := PullRequest{Group: []byte("g"), Topic: []byte("Allocs"), MaxMsgs: 32, OwnSubscription: true,
 		Expression: []byte("TagA"), HasCommitOffset: true}
@@ -175,7 +182,7 @@ func BenchmarkPersistTopics(b *testing.B) {
 			b.Fatalf("APOGEE_BENCH_TOPICS: %v", err)
 		}
 	}
-	t := newTopicManager(filepath.Join(b.TempDir(), TopicsFile), WriteConfigFile, quietLogger)
+	t := newTopicManager(filepath.Join(b.TempDir(), TopicsFile), WriteConfigFile, slog.New(slog.DiscardHandler))
 	for i := 0; i < topics; i++ {
 		t.put(newTopicConfig(fmt.Sprintf("Persist-%06d", i), 8, protocol.PermRead|protocol.PermWrite))
 	}

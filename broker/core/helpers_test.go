@@ -1,20 +1,19 @@
 package core
 
 import (
-	"io"
-	"log/slog"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/store"
 )
 
-var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// testOptions are a core's options for a small store in dir.
-func testOptions(dir string) Options {
+// testOptions are a core's options for a small store in dir, logging to
+// tb's log (printed if tb fails).
+func testOptions(tb testing.TB, dir string) Options {
 	return Options{
 		DataDir:       dir,
 		AdvertiseAddr: "127.0.0.1:10911",
@@ -23,7 +22,7 @@ func testOptions(dir string) Options {
 			IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1,
 		},
 		MaxMessageSize: 1 << 20,
-		Logger:         quietLogger,
+		Logger:         testlog.New(tb, "core"),
 	}
 }
 
@@ -31,7 +30,7 @@ func testOptions(dir string) Options {
 // options first) and shuts it down when the test ends.
 func newTestCore(tb testing.TB, mutate func(*Options)) *Core {
 	tb.Helper()
-	o := testOptions(tb.TempDir())
+	o := testOptions(tb, tb.TempDir())
 	if mutate != nil {
 		mutate(&o)
 	}
@@ -48,16 +47,12 @@ func newTestCore(tb testing.TB, mutate func(*Options)) *Core {
 	return c
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(tb testing.TB, what string, cond func() bool) {
+// waitDispatched waits until topic's queue q holds n messages visible to
+// pulls: a send returns once its message is stored, and dispatch makes it
+// visible after that.
+func waitDispatched(tb testing.TB, c *Core, topic string, q int32, n int64) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Equal(tb, fmt.Sprintf("%d messages of %s/%d dispatched", n, topic, q), n, func() int64 { return c.MaxOffset(topic, q) })
 }
 
 // logCounter counts log records containing a text.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
@@ -40,7 +41,7 @@ func replicate(tb testing.TB, master, slave *Core) {
 		}
 		off += int64(n)
 	}
-	waitFor(tb, "the slave's dispatch", func() bool { return ss.Stats().DispatchLag == 0 })
+	wait.Equal(tb, "the slave's dispatch lag", 0, func() int64 { return ss.Stats().DispatchLag })
 }
 
 func TestParseRoleAndOptions(t *testing.T) {
@@ -63,7 +64,7 @@ func TestParseRoleAndOptions(t *testing.T) {
 		{func(o *Options) { o.AccessMessageInMemoryMaxRatio = 101 }, "is not a percentage"},
 		{func(o *Options) { o.Role = Role(9) }, "unknown role"},
 	} {
-		o := testOptions(t.TempDir())
+		o := testOptions(t, t.TempDir())
 		tc.mutate(&o)
 		if _, err := New(o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
@@ -89,8 +90,8 @@ func (d *durableAnswer) wait(tb testing.TB) error {
 	select {
 	case <-d.done:
 		return d.err
-	case <-time.After(10 * time.Second):
-		tb.Fatal("no answer in 10 s")
+	case <-time.After(wait.DefaultTimeout):
+		tb.Fatalf("no answer in %v", wait.DefaultTimeout)
 		return nil
 	}
 }
@@ -101,10 +102,17 @@ func (d *durableAnswer) wait(tb testing.TB) error {
 // in-flight bytes are given back. Inner puts count a not-durable outcome as
 // stored.
 func TestSyncMasterAnswers(t *testing.T) {
-	c := newTestCore(t, func(o *Options) {
-		o.Role = RoleSyncMaster
-		o.Store.SyncFlushTimeout = 300 * time.Millisecond
-	})
+	syncMaster := func(timeout time.Duration) func(*Options) {
+		return func(o *Options) {
+			o.Role = RoleSyncMaster
+			o.Store.SyncFlushTimeout = timeout
+		}
+	}
+	// c's replica timeout is longer than the test may run, so that the
+	// acknowledged send cannot time out on a loaded machine; silent's is
+	// short, for the send its replica never acknowledges.
+	c := newTestCore(t, syncMaster(2*wait.DefaultTimeout))
+	silent := newTestCore(t, syncMaster(300*time.Millisecond))
 	if !c.Store().DurableWaits() {
 		t.Fatal("a SYNC_MASTER's store does not wait for replicas")
 	}
@@ -119,7 +127,7 @@ func TestSyncMasterAnswers(t *testing.T) {
 	if Code(err) != protocol.RespSlaveNotAvailable || !NotDurable(err) || !errors.Is(err, store.ErrReplicaNotAvailable) {
 		t.Fatalf("without a slave: %v (code %d)", err, Code(err))
 	}
-	waitFor(t, "the message stored", func() bool { return c.MaxOffset("Sync", 0) == 1 })
+	waitDispatched(t, c, "Sync", 0, 1)
 
 	r := c.Store().AddReplica("test", c.Store().WrittenOffset())
 	if err := c.Send(sendReq("Sync", 0, 100), &res); err != nil {
@@ -127,22 +135,31 @@ func TestSyncMasterAnswers(t *testing.T) {
 	}
 	ans := newDurableAnswer()
 	c.WhenDurable(res.Pending, ans)
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-ans.done:
+		t.Fatalf("answered before the slave acknowledged: %v", ans.err)
+	default:
+	}
 	r.Ack(c.Store().WrittenOffset())
 	if err := ans.wait(t); err != nil {
 		t.Fatalf("acknowledged by the slave: %v", err)
 	}
 
-	if err := c.Send(sendReq("Sync", 0, 100), &res); err != nil {
+	rs := silent.Store().AddReplica("test", silent.Store().WrittenOffset())
+	if err := silent.Send(sendReq("Sync", 0, 100), &res); err != nil {
 		t.Fatal(err)
 	}
 	ans = newDurableAnswer()
-	c.WhenDurable(res.Pending, ans)
+	silent.WhenDurable(res.Pending, ans)
 	if err := ans.wait(t); Code(err) != protocol.RespFlushSlaveTimeout || !NotDurable(err) {
 		t.Fatalf("a silent slave: %v (code %d)", err, Code(err))
 	}
-	if got := c.inflight.Load(); got != 0 {
-		t.Fatalf("in-flight bytes after the waits: %d", got)
+	rs.Remove()
+	waitDispatched(t, silent, "Sync", 0, 1)
+	for name, cc := range map[string]*Core{"c": c, "silent": silent} {
+		if got := cc.inflight.Load(); got != 0 {
+			t.Fatalf("%s's in-flight bytes after the waits: %d", name, got)
+		}
 	}
 
 	r.Remove()
@@ -150,7 +167,7 @@ func TestSyncMasterAnswers(t *testing.T) {
 	if _, err := c.putInner(msgs, nil); err != nil {
 		t.Fatalf("an inner put without a slave: %v (stored, not durable, is stored)", err)
 	}
-	waitFor(t, "the inner put stored", func() bool { return c.MaxOffset("Sync", 1) == 1 })
+	waitDispatched(t, c, "Sync", 1, 1)
 	// WAIT=false: answered at once.
 	req := sendReq("Sync", 0, 10)
 	req.Properties = append(req.Properties, testProps("WAIT", "false")...)
@@ -350,7 +367,7 @@ func TestPullSuggestions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "dispatch", func() bool { return m.MaxOffset("Far", 0) == 200 })
+	waitDispatched(t, m, "Far", 0, 200)
 	pull := func(c *Core, off int64) PullResult {
 		t.Helper()
 		var pr PullResult
@@ -371,7 +388,7 @@ func TestPullSuggestions(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		mNoRead.Send(sendReq("Far", 0, 1024), &res)
 	}
-	waitFor(t, "dispatch", func() bool { return mNoRead.MaxOffset("Far", 0) == 4 })
+	waitDispatched(t, mNoRead, "Far", 0, 4)
 	if pr := pull(mNoRead, 0); pr.SuggestBrokerID != 0 {
 		t.Fatalf("without slaveReadEnable: suggest %d", pr.SuggestBrokerID)
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,7 +49,8 @@ func BenchmarkRestart(b *testing.B) {
 	if dir == "" {
 		b.Skip("set APOGEE_BENCH_DIR to a directory for the data (built once, reused)")
 	}
-	opts := testOptions(dir)
+	opts := testOptions(b, dir)
+	opts.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
 	opts.Store = store.Options{SegmentSize: 256 << 20, ConsumeQueueEntries: entries, CleanInterval: -1,
 		IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	marker := filepath.Join(dir, fmt.Sprintf("bench-restart-%d-%d-%d", topics, filled, entries))

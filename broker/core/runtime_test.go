@@ -20,7 +20,7 @@ func TestRuntimeInfoTodayCountsClientTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "dispatch", func() bool { return c.MaxOffset("Today", 0) == 3 })
+	waitDispatched(t, c, "Today", 0, 3)
 	var pr PullResult
 	if err := c.Pull(&PullRequest{Group: []byte("g"), Topic: []byte("Today"), Offset: 0, MaxMsgs: 32, OwnSubscription: true}, &pr); err != nil {
 		t.Fatal(err)

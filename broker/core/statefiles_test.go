@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,7 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func readFile(t testing.TB, path string) string {
@@ -211,105 +215,137 @@ func (s *fakeState) covered() int {
 	return s.persisted
 }
 
+// The state writer's tests run in synctest bubbles: its gaps are virtual
+// time, so "a burst within one gap" and "a sync that does not wait out the
+// gap" are exact, whatever the load on the machine.
+
 func TestStateWriterCoalesces(t *testing.T) {
-	s := &fakeState{}
-	var errs atomic.Int32
-	w := newStateWriter(s.persist, func(error) { errs.Add(1) })
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); w.run(stop) }()
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeState{}
+		var errs atomic.Int32
+		w := newStateWriter(s.persist, func(error) { errs.Add(1) })
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { defer close(done); w.run(stop) }()
 
-	// Many changes in a burst: a handful of writes, the last covering all.
-	const n = 2000
-	for i := 0; i < n; i++ {
+		// Many changes in a burst: one write when the first is asked
+		// for, and one after the gap covering all the rest.
+		const n = 2000
+		for i := 0; i < n; i++ {
+			s.change()
+			w.request()
+		}
+		time.Sleep(stateWriteGap)
+		synctest.Wait()
+		if got, c := s.writes.Load(), s.covered(); got > 2 || c != n {
+			t.Fatalf("a burst of %d changes: %d writes a gap later, covering %d", n, got, c)
+		}
+		// sync returns only after a write that covers what was changed before it.
+		c := s.change()
+		if err := w.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if s.covered() < c {
+			t.Fatalf("sync returned before change %d was written (covered %d)", c, s.covered())
+		}
+
+		// A failing write is reported, retried, and reported to sync.
+		s.fail.Store(true)
 		s.change()
-		w.request()
-	}
-	waitFor(t, "the burst to be written", func() bool { return s.covered() == n })
-	if got := s.writes.Load(); got > 10 {
-		t.Fatalf("%d writes for a burst of %d changes", got, n)
-	}
-	// sync returns only after a write that covers what was changed before it.
-	c := s.change()
-	if err := w.sync(); err != nil {
-		t.Fatal(err)
-	}
-	if s.covered() < c {
-		t.Fatalf("sync returned before change %d was written (covered %d)", c, s.covered())
-	}
+		if err := w.sync(); err == nil {
+			t.Fatal("sync: no error from a failing write")
+		}
+		wait.For(t, "a retry", func() error {
+			if n := errs.Load(); n < 2 {
+				return fmt.Errorf("%d failed writes reported", n)
+			}
+			return nil
+		})
+		s.fail.Store(false)
+		c = s.change()
+		wait.For(t, "recovery after failures", func() error {
+			if got := s.covered(); got < c {
+				return fmt.Errorf("covered %d of %d changes", got, c)
+			}
+			return nil
+		})
 
-	// A failing write is reported, retried, and reported to sync.
-	s.fail.Store(true)
-	s.change()
-	if err := w.sync(); err == nil {
-		t.Fatal("sync: no error from a failing write")
-	}
-	waitFor(t, "a retry", func() bool { return errs.Load() >= 2 })
-	s.fail.Store(false)
-	c = s.change()
-	waitFor(t, "recovery after failures", func() bool { return s.covered() >= c })
-
-	close(stop)
-	<-done
-	// After run: finish writes, then sync writes by itself.
-	c = s.change()
-	if err := w.finish(s.persist); err != nil || s.covered() < c {
-		t.Fatalf("finish: %v, covered %d of %d", err, s.covered(), c)
-	}
-	c = s.change()
-	if err := w.sync(); err != nil || s.covered() < c {
-		t.Fatalf("sync after finish: %v", err)
-	}
+		close(stop)
+		<-done
+		// After run: finish writes, then sync writes by itself.
+		c = s.change()
+		if err := w.finish(s.persist); err != nil || s.covered() < c {
+			t.Fatalf("finish: %v, covered %d of %d", err, s.covered(), c)
+		}
+		c = s.change()
+		if err := w.sync(); err != nil || s.covered() < c {
+			t.Fatalf("sync after finish: %v", err)
+		}
+	})
 }
 
 // A request waits out the gap after a write; a sync does not.
 func TestStateWriterSyncSkipsTheGap(t *testing.T) {
-	s := &fakeState{}
-	w := newStateWriter(s.persist, func(error) {})
-	w.minGap = time.Hour
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); w.run(stop) }()
-	defer func() { close(stop); <-done }()
-	s.change()
-	w.request() // the first write has no gap before it
-	waitFor(t, "the first write", func() bool { return s.writes.Load() == 1 })
-	c := s.change()
-	w.request() // waits an hour
-	for i := 0; i < 3; i++ {
-		if err := w.sync(); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeState{}
+		w := newStateWriter(s.persist, func(error) {})
+		w.minGap = time.Hour
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { defer close(done); w.run(stop) }()
+		defer func() { close(stop); <-done }()
+		s.change()
+		w.request() // the first write has no gap before it
+		synctest.Wait()
+		if n := s.writes.Load(); n != 1 {
+			t.Fatalf("%d writes after the first request, want 1", n)
 		}
-	}
-	if s.covered() < c || s.writes.Load() < 2 {
-		t.Fatalf("sync did not write through the gap: %d writes, covered %d of %d", s.writes.Load(), s.covered(), c)
-	}
+		c := s.change()
+		w.request() // waits an hour
+		start := time.Now()
+		for i := 0; i < 3; i++ {
+			if err := w.sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("sync waited %v for the gap", d)
+		}
+		if s.covered() < c || s.writes.Load() < 2 {
+			t.Fatalf("sync did not write through the gap: %d writes, covered %d of %d", s.writes.Load(), s.covered(), c)
+		}
+	})
 }
 
 // A sync that arrives while no writer runs any more is answered by finish.
 func TestStateWriterFinishAnswersWaiters(t *testing.T) {
-	s := &fakeState{}
-	w := newStateWriter(s.persist, func(error) {})
-	stop := make(chan struct{})
-	close(stop)
-	w.run(stop) // returns at once
-	got := make(chan error, 1)
-	c := s.change()
-	go func() { got <- w.sync() }()
-	waitFor(t, "the waiter", func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeState{}
+		w := newStateWriter(s.persist, func(error) {})
+		stop := make(chan struct{})
+		close(stop)
+		w.run(stop) // returns at once
+		got := make(chan error, 1)
+		c := s.change()
+		go func() { got <- w.sync() }()
+		synctest.Wait() // the caller of sync is parked
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.next != nil
-	})
-	if err := w.finish(s.persist); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil || s.covered() < c {
-			t.Fatalf("sync: %v", err)
+		waiting := w.next != nil
+		w.mu.Unlock()
+		if !waiting {
+			t.Fatal("sync is parked without a round to wait for")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sync not answered by finish")
-	}
+		if err := w.finish(s.persist); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if err != nil || s.covered() < c {
+				t.Fatalf("sync: %v", err)
+			}
+		default:
+			t.Fatal("sync not answered by finish")
+		}
+	})
 }
