@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -15,21 +14,20 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/controller"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
-func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// logWriter turns the lines of a library that logs to an io.Writer (Raft)
+// into records of a test's log.
+type logWriter struct{ l *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.l.Debug(line)
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
@@ -48,7 +46,7 @@ func startController(t *testing.T) string {
 		DataDir: t.TempDir(), Advertise: l.Addr().String(), RaftListener: rl,
 		Raft:             controller.RaftTiming{HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond},
 		HeartbeatTimeout: time.Second, ScanInterval: 50 * time.Millisecond, CloseGrace: 200 * time.Millisecond,
-		Logger: testLogger(t), RaftLogOutput: io.Discard})
+		Logger: testlog.New(t, "controller"), RaftLogOutput: logWriter{testlog.New(t, "raft")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +61,7 @@ func startController(t *testing.T) string {
 
 type testBroker struct {
 	t          *testing.T
+	name       string // its logger's
 	dir        string
 	addr, ha   string
 	controller string
@@ -70,33 +69,32 @@ type testBroker struct {
 	node       *Node
 }
 
-func newTestBroker(t *testing.T, ctl string, opts func(*Options)) *testBroker {
-	tb := &testBroker{t: t, dir: filepath.Join(t.TempDir(), "data"), controller: ctl, opts: opts}
+func newTestBroker(t *testing.T, name, ctl string, opts func(*Options)) *testBroker {
+	tb := &testBroker{t: t, name: name, dir: filepath.Join(t.TempDir(), "data"), controller: ctl, opts: opts}
 	tb.start("127.0.0.1:0", "127.0.0.1:0")
 	t.Cleanup(tb.stop)
 	return tb
 }
 
-func listenRetry(t *testing.T, addr string) net.Listener {
-	var err error
-	for range 100 {
-		var l net.Listener
-		if l, err = net.Listen("tcp", addr); err == nil {
-			return l
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal(err)
-	return nil
+// listen listens on addr; a broker restarted on the addresses it had waits
+// until its previous listeners' ports are free again.
+func listen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	var l net.Listener
+	wait.For(t, "listening on "+addr, func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l
 }
 
 func (tb *testBroker) start(addr, ha string) {
 	t := tb.t
-	ln, hln := listenRetry(t, addr), listenRetry(t, ha)
+	ln, hln := listen(t, addr), listen(t, ha)
 	tb.addr, tb.ha = ln.Addr().String(), hln.Addr().String()
 	o := Options{
 		Broker: broker.Options{DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1", AdvertiseAddr: tb.addr,
-			Store: store.Options{SegmentSize: 16 << 20}, Logger: testLogger(t)},
+			Store: store.Options{SegmentSize: 16 << 20}, Logger: testlog.New(t, "broker-"+tb.name)},
 		ControllerAddrs: []string{tb.controller}, Listener: ln, HAListener: hln,
 		AllAckInSyncStateSet: true, MaxTimeSlaveNotCatchup: 2 * time.Second, SyncStateSetCheckInterval: 50 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond, StartTimeout: 20 * time.Second,
@@ -123,17 +121,6 @@ func (tb *testBroker) stop() {
 	tb.node = nil
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // send stores one message through the running broker's core and waits for
 // its durability (the SyncStateSet's acknowledgements).
 func send(n *Node, body string) error {
@@ -148,6 +135,15 @@ func send(n *Node, body string) error {
 		return err
 	}
 	return b.Core().WaitDurable(res.Pending)
+}
+
+// writtenOffset is the end of n's commit log, -1 while n runs no broker.
+func writtenOffset(n *Node) int64 {
+	b := n.Broker()
+	if b == nil {
+		return -1
+	}
+	return b.Store().WrittenOffset()
 }
 
 func setSize(n *Node) int {
@@ -167,15 +163,20 @@ func setSize(n *Node) int {
 func TestFailoverInProcess(t *testing.T) {
 	ctl := startController(t)
 	minISR := func(o *Options) { o.MinInSyncReplicas = 2 }
-	a := newTestBroker(t, ctl, minISR)
-	waitFor(t, 10*time.Second, "the first broker as master", a.node.IsMaster)
+	a := newTestBroker(t, "a", ctl, minISR)
+	wait.Until(t, "the first broker as master", a.node.IsMaster)
 	err := send(a.node, "alone")
 	var ce *core.Error
 	if !errors.As(err, &ce) || ce.Code != protocol.RespSystemError || !strings.Contains(ce.Remark, "in-sync replicas not enough") {
 		t.Fatalf("a send with a SyncStateSet of 1 and minInSyncReplicas 2: %v", err)
 	}
-	b := newTestBroker(t, ctl, minISR)
-	waitFor(t, 10*time.Second, "a SyncStateSet of two", func() bool { return setSize(a.node) == 2 && a.node.Broker().Core().WriteGate() == nil })
+	b := newTestBroker(t, "b", ctl, minISR)
+	wait.For(t, "a SyncStateSet of two", func() error {
+		if n, gate := setSize(a.node), a.node.Broker().Core().WriteGate(); n != 2 || gate != nil {
+			return fmt.Errorf("a set of %d, writes gated by %v", n, gate)
+		}
+		return nil
+	})
 	if b.node.IsMaster() {
 		t.Fatal("the second broker is master too")
 	}
@@ -185,13 +186,11 @@ func TestFailoverInProcess(t *testing.T) {
 		}
 	}
 	end := a.node.Broker().Store().WrittenOffset()
-	waitFor(t, 10*time.Second, "the slave holding the master's log", func() bool {
-		return b.node.Broker() != nil && b.node.Broker().Store().WrittenOffset() == end
-	})
+	wait.Equal(t, "the slave holding the master's log", end, func() int64 { return writtenOffset(b.node) })
 
 	aAddr, aHA := a.addr, a.ha
 	a.stop()
-	waitFor(t, 10*time.Second, "the slave elected", b.node.IsMaster)
+	wait.Until(t, "the slave elected", b.node.IsMaster)
 	entries := b.node.epochs.Entries()
 	if len(entries) != 2 || entries[1].Epoch != 2 || entries[1].StartOffset != end {
 		t.Fatalf("epoch file after the election: %+v, want epoch 2 at %d", entries, end)
@@ -205,16 +204,17 @@ func TestFailoverInProcess(t *testing.T) {
 
 	// The old master comes back on its addresses: a slave of the new one.
 	a.start(aAddr, aHA)
-	waitFor(t, 10*time.Second, "the old master rejoined as slave, the set of two again", func() bool {
-		return !a.node.IsMaster() && setSize(b.node) == 2 && b.node.Broker().Core().WriteGate() == nil
+	wait.For(t, "the old master rejoined as slave, the set of two again", func() error {
+		if master, n, gate := a.node.IsMaster(), setSize(b.node), b.node.Broker().Core().WriteGate(); master || n != 2 || gate != nil {
+			return fmt.Errorf("old master is master: %v; a set of %d; writes gated by %v", master, n, gate)
+		}
+		return nil
 	})
 	if err := send(b.node, "after"); err != nil {
 		t.Fatalf("send with both in the set: %v", err)
 	}
 	end2 := b.node.Broker().Store().WrittenOffset()
-	waitFor(t, 10*time.Second, "the old master holding the new master's log", func() bool {
-		return a.node.Broker() != nil && a.node.Broker().Store().WrittenOffset() == end2
-	})
+	wait.Equal(t, "the old master holding the new master's log", end2, func() int64 { return writtenOffset(a.node) })
 	if got := a.node.epochs.Entries(); len(got) != 2 || got[1] != entries[1] {
 		t.Fatalf("the rejoined slave's epochs %+v, want the master's %+v", got, entries)
 	}
