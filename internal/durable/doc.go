@@ -1,8 +1,8 @@
 // Package durable holds Apogee's durable-file primitives, written once for
 // every package that persists (commitlog, consumequeue, index, store, broker,
-// client): a directory's fsync, the atomic replacement of a file, a durable
-// marker file, and a fixed-size CRC'd record rewritten in place (the
-// checkpoints). Every operation goes through a vfs.FS, so the fault-injection
+// client): a directory's fsync, the durable creation of directories, the
+// atomic replacement of a file, a durable marker file, and a fixed-size
+// CRC'd record rewritten in place (the checkpoints). Every operation goes through a vfs.FS, so the fault-injection
 // tests reach these paths too.
 //
 // # Invariants
@@ -11,6 +11,11 @@
 //     promise rests on: POSIX makes a directory entry durable only through
 //     an fsync of its directory (ext4's journal happens to order it, other
 //     file systems do not).
+//   - MkdirAll fsyncs the parent of every directory it creates before it
+//     creates the next one below it, and the parent of the deepest
+//     directory that already existed: a directory made by the file system's
+//     MkdirAll alone is an entry nothing made durable, and a power loss
+//     takes it, with every file under it, however well those were synced.
 //   - WriteFile never exposes a partial file under the final name: the data
 //     is written to a temporary file in the same directory, fsynced, renamed
 //     over the name, and the directory fsynced. After it returns nil the new
