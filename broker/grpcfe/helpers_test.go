@@ -2,8 +2,8 @@ package grpcfe
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -15,11 +15,21 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/rmqpb"
 	"github.com/apogeemq/apogee/store"
 )
 
-var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+const (
+	// callTimeout bounds a call the test expects an answer to: it only
+	// ends a test that would hang, so it is internal/wait's bound.
+	callTimeout = wait.DefaultTimeout
+	// arrival is how long a receive that expects a message holds: it is
+	// answered as soon as one is there, so the bound only ends a test that
+	// would hang (the env's core allows holds that long).
+	arrival = wait.DefaultTimeout
+)
 
 // newEnvB is newEnv for a benchmark.
 func newEnvB(b *testing.B) *env { return newEnvTB(b, nil) }
@@ -45,7 +55,7 @@ func newEnvTB(t testing.TB, mutate func(*core.Options)) *env { return newEnvWith
 func newEnvWith(t testing.TB, mutate func(*core.Options), front func(*Options), dial []grpc.DialOption) *env {
 	t.Helper()
 	o := core.Options{
-		DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:10911", Logger: quietLogger,
+		DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:10911", Logger: testlog.New(t, "core"), LongPollMax: arrival,
 		Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024,
 			IndexMaxEntries: 8192, CleanInterval: -1},
 		MaxMessageSize: 1 << 20,
@@ -62,7 +72,7 @@ func newEnvWith(t testing.TB, mutate func(*core.Options), front func(*Options), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fo := Options{Addr: l.Addr().String(), RecheckInterval: 20 * time.Millisecond}
+	fo := Options{Addr: l.Addr().String(), RecheckInterval: 20 * time.Millisecond, Logger: testlog.New(t, "grpc")}
 	if front != nil {
 		front(&fo)
 	}
@@ -82,7 +92,7 @@ func newEnvWith(t testing.TB, mutate func(*core.Options), front func(*Options), 
 	e := &env{t: t, core: c, srv: s, cc: cc, cli: rmqpb.NewMessagingServiceClient(cc)}
 	t.Cleanup(func() {
 		cc.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -115,7 +125,7 @@ func msg(topic, id, body string) *rmqpb.Message {
 // send sends one message and returns its entry, failing on a non-OK status.
 func (e *env) send(m *rmqpb.Message) *rmqpb.SendResultEntry {
 	e.t.Helper()
-	r, err := e.cli.SendMessage(e.ctx("producer-1", 5*time.Second), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{m}})
+	r, err := e.cli.SendMessage(e.ctx("producer-1", callTimeout), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{m}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -135,7 +145,7 @@ func (e *env) receive(group, topic string, n int32, invisible, wait time.Duratio
 	if filter == nil {
 		req.FilterExpression = &rmqpb.FilterExpression{Type: rmqpb.FilterType_TAG, Expression: "*"}
 	}
-	st, err := e.cli.ReceiveMessage(e.ctx("consumer-1", wait+5*time.Second), req)
+	st, err := e.cli.ReceiveMessage(e.ctx("consumer-1", wait+callTimeout), req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -165,7 +175,7 @@ func (e *env) receive(group, topic string, n int32, invisible, wait time.Duratio
 // ack acknowledges m for group and returns the entry's status code.
 func (e *env) ack(group string, m *rmqpb.Message) rmqpb.Code {
 	e.t.Helper()
-	r, err := e.cli.AckMessage(e.ctx("consumer-1", 5*time.Second), &rmqpb.AckMessageRequest{Group: res(group), Topic: m.Topic,
+	r, err := e.cli.AckMessage(e.ctx("consumer-1", callTimeout), &rmqpb.AckMessageRequest{Group: res(group), Topic: m.Topic,
 		Entries: []*rmqpb.AckMessageEntry{{MessageId: m.SystemProperties.MessageId, ReceiptHandle: m.SystemProperties.GetReceiptHandle()}}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -176,7 +186,7 @@ func (e *env) ack(group string, m *rmqpb.Message) rmqpb.Code {
 // route queries a topic's route (creating it).
 func (e *env) route(topic string) *rmqpb.QueryRouteResponse {
 	e.t.Helper()
-	r, err := e.cli.QueryRoute(e.ctx("producer-1", 5*time.Second), &rmqpb.QueryRouteRequest{Topic: res(topic)})
+	r, err := e.cli.QueryRoute(e.ctx("producer-1", callTimeout), &rmqpb.QueryRouteRequest{Topic: res(topic)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -191,17 +201,14 @@ func (e *env) dispatched(topic string, n int64) {
 	if !ok {
 		e.t.Fatalf("no topic %s", topic)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	wait.For(e.t, fmt.Sprintf("%d messages of %s dispatched", n, topic), func() error {
 		var total int64
 		for q := int32(0); q < cfg.ReadQueueNums; q++ {
 			total += e.core.MaxOffset(topic, q)
 		}
-		if total >= n {
-			return
+		if total < n {
+			return fmt.Errorf("%d dispatched", total)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %d of %d messages dispatched", topic, total, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
