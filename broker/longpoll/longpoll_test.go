@@ -523,6 +523,8 @@ func TestConcurrentParksAndArrivals(t *testing.T) {
 			q := int32(i % queues)
 			h.Arrived("T", q, max[q].Add(1))
 			if i%64 == 0 {
+				// Pacing, not synchronisation: an arrival loop that never
+				// pauses would take the CPU from the parkers it races.
 				time.Sleep(100 * time.Microsecond)
 			}
 		}
