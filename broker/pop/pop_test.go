@@ -3,8 +3,6 @@ package pop
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -21,9 +20,8 @@ import (
 // advances the bubble's clock, so invisibility and the persister's interval
 // are tested to the millisecond without waiting.
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func newManager(h Host) *Manager { return New(h, Config{Logger: quiet}) }
+// newManager is a manager on h that logs to the test's log.
+func newManager(h *fakeHost) *Manager { return New(h, Config{Logger: testlog.New(h.t, "pop")}) }
 
 // got is what a test keeps of a popped message: its body, position,
 // attempts, reconsumeTimes and the pop time its receipt handle carries.
@@ -618,7 +616,7 @@ func TestPersisterWritesChangesEveryInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newFakeHost(t)
 		h.sendN("T", 0, 2)
-		m := New(h, Config{FlushInterval: 500 * time.Millisecond, Logger: quiet})
+		m := New(h, Config{FlushInterval: 500 * time.Millisecond, Logger: testlog.New(t, "pop")})
 		m.Start()
 		m.Start() // idempotent
 		time.Sleep(2 * time.Second)
