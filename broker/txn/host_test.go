@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -54,7 +55,7 @@ func newFakeHost(t testing.TB, dir string) *fakeHost {
 		minOffset: map[string]int64{}}
 	st, _, err := store.Open(store.Options{
 		Dir: dir, SegmentSize: 1 << 20, MaxMessageSize: 64 << 10, ConsumeQueueEntries: 1024,
-		IndexSlots: 128, IndexMaxEntries: 512, ScrubRate: -1, Logger: discard,
+		IndexSlots: 128, IndexMaxEntries: 512, ScrubRate: -1, Logger: testlog.New(t, "store"),
 		StoreHost: netip.MustParseAddrPort("127.0.0.1:10911"),
 		OnArrival: func(topic string, _ int32, _ int64) {
 			if topic == HalfTopic || topic == OpHalfTopic {
@@ -75,7 +76,7 @@ func newFakeHost(t testing.TB, dir string) *fakeHost {
 // the store closed, with close) when the test ends.
 func (h *fakeHost) start(t testing.TB, cfg Config) *Manager {
 	if cfg.Logger == nil {
-		cfg.Logger = discard
+		cfg.Logger = testlog.New(t, "txn")
 	}
 	m := New(cfg, h)
 	if err := m.Load(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -684,11 +685,10 @@ func TestLoadHalvesDoNotAllocate(t *testing.T) {
 // waitDispatched waits until the half queue holds n entries.
 func waitDispatched(t *testing.T, h *fakeHost, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.MaxOffset(HalfTopic, 0) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("half queue at %d of %d after 10 s", h.MaxOffset(HalfTopic, 0), n)
+	wait.For(t, fmt.Sprintf("%d half messages dispatched", n), func() error {
+		if got := h.MaxOffset(HalfTopic, 0); got < n {
+			return fmt.Errorf("the half queue holds %d", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
