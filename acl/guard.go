@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	// Logger receives reloads and denials (at most denyLogBurst lines a
 	// second; the rest are counted). Default slog.Default().
 	Logger *slog.Logger
+	// FS is the file system File is read through and Dir's files are
+	// read and written through. Default vfs.Default; tests wrap it.
+	FS vfs.FS
 }
 
 // Stats are a Guard's counters.
@@ -116,8 +120,11 @@ func Open(opts Options) (*Guard, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
 	g := &Guard{opts: opts, log: opts.Logger, stop: make(chan struct{})}
-	st, err := openStore(opts.Dir, opts.Logger)
+	st, err := openStore(opts.FS, opts.Dir, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +143,7 @@ func Open(opts Options) (*Guard, error) {
 		g.log.Warn("acl: access control is on and no user is defined: every request is refused until one is (in the ACL file)", "file", opts.File)
 	}
 	if opts.File != "" {
-		if fi, err := os.Stat(opts.File); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if fi, err := opts.FS.Stat(opts.File); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			g.log.Warn("acl: the ACL file holds secret keys and is readable by others; chmod 600 it", "file", opts.File, "mode", fi.Mode().Perm().String())
 		}
 		g.wg.Add(1)
@@ -197,14 +204,14 @@ func (g *Guard) Reload() (changed bool, err error) {
 
 // loadFileLocked reads the file when its stat or content changed.
 func (g *Guard) loadFileLocked() (bool, error) {
-	fi, err := os.Stat(g.opts.File)
+	fi, err := g.opts.FS.Stat(g.opts.File)
 	if err != nil {
 		return false, fmt.Errorf("acl: %w", err)
 	}
 	if g.fileStat != nil && fi.Size() == g.fileStat.Size() && fi.ModTime().Equal(g.fileStat.ModTime()) && os.SameFile(fi, g.fileStat) {
 		return false, nil
 	}
-	data, err := os.ReadFile(g.opts.File)
+	data, err := vfs.ReadFile(g.opts.FS, g.opts.File)
 	if err != nil {
 		return false, fmt.Errorf("acl: %w", err)
 	}

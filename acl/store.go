@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 
@@ -38,6 +37,7 @@ const encPrefix = "v1:"
 // Someone who reads acl.json alone (a backup, a copied data directory
 // without the key) learns no secret; someone who reads both does.
 type store struct {
+	fs   vfs.FS // Options.FS
 	dir  string
 	log  *slog.Logger
 	aead cipher.AEAD // nil until a key exists
@@ -52,12 +52,12 @@ type storeDoc struct {
 	ACLs    []AclInfo  `json:"acls"`
 }
 
-func openStore(dir string, log *slog.Logger) (*store, error) {
-	s := &store{dir: dir, log: log, users: map[string]User{}, acls: map[string]ACL{}}
+func openStore(fsys vfs.FS, dir string, log *slog.Logger) (*store, error) {
+	s := &store{fs: fsys, dir: dir, log: log, users: map[string]User{}, acls: map[string]ACL{}}
 	if dir == "" {
 		return s, nil // in memory (tests, or no data directory)
 	}
-	key, err := os.ReadFile(s.path(KeyFile))
+	key, err := vfs.ReadFile(fsys, s.path(KeyFile))
 	switch {
 	case err == nil:
 		if err := s.useKey(key); err != nil {
@@ -66,7 +66,7 @@ func openStore(dir string, log *slog.Logger) (*store, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("acl: read %s: %w", s.path(KeyFile), err)
 	}
-	doc, found, _, err := durable.LoadWithBackup(vfs.Default, s.path(StoreFile), log, func(b []byte) (storeDoc, error) {
+	doc, found, _, err := durable.LoadWithBackup(s.fs, s.path(StoreFile), log, func(b []byte) (storeDoc, error) {
 		var d storeDoc
 		err := json.Unmarshal(b, &d)
 		return d, err
@@ -122,10 +122,10 @@ func (s *store) ensureKey() error {
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := durable.MkdirAll(s.fs, s.dir, 0o755); err != nil {
 		return fmt.Errorf("acl: %w", err)
 	}
-	if err := durable.WriteFile(vfs.Default, s.path(KeyFile), key, durable.Perm(0o600)); err != nil {
+	if err := durable.WriteFile(s.fs, s.path(KeyFile), key, durable.Perm(0o600)); err != nil {
 		return fmt.Errorf("acl: write %s: %w", s.path(KeyFile), err)
 	}
 	return s.useKey(key)
@@ -193,10 +193,10 @@ func (s *store) save() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := durable.MkdirAll(s.fs, s.dir, 0o755); err != nil {
 		return fmt.Errorf("acl: %w", err)
 	}
-	if err := durable.WriteFile(vfs.Default, s.path(StoreFile), data, durable.Backup(durable.BakSuffix), durable.Perm(0o600)); err != nil {
+	if err := durable.WriteFile(s.fs, s.path(StoreFile), data, durable.Backup(durable.BakSuffix), durable.Perm(0o600)); err != nil {
 		return fmt.Errorf("acl: write %s: %w", s.path(StoreFile), err)
 	}
 	return nil

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 
 	"github.com/apogeemq/apogee/internal/durable"
-	"github.com/apogeemq/apogee/internal/vfs"
 )
 
 // KVConfigFileName is the name of the KV config's file in a standalone name server's
@@ -41,7 +39,7 @@ func parseKVFile(b []byte) (map[string]map[string]string, error) {
 }
 
 // OpenRegistry returns a registry as NewRegistry does and, when opts.KVConfigPath is
-// set, loads the KV config from that file (creating its directory if needed): a
+// set, loads the KV config from that file (creating its directory durably if needed): a
 // missing file is an empty config; a damaged one falls back to its .bak with a WARN
 // and is written again from what was loaded; it fails when neither parses (see
 // package internal/durable, LoadWithBackup). Every later change of the KV config is written to the
@@ -57,10 +55,10 @@ func OpenRegistry(opts Options) (*Registry, error) {
 		r.Close()
 		return nil, fmt.Errorf("namesrv: kv config: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := durable.MkdirAll(r.opts.FS, filepath.Dir(path), 0o755); err != nil {
 		return fail(err)
 	}
-	kv, found, fellBack, err := durable.LoadWithBackup(vfs.Default, path, r.log, parseKVFile)
+	kv, found, fellBack, err := durable.LoadWithBackup(r.opts.FS, path, r.log, parseKVFile)
 	if err != nil {
 		return fail(err)
 	}
@@ -87,7 +85,7 @@ func (r *Registry) writeKV(kv map[string]map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(vfs.Default, r.kvPath, b, durable.Backup(durable.BakSuffix))
+	return durable.WriteFile(r.opts.FS, r.kvPath, b, durable.Backup(durable.BakSuffix))
 }
 
 // errKVNotPersisted wraps the failure to write a KV change, which is then not applied.

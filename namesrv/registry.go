@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	// it; NewRegistry panics when it is set. Default "": the KV config lives in memory
 	// only (the embedded name server's case).
 	KVConfigPath string
+	// FS is the file system KVConfigPath (and its directory) goes through.
+	// Default vfs.Default; tests wrap it.
+	FS vfs.FS
 }
 
 // BrokerRegistration is what a broker tells the name server about itself: who it is,
@@ -126,6 +130,9 @@ func NewRegistry(opts Options) *Registry {
 	}
 	if opts.ScanInterval <= 0 {
 		opts.ScanInterval = DefaultScanInterval
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
 	}
 	r := &Registry{
 		opts:     opts,
