@@ -222,6 +222,7 @@ func (m *Manager) checkDue() int64 {
 	for _, h := range due {
 		m.mu.Lock()
 		checks := h.checks
+		h.joined = false // a producer that joins from here on is looked for again
 		m.mu.Unlock()
 		if checks >= int32(m.cfg.CheckMax) {
 			if !m.giveUp(h) {
@@ -237,7 +238,15 @@ func (m *Manager) checkDue() int64 {
 			h.checks++
 			m.changes++
 		}
-		h.next = now + m.cfg.CheckInterval.Milliseconds()
+		if !counted && h.joined {
+			// No producer when the check looked, but one joined since:
+			// ProducerJoined may have run before this check marked the
+			// half an orphan, or set next before it is overwritten here.
+			// Check again at once rather than a check interval later.
+			h.next = now
+		} else {
+			h.next = now + m.cfg.CheckInterval.Milliseconds()
+		}
 		m.mu.Unlock()
 	}
 	var next int64

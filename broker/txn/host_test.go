@@ -30,6 +30,7 @@ type fakeHost struct {
 	producers  map[string]bool  // groups with a live producer
 	checks     []sentCheck      // every SendCheck with a live producer
 	sendErr    error            // SendCheck fails with it (producer present)
+	noProducer func(group string) // called (h.mu not held) by a SendCheck that finds no producer, before it returns ErrNoProducer
 	topics     map[string]int32 // created by EnsureTopic
 	files      map[string][]byte
 	writes     int
@@ -171,10 +172,15 @@ func (h *fakeHost) RouteDelay(m *store.Message, props []byte, start int) []byte 
 
 func (h *fakeHost) SendCheck(group string, c *Check) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if !h.producers[group] {
+		hook := h.noProducer
+		h.mu.Unlock()
+		if hook != nil {
+			hook(group)
+		}
 		return ErrNoProducer
 	}
+	defer h.mu.Unlock()
 	rec, err := message.Decode(c.Record, true)
 	if err != nil {
 		h.t.Errorf("check record does not decode: %v", err)

@@ -172,6 +172,7 @@ type half struct {
 	checks int32  // checks sent so far
 	next   int64  // ms: when to check it next
 	orphan bool   // the last check found no live producer of its group
+	joined bool   // a producer of its group joined since its current check began (ProducerJoined)
 }
 
 // Manager keeps the pending half messages of transactions, ends them
@@ -296,12 +297,18 @@ func (m *Manager) Arrived() {
 
 // ProducerJoined checks at once the due half messages of a producer group
 // that had no live connection when their check came (the broker calls it
-// for each producer group a heartbeat adds).
+// for each producer group a heartbeat adds). A check of the group under way
+// that finds no producer (it looked before the producer was registered) is
+// repeated at once too: checkDue sees the half's joined flag.
 func (m *Manager) ProducerJoined(group string) {
 	woke := false
 	m.mu.Lock()
 	for _, h := range m.pending {
-		if h.orphan && h.group == group {
+		if h.group != group {
+			continue
+		}
+		h.joined = true
+		if h.orphan {
 			h.next = 0
 			woke = true
 		}

@@ -400,6 +400,35 @@ func TestCheckWaitsForProducer(t *testing.T) {
 	})
 }
 
+// A producer whose heartbeat lands while a check of its group is failing
+// for want of one (after the failed send, before the checker's bookkeeping)
+// is asked at once, not a check interval later. It was asked an interval
+// later: the join found no orphan yet, or its reset of the next check time
+// was overwritten (broker TestTransactionCheckWaitsForProducer saw it under
+// load).
+func TestProducerJoinsDuringACheck(t *testing.T) {
+	run(t, func(t *testing.T, h *fakeHost) {
+		m := h.start(t, Config{Timeout: time.Second, CheckInterval: time.Hour, CheckMax: 2})
+		var joins int
+		h.noProducer = func(group string) {
+			if joins++; joins == 1 {
+				h.setProducer(group, true)
+				m.ProducerJoined(group)
+			}
+		}
+		h.sendHalf(t, m, "TW", 0, "orphan", "pg", "UJ")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		c := h.takeChecks()
+		if joins != 1 || len(c) != 1 || c[0].c.MsgID != "UJ" || prop(c[0].rec, message.PropTransactionCheckTimes) != "1" {
+			t.Fatalf("%d failed sends, then %d checks in a minute (check interval an hour)", joins, len(c))
+		}
+		if st := m.Stats(); st.Waiting != 0 || st.Checks != 1 {
+			t.Fatalf("after the check: %+v", st)
+		}
+	})
+}
+
 // A check the connection failed to send counts all the same (as RocketMQ).
 func TestCheckSendFailureCounts(t *testing.T) {
 	run(t, func(t *testing.T, h *fakeHost) {
