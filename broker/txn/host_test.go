@@ -27,11 +27,11 @@ type fakeHost struct {
 	m  atomic.Pointer[Manager] // woken when the half or op queue grows
 
 	mu         sync.Mutex
-	producers  map[string]bool  // groups with a live producer
-	checks     []sentCheck      // every SendCheck with a live producer
-	sendErr    error            // SendCheck fails with it (producer present)
+	producers  map[string]bool    // groups with a live producer
+	checks     []sentCheck        // every SendCheck with a live producer
+	sendErr    error              // SendCheck fails with it (producer present)
 	noProducer func(group string) // called (h.mu not held) by a SendCheck that finds no producer, before it returns ErrNoProducer
-	topics     map[string]int32 // created by EnsureTopic
+	topics     map[string]int32   // created by EnsureTopic
 	files      map[string][]byte
 	writes     int
 	writeErr   error
