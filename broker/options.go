@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
@@ -138,11 +139,16 @@ type Options struct {
 	DisablePropertyFilter bool
 	// Remoting configures the server Serve uses (nil: remoting's defaults).
 	Remoting *remoting.Options
+	// FS is the file system every file under DataDir goes through (the
+	// core's state files and, when Store.FS is nil, the store's; in
+	// controller mode also broker/ctrlmode's identity and epoch files).
+	// Default vfs.Default; tests wrap it.
+	FS vfs.FS
 	// WriteConfigFile replaces how the files under DataDir/config are
-	// written (a seam for tests that inject failures). Default: write a
-	// temporary file, fsync it, keep the target's current version as
-	// TARGET.bak (the fallback at start), rename the temporary file over the
-	// target, fsync the directory.
+	// written (a seam for tests that inject failures). Default: through FS,
+	// write a temporary file, fsync it, keep the target's current version
+	// as TARGET.bak (the fallback at start), rename the temporary file over
+	// the target, fsync the directory.
 	WriteConfigFile func(path string, data []byte) error
 	// Logger receives the broker's log lines. Default slog.Default().
 	Logger *slog.Logger
@@ -247,7 +253,7 @@ func (o Options) core() core.Options {
 		TransactionTimeout: o.TransactionTimeout, TransactionCheckInterval: o.TransactionCheckInterval,
 		TransactionCheckMax: o.TransactionCheckMax, MaxDelayMessageSize: o.MaxDelayMessageSize,
 		MaxTransactionMessageSize: o.MaxTransactionMessageSize, DisablePropertyFilter: o.DisablePropertyFilter,
-		WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
+		FS: o.FS, WriteConfigFile: o.WriteConfigFile, Logger: o.Logger,
 		MaxAutoCreateTopics: o.MaxAutoCreateTopics, MaxAutoCreateGroups: o.MaxAutoCreateGroups,
 		MaxAutoCreatePerSource: o.MaxAutoCreatePerSource,
 		Role:                   o.Role, BrokerID: o.BrokerID, SlaveReadEnable: o.SlaveReadEnable,

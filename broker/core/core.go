@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/broker/txn"
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -110,7 +110,7 @@ func New(opts Options) (*Core, error) {
 		return nil, err
 	}
 	cfgDir := filepath.Join(o.DataDir, ConfigDir)
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+	if err := durable.MkdirAll(o.FS, cfgDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: create %s: %w", cfgDir, err)
 	}
 	c := &Core{
@@ -119,9 +119,9 @@ func New(opts Options) (*Core, error) {
 		start:     time.Now(),
 		memWindow: int64(float64(memoryWindow()) * o.AccessMessageInMemoryMaxRatio / 40),
 		slave:     o.Role == RoleSlave,
-		topics:    newTopicManager(filepath.Join(cfgDir, TopicsFile), o.WriteConfigFile, o.Logger),
-		groups:    newGroupManager(filepath.Join(cfgDir, SubscriptionGroupFile), o.WriteConfigFile, o.Logger),
-		offsets:   newOffsetManager(filepath.Join(cfgDir, ConsumerOffsetFile), o.WriteConfigFile, o.Logger),
+		topics:    newTopicManager(o.FS, filepath.Join(cfgDir, TopicsFile), o.WriteConfigFile, o.Logger),
+		groups:    newGroupManager(o.FS, filepath.Join(cfgDir, SubscriptionGroupFile), o.WriteConfigFile, o.Logger),
+		offsets:   newOffsetManager(o.FS, filepath.Join(cfgDir, ConsumerOffsetFile), o.WriteConfigFile, o.Logger),
 		clients:   newClientManager(o.Logger),
 		locks:     newLockManager(o.LockExpiry),
 		stop:      make(chan struct{}),

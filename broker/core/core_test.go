@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -182,7 +183,7 @@ func BenchmarkPersistTopics(b *testing.B) {
 			b.Fatalf("APOGEE_BENCH_TOPICS: %v", err)
 		}
 	}
-	t := newTopicManager(filepath.Join(b.TempDir(), TopicsFile), WriteConfigFile, slog.New(slog.DiscardHandler))
+	t := newTopicManager(vfs.Default, filepath.Join(b.TempDir(), TopicsFile), WriteConfigFile, slog.New(slog.DiscardHandler))
 	for i := 0; i < topics; i++ {
 		t.put(newTopicConfig(fmt.Sprintf("Persist-%06d", i), 8, protocol.PermRead|protocol.PermWrite))
 	}

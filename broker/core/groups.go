@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -21,6 +22,7 @@ import (
 // O(1) under mu; the file is written whole by the core's background
 // stateWriter (persist), coalescing the changes made meanwhile.
 type groupManager struct {
+	fs    vfs.FS // load reads the file through it (Options.FS)
 	path  string
 	write func(string, []byte) error
 	log   *slog.Logger
@@ -34,14 +36,14 @@ type groupManager struct {
 	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
-func newGroupManager(path string, write func(string, []byte) error, log *slog.Logger) *groupManager {
-	return &groupManager{path: path, write: write, log: log, m: make(map[string]*protocol.SubscriptionGroupConfig)}
+func newGroupManager(fsys vfs.FS, path string, write func(string, []byte) error, log *slog.Logger) *groupManager {
+	return &groupManager{fs: fsys, path: path, write: write, log: log, m: make(map[string]*protocol.SubscriptionGroupConfig)}
 }
 
 // load reads subscriptionGroup.json (or its previous version, see
 // loadStateFile) if it exists.
 func (g *groupManager) load() error {
-	w, found, fellBack, err := loadStateFile(g.path, g.log, func(b []byte) (protocol.SubscriptionGroupWrapper, error) {
+	w, found, fellBack, err := loadStateFile(g.fs, g.path, g.log, func(b []byte) (protocol.SubscriptionGroupWrapper, error) {
 		var w protocol.SubscriptionGroupWrapper
 		return w, w.Decode(b)
 	})

@@ -38,7 +38,7 @@ func (h innerHost) TopicName(name []byte) string { return h.c.topicName(name) }
 // LoadState reads DataDir/config/name with loadStateFile (falling back to
 // name.bak).
 func (h innerHost) LoadState(name string, parse func([]byte) error) (bool, error) {
-	_, found, _, err := loadStateFile(h.statePath(name), h.c.opts.Logger, func(data []byte) (struct{}, error) {
+	_, found, _, err := loadStateFile(h.c.opts.FS, h.statePath(name), h.c.opts.Logger, func(data []byte) (struct{}, error) {
 		return struct{}{}, parse(data)
 	})
 	return found, err

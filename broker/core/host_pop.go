@@ -83,7 +83,7 @@ func (h *popHost) Put(m store.Message) error {
 
 // LoadState reads popState.json, or its previous version (loadStateFile).
 func (h *popHost) LoadState(parse func([]byte) error) (bool, error) {
-	_, found, _, err := loadStateFile(h.path, h.c.opts.Logger, func(data []byte) (struct{}, error) {
+	_, found, _, err := loadStateFile(h.c.opts.FS, h.path, h.c.opts.Logger, func(data []byte) (struct{}, error) {
 		return struct{}{}, parse(data)
 	})
 	return found, err

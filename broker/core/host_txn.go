@@ -90,7 +90,7 @@ func (h *txnHost) SendCheck(group string, c *txn.Check) error {
 // LoadState reads DataDir/config/name (or its previous version, see
 // loadStateFile).
 func (h *txnHost) LoadState(name string, parse func([]byte) error) (bool, error) {
-	_, found, _, err := loadStateFile(h.statePath(name), h.c.opts.Logger, func(data []byte) (struct{}, error) {
+	_, found, _, err := loadStateFile(h.c.opts.FS, h.statePath(name), h.c.opts.Logger, func(data []byte) (struct{}, error) {
 		return struct{}{}, parse(data)
 	})
 	return found, err

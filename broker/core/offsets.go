@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -21,6 +22,7 @@ const maxOffsetQueueID = 1 << 16
 // config/consumerOffset.json ({"offsetTable":{"topic@group":{"0":12}}}).
 // Offsets are persisted every OffsetFlushInterval and at Shutdown.
 type offsetManager struct {
+	fs    vfs.FS // load reads the file through it (Options.FS)
 	path  string
 	write func(string, []byte) error
 	log   *slog.Logger
@@ -37,14 +39,14 @@ type offsetManager struct {
 	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
-func newOffsetManager(path string, write func(string, []byte) error, log *slog.Logger) *offsetManager {
-	return &offsetManager{path: path, write: write, log: log, m: make(map[string]map[string][]int64)}
+func newOffsetManager(fsys vfs.FS, path string, write func(string, []byte) error, log *slog.Logger) *offsetManager {
+	return &offsetManager{fs: fsys, path: path, write: write, log: log, m: make(map[string]map[string][]int64)}
 }
 
 // load reads consumerOffset.json (or its previous version, see
 // loadStateFile) if it exists.
 func (o *offsetManager) load() error {
-	w, found, fellBack, err := loadStateFile(o.path, o.log, func(b []byte) (protocol.ConsumerOffsetSerializeWrapper, error) {
+	w, found, fellBack, err := loadStateFile(o.fs, o.path, o.log, func(b []byte) (protocol.ConsumerOffsetSerializeWrapper, error) {
 		var w protocol.ConsumerOffsetSerializeWrapper
 		return w, w.Decode(b)
 	})

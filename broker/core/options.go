@@ -10,6 +10,7 @@ import (
 
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -47,8 +48,9 @@ type Options struct {
 	// files in DataDir/config. Required.
 	DataDir string
 	// Store tunes the message store. Dir is set from DataDir, StoreHost from
-	// AdvertiseAddr, MaxMessageSize from MaxMessageSize, and OnArrival and
-	// TagCode are the core's (a caller's are called after them).
+	// AdvertiseAddr, MaxMessageSize from MaxMessageSize, FS from FS when
+	// nil, and OnArrival and TagCode are the core's (a caller's are called
+	// after them).
 	Store store.Options
 	// BrokerName and ClusterName default to "broker-a" and "DefaultCluster".
 	// ClusterName is the CLUSTER property of stored messages; both are
@@ -132,11 +134,17 @@ type Options struct {
 	// enablePropertyFilter=false): a pull or pop filtered by SQL92 is then
 	// refused with SYSTEM_ERROR (1). Default: SQL92 filtering on.
 	DisablePropertyFilter bool
+	// FS is the file system every file under DataDir goes through: the
+	// state files under DataDir/config (read and written), the config
+	// directory itself, and the store's files (Store.FS, when that is nil).
+	// Default vfs.Default (the operating system); tests wrap it
+	// (internal/vfs/errorfs, internal/vfs/crashfs).
+	FS vfs.FS
 	// WriteConfigFile replaces how the files under DataDir/config are
-	// written (a seam for tests that inject failures). Default: write a
-	// temporary file, fsync it, keep the target's current version as
-	// TARGET.bak (the fallback at start), rename the temporary file over the
-	// target, fsync the directory.
+	// written (a seam for tests that inject failures). Default: through FS,
+	// write a temporary file, fsync it, keep the target's current version
+	// as TARGET.bak (the fallback at start), rename the temporary file over
+	// the target, fsync the directory.
 	WriteConfigFile func(path string, data []byte) error
 	// TopicChanged, when set, is told the name of every topic created,
 	// changed or deleted, after the table changed and outside the core's
@@ -277,8 +285,15 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	if o.MaxTransactionMessageSize <= 0 {
 		o.MaxTransactionMessageSize = DefaultMaxTransactionMessageSize
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Store.FS == nil {
+		o.Store.FS = o.FS
+	}
 	if o.WriteConfigFile == nil {
-		o.WriteConfigFile = WriteConfigFile
+		fsys := o.FS
+		o.WriteConfigFile = func(path string, data []byte) error { return writeStateFile(fsys, path, data) }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -23,8 +23,8 @@ const (
 // State files. Every JSON state file under DataDir/config (topics.json,
 // subscriptionGroup.json, consumerOffset.json, delayOffset.json,
 // timerCheckpoint.json, transactionCheckpoint.json, popState.json) is
-// written by Options.WriteConfigFile (default: the function
-// WriteConfigFile) and read by loadStateFile:
+// written by Options.WriteConfigFile (default: writeStateFile on
+// Options.FS) and read by loadStateFile (on Options.FS):
 //
 //   - A write replaces the file whole and keeps the version it replaces as
 //     FILE.bak (as RocketMQ does), so at any moment FILE holds the last
@@ -39,27 +39,34 @@ const (
 	damagedSuffix = durable.DamagedSuffix
 )
 
-// WriteConfigFile is Options.WriteConfigFile's default: it replaces path
-// with data so that a crash leaves either the old or the new contents, and
-// keeps the old contents as path.bak (durable.WriteFile with
-// durable.Backup): write a temporary file in the
-// same directory and fsync it, make the current file path.bak (a hard link
-// renamed into place, or a synced copy), rename the temporary file over
-// path, fsync the directory. A crash at any point leaves path complete (old
-// or new) and path.bak complete (the version before path, or the one before
-// that). The file is created 0600, as os.CreateTemp made it before.
+// WriteConfigFile replaces path with data on the operating system's file
+// system (writeStateFile on vfs.Default), as Options.WriteConfigFile does by
+// default on Options.FS.
 func WriteConfigFile(path string, data []byte) error {
-	if err := durable.WriteFile(vfs.Default, path, data, durable.Backup(BakSuffix), durable.Perm(0o600)); err != nil {
+	return writeStateFile(vfs.Default, path, data)
+}
+
+// writeStateFile replaces path with data through fsys so that a crash
+// leaves either the old or the new contents, and keeps the old contents as
+// path.bak (durable.WriteFile with durable.Backup): write a temporary file
+// in the same directory and fsync it, make the current file path.bak (a
+// hard link renamed into place, or a synced copy), rename the temporary
+// file over path, fsync the directory. A crash at any point leaves path
+// complete (old or new) and path.bak complete (the version before path, or
+// the one before that); once it returned nil, path holds data. The file is
+// created 0600, as os.CreateTemp made it before.
+func writeStateFile(fsys vfs.FS, path string, data []byte) error {
+	if err := durable.WriteFile(fsys, path, data, durable.Backup(BakSuffix), durable.Perm(0o600)); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	return nil
 }
 
-// loadStateFile reads the state file at path and parses it, falling back to
-// its previous version (path.bak, see WriteConfigFile) with a WARN when path
-// is missing or does not parse (durable.LoadWithBackup).
-func loadStateFile[T any](path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
-	v, found, fellBack, err = durable.LoadWithBackup(vfs.Default, path, log, parse)
+// loadStateFile reads the state file at path through fsys and parses it,
+// falling back to its previous version (path.bak, see writeStateFile) with
+// a WARN when path is missing or does not parse (durable.LoadWithBackup).
+func loadStateFile[T any](fsys vfs.FS, path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
+	v, found, fellBack, err = durable.LoadWithBackup(fsys, path, log, parse)
 	if err != nil {
 		err = fmt.Errorf("broker: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
@@ -122,7 +123,7 @@ func TestLoadStateFileFallsBack(t *testing.T) {
 				}
 			}
 			logs := &logCounter{}
-			v, found, fellBack, err := loadStateFile(path, slog.New(slog.NewTextHandler(logs, nil)), parseStateV)
+			v, found, fellBack, err := loadStateFile(vfs.Default, path, slog.New(slog.NewTextHandler(logs, nil)), parseStateV)
 			if len(tc.errHas) > 0 {
 				if err == nil {
 					t.Fatalf("loaded %+v", v)

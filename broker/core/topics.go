@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -152,6 +153,7 @@ func (e *topicEntry) queueLimit() int32 { return max(e.cfg.WriteQueueNums, e.cfg
 // a change count); the file is written whole by the core's background
 // stateWriter (persist), coalescing the changes made meanwhile.
 type topicManager struct {
+	fs   vfs.FS // load reads the file through it (Options.FS)
 	path string
 	// write writes the file (Options.WriteConfigFile); log receives the
 	// fallback WARN of load.
@@ -167,14 +169,14 @@ type topicManager struct {
 	persisted uint64     // changes covered by the last successful write (under persistMu)
 }
 
-func newTopicManager(path string, write func(string, []byte) error, log *slog.Logger) *topicManager {
-	return &topicManager{path: path, write: write, log: log, m: make(map[string]*topicEntry)}
+func newTopicManager(fsys vfs.FS, path string, write func(string, []byte) error, log *slog.Logger) *topicManager {
+	return &topicManager{fs: fsys, path: path, write: write, log: log, m: make(map[string]*topicEntry)}
 }
 
 // load reads topics.json (or its previous version, see loadStateFile) if
 // it exists.
 func (t *topicManager) load() error {
-	w, found, fellBack, err := loadStateFile(t.path, t.log, func(b []byte) (protocol.TopicConfigSerializeWrapper, error) {
+	w, found, fellBack, err := loadStateFile(t.fs, t.path, t.log, func(b []byte) (protocol.TopicConfigSerializeWrapper, error) {
 		var w protocol.TopicConfigSerializeWrapper
 		return w, w.Decode(b)
 	})
