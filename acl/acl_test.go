@@ -2,6 +2,7 @@ package acl
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/internal/benchcpu"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -46,7 +49,7 @@ func writeFile(t *testing.T, dir, name, text string) string {
 
 func openGuard(t *testing.T, file string) *Guard {
 	t.Helper()
-	g, err := Open(Options{File: file, Dir: t.TempDir(), ClusterName: "c1", ReloadInterval: 20 * time.Millisecond})
+	g, err := Open(Options{File: file, Dir: t.TempDir(), ClusterName: "c1", ReloadInterval: 20 * time.Millisecond, Logger: testlog.New(t, "acl")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,16 +284,12 @@ func TestHotReload(t *testing.T) {
 	if err := os.Rename(tmp, file); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if ok, _, _ := g.Check(local, r); ok {
-			break
+	wait.For(t, "the change to take effect", func() error {
+		if ok, code, remark := g.Check(local, r); !ok {
+			return fmt.Errorf("payments still refused: code %d %q", code, remark)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the change did not take effect")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	// An empty file (an edit in place caught before its write) and a broken
 	// file keep the rules in force.
 	writeFile(t, dir, "acl.yml", "")

@@ -6,20 +6,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type echo struct{}
 
@@ -35,7 +35,7 @@ func serve(t *testing.T, s *tlsconf.Server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := remoting.NewServer(echo{}, &remoting.Options{Handshake: s.Handshake, Logger: quiet, HandshakeTimeout: 2 * time.Second})
+	srv := remoting.NewServer(echo{}, &remoting.Options{Handshake: s.Handshake, Logger: testlog.New(t, "server"), HandshakeTimeout: 2 * time.Second})
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
@@ -45,7 +45,7 @@ func call(t *testing.T, addr string, cfg *tls.Config) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{TLS: cfg, Options: remoting.Options{Logger: quiet}})
+	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{TLS: cfg, Options: remoting.Options{Logger: testlog.New(t, "client")}})
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func clientTLS(t *testing.T, f tlstest.Files, withCert bool) *tls.Config {
 
 func newServer(t *testing.T, cfg tlsconf.Config) *tlsconf.Server {
 	t.Helper()
-	cfg.Logger = quiet
+	cfg.Logger = testlog.New(t, "tlsconf")
 	s, err := tlsconf.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -153,19 +153,18 @@ func TestRotation(t *testing.T) {
 	before := serial()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{TLS: clientTLS(t, f, false), Options: remoting.Options{Logger: quiet}})
+	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{TLS: clientTLS(t, f, false), Options: remoting.Options{Logger: testlog.New(t, "client")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	tlstest.Reissue(t, f)
-	deadline := time.Now().Add(5 * time.Second)
-	for serial() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the new certificate is not served")
+	wait.For(t, "the new certificate served", func() error {
+		if got := serial(); got == before {
+			return fmt.Errorf("still the serial %s", got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	req := new(protocol.Command)
 	req.InitRequest(1, 0)
 	req.Body = []byte("ping")
@@ -176,10 +175,16 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("a new client after the rotation: %v", err)
 	}
 	// A broken pair keeps the one in force.
+	errsBefore := s.Stats().ReloadErrs
 	if err := os.WriteFile(f.ServerKey, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	wait.For(t, "the broken key file seen by a reload", func() error {
+		if st := s.Stats(); st.ReloadErrs == errsBefore {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
 	if err := call(t, addr, clientTLS(t, f, false)); err != nil {
 		t.Fatalf("after a broken key file: %v", err)
 	}
