@@ -23,6 +23,8 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/apogeemq/apogee/controller/wire"
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -97,6 +99,10 @@ type Options struct {
 	// DataDir holds raft.db (the log and the Raft metadata, in bbolt
 	// through raft-boltdb) and snapshots/. Required.
 	DataDir string
+	// FS is the file system DataDir, snapshots/ and the snapshots go
+	// through (raft.db does not: bbolt does its own I/O; see
+	// docs/crash-safety.md). Default vfs.Default; tests wrap it.
+	FS vfs.FS
 	// RaftListener, if set, is where Raft accepts its peers; otherwise the
 	// node listens on RaftBind (default: its own peer address).
 	RaftListener net.Listener
@@ -180,6 +186,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	if o.RaftLogOutput == nil {
 		o.RaftLogOutput = os.Stderr
 	}
@@ -226,7 +235,7 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+	if err := durable.MkdirAll(o.FS, o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: data directory: %w", err)
 	}
 	n := &Node{opts: o, log: o.Logger.With("controller", o.ID), fsm: newFSM(), stop: make(chan struct{}),
@@ -253,13 +262,19 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("controller: open %s: %w", filepath.Join(o.DataDir, "raft.db"), err)
 	}
 	n.store = store
+	// bbolt syncs its pages but not the directory entry of a new raft.db:
+	// without this, a power loss could take the file (the group's log and
+	// its vote) with it.
+	if err := durable.SyncDir(o.FS, o.DataDir); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hl)
+	snaps, err := newSnapshotStore(o.FS, o.DataDir, n.log)
 	if err != nil {
-		return fmt.Errorf("controller: snapshots: %w", err)
+		return err
 	}
 	ln := o.RaftListener
 	if ln == nil {
