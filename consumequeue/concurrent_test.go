@@ -67,7 +67,7 @@ func TestConcurrentReadersWhileAppending(t *testing.T) {
 		}(uint64(r))
 	}
 	wg.Add(1)
-	go func() {
+	go func() { // sweeps and flushes all along the appends, paced so as not to starve them
 		defer wg.Done()
 		for !done.Load() {
 			s.Sweep(time.Now())

@@ -106,11 +106,5 @@ func encode(e Entry) []byte {
 	return b
 }
 
-// deadline bounds concurrent tests.
-func deadline(d time.Duration) func() bool {
-	end := time.Now().Add(d)
-	return func() bool { return time.Now().After(end) }
-}
-
 // timeAt is a fake clock: n hours after the epoch.
 func timeAt(n int) time.Time { return time.Unix(0, 0).Add(time.Duration(n) * time.Hour) }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestConcurrentPutQuery runs one writer (rolling small files) against
@@ -192,23 +194,26 @@ func TestCrashCopyWhileWriting(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
+	// The writer stops at every eighth of its puts until a copy has begun,
+	// then goes on putting while the copy reads the files: the copies are
+	// taken under a running writer, and there are always seven of them.
 	var copies []string
 	var wg sync.WaitGroup
-	var done atomic.Int64
+	mark := make(chan struct{})
 	wg.Go(func() {
+		defer close(mark)
 		for i := range nputs {
+			if i > 0 && i%(nputs/8) == 0 {
+				mark <- struct{}{}
+			}
 			if err := x.Put("T", keys[i%nkeys], int64(i)*10, ts0+int64(i)*100); err != nil {
 				t.Error(err)
 				return
 			}
-			done.Store(int64(i + 1))
 		}
 	})
-	for done.Load() < nputs {
-		if d := done.Load(); d > 0 && int(d) > len(copies)*nputs/8 {
-			copies = append(copies, copyDir(t, src))
-		}
-		time.Sleep(100 * time.Microsecond)
+	for range mark {
+		copies = append(copies, copyDir(t, src))
 	}
 	wg.Wait()
 	if len(copies) < 3 {
@@ -264,6 +269,7 @@ func TestCloseWhileQuerying(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var closed atomic.Bool
+	var queried atomic.Int64
 	for range 3 {
 		wg.Go(func() {
 			var buf []int64
@@ -280,10 +286,17 @@ func TestCloseWhileQuerying(t *testing.T) {
 					t.Errorf("%d results before Close", len(buf))
 					return
 				}
+				queried.Add(1)
 			}
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Close comes while the queries run.
+	wait.For(t, "queries under way", func() error {
+		if n := queried.Load(); n < 9 {
+			return fmt.Errorf("%d queries done", n)
+		}
+		return nil
+	})
 	closed.Store(true)
 	if err := x.Close(); err != nil {
 		t.Fatal(err)
