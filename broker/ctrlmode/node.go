@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,8 @@ import (
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/controller/client"
 	"github.com/apogeemq/apogee/ha"
+	"github.com/apogeemq/apogee/internal/durable"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
@@ -177,14 +178,17 @@ func Start(opts Options) (*Node, error) {
 		_, port, _ := net.SplitHostPort(opts.HAListener.Addr().String())
 		opts.HAAdvertiseAddr = net.JoinHostPort(host, port)
 	}
-	if err := os.MkdirAll(bo.DataDir, 0o755); err != nil {
+	if bo.FS == nil {
+		bo.FS = vfs.Default
+	}
+	if err := durable.MkdirAll(bo.FS, bo.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
-	ident, err := loadIdentity(bo.DataDir, bo.BrokerID)
+	ident, err := loadIdentity(bo.FS, bo.DataDir, bo.BrokerID, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := store.OpenEpochFile(filepath.Join(bo.DataDir, store.EpochFileName), nil, opts.Logger)
+	epochs, err := store.OpenEpochFile(filepath.Join(bo.DataDir, store.EpochFileName), bo.FS, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
@@ -209,7 +213,7 @@ func Start(opts Options) (*Node, error) {
 	n.id = reg.ID
 	if ident.BrokerID != reg.ID {
 		ident.BrokerID = reg.ID
-		if err := saveIdentity(bo.DataDir, ident); err != nil {
+		if err := saveIdentity(bo.FS, bo.DataDir, ident); err != nil {
 			n.ctl.Close()
 			return nil, err
 		}
@@ -232,33 +236,45 @@ func Start(opts Options) (*Node, error) {
 	return n, nil
 }
 
-func loadIdentity(dir string, want int64) (identity, error) {
-	var id identity
-	b, err := os.ReadFile(filepath.Join(dir, identityFile))
-	switch {
-	case err == nil:
+// loadIdentity reads the identity file through fsys (falling back to its
+// previous version, identityFile.bak, when it is missing or damaged; see
+// durable.LoadWithBackup), or makes a new identity and writes it when
+// there is neither.
+func loadIdentity(fsys vfs.FS, dir string, want int64, log *slog.Logger) (identity, error) {
+	p := filepath.Join(dir, identityFile)
+	id, found, fellBack, err := durable.LoadWithBackup(fsys, p, log, func(b []byte) (identity, error) {
+		var id identity
 		if err := json.Unmarshal(b, &id); err != nil {
-			return id, fmt.Errorf("ctrlmode: %s: %w", identityFile, err)
+			return id, err
+		}
+		if id.Token == "" {
+			return id, errors.New("no token")
 		}
 		return id, nil
-	case !errors.Is(err, os.ErrNotExist):
+	})
+	switch {
+	case err != nil:
 		return id, fmt.Errorf("ctrlmode: %w", err)
+	case fellBack:
+		return id, saveIdentity(fsys, dir, id) // recreate the file from its previous version
+	case found:
+		return id, nil
 	}
 	var t [8]byte
 	if _, err := rand.Read(t[:]); err != nil {
 		return id, err
 	}
 	id = identity{BrokerID: max(want, 0), Token: hex.EncodeToString(t[:])}
-	return id, saveIdentity(dir, id)
+	return id, saveIdentity(fsys, dir, id)
 }
 
-func saveIdentity(dir string, id identity) error {
+// saveIdentity replaces the identity file durably (durable.WriteFile: a
+// temporary file, fsync, rename, directory fsync), keeping the previous
+// version as identityFile.bak: once it returns, a power loss leaves the new
+// identity; a crash during it leaves the old one or the new one, whole.
+func saveIdentity(fsys vfs.FS, dir string, id identity) error {
 	b, _ := json.Marshal(id)
-	p := filepath.Join(dir, identityFile)
-	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
-		return fmt.Errorf("ctrlmode: %w", err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
+	if err := durable.WriteFile(fsys, filepath.Join(dir, identityFile), b, durable.Backup(durable.BakSuffix)); err != nil {
 		return fmt.Errorf("ctrlmode: %w", err)
 	}
 	return nil
