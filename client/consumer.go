@@ -101,7 +101,7 @@ func newConsumer(cfg consumerConfig, consumeType string) (*consumer, error) {
 		c.subList = append(c.subList, &s)
 	}
 	if cfg.model == Broadcasting {
-		lo, err := newLocalOffsets(cfg.offsetDir, in.id, cfg.group)
+		lo, err := newLocalOffsets(cfg.offsetFS, cfg.offsetDir, in.id, cfg.group)
 		if err != nil {
 			in.release()
 			return nil, err

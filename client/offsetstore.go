@@ -163,6 +163,7 @@ func (r *remoteOffsets) write(ctx context.Context, mq MessageQueue, off int64) e
 // fsync, rename and directory fsync.
 type localOffsets struct {
 	memOffsets
+	fs     vfs.FS
 	path   string
 	fileMu sync.Mutex
 	loaded map[MessageQueue]int64
@@ -172,13 +173,14 @@ type localOffsetFile struct {
 	OffsetTable map[string]int64 `json:"offsetTable"`
 }
 
-func newLocalOffsets(dir, clientID, group string) (*localOffsets, error) {
+func newLocalOffsets(fsys vfs.FS, dir, clientID, group string) (*localOffsets, error) {
 	l := &localOffsets{
 		memOffsets: memOffsets{offsets: map[MessageQueue]int64{}, written: map[MessageQueue]int64{}},
+		fs:         fsys,
 		path:       filepath.Join(dir, sanitize(clientID), sanitize(group), "offsets.json"),
 		loaded:     map[MessageQueue]int64{},
 	}
-	data, err := os.ReadFile(l.path)
+	data, err := vfs.ReadFile(fsys, l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}
@@ -254,7 +256,7 @@ func (l *localOffsets) persist(_ context.Context, mqs []MessageQueue, done func(
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.path, data); err != nil {
+	if err := writeFileAtomic(l.fs, l.path, data); err != nil {
 		return fmt.Errorf("client: offset file: %w", err)
 	}
 	for mq, o := range d {
@@ -266,12 +268,16 @@ func (l *localOffsets) persist(_ context.Context, mqs []MessageQueue, done func(
 	return nil
 }
 
-// writeFileAtomic writes data to path through a temporary file, fsync, rename and a
-// directory fsync (durable.WriteFile), so a crash leaves the old file or the new one.
-// The file is created 0600, as os.CreateTemp made it before.
-func writeFileAtomic(path string, data []byte) error {
-	if err := vfs.Default.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// writeFileAtomic writes data to path through fsys: its directories are
+// created durably (durable.MkdirAll: each new one's parent fsynced, or a
+// power loss could take the directory and the file in it), then the file
+// is replaced by a temporary file, fsync, rename and a directory fsync
+// (durable.WriteFile), so a crash leaves the old file or the new one, and
+// once it returned the new one. The file is created 0600, as os.CreateTemp
+// made it before.
+func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
+	if err := durable.MkdirAll(fsys, filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return durable.WriteFile(vfs.Default, path, data, durable.Perm(0o600))
+	return durable.WriteFile(fsys, path, data, durable.Perm(0o600))
 }

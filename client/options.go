@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -490,7 +491,11 @@ type consumerConfig struct {
 	cacheMsgs         int
 	cacheBytes        int64
 	offsetDir         string
-	maxReconsume      int
+	// offsetFS is the file system of the offset files under offsetDir.
+	// Default vfs.Default; tests wrap it (no public option: the seam is
+	// internal).
+	offsetFS     vfs.FS
+	maxReconsume int
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -506,6 +511,7 @@ func defaultConsumerConfig() consumerConfig {
 		cacheMsgs:         DefaultQueueCacheMessages,
 		cacheBytes:        DefaultQueueCacheBytes,
 		maxReconsume:      DefaultMaxReconsumeTimes,
+		offsetFS:          vfs.Default,
 	}
 }
 
