@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -74,45 +74,19 @@ acls:
 	if err := os.WriteFile(conf, []byte(`innerClientAuthenticationCredentials={"accessKey":"brokers","secretKey":"brokers-secret"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broker := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--namesrv", ns.addr,
-		"--data-dir", filepath.Join(dir, "broker"), "--config", conf)
-	out, err := broker.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	brokerLog := &logBuffer{}
-	broker.Stderr = brokerLog
-	if err := broker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- broker.Wait() }()
-	t.Cleanup(func() {
-		broker.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			broker.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("apogee-broker stderr:\n%s", brokerLog.String())
-		}
-	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-		}
-	}()
+	broker := proctest.Start(t, "apogee-broker", bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--namesrv", ns.addr, "--data-dir", filepath.Join(dir, "broker"), "--config", conf)
+	t.Cleanup(broker.StopClean)
 	// TBW102, which every broker registers, has an open route.
-	waitFor(t, 30*time.Second, "the broker's registration", func() bool {
-		return invoke(t, c, signed(routeReq("TBW102"), "app", "app-secret")).Code == protocol.RespSuccess
+	wait.Equal(t, "the broker's registration", protocol.RespSuccess, func() int32 {
+		return invoke(t, c, signed(routeReq("TBW102"), "app", "app-secret")).Code
 	})
 	ci.InitRequest(protocol.ReqGetBrokerClusterInfo, 0)
 	resp := invoke(t, c, signed(&ci, "brokers", "brokers-secret"))
 	if resp.Code != protocol.RespSuccess || !regexp.MustCompile(`"brokerName":"[^"]+"`).Match(resp.Body) {
 		t.Fatalf("cluster info as the admin: %d %s %s", resp.Code, resp.Remark, resp.Body)
 	}
-	if logs := brokerLog.String(); strings.Contains(logs, "registration failed") {
+	if logs := broker.RunLog(); strings.Contains(logs, "registration failed") {
 		t.Fatalf("the broker's registration was refused:\n%s", logs)
 	}
 
@@ -123,7 +97,7 @@ acls:
 	if resp := invoke(t, c, &reg); resp.Code != protocol.RespNoPermission {
 		t.Fatalf("unsigned REGISTER_BROKER: %d %s", resp.Code, resp.Remark)
 	}
-	logs := ns.stderr.String()
+	logs := ns.RunLog()
 	for _, secret := range []string{"app-secret", "brokers-secret", "guess"} {
 		if strings.Contains(logs, secret) {
 			t.Fatalf("the name server's log shows %q:\n%s", secret, logs)

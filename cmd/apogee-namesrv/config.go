@@ -18,7 +18,10 @@ import (
 // config is the name server's configuration after the file and the flags.
 type config struct {
 	listen, dataDir, pprof, logLevel string
-	logFormat                        string // text or json
+	// readyFile is --ready-file: where the bound addresses are written
+	// once the listeners are open ("" none).
+	readyFile string
+	logFormat string // text or json
 	// kvPath is the KV config's file: dataDir/kvConfig.json, or kvConfigPath
 	// from the file (then dataDir is its directory).
 	kvPath      string
@@ -52,6 +55,7 @@ func parseConfig(args []string) (*config, error) {
 		"a broker that has not registered for this long is dropped from routes (a registration's own heartbeatTimeoutMillis wins)")
 	scanInterval := fs.Duration("scan-interval", namesrv.DefaultScanInterval, "how often silent brokers are looked for")
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
+	readyFile := fs.String("ready-file", "", "once listening, write the bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	configFile := fs.StringP("config", "c", "", "RocketMQ namesrv.properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
@@ -64,7 +68,7 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, logLevel: *logLevel, logFormat: *logFormat,
+	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, readyFile: *readyFile, logLevel: *logLevel, logFormat: *logFormat,
 		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config(),
 		acl: aclF.config()}
 	if c.showVersion {

@@ -13,6 +13,7 @@
 //	--log-level LEVEL       debug, info, warn or error
 //	--log-format FORMAT     text (default) or json
 //	--pprof ADDR            serve net/http/pprof
+//	--ready-file PATH       once listening, write the bound addresses there (JSON)
 //	--version               print the version and the commit, and exit
 //	--tls-mode MODE         disabled (default), permissive or enforcing; with
 //	--tls-cert, --tls-key   the certificate and key (PEM, reloaded on change),
@@ -23,7 +24,8 @@
 // the name server. The KV config (PUT/DELETE_KV_CONFIG) is kept in
 // DATA/kvConfig.json, each change written before it is answered. At start it
 // locks the data directory, loads the KV config, listens, and prints one line
-// with its address and version. SIGINT or SIGTERM stops accepting, finishes
+// with its address and version; then it logs a "ready" line with the bound
+// addresses and, with --ready-file, writes them there. SIGINT or SIGTERM stops accepting, finishes
 // the requests in flight, and exits 0 after a "stopped cleanly" log line.
 package main
 
@@ -41,6 +43,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -84,6 +87,12 @@ func run(args []string) error {
 		logger.Warn(n.msg, n.attrs...)
 	}
 
+	// A ready file left by an earlier run must not describe this one.
+	if cfg.readyFile != "" {
+		if err := readyfile.Remove(cfg.readyFile); err != nil {
+			return fmt.Errorf("--ready-file: %w", err)
+		}
+	}
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -105,16 +114,19 @@ func run(args []string) error {
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+		return fmt.Errorf("listen %s: %w (the name server's address: move it with --listen, or namesrv.properties' listenPort and bindAddress)", cfg.listen, err)
 	}
+	ready := readyfile.File{Command: "apogee-namesrv", PID: os.Getpid(), Listen: ln.Addr().String()}
 	if cfg.pprof != "" {
 		pl, err := net.Listen("tcp", cfg.pprof)
 		if err != nil {
-			logger.Error("pprof listener", "err", err)
-		} else {
-			go http.Serve(pl, nil)
-			logger.Info("pprof", "addr", pl.Addr().String())
+			ln.Close()
+			return fmt.Errorf("listen %s: %w (move it with --pprof)", cfg.pprof, err)
 		}
+		defer pl.Close()
+		go http.Serve(pl, nil)
+		ready.Pprof = pl.Addr().String()
+		logger.Info("pprof", "addr", ready.Pprof)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -144,6 +156,15 @@ func run(args []string) error {
 		served <- namesrv.ServeHandler(ctx, ln, handler, reg, ropts)
 	}()
 	fmt.Printf("apogee-namesrv listening on %s, data %s, version %s\n", ln.Addr(), cfg.dataDir, build.Short())
+	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
+		stop()
+		<-served
+		reg.Close()
+		return err
+	}
+	if cfg.readyFile != "" {
+		defer readyfile.Remove(cfg.readyFile) // the process is going: the file would describe nothing
+	}
 
 	// Serve returns nil once ctx ended and the server stopped (accepting at
 	// once, then the requests in flight, within 5 s), or the error that

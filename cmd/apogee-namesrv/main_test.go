@@ -1,21 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -41,101 +43,39 @@ func TestMain(m *testing.M) {
 
 var startLine = regexp.MustCompile(`^apogee-namesrv listening on (\S+), data (.+), version (.+)$`)
 
-// logBuffer collects a process's stderr; tests read it while the process
-// still writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// process is one running apogee-namesrv.
+// process is one running apogee-namesrv (package proctest: its addresses
+// from its ready file, its log in a file printed if the test fails).
 type process struct {
-	cmd          *exec.Cmd
-	addr, line   string
-	stderr       *logBuffer
-	exited       chan error
-	stopped      bool
-	stoppedClean bool
+	*proctest.Proc
+	addr, line string
 }
 
-// start runs the binary with args and waits for its start line. The process
-// is killed when the test ends if the test has not stopped it.
+// start runs the binary with args and waits for its ready file; the start
+// line must name the address the ready file does. The process is killed
+// when the test ends if the test has not stopped it.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, stderr: &logBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { p.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if !p.stopped {
-			cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("apogee-namesrv %s stderr:\n%s", strings.Join(args, " "), p.stderr.String())
-		}
-	})
-	select {
-	case line := <-lines:
-		m := startLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("unexpected start line %q", line)
-		}
-		p.addr, p.line = m[1], line
-	case err := <-p.exited:
-		p.stopped = true
-		t.Fatalf("apogee-namesrv exited at start: %v\n%s", err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no start line: %s", p.stderr.String())
+	pp := proctest.Start(t, "apogee-namesrv", binPath, args...)
+	p := &process{Proc: pp, addr: pp.Ready.Listen, line: pp.Line()}
+	m := startLine.FindStringSubmatch(p.line)
+	if m == nil || m[1] != p.addr || pp.Ready.Command != "apogee-namesrv" || pp.Ready.PID != pp.PID() {
+		t.Fatalf("start line %q and ready file %+v disagree", p.line, pp.Ready)
 	}
 	return p
 }
 
 // stop sends sig and checks that the process exits 0 after logging that it
-// stopped cleanly.
+// stopped cleanly, and that it removed its ready file.
 func (p *process) stop(t *testing.T, sig os.Signal) {
 	t.Helper()
-	p.cmd.Process.Signal(sig)
-	select {
-	case err := <-p.exited:
-		p.stopped = true
-		if err != nil {
-			t.Fatalf("exit after %v: %v\n%s", sig, err, p.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("apogee-namesrv did not stop after %v\n%s", sig, p.stderr.String())
+	if err := p.Stop(sig); err != nil {
+		t.Fatalf("exit after %v: %v\n%s", sig, err, p.RunLog())
 	}
-	if logs := p.stderr.String(); !strings.Contains(logs, `msg="stopped cleanly"`) {
+	if logs := p.RunLog(); !strings.Contains(logs, `msg="stopped cleanly"`) {
 		t.Fatalf("no \"stopped cleanly\" line:\n%s", logs)
+	}
+	if _, err := os.Stat(p.ReadyPath()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the ready file outlived the process: %v", err)
 	}
 }
 
@@ -226,18 +166,6 @@ func kvRequest(code int32, ns, key, value string) *protocol.Command {
 		req.Ext.SetString("value", value)
 	}
 	return &req
-}
-
-// waitFor polls cond every 20 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // The name server alone: start line, routes of a registered broker, the KV
@@ -331,14 +259,12 @@ func TestSilentBrokerExpires(t *testing.T) {
 	if code := routeCode(t, p.addr, "TopicA"); code != protocol.RespSuccess {
 		t.Fatalf("route after registration: %d", code)
 	}
-	waitFor(t, 10*time.Second, "the silent broker to expire", func() bool {
-		return routeCode(t, p.addr, "TopicA") == protocol.RespTopicNotExist
-	})
+	wait.Equal(t, "the silent broker to expire", protocol.RespTopicNotExist, func() int32 { return routeCode(t, p.addr, "TopicA") })
 	if d := time.Since(registered); d < timeout {
 		t.Fatalf("dropped after %v, before its timeout %v", d, timeout)
 	}
-	if !strings.Contains(p.stderr.String(), "namesrv: broker expired") {
-		t.Fatalf("no expiry line:\n%s", p.stderr.String())
+	if !strings.Contains(p.RunLog(), "namesrv: broker expired") {
+		t.Fatalf("no expiry line:\n%s", p.RunLog())
 	}
 	// The connection is still open: a registration over it brings it back.
 	registerBroker(t, c, "broker-a", "127.0.0.1:10911", "TopicA")
@@ -362,9 +288,7 @@ func TestConnectionCloseDropsBroker(t *testing.T) {
 	}
 	c.Close()
 	closed := time.Now()
-	waitFor(t, 5*time.Second, "the closed connection's broker to be dropped", func() bool {
-		return routeCode(t, p.addr, "TopicA") == protocol.RespTopicNotExist
-	})
+	wait.Equal(t, "the closed connection's broker to be dropped", protocol.RespTopicNotExist, func() int32 { return routeCode(t, p.addr, "TopicA") })
 	t.Logf("dropped %v after the connection closed", time.Since(closed).Round(time.Millisecond))
 	// The other broker, whose connection is open, stays.
 	if code := routeCode(t, p.addr, "TopicB"); code != protocol.RespSuccess {
@@ -395,16 +319,16 @@ func TestTwoNameServersOneRegistrar(t *testing.T) {
 		}
 	}()
 	for _, p := range []*process{a, b} {
-		waitFor(t, 10*time.Second, "the route at "+p.addr, func() bool {
-			return routeCode(t, p.addr, "TopicA") == protocol.RespSuccess
-		})
+		wait.Equal(t, "the route at "+p.addr, protocol.RespSuccess, func() int32 { return routeCode(t, p.addr, "TopicA") })
 		rd := route(t, p.addr, "TopicA")
 		if rd.BrokerDatas[0].BrokerAddrs[0] != "127.0.0.1:10911" || rd.QueueDatas[0].WriteQueueNums != 8 {
 			t.Fatalf("route at %s: %+v", p.addr, rd)
 		}
 	}
 	a.stop(t, syscall.SIGTERM)
-	// Several registration periods later b still routes to the broker.
+	// Several registration periods later b still routes to the broker. The
+	// sleep is the span being tested (nothing happens at its end to wait
+	// for): the route must stay through three periods of registrations.
 	time.Sleep(3 * g.Period)
 	if code := routeCode(t, b.addr, "TopicA"); code != protocol.RespSuccess {
 		t.Fatalf("route at the name server left: %d", code)
@@ -444,7 +368,7 @@ func TestConfigFileThroughBinary(t *testing.T) {
 		t.Fatalf("%s: %s", kv, got)
 	}
 	p.stop(t, syscall.SIGTERM)
-	if logs := p.stderr.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "key=rocketmqHome") {
+	if logs := p.RunLog(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "key=rocketmqHome") {
 		t.Fatalf("no WARN for the ignored key:\n%s", logs)
 	}
 
@@ -469,11 +393,50 @@ func TestVersionAndBadFlags(t *testing.T) {
 			t.Errorf("%v: %v\n%s", args, err, out)
 		}
 	}
-	// A port in use is an error at start, exit status 1.
-	p := start(t, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
-	out, err = exec.Command(binPath, "--listen", p.addr, "--data-dir", t.TempDir()).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "listen "+p.addr) {
-		t.Fatalf("port in use: %v\n%s", err, out)
+	// A port in use (the running name server's) is an error at start, exit
+	// status 1, naming the flag and the key that move it; so is a --pprof
+	// address in use. Neither leaves a ready file.
+	p := start(t, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--pprof", "127.0.0.1:0")
+	if !strings.HasPrefix(p.Ready.Pprof, "127.0.0.1:") || p.Ready.Pprof == p.addr {
+		t.Fatalf("ready file %+v: no pprof address of its own", p.Ready)
+	}
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", p.addr}, "listen " + p.addr + ": "},
+		{[]string{"--listen", "127.0.0.1:0", "--pprof", p.Ready.Pprof}, "listen " + p.Ready.Pprof + ": "},
+	} {
+		out, err = exec.Command(binPath, append(c.args, "--data-dir", t.TempDir(), "--ready-file", ready)...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), c.want) ||
+			!strings.Contains(string(out), "address already in use") {
+			t.Fatalf("%v in use: %v\n%s", c.args, err, out)
+		}
+		if _, err := os.Stat(ready); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%v: a ready file after a failed start: %v", c.args, err)
+		}
+	}
+	if !strings.Contains(string(out), "--pprof") {
+		t.Fatalf("the pprof error does not name --pprof: %s", out)
+	}
+	out, _ = exec.Command(binPath, "--listen", p.addr, "--data-dir", t.TempDir()).CombinedOutput()
+	if !strings.Contains(string(out), "--listen, or namesrv.properties' listenPort and bindAddress") {
+		t.Fatalf("the listen error does not say what moves it: %s", out)
 	}
 	p.stop(t, syscall.SIGTERM)
+}
+
+// A ready file left by an earlier run (a crash) is replaced, never read as
+// this run's: the new one names this process.
+func TestStaleReadyFileReplaced(t *testing.T) {
+	pp := proctest.New(t, "apogee-namesrv", binPath)
+	if err := os.WriteFile(pp.ReadyPath(), []byte(`{"command":"apogee-namesrv","pid":1,"listen":"127.0.0.1:1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pp.Run("--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	if pp.Ready.PID != pp.PID() || pp.Ready.Listen == "127.0.0.1:1" {
+		t.Fatalf("ready file %+v after a stale one (pid %d)", pp.Ready, pp.PID())
+	}
+	pp.StopClean()
 }

@@ -8,7 +8,8 @@
 //
 // # Invariants
 //
-//   - Run returns once the process has written its ready file, so every
+//   - Run returns once the process has written its ready file (one naming
+//     its pid: a file an earlier process left is not its), so every
 //     listener it has is open and Ready names them; a process that exits
 //     first fails the test at once with its log.
 //   - Each run gets a ready file of its own, so a restart never reads the
@@ -145,8 +146,12 @@ func (p *Proc) Launch(args ...string) error {
 	return nil
 }
 
+// ReadyPath is the current (or last) run's --ready-file; before the first
+// run, the one the first run will be given.
+func (p *Proc) ReadyPath() string { return p.readyPath() }
+
 func (p *Proc) readyPath() string {
-	return filepath.Join(p.dir, fmt.Sprintf("%s.run%d.ready.json", p.name, p.run))
+	return filepath.Join(p.dir, fmt.Sprintf("%s.run%d.ready.json", p.name, max(p.run, 1)))
 }
 
 // AwaitReady waits for the current run's ready file and sets Ready. It
@@ -163,6 +168,10 @@ func (p *Proc) AwaitReady() {
 		f, err := readyfile.Read(path)
 		if err != nil {
 			return err
+		}
+		if f.PID != p.cmd.Process.Pid {
+			// A file an earlier process left: this one removes it first.
+			return fmt.Errorf("%s is of pid %d, not of this run's %d", path, f.PID, p.cmd.Process.Pid)
 		}
 		p.Ready = f
 		return nil

@@ -12,8 +12,9 @@
 //     the directory is fsynced). A reader never sees a partial object.
 //   - The process removes a file left at the path by an earlier run before
 //     it binds anything, so a file that exists describes the running
-//     process (its pid says which one); a clean stop removes it again. A
-//     crashed process leaves its file behind, naming a pid that is gone.
+//     process (its pid says which one); the process removes it again when
+//     it exits (a stop, or a listener that fails). Only a crashed or
+//     killed process leaves its file behind, naming a pid that is gone.
 //   - Keys are stable: a listener that is off is absent, never renamed;
 //     new listeners get new keys.
 package readyfile
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 )
@@ -75,6 +77,19 @@ func (f File) Attrs() []any {
 		}
 	}
 	return out
+}
+
+// Publish says that the process is ready: one INFO line "ready" with f's
+// addresses, and, when path is not empty, the file written there.
+func Publish(path string, f File, logger *slog.Logger) error {
+	logger.Info("ready", f.Attrs()...)
+	if path == "" {
+		return nil
+	}
+	if err := Write(path, f); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return nil
 }
 
 // Write replaces the file at path with f, atomically (see the package

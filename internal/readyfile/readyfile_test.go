@@ -1,7 +1,9 @@
 package readyfile
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,5 +84,28 @@ func TestAttrsNameOpenListenersOnly(t *testing.T) {
 	want := []any{"pid", 3, "listen", "127.0.0.1:1", "raft", "127.0.0.1:2"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Attrs %v, want %v", got, want)
+	}
+}
+
+func TestPublishLogsAndWrites(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	path := filepath.Join(t.TempDir(), "r.json")
+	f := File{Command: "apogee-namesrv", PID: 9, Listen: "127.0.0.1:9876"}
+	if err := Publish(path, f, logger); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Read(path); err != nil || got != f {
+		t.Fatalf("Read %+v %v", got, err)
+	}
+	if !strings.Contains(log.String(), "msg=ready pid=9 listen=127.0.0.1:9876") {
+		t.Fatalf("log line %q", log.String())
+	}
+	log.Reset()
+	if err := Publish("", f, logger); err != nil || !strings.Contains(log.String(), "msg=ready") {
+		t.Fatalf("Publish without a path: %v, log %q", err, log.String())
+	}
+	if err := Publish(filepath.Join(t.TempDir(), "missing", "r.json"), f, logger); err == nil || !strings.Contains(err.Error(), "--ready-file") {
+		t.Fatalf("Publish to a missing directory: %v", err)
 	}
 }
