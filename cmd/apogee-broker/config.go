@@ -21,6 +21,7 @@ type config struct {
 	namesrvs                                   []string
 	dataDir, brokerName, cluster               string
 	pprof, logLevel                            string
+	readyFile                                  string        // --ready-file ("" none)
 	logFormat                                  string        // text or json
 	slowRequest                                time.Duration // 0: off
 	showVersion                                bool
@@ -88,8 +89,8 @@ type note struct {
 // broker.conf; a flag given on the command line wins over the file.
 func parseConfig(args []string) (*config, error) {
 	fs := pflag.NewFlagSet("apogee-broker", pflag.ContinueOnError)
-	listen := fs.String("listen", "0.0.0.0:10911", "broker address; it answers name-server requests too")
-	nsListen := fs.String("namesrv-listen", "0.0.0.0:9876", `embedded name server's own listener ("" disables)`)
+	listen := fs.String("listen", defaultListen, "broker address; it answers name-server requests too")
+	nsListen := fs.String("namesrv-listen", defaultNamesrvListen, `embedded name server's own listener ("" disables)`)
 	namesrvs := fs.String("namesrv", "", `external name servers to register with, "host:port;host:port"`)
 	advertise := fs.String("advertise-addr", "", "address put in routes (default: listen address, or the primary IPv4 on 0.0.0.0)")
 	dataDir := fs.String("data-dir", "./apogee-data", "data directory")
@@ -106,7 +107,8 @@ func parseConfig(args []string) (*config, error) {
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	recycle := fs.Int("recycle-segments", 1, "retired commit-log segment files kept for reuse as new segments (their pages are likely cached; 0 unlinks every retired file)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
-	grpcListen := fs.String("grpc-listen", "0.0.0.0:8081", `RocketMQ 5's gRPC MessagingService ("" disables)`)
+	grpcListen := fs.String("grpc-listen", defaultGRPCListen, `RocketMQ 5's gRPC MessagingService ("" disables)`)
+	readyFile := fs.String("ready-file", "", "once every listener is open, write their bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	secFlags := addSecurityFlags(fs)
 	brokerID := fs.Int64("broker-id", 0, "the broker's id in its group: 0 for a master, 1 or more for a slave")
 	brokerRole := fs.String("broker-role", roleAsyncMaster, "ASYNC_MASTER, SYNC_MASTER (a send is answered once the slave has it) or SLAVE")
@@ -124,7 +126,7 @@ func parseConfig(args []string) (*config, error) {
 	}
 	c := &config{
 		listen: *listen, namesrvListen: *nsListen, advertise: *advertise, dataDir: *dataDir,
-		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, logLevel: *logLevel,
+		brokerName: *brokerName, cluster: *cluster, pprof: *pprof, readyFile: *readyFile, logLevel: *logLevel,
 		logFormat: *logFormat, slowRequest: *slowRequest,
 		autoCreate: true, defaultQueues: 8, maxMessageSize: 4 << 20, propertyFilter: true,
 		namesrvs: splitNamesrvs(*namesrvs), showVersion: *showVersion, role: strings.ToUpper(*brokerRole),

@@ -13,6 +13,7 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/ctrlmode"
+	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/store"
 )
@@ -20,7 +21,8 @@ import (
 // runControllerMode runs the broker in controller mode (--enable-controller-mode):
 // package broker/ctrlmode registers it with the controllers and opens the
 // broker in the role they give it, on the listeners bound here.
-func runControllerMode(cfg *config, bopts broker.Options, ctlTLS *tls.Config, brokerRes, haRes *reservation, haAdvertise string, logger *slog.Logger) error {
+func runControllerMode(cfg *config, bopts broker.Options, ctlTLS *tls.Config, brokerRes, haRes *reservation, haAdvertise string,
+	ready readyfile.File, logger *slog.Logger) error {
 	if len(bopts.NamesrvAddrs) == 0 {
 		logger.Warn("controller mode without --namesrv: clients find no route to this group")
 	}
@@ -67,6 +69,18 @@ func runControllerMode(cfg *config, bopts broker.Options, ctlTLS *tls.Config, br
 	fmt.Printf("apogee-broker %s listening on %s (advertised %s), controller mode (broker id %d, controllers %s), HA %s, data %s, flush %s, version %s\n",
 		cfg.brokerName, brokerRes.Addr(), bopts.AdvertiseAddr, n.ID(), joinAddrs(cfg.controllerAddrs), haAdvertise,
 		cfg.dataDir, cfg.store.FlushMode, version.Get().Short())
+	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
+		stop()
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if serr := n.Shutdown(sctx); serr != nil {
+			logger.Warn("shutdown", "err", serr)
+		}
+		return err
+	}
+	if cfg.readyFile != "" {
+		defer readyfile.Remove(cfg.readyFile) // the process is going: the file would describe nothing
+	}
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stop()

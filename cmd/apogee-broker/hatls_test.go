@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -29,23 +31,22 @@ func TestMasterSlaveEnforcingTLS(t *testing.T) {
 	server := []string{"--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey,
 		"--tls-client-ca", pki.CA, "--tls-client-auth", "require"}
 	conf := filepath.Join("testdata", "2m-2s-sync")
-	m := start(t, bin, append([]string{"-c", filepath.Join(conf, "broker-a.properties"), "--listen", "127.0.0.1:0",
-		"--namesrv-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "master")}, server...)...)
+	m := start(t, bin, append([]string{"-c", filepath.Join(conf, "broker-a.properties"),
+		"--data-dir", filepath.Join(t.TempDir(), "master")}, server...)...)
 	good, err := tlsconf.ClientConfig{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sl := start(t, bin, append([]string{"-c", filepath.Join(conf, "broker-a-s.properties"), "--listen", "127.0.0.1:0",
+	sl := start(t, bin, append([]string{"-c", filepath.Join(conf, "broker-a-s.properties"),
 		"--namesrv-listen", "", "--namesrv", m.nsAddr, "--data-dir", filepath.Join(t.TempDir(), "slave"),
 		"--tls-enable", "--tls-ca", pki.CA, "--tls-client-cert", pki.ClientCert, "--tls-client-key", pki.ClientKey}, server...)...)
-	deadline := time.Now().Add(30 * time.Second)
-	for runtimeInfoTLS(t, sl.addr, good)["haMasterConnected"] != "true" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slave did not connect to its master over TLS:\n%s\nmaster:\n%s", sl.stderr.String(), m.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Equal(t, "the slave connected to its master over TLS", "true", func() string {
+		return runtimeInfoTLS(t, sl.addr, good)["haMasterConnected"]
+	})
 	haAddr := runtimeInfoTLS(t, m.addr, good)["haServerAddr"]
+	if haAddr != m.Ready.HA {
+		t.Fatalf("haServerAddr %q, the ready file's HA %q", haAddr, m.Ready.HA)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -71,26 +72,18 @@ func TestMasterSlaveEnforcingTLS(t *testing.T) {
 			t.Fatalf("send %d to a SYNC_MASTER with its TLS slave: code %d %q", i, resp.Code, resp.Remark)
 		}
 	}
-	for {
+	wait.For(t, "the slave's commit log at the master's", func() error {
 		mi, si := runtimeInfoTLS(t, m.addr, good), runtimeInfoTLS(t, sl.addr, good)
 		if mi["commitLogMaxOffset"] == si["commitLogMaxOffset"] && si["brokerRole"] == "SLAVE" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slave at %s, master at %s", si["commitLogMaxOffset"], mi["commitLogMaxOffset"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("slave at %s, master at %s", si["commitLogMaxOffset"], mi["commitLogMaxOffset"])
+	})
 
 	// A plain slave, told the master's HA address: refused at every attempt.
-	plain := start(t, bin, "-c", filepath.Join(conf, "broker-a-s.properties"), "--broker-id", "2", "--listen", "127.0.0.1:0",
+	plain := start(t, bin, "-c", filepath.Join(conf, "broker-a-s.properties"), "--broker-id", "2",
 		"--namesrv-listen", "", "--ha-master-addr", haAddr, "--data-dir", filepath.Join(t.TempDir(), "plain"))
-	for !strings.Contains(m.stderr.String(), "refusing a slave's connection") {
-		if time.Now().After(deadline.Add(15 * time.Second)) {
-			t.Fatalf("the master logged no refusal of the plain slave:\n%s", m.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	m.AwaitLog("refusing a slave's connection")
 	// Its haMasterConnected flickers true between each dial and the
 	// master's refusal; what it holds is the test.
 	if pi := runtimeInfo(t, plain.addr); pi["commitLogMaxOffset"] != "0" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -34,7 +35,7 @@ func integrityBroker(t *testing.T, bin, data string) *process {
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=16777216\n"), 0o644)
-	return start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
+	return start(t, bin, "--namesrv-listen", "", "--data-dir", data, "--config", conf)
 }
 
 func integrityBody(i int) string { return fmt.Sprintf("msg-%05d-%s", i, strings.Repeat("b", 300)) }
@@ -182,7 +183,7 @@ func TestRestartAfterShortenedSegment(t *testing.T) {
 	p = integrityBroker(t, bin, data)
 	defer p.stop(t, syscall.SIGTERM)
 	checkServed(t, p.addr, func(i int) bool { return i < 2000 }, n)
-	logs := p.stderr.String()
+	logs := p.RunLog()
 	for _, want := range []string{"commit log range lost", "store: messages lost", fmt.Sprintf("from=%d", offs[first+2000])} {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("the loss is not reported (%q missing):\n%s", want, logs)
@@ -226,8 +227,8 @@ func TestRestartAfterDamagedConsumeQueue(t *testing.T) {
 			p = integrityBroker(t, bin, data)
 			defer p.stop(t, syscall.SIGTERM)
 			checkServed(t, p.addr, func(int) bool { return true }, n)
-			if !strings.Contains(p.stderr.String(), "rebuilding it from the commit log") {
-				t.Fatalf("the rebuild is not reported:\n%s", p.stderr.String())
+			if !strings.Contains(p.RunLog(), "rebuilding it from the commit log") {
+				t.Fatalf("the rebuild is not reported:\n%s", p.RunLog())
 			}
 		})
 	}
@@ -255,8 +256,8 @@ func TestRestartAfterFlippedBytesInNewestSegment(t *testing.T) {
 	p = integrityBroker(t, bin, data)
 	defer p.stop(t, syscall.SIGTERM)
 	checkServed(t, p.addr, func(i int) bool { return i != 1000 }, n)
-	if !strings.Contains(p.stderr.String(), fmt.Sprintf("topic=%s queue=0 fromQueueOffset=250 toQueueOffset=250 count=1", integrityTopic)) {
-		t.Fatalf("the lost message is not named:\n%s", p.stderr.String())
+	if !strings.Contains(p.RunLog(), fmt.Sprintf("topic=%s queue=0 fromQueueOffset=250 toQueueOffset=250 count=1", integrityTopic)) {
+		t.Fatalf("the lost message is not named:\n%s", p.RunLog())
 	}
 }
 
@@ -278,7 +279,7 @@ func TestDiskFullIsLogged(t *testing.T) {
 	data := filepath.Join(mnt, "data")
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=8388608\nmaxMessageSize=65536\ndiskMaxUsedSpaceRatio=75\n"), 0o644)
-	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data, "--config", conf)
+	p := start(t, bin, "--namesrv-listen", "", "--data-dir", data, "--config", conf)
 	defer p.stop(t, syscall.SIGTERM)
 	sendIntegrity(t, p.addr, 0, 50000) // about 18 MiB: two sealed segments
 
@@ -297,7 +298,7 @@ func TestDiskFullIsLogged(t *testing.T) {
 	}
 	ballast.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
 	prod, err := client.NewProducer(client.NameServer(p.addr), client.Selector(client.ManualSelector()),
 		client.Logger(quietLogger()), client.SendRetries(0))
@@ -306,23 +307,33 @@ func TestDiskFullIsLogged(t *testing.T) {
 	}
 	defer prod.Close(context.Background())
 	q := client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: 0}
-	refused, accepted := 0, false
-	for !accepted && ctx.Err() == nil {
+	// Sends, back to back (the load that fills the segment, so that the next
+	// one cannot be allocated), until the full disk refuses one.
+	send := func() error {
 		_, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Body: []byte(integrityBody(0))})
-		switch {
-		case err != nil:
+		if ctx.Err() != nil {
+			t.Fatalf("the test's bound passed: %v", ctx.Err())
+		}
+		return err
+	}
+	refused := 0
+	for refused == 0 {
+		if send() != nil {
 			refused++
-			time.Sleep(20 * time.Millisecond)
-		case refused > 0:
-			accepted = true
 		}
 	}
-	if refused == 0 || !accepted {
-		t.Fatalf("refused %d sends, accepted again: %v\n%s", refused, accepted, p.stderr.String())
-	}
-	// The broker logs before it answers, but its stderr reaches the test
-	// through a pipe: wait for the last line expected.
-	logs := waitLog(t, p, "accepting writes again", 10*time.Second)
+	// Refused while the disk is full, until the cleaner's early deletions
+	// make room; then one is accepted.
+	wait.For(t, "a send accepted again", func() error {
+		if err := send(); err != nil {
+			refused++
+			return fmt.Errorf("%d sends refused, the last: %w", refused, err)
+		}
+		return nil
+	})
+	// The broker logs before it answers: the last line expected is in its
+	// log by now, or about to be.
+	logs := p.AwaitLog("accepting writes again")
 	if c := strings.Count(logs, "refusing writes"); c != 1 {
 		t.Fatalf("%d 'refusing writes' lines for %d refused sends, want 1:\n%s", c, refused, logs)
 	}
@@ -335,18 +346,5 @@ func TestDiskFullIsLogged(t *testing.T) {
 	info := runtimeInfo(t, p.addr)
 	if info["diskFullRefusals"] == "0" || info["diskPressureSegmentDeletes"] == "0" {
 		t.Fatalf("runtime info: refusals %s, pressure deletes %s", info["diskFullRefusals"], info["diskPressureSegmentDeletes"])
-	}
-}
-
-// waitLog waits until the broker's stderr contains want and returns it.
-func waitLog(t *testing.T, p *process, want string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		logs := p.stderr.String()
-		if strings.Contains(logs, want) || time.Now().After(deadline) {
-			return logs
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

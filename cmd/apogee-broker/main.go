@@ -33,10 +33,15 @@
 //	--slave-read-enable     suggest the slave to consumers that read far behind
 //	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
 //	                        at / (off by default)
+//	--ready-file PATH       once every listener is open, write their bound
+//	                        addresses there as one JSON object
 //
 // At start it binds its addresses, opens the store (recovering it), and only
-// then listens and prints one line with its addresses and version: until the
-// store is open, connections are refused. SIGINT or SIGTERM stops accepting,
+// then listens and prints one line with its addresses and version, then a
+// "ready" log line with every listener's bound address (and --ready-file):
+// until the store is open, connections are refused. Each listener accepts
+// port 0; one that cannot be bound stops the start with an error naming the
+// flag and the broker.conf key that move it. SIGINT or SIGTERM stops accepting,
 // finishes in-flight requests, flushes, persists offsets and exits 0.
 package main
 
@@ -62,6 +67,7 @@ import (
 	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
 	"github.com/apogeemq/apogee/ha"
+	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/remoting"
@@ -116,14 +122,23 @@ func run(args []string) error {
 		logger.Warn(n.msg, n.attrs...)
 	}
 
+	// A ready file left by an earlier run must not describe this one.
+	if cfg.readyFile != "" {
+		if err := readyfile.Remove(cfg.readyFile); err != nil {
+			return fmt.Errorf("--ready-file: %w", err)
+		}
+	}
 	// Bind the addresses now, so that a port in use is reported before the
 	// store's recovery, but listen only once the store is open: until then
 	// connections are refused rather than left waiting (see reservation).
+	// A listener that cannot be bound is a listenError naming the flag and
+	// the broker.conf key that move it.
 	brokerRes, err := reserve(cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+		return remotingListener.fail(cfg.listen, howChosen(cfg.listen, defaultListen), err)
 	}
 	defer brokerRes.Close()
+	ready := readyfile.File{Command: "apogee-broker", PID: os.Getpid(), Listen: brokerRes.Addr().String()}
 	advertise, err := advertiseAddr(cfg.advertise, cfg.brokerIP, brokerRes.Addr())
 	if err != nil {
 		return err
@@ -141,9 +156,10 @@ func run(args []string) error {
 			return err
 		}
 		if haRes, err = reserve(addr); err != nil {
-			return fmt.Errorf("listen %s (--ha-listen, default the listen port + 1): %w", addr, err)
+			return haListener.fail(addr, haHow(cfg.haListen, cfg.listen), err)
 		}
 		defer haRes.Close()
+		ready.HA = haRes.Addr().String()
 		host, _, _ := net.SplitHostPort(advertise)
 		if cfg.brokerIP2 != "" {
 			host = cfg.brokerIP2
@@ -155,18 +171,26 @@ func run(args []string) error {
 		logger.Info("controller mode: the embedded name server is not served; brokers register with --namesrv", "namesrvListen", cfg.namesrvListen)
 		cfg.namesrvListen = ""
 	}
+	if cfg.controllerMode && (cfg.grpcListen != "" || cfg.metricsListen != "") {
+		// Each role change replaces the core they stand on (docs/failover.md, "Not yet").
+		logger.Info("controller mode: the gRPC front end and the metrics listener are not served", "grpcListen", cfg.grpcListen,
+			"metricsListen", cfg.metricsListen)
+		cfg.grpcListen, cfg.metricsListen = "", ""
+	}
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
-			return fmt.Errorf("listen %s (--namesrv-listen): %w", cfg.namesrvListen, err)
+			return namesrvListener.fail(cfg.namesrvListen, howChosen(cfg.namesrvListen, defaultNamesrvListen), err)
 		}
 		defer nsRes.Close()
+		ready.Namesrv = nsRes.Addr().String()
 	}
 	var grpcRes *reservation
 	if cfg.grpcListen != "" {
 		if grpcRes, err = reserve(cfg.grpcListen); err != nil {
-			return fmt.Errorf("listen %s (--grpc-listen): %w", cfg.grpcListen, err)
+			return grpcListener.fail(cfg.grpcListen, howChosen(cfg.grpcListen, defaultGRPCListen), err)
 		}
 		defer grpcRes.Close()
+		ready.GRPC = grpcRes.Addr().String()
 	}
 	own := []*net.TCPAddr{brokerRes.Addr()}
 	if nsRes != nil {
@@ -218,11 +242,23 @@ func run(args []string) error {
 	var grpcLat *metrics.GRPCLatency
 	if cfg.metricsListen != "" {
 		if metricsLn, err = net.Listen("tcp", cfg.metricsListen); err != nil {
-			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.metricsListen, err)
+			return metricsListener.fail(cfg.metricsListen, "as configured", err)
 		}
 		defer metricsLn.Close()
+		ready.Metrics = metricsLn.Addr().String()
 		rpc = metrics.NewRPCLatency("remoting", prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
 		grpcLat = metrics.NewGRPCLatency(prometheus.Labels{"cluster": cfg.cluster, "node_type": "broker", "node_id": cfg.brokerName})
+	}
+	// pprof serves at once: it profiles a slow recovery too.
+	if cfg.pprof != "" {
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			return pprofListener.fail(cfg.pprof, "as configured", err)
+		}
+		defer pl.Close()
+		go http.Serve(pl, nil)
+		ready.Pprof = pl.Addr().String()
+		logger.Info("pprof", "addr", ready.Pprof)
 	}
 	bopts := broker.Options{
 		DataDir:                  cfg.dataDir,
@@ -264,8 +300,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	ready.Advertise = advertise
 	if cfg.controllerMode {
-		return runControllerMode(cfg, bopts, ctlTLS, brokerRes, haRes, haAdvertise, logger)
+		return runControllerMode(cfg, bopts, ctlTLS, brokerRes, haRes, haAdvertise, ready, logger)
 	}
 	b, err := broker.New(bopts)
 	if err != nil {
@@ -373,15 +410,6 @@ func run(args []string) error {
 	} else {
 		close(nsDone)
 	}
-	if cfg.pprof != "" {
-		pl, err := net.Listen("tcp", cfg.pprof)
-		if err != nil {
-			logger.Error("pprof listener", "err", err)
-		} else {
-			go http.Serve(pl, nil)
-			logger.Info("pprof", "addr", pl.Addr().String())
-		}
-	}
 	if metricsLn != nil {
 		srv, err := operatorServer(b, rpc, grpcLat, security != nil, logger)
 		if err != nil {
@@ -409,6 +437,18 @@ func run(args []string) error {
 	}
 	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, flush %s, version %s\n",
 		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, cfg.store.FlushMode, build.Short())
+	// Every listener is open: say where (the log line, and --ready-file).
+	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
+		stop()
+		if serr := shutdown(); serr != nil {
+			logger.Warn("shutdown", "err", serr)
+		}
+		<-nsDone
+		return err
+	}
+	if cfg.readyFile != "" {
+		defer readyfile.Remove(cfg.readyFile) // the process is going: the file would describe nothing
+	}
 
 	select {
 	case <-ctx.Done():

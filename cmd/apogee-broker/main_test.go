@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -12,11 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/readyfile"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -34,108 +36,61 @@ func buildBinary(t *testing.T) string {
 
 var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
+// process is one apogee-broker run by a test (package proctest: every
+// listener's address from its ready file, its log in a file printed when
+// the test fails).
 type process struct {
-	cmd                            *exec.Cmd
+	*proctest.Proc
 	addr, advertised, nsAddr, line string
-	stderr                         *logBuffer
-	exited                         chan error
 }
 
-// logBuffer collects a process's output; tests read it while the process
-// still writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+// listenerFlags are the broker's listeners a test gives 127.0.0.1:0 unless
+// it gives them itself: no test relies on a default or a derived port.
+var listenerFlags = []string{"--listen", "--namesrv-listen", "--grpc-listen", "--ha-listen"}
+
+// withListeners appends "127.0.0.1:0" for each listener args leaves out.
+func withListeners(args []string) []string {
+	out := slices.Clone(args)
+	for _, f := range listenerFlags {
+		if !slices.Contains(args, f) {
+			out = append(out, f, "127.0.0.1:0")
+		}
+	}
+	return out
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
+// start runs the broker and waits for its ready file; the start line must
+// agree with it.
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
-	p, err := tryStart(bin, args...)
-	if err != nil {
-		t.Fatal(err)
+	return startProc(t, proctest.New(t, "apogee-broker", bin), args...)
+}
+
+// startProc runs pp (a new run of it) as start does.
+func startProc(t *testing.T, pp *proctest.Proc, args ...string) *process {
+	t.Helper()
+	pp.Run(withListeners(args)...)
+	p := &process{Proc: pp, addr: pp.Ready.Listen, advertised: pp.Ready.Advertise, nsAddr: "disabled", line: pp.Line()}
+	if pp.Ready.Namesrv != "" {
+		p.nsAddr = pp.Ready.Namesrv
+	}
+	m := startLine.FindStringSubmatch(p.line)
+	if m == nil || m[2] != p.addr || m[3] != p.advertised || m[4] != p.nsAddr || pp.Ready.PID != pp.PID() {
+		t.Fatalf("start line %q and ready file %+v disagree", p.line, pp.Ready)
 	}
 	return p
 }
 
-// errAddrInUse marks a start that failed because a port the test chose was
-// taken between freePort's check and the broker's bind.
-var errAddrInUse = errors.New("address already in use")
-
-// startOnFreePort starts the broker with the arguments args(port) for a
-// port from freePort, choosing another port when the broker found it taken:
-// freePort closes its listener before the broker binds, and other processes'
-// outgoing connections draw from the same ephemeral range meanwhile.
-func startOnFreePort(t *testing.T, bin string, args func(port int) []string) (*process, int) {
-	t.Helper()
-	for attempt := 0; ; attempt++ {
-		port := freePort(t)
-		p, err := tryStart(bin, args(port)...)
-		if err == nil {
-			return p, port
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 4 {
-			t.Fatal(err)
-		}
-		t.Logf("port %d taken before the broker bound it; another", port)
+// sameAddrs are the flags that restart a broker on the addresses its run
+// bound (a restart keeps its identity, as in production: clients and
+// slaves reconnect to the addresses they know).
+func sameAddrs(f readyfile.File) []string {
+	or := func(a string) string { return a } // "" stays "": the listener stays off
+	args := []string{"--listen", f.Listen, "--namesrv-listen", or(f.Namesrv), "--grpc-listen", or(f.GRPC)}
+	if f.HA != "" {
+		args = append(args, "--ha-listen", f.HA)
 	}
-}
-
-// tryStart starts the broker and waits for its start line.
-func tryStart(bin string, args ...string) (*process, error) {
-	if !slices.Contains(args, "--grpc-listen") {
-		// Not the default port: tests run in parallel.
-		args = append(args, "--grpc-listen", "127.0.0.1:0")
-	}
-	cmd := exec.Command(bin, args...)
-	out, _ := cmd.StdoutPipe()
-	var stderr logBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, stderr: &stderr, exited: make(chan error, 1)}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { p.exited <- cmd.Wait() }()
-	select {
-	case line := <-lines:
-		m := startLine.FindStringSubmatch(line)
-		if m == nil {
-			cmd.Process.Kill()
-			return nil, fmt.Errorf("unexpected start line %q", line)
-		}
-		p.addr, p.advertised, p.nsAddr, p.line = m[2], m[3], m[4], line
-	case err := <-p.exited:
-		logs := stderr.String()
-		if strings.Contains(logs, "address already in use") {
-			return nil, fmt.Errorf("broker exited at start: %w\n%s", errAddrInUse, logs)
-		}
-		return nil, fmt.Errorf("broker exited at start: %v\n%s", err, logs)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		return nil, fmt.Errorf("no start line: %s", stderr.String())
-	}
-	return p, nil
+	return args
 }
 
 // invoke sends req to addr on a connection of its own and returns the answer.
@@ -169,10 +124,29 @@ func TestStartServeSignalRestartAndLock(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	os.WriteFile(conf, []byte("# test\nbrokerClusterName=TestCluster\nbrokerName=broker-x\nflushDiskType=SYNC_FLUSH\nautoCreateTopicEnable=true\ndefaultTopicQueueNums=4\n"), 0o644)
-	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", data, "--config", conf}
-	p := start(t, bin, args...)
-	if !strings.HasPrefix(p.addr, "127.0.0.1:") {
-		t.Fatalf("listen address %q", p.addr)
+	p := start(t, bin, "--data-dir", data, "--config", conf, "--metrics-listen", "127.0.0.1:0", "--pprof", "127.0.0.1:0")
+	// Every listener asked for port 0 got one of its own, and the ready file
+	// names each: the remoting port, the embedded name server, HA, gRPC,
+	// metrics and pprof all answer at the address it gives.
+	r := p.Ready
+	if r.Command != "apogee-broker" || r.Advertise != r.Listen {
+		t.Fatalf("ready file %+v", r)
+	}
+	seen := map[string]bool{}
+	for key, a := range map[string]string{"listen": r.Listen, "namesrv": r.Namesrv, "ha": r.HA, "grpc": r.GRPC, "metrics": r.Metrics, "pprof": r.Pprof} {
+		if !strings.HasPrefix(a, "127.0.0.1:") || strings.HasSuffix(a, ":0") || seen[a] {
+			t.Fatalf("ready file's %s is %q (file %+v)", key, a, r)
+		}
+		seen[a] = true
+		c, err := net.Dial("tcp", a)
+		if err != nil {
+			t.Fatalf("%s at %s: %v", key, a, err)
+		}
+		c.Close()
+	}
+	if !strings.Contains(p.RunLog(), fmt.Sprintf("msg=ready pid=%d listen=%s advertise=%s ha=%s namesrv=%s grpc=%s metrics=%s pprof=%s",
+		p.PID(), r.Listen, r.Advertise, r.HA, r.Namesrv, r.GRPC, r.Metrics, r.Pprof)) {
+		t.Fatalf("no ready line with the addresses:\n%s", p.RunLog())
 	}
 	// Both the broker's address and the name-server listener answer routes;
 	// TBW102 exists because auto-create is on.
@@ -185,62 +159,54 @@ func TestStartServeSignalRestartAndLock(t *testing.T) {
 		}
 	}
 	// A second broker on the same data directory is refused with a clear message.
-	second := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", data)
+	second := exec.Command(bin, "--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--data-dir", data)
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use by another running broker") {
 		t.Fatalf("second broker on the same directory: %v\n%s", err, out)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatal("broker did not stop after SIGTERM")
+	p.stop(t, syscall.SIGTERM)
+	// A restart on the same directory and addresses recovers cleanly.
+	p2 := startProc(t, p.Proc, append(sameAddrs(r), "--data-dir", data, "--config", conf)...)
+	if p2.Ready.Listen != r.Listen || p2.Ready.Namesrv != r.Namesrv || p2.Ready.HA != r.HA || p2.Ready.GRPC != r.GRPC {
+		t.Fatalf("restart on %+v, want the addresses of %+v", p2.Ready, r)
 	}
-	// A restart on the same directory recovers cleanly.
-	p2 := start(t, bin, args...)
 	if code := route(t, p2.addr, "TBW102"); code != protocol.RespSuccess {
 		t.Fatalf("route after restart: %d", code)
 	}
-	p2.cmd.Process.Signal(syscall.SIGINT)
-	if err := <-p2.exited; err != nil {
-		t.Fatalf("exit after SIGINT: %v", err)
-	}
+	p2.stop(t, syscall.SIGINT)
 }
 
 // stop sends sig and checks that the broker exits 0 after logging that it
-// stopped cleanly; it returns the broker's stderr.
+// stopped cleanly, and that it removed its ready file; it returns the run's
+// log.
 func (p *process) stop(t *testing.T, sig os.Signal) string {
 	t.Helper()
-	p.cmd.Process.Signal(sig)
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("exit after %v: %v\n%s", sig, err, p.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatalf("broker did not stop after %v\n%s", sig, p.stderr.String())
+	if err := p.Stop(sig); err != nil {
+		t.Fatalf("exit after %v: %v\n%s", sig, err, p.RunLog())
 	}
-	logs := p.stderr.String()
+	logs := p.RunLog()
 	if !strings.Contains(logs, `msg="stopped cleanly"`) {
 		t.Fatalf("no \"stopped cleanly\" line:\n%s", logs)
+	}
+	if _, err := os.Stat(p.ReadyPath()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the ready file outlived the broker: %v", err)
 	}
 	return logs
 }
 
-// freePort returns a loopback port nobody listens on at the moment.
-func freePort(t *testing.T) int {
+// boundNotListening is a loopback address this test holds bound and does
+// not listen on (reserve, the broker's own bind-before-listen): a
+// connection to it is refused, and no other process can take the port
+// while the test runs.
+func boundNotListening(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := reserve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { r.Close() })
+	return r.Addr().String()
 }
 
 // confFrom copies a testdata file into a temporary directory with the
@@ -264,14 +230,41 @@ func confFrom(t *testing.T, name string, replace ...string) string {
 // embedded name server), the master of a 2m-2s-sync cluster, and a
 // production-style file: each starts, serves, and stops on SIGTERM with
 // status 0 and "stopped cleanly", without ever registering with itself.
+//
+// A broker.conf names the ports its deployment settled on; here the
+// broker's first run picks them (every listener from :0, the file without
+// its namesrvAddr line), and the file, naming them, runs the restart on
+// the same addresses and data directory (a restart keeps its identity).
 func TestStockBrokerConf(t *testing.T) {
 	bin := buildBinary(t)
+	// firstRun starts the broker on conf without its namesrvAddr line,
+	// stops it, and returns its addresses.
+	firstRun := func(t *testing.T, pp *proctest.Proc, conf string, args ...string) readyfile.File {
+		t.Helper()
+		b, err := os.ReadFile(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "namesrvAddr") {
+				keep = append(keep, l)
+			}
+		}
+		first := filepath.Join(t.TempDir(), "first.conf")
+		if err := os.WriteFile(first, []byte(strings.Join(keep, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := startProc(t, pp, append([]string{"-c", first}, args...)...)
+		p.stop(t, syscall.SIGTERM)
+		return p.Ready
+	}
 	t.Run("broker.conf", func(t *testing.T) {
-		p, _ := startOnFreePort(t, bin, func(port int) []string {
-			conf := confFrom(t, "broker.conf", "127.0.0.1:9876", fmt.Sprintf("127.0.0.1:%d", port))
-			return []string{"-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("127.0.0.1:%d", port),
-				"--data-dir", filepath.Join(t.TempDir(), "data")}
-		})
+		pp := proctest.New(t, "apogee-broker", bin)
+		data := filepath.Join(t.TempDir(), "data")
+		r := firstRun(t, pp, filepath.Join("testdata", "broker.conf"), "--data-dir", data)
+		conf := confFrom(t, "broker.conf", "127.0.0.1:9876", r.Namesrv)
+		p := startProc(t, pp, append(sameAddrs(r), "-c", conf, "--data-dir", data)...)
 		if code := route(t, p.nsAddr, "TBW102"); code != protocol.RespSuccess {
 			t.Fatalf("route at the embedded name server: code %d", code)
 		}
@@ -292,7 +285,7 @@ func TestStockBrokerConf(t *testing.T) {
 	})
 	t.Run("2m-2s-sync master", func(t *testing.T) {
 		p := start(t, bin, "--config", filepath.Join("testdata", "2m-2s-sync", "broker-a.properties"),
-			"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))
+			"--data-dir", filepath.Join(t.TempDir(), "data"))
 		if info := runtimeInfo(t, p.addr); info["brokerRole"] != "SYNC_MASTER" || info["brokerId"] != "0" {
 			t.Errorf("runtime info: role %q id %q, want SYNC_MASTER 0", info["brokerRole"], info["brokerId"])
 		}
@@ -300,10 +293,11 @@ func TestStockBrokerConf(t *testing.T) {
 	})
 	t.Run("production", func(t *testing.T) {
 		root := filepath.Join(t.TempDir(), "store")
-		p, port := startOnFreePort(t, bin, func(port int) []string {
-			conf := confFrom(t, "production.conf", "localhost:9876", fmt.Sprintf("localhost:%d", port), "/data/rocketmq/store", root)
-			return []string{"-c", conf, "--listen", "127.0.0.1:0", "--namesrv-listen", fmt.Sprintf("0.0.0.0:%d", port)}
-		})
+		pp := proctest.New(t, "apogee-broker", bin)
+		r := firstRun(t, pp, confFrom(t, "production.conf", "/data/rocketmq/store", root), "--namesrv-listen", "0.0.0.0:0")
+		_, port, _ := net.SplitHostPort(r.Namesrv)
+		conf := confFrom(t, "production.conf", "localhost:9876", "localhost:"+port, "/data/rocketmq/store", root)
+		p := startProc(t, pp, append(sameAddrs(r), "-c", conf)...)
 		if !strings.Contains(p.line, "broker-prod") || !strings.Contains(p.line, "data "+root+",") || !strings.Contains(p.line, "flush sync,") {
 			t.Fatalf("start line %q does not reflect the file", p.line)
 		}
@@ -321,7 +315,7 @@ func TestStockBrokerConf(t *testing.T) {
 		}
 		logs := p.stop(t, syscall.SIGTERM)
 		if !strings.Contains(logs, "not registering with a name server that is this broker's own") {
-			t.Errorf("localhost:%d was not recognised as the embedded name server:\n%s", port, logs)
+			t.Errorf("localhost:%s was not recognised as the embedded name server:\n%s", port, logs)
 		}
 		if n := strings.Count(logs, `msg="broker.conf: key ignored"`); n != 11 {
 			t.Errorf("%d keys ignored, want 11 (one WARN each):\n%s", n, logs)
@@ -339,7 +333,7 @@ func TestStockBrokerConf(t *testing.T) {
 func TestStockMasterSlave(t *testing.T) {
 	bin := buildBinary(t)
 	slaveConf := filepath.Join("testdata", "2m-2s-sync", "broker-a-s.properties")
-	out, err := exec.Command(bin, "-c", slaveConf, "--listen", "127.0.0.1:0", "--namesrv-listen", "",
+	out, err := exec.Command(bin, "-c", slaveConf, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
 		"--data-dir", filepath.Join(t.TempDir(), "lonely")).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "a slave learns its master from the name servers") {
@@ -347,7 +341,7 @@ func TestStockMasterSlave(t *testing.T) {
 	}
 
 	m := start(t, bin, "-c", filepath.Join("testdata", "2m-2s-sync", "broker-a.properties"),
-		"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "master"))
+		"--data-dir", filepath.Join(t.TempDir(), "master"))
 	send := func(addr string) *protocol.Command {
 		var req protocol.Command
 		req.InitRequest(protocol.ReqSendMessageV2, 0)
@@ -362,28 +356,19 @@ func TestStockMasterSlave(t *testing.T) {
 		t.Fatalf("SLAVE_NOT_AVAILABLE without the send result's msgId: %v", resp.Ext)
 	}
 
-	sl := start(t, bin, "-c", slaveConf, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--namesrv", m.nsAddr,
+	sl := start(t, bin, "-c", slaveConf, "--namesrv-listen", "", "--namesrv", m.nsAddr,
 		"--data-dir", filepath.Join(t.TempDir(), "slave"))
-	deadline := time.Now().Add(30 * time.Second)
-	for runtimeInfo(t, sl.addr)["haMasterConnected"] != "true" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slave did not connect to its master:\n%s", sl.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Equal(t, "the slave connected to its master", "true", func() string { return runtimeInfo(t, sl.addr)["haMasterConnected"] })
 	if resp := send(m.addr); resp.Code != protocol.RespSuccess {
 		t.Fatalf("send with the slave connected: code %d %q", resp.Code, resp.Remark)
 	}
-	for {
+	wait.For(t, "the slave's commit log at the master's", func() error {
 		mi, si := runtimeInfo(t, m.addr), runtimeInfo(t, sl.addr)
 		if mi["commitLogMaxOffset"] == si["commitLogMaxOffset"] && si["brokerRole"] == "SLAVE" && si["brokerId"] == "1" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slave at %s, master at %s", si["commitLogMaxOffset"], mi["commitLogMaxOffset"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("slave (%s %s) at %s, master at %s", si["brokerRole"], si["brokerId"], si["commitLogMaxOffset"], mi["commitLogMaxOffset"])
+	})
 	if resp := send(sl.addr); resp.Code != protocol.RespSystemBusy || !strings.Contains(string(resp.Remark), "[REJECTREQUEST]") {
 		t.Fatalf("send to the slave: code %d %q", resp.Code, resp.Remark)
 	}
@@ -398,8 +383,11 @@ func TestStockMasterSlave(t *testing.T) {
 // shutdown costs a WARN, not a failed stop.
 func TestUnregisterFailureIsAWarning(t *testing.T) {
 	bin := buildBinary(t)
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--namesrv", dead,
+	// The dead name server: an address this test binds and never listens
+	// on, so nobody answers there (a connection is refused) while the
+	// test holds it.
+	dead := boundNotListening(t)
+	p := start(t, bin, "--namesrv-listen", "", "--namesrv", dead,
 		"--data-dir", filepath.Join(t.TempDir(), "data"))
 	logs := p.stop(t, syscall.SIGTERM)
 	if !strings.Contains(logs, "level=WARN msg=\"broker: unregister from the name servers failed") {
@@ -423,7 +411,7 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(string(out), "apogee-broker v9.8.7, commit 0123456789abcdef0123456789abcdef01234567, go1.") {
 		t.Fatalf("--version printed %q", out)
 	}
-	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"))
+	p := start(t, bin, "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"))
 	if !strings.HasSuffix(p.line, ", version v9.8.7 (commit 0123456789ab)") {
 		t.Fatalf("start line %q does not name the version", p.line)
 	}

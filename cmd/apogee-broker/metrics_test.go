@@ -26,19 +26,16 @@ import (
 
 var metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
 
-// metricsAddr is the --metrics-listen address the broker logged.
+// metricsAddr is the --metrics-listen address of the ready file, which the
+// broker's log line names too (it is logged before the ready file is
+// written).
 func (p *process) metricsAddr(t *testing.T) string {
 	t.Helper()
-	// Standard error is copied by another goroutine than standard output's
-	// start line: the line may come a little after it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := metricsLine.FindStringSubmatch(p.stderr.String()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no metrics listener line:\n%s", p.stderr.String())
-		}
+	m := metricsLine.FindStringSubmatch(p.RunLog())
+	if m == nil || m[1] != p.Ready.Metrics {
+		t.Fatalf("ready file's metrics %q, log line %v:\n%s", p.Ready.Metrics, m, p.RunLog())
 	}
+	return p.Ready.Metrics
 }
 
 // scrape reads /metrics and parses it with Prometheus's own text parser.
@@ -101,7 +98,7 @@ next:
 // commits 15 of them, and checks the scraped counters against that.
 func TestMetricsCountSendsAndPulls(t *testing.T) {
 	bin := buildBinary(t)
-	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", t.TempDir(),
+	p := start(t, bin, "--namesrv-listen", "", "--data-dir", t.TempDir(),
 		"--metrics-listen", "127.0.0.1:0", "--cluster", "MetricsCluster")
 	defer p.stop(t, syscall.SIGTERM)
 	maddr := p.metricsAddr(t)
@@ -280,7 +277,7 @@ func TestMetricsListenerTLS(t *testing.T) {
 		t.Skip("builds and runs the broker binary")
 	}
 	pki := tlstest.Write(t, t.TempDir())
-	p := start(t, buildBinary(t), "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"),
+	p := start(t, buildBinary(t), "--namesrv-listen", "", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--metrics-listen", "127.0.0.1:0", "--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
 	defer p.stop(t, syscall.SIGTERM)
 	addr := p.metricsAddr(t)

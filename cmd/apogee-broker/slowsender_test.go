@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -106,31 +107,13 @@ func TestHalfFramesKeepMemoryBounded(t *testing.T) {
 	)
 	bin := buildBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	p := start(t, bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--data-dir", data)
-	pid := p.cmd.Process.Pid
-	var stopped bool
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited:
-			if err != nil {
-				t.Errorf("broker exit: %v\n%s", err, p.stderr.String())
-			}
-		case <-time.After(40 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.exited
-			t.Errorf("broker did not stop after SIGTERM\n%s", p.stderr.String())
-		}
-	}
-	t.Cleanup(stop)
+	p := start(t, bin, "--namesrv-listen", "", "--data-dir", data)
+	pid := p.PID()
+	t.Cleanup(p.StopClean)
 	rest := procStatus(t, pid, "VmRSS")
 	rssBound := rest + 2*remoting.DefaultReceiveBudget + 48<<20
 
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
 	q := client.MessageQueue{Topic: "Normal", BrokerName: broker.DefaultBrokerName, QueueID: 0}
 	prod, err := client.NewProducer(client.NameServer(p.addr), client.Selector(client.ManualSelector()), client.Logger(quiet))
@@ -222,12 +205,14 @@ func TestHalfFramesKeepMemoryBounded(t *testing.T) {
 		select {
 		case <-writing:
 			done = true
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond): // the sampling's pace
 		}
 		sample()
 		sendAndPull(5)
 	}
-	// Stalled: the memory stays held while the frames are open; keep sampling.
+	// Stalled: the memory stays held while the frames are open; keep
+	// sampling for two seconds (a span measured, not a wait: nothing
+	// changes at its end).
 	for range 20 {
 		time.Sleep(100 * time.Millisecond)
 		sample()
@@ -249,22 +234,18 @@ func TestHalfFramesKeepMemoryBounded(t *testing.T) {
 	// The attackers leave: everything they held is given back, and the broker says
 	// the budget has room again, once.
 	closeAttackers()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "the receive budget given back after the attackers left", func() error {
 		info = runtimeInfo(t, p.addr)
 		if info["remotingReceiveBudgetInUse"] == "0" && info["remotingReceiveBudgetWaiting"] == "0" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("receive budget after the attackers left: %s", receiveInfo(info))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return errors.New(receiveInfo(info))
+	})
 	sendAndPull(3)
 	prod.Close(context.Background())
 	cons.Close(context.Background())
-	stop()
-	logs := p.stderr.String()
+	p.StopClean()
+	logs := p.RunLog()
 	if n := strings.Count(logs, "receive budget exhausted"); n != 1 {
 		t.Errorf("%d \"receive budget exhausted\" lines, want 1:\n%s", n, logs)
 	}

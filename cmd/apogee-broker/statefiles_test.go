@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -63,7 +64,7 @@ func committedOffset(t *testing.T, addr, group, topic string) int64 {
 func TestDamagedStateFilesFallBackToPrevious(t *testing.T) {
 	bin := buildBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", data}
+	args := []string{"--namesrv-listen", "", "--grpc-listen", "", "--data-dir", data}
 	cfg := filepath.Join(data, "config")
 
 	// Two runs, so that each file has a previous version: the first creates
@@ -136,9 +137,9 @@ func TestDamagedStateFilesFallBackToPrevious(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
-	out, err := execOutput(ctx, bin, args...)
+	out, err := execOutput(ctx, bin, withListeners(args)...)
 	if err == nil || !strings.Contains(out, sg+" does not parse") || !strings.Contains(out, sg+".bak") {
 		t.Fatalf("start with both versions damaged: %v\n%s", err, out)
 	}
