@@ -94,8 +94,17 @@ type Options struct {
 	ID string
 	// Peers is the Raft group, this node included (3 or 5 nodes; 1 for a
 	// test). It bootstraps a new data directory; an existing one keeps the
-	// membership it has (a difference is logged).
+	// membership it has (a difference is logged). A group of one may give
+	// its own address with port 0: the node's Raft address is then the
+	// host with the port its listener bound (the seed of a group that
+	// grows by Join).
 	Peers []Peer
+	// Join, instead of Peers, starts a node that is in no group yet: a new
+	// data directory is not bootstrapped, and the node waits for a group's
+	// leader to add it (Node.Join asks for that). Its Raft address is the
+	// address its listener bound (RaftBind or RaftListener, port 0 allowed),
+	// an unspecified host replaced by Advertise's host.
+	Join bool
 	// DataDir holds raft.db (the log and the Raft metadata, in bbolt
 	// through raft-boltdb) and snapshots/. Required.
 	DataDir string
@@ -164,12 +173,27 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Advertise == "" {
 		return o, errors.New("controller: Options.Advertise is required")
 	}
-	self := slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })
-	if self < 0 {
-		return o, fmt.Errorf("controller: id %q is not among the peers %s", o.ID, FormatPeers(o.Peers))
-	}
-	if o.RaftBind == "" {
-		o.RaftBind = o.Peers[self].Addr
+	if o.Join {
+		if len(o.Peers) > 0 {
+			return o, errors.New("controller: Options.Join and Options.Peers exclude each other")
+		}
+		if o.RaftBind == "" && o.RaftListener == nil {
+			return o, errors.New("controller: a joining node needs Options.RaftBind or Options.RaftListener")
+		}
+	} else {
+		self := slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })
+		if self < 0 {
+			return o, fmt.Errorf("controller: id %q is not among the peers %s", o.ID, FormatPeers(o.Peers))
+		}
+		for _, p := range o.Peers {
+			if _, port, _ := net.SplitHostPort(p.Addr); port == "0" && len(o.Peers) > 1 {
+				return o, fmt.Errorf("controller: peer %s=%s: port 0 only for a group of one (the others could not reach it); "+
+					"start one node alone and let the others join it", p.ID, p.Addr)
+			}
+		}
+		if o.RaftBind == "" {
+			o.RaftBind = o.Peers[self].Addr
+		}
 	}
 	if o.Group == "" {
 		o.Group = DefaultGroup
@@ -203,12 +227,14 @@ func (o Options) withDefaults() (Options, error) {
 // others answer CONTROLLER_NOT_LEADER naming it (heartbeats and metadata
 // are answered by every node).
 type Node struct {
-	opts  Options
-	log   *slog.Logger
-	fsm   *fsm
-	raft  *raft.Raft
-	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
+	opts Options
+	log  *slog.Logger
+	// raftAddr is this node's Raft address as its peers dial it.
+	raftAddr string
+	fsm      *fsm
+	raft     *raft.Raft
+	trans    *raft.NetworkTransport
+	store    *raftboltdb.BoltStore
 
 	live  liveness
 	pool  *remoting.Pool // NOTIFY_BROKER_ROLE_CHANGED pushes
@@ -282,12 +308,17 @@ func (n *Node) startRaft() error {
 			return fmt.Errorf("controller: raft listen %s: %w", o.RaftBind, err)
 		}
 	}
-	self := o.Peers[slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })]
-	adv, err := net.ResolveTCPAddr("tcp", self.Addr)
+	raftAddr, err := o.raftAdvertise(ln.Addr())
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("controller: own peer address %s: %w", self.Addr, err)
+		return err
 	}
+	adv, err := net.ResolveTCPAddr("tcp", raftAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("controller: own Raft address %s: %w", raftAddr, err)
+	}
+	n.raftAddr = raftAddr
 	var stream raft.StreamLayer = &streamLayer{Listener: ln, adv: adv}
 	if o.RaftTLS != nil {
 		if stream, err = newTLSStreamLayer(ln, adv, *o.RaftTLS); err != nil {
@@ -337,21 +368,88 @@ func (n *Node) startRaft() error {
 	}
 	n.raft = r
 	want := raft.Configuration{}
+	seed := false // a group of one at port 0: the seed of a group that grows by joins
 	for _, p := range o.Peers {
-		want.Servers = append(want.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		addr := p.Addr
+		if p.ID == o.ID {
+			addr = raftAddr
+			_, port, _ := net.SplitHostPort(p.Addr)
+			seed = port == "0"
+		}
+		want.Servers = append(want.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(addr)})
 	}
-	if !existing {
+	switch {
+	case !existing && o.Join:
+		n.log.Info("controller: waiting to be added to a group (join)", "raft", raftAddr, "dataDir", o.DataDir)
+		return nil
+	case !existing:
 		if err := r.BootstrapCluster(want).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("controller: bootstrap: %w", err)
 		}
-		n.log.Info("controller: new Raft group bootstrapped", "peers", FormatPeers(o.Peers), "dataDir", o.DataDir)
+		n.log.Info("controller: new Raft group bootstrapped", "peers", describeConfig(want), "dataDir", o.DataDir)
 		return nil
 	}
-	if f := r.GetConfiguration(); f.Error() == nil && !sameMembers(f.Configuration(), want) {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	recorded := f.Configuration()
+	if !o.Join && !seed && !sameMembers(recorded, want) {
 		n.log.Warn("controller: --peers differs from the membership recorded in the data directory; the recorded one is used",
-			"recorded", describeConfig(f.Configuration()), "peers", FormatPeers(o.Peers))
+			"recorded", describeConfig(recorded), "peers", FormatPeers(o.Peers))
+	}
+	for _, s := range recorded.Servers {
+		if string(s.ID) == o.ID && string(s.Address) != raftAddr {
+			n.log.Warn("controller: this node's Raft address changed; its peers reach it only once the group records the new one (--join)",
+				"recorded", s.Address, "now", raftAddr)
+		}
 	}
 	return nil
+}
+
+// raftAdvertise is the Raft address peers dial this node at, given the
+// address its listener bound: its --peers address (port 0 replaced by the
+// bound port), or, for a joining node, the bound address with an
+// unspecified host replaced by Advertise's host.
+func (o Options) raftAdvertise(bound net.Addr) (string, error) {
+	_, boundPort, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "", fmt.Errorf("controller: raft listener %s: %w", bound, err)
+	}
+	if !o.Join {
+		self := o.Peers[slices.IndexFunc(o.Peers, func(p Peer) bool { return p.ID == o.ID })]
+		host, port, err := net.SplitHostPort(self.Addr)
+		if err != nil {
+			return "", fmt.Errorf("controller: own peer address %s: %w", self.Addr, err)
+		}
+		if port == "0" {
+			port = boundPort
+		}
+		return net.JoinHostPort(host, port), nil
+	}
+	host, _, _ := net.SplitHostPort(bound.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		h, _, err := net.SplitHostPort(o.Advertise)
+		if ip := net.ParseIP(h); err != nil || h == "" || ip != nil && ip.IsUnspecified() {
+			return "", fmt.Errorf("controller: the Raft listener %s is on every interface and Advertise %q names no host: "+
+				"give the Raft listener a host peers can dial", bound, o.Advertise)
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, boundPort), nil
+}
+
+// RaftAddr is this node's Raft address as its peers dial it.
+func (n *Node) RaftAddr() string { return n.raftAddr }
+
+// Members is the group's membership as this node's Raft configuration
+// holds it ("id=raftAddress,...", FormatPeers' form).
+func (n *Node) Members() string {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return ""
+	}
+	return describeConfig(f.Configuration())
 }
 
 func sameMembers(a, b raft.Configuration) bool {
@@ -575,7 +673,7 @@ func (n *Node) Close() error {
 		n.srv.Close()
 	}
 	n.srvMu.Unlock()
-	if n.raft != nil && n.raft.State() == raft.Leader && len(n.opts.Peers) > 1 {
+	if n.raft != nil && n.raft.State() == raft.Leader && n.groupSize() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("controller: leadership transfer before stopping failed", "err", err)
 		}
@@ -583,6 +681,15 @@ func (n *Node) Close() error {
 	close(n.stop)
 	n.wg.Wait()
 	return n.closeParts()
+}
+
+// groupSize is the number of members in this node's configuration.
+func (n *Node) groupSize() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
 }
 
 func (n *Node) closeParts() error {

@@ -26,7 +26,7 @@ func (n *Node) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remo
 		n.handleMetadata(resp.Cmd)
 		return remoting.Reply
 	case wire.ReqApplyBrokerID, wire.ReqGetNextBrokerID, wire.ReqRegisterBroker, wire.ReqGetReplicaInfo,
-		wire.ReqAlterSyncStateSet, wire.ReqElectMaster, wire.ReqGetSyncStateData, wire.ReqCleanBrokerData:
+		wire.ReqAlterSyncStateSet, wire.ReqElectMaster, wire.ReqGetSyncStateData, wire.ReqCleanBrokerData, wire.ReqJoinGroup:
 	default:
 		resp.Cmd.Code = protocol.RespRequestCodeNotSupported
 		resp.Cmd.SetRemark(fmt.Sprintf("request code %d is not a controller request", req.Code))
@@ -73,6 +73,8 @@ func (n *Node) handle(req, resp *protocol.Command) {
 		err = n.handleSyncStateData(req, resp)
 	case wire.ReqCleanBrokerData:
 		err = n.handleClean(req, resp)
+	case wire.ReqJoinGroup:
+		err = n.handleJoin(req, resp)
 	}
 	switch {
 	case err == nil:
@@ -126,7 +128,7 @@ func (n *Node) handleHeartbeat(c *remoting.Conn, req, resp *protocol.Command) {
 func (n *Node) handleMetadata(resp *protocol.Command) {
 	id, addr := n.leader()
 	m := wire.Metadata{Group: n.opts.Group, LeaderID: id, LeaderAddress: addr, IsLeader: n.leading.Load(),
-		Peers: FormatPeers(n.opts.Peers)}
+		Peers: n.Members()}
 	m.Encode(&resp.Ext)
 }
 

@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 
@@ -52,6 +53,10 @@ const (
 	ReqCleanBrokerData         int32 = 1011
 	ReqGetNextBrokerID         int32 = 1012
 	ReqApplyBrokerID           int32 = 1013
+	// ReqJoinGroup is Apogee's own (RocketMQ's controllers have fixed
+	// peers): a controller asks the group's leader to add it as a Raft
+	// voter at its Raft address (docs/failover.md, "Members on any port").
+	ReqJoinGroup int32 = 1900
 )
 
 // Response codes (Java ResponseCode), besides protocol's.
@@ -82,7 +87,7 @@ var codeNames = map[int32]string{
 	ReqGetReplicaInfo: "CONTROLLER_GET_REPLICA_INFO", ReqGetMetadataInfo: "CONTROLLER_GET_METADATA_INFO",
 	ReqGetSyncStateData: "CONTROLLER_GET_SYNC_STATE_DATA", ReqNotifyBrokerRoleChanged: "NOTIFY_BROKER_ROLE_CHANGED",
 	ReqCleanBrokerData: "CLEAN_BROKER_DATA", ReqGetNextBrokerID: "CONTROLLER_GET_NEXT_BROKER_ID",
-	ReqApplyBrokerID: "CONTROLLER_APPLY_BROKER_ID",
+	ReqApplyBrokerID: "CONTROLLER_APPLY_BROKER_ID", ReqJoinGroup: "APOGEE_CONTROLLER_JOIN_GROUP",
 }
 
 var respNames = map[int32]string{
@@ -221,6 +226,36 @@ func (h *HeartbeatRequest) Decode(cmd *protocol.Command) error {
 		r.err = fmt.Errorf("%w: heartbeat with broker id %d", ErrBadRequest, h.BrokerID)
 	}
 	return r.err
+}
+
+// JoinRequest is APOGEE_CONTROLLER_JOIN_GROUP's header: the joining
+// controller's id and the Raft address its peers reach it at. The answer
+// (success) carries the group's members as "peers" (FormatPeers' form).
+type JoinRequest struct {
+	ID, RaftAddress string
+}
+
+// Encode writes j into cmd as a join request.
+func (j *JoinRequest) Encode(cmd *protocol.Command) {
+	cmd.InitRequest(ReqJoinGroup, 0)
+	cmd.Ext.SetString("id", j.ID)
+	cmd.Ext.SetString("raftAddress", j.RaftAddress)
+}
+
+// Decode reads j from a join request.
+func (j *JoinRequest) Decode(cmd *protocol.Command) error {
+	r := ext{e: &cmd.Ext}
+	*j = JoinRequest{ID: r.str("id", true), RaftAddress: r.str("raftAddress", true)}
+	if r.err != nil {
+		return r.err
+	}
+	if j.ID == "" {
+		return fmt.Errorf("%w: join with an empty id", ErrBadRequest)
+	}
+	if _, port, err := net.SplitHostPort(j.RaftAddress); err != nil || port == "0" {
+		return fmt.Errorf("%w: join with raftAddress %q: want the host:port peers dial", ErrBadRequest, j.RaftAddress)
+	}
+	return nil
 }
 
 // MasterInfo is a group's master and epochs as the controller's answers
