@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -246,4 +247,60 @@ func TestSnapshotsFaults(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A controller node's own files go through Options.FS: its data
+// directory, snapshots/ and the snapshots (raft.db does not: bbolt's I/O
+// is its own). A snapshot the node took survives a power loss right after.
+func TestNodeSnapshotsThroughFS(t *testing.T) {
+	root := t.TempDir()
+	fsys, err := crashfs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Options{ID: "a", Peers: []Peer{{ID: "a", Addr: ln.Addr().String()}}, RaftListener: ln,
+		DataDir: filepath.Join(root, "ctl"), Advertise: "127.0.0.1:1", FS: fsys, Logger: slog.New(slog.DiscardHandler),
+		RaftLogOutput: io.Discard, Raft: RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+			LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for !n.leading.Load() { // leading: its announcement applied
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not lead within 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	if _, err := fsys.CrashClone(clone, crashfs.CloneOptions{Mode: crashfs.Strict}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSnapshotStore(vfs.Default, filepath.Join(clone, "ctl"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metas, err := s.List()
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("snapshots in the clone: %v %v, want the one the node took", metaIndexes(metas), err)
+	}
+	_, rc, err := s.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFSM()
+	if err := f.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.nodeAddr("a"); got != "127.0.0.1:1" {
+		t.Fatalf("the snapshot's state names node a at %q, want its announcement 127.0.0.1:1", got)
+	}
 }
