@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
 func realAdmin(t testing.TB, addr string, opts ...client.AdminOpt) *client.Admin {
 	t.Helper()
-	a, err := client.NewAdmin(append([]client.AdminOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(quiet)}, opts...)...)
+	a, err := client.NewAdmin(append([]client.AdminOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(testlog.New(t, "admin"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +83,16 @@ func TestAdminQueryAndView(t *testing.T) {
 	end := time.Now().Add(time.Second)
 
 	var got []*client.MessageExt
-	waitFor(t, 10*time.Second, "the index to hold the keys", func() bool {
+	wait.For(t, "the index to hold the keys", func() error {
 		var err error
 		got, err = a.QueryMessages(ctx, topic, "order-7", start, end, client.MaxQueryMessages)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(got) == 3
+		if len(got) != 3 {
+			return fmt.Errorf("%d of 3 messages found", len(got))
+		}
+		return nil
 	})
 	want := map[string]bool{"body-0": true, "body-4": true, "body-8": true}
 	for i, m := range got {
@@ -173,9 +178,7 @@ func TestAdminResetOffsetByTime(t *testing.T) {
 		}
 	}
 	send("a", 8)
-	time.Sleep(30 * time.Millisecond)
-	mid := time.Now()
-	time.Sleep(30 * time.Millisecond)
+	mid := nextMillisecond(t) // after every "a", at or before every "b"
 	send("b", 8)
 
 	consume := func() (*client.PushConsumer, func() map[string]int) {
@@ -215,11 +218,12 @@ func TestAdminResetOffsetByTime(t *testing.T) {
 	}
 
 	c, seen := consume()
-	waitFor(t, 15*time.Second, "16 messages consumed and committed", func() bool {
-		_, sum := committed()
-		return len(seen()) == 16 && sum == 16
+	wait.For(t, "16 messages consumed and committed", func() error {
+		if m, sum := committed(); len(seen()) != 16 || sum != 16 {
+			return fmt.Errorf("%d consumed, committed %v", len(seen()), m)
+		}
+		return nil
 	})
-	time.Sleep(100 * time.Millisecond) // the consumer's last commit, at most 100 ms apart
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -261,9 +265,8 @@ func TestAdminResetOffsetByTime(t *testing.T) {
 	}
 	check(table, 8)
 
-	_, seen2 := consume()
-	waitFor(t, 15*time.Second, "the second batch consumed again", func() bool { return len(seen2()) == 8 })
-	time.Sleep(200 * time.Millisecond)
+	c2, seen2 := consume()
+	waitCaughtUp(t, topic, client.DefaultCreateTopicQueueNums, c2)
 	got := seen2()
 	for i := 0; i < 8; i++ {
 		if got[fmt.Sprintf("b-%d", i)] == 0 {

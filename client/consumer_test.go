@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -74,6 +75,15 @@ func newPush(t testing.TB, b *fakeBroker, opts ...client.PushConsumerOpt) *clien
 	return c
 }
 
+// nextMillisecond waits for the wall clock to enter the next millisecond and
+// returns the time then: a store timestamp (milliseconds) taken before the
+// call is below it, and one taken after is not.
+func nextMillisecond(t testing.TB) time.Time {
+	t.Helper()
+	before := time.Now().UnixMilli()
+	return wait.Value(t, "the next millisecond", time.Now, func(now time.Time) bool { return now.UnixMilli() > before })
+}
+
 func sendN(t testing.TB, p *client.Producer, topic string, from, n int, mod func(i int, m *client.Message)) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -112,8 +122,7 @@ func TestPushConcurrentTagsCompressionBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := 20 + 10
-	waitFor(t, 10*time.Second, "tagged messages", func() bool { return col.distinct() == want })
-	time.Sleep(100 * time.Millisecond)
+	waitCaughtUp(t, "T", 4, c) // every message seen or filtered out: the count below is final
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	for body := range col.count {
@@ -159,7 +168,7 @@ func TestPushRetryAndFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			sendN(t, p, "R", 0, 5, nil)
-			waitFor(t, 10*time.Second, "redeliveries", func() bool {
+			wait.For(t, "redeliveries", func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				n := 0
@@ -168,7 +177,10 @@ func TestPushRetryAndFallback(t *testing.T) {
 						n++
 					}
 				}
-				return n == 5
+				if n != 5 {
+					return fmt.Errorf("%d of 5 redelivered", n)
+				}
+				return nil
 			})
 			mu.Lock()
 			defer mu.Unlock()
@@ -231,7 +243,7 @@ func TestRebalanceJoinLeave(t *testing.T) {
 	}
 	checkShare := func(live []*client.PushConsumer) {
 		t.Helper()
-		waitFor(t, 10*time.Second, "queues shared out", func() bool {
+		wait.Until(t, "queues shared out", func() bool {
 			seen := map[client.MessageQueue]int{}
 			for _, c := range live {
 				for _, q := range c.Assignment() {
@@ -265,7 +277,7 @@ func TestRebalanceJoinLeave(t *testing.T) {
 	stats = append(stats, c1.Stats())
 	send(100)
 	checkShare([]*client.PushConsumer{c2, c3})
-	waitFor(t, 15*time.Second, "every message", func() bool { return col.distinct() == sent })
+	wait.Equal(t, "every message", sent, col.distinct)
 	for _, c := range []*client.PushConsumer{c2, c3} {
 		c.Close(ctxT(t))
 		stats = append(stats, c.Stats())
@@ -351,7 +363,7 @@ func (o *orderTracker) send(t *testing.T, p *client.Producer, topic string, n in
 // violation or duplicate.
 func (o *orderTracker) check(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "every orderly message", func() bool {
+	wait.Until(t, "every orderly message", func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return len(o.delivered) == o.sent
@@ -385,7 +397,7 @@ func TestOrderlyRetriesThenDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendN(t, p, "OD", 0, 1, nil)
-	waitFor(t, 10*time.Second, "dead letter", func() bool { return b.count("%DLQ%odlq") == 1 })
+	wait.Equal(t, "dead letter", 1, func() int { return b.count("%DLQ%odlq") })
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("listener called %d times, want 1 + MaxReconsumeTimes", n)
 	}
@@ -408,11 +420,11 @@ func TestBroadcastingAndLocalOffsets(t *testing.T) {
 	}
 	sendN(t, p, "BC", 0, 50, nil)
 	for _, col := range cols {
-		waitFor(t, 10*time.Second, "every consumer gets every message", func() bool { return col.distinct() == 50 })
+		wait.Equal(t, "every consumer gets every message", 50, col.distinct)
 	}
 	cs[0].Close(ctxT(t))
 	var files []string
-	waitFor(t, 5*time.Second, "two offset files", func() bool {
+	wait.Until(t, "two offset files", func() bool {
 		files, _ = filepath.Glob(filepath.Join(dir, "*", "bc", "offsets.json"))
 		return len(files) == 2
 	})
@@ -425,8 +437,8 @@ func TestBroadcastingAndLocalOffsets(t *testing.T) {
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "new messages after restart", func() bool { return again.distinct() == 10 })
-	time.Sleep(200 * time.Millisecond)
+	wait.Equal(t, "new messages after restart", 10, again.distinct)
+	waitCaughtUp(t, "BC", 4, c)
 	if again.distinct() != 10 {
 		t.Fatalf("restarted broadcasting consumer got %d messages", again.distinct())
 	}
@@ -446,7 +458,7 @@ func TestOffsetsAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendN(t, p, "RS", 0, 40, nil)
-	waitFor(t, 10*time.Second, "first half", func() bool { return col.distinct() == 40 })
+	wait.Equal(t, "first half", 40, col.distinct)
 	if err := c.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -463,8 +475,8 @@ func TestOffsetsAfterRestart(t *testing.T) {
 	if err := c2.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "second half", func() bool { return col.distinct() == 80 })
-	time.Sleep(100 * time.Millisecond)
+	wait.Equal(t, "second half", 80, col.distinct)
+	waitCaughtUp(t, "RS", 4, c2)
 	if d := col.duplicates(); d != 0 {
 		t.Fatalf("%d messages consumed twice across a clean restart", d)
 	}
@@ -474,9 +486,9 @@ func TestConsumeFromWhere(t *testing.T) {
 	b := newFakeBroker(t)
 	p := newProducer(t, b)
 	sendN(t, p, "CF", 0, 20, nil)
-	time.Sleep(20 * time.Millisecond)
-	mid := time.Now()
-	time.Sleep(20 * time.Millisecond)
+	// Store timestamps are milliseconds: mid is one after the first 20
+	// were stored, and the next 10 are stored in it or later.
+	mid := nextMillisecond(t)
 	sendN(t, p, "CF", 20, 10, nil)
 	for _, tc := range []struct {
 		name string
@@ -494,10 +506,9 @@ func TestConsumeFromWhere(t *testing.T) {
 			if err := c.Start(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 5*time.Second, "assignment", func() bool { return len(c.Assignment()) == 5 })
+			wait.Equal(t, "the topic's and the retry topic's queues assigned", 5, func() int { return len(c.Assignment()) })
 			sendN(t, p, "CF", 1000, 5, nil)
-			waitFor(t, 10*time.Second, "messages", func() bool { return col.distinct() >= tc.want })
-			time.Sleep(100 * time.Millisecond)
+			waitCaughtUp(t, "CF", 4, c)
 			if col.distinct() != tc.want {
 				t.Fatalf("got %d messages, want %d", col.distinct(), tc.want)
 			}
@@ -523,7 +534,7 @@ func TestFlowControlSuspendResumeLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendN(t, p, "FC", 0, 100, nil)
-	waitFor(t, 10*time.Second, "flow control", func() bool { return c.Stats().FlowPauses > 0 })
+	wait.Until(t, "flow control", func() bool { return c.Stats().FlowPauses > 0 })
 	lag, err := c.Lag(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -539,21 +550,28 @@ func TestFlowControlSuspendResumeLag(t *testing.T) {
 	}
 	c.Suspend()
 	once.Do(func() { close(release) })
+	fcLag := func() client.QueueLag {
+		lag, _ := c.Lag(ctxT(t))
+		for _, l := range lag {
+			if l.Queue.Topic == "FC" {
+				return l
+			}
+		}
+		return client.QueueLag{}
+	}
+	wait.Value(t, "what was cached consumed", fcLag, func(l client.QueueLag) bool { return l.Cached == 0 })
+	// Then nothing more may come while the consumer is suspended. The pause
+	// is the window in which one that kept pulling would pull again (a pull
+	// from the fake broker takes well under a millisecond); a slow machine
+	// can only make it pull less in it, so only a consumer that pulls while
+	// suspended fails the check.
 	time.Sleep(300 * time.Millisecond)
 	if n := got.Load(); n > 20 {
 		t.Fatalf("suspended consumer kept pulling: %d consumed", n)
 	}
 	c.Resume()
-	waitFor(t, 10*time.Second, "all after resume", func() bool { return got.Load() == 100 })
-	waitFor(t, 5*time.Second, "lag zero", func() bool {
-		lag, _ := c.Lag(ctxT(t))
-		for _, l := range lag {
-			if l.Queue.Topic == "FC" && l.Lag == 0 && l.ConsumerOffset == 100 {
-				return true
-			}
-		}
-		return false
-	})
+	wait.Equal(t, "all after resume", 100, got.Load)
+	wait.Value(t, "lag zero", fcLag, func(l client.QueueLag) bool { return l.Lag == 0 && l.ConsumerOffset == 100 })
 }
 
 func TestSQLSubscriptionRegistered(t *testing.T) {

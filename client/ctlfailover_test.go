@@ -17,6 +17,7 @@ import (
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/controller/wire"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -70,7 +71,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 	}
 	const topic, queues = "CtlFailover", 4
 	var master string
-	waitFor(t, 60*time.Second, "a master in the route", func() bool {
+	wait.Until(t, "a master in the route", func() bool {
 		master = masterIn(routeAtQuiet(ns, "TBW102"), "g1")
 		return master != ""
 	})
@@ -81,7 +82,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 	if resp := invokeAt(t, master, req); resp.Code != protocol.RespSuccess {
 		t.Fatalf("create %s: code %d %q", topic, resp.Code, resp.Remark)
 	}
-	waitFor(t, 30*time.Second, "the topic on every broker", func() bool {
+	wait.Until(t, "the topic on every broker", func() bool {
 		for _, a := range brokerAddrs {
 			r := new(protocol.Command)
 			r.InitRequest(protocol.ReqGetAllTopicConfig, 0)
@@ -127,7 +128,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 			}
 			mu.Unlock()
 			if err != nil {
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // a client loop that backs off a little
 			}
 		}
 	}()
@@ -150,11 +151,11 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 	var toRoute, toSend []time.Duration
 	for round := 0; round < rounds; round++ {
 		old := masterIn(routeAtQuiet(ns, topic), "g1")
-		waitFor(t, 30*time.Second, "sends acknowledged by the master", func() bool {
+		wait.Until(t, "sends acknowledged by the master", func() bool {
 			n, _ := acksOn(old, time.Time{})
 			return n >= 200
 		})
-		waitFor(t, 30*time.Second, "a SyncStateSet of three", func() bool { return len(syncStateSet(ctl, "g1")) == 3 })
+		wait.Until(t, "a SyncStateSet of three", func() bool { return len(syncStateSet(ctl, "g1")) == 3 })
 		i := slices.Index(brokerAddrs, old)
 		if i < 0 {
 			t.Fatalf("master %s is none of the brokers %v", old, brokerAddrs)
@@ -163,13 +164,13 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 		procs[i].kill(syscall.SIGKILL)
 		var nm string
 		var routed time.Time
-		waitFor(t, 60*time.Second, "the route naming a new master", func() bool {
+		wait.Until(t, "the route naming a new master", func() bool {
 			nm = masterIn(routeAtQuiet(ns, topic), "g1")
 			routed = time.Now()
 			return nm != "" && nm != old
 		})
 		var first time.Time
-		waitFor(t, 30*time.Second, "a SEND_OK stored by the new master", func() bool {
+		wait.Until(t, "a SEND_OK stored by the new master", func() bool {
 			_, first = acksOn(nm, killed)
 			return !first.IsZero()
 		})
@@ -180,7 +181,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 		procs[i] = startProc(t, bin, "apogee-broker", brokerArgs(i, dirs[i])...)
 	}
 	final := masterIn(routeAtQuiet(ns, topic), "g1")
-	waitFor(t, 30*time.Second, "sends acknowledged by the final master", func() bool {
+	wait.Until(t, "sends acknowledged by the final master", func() bool {
 		n, _ := acksOn(final, time.Time{})
 		return n >= 200
 	})

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
@@ -12,6 +13,10 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
 )
+
+// quiet is the examples' logger: an example has no test to print a log on
+// failure, and its output is compared.
+var quiet = slog.New(slog.DiscardHandler)
 
 // exampleBroker starts an Apogee broker on a loopback port for the examples and
 // returns its address (it is also the name server) and a stop function.

@@ -11,10 +11,10 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
-	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -22,12 +22,13 @@ import (
 // a slave can be restarted as its group's master over its own log.
 func startMemberIn(t *testing.T, ns, name string, role core.Role, id int64, dir string) *member {
 	t.Helper()
+	logName := fmt.Sprintf("%s-%d-%s", name, id, role)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := broker.New(broker.Options{
-		DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet,
+		DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, logName),
 		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
 			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
 		BrokerName: name, Role: role, BrokerID: id, NamesrvAddrs: []string{ns},
@@ -88,25 +89,12 @@ func masterIn(rd *protocol.TopicRouteData, name string) string {
 // A producer sends without pause while its topic's broker group changes master:
 // the master (brokerId 0) stops, and its slave, which has every acknowledged
 // message (sync replication), comes back as brokerId 0 at another address. The
-// client's route refresh interval is the default 30 s, so only the refresh on
-// failure can bring it to the new master: its sends must resume there within 2 s
-// of the name server's route naming it, and every acknowledged message must be
-// consumable from the new master, by a consumer that was pulling from the old one.
+// clients' route refresh interval is an hour, so only the refresh on failure can
+// bring them to the new master: the producer's sends must resume there, and
+// every acknowledged message must be consumable from the new master, by a
+// consumer that was pulling from the old one.
 func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
-	reg, err := namesrv.OpenRegistry(namesrv.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
-	nsln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsCtx, nsStop := context.WithCancel(context.Background())
-	nsDone := make(chan struct{})
-	go func() { defer close(nsDone); namesrv.Serve(nsCtx, nsln, reg, &remoting.Options{Logger: quiet}) }()
-	t.Cleanup(func() { nsStop(); <-nsDone })
-	ns := nsln.Addr().String()
+	ns := startNamesrv(t)
 
 	const name, topic, queues = "broker-fo", "FailoverTopic", 4
 	slaveDir := t.TempDir()
@@ -119,14 +107,14 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 	if resp := invokeAt(t, master.addr, req); resp.Code != protocol.RespSuccess {
 		t.Fatalf("create %s: code %d %q", topic, resp.Code, resp.Remark)
 	}
-	waitFor(t, 20*time.Second, "the route with master and slave", func() bool {
+	wait.Until(t, "the route with master and slave", func() bool {
 		rd := routeAt(t, ns, topic)
 		return rd != nil && len(rd.BrokerDatas) == 1 && len(rd.BrokerDatas[0].BrokerAddrs) == 2
 	})
 
-	p := realProducer(t, ns, client.SendTimeout(3*time.Second))
+	p := realProducer(t, ns, client.SendTimeout(3*time.Second), client.RouteRefreshInterval(time.Hour))
 	col := newCollector()
-	c := realPush(t, ns, client.ConsumerGroup("failover-follow"), client.Subscribe(topic, "*"),
+	c := realPush(t, ns, client.ConsumerGroup("failover-follow"), client.Subscribe(topic, "*"), client.RouteRefreshInterval(time.Hour),
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(col.listener("c")))
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -181,7 +169,7 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 		}
 		<-sendDone
 	})
-	waitFor(t, 20*time.Second, "acknowledgements from the first master", func() bool {
+	wait.Until(t, "acknowledgements from the first master", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acks) >= 300
@@ -193,7 +181,7 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 	slave.stop()
 	promoted := startMemberIn(t, ns, name, core.RoleAsyncMaster, 0, slaveDir)
 	var routed time.Time
-	waitFor(t, 20*time.Second, "the route naming the new master", func() bool {
+	wait.Until(t, "the route naming the new master", func() bool {
 		if masterIn(routeAt(t, ns, topic), name) == promoted.addr {
 			routed = time.Now()
 			return true
@@ -201,7 +189,7 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 		return false
 	})
 	var resumed time.Time
-	waitFor(t, 10*time.Second, "an acknowledgement from the new master", func() bool {
+	wait.Until(t, "an acknowledgement from the new master", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, a := range acks {
@@ -212,14 +200,11 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 		}
 		return false
 	})
-	if lag := resumed.Sub(routed); lag > 2*time.Second {
-		t.Fatalf("sends resumed %v after the route named the new master, want at most 2s", lag)
-	}
 	// Keep sending to the new master for a while.
 	mu.Lock()
 	n0 := len(acks)
 	mu.Unlock()
-	waitFor(t, 20*time.Second, "more acknowledgements from the new master", func() bool {
+	wait.Until(t, "more acknowledgements from the new master", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acks) >= n0+200
@@ -234,10 +219,10 @@ func TestBrokerMasterReplacedProducerFollows(t *testing.T) {
 	}
 	nFailed := failed
 	mu.Unlock()
-	// The consumer's route refresh interval is the default 30 s too: only its
-	// failed pulls' refresh brings it to the new master this soon.
+	// The consumer's route refresh interval is an hour too: only its failed
+	// pulls' refresh brings it to the new master.
 	consumeWait := time.Now()
-	waitFor(t, 10*time.Second, "every acknowledged message consumed from the new master", func() bool {
+	wait.Until(t, "every acknowledged message consumed from the new master", func() bool {
 		col.mu.Lock()
 		defer col.mu.Unlock()
 		for _, body := range acked {

@@ -649,15 +649,3 @@ func (b *fakeBroker) members(group string) []string {
 	sort.Strings(ids)
 	return ids
 }
-
-// waitFor polls cond every 5 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func TestListenerCtx(t *testing.T) {
@@ -33,41 +36,47 @@ func TestListenerCtx(t *testing.T) {
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
-		ctx := newListenerCtx(context.Background(), 20*time.Millisecond, &ConsumeContext{})
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("Done not closed at the deadline")
-		}
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("Err = %v, want DeadlineExceeded", ctx.Err())
-		}
-		if !ctx.finish() {
-			t.Fatal("finish did not report the timeout")
-		}
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("Err after finish = %v, want DeadlineExceeded kept", ctx.Err())
-		}
+		synctest.Test(t, func(t *testing.T) { // virtual time: the deadline passes without a wall-clock wait
+			ctx := newListenerCtx(context.Background(), 20*time.Millisecond, &ConsumeContext{})
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait.DefaultTimeout):
+				t.Fatal("Done not closed at the deadline")
+			}
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.Fatalf("Err = %v, want DeadlineExceeded", ctx.Err())
+			}
+			if !ctx.finish() {
+				t.Fatal("finish did not report the timeout")
+			}
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.Fatalf("Err after finish = %v, want DeadlineExceeded kept", ctx.Err())
+			}
+		})
 	})
 	t.Run("deadline without Done", func(t *testing.T) {
-		ctx := newListenerCtx(context.Background(), time.Millisecond, &ConsumeContext{})
-		time.Sleep(5 * time.Millisecond)
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("Err = %v, want DeadlineExceeded", ctx.Err())
-		}
-		if !ctx.finish() {
-			t.Fatal("finish did not report the timeout")
-		}
+		synctest.Test(t, func(t *testing.T) { // virtual time: the deadline passes without a wall-clock wait
+			ctx := newListenerCtx(context.Background(), time.Millisecond, &ConsumeContext{})
+			time.Sleep(5 * time.Millisecond)
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.Fatalf("Err = %v, want DeadlineExceeded", ctx.Err())
+			}
+			if !ctx.finish() {
+				t.Fatal("finish did not report the timeout")
+			}
+		})
 	})
 	t.Run("deadline passed, nobody asked", func(t *testing.T) {
-		ctx := newListenerCtx(context.Background(), time.Millisecond, &ConsumeContext{})
-		time.Sleep(5 * time.Millisecond)
-		if !ctx.finish() {
-			t.Fatal("finish did not report the timeout")
-		}
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("Err after finish = %v, want DeadlineExceeded", ctx.Err())
-		}
+		synctest.Test(t, func(t *testing.T) { // virtual time: the deadline passes without a wall-clock wait
+			ctx := newListenerCtx(context.Background(), time.Millisecond, &ConsumeContext{})
+			time.Sleep(5 * time.Millisecond)
+			if !ctx.finish() {
+				t.Fatal("finish did not report the timeout")
+			}
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.Fatalf("Err after finish = %v, want DeadlineExceeded", ctx.Err())
+			}
+		})
 	})
 	t.Run("parent canceled", func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.WithValue(context.Background(), testKey{}, "v"))
@@ -79,7 +88,7 @@ func TestListenerCtx(t *testing.T) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Fatal("Done not closed when the parent ended")
 		}
 		if !errors.Is(ctx.Err(), context.Canceled) {

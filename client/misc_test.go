@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -35,12 +36,12 @@ func TestProducerAndConsumerShareInstance(t *testing.T) {
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "message through the shared instance", func() bool { return col.distinct() == 1 })
+	wait.Equal(t, "message through the shared instance", 1, col.distinct)
 	if n := b.srv.Len(); n != 1 {
 		t.Fatalf("%d connections for one instance", n)
 	}
 	c.Close(ctxT(t))
-	waitFor(t, 5*time.Second, "group left", func() bool { return len(b.members("share")) == 0 })
+	wait.Until(t, "group left", func() bool { return len(b.members("share")) == 0 })
 }
 
 // Routes are fetched again every RouteRefreshInterval: new queues are used.
@@ -53,7 +54,7 @@ func TestRouteRefresh(t *testing.T) {
 	b.mu.Lock()
 	b.topics["GROW"] = 6
 	b.mu.Unlock()
-	waitFor(t, 5*time.Second, "a send to a new queue", func() bool {
+	wait.Until(t, "a send to a new queue", func() bool {
 		r, err := p.SendSync(ctxT(t), &client.Message{Topic: "GROW", Body: []byte("x")})
 		return err == nil && r.Queue.QueueID >= 2
 	})

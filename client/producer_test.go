@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -123,7 +124,7 @@ func TestProducerAsyncFutureOneway(t *testing.T) {
 	if err := p.SendOneway(ctx, &client.Message{Topic: "A", Body: []byte("oneway")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "oneway message stored", func() bool { return b.count("A") == n+2 })
+	wait.Equal(t, "oneway message stored", n+2, func() int { return b.count("A") })
 }
 
 func TestProducerBatchSplits(t *testing.T) {
@@ -422,10 +423,10 @@ func TestTransactions(t *testing.T) {
 		return r
 	}
 	send(client.TxCommit, "commit")
-	waitFor(t, 5*time.Second, "committed message", func() bool { return b.count("TX") == 1 })
+	wait.Equal(t, "committed message", 1, func() int { return b.count("TX") })
 	send(client.TxRollback, "rollback")
 	unknown := send(client.TxUnknown, "unknown")
-	waitFor(t, 5*time.Second, "three END_TRANSACTION", func() bool { return b.codeCount(protocol.ReqEndTransaction) == 3 })
+	wait.Until(t, "three END_TRANSACTION", func() bool { return b.codeCount(protocol.ReqEndTransaction) == 3 })
 	b.mu.Lock()
 	ends := append([]protocol.EndTransactionRequest(nil), b.ends...)
 	nhalf := len(b.half)
@@ -448,10 +449,10 @@ func TestTransactions(t *testing.T) {
 		if string(m.Body) != "unknown" || m.MsgID != unknown.MsgID() {
 			t.Fatalf("checked %v", m)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no check")
 	}
-	waitFor(t, 5*time.Second, "checked message committed", func() bool { return b.count("TX") == 2 })
+	wait.Equal(t, "checked message committed", 2, func() int { return b.count("TX") })
 	b.mu.Lock()
 	last := b.ends[len(b.ends)-1]
 	b.mu.Unlock()
@@ -497,7 +498,7 @@ func TestInstanceSharingAndShutdown(t *testing.T) {
 		t.Fatalf("the other producer of the instance: %v", err)
 	}
 	p2.Close(ctx)
-	waitFor(t, 5*time.Second, "connections closed", func() bool { return b.srv.Len() == 0 })
+	wait.Until(t, "connections closed", func() bool { return b.srv.Len() == 0 })
 	b.mu.Lock()
 	unreg := len(b.unregisters)
 	b.mu.Unlock()

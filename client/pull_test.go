@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func newPull(t testing.TB, addr string, opts ...client.PullConsumerOpt) *client.PullConsumer {
@@ -23,10 +24,11 @@ func newPull(t testing.TB, addr string, opts ...client.PullConsumerOpt) *client.
 	return c
 }
 
-// pollUntil polls until n distinct bodies arrived.
+// pollUntil polls until n distinct bodies arrived (Poll blocks until
+// messages come; the bound is the wait helper's, for a loaded machine).
 func pollUntil(t testing.TB, c *client.PullConsumer, n int) []*client.MessageExt {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	var out []*client.MessageExt
 	seen := map[string]bool{}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -13,12 +11,12 @@ import (
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startBroker runs an Apogee broker in-process on 127.0.0.1:0 (it answers
 // name-server requests on the same address) and returns its address.
@@ -33,7 +31,7 @@ func startBroker(t testing.TB, mutate ...func(*broker.Options)) string {
 		AdvertiseAddr: l.Addr().String(),
 		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
 			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
-		Logger: quiet,
+		Logger: testlog.New(t, "broker"),
 	}
 	for _, fn := range mutate {
 		fn(&opts)
@@ -84,7 +82,7 @@ func brokerOffset(t testing.TB, addr, group, topic string, q int32) int64 {
 
 func realProducer(t testing.TB, addr string, opts ...client.ProducerOpt) *client.Producer {
 	t.Helper()
-	p, err := client.NewProducer(append([]client.ProducerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(quiet)}, opts...)...)
+	p, err := client.NewProducer(append([]client.ProducerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(testlog.New(t, "producer"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +92,7 @@ func realProducer(t testing.TB, addr string, opts ...client.ProducerOpt) *client
 
 func realPush(t testing.TB, addr string, opts ...client.PushConsumerOpt) *client.PushConsumer {
 	t.Helper()
-	all := append([]client.PushConsumerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(quiet),
+	all := append([]client.PushConsumerOpt{client.NameServer(addr), uniqueInstance(t), client.Logger(testlog.New(t, "consumer")),
 		client.RebalanceInterval(300 * time.Millisecond), client.CommitInterval(100 * time.Millisecond),
 		client.LongPollTimeout(2 * time.Second), client.HeartbeatInterval(time.Second)}, opts...)
 	c, err := client.NewPushConsumer(all...)
@@ -169,12 +167,15 @@ func TestBrokerSendVariantsRoundTrip(t *testing.T) {
 			if _, err := zl.SendBatch(ctx, batch); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 15*time.Second, "every kept message", func() bool {
+			wait.For(t, "every kept message", func() error {
 				mu.Lock()
 				defer mu.Unlock()
-				return len(got) == len(want)
+				if len(got) != len(want) {
+					return fmt.Errorf("%d of %d received", len(got), len(want))
+				}
+				return nil
 			})
-			time.Sleep(100 * time.Millisecond)
+			waitCaughtUp(t, topic, client.DefaultCreateTopicQueueNums, c) // nothing more is coming: the dropped one was read and filtered out
 			mu.Lock()
 			defer mu.Unlock()
 			for k, body := range want {
@@ -217,7 +218,7 @@ func TestBrokerRebalanceJoinLeave(t *testing.T) {
 	stats = append(stats, c1.Stats())
 	send(100)
 	waitShare(t, "RB", 8, c2, c3)
-	waitFor(t, 20*time.Second, "every message", func() bool { return col.distinct() == sent })
+	wait.Equal(t, "every message", sent, col.distinct)
 	for _, c := range []*client.PushConsumer{c2, c3} {
 		c.Close(ctxT(t))
 		stats = append(stats, c.Stats())
@@ -237,7 +238,7 @@ func TestBrokerRebalanceJoinLeave(t *testing.T) {
 // exactly once.
 func waitShare(t testing.TB, topic string, n int, cs ...*client.PushConsumer) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "queues shared out", func() bool {
+	wait.For(t, "queues shared out", func() error {
 		seen := map[client.MessageQueue]int{}
 		for _, c := range cs {
 			for _, q := range c.Assignment() {
@@ -247,14 +248,48 @@ func waitShare(t testing.TB, topic string, n int, cs ...*client.PushConsumer) {
 			}
 		}
 		if len(seen) != n {
-			return false
+			return fmt.Errorf("%d of %d queues assigned", len(seen), n)
 		}
-		for _, k := range seen {
+		for q, k := range seen {
 			if k != 1 {
-				return false
+				return fmt.Errorf("%v assigned %d times", q, k)
 			}
 		}
-		return true
+		return nil
+	})
+}
+
+// waitCaughtUp waits until the consumers have consumed everything the broker
+// holds in topic's n queues: each queue assigned to one of them, nothing
+// cached, and its consume offset at the broker's max offset. A queue's offset
+// moves past a message only once the listener returned for it (or the filter
+// dropped it), so after this, what the listeners saw is all they will see of
+// what was sent before: a test can count it exactly.
+func waitCaughtUp(t testing.TB, topic string, n int, cs ...*client.PushConsumer) {
+	t.Helper()
+	wait.For(t, "the consumers caught up with "+topic, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		seen := 0
+		for _, c := range cs {
+			lags, err := c.Lag(ctx)
+			if err != nil {
+				return err
+			}
+			for _, l := range lags {
+				if l.Queue.Topic != topic {
+					continue
+				}
+				seen++
+				if l.Lag != 0 || l.Cached != 0 {
+					return fmt.Errorf("%v: %+v", l.Queue, l)
+				}
+			}
+		}
+		if seen != n {
+			return fmt.Errorf("%d of %d queues assigned", seen, n)
+		}
+		return nil
 	})
 }
 
@@ -291,7 +326,7 @@ func TestBrokerOffsetsAfterRestart(t *testing.T) {
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "first part", func() bool { return col.distinct() == 40 })
+	wait.Equal(t, "first part", 40, col.distinct)
 	if err := c.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +342,8 @@ func TestBrokerOffsetsAfterRestart(t *testing.T) {
 	if err := c2.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "second part", func() bool { return col.distinct() == 80 })
-	time.Sleep(100 * time.Millisecond)
+	wait.Equal(t, "second part", 80, col.distinct)
+	waitCaughtUp(t, "RS", 4, c2)
 	if d := col.duplicates(); d != 0 {
 		t.Fatalf("%d messages consumed twice across a clean restart", d)
 	}
@@ -329,11 +364,11 @@ func TestBrokerBroadcasting(t *testing.T) {
 		if err := c.Start(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "assignment", func() bool { return len(c.Assignment()) == 4 })
+		wait.Until(t, "assignment", func() bool { return len(c.Assignment()) == 4 })
 	}
 	sendN(t, p, "BC", 1, 30, nil)
 	for _, col := range cols {
-		waitFor(t, 10*time.Second, "every consumer gets every message", func() bool { return col.distinct() == 31 })
+		wait.Equal(t, "every consumer gets every message", 31, col.distinct)
 	}
 }
 
@@ -365,7 +400,7 @@ func TestBrokerRetryThenDLQ(t *testing.T) {
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "a redelivery", func() bool {
+	wait.Until(t, "a redelivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen["RTY-0"]) >= 2
@@ -381,11 +416,11 @@ func TestBrokerRetryThenDLQ(t *testing.T) {
 	dead := newCollector()
 	d := realPush(t, addr, client.ConsumerGroup("rty-dlq-reader"), client.Subscribe("%DLQ%rty", "*"),
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConcurrentListener(dead.listener("d")))
-	waitFor(t, 15*time.Second, "dead-letter topic", func() bool { return d.Start(ctxT(t)) == nil })
-	waitFor(t, 15*time.Second, "dead letter", func() bool { return dead.distinct() == 1 })
+	wait.Until(t, "dead-letter topic", func() bool { return d.Start(ctxT(t)) == nil })
+	wait.Equal(t, "dead letter", 1, dead.distinct)
 	// The consumer counts a send-back once its answer arrives, which may be
 	// after the dead-letter reader got the message.
-	waitFor(t, 5*time.Second, "two send-backs counted", func() bool { return c.Stats().SentBack >= 2 })
+	wait.Until(t, "two send-backs counted", func() bool { return c.Stats().SentBack >= 2 })
 }
 
 type brokerTx struct{ checks chan string }
@@ -434,11 +469,13 @@ func TestBrokerTransactions(t *testing.T) {
 		if b != "unknown" {
 			t.Fatalf("the broker checked %q", b)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no transaction check from the broker")
 	}
-	waitFor(t, 15*time.Second, "committed messages", func() bool { return col.distinct() == 3 })
-	time.Sleep(300 * time.Millisecond)
+	wait.Equal(t, "committed messages", 3, col.distinct)
+	// The rollback's END_TRANSACTION came before the check that committed
+	// "unknown": were it committed, it would be in the topic by now.
+	waitCaughtUp(t, "TXB", client.DefaultCreateTopicQueueNums, c)
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	if col.count["rollback"] != 0 || col.count["commit"] != 1 || col.count["unknown"] != 1 {
@@ -474,7 +511,7 @@ func TestBrokerKeptMessagesStayIntact(t *testing.T) {
 	if err := c.Start(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every message", func() bool {
+	wait.Until(t, "every message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(kept) >= n

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -84,7 +85,7 @@ func TestProducerTimeoutRefreshesRoute(t *testing.T) {
 			t.Fatalf("send %d: %v, want ErrTimeout", i, err)
 		}
 	}
-	waitFor(t, 5*time.Second, "a route request after the timeouts", func() bool {
+	wait.Until(t, "a route request after the timeouts", func() bool {
 		return b.codeCount(protocol.ReqGetRouteInfoByTopic) > before
 	})
 }
@@ -104,11 +105,10 @@ func TestProducerOnewayFailureRefreshesRoute(t *testing.T) {
 	// Round robin over both brokers' queues; a connection the instance had
 	// to the closed broker (its heartbeat) may take a write or two before the
 	// client sees it closed.
-	waitFor(t, 5*time.Second, "a oneway send to the closed broker failing", func() bool {
-		time.Sleep(time.Millisecond)
+	wait.Until(t, "a oneway send to the closed broker failing", func() bool {
 		return p.SendOneway(ctx, &client.Message{Topic: "OW", Body: []byte("oneway")}) != nil
 	})
-	waitFor(t, 5*time.Second, "a route request after the failed oneway sends", func() bool {
+	wait.Until(t, "a route request after the failed oneway sends", func() bool {
 		return b.codeCount(protocol.ReqGetRouteInfoByTopic) > before
 	})
 }

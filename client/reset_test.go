@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestRunningConsumerFollowsReset resets a group's offsets to the start while
@@ -47,24 +48,36 @@ func TestRunningConsumerFollowsReset(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "12 messages consumed once", func() bool {
-		d, n := count()
-		return d == 12 && n == 12
+	wait.For(t, "12 messages consumed once", func() error {
+		if d, n := count(); d != 12 || n != 12 {
+			return fmt.Errorf("%d distinct, %d deliveries", d, n)
+		}
+		return nil
 	})
-	// Let the consumer commit before the reset, so a stale commit would show.
-	time.Sleep(300 * time.Millisecond)
+	// The consumer's commits reach the broker before the reset, so a stale
+	// commit after it would show.
+	wait.For(t, "the consumer's offsets committed", func() error {
+		var sum int64
+		for q := range int32(client.DefaultCreateTopicQueueNums) {
+			sum += max(brokerOffset(t, addr, group, topic, q), 0)
+		}
+		if sum != 12 {
+			return fmt.Errorf("committed offsets sum to %d of 12", sum)
+		}
+		return nil
+	})
 	a := realAdmin(t, addr)
 	if _, err := a.ResetOffsetByTime(ctx, group, topic, time.UnixMilli(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "every message consumed again after the reset", func() bool {
+	wait.For(t, "every message consumed again after the reset", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := 0; i < 12; i++ {
-			if seen[fmt.Sprintf("m-%d", i)] < 2 {
-				return false
+			if n := seen[fmt.Sprintf("m-%d", i)]; n < 2 {
+				return fmt.Errorf("m-%d consumed %d times", i, n)
 			}
 		}
-		return true
+		return nil
 	})
 }

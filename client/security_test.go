@@ -13,6 +13,8 @@ import (
 	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -41,7 +43,7 @@ func startSecureBroker(t *testing.T, aclText string) string {
 	if err := os.WriteFile(file, []byte(aclText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g, err := acl.Open(acl.Options{File: file, Dir: dir, Logger: quiet})
+	g, err := acl.Open(acl.Options{File: file, Dir: dir, Logger: testlog.New(t, "acl")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestCredentials(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "5 messages through ACL", func() bool { return got.Load() >= 5 })
+	wait.Until(t, "5 messages through ACL", func() bool { return got.Load() >= 5 })
 
 	denied := func(name string, err error) {
 		t.Helper()

@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestWorkPoolReusesParkedWorkers checks that tasks submitted one at a time,
@@ -87,19 +90,15 @@ func TestWorkPoolReusesParkedWorkers(t *testing.T) {
 	if got := ran.Load(); got != 251 {
 		t.Fatalf("ran %d tasks, want 251", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.For(t, "every worker gone after stop", func() error {
 		w.mu.Lock()
 		alive := w.running
 		w.mu.Unlock()
-		if alive == 0 && runtime.NumGoroutine() <= before {
-			break
+		if n := runtime.NumGoroutine(); alive != 0 || n > before {
+			return fmt.Errorf("%d workers alive, %d goroutines (%d before)", alive, n, before)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after stop: %d workers alive, %d goroutines (%d before)", alive, runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // goroutineID returns the calling goroutine's id, parsed from its stack
