@@ -17,7 +17,9 @@ import (
 // config is the controller's configuration after the file and the flags.
 type config struct {
 	id, listen, advertise, raftListen, dataDir, group, logLevel, raftLogLevel, pprof string
+	readyFile                                                                        string // --ready-file ("" none)
 	peers                                                                            []controller.Peer
+	join                                                                             []string // --join: members' remoting addresses
 	heartbeatTimeout, scanInterval, closeGrace                                       time.Duration
 	unclean, notify, showVersion                                                     bool
 	raft                                                                             controller.RaftTiming
@@ -35,8 +37,9 @@ type note struct {
 func parseConfig(args []string) (*config, error) {
 	fs := pflag.NewFlagSet("apogee-controller", pflag.ContinueOnError)
 	id := fs.String("id", "", "this controller's id in the Raft group (one of --peers)")
-	peers := fs.String("peers", "", "the Raft group: id=host:port,id=host:port (Raft addresses, this node included)")
-	raftListen := fs.String("raft-listen", "", "address Raft listens on (default: this node's address in --peers)")
+	peers := fs.String("peers", "", "the Raft group: id=host:port,id=host:port (Raft addresses, this node included); a group of one may give port 0")
+	join := fs.String("join", "", `instead of --peers: join the group whose controllers (remoting addresses, "host:port;host:port") are given; needs --raft-listen`)
+	raftListen := fs.String("raft-listen", "", "address Raft listens on (default: this node's address in --peers; port 0: any)")
 	listen := fs.String("listen", "0.0.0.0:9878", "address brokers reach the controller on (RocketMQ remoting)")
 	advertise := fs.String("advertise-addr", "", "remoting address other controllers name to brokers (default: --listen, with an unspecified host replaced by this node's --peers host)")
 	dataDir := fs.String("data-dir", "./apogee-controller-data", "data directory: raft.db (the Raft log and metadata) and snapshots/")
@@ -57,6 +60,7 @@ func parseConfig(args []string) (*config, error) {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	raftLogLevel := fs.String("raft-log-level", "warn", "the Raft library's log level: trace, debug, info, warn or error")
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
+	readyFile := fs.String("ready-file", "", "once listening, write the bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +70,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{id: *id, listen: *listen, advertise: *advertise, raftListen: *raftListen, dataDir: *dataDir, group: *group,
-		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
+		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
 		closeGrace: *grace, unclean: *unclean, notify: *notify, showVersion: *showVersion,
 		raft:              controller.RaftTiming{HeartbeatTimeout: *rHB, ElectionTimeout: *rEl, LeaderLeaseTimeout: *rLease, CommitTimeout: *rCommit},
 		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings()}
@@ -86,15 +90,29 @@ func parseConfig(args []string) (*config, error) {
 	if c.id == "" {
 		return nil, fmt.Errorf("--id is required")
 	}
-	if peerText == "" {
-		return nil, fmt.Errorf("--peers is required")
-	}
-	var err error
-	if c.peers, err = controller.ParsePeers(peerText); err != nil {
-		return nil, fmt.Errorf("--peers: %w", err)
-	}
-	if !slices.ContainsFunc(c.peers, func(p controller.Peer) bool { return p.ID == c.id }) {
-		return nil, fmt.Errorf("--id %q is not among --peers %s", c.id, controller.FormatPeers(c.peers))
+	c.join = strings.FieldsFunc(*join, func(r rune) bool { return r == ';' || r == ',' })
+	switch {
+	case len(c.join) > 0 && peerText != "":
+		return nil, fmt.Errorf("--peers (a new group) and --join (an existing one) exclude each other")
+	case len(c.join) > 0:
+		for _, a := range c.join {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("--join %q: %w", a, err)
+			}
+		}
+		if c.raftListen == "" {
+			return nil, fmt.Errorf("--join needs --raft-listen (host:port, port 0 for any)")
+		}
+	case peerText == "":
+		return nil, fmt.Errorf("--peers or --join is required")
+	default:
+		var err error
+		if c.peers, err = controller.ParsePeers(peerText); err != nil {
+			return nil, fmt.Errorf("--peers: %w", err)
+		}
+		if !slices.ContainsFunc(c.peers, func(p controller.Peer) bool { return p.ID == c.id }) {
+			return nil, fmt.Errorf("--id %q is not among --peers %s", c.id, controller.FormatPeers(c.peers))
+		}
 	}
 	for name, d := range map[string]time.Duration{"--heartbeat-timeout": c.heartbeatTimeout, "--scan-interval": c.scanInterval,
 		"--conn-close-grace": c.closeGrace} {
@@ -230,7 +248,8 @@ func allKeys() []string {
 
 // advertiseAddr is the remoting address to announce: --advertise-addr, or
 // the bound listen address with an unspecified host replaced by the host of
-// this node's Raft address.
+// this node's Raft address (its --peers address, or with --join its
+// --raft-listen host).
 func (c *config) advertiseAddr(bound net.Addr) (string, error) {
 	if c.advertise != "" {
 		return c.advertise, nil
@@ -244,6 +263,12 @@ func (c *config) advertiseAddr(bound net.Addr) (string, error) {
 			if p.ID == c.id {
 				host, _, _ = net.SplitHostPort(p.Addr)
 			}
+		}
+		if len(c.join) > 0 {
+			host, _, _ = net.SplitHostPort(c.raftListen)
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return "", fmt.Errorf("--listen %s is on every interface and no other address names a host brokers can reach: give --advertise-addr", bound)
 		}
 	}
 	return net.JoinHostPort(host, port), nil

@@ -7,8 +7,12 @@
 // machine):
 //
 //	--id ID                 this node's id in --peers
-//	--peers LIST            id=host:port,... the Raft group's addresses
-//	--raft-listen ADDR      where Raft listens (default: this node's --peers address)
+//	--peers LIST            id=host:port,... the Raft group's addresses (a
+//	                        group of one may give port 0)
+//	--join LIST             instead of --peers: join the group whose
+//	                        controllers listen there (host:port;host:port)
+//	--raft-listen ADDR      where Raft listens (default: this node's --peers
+//	                        address; port 0: any)
 //	--listen ADDR           where brokers reach it (default 0.0.0.0:9878)
 //	--advertise-addr ADDR   the remoting address named to brokers
 //	--data-dir DIR          default ./apogee-controller-data
@@ -21,16 +25,21 @@
 //	                        --tls-client-ca, --tls-ca, --tls-client-cert/-key)
 //	--notify-tls            role-change pushes to brokers over TLS
 //	-c, --config FILE       RocketMQ controller properties; flags win
+//	--ready-file PATH       once listening, write the bound addresses there (JSON)
 //	--version
 //
 // A new data directory bootstraps the group from --peers; an existing one
-// keeps the membership it recorded. At start it locks the data directory,
-// starts its Raft member, listens, and prints one line with its id and
-// addresses. SIGINT or SIGTERM hands leadership over (when it leads),
-// stops, and exits 0 after a "stopped cleanly" log line.
+// keeps the membership it recorded. With --join a node bootstraps nothing:
+// it asks the group's leader to add it (docs/failover.md, "Members on any
+// port"). At start it locks the data directory, starts its Raft member,
+// listens, prints one line with its id and addresses, then logs a "ready"
+// line with every bound address (and --ready-file). SIGINT or SIGTERM
+// hands leadership over (when it leads), stops, and exits 0 after a
+// "stopped cleanly" log line.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +53,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/controller"
+	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 )
 
@@ -76,6 +86,12 @@ func run(args []string) error {
 	for _, n := range cfg.notes {
 		logger.Warn(n.msg, n.attrs...)
 	}
+	// A ready file left by an earlier run must not describe this one.
+	if cfg.readyFile != "" {
+		if err := readyfile.Remove(cfg.readyFile); err != nil {
+			return fmt.Errorf("--ready-file: %w", err)
+		}
+	}
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -92,15 +108,41 @@ func run(args []string) error {
 	defer tlsParts.close()
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+		return fmt.Errorf("listen %s: %w (the controller's remoting address: move it with --listen, or the properties' listenPort)", cfg.listen, err)
 	}
 	defer ln.Close()
+	// Raft's listener is bound here too, so that a port in use names what
+	// moves it; the node serves Raft on it.
+	raftBind := cfg.raftListen
+	for _, p := range cfg.peers {
+		if raftBind == "" && p.ID == cfg.id {
+			raftBind = p.Addr
+		}
+	}
+	raftLn, err := net.Listen("tcp", raftBind)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w (the Raft listener: move it with --raft-listen, or this node's --peers address)", raftBind, err)
+	}
+	ready := readyfile.File{Command: "apogee-controller", PID: os.Getpid(), Listen: ln.Addr().String(), Raft: raftLn.Addr().String()}
 	adv, err := cfg.advertiseAddr(ln.Addr())
 	if err != nil {
+		raftLn.Close()
 		return fmt.Errorf("advertise address: %w", err)
 	}
+	ready.Advertise = adv
+	if cfg.pprof != "" {
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			raftLn.Close()
+			return fmt.Errorf("listen %s: %w (move it with --pprof)", cfg.pprof, err)
+		}
+		defer pl.Close()
+		go http.Serve(pl, nil)
+		ready.Pprof = pl.Addr().String()
+		logger.Info("pprof", "addr", ready.Pprof)
+	}
 	nodeOpts := controller.Options{
-		ID: cfg.id, Peers: cfg.peers, DataDir: cfg.dataDir, RaftBind: cfg.raftListen, Advertise: adv, Group: cfg.group,
+		ID: cfg.id, Peers: cfg.peers, Join: len(cfg.join) > 0, DataDir: cfg.dataDir, RaftListener: raftLn, Advertise: adv, Group: cfg.group,
 		HeartbeatTimeout: cfg.heartbeatTimeout, ScanInterval: cfg.scanInterval, CloseGrace: cfg.closeGrace,
 		ElectUncleanMaster: cfg.unclean, DisableNotify: !cfg.notify, Raft: cfg.raft,
 		SnapshotThreshold: cfg.snapshotThreshold, SnapshotInterval: cfg.snapshotInterval, TrailingLogs: cfg.trailingLogs,
@@ -114,27 +156,33 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.pprof != "" {
-		pl, err := net.Listen("tcp", cfg.pprof)
-		if err != nil {
-			logger.Error("pprof listener", "err", err)
-		} else {
-			go http.Serve(pl, nil)
-			logger.Info("pprof", "addr", pl.Addr().String())
-		}
-	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
-	raftAddr := ""
-	for _, p := range cfg.peers {
-		if p.ID == cfg.id {
-			raftAddr = p.Addr
+	fmt.Printf("apogee-controller %s listening on %s, raft %s, data %s, version %s\n", cfg.id, ln.Addr(), node.RaftAddr(), cfg.dataDir, build.Short())
+	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
+		if cerr := node.Close(); cerr != nil {
+			logger.Error("stopping the Raft member", "err", cerr)
 		}
+		<-served
+		return err
 	}
-	fmt.Printf("apogee-controller %s listening on %s, raft %s, data %s, version %s\n", cfg.id, ln.Addr(), raftAddr, cfg.dataDir, build.Short())
+	if cfg.readyFile != "" {
+		defer readyfile.Remove(cfg.readyFile) // the process is going: the file would describe nothing
+	}
+	joinCtx, stopJoin := context.WithCancel(context.Background())
+	defer stopJoin()
+	if len(cfg.join) > 0 {
+		// In the background: the node serves meanwhile (brokers are told
+		// who leads), and a group without a leader now may have one later.
+		go func() {
+			if _, err := node.Join(joinCtx, cfg.join, tlsParts.join); err != nil && joinCtx.Err() == nil {
+				logger.Error("joining the controller group failed", "err", err)
+			}
+		}()
+	}
 
 	var serveErr error
 	select {
@@ -143,6 +191,7 @@ func run(args []string) error {
 	case serveErr = <-served:
 		logger.Error("server stopped", "err", serveErr)
 	}
+	stopJoin()
 	if err := node.Close(); err != nil {
 		logger.Error("stopping the Raft member", "err", err)
 		if serveErr == nil {

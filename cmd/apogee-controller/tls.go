@@ -83,7 +83,11 @@ type tlsParts struct {
 	remoting *tlsconf.Server
 	raft     *controller.RaftTLS
 	notify   *tls.Config
-	closers  []*tlsconf.Server
+	// join is the client TLS of a --join request: the group's remoting
+	// listeners are configured alike, so with --tls-mode enforcing the
+	// request goes over TLS (--tls-ca, --tls-client-cert); nil: plain.
+	join    *tls.Config
+	closers []*tlsconf.Server
 }
 
 // openTLS loads the TLS the settings ask for.
@@ -116,7 +120,7 @@ func openTLS(s tlsSettings, logger *slog.Logger) (p tlsParts, err error) {
 			"client_cert_required", cfg.RequireClientCert)
 	}
 	var client *tls.Config
-	if s.raft || s.notify {
+	if s.raft || s.notify || mode == tlsconf.Enforcing {
 		c, err := tlsconf.ClientConfig{CAFile: s.ca, CertFile: s.clientCert, KeyFile: s.clientKey}.Load()
 		if err != nil {
 			return p, fmt.Errorf("--tls-ca / --tls-client-cert: %w", err)
@@ -140,6 +144,9 @@ func openTLS(s tlsSettings, logger *slog.Logger) (p tlsParts, err error) {
 	}
 	if s.notify {
 		p.notify = client
+	}
+	if mode == tlsconf.Enforcing {
+		p.join = client
 	}
 	return p, nil
 }

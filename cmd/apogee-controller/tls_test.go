@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"log/slog"
 	"syscall"
@@ -14,32 +13,6 @@ import (
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 )
 
-// tlsLeader is leader over TLS: it waits until a member, asked for its
-// metadata with cfg, says it leads.
-func tlsLeader(t *testing.T, ms []*member, skip *member, cfg *tls.Config, within time.Duration) *member {
-	t.Helper()
-	cl, err := client.New(client.Options{Addrs: addrsOf(ms), Broker: "probe", Addr: "127.0.0.1:1", RequestTimeout: 500 * time.Millisecond,
-		TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		for _, m := range ms {
-			if m == skip || m.p.done {
-				continue
-			}
-			if md, err := cl.Metadata(context.Background(), m.addr); err == nil && md.IsLeader {
-				return m
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no controller leader within %v", within)
-	return nil
-}
-
 // TestTLSProcesses runs three controller processes with Raft over mutual
 // TLS (--raft-tls) and TLS-only remoting listeners: a broker reaching them
 // with its client certificate registers and is elected (a Raft commit
@@ -50,12 +23,12 @@ func TestTLSProcesses(t *testing.T) {
 	flags := append([]string{"--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey,
 		"--tls-client-ca", pki.CA, "--tls-client-auth", "require", "--raft-tls",
 		"--tls-ca", pki.CA, "--tls-client-cert", pki.ClientCert, "--tls-client-key", pki.ClientKey}, fastFlags...)
-	ms := newGroup(t, 3, flags...)
 	good, err := tlsconf.ClientConfig{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead := tlsLeader(t, ms, nil, good, 15*time.Second)
+	ms := newGroup(t, 3, good, flags...)
+	lead := leader(t, ms, nil, good)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -75,7 +48,7 @@ func TestTLSProcesses(t *testing.T) {
 	}
 
 	lead.kill(t, syscall.SIGKILL)
-	tlsLeader(t, ms, lead, good, 15*time.Second)
+	leader(t, ms, lead, good)
 	s, err := cl.GetReplicaInfo(ctx, "broker-a")
 	if err != nil || s.MasterID != reg.ID || s.MasterEpoch != 1 {
 		t.Fatalf("state after the leader's death: %+v %v", s, err)
@@ -88,7 +61,7 @@ func TestTLSProcesses(t *testing.T) {
 	}
 	defer plain.Close()
 	for _, m := range ms {
-		if m.p.done {
+		if m.done() {
 			continue
 		}
 		if _, err := plain.Metadata(ctx, m.addr); err == nil {
