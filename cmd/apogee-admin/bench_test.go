@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,7 +26,7 @@ import (
 //	go test -run XXX -bench ConsumerProgress1000 -benchtime 10x ./cmd/apogee-admin
 func BenchmarkConsumerProgress1000(b *testing.B) {
 	const n = 1000
-	br := startBrokerB(b)
+	br := startBroker(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	adm, err := client.NewAdmin(client.NameServer(br.ns), client.InstanceName("bench-setup"))
@@ -102,40 +101,4 @@ func BenchmarkConsumerProgress1000(b *testing.B) {
 			runAdmin("consumerProgress", "-g", "BenchGroup0500")
 		}
 	})
-}
-
-// startBrokerB starts a broker process for a benchmark (startBroker's
-// testing.TB twin).
-func startBrokerB(b *testing.B) *brokerProc {
-	b.Helper()
-	dir, err := binaries()
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := b.TempDir()
-	cmd := exec.Command(filepath.Join(dir, "apogee-broker"), "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", data)
-	out, _ := cmd.StdoutPipe()
-	p := &brokerProc{cmd: cmd, stderr: &syncBuf{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	line := make([]byte, 4096)
-	nr, _ := out.Read(line)
-	m := startLine.FindStringSubmatch(string(line[:nr]))
-	if m == nil {
-		cmd.Process.Kill()
-		b.Fatalf("start line %q\n%s", line[:nr], p.stderr.String())
-	}
-	p.addr, p.ns = m[2], m[3]
-	b.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	return p
 }

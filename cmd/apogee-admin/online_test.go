@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,29 +14,22 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // The online commands through the binaries: an apogee-broker process, and
 // apogee-admin run as a script would run mqadmin, every command in both
 // output forms.
 
+// brokerProc is an apogee-broker process (package proctest: every listener
+// on a port from :0, read from its ready file; its log printed if the test
+// fails).
 type brokerProc struct {
-	cmd    *exec.Cmd
-	ns     string
-	addr   string
-	stderr *syncBuf
-	done   chan error
+	*proctest.Proc
+	ns   string // its embedded name server
+	addr string // its address in routes
 }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-var startLine = regexp.MustCompile(`listening on (\S+) \(advertised (\S+)\), name server on (\S+),`)
 
 // binaries builds apogee-broker and apogee-admin once per test binary.
 var binaries = sync.OnceValues(func() (string, error) {
@@ -61,53 +52,19 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
-func startBroker(t *testing.T, extra ...string) *brokerProc {
+// startBroker starts a broker for a test or a benchmark; it is stopped
+// with SIGTERM (and must exit 0) when the test ends.
+func startBroker(t testing.TB, extra ...string) *brokerProc {
 	t.Helper()
 	dir, err := binaries()
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, extra...)
-	cmd := exec.Command(filepath.Join(dir, "apogee-broker"), args...)
-	out, _ := cmd.StdoutPipe()
-	p := &brokerProc{cmd: cmd, stderr: &syncBuf{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	select {
-	case l := <-lines:
-		m := startLine.FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("start line %q", l)
-		}
-		p.addr, p.ns = m[2], m[3]
-	case err := <-p.done:
-		t.Fatalf("broker exited: %v\n%s", err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("no start line")
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	return p
+	args := append([]string{"--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0",
+		"--grpc-listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, extra...)
+	p := proctest.Start(t, "apogee-broker", filepath.Join(dir, "apogee-broker"), args...)
+	t.Cleanup(p.StopClean)
+	return &brokerProc{Proc: p, ns: p.Ready.Namesrv, addr: p.Ready.Advertise}
 }
 
 // admin runs apogee-admin with args (NAMESRV_ADDR set to ns) and returns its
@@ -228,22 +185,13 @@ func TestOnlineCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	deadline := time.Now().Add(20 * time.Second)
-	for consumed.Load() < 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if consumed.Load() < 1 {
-		t.Fatal("the message was not consumed")
-	}
+	wait.Until(t, "the message consumed", func() bool { return consumed.Load() >= 1 })
 	// The offset is committed on the consumer's next persist (5 s); wait for
 	// consumerProgress to see it.
-	for {
-		_, doc = ok(t, ns, "consumerProgress", "-g", "OpsGroup", "-t", "OpsTopic")
-		if doc["diffTotal"].(float64) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Equal(t, "consumerProgress's diffTotal", 0.0, func() float64 {
+		_, doc := ok(t, ns, "consumerProgress", "-g", "OpsGroup", "-t", "OpsTopic")
+		return doc["diffTotal"].(float64)
+	})
 	text, doc = ok(t, ns, "consumerProgress", "-g", "OpsGroup", "-t", "OpsTopic")
 	mustContain(t, "consumerProgress -g", text, "#Topic", "#Broker Offset", "Consume Diff Total: 0")
 	if qs := doc["queues"].([]any); len(qs) != 2 || doc["diffTotal"].(float64) != 0 {

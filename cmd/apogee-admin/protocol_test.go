@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -80,15 +81,10 @@ func TestAdminCodesBodies(t *testing.T) {
 		offID = r.OffsetMsgID()
 	}
 	// Dispatch to the consume queue is asynchronous: wait until it shows.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		resp := call(protocol.ReqGetMaxOffset, map[string]string{"topic": "PT", "queueId": "0"}, nil)
-		if v, _ := resp.Ext.GetString("offset"); v == "3" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the messages were not dispatched")
-		}
-	}
+	wait.Equal(t, "the messages dispatched (GET_MAX_OFFSET)", "3", func() string {
+		v, _ := call(protocol.ReqGetMaxOffset, map[string]string{"topic": "PT", "queueId": "0"}, nil).Ext.GetString("offset")
+		return v
+	})
 	okCall(protocol.ReqUpdateAndCreateSubscription, nil, []byte(`{"groupName":"PG","consumeEnable":true,"retryQueueNums":1,"retryMaxTimes":16}`))
 	okCall(protocol.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "PG", "topic": "PT", "queueId": "0", "commitOffset": "2"}, nil)
 
