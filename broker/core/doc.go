@@ -83,12 +83,14 @@
 //     created in it (an auto-created topic is created again by the next
 //     send, a group by its next heartbeat; their messages are in the store).
 //   - State files are written whole through Options.WriteConfigFile (the
-//     previous version kept as FILE.bak) and read with a fallback to the
-//     .bak (statefiles.go); offsets every OffsetFlushInterval, the
-//     features' progress every ProgressFlushInterval, each when it
-//     changed, and everything at Shutdown. A failed write is logged and
-//     counted (configPersistErrors), returned by the admin operation that
-//     caused it and by Shutdown; it never stops serving.
+//     previous version kept as FILE.bak; durable once the write returned)
+//     and read with a fallback to the .bak (statefiles.go), both on
+//     Options.FS, which also carries the store's files; offsets every
+//     OffsetFlushInterval, the features' progress every
+//     ProgressFlushInterval, each when it changed, and everything at
+//     Shutdown. A failed write is logged and counted
+//     (configPersistErrors), returned by the admin operation that caused it
+//     and by Shutdown; it never stops serving.
 //
 // # Goroutines
 //
