@@ -1,7 +1,10 @@
 // Package vfs is the storage engine's file-system seam: every file operation
 // of the packages that persist (commitlog, consumequeue, index, store and
-// internal/durable) goes through an FS, so that tests can wrap it
-// (internal/vfs/errorfs) and fail any single operation.
+// internal/durable, and the owners of state files: broker/core, broker,
+// broker/ctrlmode, namesrv, acl, controller, client, each through an FS in
+// its options) goes through an FS, so that tests can wrap it
+// (internal/vfs/errorfs) and fail any single operation, or model a power
+// loss (internal/vfs/crashfs).
 //
 // # What goes through it
 //
