@@ -9,6 +9,7 @@ import (
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func nop(context.Context, []*client.MessageExt) client.ConsumeResult { return client.ConsumeSuccess }
@@ -94,9 +95,12 @@ func BenchmarkBrokerStoreGuard(b *testing.B) {
 	})
 	b.Run("duplicate", func(b *testing.B) {
 		dup := []*client.MessageExt{msg("dup")}
-		for l(ctx, dup) != client.ConsumeSuccess || g.Stats().Duplicates == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		wait.For(b, "the key's done record visible", func() error {
+			if res := l(ctx, dup); res != client.ConsumeSuccess || g.Stats().Duplicates == 0 {
+				return fmt.Errorf("listener %v, stats %+v", res, g.Stats())
+			}
+			return nil
+		})
 		b.ReportAllocs()
 		for b.Loop() {
 			l(ctx, dup)

@@ -13,6 +13,8 @@ import (
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
 	"github.com/apogeemq/apogee/client/idempotent/storetest"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // startBroker runs an Apogee broker in this process on a loopback port and
@@ -23,7 +25,7 @@ func startBroker(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: quiet})
+	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +47,8 @@ var instances atomic.Int64
 func newBrokerStore(t testing.TB, addr, group string, opts ...idempotent.BrokerOption) *idempotent.BrokerStore {
 	t.Helper()
 	opts = append([]idempotent.BrokerOption{
-		idempotent.BrokerNameServer(addr), idempotent.BrokerLogger(quiet),
-		idempotent.BrokerProducerOptions(client.InstanceName(fmt.Sprintf("idem-%d", instances.Add(1))), client.Logger(quiet)),
+		idempotent.BrokerNameServer(addr), idempotent.BrokerLogger(testlog.New(t, "broker-store")),
+		idempotent.BrokerProducerOptions(client.InstanceName(fmt.Sprintf("idem-%d", instances.Add(1))), client.Logger(testlog.New(t, "broker-store-producer"))),
 	}, opts...)
 	s, err := idempotent.NewBrokerStore(group, opts...)
 	if err != nil {
@@ -117,17 +119,16 @@ func TestBrokerStoreProcessesRace(t *testing.T) {
 	}
 }
 
-// deliver delivers m to l until it is acknowledged or within elapses, pausing
-// 10 ms between attempts, and returns the last result.
-func deliver(l client.ConcurrentListener, m *client.MessageExt, within time.Duration) client.ConsumeResult {
-	deadline := time.Now().Add(within)
-	for {
-		res := l(context.Background(), []*client.MessageExt{m})
-		if res == client.ConsumeSuccess || time.Now().After(deadline) {
-			return res
+// deliver delivers m to l until it is acknowledged, as the consumer would
+// redeliver a message its listener asked to retry.
+func deliver(t *testing.T, l client.ConcurrentListener, m *client.MessageExt) {
+	t.Helper()
+	wait.For(t, "an acknowledged delivery of "+string(m.Body), func() error {
+		if res := l(context.Background(), []*client.MessageExt{m}); res != client.ConsumeSuccess {
+			return fmt.Errorf("the listener answered %v", res)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBrokerStoreGuard runs the Guard over a BrokerStore: duplicates across two
@@ -144,10 +145,8 @@ func TestBrokerStoreGuard(t *testing.T) {
 
 	// The done record becomes visible a moment after the first delivery: a
 	// duplicate arriving meanwhile is retried, as the consumer would.
-	for i, l := range []client.ConcurrentListener{l1, l2, l1, l2} {
-		if res := deliver(l, msg("A"), 2*time.Second); res != client.ConsumeSuccess {
-			t.Fatalf("delivery %d of A: %v", i, res)
-		}
+	for _, l := range []client.ConcurrentListener{l1, l2, l1, l2} {
+		deliver(t, l, msg("A"))
 	}
 	if c.get("A") != 1 {
 		t.Fatalf("A ran %d times", c.get("A"))
@@ -156,20 +155,26 @@ func TestBrokerStoreGuard(t *testing.T) {
 	if res := l1(ctx, []*client.MessageExt{msg("F")}); res != client.ConsumeRetryLater {
 		t.Fatalf("failing F: %v", res)
 	}
-	if res := deliver(l2, msg("F"), 2*time.Second); res != client.ConsumeSuccess || c.get("F") != 2 {
-		t.Fatalf("F after release: %v, ran %d", res, c.get("F"))
+	deliver(t, l2, msg("F"))
+	if c.get("F") != 2 {
+		t.Fatalf("F after release ran %d times", c.get("F"))
 	}
 
-	// A process that died holding C.
-	if _, err := s1.TryBegin(ctx, "C", "dead", time.Second); err != nil {
+	// A process that died holding C: its lease ends, and C is taken over.
+	const lease = time.Second
+	held := time.Now() // the lease ends no sooner than a lease after this
+	if _, err := s1.TryBegin(ctx, "C", "dead", lease); err != nil {
 		t.Fatal(err)
 	}
 	if res := l2(ctx, []*client.MessageExt{msg("C")}); res != client.ConsumeRetryLater {
 		t.Fatalf("C while held: %v", res)
 	}
-	time.Sleep(1300 * time.Millisecond)
-	if res := l2(ctx, []*client.MessageExt{msg("C")}); res != client.ConsumeSuccess || c.get("C") != 1 {
-		t.Fatalf("C after the lease: %v, ran %d", res, c.get("C"))
+	deliver(t, l2, msg("C"))
+	if since := time.Since(held); since < lease {
+		t.Fatalf("C taken over %v after it was taken, before its lease (%v) ended", since, lease)
+	}
+	if c.get("C") != 1 {
+		t.Fatalf("C after the lease ran %d times", c.get("C"))
 	}
 	if st := g2.Stats(); st.TakenOver != 1 {
 		t.Fatalf("stats %+v", st)
@@ -187,7 +192,7 @@ func TestBrokerStoreConfig(t *testing.T) {
 			t.Errorf("topic %q accepted", bad)
 		}
 	}
-	s, err := idempotent.NewBrokerStore("g", idempotent.BrokerNameServer("127.0.0.1:1"), idempotent.BrokerProducerOptions(client.InstanceName("cfg"), client.Logger(quiet)))
+	s, err := idempotent.NewBrokerStore("g", idempotent.BrokerNameServer("127.0.0.1:1"), idempotent.BrokerProducerOptions(client.InstanceName("cfg"), client.Logger(testlog.New(t, "producer"))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestPushConsumerDuplicates runs the Guard in the client's push consumer against
@@ -79,7 +81,7 @@ func runPushDuplicates(t *testing.T, addr, topic, group string, store idempotent
 		return client.ConsumeSuccess
 	}
 
-	p, err := client.NewProducer(client.NameServer(addr), client.InstanceName(group+"-p"), client.Logger(quiet))
+	p, err := client.NewProducer(client.NameServer(addr), client.InstanceName(group+"-p"), client.Logger(testlog.New(t, "producer")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func runPushDuplicates(t *testing.T, addr, topic, group string, store idempotent
 	}
 	send("warmup") // creates the topic
 	c, err := client.NewPushConsumer(
-		client.NameServer(addr), client.InstanceName(group+"-c"), client.Logger(quiet),
+		client.NameServer(addr), client.InstanceName(group+"-c"), client.Logger(testlog.New(t, "consumer")),
 		client.ConsumerGroup(group), client.Subscribe(topic, "*"),
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset),
 		client.ConsumeBatchSize(batch), client.PullBatchSize(32),
@@ -130,16 +132,27 @@ func runPushDuplicates(t *testing.T, addr, topic, group string, store idempotent
 		t.Fatalf("not every message was consumed: %d of %d; runs %v; stats %+v", len(succeeded), n, runs, g.Stats())
 		mu.Unlock()
 	}
-	// Let the duplicates still in flight (retried ones come back after 1 s) arrive.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		st := g.Stats()
-		if st.Duplicates >= n {
-			break
+	// The duplicates still in flight (those found busy come back after 1 s)
+	// arrive, and the consumer reads everything the broker holds for it: the
+	// topic's and the retry topic's queues all consumed.
+	wait.For(t, "every second copy skipped as a duplicate", func() error {
+		if st := g.Stats(); st.Duplicates < n {
+			return fmt.Errorf("stats %+v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+	wait.For(t, "the consumer caught up", func() error {
+		lags, err := c.Lag(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range lags {
+			if l.Lag != 0 || l.Cached != 0 {
+				return fmt.Errorf("%v: %+v", l.Queue, l)
+			}
+		}
+		return nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range n {

@@ -3,19 +3,17 @@ package idempotent_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
+	"github.com/apogeemq/apogee/internal/testlog"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func msg(id string) *client.MessageExt {
 	return &client.MessageExt{
@@ -26,7 +24,7 @@ func msg(id string) *client.MessageExt {
 
 func newGuard(t testing.TB, s idempotent.Store, opts ...idempotent.Option) *idempotent.Guard {
 	t.Helper()
-	g, err := idempotent.New(s, append([]idempotent.Option{idempotent.Logger(quiet)}, opts...)...)
+	g, err := idempotent.New(s, append([]idempotent.Option{idempotent.Logger(testlog.New(t, "guard"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,87 +151,91 @@ func TestOrderlyVerdicts(t *testing.T) {
 // TestCrashedHolderTakenOver simulates a process that died while consuming: its
 // processing entry is never renewed, and the key is taken over after the lease.
 func TestCrashedHolderTakenOver(t *testing.T) {
-	s := idempotent.NewMemoryStore()
-	ctx := context.Background()
-	const lease = 200 * time.Millisecond
-	if _, err := s.TryBegin(ctx, "A", "dead-process", lease); err != nil {
-		t.Fatal(err)
-	}
-	died := time.Now()
-	g := newGuard(t, s)
-	c := newCounter()
-	l := g.Concurrent(c.listen)
-	for {
-		res := l(ctx, []*client.MessageExt{msg("A")})
-		if res == client.ConsumeSuccess {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		s := idempotent.NewMemoryStore()
+		ctx := context.Background()
+		const lease = 200 * time.Millisecond
+		if _, err := s.TryBegin(ctx, "A", "dead-process", lease); err != nil {
+			t.Fatal(err)
 		}
-		if time.Since(died) > lease+2*time.Second {
-			t.Fatal("the abandoned key was never taken over")
+		died := time.Now()
+		g := newGuard(t, s)
+		c := newCounter()
+		l := g.Concurrent(c.listen)
+		for {
+			res := l(ctx, []*client.MessageExt{msg("A")})
+			if res == client.ConsumeSuccess {
+				break
+			}
+			if time.Since(died) > lease+2*time.Second {
+				t.Fatal("the abandoned key was never taken over")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if since := time.Since(died); since < lease {
-		t.Fatalf("taken over after %v, before the lease (%v) ended", since, lease)
-	}
-	if c.get("A") != 1 {
-		t.Fatalf("A ran %d times", c.get("A"))
-	}
-	if st := g.Stats(); st.TakenOver != 1 || st.Busy == 0 {
-		t.Fatalf("stats %+v", st)
-	}
+		if since := time.Since(died); since < lease {
+			t.Fatalf("taken over after %v, before the lease (%v) ended", since, lease)
+		}
+		if c.get("A") != 1 {
+			t.Fatalf("A ran %d times", c.get("A"))
+		}
+		if st := g.Stats(); st.TakenOver != 1 || st.Busy == 0 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
 }
 
 // TestLeaseRenewedWhileListenerRuns runs a listener for several leases: other
 // owners find the key busy all along, then done.
 func TestLeaseRenewedWhileListenerRuns(t *testing.T) {
-	s := idempotent.NewMemoryStore()
-	const lease = 600 * time.Millisecond
-	g1 := newGuard(t, s, idempotent.Lease(lease), idempotent.RenewEvery(100*time.Millisecond))
-	g2 := newGuard(t, s, idempotent.Lease(lease))
-	c := newCounter()
-	c.hold = 3 * lease
-	ctx := context.Background()
-	var finished atomic.Bool // the holder's listener has returned
-	holder := g1.Concurrent(func(ctx context.Context, msgs []*client.MessageExt) client.ConsumeResult {
-		defer finished.Store(true)
-		return c.listen(ctx, msgs)
-	})
-	done := make(chan client.ConsumeResult)
-	go func() { done <- holder(ctx, []*client.MessageExt{msg("A")}) }()
-	other := g2.Concurrent(newCounter().listen)
-	time.Sleep(10 * time.Millisecond)
-	busy := 0
-	for running := true; running; {
-		select {
-		case res := <-done:
-			if res != client.ConsumeSuccess {
-				t.Fatalf("listener: %v", res)
+	synctest.Test(t, func(t *testing.T) {
+		s := idempotent.NewMemoryStore()
+		const lease = 600 * time.Millisecond
+		g1 := newGuard(t, s, idempotent.Lease(lease), idempotent.RenewEvery(100*time.Millisecond))
+		g2 := newGuard(t, s, idempotent.Lease(lease))
+		c := newCounter()
+		c.hold = 3 * lease
+		ctx := context.Background()
+		var finished atomic.Bool // the holder's listener has returned
+		holder := g1.Concurrent(func(ctx context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			defer finished.Store(true)
+			return c.listen(ctx, msgs)
+		})
+		done := make(chan client.ConsumeResult)
+		go func() { done <- holder(ctx, []*client.MessageExt{msg("A")}) }()
+		other := g2.Concurrent(newCounter().listen)
+		time.Sleep(10 * time.Millisecond)
+		busy := 0
+		for running := true; running; {
+			select {
+			case res := <-done:
+				if res != client.ConsumeSuccess {
+					t.Fatalf("listener: %v", res)
+				}
+				running = false
+			case <-time.After(30 * time.Millisecond):
+				res := other(ctx, []*client.MessageExt{msg("A")})
+				if res == client.ConsumeSuccess && finished.Load() {
+					continue // the holder has just completed
+				}
+				if res != client.ConsumeRetryLater {
+					t.Fatalf("the other owner got %v while the key was held", res)
+				}
+				busy++
 			}
-			running = false
-		case <-time.After(30 * time.Millisecond):
-			res := other(ctx, []*client.MessageExt{msg("A")})
-			if res == client.ConsumeSuccess && finished.Load() {
-				continue // the holder has just completed
-			}
-			if res != client.ConsumeRetryLater {
-				t.Fatalf("the other owner got %v while the key was held", res)
-			}
-			busy++
 		}
-	}
-	if busy < 10 {
-		t.Fatalf("only %d busy probes", busy)
-	}
-	if res := other(ctx, []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess {
-		t.Fatalf("after completion: %v", res)
-	}
-	if st := g2.Stats(); st.Duplicates < 1 || st.Ran != 0 {
-		t.Fatalf("other's stats %+v", st)
-	}
-	if st := g1.Stats(); st.LeaseLost != 0 || st.StoreErrors != 0 {
-		t.Fatalf("holder's stats %+v", st)
-	}
+		if busy < 10 {
+			t.Fatalf("only %d busy probes", busy)
+		}
+		if res := other(ctx, []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess {
+			t.Fatalf("after completion: %v", res)
+		}
+		if st := g2.Stats(); st.Duplicates < 1 || st.Ran != 0 {
+			t.Fatalf("other's stats %+v", st)
+		}
+		if st := g1.Stats(); st.LeaseLost != 0 || st.StoreErrors != 0 {
+			t.Fatalf("holder's stats %+v", st)
+		}
+	})
 }
 
 // stealingStore loses every lease at its first renewal.
@@ -254,113 +256,121 @@ func (s *stealingStore) Renew(ctx context.Context, key, owner string, lease time
 }
 
 func TestLeaseLostCancelsListener(t *testing.T) {
-	s := &stealingStore{MemoryStore: idempotent.NewMemoryStore()}
-	g := newGuard(t, s, idempotent.Lease(time.Second), idempotent.RenewEvery(20*time.Millisecond))
-	var cause error
-	l := g.Concurrent(func(ctx context.Context, _ []*client.MessageExt) client.ConsumeResult {
-		select {
-		case <-ctx.Done():
-			cause = context.Cause(ctx)
-		case <-time.After(5 * time.Second):
+	synctest.Test(t, func(t *testing.T) {
+		s := &stealingStore{MemoryStore: idempotent.NewMemoryStore()}
+		g := newGuard(t, s, idempotent.Lease(time.Second), idempotent.RenewEvery(20*time.Millisecond))
+		var cause error
+		l := g.Concurrent(func(ctx context.Context, _ []*client.MessageExt) client.ConsumeResult {
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+			case <-time.After(5 * time.Second):
+			}
+			return client.ConsumeSuccess
+		})
+		if res := l(context.Background(), []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess {
+			t.Fatalf("result %v", res)
 		}
-		return client.ConsumeSuccess
+		if !errors.Is(cause, idempotent.ErrLeaseLost) {
+			t.Fatalf("listener context cause %v, want ErrLeaseLost", cause)
+		}
+		if st := g.Stats(); st.LeaseLost != 1 || st.DoneErrors != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		if st, owner, _ := s.Lookup("A"); st != idempotent.StateProcessing || owner != "thief" {
+			t.Fatalf("A is %v held by %q, want the thief's", st, owner)
+		}
 	})
-	if res := l(context.Background(), []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess {
-		t.Fatalf("result %v", res)
-	}
-	if !errors.Is(cause, idempotent.ErrLeaseLost) {
-		t.Fatalf("listener context cause %v, want ErrLeaseLost", cause)
-	}
-	if st := g.Stats(); st.LeaseLost != 1 || st.DoneErrors != 1 {
-		t.Fatalf("stats %+v", st)
-	}
-	if st, owner, _ := s.Lookup("A"); st != idempotent.StateProcessing || owner != "thief" {
-		t.Fatalf("A is %v held by %q, want the thief's", st, owner)
-	}
 }
 
 func TestDoneTTLExpiryRunsAgain(t *testing.T) {
-	s := idempotent.NewMemoryStore()
-	g := newGuard(t, s, idempotent.DoneTTL(time.Second))
-	c := newCounter()
-	l := g.Concurrent(c.listen)
-	ctx := context.Background()
-	l(ctx, []*client.MessageExt{msg("A")})
-	l(ctx, []*client.MessageExt{msg("A")})
-	if c.get("A") != 1 {
-		t.Fatalf("A ran %d times within the TTL", c.get("A"))
-	}
-	time.Sleep(1200 * time.Millisecond)
-	l(ctx, []*client.MessageExt{msg("A")})
-	if c.get("A") != 2 {
-		t.Fatalf("A ran %d times, want 2 after the TTL", c.get("A"))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := idempotent.NewMemoryStore()
+		g := newGuard(t, s, idempotent.DoneTTL(time.Second))
+		c := newCounter()
+		l := g.Concurrent(c.listen)
+		ctx := context.Background()
+		l(ctx, []*client.MessageExt{msg("A")})
+		l(ctx, []*client.MessageExt{msg("A")})
+		if c.get("A") != 1 {
+			t.Fatalf("A ran %d times within the TTL", c.get("A"))
+		}
+		time.Sleep(1200 * time.Millisecond)
+		l(ctx, []*client.MessageExt{msg("A")})
+		if c.get("A") != 2 {
+			t.Fatalf("A ran %d times, want 2 after the TTL", c.get("A"))
+		}
+	})
 }
 
 // TestConcurrentDuplicates delivers one key from many goroutines at once, each
 // retrying until its delivery is acknowledged, across two Guards (two processes)
 // sharing a store: the listener runs once.
 func TestConcurrentDuplicates(t *testing.T) {
-	s := idempotent.NewMemoryStore()
-	guards := []*idempotent.Guard{newGuard(t, s), newGuard(t, s)}
-	c := newCounter()
-	c.hold = 20 * time.Millisecond
-	ctx := context.Background()
-	for _, key := range []string{"K1", "K2", "K3"} {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range 16 {
-			l := guards[i%2].Concurrent(c.listen)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-					if l(ctx, []*client.MessageExt{msg(key)}) == client.ConsumeSuccess {
-						return
+	synctest.Test(t, func(t *testing.T) {
+		s := idempotent.NewMemoryStore()
+		guards := []*idempotent.Guard{newGuard(t, s), newGuard(t, s)}
+		c := newCounter()
+		c.hold = 20 * time.Millisecond
+		ctx := context.Background()
+		for _, key := range []string{"K1", "K2", "K3"} {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range 16 {
+				l := guards[i%2].Concurrent(c.listen)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+						if l(ctx, []*client.MessageExt{msg(key)}) == client.ConsumeSuccess {
+							return
+						}
+						time.Sleep(5 * time.Millisecond)
 					}
-					time.Sleep(5 * time.Millisecond)
-				}
-				t.Errorf("%s never acknowledged", key)
-			}()
+					t.Errorf("%s never acknowledged", key)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if got := c.get(key); got != 1 {
+				t.Fatalf("%s ran %d times, want 1", key, got)
+			}
 		}
-		close(start)
-		wg.Wait()
-		if got := c.get(key); got != 1 {
-			t.Fatalf("%s ran %d times, want 1", key, got)
+		var busy int64
+		for _, g := range guards {
+			busy += g.Stats().Busy
 		}
-	}
-	var busy int64
-	for _, g := range guards {
-		busy += g.Stats().Busy
-	}
-	if busy == 0 {
-		t.Fatal("no delivery found its key busy")
-	}
+		if busy == 0 {
+			t.Fatal("no delivery found its key busy")
+		}
+	})
 }
 
 func TestPanicReleasesKey(t *testing.T) {
-	s := idempotent.NewMemoryStore()
-	g := newGuard(t, s, idempotent.RenewEvery(time.Millisecond), idempotent.Lease(time.Second))
-	boom := g.Concurrent(func(context.Context, []*client.MessageExt) client.ConsumeResult {
-		time.Sleep(5 * time.Millisecond) // let renewals tick
-		panic("boom")
-	})
-	func() {
-		defer func() {
-			if v := recover(); v != "boom" {
-				t.Fatalf("recovered %v, want the listener's panic", v)
-			}
+	synctest.Test(t, func(t *testing.T) {
+		s := idempotent.NewMemoryStore()
+		g := newGuard(t, s, idempotent.RenewEvery(time.Millisecond), idempotent.Lease(time.Second))
+		boom := g.Concurrent(func(context.Context, []*client.MessageExt) client.ConsumeResult {
+			time.Sleep(5 * time.Millisecond) // let renewals tick
+			panic("boom")
+		})
+		func() {
+			defer func() {
+				if v := recover(); v != "boom" {
+					t.Fatalf("recovered %v, want the listener's panic", v)
+				}
+			}()
+			boom(context.Background(), []*client.MessageExt{msg("A")})
 		}()
-		boom(context.Background(), []*client.MessageExt{msg("A")})
-	}()
-	if st, _, _ := s.Lookup("A"); st != idempotent.StateAbsent {
-		t.Fatalf("after a panic the key is %v, want absent", st)
-	}
-	c := newCounter()
-	if res := g.Concurrent(c.listen)(context.Background(), []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess || c.get("A") != 1 {
-		t.Fatalf("redelivery after the panic: %v, ran %d", res, c.get("A"))
-	}
+		if st, _, _ := s.Lookup("A"); st != idempotent.StateAbsent {
+			t.Fatalf("after a panic the key is %v, want absent", st)
+		}
+		c := newCounter()
+		if res := g.Concurrent(c.listen)(context.Background(), []*client.MessageExt{msg("A")}); res != client.ConsumeSuccess || c.get("A") != 1 {
+			t.Fatalf("redelivery after the panic: %v, ran %d", res, c.get("A"))
+		}
+	})
 }
 
 // failingStore fails every TryBegin.

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,14 +17,16 @@ import (
 	"github.com/apogeemq/apogee/client/idempotent"
 	"github.com/apogeemq/apogee/client/idempotent/redisstore"
 	"github.com/apogeemq/apogee/client/idempotent/storetest"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisAddr is the address of the redis-server TestMain started.
-var redisAddr string
+// redisSocket is the Unix socket of the redis-server TestMain started.
+var redisSocket string
 
-// TestMain starts a redis-server on a free loopback port for the package's tests
-// and kills it afterwards. Without the binary the tests fail: CI installs it
+// TestMain starts a redis-server on a Unix socket for the package's tests and
+// kills it afterwards. Without the binary the tests fail: CI installs it
 // (Debian: apt-get install -y redis-server).
 func TestMain(m *testing.M) {
 	bin, err := exec.LookPath("redis-server")
@@ -34,67 +34,59 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: redisstore tests need redis-server on PATH (Debian/Ubuntu: apt-get install -y redis-server): %v\n", err)
 		os.Exit(1)
 	}
-	stop, addr, err := startRedis(bin)
+	stop, socket, err := startRedis(bin)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: starting %s: %v\n", bin, err)
 		os.Exit(1)
 	}
-	redisAddr = addr
+	redisSocket = socket
 	code := m.Run()
 	stop()
 	os.Exit(code)
 }
 
-// startRedis starts redis-server on a free port without persistence and waits
-// until it answers PING. A port taken between choosing and binding it is retried.
-// stop kills the server and waits for it.
-func startRedis(bin string) (stop func(), addr string, err error) {
-	var last error
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, "", err
+// startRedis starts redis-server without persistence, listening on a Unix
+// socket in a directory of its own (no TCP port: none to choose, none taken
+// by another job), and waits until it answers PING. stop kills the server,
+// waits for it and removes the directory.
+func startRedis(bin string) (stop func(), socket string, err error) {
+	dir, err := os.MkdirTemp("", "redisstore-test-")
+	if err != nil {
+		return nil, "", err
+	}
+	socket = filepath.Join(dir, "redis.sock")
+	cmd := exec.Command(bin, "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no", "--dir", dir)
+	out := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited); os.RemoveAll(dir) }()
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: socket})
+	defer rdb.Close()
+	err = wait.Poll(wait.DefaultTimeout, func() error {
+		select {
+		case <-exited:
+			return nil // reported below
+		default:
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dir, err := os.MkdirTemp("", "redisstore-test-")
-		if err != nil {
-			return nil, "", err
-		}
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-		out := &logBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			return nil, "", err
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited); os.RemoveAll(dir) }()
-		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			select {
-			case <-exited:
-				last = fmt.Errorf("redis-server exited: %s", out.String())
-			default:
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				err := rdb.Ping(ctx).Err()
-				cancel()
-				if err == nil {
-					rdb.Close()
-					return func() { cmd.Process.Kill(); <-exited }, addr, nil
-				}
-				last = err
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			break
-		}
-		rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return rdb.Ping(ctx).Err()
+	})
+	select {
+	case <-exited:
+		return nil, "", fmt.Errorf("redis-server exited: %s", out.String())
+	default:
+	}
+	if err != nil {
 		cmd.Process.Kill()
 		<-exited
+		return nil, "", fmt.Errorf("redis-server did not answer: %w; its output: %s", err, out.String())
 	}
-	return nil, "", fmt.Errorf("redis-server did not come up: %v", last)
+	return func() { cmd.Process.Kill(); <-exited }, socket, nil
 }
 
 // logBuffer collects the server's output, for the error when it fails to start.
@@ -121,7 +113,7 @@ var prefixes atomic.Int64
 // newStore returns a Store on the test server under a prefix of its own.
 func newStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: redisSocket})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := fmt.Sprintf("test:%d:", prefixes.Add(1))
 	return redisstore.New(rdb, prefix), rdb, prefix
@@ -170,7 +162,8 @@ func TestValues(t *testing.T) {
 }
 
 func TestStoreDown(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	// A socket nobody listens on: dials are refused.
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: filepath.Join(t.TempDir(), "none.sock"), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
 	s := redisstore.New(rdb, "x:")
 	ctx := context.Background()
@@ -185,8 +178,6 @@ func TestStoreDown(t *testing.T) {
 		}
 	}
 }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func msg(id string) []*client.MessageExt {
 	return []*client.MessageExt{{MsgID: id, Message: client.Message{Body: []byte(id)}}}
@@ -213,7 +204,7 @@ func TestGuard(t *testing.T) {
 	}
 	var ls []client.ConcurrentListener
 	for range 2 {
-		g, err := idempotent.New(s, idempotent.Logger(quiet), idempotent.Lease(time.Second))
+		g, err := idempotent.New(s, idempotent.Logger(testlog.New(t, "guard")), idempotent.Lease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,15 +219,22 @@ func TestGuard(t *testing.T) {
 	if ls[0](ctx, msg("F")) != client.ConsumeRetryLater || ls[1](ctx, msg("F")) != client.ConsumeSuccess {
 		t.Fatal("F: failure did not release the key")
 	}
-	if _, err := s.TryBegin(ctx, "C", "dead", 300*time.Millisecond); err != nil {
+	const lease = time.Second
+	held := time.Now() // the dead holder's lease lasts at least until a lease after this
+	if _, err := s.TryBegin(ctx, "C", "dead", lease); err != nil {
 		t.Fatal(err)
 	}
-	if ls[0](ctx, msg("C")) != client.ConsumeRetryLater {
+	if ls[0](ctx, msg("C")) != client.ConsumeRetryLater && time.Since(held) < lease {
 		t.Fatal("C ran while held")
 	}
-	time.Sleep(400 * time.Millisecond)
-	if ls[1](ctx, msg("C")) != client.ConsumeSuccess {
-		t.Fatal("C not taken over after the lease")
+	wait.For(t, "C taken over after the lease", func() error {
+		if res := ls[1](ctx, msg("C")); res != client.ConsumeSuccess {
+			return fmt.Errorf("the listener answered %v", res)
+		}
+		return nil
+	})
+	if since := time.Since(held); since < lease {
+		t.Fatalf("C taken over %v after it was taken, before its lease (%v) ended", since, lease)
 	}
 	if runs["A"] != 1 || runs["F"] != 2 || runs["C"] != 1 {
 		t.Fatalf("runs %v", runs)
@@ -247,7 +245,7 @@ func TestGuard(t *testing.T) {
 // then the done script) and on a duplicate (SET NX, GET) over loopback.
 func BenchmarkGuard(b *testing.B) {
 	s, _, _ := newStore(b)
-	g, err := idempotent.New(s, idempotent.Logger(quiet))
+	g, err := idempotent.New(s, idempotent.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,11 @@
 //	}
 //
 // It uses real time: leases and TTLs of Config.Lease, waits of Lease plus
-// Config.Slack.
+// Config.Slack. On a machine so loaded that a check comes after the lease it
+// looks at has ended (a TryBegin more than a lease after the begin it
+// follows), the check cannot tell a store that expired the key early from
+// one that expired it on time: the subtest logs that and ends, it does not
+// fail.
 package storetest
 
 import (
@@ -98,8 +102,18 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 			if st != idempotent.StateProcessing || time.Now().After(deadline) {
 				t.Fatalf("TryBegin(%q, %q) = %v, want %v", k, owner, st, want)
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a poll: this package is not a test's, so it cannot use internal/wait
 		}
+	}
+	// late reports whether more than a lease has passed since from (a check
+	// made now cannot see whether the lease held), and logs it if so.
+	late := func(t *testing.T, from time.Time, what string) bool {
+		t.Helper()
+		if d := time.Since(from); d >= L {
+			t.Logf("%s came %v after the lease began, past its end (%v): not observed on this machine", what, d.Round(time.Millisecond), L)
+			return true
+		}
+		return false
 	}
 	notOwner := func(t *testing.T, what string, err error) {
 		t.Helper()
@@ -172,20 +186,47 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 	t.Run("RenewKeepsTheLease", func(t *testing.T) {
 		s := newStore(t)
 		k := key(t, "")
+		leased := time.Now() // each lease runs at least until a lease after this
 		begin(t, s, k, "a", L, idempotent.StateAbsent)
-		deadline := time.Now().Add(2*L + cfg.Slack)
-		for time.Now().Before(deadline) {
-			time.Sleep(L / 4)
+		for end := time.Now().Add(2*L + cfg.Slack); time.Now().Before(end); {
+			time.Sleep(L / 4) // the holder renews every quarter of a lease
+			if late(t, leased, "a renewal") {
+				return
+			}
+			renewing := time.Now()
 			must(t, "Renew", s.Renew(ctx, k, "a", L))
-			begin(t, s, k, "b", L, idempotent.StateProcessing)
+			leased = renewing
+			st, err := s.TryBegin(ctx, k, "b", L)
+			if err != nil {
+				t.Fatalf("TryBegin(%q, %q): %v", k, "b", err)
+			}
+			if st != idempotent.StateProcessing {
+				if late(t, leased, "the check after a renewal") {
+					return
+				}
+				t.Fatalf("TryBegin(%q, %q) = %v within the renewed lease, want processing", k, "b", st)
+			}
 		}
 	})
 	t.Run("ExpiredLeaseIsTakenOver", func(t *testing.T) {
 		s := newStore(t)
 		k := key(t, "")
+		leased := time.Now()
 		begin(t, s, k, "dead", L, idempotent.StateAbsent)
-		begin(t, s, k, "b", long, idempotent.StateProcessing)
-		time.Sleep(L + cfg.Slack)
+		ended := time.Now().Add(L) // the lease ends before this
+		st, err := s.TryBegin(ctx, k, "b", long)
+		if err != nil {
+			t.Fatalf("TryBegin(%q, %q): %v", k, "b", err)
+		}
+		if st != idempotent.StateProcessing {
+			if late(t, leased, "the check within the lease") {
+				return
+			}
+			t.Fatalf("TryBegin(%q, %q) = %v within the lease, want processing", k, "b", st)
+		}
+		// What is tested is a time: the lease has ended (Slack for clocks
+		// and the store's own latency).
+		time.Sleep(time.Until(ended.Add(cfg.Slack)))
 		if cfg.ReportsExpired {
 			begin(t, s, k, "b", long, idempotent.StateExpired)
 		} else {
@@ -206,9 +247,28 @@ func Run(t *testing.T, cfg Config, newStore func(t *testing.T) idempotent.Store)
 		s := newStore(t)
 		k := key(t, "")
 		begin(t, s, k, "a", long, idempotent.StateAbsent)
+		kept := time.Now() // the done entry lives at least until a TTL after this
 		must(t, "Done", s.Done(ctx, k, "a", L))
-		settled(t, s, k, "b", long, idempotent.StateDone)
-		time.Sleep(L + cfg.Slack)
+		ended := time.Now().Add(L) // and ends before this
+		// As settled, but a done entry read after its TTL is gone.
+		for settle := time.Now().Add(cfg.Settle); ; time.Sleep(5 * time.Millisecond) {
+			st, err := s.TryBegin(ctx, k, "b", long)
+			if err != nil {
+				t.Fatalf("TryBegin(%q, %q): %v", k, "b", err)
+			}
+			if st == idempotent.StateDone {
+				break
+			}
+			if late(t, kept, "the check within the TTL") {
+				return
+			}
+			if st != idempotent.StateProcessing || time.Now().After(settle) {
+				t.Fatalf("TryBegin(%q, %q) = %v within the TTL, want done", k, "b", st)
+			}
+		}
+		// What is tested is a time: the TTL has ended (Slack for clocks and
+		// the store's own latency).
+		time.Sleep(time.Until(ended.Add(cfg.Slack)))
 		begin(t, s, k, "b", long, idempotent.StateAbsent)
 	})
 	t.Run("RacersOneWinner", func(t *testing.T) {
