@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
@@ -21,6 +24,10 @@ import (
 func benchBroker(tb testing.TB, dir string) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
+	if _, ok := tb.(*testing.B); ok {
+		opts.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
+		opts.Remoting = nil
+	}
 	opts.AdvertiseAddr = "127.0.0.1:10911"
 	opts.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	if os.Getenv("APOGEE_BENCH_FLUSH") == "sync" {
@@ -98,7 +105,12 @@ func fillQueue(tb testing.TB, b *Broker, topic string, n int) {
 			tb.Fatalf("send: %d %s", r.Cmd.Code, r.Cmd.Remark)
 		}
 	}
-	waitFor(tb, "dispatch", func() bool { return b.Store().MaxOffset(topic, 0) >= int64(n) })
+	wait.For(tb, fmt.Sprintf("%d messages of %s dispatched", n, topic), func() error {
+		if got := b.Store().MaxOffset(topic, 0); got < int64(n) {
+			return fmt.Errorf("%d dispatched", got)
+		}
+		return nil
+	})
 }
 
 func TestPullHandlerDoesNotAllocate(t *testing.T) {

@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -41,6 +43,10 @@ func featureHarness(t *testing.T, mutate func(*Options)) *harness {
 		}
 	})
 }
+
+// arrive bounds a pullN that expects its n records: the pulls are held until
+// messages come, so the bound only ends a test that would hang.
+const arrive = wait.DefaultTimeout
 
 // pulled is a record copied out of a pull response.
 type pulled struct {
@@ -88,6 +94,56 @@ func pullSub(t testing.TB, cl *remoting.Client, group, topic string, q int32, fr
 		}
 	}
 	return out
+}
+
+// pullAll pulls what (topic, q) holds now, from offset 0 on, without
+// waiting for more (an unknown topic holds nothing).
+func pullAll(t testing.TB, cl *remoting.Client, topic string, q int32) []pulled {
+	t.Helper()
+	var out []pulled
+	for off := int64(0); ; {
+		resp := invoke(t, cl, pullRequest(pullArgs{group: "pullgroup", topic: topic, queueID: q, offset: off,
+			sysFlag: protocol.PullFlagSubscription, sub: "*", expr: "TAG"}))
+		switch resp.Code {
+		case protocol.RespSuccess:
+			for _, v := range decodeBody(t, resp.Body) {
+				raw := append([]byte(nil), v.Bytes()...)
+				cp, _ := message.Decode(raw, true)
+				out = append(out, pulled{View: cp, raw: raw})
+			}
+			off = pullHeaders(t, resp).NextBeginOffset
+		case protocol.RespPullNotFound, protocol.RespTopicNotExist:
+			return out
+		default:
+			t.Fatalf("pull %s/%d@%d: code %d %s", topic, q, off, resp.Code, resp.Remark)
+		}
+	}
+}
+
+// pullNone checks that nothing more comes to (topic, q) from offset on
+// within window. The window is what is tested ("no duplicate follows"), not
+// a wait for something; use it after the expected records were pulled.
+func pullNone(t testing.TB, cl *remoting.Client, topic string, q int32, from int64, window time.Duration) {
+	t.Helper()
+	if more := pullN(t, cl, topic, q, from, 1, window); len(more) != 0 {
+		t.Fatalf("%s/%d: %q came at offset %d", topic, q, more[0].Body(), more[0].QueueOffset())
+	}
+}
+
+// waitDispatched waits until everything the broker's store has written is
+// visible to pulls: after it, a queue's max offset counts every message
+// stored before the call (a send or an END_TRANSACTION is answered once
+// what it puts is stored).
+func (h *harness) waitDispatched() {
+	h.t.Helper()
+	st := h.b.Store()
+	written := st.WrittenOffset()
+	wait.For(h.t, "dispatch of everything stored", func() error {
+		if d := st.DispatchedOffset(); d < written {
+			return fmt.Errorf("dispatched to commit-log offset %d of %d", d, written)
+		}
+		return nil
+	})
 }
 
 // prop returns a property of a record as a string ("" when absent).

@@ -41,7 +41,7 @@ func TestSQL92Filtering(t *testing.T) {
 	}
 	// Through the heartbeat (the Go client's push consumer: its pulls say TAG).
 	invoke(t, cl, sqlHeartbeat(t, "sqlg", "F", "a > 5 AND color = 'red'"))
-	waitFor(t, "messages", func() bool { return h.b.Store().MaxOffset("F", 0) == 4 })
+	h.waitMax("F", 0, 4)
 	resp := invoke(t, cl, pullRequest(pullArgs{group: "sqlg", topic: "F", sysFlag: protocol.PullFlagSuspend, suspendMs: 1000}))
 	if recs := decodeBody(t, resp.Body); resp.Code != 0 || len(recs) != 1 || string(recs[0].Body()) != "1" {
 		t.Fatalf("heartbeat SQL92 pull: code %d, %d records", resp.Code, len(recs))
@@ -60,7 +60,7 @@ func TestSQL92Filtering(t *testing.T) {
 	// Retry topics are read unfiltered, whatever the subscription says.
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "sqlg", map[string]string{"F": "*"}))
 	mustSend(t, cl, sendRequest("%RETRY%sqlg", 0, []byte("retried"), props("color", "blue", "RETRY_TOPIC", "F")))
-	got := pullSub(t, cl, "sqlg", "%RETRY%sqlg", 0, 0, 1, 2*time.Second, "color = 'red'", "SQL92")
+	got := pullSub(t, cl, "sqlg", "%RETRY%sqlg", 0, 0, 1, arrive, "color = 'red'", "SQL92")
 	if len(got) != 1 || string(got[0].Body()) != "retried" {
 		t.Fatalf("retry topic pull with SQL92: %d records", len(got))
 	}
@@ -93,7 +93,7 @@ func TestPropertyFilterDisabled(t *testing.T) {
 		t.Fatalf("SQL92 pull with the property filter off: %d %q", resp.Code, resp.Remark)
 	}
 	// Tag pulls work as before.
-	if got := pullN(t, cl, "F", 0, 0, 1, 2*time.Second); len(got) != 1 {
+	if got := pullN(t, cl, "F", 0, 0, 1, arrive); len(got) != 1 {
 		t.Fatal("tag pull failed")
 	}
 	body, _ := json.Marshal(checkClientBody{SubscriptionData: protocol.SubscriptionData{Topic: "F", SubString: "a = 1", ExpressionType: "SQL92"}})

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -18,8 +19,6 @@ import (
 
 // goVersion is what rocketmq-client-go puts in its requests.
 const goVersion = 317
-
-var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // harness runs a broker on a loopback listener with its data in a temporary
 // directory.
@@ -31,7 +30,15 @@ type harness struct {
 	done chan struct{}
 }
 
+// testOptions are a test broker's options: a small store in dir, the log
+// in t's (printed if t fails).
 func testOptions(t testing.TB, dir string) Options {
+	return loggedOptions(dir, testlog.New(t, "broker"), testlog.New(t, "remoting"))
+}
+
+// loggedOptions are testOptions with the broker's and its remoting
+// server's loggers given.
+func loggedOptions(dir string, log, remotingLog *slog.Logger) Options {
 	return Options{
 		DataDir: dir,
 		Store: store.Options{
@@ -39,7 +46,8 @@ func testOptions(t testing.TB, dir string) Options {
 			IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1,
 		},
 		MaxMessageSize: 1 << 20,
-		Logger:         quietLogger,
+		Logger:         log,
+		Remoting:       &remoting.Options{Logger: remotingLog},
 	}
 }
 
@@ -74,7 +82,7 @@ func startHarness(t *testing.T, opts Options, mutate func(*Options)) *harness {
 
 // close shuts the broker down (once).
 func (h *harness) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	if err := h.b.Shutdown(ctx); err != nil && err != ErrClosed {
 		h.t.Errorf("shutdown: %v", err)
@@ -85,9 +93,9 @@ func (h *harness) close() {
 // dial connects a client; pushed requests go to handler (nil: not supported).
 func (h *harness) dial(handler remoting.Handler) *remoting.Client {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, h.addr, &remoting.ClientOptions{Handler: handler, Options: remoting.Options{Logger: quietLogger}})
+	cl, err := remoting.Dial(ctx, h.addr, &remoting.ClientOptions{Handler: handler, Options: remoting.Options{Logger: testlog.New(h.t, "client")}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -95,10 +103,11 @@ func (h *harness) dial(handler remoting.Handler) *remoting.Client {
 	return cl
 }
 
-// invoke sends req and waits at most 10 s.
+// invoke sends req and waits for the answer (at most internal/wait's
+// bound: only a test that would hang ends there).
 func invoke(t testing.TB, cl *remoting.Client, req *protocol.Command) *protocol.Command {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	resp, err := cl.Invoke(ctx, req)
 	if err != nil {
@@ -286,7 +295,7 @@ func (r *recorder) ServeRemoting(_ *remoting.Conn, req *protocol.Command, _ *rem
 // waitNotify waits for a notification for group.
 func (r *recorder) waitNotify(t testing.TB, group string) {
 	t.Helper()
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(wait.DefaultTimeout)
 	for {
 		select {
 		case g := <-r.ch:
@@ -310,21 +319,17 @@ func (r *recorder) drain() {
 	}
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// waitHeld waits until the broker holds n pulls (parked, or woken and not
+// yet answered).
+func (h *harness) waitHeld(n int) {
+	h.t.Helper()
+	wait.Equal(h.t, "pulls held", n, func() int { return h.b.holds.Stats().Held })
 }
 
-// timeoutCtx is a 10 s context cancelled when the test ends.
+// timeoutCtx is a context of internal/wait's bound, cancelled when the test
+// ends.
 func timeoutCtx(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	tb.Cleanup(cancel)
 	return ctx
 }

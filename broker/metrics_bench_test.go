@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -19,6 +20,10 @@ import (
 func metricsBroker(tb testing.TB, dir string, on, timed bool) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
+	if _, ok := tb.(*testing.B); ok {
+		opts.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
+		opts.Remoting = nil
+	}
 	if timed {
 		opts.SlowRequest = 500 * time.Millisecond
 	}

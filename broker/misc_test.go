@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/namesrv"
 	"github.com/apogeemq/apogee/protocol"
@@ -131,7 +134,7 @@ func TestRoutesInEmbeddedRegistry(t *testing.T) {
 }
 
 func TestExternalNameServer(t *testing.T) {
-	reg := namesrv.NewRegistry(namesrv.Options{Logger: quietLogger})
+	reg := namesrv.NewRegistry(namesrv.Options{Logger: testlog.New(t, "namesrv")})
 	defer reg.Close()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -141,22 +144,24 @@ func TestExternalNameServer(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		namesrv.Serve(ctx, l, reg, &remoting.Options{Logger: quietLogger})
+		namesrv.Serve(ctx, l, reg, &remoting.Options{Logger: testlog.New(t, "namesrv")})
 	}()
 	defer func() { cancel(); <-served }()
 
 	h := newHarness(t, func(o *Options) { o.NamesrvAddrs = []string{l.Addr().String()} })
-	waitFor(t, "TBW102 at the external name server", func() bool {
+	wait.Until(t, "TBW102 at the external name server", func() bool {
 		_, ok := reg.Route("TBW102")
 		return ok
 	})
 	invoke(t, h.dial(nil), sendRequest("External", 0, []byte("x"), ""))
-	waitFor(t, "the new topic at the external name server", func() bool {
-		r, ok := reg.Route("External")
-		return ok && len(r.QueueDatas) == 1 && r.QueueDatas[0].WriteQueueNums == 4
+	wait.For(t, "the new topic at the external name server", func() error {
+		if r, ok := reg.Route("External"); !ok || len(r.QueueDatas) != 1 || r.QueueDatas[0].WriteQueueNums != 4 {
+			return fmt.Errorf("route %+v (found: %v)", r, ok)
+		}
+		return nil
 	})
 	h.close()
-	waitFor(t, "the broker to unregister", func() bool {
+	wait.Until(t, "the broker to unregister", func() bool {
 		_, ok := reg.Route("External")
 		return !ok
 	})
@@ -350,11 +355,12 @@ func TestOffsetQueries(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	var times []int64
-	for i := range 3 {
-		if i > 0 {
-			time.Sleep(15 * time.Millisecond)
-		}
+	for range 3 {
 		invoke(t, cl, sendRequest("Times", 0, []byte("x"), ""))
+		// The next message's store time (in ms) must be later than this
+		// one's, which is not later than now.
+		sent := time.Now().UnixMilli()
+		wait.Until(t, "the next millisecond", func() bool { return time.Now().UnixMilli() > sent })
 	}
 	h.waitMax("Times", 0, 3)
 	// Store times, from the records themselves.
@@ -438,7 +444,7 @@ func TestUnknownCodeAndGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(wait.DefaultTimeout))
 	if _, err := nc.Read(make([]byte, 1)); err == nil {
 		t.Fatal("garbage connection answered")
 	}
@@ -478,7 +484,7 @@ func TestSyncFlushSends(t *testing.T) {
 		if i%10 == 0 {
 			req.Ext.SetString("properties", props("UNIQ_KEY", "U", "WAIT", "false"))
 		}
-		if err := cl.InvokeAsync(req, 10*time.Second, func(r *protocol.Command, err error) {
+		if err := cl.InvokeAsync(req, wait.DefaultTimeout, func(r *protocol.Command, err error) {
 			defer wg.Done()
 			if err != nil || r.Code != 0 || len(ext(r, "msgId")) != 32 || ext(r, "transactionId") != "U" {
 				bad.Add(1)
@@ -494,7 +500,7 @@ func TestSyncFlushSends(t *testing.T) {
 	if got := h.b.Store().Log().FlushedOffset(); got < h.b.Store().Log().WrittenOffset()-1<<20 {
 		t.Fatalf("flushed %d", got)
 	}
-	waitFor(t, "in-flight bytes to return to 0", func() bool { return runtimeInt(t, h.b, "sendInFlightBytes") == 0 })
+	wait.Equal(t, "in-flight bytes back to 0", 0, func() int64 { return runtimeInt(t, h.b, "sendInFlightBytes") })
 }
 
 func TestConfigWriteFailures(t *testing.T) {
@@ -515,14 +521,14 @@ func TestConfigWriteFailures(t *testing.T) {
 	if r := invoke(t, cl, sendRequest("NoDisk", 0, []byte("x"), "")); r.Code != 0 {
 		t.Fatalf("send: %d %s", r.Code, r.Remark)
 	}
-	waitFor(t, "the failed background write to be counted", func() bool { return runtimeInt(t, h.b, "configPersistErrors") > 0 })
+	wait.Until(t, "the failed background write counted", func() bool { return runtimeInt(t, h.b, "configPersistErrors") > 0 })
 	req := goRequest(protocol.ReqUpdateAndCreateTopic)
 	(&protocol.CreateTopicRequest{Topic: "Admin", DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, TopicFilterType: "SINGLE_TAG"}).Encode(&req.Ext)
 	if r := invoke(t, cl, req); r.Code != protocol.RespSystemError || !strings.Contains(string(r.Remark), "injected") {
 		t.Fatalf("admin create with a failing disk: %d %s", r.Code, r.Remark)
 	}
 	h.b.core.UpdateConsumerOffset([]byte("NoDisk"), []byte("g"), 0, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	if err := h.b.Shutdown(ctx); !errors.Is(err, errDisk) {
 		t.Fatalf("shutdown with failing config writes: %v", err)
@@ -536,30 +542,28 @@ func TestShutdownAnswersHeldPulls(t *testing.T) {
 	h.waitMax("Held", 0, 1)
 	invoke(t, cl, heartbeatRequest(t, "a@1", "g", map[string]string{"Held": "*"}))
 	got := make(chan int32, 1)
-	cl.InvokeAsync(pullRequest(pullArgs{group: "g", topic: "Held", offset: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: 20000}),
-		30*time.Second, func(r *protocol.Command, err error) {
+	// Held for an hour: a Shutdown that waited for it would not return
+	// within ctx.
+	cl.InvokeAsync(pullRequest(pullArgs{group: "g", topic: "Held", offset: 1, sysFlag: protocol.PullFlagSuspend, suspendMs: time.Hour.Milliseconds()}),
+		2*time.Hour, func(r *protocol.Command, err error) {
 			if err != nil {
 				got <- -1
 				return
 			}
 			got <- r.Code
 		})
-	waitFor(t, "the pull to be held", func() bool { return h.b.holds.Stats().Held == 1 })
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h.waitHeld(1)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	if err := h.b.Shutdown(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("shutdown took %v", el)
 	}
 	select {
 	case code := <-got:
 		if code != protocol.RespPullNotFound {
 			t.Fatalf("held pull answered %d at shutdown", code)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("held pull not answered at shutdown")
 	}
 	if err := h.b.Shutdown(ctx); !errors.Is(err, ErrClosed) {
@@ -575,16 +579,16 @@ func TestHandlerOnOwnServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := remoting.NewServer(b.Handler(), nil)
+	srv := remoting.NewServer(b.Handler(), &remoting.Options{Logger: testlog.New(t, "remoting")})
 	srv.OnClose(b.ConnClosed)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, l.Addr().String(), nil)
+	cl, err := remoting.Dial(ctx, l.Addr().String(), &remoting.ClientOptions{Options: remoting.Options{Logger: testlog.New(t, "client")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +597,12 @@ func TestHandlerOnOwnServer(t *testing.T) {
 		t.Fatalf("ids %v", ids)
 	}
 	cl.Close()
-	waitFor(t, "the client to leave", func() bool { return len(consumerIDs(b, "g")) == 0 })
+	wait.For(t, "the client to leave", func() error {
+		if ids := consumerIDs(b, "g"); len(ids) != 0 {
+			return fmt.Errorf("members %v", ids)
+		}
+		return nil
+	})
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -13,9 +15,10 @@ import (
 // receive limits: a connection that leaves a frame incomplete past FrameTimeout is
 // closed and counted.
 func TestRuntimeInfoReceiveLimits(t *testing.T) {
-	budget := remoting.NewReceiveBudget(1<<20, quietLogger)
+	log := testlog.New(t, "remoting")
+	budget := remoting.NewReceiveBudget(1<<20, log)
 	h := newHarness(t, func(o *Options) {
-		o.Remoting = &remoting.Options{ReceiveBudget: budget, FrameTimeout: 200 * time.Millisecond, MinReceiveRate: -1, Logger: quietLogger}
+		o.Remoting = &remoting.Options{ReceiveBudget: budget, FrameTimeout: 200 * time.Millisecond, MinReceiveRate: -1, Logger: log}
 	})
 	nc, err := net.Dial("tcp", h.addr)
 	if err != nil {
@@ -25,7 +28,7 @@ func TestRuntimeInfoReceiveLimits(t *testing.T) {
 	if _, err := nc.Write([]byte{0, 0, 1, 0, 0, 0, 0, 20, '{'}); err != nil { // 9 of 260 bytes
 		t.Fatal(err)
 	}
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(wait.DefaultTimeout))
 	if _, err := nc.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the broker answered an incomplete frame")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {

@@ -2,12 +2,14 @@ package broker
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
@@ -58,15 +60,10 @@ func info(t *testing.T, h *harness) map[string]string {
 	return kv.Table
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitInfo waits until h's runtime info says want for key.
+func waitInfo(t *testing.T, h *harness, key, want string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Equal(t, h.opts.AdvertiseAddr+"'s "+key, want, func() string { return h.b.RuntimeInfo()[key] })
 }
 
 // A SYNC_MASTER answers SLAVE_NOT_AVAILABLE, with the send result's
@@ -77,7 +74,12 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestSyncMasterAndSlave(t *testing.T) {
 	// The slave starts without a master to learn from: it registers with
 	// a name server that has none yet.
-	m := newHarness(t, func(o *Options) { o.Role = core.RoleSyncMaster })
+	// The replica timeout is internal/wait's bound: nothing here waits for
+	// it, and a loaded machine must not make a send time out.
+	m := newHarness(t, func(o *Options) {
+		o.Role = core.RoleSyncMaster
+		o.Store.SyncFlushTimeout = wait.DefaultTimeout
+	})
 	mc := m.dial(nil)
 	resp := invoke(t, mc, sendRequest("Grp", 0, []byte("before the slave"), props("UNIQ_KEY", "U0")))
 	if resp.Code != protocol.RespSlaveNotAvailable {
@@ -97,7 +99,10 @@ func TestSyncMasterAndSlave(t *testing.T) {
 		o.NamesrvAddrs = []string{m.addr}
 		o.SlaveSyncInterval = 100 * time.Millisecond
 	})
-	waitUntil(t, 10*time.Second, "the slave connected", func() bool { return info(t, s)["haMasterConnected"] == "true" })
+	waitInfo(t, s, "haMasterConnected", "true")
+	// The slave's side connects first; the master's sends wait for it once
+	// its store counts it as a replica (SLAVE_NOT_AVAILABLE before).
+	wait.Equal(t, "the master's replicas", 1, func() int { return len(m.b.Store().Replicas()) })
 	for i := 0; i < 50; i++ {
 		resp := invoke(t, mc, sendRequest("Grp", int32(i%4), bytes.Repeat([]byte{byte(i)}, 100+i), props("UNIQ_KEY", "U")))
 		if resp.Code != protocol.RespSuccess {
@@ -105,7 +110,7 @@ func TestSyncMasterAndSlave(t *testing.T) {
 		}
 	}
 	ms, ss := m.b.Store(), s.b.Store()
-	waitUntil(t, 10*time.Second, "the slave caught up", func() bool { return ss.WrittenOffset() == ms.WrittenOffset() })
+	wait.Equal(t, "the slave caught up", ms.WrittenOffset(), ss.WrittenOffset)
 	sameLog(t, ms, ss)
 
 	mi, si := info(t, m), info(t, s)
@@ -126,7 +131,7 @@ func TestSyncMasterAndSlave(t *testing.T) {
 
 	// The slave stops: the master's sends answer SLAVE_NOT_AVAILABLE again.
 	s.close()
-	waitUntil(t, 10*time.Second, "the master noticed", func() bool { return info(t, m)["haConnectedSlaves"] == "0" })
+	waitInfo(t, m, "haConnectedSlaves", "0")
 	if resp := invoke(t, mc, sendRequest("Grp", 0, []byte("after the slave"), "")); resp.Code != protocol.RespSlaveNotAvailable {
 		t.Fatalf("after the slave stopped: code %d %q", resp.Code, resp.Remark)
 	}
@@ -173,10 +178,13 @@ func TestSlaveFollowsMaster(t *testing.T) {
 		}
 	}
 	commit(mc, 0, 3)
-	waitUntil(t, 10*time.Second, "the slave's topic and offset", func() bool {
+	wait.For(t, "the slave's topic and offset", func() error {
 		_, ok := g.slave.b.Core().TopicConfig("Followed")
 		off, _ := g.slave.b.Core().CommittedOffset("Followed", "FG", 0)
-		return ok && off == 3
+		if !ok || off != 3 {
+			return fmt.Errorf("topic there: %v, offset %d", ok, off)
+		}
+		return nil
 	})
 	// An admin write on the slave is refused.
 	if resp := invoke(t, sc, create); resp.Code != protocol.RespSystemError || !strings.Contains(string(resp.Remark), "from slave broker") {
@@ -184,9 +192,9 @@ func TestSlaveFollowsMaster(t *testing.T) {
 	}
 	// A commit on the slave reaches the master.
 	commit(sc, 1, 7)
-	waitUntil(t, 10*time.Second, "the master has the slave's commit", func() bool {
+	wait.Equal(t, "the master has the slave's commit", 7, func() int64 {
 		off, _ := g.master.b.Core().CommittedOffset("Followed", "FG", 1)
-		return off == 7
+		return off
 	})
 	// GET_ALL_CONSUMER_OFFSET (43) on the master.
 	resp := invoke(t, mc, goRequest(protocol.ReqGetAllConsumerOffset))
@@ -200,7 +208,7 @@ func TestSlaveFollowsMaster(t *testing.T) {
 	if resp := invoke(t, mc, del); resp.Code != protocol.RespSuccess {
 		t.Fatalf("delete topic: %d %q", resp.Code, resp.Remark)
 	}
-	waitUntil(t, 10*time.Second, "the slave deleted the topic", func() bool {
+	wait.Until(t, "the slave deleted the topic", func() bool {
 		_, ok := g.slave.b.Core().TopicConfig("Followed")
 		return !ok
 	})
@@ -210,8 +218,11 @@ func TestSlaveFollowsMaster(t *testing.T) {
 // broker name, and the master's HA address answered to the slave.
 func TestGroupRoute(t *testing.T) {
 	g := startGroup(t, core.RoleAsyncMaster, nil, nil)
-	waitUntil(t, 10*time.Second, "the slave's registration", func() bool {
+	wait.For(t, "the slave's registration", func() error {
 		r, ok := g.master.b.Registry().Route("TBW102")
-		return ok && len(r.BrokerDatas) == 1 && r.BrokerDatas[0].BrokerAddrs[1] == g.slave.addr && r.BrokerDatas[0].BrokerAddrs[0] == g.master.addr
+		if !ok || len(r.BrokerDatas) != 1 || r.BrokerDatas[0].BrokerAddrs[1] != g.slave.addr || r.BrokerDatas[0].BrokerAddrs[0] != g.master.addr {
+			return fmt.Errorf("route %+v (found: %v)", r, ok)
+		}
+		return nil
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -38,7 +39,8 @@ func TestResetConsumerOffset(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		mustSend(t, cl, sendRequest("RS", int32(i%2), []byte("m"), ""))
 	}
-	waitFor(t, "messages", func() bool { return h.b.Store().MaxOffset("RS", 0) == 5 && h.b.Store().MaxOffset("RS", 1) == 5 })
+	h.waitMax("RS", 0, 5)
+	h.waitMax("RS", 1, 5)
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@3", "rg", map[string]string{"RS": "*"}))
 	for q := int32(0); q < 2; q++ {
 		up := goRequest(protocol.ReqUpdateConsumerOffset)
@@ -63,7 +65,7 @@ func TestResetConsumerOffset(t *testing.T) {
 		if ext(push, "topic") != "RS" || ext(push, "group") != "rg" || string(push.Body) != want {
 			t.Fatalf("220: %v %s", push.Ext, push.Body)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no RESET_CONSUMER_CLIENT_OFFSET pushed")
 	}
 	// To the end without force: offsets only move backwards, so they stay.
@@ -90,7 +92,7 @@ func TestQueryByUniqueKey(t *testing.T) {
 	h := featureHarness(t, nil)
 	cl := h.dial(nil)
 	mustSend(t, cl, sendRequest("Q", 0, []byte("later"), props("UNIQ_KEY", "QUNIQ1", "KEYS", "order-1 order-2", "DELAY", "1")))
-	got := pullN(t, cl, "Q", 0, 0, 1, 2*time.Second)
+	got := pullN(t, cl, "Q", 0, 0, 1, arrive)
 	if len(got) != 1 {
 		t.Fatal("not delivered")
 	}

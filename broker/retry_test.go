@@ -19,7 +19,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "cg", map[string]string{"T": "*"}))
 	uniq := "C0A8000100002A9F00000000000000AA"
 	sent := mustSend(t, cl, sendRequest("T", 2, []byte("payload"), props("UNIQ_KEY", uniq, "TAGS", "tagA", "KEYS", "k1")))
-	orig := pullN(t, cl, "T", 2, 0, 1, 5*time.Second)
+	orig := pullN(t, cl, "T", 2, 0, 1, arrive)
 	if len(orig) != 1 {
 		t.Fatal("original message not pulled")
 	}
@@ -35,7 +35,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	if tc := lookupTopic(h.b, "%RETRY%cg"); tc == nil || tc.WriteQueueNums != 1 || tc.Perm != 6 {
 		t.Fatalf("retry topic %+v", tc)
 	}
-	r1 := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 5*time.Second)
+	r1 := pullN(t, cl, "%RETRY%cg", 0, 0, 1, arrive)
 	if len(r1) != 1 {
 		t.Fatal("first retry never arrived")
 	}
@@ -62,7 +62,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 		t.Errorf("first retry came back after %v, before level 3 (%v)", d, levelDelay(3))
 	}
 	// The tag code is restored: a tag subscription on the retry topic finds it.
-	if got := pullSub(t, cl, "tags", "%RETRY%cg", 0, 0, 1, 2*time.Second, "tagA", "TAG"); len(got) != 1 {
+	if got := pullSub(t, cl, "tags", "%RETRY%cg", 0, 0, 1, arrive, "tagA", "TAG"); len(got) != 1 {
 		t.Fatal("retried message not found by its tag")
 	}
 
@@ -70,7 +70,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	if r := invoke(t, cl, sendBackRequest("cg", r1[0].PhysicalOffset(), 6, 3, "T", uniq)); r.Code != 0 {
 		t.Fatalf("send-back 2: %d %s", r.Code, r.Remark)
 	}
-	r2 := pullN(t, cl, "%RETRY%cg", 0, 1, 1, 5*time.Second)
+	r2 := pullN(t, cl, "%RETRY%cg", 0, 1, 1, arrive)
 	if len(r2) != 1 {
 		t.Fatal("second retry never arrived")
 	}
@@ -83,7 +83,7 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	if r := invoke(t, cl, sendBackRequest("cg", r2[0].PhysicalOffset(), 0, 2, "T", uniq)); r.Code != 0 {
 		t.Fatalf("send-back 3: %d %s", r.Code, r.Remark)
 	}
-	dlq := pullN(t, cl, "%DLQ%cg", 0, 0, 1, 5*time.Second)
+	dlq := pullN(t, cl, "%DLQ%cg", 0, 0, 1, arrive)
 	if len(dlq) != 1 {
 		t.Fatal("nothing in the DLQ")
 	}
@@ -103,14 +103,14 @@ func TestSendBackRetryAndDLQ(t *testing.T) {
 	if r := invoke(t, cl, sendBackRequest("cg", o.PhysicalOffset(), -1, 16, "T", uniq)); r.Code != 0 {
 		t.Fatalf("send-back -1: %d %s", r.Code, r.Remark)
 	}
-	if got := pullN(t, cl, "%DLQ%cg", 0, 1, 1, 5*time.Second); len(got) != 1 || got[0].ReconsumeTimes() != 1 {
+	if got := pullN(t, cl, "%DLQ%cg", 0, 1, 1, arrive); len(got) != 1 || got[0].ReconsumeTimes() != 1 {
 		t.Fatalf("level -1 did not go to the DLQ: %d records", len(got))
 	}
 	// Without maxReconsumeTimes the group's retryMaxTimes (16) applies.
 	if r := invoke(t, cl, sendBackRequest("cg", r2[0].PhysicalOffset(), 1, -1, "T", uniq)); r.Code != 0 {
 		t.Fatalf("send-back without max: %d %s", r.Code, r.Remark)
 	}
-	if got := pullN(t, cl, "%RETRY%cg", 0, 2, 1, 5*time.Second); len(got) != 1 || got[0].ReconsumeTimes() != 3 {
+	if got := pullN(t, cl, "%RETRY%cg", 0, 2, 1, arrive); len(got) != 1 || got[0].ReconsumeTimes() != 3 {
 		t.Fatal("send-back without maxReconsumeTimes did not retry")
 	}
 	if st := h.b.RuntimeInfo(); st["sendBacks"] != "5" || st["deadLetters"] != "2" {
@@ -154,7 +154,7 @@ func TestSendToRetryTopic(t *testing.T) {
 	}
 	start := time.Now()
 	mustSend(t, cl, retry("again", 1, 16, props("RETRY_TOPIC", "T", "DELAY", "4", "TAGS", "x")))
-	got := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 5*time.Second)
+	got := pullN(t, cl, "%RETRY%cg", 0, 0, 1, arrive)
 	if len(got) != 1 || string(got[0].Body()) != "again" || prop(got[0].View, "DELAY") != "" {
 		t.Fatalf("delayed retry: %d records", len(got))
 	}
@@ -163,14 +163,14 @@ func TestSendToRetryTopic(t *testing.T) {
 	}
 	// reconsumeTimes > maxReconsumeTimes: straight to the DLQ, DELAY dropped.
 	mustSend(t, cl, retry("dead", 3, 2, props("RETRY_TOPIC", "T", "DELAY", "5")))
-	dlq := pullN(t, cl, "%DLQ%cg", 0, 0, 1, 5*time.Second)
+	dlq := pullN(t, cl, "%DLQ%cg", 0, 0, 1, arrive)
 	if len(dlq) != 1 || string(dlq[0].Body()) != "dead" || prop(dlq[0].View, "DELAY") != "" || dlq[0].ReconsumeTimes() != 3 {
 		t.Fatalf("dead letter: %d records", len(dlq))
 	}
 	// A group holding orderly locks: retried messages go to the DLQ at once.
 	h.b.core.LockQueues("cg", "127.0.0.1@1", []protocol.MessageQueue{{Topic: "T", BrokerName: "broker-a", QueueID: 0}})
 	mustSend(t, cl, retry("orderly", 1, 16, props("RETRY_TOPIC", "T", "DELAY", "3")))
-	if dlq := pullN(t, cl, "%DLQ%cg", 0, 1, 1, 5*time.Second); len(dlq) != 1 || string(dlq[0].Body()) != "orderly" {
+	if dlq := pullN(t, cl, "%DLQ%cg", 0, 1, 1, arrive); len(dlq) != 1 || string(dlq[0].Body()) != "orderly" {
 		t.Fatalf("orderly retry: %d records in the DLQ", len(dlq))
 	}
 	// Batches to retry topics are refused (RocketMQ 5).

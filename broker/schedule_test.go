@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -43,7 +45,7 @@ func TestDelayLevels(t *testing.T) {
 		t.Fatalf("real topic holds %d messages right after the sends", n)
 	}
 	for lv, q := range map[int]int32{6: 5, 2: 1, 4: 3, 18: 17} {
-		waitFor(t, "schedule queue", func() bool { return h.b.Store().MaxOffset(delay.Topic, q) >= 1 })
+		h.waitMax(delay.Topic, q, 1)
 		ents, err := h.b.Store().ReadEntries(delay.Topic, q, 0, make([]store.QueueEntry, 0, 4))
 		if err != nil || len(ents) != 1 {
 			t.Fatalf("level %d: entries %v %v", lv, ents, err)
@@ -62,7 +64,7 @@ func TestDelayLevels(t *testing.T) {
 		v.Release()
 	}
 
-	got := pullN(t, cl, "D", 1, 0, 4, 5*time.Second)
+	got := pullN(t, cl, "D", 1, 0, 4, arrive)
 	if len(got) != 4 {
 		t.Fatalf("%d of 4 delayed messages delivered", len(got))
 	}
@@ -81,7 +83,7 @@ func TestDelayLevels(t *testing.T) {
 		}
 	}
 	// Tag codes are restored and keys indexed.
-	if tagged := pullSub(t, cl, "tg", "D", 1, 0, 1, 2*time.Second, "tag4", "TAG"); len(tagged) != 1 || string(tagged[0].Body()) != "level-4" {
+	if tagged := pullSub(t, cl, "tg", "D", 1, 0, 1, arrive, "tag4", "TAG"); len(tagged) != 1 || string(tagged[0].Body()) != "level-4" {
 		t.Fatal("delivered message not found by its tag")
 	}
 	q := goRequest(protocol.ReqQueryMessage)
@@ -91,10 +93,16 @@ func TestDelayLevels(t *testing.T) {
 	}
 
 	// Progress is persisted.
-	waitFor(t, "delayOffset.json", func() bool {
+	wait.For(t, "delayOffset.json", func() error {
 		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", "delayOffset.json"))
+		if err != nil {
+			return err
+		}
 		var w protocol.DelayOffsetSerializeWrapper
-		return err == nil && w.Decode(data) == nil && w.OffsetTable[2] == 1 && w.OffsetTable[6] == 1 && w.OffsetTable[18] == 1
+		if err := w.Decode(data); err != nil || w.OffsetTable[2] != 1 || w.OffsetTable[6] != 1 || w.OffsetTable[18] != 1 {
+			return fmt.Errorf("%s (%v)", data, err)
+		}
+		return nil
 	})
 
 	// GET_ALL_DELAY_OFFSET reports the same.
@@ -106,7 +114,7 @@ func TestDelayLevels(t *testing.T) {
 		t.Fatalf("DELAY=soon: %d %s", r.Code, r.Remark)
 	}
 	mustSend(t, cl, sendRequest("D", 0, []byte("now"), props("DELAY", "0")))
-	if got := pullN(t, cl, "D", 0, 0, 1, 2*time.Second); len(got) != 1 {
+	if got := pullN(t, cl, "D", 0, 0, 1, arrive); len(got) != 1 {
 		t.Fatal("DELAY=0 not delivered at once")
 	}
 	// Producers may not write the schedule topic.
@@ -128,7 +136,9 @@ func TestDelayedSurviveRestart(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		mustSend(t, cl, sendRequest("R", 0, []byte("m"+strconv.Itoa(i)), props("DELAY", strconv.Itoa(1+i%3))))
 	}
-	time.Sleep(150 * time.Millisecond) // the level-1 messages are delivered, the rest pending
+	// Stopped once the level-1 messages are delivered, the rest (300 and
+	// 600 ms) most likely pending.
+	wait.Equal(t, "level 1's progress", 10, func() int64 { return h.b.core.DelayOffsets()[1] })
 	h.close()
 	data, err := os.ReadFile(filepath.Join(dir, "config", "delayOffset.json"))
 	if err != nil {
@@ -139,7 +149,9 @@ func TestDelayedSurviveRestart(t *testing.T) {
 		t.Fatalf("delayOffset.json after shutdown: %s (%v)", data, err)
 	}
 	h2 := startHarness(t, testOptions(t, dir), mutate)
-	got := pullN(t, h2.dial(nil), "R", 0, 0, 31, 1200*time.Millisecond)
+	cl2 := h2.dial(nil)
+	got := pullN(t, cl2, "R", 0, 0, 30, arrive)
+	pullNone(t, cl2, "R", 0, 30, 300*time.Millisecond) // no duplicate after them
 	seen := map[string]int{}
 	for _, v := range got {
 		seen[string(v.Body())]++

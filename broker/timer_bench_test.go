@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/apogeemq/apogee/broker/internal/reput"
 	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -36,19 +38,14 @@ func fillTimers(tb testing.TB, b *Broker, topic string, n int, from time.Time, s
 			tb.Fatalf("timer send %d: %d %s", i, r.Cmd.Code, r.Cmd.Remark)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		pending := int(runtimeInt(tb, b, "timersPending"))
-		if pending >= before+n {
-			return
-		}
-		if time.Now().After(deadline) {
+	wait.For(tb, fmt.Sprintf("the wheel to load %d timers", n), func() error {
+		if pending := int(runtimeInt(tb, b, "timersPending")); pending < before+n {
 			st := b.Store().Stats()
-			tb.Fatalf("the wheel loaded %d of %d timers (timer queue max offset %d, dispatch lag %d, dispatch errors %d)",
-				pending, n, b.Store().MaxOffset(timerwheel.Topic, 0), st.DispatchLag, st.DispatchErrors)
+			return fmt.Errorf("loaded %d (timer queue max offset %d, dispatch lag %d, dispatch errors %d)",
+				pending-before, b.Store().MaxOffset(timerwheel.Topic, 0), st.DispatchLag, st.DispatchErrors)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // loopbackSends sends 1 KiB messages over loopback with 64 in flight for d

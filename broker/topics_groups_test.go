@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -132,7 +134,7 @@ func TestSubscriptionGroupSettings(t *testing.T) {
 	cl := h.dial(nil)
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "gs", map[string]string{"S": "*"}))
 	mustSend(t, cl, sendRequest("S", 0, []byte("x"), ""))
-	orig := pullN(t, cl, "S", 0, 0, 1, 2*time.Second)[0]
+	orig := pullN(t, cl, "S", 0, 0, 1, arrive)[0]
 
 	// Retry policy: one retry at most, then the DLQ.
 	cfg := protocol.DefaultSubscriptionGroupConfig("gs")
@@ -143,7 +145,7 @@ func TestSubscriptionGroupSettings(t *testing.T) {
 	}
 	sent := time.Now()
 	invoke(t, cl, sendBackRequest("gs", orig.PhysicalOffset(), 0, -1, "S", ""))
-	r1 := pullN(t, cl, "%RETRY%gs", 0, 0, 1, 3*time.Second)
+	r1 := pullN(t, cl, "%RETRY%gs", 0, 0, 1, arrive)
 	if len(r1) != 1 {
 		t.Fatal("no retry under the group's policy")
 	}
@@ -155,14 +157,14 @@ func TestSubscriptionGroupSettings(t *testing.T) {
 		t.Errorf("retry did not go through the timer wheel: %q", r1[0].Properties())
 	}
 	invoke(t, cl, sendBackRequest("gs", r1[0].PhysicalOffset(), 0, -1, "S", ""))
-	if got := pullN(t, cl, "%DLQ%gs", 0, 0, 1, 3*time.Second); len(got) != 1 {
+	if got := pullN(t, cl, "%DLQ%gs", 0, 0, 1, arrive); len(got) != 1 {
 		t.Fatal("retryMaxTimes 1 did not send the second failure to the DLQ")
 	}
 	// Delivery order: an orderly group's failures go to the DLQ.
 	cfg.ConsumeMessageOrderly = true
 	invoke(t, cl, groupReq(t, cfg))
 	invoke(t, cl, sendBackRequest("gs", orig.PhysicalOffset(), 0, -1, "S", ""))
-	if got := pullN(t, cl, "%DLQ%gs", 0, 1, 1, 3*time.Second); len(got) != 1 {
+	if got := pullN(t, cl, "%DLQ%gs", 0, 1, 1, arrive); len(got) != 1 {
 		t.Fatal("an orderly group's failure did not go to the DLQ")
 	}
 	// Consumption disabled: pulls get NO_PERMISSION.
@@ -275,7 +277,12 @@ func TestGroupConsistency(t *testing.T) {
 	}
 	beat(b, "10.0.0.2@2", map[string]string{"T9": "*"})
 	b.Close()
-	waitFor(t, "b to leave", func() bool { info, _ := h.b.ConsumerGroupInfo("gc"); return len(info.Connections) == 1 })
+	wait.For(t, "b to leave", func() error {
+		if info, _ := h.b.ConsumerGroupInfo("gc"); len(info.Connections) != 1 {
+			return fmt.Errorf("%d connections", len(info.Connections))
+		}
+		return nil
+	})
 	if info, _ := h.b.ConsumerGroupInfo("gc"); !info.Consistent {
 		t.Fatalf("one member left: %+v", info)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/txn"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -36,12 +37,13 @@ func (r *checkRecorder) ServeRemoting(_ *remoting.Conn, req *protocol.Command, _
 	return remoting.NoReply
 }
 
-func (r *checkRecorder) wait(t testing.TB, within time.Duration) checkRequest {
+// wait returns the next check, waiting for it up to internal/wait's bound.
+func (r *checkRecorder) wait(t testing.TB) checkRequest {
 	t.Helper()
 	select {
 	case c := <-r.ch:
 		return c
-	case <-time.After(within):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no CHECK_TRANSACTION_STATE")
 		return checkRequest{}
 	}
@@ -84,7 +86,7 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 	if ext(r1, "queueOffset") != "0" || ext(r2, "queueOffset") != "1" || ext(r1, "transactionId") != "UNIQ1" || ext(r1, "queueId") != "2" {
 		t.Fatalf("half send responses: %v / %v", r1.Ext, r2.Ext)
 	}
-	waitFor(t, "half messages dispatched", func() bool { return h.b.Store().MaxOffset(txn.HalfTopic, 0) == 2 })
+	h.waitMax(txn.HalfTopic, 0, 2)
 	if n := h.b.Store().MaxOffset("TX", 2); n != 0 {
 		t.Fatalf("half messages visible in the real topic: %d", n)
 	}
@@ -139,9 +141,15 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 		t.Fatalf("commit after rollback: %d %s", r.Code, r.Remark)
 	}
 
-	got := pullN(t, cl, "TX", 2, 0, 2, 500*time.Millisecond)
+	// Everything the END_TRANSACTIONs put was stored before their answers:
+	// once it is dispatched, the queues hold all there will be.
+	h.waitDispatched()
+	if n := h.b.Store().MaxOffset("TX", 2); n != 1 {
+		t.Fatalf("%d messages in the real topic, want the committed one", n)
+	}
+	got := pullN(t, cl, "TX", 2, 0, 1, arrive)
 	if len(got) != 1 {
-		t.Fatalf("%d messages in the real topic, want the committed one", len(got))
+		t.Fatalf("%d messages pulled from the real topic, want the committed one", len(got))
 	}
 	c := got[0]
 	if string(c.Body()) != "commit-me" || message.TxType(c.SysFlag()) != message.TxCommitType || c.PreparedTransactionOffset() != halfOff ||
@@ -149,7 +157,10 @@ func TestTransactionCommitAndRollback(t *testing.T) {
 		prop(c.View, message.PropRealTopic) != "" || prop(c.View, message.PropProducerGroup) != "pg" {
 		t.Fatalf("committed record: body %q sysflag %d prepared %d props %q", c.Body(), c.SysFlag(), c.PreparedTransactionOffset(), c.Properties())
 	}
-	ops := pullN(t, cl, txn.OpHalfTopic, 0, 0, 3, 500*time.Millisecond)
+	if n := h.b.Store().MaxOffset(txn.OpHalfTopic, 0); n != 2 {
+		t.Fatalf("%d op records, want 2", n)
+	}
+	ops := pullN(t, cl, txn.OpHalfTopic, 0, 0, 2, arrive)
 	if len(ops) != 2 || string(ops[0].Body()) != "0" || string(ops[1].Body()) != "1" || prop(ops[0].View, "TAGS") != "d" {
 		t.Fatalf("op records: %d", len(ops))
 	}
@@ -190,7 +201,7 @@ func TestTransactionCheckBack(t *testing.T) {
 	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionNotType, false)); res.Code != 0 {
 		t.Fatalf("unknown: %d", res.Code)
 	}
-	c := rec.wait(t, 5*time.Second)
+	c := rec.wait(t)
 	// The broker times from the half's store timestamp, in milliseconds:
 	// up to 1 ms before sent.
 	if d := time.Since(sent); d < h.opts.TransactionTimeout-time.Millisecond {
@@ -206,7 +217,7 @@ func TestTransactionCheckBack(t *testing.T) {
 		t.Fatalf("check body: topic %s queue %d props %q", c.rec.Topic(), c.rec.QueueID(), c.rec.Properties())
 	}
 	// Not answered: checked again after the check interval.
-	c2 := rec.wait(t, 5*time.Second)
+	c2 := rec.wait(t)
 	if prop(c2.rec, message.PropTransactionCheckTimes) != "2" {
 		t.Errorf("second check carries %s = %q", message.PropTransactionCheckTimes, prop(c2.rec, message.PropTransactionCheckTimes))
 	}
@@ -214,9 +225,10 @@ func TestTransactionCheckBack(t *testing.T) {
 	if res := invoke(t, cl, endTxAt("pg", c2.hdr.TranStateTableOffset, c2.hdr.CommitLogOffset, c2.hdr.MsgID, protocol.TransactionCommitType, true)); res.Code != 0 {
 		t.Fatalf("commit from check: %d %s", res.Code, res.Remark)
 	}
-	if got := pullN(t, cl, "TC", 1, 0, 1, 2*time.Second); len(got) != 1 || string(got[0].Body()) != "checked" {
+	if got := pullN(t, cl, "TC", 1, 0, 1, arrive); len(got) != 1 || string(got[0].Body()) != "checked" {
 		t.Fatal("checked transaction not delivered")
 	}
+	// Two check intervals without a check: the window is what is tested.
 	select {
 	case c := <-rec.ch:
 		t.Fatalf("checked again after the commit: %+v", c.hdr)
@@ -239,10 +251,10 @@ func TestTransactionCheckMax(t *testing.T) {
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
 	r := mustSend(t, cl, halfSend("TM", 0, "forgotten", "UNIQM", "pg"))
 	for i := 0; i < 3; i++ {
-		rec.wait(t, 5*time.Second)
+		rec.wait(t)
 	}
-	waitFor(t, txn.CheckMaxTopic, func() bool { return lookupTopic(h.b, txn.CheckMaxTopic) != nil })
-	got := pullN(t, cl, txn.CheckMaxTopic, 0, 0, 1, 5*time.Second)
+	wait.Until(t, txn.CheckMaxTopic+" created", func() bool { return lookupTopic(h.b, txn.CheckMaxTopic) != nil })
+	got := pullN(t, cl, txn.CheckMaxTopic, 0, 0, 1, arrive)
 	if len(got) != 1 || string(got[0].Body()) != "forgotten" || prop(got[0].View, message.PropRealTopic) != "TM" {
 		t.Fatalf("%s: %d records", txn.CheckMaxTopic, len(got))
 	}
@@ -250,10 +262,11 @@ func TestTransactionCheckMax(t *testing.T) {
 	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionCommitType, true)); res.Code != 0 {
 		t.Fatalf("late commit: %d", res.Code)
 	}
+	// Three check intervals without a check: the window is what is tested.
 	select {
 	case <-rec.ch:
 		t.Fatal("checked after the give-up")
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(3 * h.opts.TransactionCheckInterval):
 	}
 	if n := h.b.Store().MaxOffset("TM", 0); n != 0 {
 		t.Fatalf("late commit stored %d messages", n)
@@ -276,21 +289,24 @@ func TestTransactionSurvivesRestart(t *testing.T) {
 	r := mustSend(t, cl, halfSend("TR", 0, "survivor", "UNIQR", "pg"))
 	done := mustSend(t, cl, halfSend("TR", 0, "done", "UNIQD", "pg"))
 	invoke(t, cl, endTx(t, "pg", done, protocol.TransactionCommitType, false))
-	rec.wait(t, 5*time.Second)
+	rec.wait(t)
 	h.close()
 
 	h2 := startHarness(t, testOptions(t, dir), mutate)
 	rec2 := newCheckRecorder()
 	cl2 := h2.dial(rec2)
 	invoke(t, cl2, heartbeatRequest(t, "127.0.0.1@9", "", nil))
-	c := rec2.wait(t, 5*time.Second)
+	c := rec2.wait(t)
 	if c.hdr.MsgID != "UNIQR" || prop(c.rec, message.PropTransactionCheckTimes) != "2" {
 		t.Fatalf("check after restart: %+v, %s = %q", c.hdr, message.PropTransactionCheckTimes, prop(c.rec, message.PropTransactionCheckTimes))
 	}
 	invoke(t, cl2, endTx(t, "pg", r, protocol.TransactionCommitType, true))
-	got := pullN(t, cl2, "TR", 0, 0, 3, time.Second)
-	if len(got) != 2 {
-		t.Fatalf("%d committed messages after the restart, want 2", len(got))
+	h2.waitDispatched()
+	if n := h2.b.Store().MaxOffset("TR", 0); n != 2 {
+		t.Fatalf("%d committed messages after the restart, want 2", n)
+	}
+	if got := pullN(t, cl2, "TR", 0, 0, 2, arrive); len(got) != 2 {
+		t.Fatalf("%d committed messages pulled after the restart, want 2", len(got))
 	}
 }
 
@@ -302,12 +318,14 @@ func TestTransactionWithDelay(t *testing.T) {
 	req := sendRequest("TD", 0, []byte("later"), props("UNIQ_KEY", "U", "TRAN_MSG", "true", "PGROUP", "pg", "DELAY", "8"))
 	req.Ext.SetString("sysFlag", strconv.Itoa(int(message.TxPreparedType)))
 	r := mustSend(t, cl, req)
+	// Not synchronisation: the half waits longer than its delay, so that a
+	// delay counted from the send would deliver it at once on the commit.
 	time.Sleep(levelDelay(8))
 	committed := time.Now()
 	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionCommitType, false)); res.Code != 0 {
 		t.Fatalf("commit: %d %s", res.Code, res.Remark)
 	}
-	got := pullN(t, cl, "TD", 0, 0, 1, 2*time.Second)
+	got := pullN(t, cl, "TD", 0, 0, 1, arrive)
 	if len(got) != 1 {
 		t.Fatal("delayed transactional message not delivered")
 	}
@@ -329,11 +347,11 @@ func TestTransactionCheckWaitsForProducer(t *testing.T) {
 	})
 	cl := h.dial(nil)
 	mustSend(t, cl, halfSend("TW", 0, "orphan", "UNIQW", "pg"))
-	waitFor(t, "the orphan's first check", func() bool { return runtimeInt(t, h.b, "halfMessagesWaiting") == 1 })
+	wait.Equal(t, "the orphan's first check", 1, func() int64 { return runtimeInt(t, h.b, "halfMessagesWaiting") })
 	rec := newCheckRecorder()
 	pcl := h.dial(rec)
 	invoke(t, pcl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
-	c := rec.wait(t, 5*time.Second)
+	c := rec.wait(t)
 	if c.hdr.MsgID != "UNIQW" || prop(c.rec, message.PropTransactionCheckTimes) != "1" {
 		t.Fatalf("check %+v, %s = %q", c.hdr, message.PropTransactionCheckTimes, prop(c.rec, message.PropTransactionCheckTimes))
 	}
@@ -356,14 +374,14 @@ func TestFeaturesSyncFlush(t *testing.T) {
 	if res := invoke(t, cl, endTx(t, "pg", r, protocol.TransactionCommitType, false)); res.Code != 0 {
 		t.Fatalf("commit: %d %s", res.Code, res.Remark)
 	}
-	got := pullN(t, cl, "SF", 0, 0, 4, 3*time.Second)
+	got := pullN(t, cl, "SF", 0, 0, 4, arrive)
 	if len(got) != 4 {
 		t.Fatalf("%d of 4 messages", len(got))
 	}
 	if res := invoke(t, cl, sendBackRequest("cg", got[0].PhysicalOffset(), 1, 16, "SF", "")); res.Code != 0 {
 		t.Fatalf("send-back: %d %s", res.Code, res.Remark)
 	}
-	if r := pullN(t, cl, "%RETRY%cg", 0, 0, 1, 3*time.Second); len(r) != 1 {
+	if r := pullN(t, cl, "%RETRY%cg", 0, 0, 1, arrive); len(r) != 1 {
 		t.Fatal("retry not delivered")
 	}
 	if got := h.b.Store().Log().FlushedOffset(); got < h.b.Store().Log().WrittenOffset()-1<<20 {
