@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -53,11 +56,11 @@ func reserveAsync(b *ReceiveBudget, n int64, deadline time.Time, stop <-chan str
 
 func waitWaiting(t *testing.T, b *ReceiveBudget, n int) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "budget waiters", func() bool { return b.Stats().Waiting == n })
+	waitBudget(t, b, fmt.Sprintf("%d budget waiters", n), func(st ReceiveBudgetStats) bool { return st.Waiting == n })
 }
 
 func TestReceiveBudgetAccounting(t *testing.T) {
-	logger, sink := newLogger()
+	logger, sink := newLogger(t, "budget")
 	b := NewReceiveBudget(1000, logger)
 	never := make(chan struct{})
 	if _, err := b.reserve(600, time.Time{}, never); err != nil {
@@ -73,7 +76,7 @@ func TestReceiveBudgetAccounting(t *testing.T) {
 		t.Fatalf("second reservation returned %v while the budget was full", err)
 	case err := <-third:
 		t.Fatalf("third reservation jumped the queue: %v", err)
-	case <-time.After(20 * time.Millisecond):
+	default: // both counted as waiting: neither was granted
 	}
 	if st := b.Stats(); !st.Exhausted || st.Exhaustions != 1 || st.InUse != 600 {
 		t.Fatalf("while waiting: %+v", st)
@@ -142,7 +145,7 @@ func TestReceiveBudgetAccounting(t *testing.T) {
 // leave nothing behind (run with -race).
 func TestReceiveBudgetConcurrent(t *testing.T) {
 	const limit = 1 << 20
-	b := NewReceiveBudget(limit, quiet)
+	b := NewReceiveBudget(limit, testlog.New(t, "budget"))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -207,14 +210,19 @@ func closeErrors(s *testServer) <-chan error {
 
 func waitBudget(t *testing.T, b *ReceiveBudget, what string, cond func(ReceiveBudgetStats) bool) {
 	t.Helper()
-	waitFor(t, 5*time.Second, what, func() bool { return cond(b.Stats()) })
+	wait.For(t, what, func() error {
+		if st := b.Stats(); !cond(st) {
+			return fmt.Errorf("budget %+v", st)
+		}
+		return nil
+	})
 }
 
 // Frames of every size class, several connections at once: each is served, the
 // ones larger than the own buffer go through the budget, which ends empty.
 func TestLargeFramesThroughBudget(t *testing.T) {
 	checkGoroutines(t)
-	budget := NewReceiveBudget(64<<20, quiet)
+	budget := NewReceiveBudget(64<<20, testlog.New(t, "budget"))
 	s := startServer(t, echoHandler, &Options{ReceiveBudget: budget})
 	sizes := []int{10, 60 << 10, maxReadBuffer + 100, 300 << 10, 1 << 20, 5 << 20, 100} // four over the own buffer
 	var wg sync.WaitGroup
@@ -257,7 +265,7 @@ func TestBudgetExhaustedWaitsThenServes(t *testing.T) {
 	const body = 300 << 10
 	holderFrame := echoFrameBytes(t, body, 1)
 	limit := int64(bigClassSize(bigClass(len(holderFrame)))) // room for one such frame
-	logger, sink := newLogger()
+	logger, sink := newLogger(t, "budget")
 	budget := NewReceiveBudget(limit, logger)
 	s := startServer(t, echoHandler, &Options{ReceiveBudget: budget, MinReceiveRate: -1})
 
@@ -291,7 +299,7 @@ func TestBudgetExhaustedWaitsThenServes(t *testing.T) {
 		t.Fatalf("budget after: %+v", st)
 	}
 	// The line is written just after the state changes.
-	waitFor(t, 5*time.Second, "the room-again line", func() bool { return sink.count("INFO", "receive budget has room again") > 0 })
+	wait.Until(t, "the room-again line", func() bool { return sink.count("INFO", "receive budget has room again") > 0 })
 	if w, i := sink.count("WARN", "receive budget exhausted"), sink.count("INFO", "receive budget has room again"); w != 1 || i != 1 {
 		t.Fatalf("%d exhausted and %d room-again lines, want one each:\n%v", w, i, sink.lines())
 	}
@@ -304,7 +312,7 @@ func TestBudgetWaitTimesOut(t *testing.T) {
 	checkGoroutines(t)
 	holderFrame := echoFrameBytes(t, 300<<10, 1)
 	limit := int64(bigClassSize(bigClass(len(holderFrame))))
-	budget := NewReceiveBudget(limit, quiet)
+	budget := NewReceiveBudget(limit, testlog.New(t, "budget"))
 	patient := startServer(t, echoHandler, &Options{ReceiveBudget: budget, FrameTimeout: -1, MinReceiveRate: -1})
 	strict := startServer(t, echoHandler, &Options{ReceiveBudget: budget, FrameTimeout: 300 * time.Millisecond, MinReceiveRate: -1})
 	closed := closeErrors(strict)
@@ -335,7 +343,7 @@ func TestBudgetWaitTimesOut(t *testing.T) {
 // large one's reservation is given back); a connection with no incomplete frame is not.
 func TestFrameTimeout(t *testing.T) {
 	checkGoroutines(t)
-	budget := NewReceiveBudget(8<<20, quiet)
+	budget := NewReceiveBudget(8<<20, testlog.New(t, "budget"))
 	s := startServer(t, echoHandler, &Options{ReceiveBudget: budget, FrameTimeout: 200 * time.Millisecond, MinReceiveRate: -1})
 	closed := closeErrors(s)
 	idle := rawConn(t, s.addr, nil)
@@ -378,7 +386,7 @@ func trickle(nc net.Conn, data []byte, n int, d time.Duration) bool {
 			return false
 		}
 		data = data[k:]
-		time.Sleep(d)
+		time.Sleep(d) // the sender's pace: what the tests of slow senders are about
 	}
 	return true
 }
@@ -425,7 +433,7 @@ func TestBudgetReleasedOnClose(t *testing.T) {
 	checkGoroutines(t)
 	f := echoFrameBytes(t, 300<<10, 1)
 	limit := int64(bigClassSize(bigClass(len(f))))
-	budget := NewReceiveBudget(limit, quiet)
+	budget := NewReceiveBudget(limit, testlog.New(t, "budget"))
 	opts := &Options{ReceiveBudget: budget, MinReceiveRate: -1}
 
 	t.Run("peer closes inside the frame", func(t *testing.T) {
@@ -491,7 +499,7 @@ func TestSharedReceiveBudget(t *testing.T) {
 	if cfg := (&ClientOptions{}).Options.config(); cfg.budget != nil {
 		t.Fatal("a client's config charges a budget")
 	}
-	own := NewReceiveBudget(1<<20, quiet)
+	own := NewReceiveBudget(1<<20, testlog.New(t, "budget"))
 	if c := NewServer(echoHandler, &Options{ReceiveBudget: own}); c.Budget() != own {
 		t.Fatal("Options.ReceiveBudget ignored")
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -42,20 +44,18 @@ func remotingGoroutines() []string {
 	return out
 }
 
-// waitGoroutines waits up to 5 s for at most n such goroutines, and returns them if
-// more remain.
+// waitGoroutines waits for at most n such goroutines, and returns them if more
+// remain.
 func waitGoroutines(n int) []string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g := remotingGoroutines()
-		if len(g) <= n || time.Now().After(deadline) {
-			if len(g) <= n {
-				return nil
-			}
-			return g
+	var g []string
+	wait.Poll(wait.DefaultTimeout, func() error {
+		if g = remotingGoroutines(); len(g) > n {
+			return fmt.Errorf("%d goroutines", len(g))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		g = nil
+		return nil
+	})
+	return g
 }
 
 // checkGoroutines fails t if, after t's cleanups ran, more of this package's
@@ -112,9 +112,12 @@ outer:
 	return n
 }
 
-func newLogger() (*slog.Logger, *logSink) {
+// newLogger returns a logger whose lines the test can count (the sink) and
+// that also writes to t's log (printed if t fails), tagged name.
+func newLogger(t testing.TB, name string) (*slog.Logger, *logSink) {
 	s := &logSink{}
-	return slog.New(slog.NewTextHandler(s, &slog.HandlerOptions{Level: slog.LevelDebug})), s
+	h := slog.NewTextHandler(s, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(slog.NewMultiHandler(h, testlog.New(t, name).Handler())), s
 }
 
 // Test request codes.
@@ -143,7 +146,7 @@ type testServer struct {
 // startServer serves h on 127.0.0.1:0 until the test ends.
 func startServer(t *testing.T, h Handler, opts *Options) *testServer {
 	t.Helper()
-	logger, sink := newLogger()
+	logger, sink := newLogger(t, "server")
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -163,13 +166,8 @@ func startServer(t *testing.T, h Handler, opts *Options) *testServer {
 			if err != ErrServerClosed {
 				t.Errorf("Serve returned %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Error("Serve did not return")
-		}
-		if t.Failed() {
-			for _, l := range sink.lines() {
-				t.Log("server log:", l)
-			}
 		}
 	})
 	return ts
@@ -183,9 +181,9 @@ func dial(t *testing.T, addr string, opts *ClientOptions) *Client {
 		o = *opts
 	}
 	if o.Logger == nil {
-		o.Logger, _ = newLogger()
+		o.Logger, _ = newLogger(t, "client")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	cl, err := Dial(ctx, addr, &o)
 	if err != nil {
@@ -207,34 +205,45 @@ func request(code int32, body string) *protocol.Command {
 	return &c
 }
 
+// testCtx bounds a test's calls: generously, only to end a test that hangs.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // serverConn returns the server's only connection.
 func serverConn(t *testing.T, s *testServer) *Conn {
 	t.Helper()
 	var c *Conn
-	waitFor(t, 5*time.Second, "a server connection", func() bool {
+	wait.For(t, "a server connection", func() error {
 		n := 0
 		s.Range(func(x *Conn) bool { c = x; n++; return true })
-		return n == 1
+		if n != 1 {
+			return fmt.Errorf("%d connections", n)
+		}
+		return nil
 	})
 	return c
+}
+
+// waitReaderParked waits until c's read goroutine waits for capacity (it owes
+// its peer too much to read more requests), and returns c's counters taken
+// then, under the lock the reader parks under: a snapshot of the stopped
+// reader, not one the writer may have moved on from since.
+func waitReaderParked(t *testing.T, c *Conn) Stats {
+	t.Helper()
+	var st Stats
+	wait.For(t, "the connection's reader waiting for capacity", func() error {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		st = c.Stats()
+		if !c.readerWaiting {
+			return fmt.Errorf("reading; %+v", st)
+		}
+		return nil
+	})
+	return st
 }
 
 // frame encodes cmd as one wire frame.
@@ -249,7 +258,7 @@ func frame(t testing.TB, cmd *protocol.Command) []byte {
 // readResponse reads one frame from a raw connection.
 func readResponse(t *testing.T, nc net.Conn) *protocol.Command {
 	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = nc.SetReadDeadline(time.Now().Add(wait.DefaultTimeout))
 	f, err := protocol.ReadFrame(nc, nil, 0)
 	if err != nil {
 		t.Fatalf("read response: %v", err)
@@ -265,7 +274,7 @@ func readResponse(t *testing.T, nc net.Conn) *protocol.Command {
 // expectClosed waits until the peer closes nc (a read returns an error).
 func expectClosed(t *testing.T, nc net.Conn) {
 	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = nc.SetReadDeadline(time.Now().Add(wait.DefaultTimeout))
 	buf := make([]byte, 4096)
 	for {
 		_, err := nc.Read(buf)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -62,7 +63,7 @@ func TestEchoManyInFlight(t *testing.T) {
 	for err := range errc {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the writer's counters", func() bool { return cl.Stats().FramesOut == workers*perWorker })
+	wait.Until(t, "the writer's counters", func() bool { return cl.Stats().FramesOut == workers*perWorker })
 	st := cl.Stats()
 	if st.FramesOut != workers*perWorker || st.FramesIn != workers*perWorker {
 		t.Fatalf("client stats %+v", st)
@@ -106,7 +107,7 @@ func (p *parker) wait(t *testing.T, n int) []parkedReq {
 	for range n {
 		select {
 		case <-p.ch:
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Fatalf("requests not parked")
 		}
 	}
@@ -183,16 +184,14 @@ func TestDeferredDoesNotBlockOthers(t *testing.T) {
 	}
 	parked := p.wait(t, 1)
 
-	start := time.Now()
+	// The sends are answered while the pull stays parked (it is answered
+	// only below): a connection blocked by it would never answer them.
 	for i := range 200 {
 		body := "send" + strconv.Itoa(i)
 		resp, err := cl.Invoke(ctx, request(codeEcho, body))
 		if err != nil || string(resp.Body) != body {
 			t.Fatalf("send %d: %v %v", i, resp, err)
 		}
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("200 sends behind a parked pull took %v", d)
 	}
 	select {
 	case got := <-pulled:
@@ -255,7 +254,7 @@ func TestResponsesCoalesced(t *testing.T) {
 		}
 		sc1 := procWrites()
 		sc := serverConn(t, s)
-		waitFor(t, 5*time.Second, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
+		wait.Until(t, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
 		st := sc.Stats()
 		t.Logf("%d responses: server stats %+v; process write syscalls during the exchange: %d", n, st, sc1-sc0)
 		// Without coalescing every response is its own write (200). How many
@@ -295,7 +294,7 @@ func TestResponsesCoalesced(t *testing.T) {
 		}
 		wg.Wait()
 		// The writer counts a write after it returns, which may be after the peer saw it.
-		waitFor(t, 5*time.Second, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
+		wait.Until(t, "the writer's counters", func() bool { return sc.Stats().FramesOut == n })
 		after := sc.Stats()
 		writes := after.Writes - before.Writes
 		t.Logf("%d deferred answers took %d writes", n, writes)
@@ -341,7 +340,7 @@ func TestZeroCopyBodies(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		waitFor(t, 5*time.Second, "releases", func() bool { return h.rel.exactlyOnce(80) == nil })
+		wait.Until(t, "releases", func() bool { return h.rel.exactlyOnce(80) == nil })
 		// Views are spliced in, never copied: a view's bytes are not in the batch buffer.
 		if err := h.rel.exactlyOnce(80); err != nil {
 			t.Fatal(err)
@@ -368,11 +367,11 @@ func TestZeroCopyBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := serverConn(t, s)
-		waitFor(t, 5*time.Second, "requests handled", func() bool { return sc.Stats().FramesIn == n })
+		wait.Until(t, "requests handled", func() bool { return sc.Stats().FramesIn == n })
 		nc.Close()
 		select {
 		case <-sc.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Fatal("server connection did not close")
 		}
 		if err := h.rel.exactlyOnce(n); err != nil {
@@ -480,7 +479,7 @@ func TestOnewayNotAnswered(t *testing.T) {
 	if got.Load() != 5 {
 		t.Fatalf("handler saw %d oneway requests", got.Load())
 	}
-	waitFor(t, 5*time.Second, "the client's counters", func() bool { return cl.Stats().FramesOut == 6 })
+	wait.Until(t, "the client's counters", func() bool { return cl.Stats().FramesOut == 6 })
 	if st := cl.Stats(); st.FramesIn != 1 || st.FramesOut != 6 {
 		t.Fatalf("client stats %+v: oneway requests were answered", st)
 	}
@@ -513,14 +512,14 @@ func TestIdleTimeout(t *testing.T) {
 	defer nc.Close()
 	start := time.Now()
 	expectClosed(t, nc)
-	if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("closed after %v", d)
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout", d)
 	}
 	// The client side has the same timer: a quiet client connection closes.
 	cl := dial(t, s.addr, &ClientOptions{Options: Options{IdleTimeout: 150 * time.Millisecond}})
 	select {
 	case <-cl.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("idle client not closed")
 	}
 	if !errors.Is(cl.Err(), ErrClosed) {
@@ -568,13 +567,13 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 			}
 			expectClosed(t, nc)
 			// Exactly one line, a warning, per bad connection.
-			waitFor(t, 5*time.Second, "the warning", func() bool { return s.log.count("WARN") == i+1 })
+			wait.Until(t, "the warning", func() bool { return s.log.count("WARN") == i+1 })
 			if resp, err := good.Invoke(ctx, request(codeEcho, "still here")); err != nil || string(resp.Body) != "still here" {
 				t.Fatalf("server stopped serving: %v %v", resp, err)
 			}
 		})
 	}
-	waitFor(t, 5*time.Second, "bad connections gone", func() bool { return s.Len() == 1 })
+	wait.Until(t, "bad connections gone", func() bool { return s.Len() == 1 })
 	lines := s.log.lines()
 	if len(lines) != len(cases) || s.log.count("WARN", "bad input") != len(cases) {
 		t.Fatalf("want %d warning lines and nothing else, got:\n%v", len(cases), lines)
@@ -634,7 +633,7 @@ func TestHandlerMisuse(t *testing.T) {
 	if resp, err := cl.Invoke(ctx, request(codeEcho, "reply twice")); err != nil || resp.Code != protocol.RespSuccess {
 		t.Fatalf("reply twice: %v %v", resp, err)
 	}
-	waitFor(t, 5*time.Second, "the second Reply", twice.Load)
+	wait.Until(t, "the second Reply", twice.Load)
 	if st := serverConn(t, s).Stats(); st.InFlight != 0 {
 		t.Fatalf("in flight %d after a double reply", st.InFlight)
 	}
@@ -688,7 +687,7 @@ func TestManyConnectionsOpenedAndDropped(t *testing.T) {
 	if failures.Load() > int64(n/100) {
 		t.Fatalf("%d dial failures", failures.Load())
 	}
-	waitFor(t, 15*time.Second, "connections to close", func() bool { return s.Len() == 0 })
+	wait.Until(t, "connections to close", func() bool { return s.Len() == 0 })
 	cl := dial(t, s.addr, nil)
 	if resp, err := cl.Invoke(testCtx(t), request(codeEcho, "ok")); err != nil || string(resp.Body) != "ok" {
 		t.Fatalf("after the storm: %v %v", resp, err)
@@ -718,17 +717,24 @@ func TestShutdownGraceful(t *testing.T) {
 		got <- string(resp.Body)
 	}()
 	parked := p.wait(t, 1)
+	sc := serverConn(t, s)
 
 	shut := make(chan error, 1)
 	go func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 		defer cancel()
 		shut <- s.Shutdown(sctx)
 	}()
+	// Shutdown has stopped accepting and reading, and waits for the answer.
+	wait.Until(t, "Shutdown draining the connection", func() bool {
+		sc.wmu.Lock()
+		defer sc.wmu.Unlock()
+		return sc.draining.Load() && sc.readerDone
+	})
 	select {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned %v with a request in flight", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	if _, err := net.DialTimeout("tcp", s.addr, time.Second); err == nil {
 		t.Fatal("still accepting after Shutdown")
@@ -742,7 +748,7 @@ func TestShutdownGraceful(t *testing.T) {
 	}
 	select {
 	case <-cl.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("client not disconnected")
 	}
 	if closed.Load() != 1 || s.Len() != 0 {
@@ -782,7 +788,7 @@ func TestShutdownDeadline(t *testing.T) {
 func TestPoolReconnects(t *testing.T) {
 	checkGoroutines(t)
 	s := startServer(t, echoHandler, nil)
-	logger, _ := newLogger()
+	logger, _ := newLogger(t, "pool")
 	pool := NewPool(&ClientOptions{Options: Options{Logger: logger}})
 	defer pool.Close()
 	ctx := testCtx(t)
@@ -853,16 +859,14 @@ func TestBackPressure(t *testing.T) {
 	}
 	first := p.wait(t, 4)
 	sc := serverConn(t, s)
-	time.Sleep(100 * time.Millisecond)
-	if st := sc.Stats(); st.FramesIn != 4 || st.InFlight != 4 {
+	if st := waitReaderParked(t, sc); st.FramesIn != 4 || st.InFlight != 4 {
 		t.Fatalf("over MaxInFlight: %+v", st)
 	}
 	for _, pr := range first[:2] {
 		answer(t, pr)
 	}
 	second := p.wait(t, 2)
-	time.Sleep(50 * time.Millisecond)
-	if st := sc.Stats(); st.FramesIn != 6 {
+	if st := waitReaderParked(t, sc); st.FramesIn != 6 {
 		t.Fatalf("after two answers: %+v", st)
 	}
 	for _, pr := range append(first[2:], second...) {
@@ -871,7 +875,7 @@ func TestBackPressure(t *testing.T) {
 	for _, pr := range p.wait(t, 4) {
 		answer(t, pr)
 	}
-	waitFor(t, 5*time.Second, "answers", func() bool { return answered.Load() == 10 })
+	wait.Until(t, "answers", func() bool { return answered.Load() == 10 })
 
 	t.Run("pending bytes", func(t *testing.T) {
 		// Responses of 1 MiB to a peer that does not read: the server stops reading
@@ -891,8 +895,7 @@ func TestBackPressure(t *testing.T) {
 		}
 		nc.Write(wire)
 		sc := serverConn(t, s)
-		time.Sleep(200 * time.Millisecond)
-		st := sc.Stats()
+		st := waitReaderParked(t, sc)
 		if st.FramesIn >= 64 || st.PendingBytes < 4<<20 {
 			t.Fatalf("no back-pressure: %+v", st)
 		}
@@ -1017,16 +1020,11 @@ func TestIdleWriterDropsLargeBatchBuffers(t *testing.T) {
 		return c.writerIdle, n
 	}
 	for name, c := range map[string]*Conn{"client": cl.Conn, "server": srvConn.Load()} {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			idle, n := kept(c)
-			if idle && n <= 2*idleWriteBatch {
-				break
+		wait.For(t, name+"'s idle writer dropping its large buffers", func() error {
+			if idle, n := kept(c); !idle || n > 2*idleWriteBatch {
+				return fmt.Errorf("idle %v, %d bytes of write buffers kept after a %d-byte frame", idle, n, len(body))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: idle %v, %d bytes of write buffers kept after a %d-byte frame", name, idle, n, len(body))
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
