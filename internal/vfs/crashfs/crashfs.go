@@ -29,7 +29,31 @@ type node struct {
 	live, durable map[string]*node
 	// A file's durable contents; len(data) is its durable size.
 	data []byte
+	// synced marks the sectors of data that a sync covered (or that existed
+	// at New): their durable bytes are real, even when they are zeros. A
+	// sector of data no sync covered (zeros up to a durable size that grew)
+	// was never written durably.
+	synced []bool
 }
+
+// markSynced records that a sync covered the bytes [from, to) of n's
+// durable contents, and forgets sectors past them when the durable size
+// shrank. f.mu held.
+func (n *node) markSynced(from, to int64) {
+	sectors := (int64(len(n.data)) + SectorSize - 1) / SectorSize
+	if int64(len(n.synced)) > sectors {
+		n.synced = n.synced[:sectors:sectors]
+	}
+	for int64(len(n.synced)) < sectors {
+		n.synced = append(n.synced, false)
+	}
+	for s := from / SectorSize; s < sectors && s*SectorSize < to; s++ {
+		n.synced[s] = true
+	}
+}
+
+// wasSynced reports whether a sync covered sector s of n's durable contents.
+func (n *node) wasSynced(s int) bool { return s < len(n.synced) && n.synced[s] }
 
 func newDir() *node {
 	return &node{dir: true, live: map[string]*node{}, durable: map[string]*node{}}
@@ -90,7 +114,9 @@ func (f *FS) adopt(path string) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &node{data: b}, nil
+		n := &node{data: b}
+		n.markSynced(0, int64(len(b)))
+		return n, nil
 	}
 	d := newDir()
 	ents, err := f.inner.ReadDir(path)
@@ -345,6 +371,7 @@ func (f *FS) MSync(name string, m *mmap.Mapping, off, n int) error {
 		d.data = resize(d.data, need)
 	}
 	copy(d.data[at:], snap)
+	d.markSynced(at, at+int64(len(snap)))
 	return nil
 }
 
@@ -408,6 +435,7 @@ func (fl *file) sync(do func() error) error {
 	}
 	fl.fs.mu.Lock()
 	fl.n.data = snap
+	fl.n.markSynced(0, int64(len(snap)))
 	fl.fs.mu.Unlock()
 	return nil
 }
@@ -593,7 +621,7 @@ func (c *cloner) file(n *node, path string) error {
 			continue
 		}
 		switch {
-		case !allZero(o):
+		case n.wasSynced(s/SectorSize) || !allZero(o):
 			// Durable bytes are never lost: the sector is old or new.
 			if c.rng.IntN(2) == 0 {
 				copy(out[s:e], w)

@@ -294,3 +294,47 @@ func TestExistingFilesAreDurable(t *testing.T) {
 		t.Fatal("an operation outside the root was not noted")
 	}
 }
+
+// A sector a sync covered is durable even when what it made durable is
+// zeros (a record ending in a zero length field, with nothing after it
+// yet): a torn clone holds it old or new, never garbage. The model once
+// took every all-zero durable sector for one never written and put
+// garbage over such synced bytes.
+func TestTornKeepsSyncedZeroSectors(t *testing.T) {
+	f := newFS(t)
+	root := f.Root()
+	// 1000 non-zero bytes, then 24 zeros the sync covers: the second sector
+	// (512..1024) is synced, its last bytes zero; the third (1024..1536)
+	// is synced and all zero.
+	first := bytes.Repeat([]byte("R"), 1000)
+	fl := write(t, f, filepath.Join(root, "log"), append(first, make([]byte, 536)...), true)
+	defer fl.Close()
+	mustSyncDir(t, f, root)
+	// Unsynced: the next record, from 1024 on.
+	next := bytes.Repeat([]byte("N"), 700)
+	if _, err := fl.WriteAt(next, 1024); err != nil {
+		t.Fatal(err)
+	}
+	sawNew := false
+	for seed := uint64(0); seed < 64; seed++ {
+		dst, _ := clone(t, f, CloneOptions{Mode: Torn, Seed: seed})
+		got, err := os.ReadFile(filepath.Join(dst, "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:1000], first) {
+			t.Fatalf("seed %d: synced bytes lost", seed)
+		}
+		switch sec := got[1024:1536]; {
+		case allZero(sec):
+		case bytes.Equal(sec, next[:512]):
+			sawNew = true
+		default:
+			t.Fatalf("seed %d: a synced all-zero sector holds neither its synced nor its current bytes: %q", seed, sec[:16])
+		}
+		// The sector past the sync (1536..) was never synced: anything goes.
+	}
+	if !sawNew {
+		t.Fatal("no torn clone kept the unsynced sector")
+	}
+}

@@ -46,13 +46,21 @@
 // had not). In Torn mode (seeded, reproducible) the unsynced may also have
 // reached the disk, in part: each directory independently holds either its
 // durable or its live entries; each file has either its durable or its
-// current size; and each 512-byte sector that differs holds, when the
-// durable sector is all zeros (never written, or past the durable size),
+// current size; and each 512-byte sector that differs holds, when no sync
+// ever covered it (never written durably, or past the durable size),
 // zeros, the current bytes or garbage, and otherwise either the durable or
 // the current bytes (a sector is written whole or not at all, so bytes that
 // a sync made durable are never lost, but a page may be torn between old
 // and new sectors). A file unlinked from every live directory keeps only its
 // durable contents.
+//
+// Which sectors a sync covered is recorded, not inferred from their
+// contents: a sector synced as zeros is durable too. (The model first took
+// every all-zero durable sector for one never written, and so let garbage
+// replace synced bytes: a commit-log record ends in a zero properties
+// length, and when its last two bytes open a sector that nothing else had
+// reached when it was synced, a torn clone corrupted an acknowledged
+// record. No disk does that; the model was too strict.)
 //
 // # Invariants
 //
