@@ -30,7 +30,6 @@ func TestBadDelayLevels(t *testing.T) {
 func TestDelayLevels(t *testing.T) {
 	h := featureHarness(t, nil)
 	cl := h.dial(nil)
-	start := time.Now()
 	// Levels 6, 2, 4 on queue 1, plus one beyond the last level (clamped to 18).
 	var sends []*protocol.Command
 	for _, lv := range []string{"6", "2", "4", "99"} {
@@ -40,10 +39,11 @@ func TestDelayLevels(t *testing.T) {
 		}
 		sends = append(sends, r)
 	}
-	// Nothing is in the real topic at once; the schedule queues hold them.
-	if n := h.b.Store().MaxOffset("D", 1); n != 0 {
-		t.Fatalf("real topic holds %d messages right after the sends", n)
-	}
+	// The schedule queues hold them, each due at its record's store time
+	// plus its level's delay. (That nothing reaches the real topic before
+	// then is checked on the deliveries: a check of the real topic "right
+	// after the sends" assumed the sends took less than level 2's 50 ms.)
+	due := map[string]int64{} // body -> due time, ms
 	for lv, q := range map[int]int32{6: 5, 2: 1, 4: 3, 18: 17} {
 		h.waitMax(delay.Topic, q, 1)
 		ents, err := h.b.Store().ReadEntries(delay.Topic, q, 0, make([]store.QueueEntry, 0, 4))
@@ -61,25 +61,38 @@ func TestDelayLevels(t *testing.T) {
 		if prop(m, message.PropRealTopic) != "D" || prop(m, message.PropRealQueueID) != "1" {
 			t.Errorf("level %d: REAL_TOPIC %q REAL_QID %q", lv, prop(m, message.PropRealTopic), prop(m, message.PropRealQueueID))
 		}
+		due[string(m.Body())] = m.StoreTimestamp() + levelDelay(lv).Milliseconds()
 		v.Release()
 	}
 
+	// Each once, never before its due time. Deliveries follow the due
+	// times across levels only as far as each level's scanner keeps time,
+	// which a loaded machine does not promise; and the due times follow
+	// the levels only if the sends took less than 50 ms (a level-4 message
+	// stored 60 ms after a level-6 one is due after it). So the order is
+	// not checked.
 	got := pullN(t, cl, "D", 1, 0, 4, arrive)
 	if len(got) != 4 {
 		t.Fatalf("%d of 4 delayed messages delivered", len(got))
 	}
-	wantOrder := []string{"level-2", "level-4", "level-6", "level-99"}
-	for i, v := range got {
-		if string(v.Body()) != wantOrder[i] {
-			t.Fatalf("delivery %d is %q, want %q", i, v.Body(), wantOrder[i])
+	seen := map[string]int{}
+	for _, v := range got {
+		body := string(v.Body())
+		seen[body]++
+		d, ok := due[body]
+		if !ok {
+			t.Fatalf("delivered %q, which no schedule queue held", body)
 		}
-		lv, _ := strconv.Atoi(wantOrder[i][len("level-"):])
-		lv = min(lv, 18)
-		if prop(v.View, "DELAY") != "" || prop(v.View, "WAIT") != "false" || prop(v.View, "TAGS") != "tag"+wantOrder[i][6:] {
-			t.Errorf("%s: properties %q", v.Body(), v.Properties())
+		if prop(v.View, "DELAY") != "" || prop(v.View, "WAIT") != "false" || prop(v.View, "TAGS") != "tag"+body[len("level-"):] {
+			t.Errorf("%s: properties %q", body, v.Properties())
 		}
-		if d := time.UnixMilli(v.StoreTimestamp()).Sub(start); d < levelDelay(lv)-time.Millisecond {
-			t.Errorf("%s delivered %v after the send, before its level (%v)", v.Body(), d, levelDelay(lv))
+		if early := d - v.StoreTimestamp(); early > 1 {
+			t.Errorf("%s delivered %d ms before its due time", body, early)
+		}
+	}
+	for body := range due {
+		if seen[body] != 1 {
+			t.Errorf("%s delivered %d times", body, seen[body])
 		}
 	}
 	// Tag codes are restored and keys indexed.
