@@ -12,7 +12,6 @@
 package dashboard
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -25,13 +24,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/apogeemq/apogee/client"
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -41,31 +40,12 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 const brokerName = "broker-a"
 
-// lockedBuffer collects the broker's standard error.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
+var metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-var (
-	startLine   = regexp.MustCompile(`^apogee-broker \S+ listening on (\S+) `)
-	metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
-)
-
-// startBroker builds apogee-broker and runs it on loopback ports from :0;
-// it returns the broker's and the dashboard's addresses.
+// startBroker builds apogee-broker and runs it with every listener on a
+// loopback port from :0 (package proctest: the addresses from its ready
+// file, its log printed if the test fails); it returns the broker's and
+// the dashboard's addresses.
 func startBroker(t *testing.T) (addr, web string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "apogee-broker")
@@ -74,54 +54,15 @@ func startBroker(t *testing.T) (addr, web string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "", "--data-dir", t.TempDir(),
-		"--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := proctest.New(t, "apogee-broker", bin)
+	t.Cleanup(p.StopClean)
+	p.Run("--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--data-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster")
+	// The log line names the dashboard too (logged before the ready file).
+	if m := metricsLine.FindStringSubmatch(p.RunLog()); m == nil || m[1] != p.Ready.Metrics {
+		t.Fatalf("ready file's metrics %q, log line %v", p.Ready.Metrics, m)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	select {
-	case l := <-lines:
-		m := startLine.FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("start line %q", l)
-		}
-		addr = m[1]
-	case err := <-exited:
-		t.Fatalf("broker exited: %v\n%s", err, stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no start line\n%s", stderr.String())
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := metricsLine.FindStringSubmatch(stderr.String()); m != nil {
-			return addr, m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no metrics listener line\n%s", stderr.String())
-		}
-	}
+	return p.Ready.Advertise, p.Ready.Metrics
 }
 
 // browser starts headless chromium (Debian's package) for the test.
@@ -148,7 +89,7 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel3 := context.WithTimeout(ctx, 3*wait.DefaultTimeout) // a bound on a hung test only
 	t.Cleanup(cancel3)
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
@@ -197,7 +138,7 @@ func TestDashboardInChromium(t *testing.T) {
 	ctx := browser(t)
 	addr, web := startBroker(t)
 	base := "http://" + web
-	actx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	actx, cancel := context.WithTimeout(context.Background(), 3*wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
 
 	// 24 messages to Orders (4 queues), keys order-0 ... order-23.
@@ -248,16 +189,16 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	commitOffsets(t, actx, addr, "billing", offs)
 	// Wait until shipping has consumed and committed everything.
-	for {
+	wait.For(t, "shipping to consume and commit everything", func() error {
 		cs, err := admin.ConsumeStats(actx, addr, "shipping", "Orders")
-		if err == nil && cs.TotalDiff() == 0 && len(cs.OffsetTable) == 4 {
-			break
+		if err != nil {
+			return err
 		}
-		if actx.Err() != nil {
-			t.Fatalf("shipping did not catch up: %v %v", cs, err)
+		if cs.TotalDiff() != 0 || len(cs.OffsetTable) != 4 {
+			return fmt.Errorf("diff %d over %d queues", cs.TotalDiff(), len(cs.OffsetTable))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Overview.
 	run(t, ctx, "overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#brokers", chromedp.ByQuery))

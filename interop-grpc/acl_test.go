@@ -80,7 +80,7 @@ func TestACL(t *testing.T) {
 		t.Fatalf("consumer start: %v", err)
 	}
 	t.Cleanup(func() { c.GracefulStop() })
-	if got := receive(t, c, n, 30*time.Second, 30*time.Second, true); len(got) != n {
+	if got := receive(t, c, n, 30*time.Second, true); len(got) != n {
 		t.Fatalf("granted receive: %d of %d messages", len(got), n)
 	}
 
@@ -193,7 +193,7 @@ func TestACLOverTLS(t *testing.T) {
 		t.Fatalf("consumer start over TLS: %v", err)
 	}
 	t.Cleanup(func() { c.GracefulStop() })
-	if got := receive(t, c, 1, 30*time.Second, 30*time.Second, true); len(got) != 1 || string(got[0].GetBody()) != "over TLS" {
+	if got := receive(t, c, 1, 30*time.Second, true); len(got) != 1 || string(got[0].GetBody()) != "over TLS" {
 		t.Fatalf("receive over TLS: %d messages", len(got))
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func all(topic string) map[string]*rmq.FilterExpression {
@@ -53,7 +57,7 @@ func TestProduceAndSimpleConsume(t *testing.T) {
 		ids[rs[0].MessageID] = i
 	}
 	c := b.consumer(t, "NormalGroup", 2*time.Second, all("Normal"))
-	got := receive(t, c, n, 30*time.Second, 30*time.Second, true)
+	got := receive(t, c, n, 30*time.Second, true)
 	if len(got) != n {
 		t.Fatalf("received %d of %d", len(got), n)
 	}
@@ -71,7 +75,7 @@ func TestProduceAndSimpleConsume(t *testing.T) {
 		}
 	}
 	// All acked: nothing comes back.
-	if more := receive(t, c, 1, 30*time.Second, 3*time.Second, true); len(more) != 0 {
+	if more := receiveFor(t, c, 1, 30*time.Second, 3*time.Second, true); len(more) != 0 {
 		t.Fatalf("%d messages came back after their ack", len(more))
 	}
 }
@@ -98,8 +102,11 @@ func TestFIFOPerGroup(t *testing.T) {
 	}
 	c := b.consumer(t, "FifoGroup", 2*time.Second, all("Fifo"))
 	next := map[string]int{}
-	deadline := time.Now().Add(60 * time.Second)
-	for total := 0; total < per*len(groups) && time.Now().Before(deadline); {
+	total := 0
+	wait.For(t, "every group's messages in order", func() error {
+		if total >= per*len(groups) {
+			return nil
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		mvs, err := c.Receive(ctx, 32, 30*time.Second)
 		cancel()
@@ -124,7 +131,11 @@ func TestFIFOPerGroup(t *testing.T) {
 			}
 		}
 		total += len(mvs)
-	}
+		if total < per*len(groups) {
+			return fmt.Errorf("%d of %d received", total, per*len(groups))
+		}
+		return nil
+	})
 	for _, g := range groups {
 		if next[g] != per {
 			t.Fatalf("group %s: %d of %d", g, next[g], per)
@@ -145,7 +156,7 @@ func TestDelayMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := b.consumer(t, "DelayGroup", time.Second, all("Delay"))
-	got := receive(t, c, 1, 30*time.Second, 20*time.Second, true)
+	got := receive(t, c, 1, 30*time.Second, true)
 	if len(got) != 1 || string(got[0].GetBody()) != "later" {
 		t.Fatalf("received %d", len(got))
 	}
@@ -186,7 +197,7 @@ func TestTransactions(t *testing.T) {
 	}
 	send("checked") // left unended: the broker asks the checker
 	c := b.consumer(t, "TxGroup", time.Second, all("Tx"))
-	got := receive(t, c, 2, 30*time.Second, 30*time.Second, true)
+	got := receive(t, c, 2, 30*time.Second, true)
 	var bodies []string
 	for _, mv := range got {
 		bodies = append(bodies, string(mv.GetBody()))
@@ -200,7 +211,7 @@ func TestTransactions(t *testing.T) {
 	if !checked["checked"] || checked["committed"] || checked["rolled-back"] {
 		t.Fatalf("checked: %v", checked)
 	}
-	if more := receive(t, c, 1, 30*time.Second, 2*time.Second, true); len(more) != 0 {
+	if more := receiveFor(t, c, 1, 30*time.Second, 2*time.Second, true); len(more) != 0 {
 		t.Fatalf("the rolled-back message came: %s", more[0].GetBody())
 	}
 }
@@ -218,7 +229,7 @@ func TestInvisibilityRetryAndDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := b.consumer(t, "RetryGroup", time.Second, all("Retry"))
-	first := receive(t, c, 1, time.Minute, 20*time.Second, false)
+	first := receive(t, c, 1, time.Minute, false)
 	if len(first) != 1 || first[0].GetDeliveryAttempt() != 1 {
 		t.Fatalf("first delivery: %v", first)
 	}
@@ -226,16 +237,16 @@ func TestInvisibilityRetryAndDeadLetter(t *testing.T) {
 	if err := c.ChangeInvisibleDuration(first[0], 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	second := receive(t, c, 1, 500*time.Millisecond, 20*time.Second, false)
+	second := receive(t, c, 1, 500*time.Millisecond, false)
 	if len(second) != 1 || second[0].GetDeliveryAttempt() != 2 {
 		t.Fatalf("second delivery: %v", second)
 	}
 	// Not acked again: after 500 ms it is past its retries.
-	if third := receive(t, c, 1, time.Minute, 3*time.Second, false); len(third) != 0 {
+	if third := receiveFor(t, c, 1, time.Minute, 3*time.Second, false); len(third) != 0 {
 		t.Fatalf("delivered a third time (attempt %d)", third[0].GetDeliveryAttempt())
 	}
 	dlq := b.consumer(t, "DlqReader", time.Second, all("%DLQ%RetryGroup"))
-	got := receive(t, dlq, 1, 30*time.Second, 20*time.Second, true)
+	got := receive(t, dlq, 1, 30*time.Second, true)
 	if len(got) != 1 || string(got[0].GetBody()) != "poison" {
 		t.Fatalf("dead letter: %v", got)
 	}
@@ -259,7 +270,7 @@ func TestFilters(t *testing.T) {
 		}
 	}
 	tags := b.consumer(t, "TagGroup", time.Second, map[string]*rmq.FilterExpression{"Filtered": rmq.NewFilterExpression("even")})
-	got := receive(t, tags, 5, 30*time.Second, 20*time.Second, true)
+	got := receive(t, tags, 5, 30*time.Second, true)
 	for _, mv := range got {
 		if *mv.GetTag() != "even" {
 			t.Fatalf("tag filter passed %s", *mv.GetTag())
@@ -270,7 +281,7 @@ func TestFilters(t *testing.T) {
 	}
 	sql := b.consumer(t, "SqlGroup", time.Second, map[string]*rmq.FilterExpression{
 		"Filtered": rmq.NewFilterExpressionWithType("n BETWEEN 3 AND 5", rmq.SQL92)})
-	got = receive(t, sql, 3, 30*time.Second, 20*time.Second, true)
+	got = receive(t, sql, 3, 30*time.Second, true)
 	var ns []string
 	for _, mv := range got {
 		ns = append(ns, mv.GetProperties()["n"])
@@ -307,7 +318,7 @@ func TestCrossProtocol(t *testing.T) {
 		}
 	}
 	c := b.consumer(t, "New5xGroup", time.Second, all("Cross"))
-	got := receive(t, c, 5, 30*time.Second, 30*time.Second, true)
+	got := receive(t, c, 5, 30*time.Second, true)
 	if len(got) != 5 {
 		t.Fatalf("the 5.x consumer received %d of 5", len(got))
 	}
@@ -348,7 +359,7 @@ func TestCrossProtocol(t *testing.T) {
 	}
 	defer pc.Shutdown()
 	seen := map[string]bool{}
-	timeout := time.After(60 * time.Second)
+	timeout := time.After(wait.DefaultTimeout) // a bound on a hung test only
 	for len(seen) < 5 {
 		select {
 		case m := <-recv:
@@ -379,13 +390,21 @@ func runChild() int {
 		return 1
 	}
 	n := 0
-	for deadline := time.Now().Add(30 * time.Second); n < 3 && time.Now().Before(deadline); {
+	var failed error
+	_ = wait.Poll(wait.DefaultTimeout, func() error {
 		mvs, err := c.Receive(context.Background(), 3, 3*time.Second)
 		if err != nil && codeOf(err) != codeMessageNotFound {
-			fmt.Println("error", err)
-			return 1
+			failed = err
+			return nil
 		}
-		n += len(mvs)
+		if n += len(mvs); n < 3 {
+			return fmt.Errorf("%d received", n)
+		}
+		return nil
+	})
+	if failed != nil {
+		fmt.Println("error", failed)
+		return 1
 	}
 	fmt.Println("received", n)
 	select {} // killed here, without acking
@@ -408,10 +427,23 @@ func TestKilledConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The child's log goes to a file of the test, printed if it fails.
+	logPath := filepath.Join(t.TempDir(), "consumer-child.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	child.Stderr = logFile
+	t.Cleanup(func() {
+		if t.Failed() {
+			testlog.Print(t, logPath)
+		}
+	})
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
+	line, _ := bufio.NewReader(out).ReadString('\n') // its one line, once it received (or failed)
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	if strings.TrimSpace(line) != "received 3" {
@@ -419,7 +451,7 @@ func TestKilledConsumer(t *testing.T) {
 	}
 	killedAt := time.Now()
 	c := b.consumer(t, "KillGroup", time.Second, all("Kill"))
-	got := receive(t, c, 3, 30*time.Second, 30*time.Second, true)
+	got := receive(t, c, 3, 30*time.Second, true)
 	if len(got) != 3 {
 		t.Fatalf("%d of 3 came back", len(got))
 	}
@@ -488,7 +520,7 @@ func TestBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := b.consumer(t, "GoodGroup", time.Second, all("Known"))
-	if got := receive(t, c, 1, 30*time.Second, 20*time.Second, true); len(got) != 1 {
+	if got := receive(t, c, 1, 30*time.Second, true); len(got) != 1 {
 		t.Fatal("the broker stopped serving after the bad requests")
 	}
 }
@@ -565,7 +597,7 @@ func TestRecall(t *testing.T) {
 		t.Fatalf("recall: %v", &st)
 	}
 	c := b.consumer(t, "RecallGroup", time.Second, all("Recall"))
-	got := receive(t, c, 2, 30*time.Second, 8*time.Second, true)
+	got := receiveFor(t, c, 2, 30*time.Second, 8*time.Second, true)
 	if len(got) != 1 || string(got[0].GetBody()) != "kept" {
 		var bodies []string
 		for _, mv := range got {

@@ -1,7 +1,6 @@
 package interopgrpc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -15,14 +14,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // brokerBin is the apogee-broker under test, built once by TestMain (or
@@ -71,40 +71,23 @@ func runMain(m *testing.M) int {
 
 var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// broker is one apogee-broker process of a test.
+// broker is one apogee-broker process of a test (package proctest: every
+// listener on a port from :0, read from its ready file; its log in a file
+// printed if the test fails).
 type broker struct {
 	Addr, NsAddr, GrpcAddr string
-	cmd                    *exec.Cmd
-	exited                 chan error
+	p                      *proctest.Proc
 }
 
-// startBroker starts a broker with every listener on a free loopback
-// port, its data in t's temporary directory and conf (broker.conf lines)
-// as its configuration; it is stopped with SIGTERM when the test ends and
+// startBroker starts a broker with every listener on a loopback port from
+// :0, its data in t's temporary directory and conf (broker.conf lines) as
+// its configuration; it is stopped with SIGTERM when the test ends and
 // must exit 0.
 func startBroker(t *testing.T, conf ...string) *broker {
 	t.Helper()
 	dir := t.TempDir()
-	args := []string{"--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
-		"--data-dir", filepath.Join(dir, "data")}
+	args := []string{"--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0",
+		"--grpc-listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}
 	if len(conf) > 0 {
 		path := filepath.Join(dir, "broker.conf")
 		var b bytes.Buffer
@@ -116,58 +99,16 @@ func startBroker(t *testing.T, conf ...string) *broker {
 		}
 		args = append(args, "--config", path)
 	}
-	cmd := exec.Command(brokerBin, args...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := proctest.New(t, "apogee-broker", brokerBin)
+	t.Cleanup(p.StopClean)
+	p.Run(args...)
+	m := startLine.FindStringSubmatch(p.Line())
+	if m == nil || m[6] != p.Ready.GRPC {
+		t.Fatalf("start line %q, ready file %+v", p.Line(), p.Ready)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b := &broker{cmd: cmd, exited: make(chan error, 1)}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { b.exited <- cmd.Wait() }()
-	select {
-	case line := <-lines:
-		m := startLine.FindStringSubmatch(line)
-		if m == nil {
-			cmd.Process.Kill()
-			t.Fatalf("start line %q", line)
-		}
-		b.Addr, b.NsAddr, b.GrpcAddr = m[3], m[4], m[6]
-	case err := <-b.exited:
-		t.Fatalf("broker exited at start: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("no start line:\n%s", stderr.String())
-	}
-	t.Cleanup(func() {
-		b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-b.exited:
-			if err != nil {
-				t.Errorf("broker exit: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			b.cmd.Process.Kill()
-			t.Errorf("broker did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("broker stderr:\n%s", stderr.String())
-		}
-	})
-	return b
+	// The gRPC address a client is given: the listener's (127.0.0.1 here,
+	// as the front end advertises in routes).
+	return &broker{Addr: p.Ready.Advertise, NsAddr: p.Ready.Namesrv, GrpcAddr: p.Ready.GRPC, p: p}
 }
 
 // config is the 5.x client's configuration for this broker: its gRPC
@@ -217,30 +158,52 @@ func codeOf(err error) int32 {
 // codeMessageNotFound is what an empty receive answers.
 const codeMessageNotFound = 40401
 
-// receive collects messages until it has n or d passed, acking each when
-// ack is set.
-func receive(t *testing.T, c rmq.SimpleConsumer, n int, invisible, d time.Duration, ack bool) []*rmq.MessageView {
+// receiveOnce is one Receive of up to n messages (the consumer's long
+// polling), acking each when ack is set.
+func receiveOnce(t *testing.T, c rmq.SimpleConsumer, n int, invisible time.Duration, ack bool) []*rmq.MessageView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	mvs, err := c.Receive(ctx, int32(min(n, 32)), invisible)
+	cancel()
+	if err != nil {
+		if codeOf(err) == codeMessageNotFound {
+			return nil
+		}
+		t.Fatalf("receive: %v", err)
+	}
+	for _, mv := range mvs {
+		if ack {
+			if err := c.Ack(context.Background(), mv); err != nil {
+				t.Fatalf("ack %s: %v", mv.GetMessageId(), err)
+			}
+		}
+	}
+	return mvs
+}
+
+// receive collects n messages, acking each when ack is set; the test fails
+// if they do not come (bounded by wait.DefaultTimeout only).
+func receive(t *testing.T, c rmq.SimpleConsumer, n int, invisible time.Duration, ack bool) []*rmq.MessageView {
 	t.Helper()
 	var got []*rmq.MessageView
-	deadline := time.Now().Add(d)
-	for len(got) < n && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		mvs, err := c.Receive(ctx, int32(min(n-len(got), 32)), invisible)
-		cancel()
-		if err != nil {
-			if codeOf(err) == codeMessageNotFound {
-				continue
-			}
-			t.Fatalf("receive: %v", err)
+	wait.For(t, fmt.Sprintf("%d messages received", n), func() error {
+		got = append(got, receiveOnce(t, c, n-len(got), invisible, ack)...)
+		if len(got) < n {
+			return fmt.Errorf("%d received", len(got))
 		}
-		for _, mv := range mvs {
-			if ack {
-				if err := c.Ack(context.Background(), mv); err != nil {
-					t.Fatalf("ack %s: %v", mv.GetMessageId(), err)
-				}
-			}
-			got = append(got, mv)
-		}
+		return nil
+	})
+	return got
+}
+
+// receiveFor receives for the span d (or until n came) and returns what
+// came: for a test that checks that nothing (more) comes, an absence being
+// checked over a span, not waited for.
+func receiveFor(t *testing.T, c rmq.SimpleConsumer, n int, invisible, d time.Duration, ack bool) []*rmq.MessageView {
+	t.Helper()
+	var got []*rmq.MessageView
+	for end := time.Now().Add(d); len(got) < n && time.Now().Before(end); {
+		got = append(got, receiveOnce(t, c, n-len(got), invisible, ack)...)
 	}
 	return got
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // The admin protocol with the official Go client: its admin API
@@ -61,7 +63,7 @@ func TestAdminProtocolWithOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Shutdown()
-	waitFor(t, 30*time.Second, "the message consumed", func() bool { return got.Load() >= 1 })
+	wait.Until(t, "the message consumed", func() bool { return got.Load() >= 1 })
 
 	subs, err := adm.GetAllSubscriptionGroup(ctx, b.Addr, 5*time.Second)
 	if err != nil {
@@ -119,13 +121,13 @@ func TestAdminProtocolWithOfficialClient(t *testing.T) {
 			t.Fatalf("direct result lacks %s: %s", k, resp.Body)
 		}
 	}
-	waitFor(t, 10*time.Second, "the direct consumption", func() bool { return got.Load() >= 2 })
+	wait.Until(t, "the direct consumption", func() bool { return got.Load() >= 2 })
 
 	// 208 once the consumer committed (it persists every 5 s):
 	// ConsumeStats {consumeTps, offsetTable{MessageQueue: OffsetWrapper}}
 	// in fastjson's shape, which the Java tools parse.
 	entry := regexp.MustCompile(`\{"brokerName":"[^"]+","queueId":(\d),"topic":"` + topic + `"\}:\{"brokerOffset":(\d+),"consumerOffset":(\d+),"lastTimestamp":(\d+),"pullOffset":(\d+)\}`)
-	waitFor(t, 20*time.Second, "the committed offset in GET_CONSUME_STATS", func() bool {
+	wait.Until(t, "the committed offset in GET_CONSUME_STATS", func() bool {
 		resp = rc.Invoke(t, request(208, map[string]string{"consumerGroup": group, "topic": topic}, nil))
 		if resp.Code != 0 || !strings.HasPrefix(string(resp.Body), `{"consumeTps":`) {
 			t.Fatalf("GET_CONSUME_STATS: %d %q %s", resp.Code, resp.Remark, resp.Body)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // randomBody is incompressible; textBody compresses well.
@@ -91,7 +93,12 @@ func TestBodiesRoundTrip(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 90*time.Second, fmt.Sprintf("%d bodies", len(want)), func() bool { return len(labels()) >= len(want) })
+	wait.Within(t, 90*time.Second, fmt.Sprintf("%d bodies", len(want)), func() error {
+		if n := len(labels()); n < len(want) {
+			return fmt.Errorf("%d received", n)
+		}
+		return nil
+	})
 	got := labels()
 	for label, body := range want {
 		m := got[label]

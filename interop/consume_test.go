@@ -11,6 +11,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // sendAll sends each body to topic with SendSync, tagged with tag ("" for none).
@@ -43,7 +45,7 @@ func TestPushConsumeAll(t *testing.T) {
 	// Sent after the consumer started: these arrive through long polling.
 	want := bodies("push", 200)
 	sendAll(t, p, topic, "", want)
-	waitFor(t, 60*time.Second, "200 messages", func() bool { return rec.distinct() == len(want) })
+	wait.Until(t, "200 messages", func() bool { return rec.distinct() == len(want) })
 	if m := missing(rec, want); m != "" {
 		t.Fatalf("not received: %s", m)
 	}
@@ -86,11 +88,12 @@ func TestPushConsumeTags(t *testing.T) {
 		sendAll(t, p, topic, "", none[i:i+1])
 	}
 	everything := append(append(append(append([]string{}, a...), bb...), c...), none...)
-	waitFor(t, 60*time.Second, "the * subscriber to get all 120", func() bool { return recAll.distinct() == len(everything) })
-	waitFor(t, 30*time.Second, "60 TagA || TagB messages", func() bool { return recAB.distinct() >= 60 })
-	waitFor(t, 30*time.Second, "30 TagC messages", func() bool { return recC.distinct() >= 30 })
+	wait.Until(t, "the * subscriber to get all 120", func() bool { return recAll.distinct() == len(everything) })
+	wait.Until(t, "60 TagA || TagB messages", func() bool { return recAB.distinct() >= 60 })
+	wait.Until(t, "30 TagC messages", func() bool { return recC.distinct() >= 30 })
 	// The filtered groups pulled past every queue's end by now (the * group
-	// has everything); give them a moment to show anything extra.
+	// has everything); a span for anything extra to show up (an absence is
+	// checked over a span, not waited for).
 	time.Sleep(500 * time.Millisecond)
 	if m := missing(recAB, append(append([]string{}, a...), bb...)); m != "" {
 		t.Errorf("TagA || TagB subscriber missed %s", m)
@@ -165,7 +168,7 @@ func TestTagFilterOnBroker(t *testing.T) {
 // waitMaxOffset polls GET_MAX_OFFSET (30) until the queue holds n messages.
 func waitMaxOffset(t testing.TB, rc *rawConn, topic string, queue int, n int64) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("max offset %d of %s/%d", n, topic, queue), func() bool {
+	wait.Until(t, fmt.Sprintf("max offset %d of %s/%d", n, topic, queue), func() bool {
 		resp := rc.Invoke(t, request(30, map[string]string{"topic": topic, "queueId": fmt.Sprint(queue)}, nil))
 		var off int64
 		fmt.Sscan(resp.ExtFields["offset"], &off)
@@ -178,7 +181,7 @@ func waitTotal(t testing.TB, b *Broker, topic string, queues int, n int64) {
 	t.Helper()
 	rc := dialRaw(t, b.Addr)
 	defer rc.Close()
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d messages in %s", n, topic), func() bool {
+	wait.Until(t, fmt.Sprintf("%d messages in %s", n, topic), func() bool {
 		var sum int64
 		for q := 0; q < queues; q++ {
 			resp := rc.Invoke(t, request(30, map[string]string{"topic": topic, "queueId": fmt.Sprint(q)}, nil))
@@ -225,13 +228,9 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 	// broker's NOTIFY_CONSUMER_IDS_CHANGED makes the first consumer give up
 	// half its queues).
 	var want []string
-	deadline := time.Now().Add(60 * time.Second)
-	settled := false
-	for round := 0; !settled; round++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("the two consumers never split the queues (round %d): consumer 1 got %d, consumer 2 got %d",
-				round, rec1.received(), rec2.received())
-		}
+	round := -1
+	wait.For(t, "the two consumers to split the queues", func() error {
+		round++
 		var roundBodies []string
 		for q := 0; q < queues; q++ {
 			body := fmt.Sprintf("share-r%02d-q%d", round, q)
@@ -243,7 +242,7 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 			}
 		}
 		want = append(want, roundBodies...)
-		waitFor(t, 30*time.Second, fmt.Sprintf("round %d", round), func() bool {
+		wait.Until(t, fmt.Sprintf("round %d", round), func() bool {
 			n := 0
 			for _, body := range roundBodies {
 				if rec1.has(body) || rec2.has(body) {
@@ -252,7 +251,9 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 			}
 			return n == queues
 		})
-		time.Sleep(100 * time.Millisecond) // a duplicate, if any, shows up
+		// A span for a duplicate to show up, if any (an absence is checked
+		// over a span, not waited for).
+		time.Sleep(100 * time.Millisecond)
 		n1, n2, both := 0, 0, 0
 		for _, body := range roundBodies {
 			h1, h2 := rec1.has(body), rec2.has(body)
@@ -265,11 +266,11 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 				n2++
 			}
 		}
-		settled = both == 0 && n1 > 0 && n2 > 0
-		if !settled {
-			time.Sleep(300 * time.Millisecond)
+		if both != 0 || n1 == 0 || n2 == 0 {
+			return fmt.Errorf("round %d: consumer 1 alone got %d, consumer 2 alone %d, both %d", round, n1, n2, both)
 		}
-	}
+		return nil
+	})
 
 	// Once split, a burst of 400 is shared with no message delivered twice.
 	burst := bodies("share-burst", 400)
@@ -281,7 +282,7 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 		}
 	}
 	want = append(want, burst...)
-	waitFor(t, 60*time.Second, "the burst", func() bool {
+	wait.Until(t, "the burst", func() bool {
 		n := 0
 		for _, body := range burst {
 			if rec1.has(body) || rec2.has(body) {
@@ -290,7 +291,7 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 		}
 		return n == len(burst)
 	})
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // a span for a duplicate to show up: an absence is checked over a span
 	s1, s2 := rec1.snapshot(), rec2.snapshot()
 	c1, c2 := 0, 0
 	for _, body := range burst {
@@ -321,7 +322,9 @@ func TestTwoConsumersShareQueues(t *testing.T) {
 // them. When one leaves, the broker tells the other (NOTIFY_CONSUMER_IDS_CHANGED)
 // and it rebalances; shutting it down during that rebalance is a data race
 // inside the client (rmqClient.Shutdown writes c.close, internal/client.go:555,
-// while InvokeSync reads it, :575).
+// while InvokeSync reads it, :575). The rebalance is the client's and not
+// observable from outside: the pause is the one sleep here that stands for
+// a state, for want of a way to see it.
 func stopApart(first, second func()) {
 	second()
 	time.Sleep(time.Second)
@@ -435,27 +438,24 @@ func TestPullConsumerPoll(t *testing.T) {
 		if err := pc.Start(); err != nil {
 			t.Fatalf("pull consumer start: %v", err)
 		}
+		defer pc.Shutdown() // if the wait fails; a second Shutdown is a no-op
 		got := map[string]bool{}
-		deadline := time.Now().Add(60 * time.Second)
-		for len(got) < len(want) {
-			if time.Now().After(deadline) {
-				pc.Shutdown()
-				t.Fatalf("polled %d of %d in 60 s", len(got), len(want))
-			}
+		wait.For(t, fmt.Sprintf("%d messages polled", len(want)), func() error {
 			cr, err := pc.Poll(context.Background(), 2*time.Second)
-			if errors.Is(err, consumer.ErrNoNewMsg) {
-				continue
-			}
-			if err != nil {
-				pc.Shutdown()
+			if err != nil && !errors.Is(err, consumer.ErrNoNewMsg) {
 				t.Fatalf("poll: %v", err)
 			}
-			for _, m := range cr.GetMsgList() {
-				got[string(m.Body)] = true
+			if err == nil {
+				for _, m := range cr.GetMsgList() {
+					got[string(m.Body)] = true
+				}
+				pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
 			}
-			pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
-		}
-		time.Sleep(300 * time.Millisecond)
+			if len(got) < len(want) {
+				return fmt.Errorf("%d polled", len(got))
+			}
+			return nil
+		})
 		if err := pc.Shutdown(); err != nil {
 			t.Errorf("pull consumer shutdown: %v", err)
 		}

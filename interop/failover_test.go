@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,6 +22,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // Automatic failover (docs/failover.md) with real processes on 127.0.0.1:
@@ -38,71 +40,63 @@ import (
 
 // --- controllers ----------------------------------------------------------
 
+// ctlProc is one apogee-controller process (package proctest: addresses
+// from its ready file, its log printed if the test fails). Its first run
+// takes ports from :0; restarts keep them (a restarted controller keeps its
+// identity: its peers and the brokers reach it where they did).
 type ctlProc struct {
-	id, raft, addr, dataDir, peers string
-	cmd                            *exec.Cmd
-	exited                         chan error
-	stderr                         *lockedBuffer
-	logs                           []string
+	id, raft, addr, dataDir string
+	// joins are the controllers it joins through (--join); none for the
+	// group's seed (--peers ID=127.0.0.1:0, a group of one that the others
+	// join).
+	joins []*ctlProc
+	p     *proctest.Proc
 }
 
-var ctlStartLine = regexp.MustCompile(`^apogee-controller (\S+) listening on (\S+),`)
-
-// freeLoopback returns n loopback addresses nobody listens on now.
-func freeLoopback(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	var ls []net.Listener
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
-
-// startControllers starts a Raft group of three controllers with short
-// timings (Raft 300 ms, broker heartbeat timeout 2 s, scan 200 ms), or
-// their defaults with APOGEE_FAILOVER_DEFAULT_TIMINGS=1.
+// startControllers starts a Raft group of three controllers on ports from
+// :0 (the first alone, the others joining it) with short timings (Raft
+// 300 ms, broker heartbeat timeout 2 s, scan 200 ms), or their defaults
+// with APOGEE_FAILOVER_DEFAULT_TIMINGS=1; it returns once every
+// controller's configuration has the three.
 func startControllers(t testing.TB) []*ctlProc {
 	t.Helper()
-	raft := freeLoopback(t, 3)
-	remote := freeLoopback(t, 3)
-	var peers []string
-	for i := range raft {
-		peers = append(peers, fmt.Sprintf("c%d=%s", i+1, raft[i]))
-	}
 	var cs []*ctlProc
-	for i := range raft {
-		c := &ctlProc{id: fmt.Sprintf("c%d", i+1), raft: raft[i], addr: remote[i], peers: strings.Join(peers, ","),
-			dataDir: filepath.Join(t.TempDir(), fmt.Sprintf("ctl%d", i+1))}
+	for i := 0; i < 3; i++ {
+		c := &ctlProc{id: fmt.Sprintf("c%d", i+1), dataDir: filepath.Join(t.TempDir(), fmt.Sprintf("ctl%d", i+1)),
+			joins: slices.Clone(cs)}
+		c.p = proctest.New(t, "apogee-controller-"+c.id, controllerBin)
+		t.Cleanup(func() { c.signal(t, syscall.SIGTERM) })
+		c.start(t)
 		cs = append(cs, c)
 	}
-	for _, c := range cs {
-		c.start(t)
-	}
-	t.Cleanup(func() {
+	wait.For(t, "three controllers in every controller's configuration", func() error {
 		for _, c := range cs {
-			c.signal(t, syscall.SIGTERM)
-			if t.Failed() {
-				for i, l := range c.logs {
-					t.Logf("controller %s stderr (run %d):\n%s", c.id, i+1, l)
-				}
+			peers := ctlMetadata(t, c)["peers"]
+			if n := len(strings.Split(peers, ",")); peers == "" || n != 3 {
+				return fmt.Errorf("%s has %q", c.id, peers)
 			}
 		}
+		return nil
 	})
 	return cs
 }
 
 func (c *ctlProc) start(t testing.TB) {
 	t.Helper()
-	args := []string{"--id", c.id, "--peers", c.peers, "--listen", c.addr, "--data-dir", c.dataDir}
+	listen, raft := "127.0.0.1:0", "127.0.0.1:0"
+	if c.addr != "" {
+		listen, raft = c.addr, c.raft
+	}
+	args := []string{"--id", c.id, "--listen", listen, "--raft-listen", raft, "--data-dir", c.dataDir}
+	if len(c.joins) == 0 {
+		args = append(args, "--peers", c.id+"=127.0.0.1:0")
+	} else {
+		var via []string
+		for _, j := range c.joins {
+			via = append(via, j.addr)
+		}
+		args = append(args, "--join", strings.Join(via, ";"))
+	}
 	if os.Getenv("APOGEE_FAILOVER_DEFAULT_TIMINGS") == "" {
 		// Test timings; APOGEE_FAILOVER_DEFAULT_TIMINGS=1 runs the
 		// controllers with their defaults (Raft 1 s, heartbeat timeout 3 s,
@@ -110,42 +104,19 @@ func (c *ctlProc) start(t testing.TB) {
 		args = append(args, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
 			"--raft-leader-lease-timeout", "150ms", "--heartbeat-timeout", "2s", "--scan-interval", "200ms")
 	}
-	c.cmd = exec.Command(controllerBin, args...)
-	out := &firstLine{ready: make(chan struct{})}
-	c.cmd.Stdout = out
-	c.stderr = &lockedBuffer{}
-	c.cmd.Stderr = c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+	c.p.Run(args...)
+	if c.addr == "" {
+		c.addr, c.raft = c.p.Ready.Listen, c.p.Ready.Raft
 	}
-	c.logs = append(c.logs, "")
-	c.exited = make(chan error, 1)
-	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(c.cmd, c.exited)
-	select {
-	case <-out.ready:
-		if !ctlStartLine.MatchString(out.line()) {
-			t.Fatalf("controller start line %q", out.line())
-		}
-	case err := <-c.exited:
-		t.Fatalf("controller %s exited at start: %v\n%s", c.id, err, c.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("controller %s printed no start line", c.id)
+	if !ctlStartLine.MatchString(c.p.Line()) {
+		t.Fatalf("controller start line %q", c.p.Line())
 	}
 }
 
+var ctlStartLine = regexp.MustCompile(`^apogee-controller (\S+) listening on (\S+),`)
+
 func (c *ctlProc) signal(t testing.TB, sig syscall.Signal) {
-	if c.cmd == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(sig)
-	select {
-	case <-c.exited:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
-	c.cmd = nil
-	c.logs[len(c.logs)-1] = c.stderr.String()
+	_ = c.p.Stop(sig)
 }
 
 func ctlAddrs(cs []*ctlProc) string {
@@ -156,23 +127,28 @@ func ctlAddrs(cs []*ctlProc) string {
 	return strings.Join(a, ";")
 }
 
+// ctlMetadata is a running controller's GET_METADATA_INFO (1005) header
+// (nil if it does not answer).
+func ctlMetadata(t testing.TB, c *ctlProc) map[string]string {
+	if !c.p.Running() {
+		return nil
+	}
+	conn, err := net.DialTimeout("tcp", c.addr, time.Second)
+	if err != nil {
+		return nil
+	}
+	rc := &rawConn{Conn: conn}
+	defer rc.Close()
+	return rc.Invoke(t, request(1005, nil, nil)).ExtFields
+}
+
 // ctlLeader is the controller that says it leads (GET_METADATA_INFO, 1005).
 func ctlLeader(t testing.TB, cs []*ctlProc) *ctlProc {
 	t.Helper()
 	var found *ctlProc
-	waitFor(t, 20*time.Second, "a controller leader", func() bool {
+	wait.Until(t, "a controller leader", func() bool {
 		for _, c := range cs {
-			if c.cmd == nil {
-				continue
-			}
-			conn, err := net.DialTimeout("tcp", c.addr, time.Second)
-			if err != nil {
-				continue
-			}
-			rc := &rawConn{Conn: conn}
-			resp := rc.Invoke(t, request(1005, nil, nil))
-			rc.Close()
-			if resp.ExtFields["isLeader"] == "true" {
+			if ctlMetadata(t, c)["isLeader"] == "true" {
 				found = c
 				return true
 			}
@@ -186,15 +162,16 @@ func ctlLeader(t testing.TB, cs []*ctlProc) *ctlProc {
 
 var ctlBrokerLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), controller mode \(broker id (\d+), controllers (\S+)\), HA (\S+), data (.+), flush (\S+), version (.+)$`)
 
+// ctlBroker is an apogee-broker process in controller mode (package
+// proctest). Its first run takes its remoting and HA ports from :0; its
+// restarts keep them.
 type ctlBroker struct {
 	t                     testing.TB
 	args                  []string
 	dataDir, addr, haAddr string
+	listen, haListen      string // the first run's bound addresses
 	id                    int64
-	cmd                   *exec.Cmd
-	exited                chan error
-	stderr                *lockedBuffer
-	logs                  []string
+	p                     *proctest.Proc
 	paused                bool
 }
 
@@ -209,17 +186,13 @@ func startCtlBroker(t testing.TB, ns, controllers string, conf ...string) *ctlBr
 	if err := os.WriteFile(cf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := &ctlBroker{t: t, dataDir: filepath.Join(dir, "data"), args: []string{"-c", cf, "--namesrv", ns}}
+	b := &ctlBroker{t: t, dataDir: filepath.Join(dir, "data"), args: []string{"-c", cf, "--namesrv", ns},
+		p: proctest.New(t, "apogee-broker", brokerBin)}
 	t.Cleanup(func() {
 		if b.paused {
-			_ = b.cmd.Process.Signal(syscall.SIGCONT)
+			_ = b.p.Signal(syscall.SIGCONT)
 		}
 		b.stop(syscall.SIGTERM)
-		if t.Failed() {
-			for i, l := range b.logs {
-				t.Logf("broker %s stderr (run %d):\n%s", b.addr, i+1, l)
-			}
-		}
 	})
 	b.start("127.0.0.1:0", "127.0.0.1:0")
 	return b
@@ -228,64 +201,38 @@ func startCtlBroker(t testing.TB, ns, controllers string, conf ...string) *ctlBr
 func (b *ctlBroker) start(listen, haListen string) {
 	t := b.t
 	t.Helper()
-	args := append([]string{"--listen", listen, "--ha-listen", haListen, "--data-dir", b.dataDir}, b.args...)
-	b.cmd = exec.Command(brokerBin, args...)
-	out := &firstLine{ready: make(chan struct{})}
-	b.cmd.Stdout = out
-	b.stderr = &lockedBuffer{}
-	b.cmd.Stderr = b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
+	// Controller mode serves neither the gRPC front end nor an embedded
+	// name server: neither listener is asked for.
+	args := append([]string{"--listen", listen, "--ha-listen", haListen, "--namesrv-listen", "", "--grpc-listen", "",
+		"--data-dir", b.dataDir}, b.args...)
+	b.p.Run(args...)
+	m := ctlBrokerLine.FindStringSubmatch(b.p.Line())
+	if m == nil {
+		t.Fatalf("broker start line %q does not match %v", b.p.Line(), ctlBrokerLine)
 	}
-	b.logs = append(b.logs, "")
-	b.exited = make(chan error, 1)
-	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(b.cmd, b.exited)
-	select {
-	case <-out.ready:
-		m := ctlBrokerLine.FindStringSubmatch(out.line())
-		if m == nil {
-			t.Fatalf("broker start line %q does not match %v", out.line(), ctlBrokerLine)
-		}
-		b.addr, b.haAddr = m[3], m[6]
-		b.id, _ = strconv.ParseInt(m[4], 10, 64)
-	case err := <-b.exited:
-		b.logs[len(b.logs)-1] = b.stderr.String()
-		b.cmd = nil
-		t.Fatalf("broker exited at start: %v\n%s", err, b.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("broker printed no start line in 60 s\n%s", b.stderr.String())
+	b.addr, b.haAddr = b.p.Ready.Advertise, m[6]
+	if b.listen == "" {
+		b.listen, b.haListen = b.p.Ready.Listen, b.p.Ready.HA
 	}
+	b.id, _ = strconv.ParseInt(m[4], 10, 64)
 }
 
 // stop sends sig and waits for the process (a SIGTERM must exit 0).
 func (b *ctlBroker) stop(sig syscall.Signal) {
-	if b.cmd == nil {
+	if !b.p.Running() {
 		return
 	}
-	_ = b.cmd.Process.Signal(sig)
-	var err error
-	select {
-	case err = <-b.exited:
-	case <-time.After(45 * time.Second):
-		_ = b.cmd.Process.Kill()
-		err = <-b.exited
-		b.t.Errorf("broker %s did not exit within 45 s of %v", b.addr, sig)
-	}
-	if sig == syscall.SIGTERM && err != nil {
+	if err := b.p.Stop(sig); sig == syscall.SIGTERM && err != nil {
 		b.t.Errorf("broker %s exit after SIGTERM: %v", b.addr, err)
 	}
-	b.cmd = nil
-	b.logs[len(b.logs)-1] = b.stderr.String()
 }
 
-func (b *ctlBroker) restart() { b.start(b.addr, b.haAddr) }
+// running reports whether the broker's process runs (and is not paused).
+func (b *ctlBroker) running() bool { return b.p.Running() && !b.paused }
 
-func (b *ctlBroker) log() string {
-	if b.cmd == nil {
-		return b.logs[len(b.logs)-1]
-	}
-	return b.stderr.String()
-}
+func (b *ctlBroker) restart() { b.start(b.listen, b.haListen) }
+
+func (b *ctlBroker) log() string { return b.p.RunLog() }
 
 func masterIn(t testing.TB, ns, topic string) string {
 	r := route(t, ns, topic)
@@ -396,7 +343,8 @@ func (c *checker) start(n int, prefix string) {
 					p = c.newProducer()
 					failingSince = time.Now()
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the load's pace after a failed send, as an application's retry
+
 			}
 		}()
 	}
@@ -505,12 +453,12 @@ func newFailoverGroup(t testing.TB, conf ...string) *failoverGroup {
 	for i := 0; i < 3; i++ {
 		g.brokers = append(g.brokers, startCtlBroker(t, g.ns.Addr, ctl, conf...))
 	}
-	waitFor(t, 30*time.Second, "a master registered", func() bool { return masterIn(t, g.ns.Addr, "TBW102") != "" })
+	wait.Until(t, "a master registered", func() bool { return masterIn(t, g.ns.Addr, "TBW102") != "" })
 	g.topic = uniq("TFail")
 	createTopicOnCluster(t, g.ns.Addr, "FailoverCluster", g.topic, g.queues)
 	// Every broker holds the topic (slaves follow the master's table every
 	// second in controller mode) before anything is killed.
-	waitFor(t, 20*time.Second, "the topic on every broker", func() bool {
+	wait.Until(t, "the topic on every broker", func() bool {
 		for _, b := range g.brokers {
 			if !hasTopic(t, b.addr, g.topic) {
 				return false
@@ -534,7 +482,7 @@ func hasTopic(t testing.TB, addr, topic string) bool {
 // three brokers (CONTROLLER_GET_REPLICA_INFO, 1004, at the leader).
 func (g *failoverGroup) waitFullSet(t testing.TB) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "a SyncStateSet of three", func() bool {
+	wait.Until(t, "a SyncStateSet of three", func() bool {
 		l := ctlLeader(t, g.ctls)
 		conn, err := net.DialTimeout("tcp", l.addr, time.Second)
 		if err != nil {
@@ -561,9 +509,9 @@ func (g *failoverGroup) waitFullSet(t testing.TB) {
 func (g *failoverGroup) master(t testing.TB) *ctlBroker {
 	t.Helper()
 	var m *ctlBroker
-	waitFor(t, 30*time.Second, "a master in the route", func() bool {
+	wait.Until(t, "a master in the route", func() bool {
 		m = brokerAt(g.brokers, masterIn(t, g.ns.Addr, g.topic))
-		return m != nil && m.cmd != nil && !m.paused
+		return m != nil && m.running()
 	})
 	return m
 }
@@ -596,7 +544,7 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	old := g.master(t)
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(2, fmt.Sprintf("k%02d", round))
-	waitFor(t, 20*time.Second, "sends acknowledged before the kill", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	wait.Until(t, "sends acknowledged before the kill", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
 	g.waitFullSet(t)
 	var deadCtl *ctlProc
 	if killCtlLeader {
@@ -605,28 +553,21 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	}
 	killed := time.Now()
 	old.stop(syscall.SIGKILL)
-	routeCh := make(chan time.Time, 1)
-	go func() {
-		for time.Since(killed) < 60*time.Second {
-			if m := masterIn(t, g.ns.Addr, g.topic); m != "" && m != old.addr {
-				routeCh <- time.Now()
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+	var routed time.Time
+	var nm string
+	wait.For(t, fmt.Sprintf("round %d: a new master in the route", round), func() error {
+		if nm = masterIn(t, g.ns.Addr, g.topic); nm == "" || nm == old.addr {
+			return fmt.Errorf("the route names %q", nm)
 		}
-		routeCh <- time.Time{}
-	}()
-	routed := <-routeCh
-	if routed.IsZero() {
-		t.Fatalf("round %d: no new master in the route within 60 s of the kill", round)
-	}
-	nm := masterIn(t, g.ns.Addr, g.topic)
+		routed = time.Now()
+		return nil
+	})
 	var first time.Time
-	waitFor(t, 30*time.Second, "a SEND_OK from the new master", func() bool {
+	wait.Until(t, "a SEND_OK from the new master", func() bool {
 		first = c.firstAckOn(nm, killed)
 		return !first.IsZero()
 	})
-	time.Sleep(500 * time.Millisecond) // more load on the new master
+	time.Sleep(500 * time.Millisecond) // more load on the new master: the scenario, not a wait
 	c.stop()
 	n := c.verify(nm, g.queues)
 	// Answers the killed master wrote before it died may still be read after
@@ -651,7 +592,7 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	}
 	// The old master comes back as a slave of the new one.
 	old.restart()
-	waitFor(t, 30*time.Second, "the old master following the new one", func() bool {
+	wait.Until(t, "the old master following the new one", func() bool {
 		return strings.Contains(old.log(), `msg="ctrlmode: following the master"`)
 	})
 	return routed.Sub(killed), first.Sub(killed)
@@ -694,34 +635,36 @@ func TestFailoverPauseMaster(t *testing.T) {
 	old := g.master(t)
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(2, "p")
-	waitFor(t, 20*time.Second, "sends acknowledged before the pause", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	wait.Until(t, "sends acknowledged before the pause", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
 	g.waitFullSet(t)
 	paused := time.Now()
-	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := old.p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	old.paused = true
 	var nm string
-	waitFor(t, 30*time.Second, "a new master in the route", func() bool {
+	wait.Until(t, "a new master in the route", func() bool {
 		nm = masterIn(t, g.ns.Addr, g.topic)
 		return nm != "" && nm != old.addr
 	})
-	waitFor(t, 30*time.Second, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, paused).IsZero() })
+	wait.Until(t, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, paused).IsZero() })
 	t.Logf("paused master %s replaced by %s after %v", old.addr, nm, time.Since(paused).Round(time.Millisecond))
+	// The old master stays paused a second more while the new one takes the
+	// load: the scenario, not a wait.
 	time.Sleep(time.Second)
 	woke := time.Now()
-	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := old.p.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	old.paused = false
-	waitFor(t, 30*time.Second, "the old master following the new one", func() bool {
+	wait.Until(t, "the old master following the new one", func() bool {
 		return strings.Count(old.log(), `msg="ctrlmode: following the master"`) >= 1 &&
 			strings.Contains(old.log(), `msg="ctrlmode: no longer master; refusing writes"`)
 	})
 	if code, remark := rawSend(t, old.addr, g.topic, "to-the-old-master"); code == 0 {
 		t.Fatalf("the old master acknowledged a send after it woke: %d %q", code, remark)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // more load with the old master awake: the scenario, not a wait
 	c.stop()
 	if n := c.acksFrom(old.addr, woke); n != 0 {
 		t.Fatalf("%d SEND_OK from the old master after it woke", n)
@@ -808,20 +751,20 @@ func TestFailoverPartition(t *testing.T) {
 	// through the proxies.
 	g := &failoverGroup{ctls: ctls, ns: ns, queues: 4}
 	g.brokers = append(g.brokers, startCtlBroker(t, ns.Addr, strings.Join(via, ";"), conf...))
-	waitFor(t, 20*time.Second, "the first broker as master", func() bool {
+	wait.Until(t, "the first broker as master", func() bool {
 		return strings.Contains(g.brokers[0].log(), `msg="ctrlmode: master"`)
 	})
 	for i := 0; i < 2; i++ {
 		g.brokers = append(g.brokers, startCtlBroker(t, ns.Addr, ctlAddrs(ctls), conf...))
 	}
-	waitFor(t, 30*time.Second, "a master registered", func() bool { return masterIn(t, ns.Addr, "TBW102") != "" })
+	wait.Until(t, "a master registered", func() bool { return masterIn(t, ns.Addr, "TBW102") != "" })
 	g.topic = uniq("TPart")
 	createTopicOnCluster(t, ns.Addr, "FailoverCluster", g.topic, g.queues)
 	old := g.master(t)
 	if old != g.brokers[0] {
 		t.Fatalf("master %s, want the first broker %s", old.addr, g.brokers[0].addr)
 	}
-	waitFor(t, 20*time.Second, "the topic on every broker", func() bool {
+	wait.Until(t, "the topic on every broker", func() bool {
 		for _, b := range g.brokers {
 			if !hasTopic(t, b.addr, g.topic) {
 				return false
@@ -831,18 +774,18 @@ func TestFailoverPartition(t *testing.T) {
 	})
 	c := newChecker(t, ns.Addr, g.topic)
 	c.start(2, "x")
-	waitFor(t, 20*time.Second, "sends acknowledged before the partition", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
+	wait.Until(t, "sends acknowledged before the partition", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 50 })
 	g.waitFullSet(t)
 	cut := time.Now()
 	for _, p := range proxies {
 		p.setCut(true)
 	}
 	var nm string
-	waitFor(t, 30*time.Second, "a new master in the route", func() bool {
+	wait.Until(t, "a new master in the route", func() bool {
 		nm = masterIn(t, ns.Addr, g.topic)
 		return nm != "" && nm != old.addr
 	})
-	waitFor(t, 30*time.Second, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, cut).IsZero() })
+	wait.Until(t, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, cut).IsZero() })
 	// The old master is alive and reachable by clients, but cannot get its
 	// SyncStateSet's acknowledgements: a direct send is not SEND_OK.
 	if code, remark := rawSend(t, old.addr, g.topic, "to-the-partitioned-master"); code == 0 {
@@ -852,10 +795,10 @@ func TestFailoverPartition(t *testing.T) {
 	for _, p := range proxies {
 		p.setCut(false)
 	}
-	waitFor(t, 30*time.Second, "the old master following the new one", func() bool {
+	wait.Until(t, "the old master following the new one", func() bool {
 		return strings.Contains(old.log(), `msg="ctrlmode: following the master"`) && strings.Contains(old.log(), "refusing writes")
 	})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // more load after the partition healed: the scenario, not a wait
 	c.stop()
 	n := c.verify(nm, g.queues)
 	t.Logf("partition healed: %d acknowledged, all on the new master", n)
@@ -875,7 +818,7 @@ func TestFailoverAsyncLoss(t *testing.T) {
 	old := g.master(t)
 	c := newChecker(t, g.ns.Addr, g.topic)
 	c.start(4, "a")
-	waitFor(t, 20*time.Second, "sends acknowledged", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 300 })
+	wait.Until(t, "sends acknowledged", func() bool { return c.acksFrom(old.addr, time.Time{}) >= 300 })
 	g.waitFullSet(t)
 	// The slaves stop (before the master shrinks its SyncStateSet: they
 	// stay electable); the master acknowledges on alone, and dies before
@@ -889,21 +832,21 @@ func TestFailoverAsyncLoss(t *testing.T) {
 		}
 	}
 	stopped := time.Now()
-	waitFor(t, 10*time.Second, "SEND_OKs from the master alone", func() bool { return c.acksFrom(old.addr, stopped) >= 100 })
+	wait.Until(t, "SEND_OKs from the master alone", func() bool { return c.acksFrom(old.addr, stopped) >= 100 })
 	old.stop(syscall.SIGKILL)
 	for _, b := range slaves {
 		b.restart()
 	}
 	var nm string
-	waitFor(t, 30*time.Second, "a new master in the route", func() bool {
+	wait.Until(t, "a new master in the route", func() bool {
 		nm = masterIn(t, g.ns.Addr, g.topic)
 		return nm != "" && nm != old.addr
 	})
-	waitFor(t, 30*time.Second, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, time.Time{}).IsZero() })
+	wait.Until(t, "a SEND_OK from the new master", func() bool { return !c.firstAckOn(nm, time.Time{}).IsZero() })
 	c.stop()
 	missing, acked := c.missingOn(nm, g.queues)
 	old.restart()
-	waitFor(t, 30*time.Second, "the old master following the new one", func() bool {
+	wait.Until(t, "the old master following the new one", func() bool {
 		return strings.Contains(old.log(), `msg="ctrlmode: following the master"`)
 	})
 	truncated := regexp.MustCompile(`msg="ctrlmode: replica truncated[^\n]* bytes=(\d+) messages=(\d+)`).FindStringSubmatch(old.log())
@@ -919,7 +862,7 @@ func TestFailoverAsyncLoss(t *testing.T) {
 	}
 	// The rejoined old master catches up to a copy of the new master's queues.
 	want := bodiesOn(t, nm, g.topic, g.queues)
-	waitFor(t, 30*time.Second, "the old master a copy of the new one", func() bool {
+	wait.Until(t, "the old master a copy of the new one", func() bool {
 		got := bodiesOn(t, old.addr, g.topic, g.queues)
 		if len(got) != len(want) {
 			return false

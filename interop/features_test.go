@@ -21,6 +21,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // featAttempt is one delivery of a message to a push consumer.
@@ -87,7 +89,7 @@ func featWaitRoute(t *testing.T, b *Broker, topic string) {
 	t.Helper()
 	rc := dialRaw(t, b.NsAddr)
 	defer rc.Close()
-	waitFor(t, 30*time.Second, "a route of "+topic, func() bool {
+	wait.Until(t, "a route of "+topic, func() bool {
 		return rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil)).Code == 0
 	})
 }
@@ -122,7 +124,7 @@ func TestFeaturesRetryWithClientDelayLevel(t *testing.T) {
 	}, consumer.WithConsumeMessageBatchMaxSize(1))
 	want := bodies("retry", 10)
 	sendAll(t, p, topic, "", want)
-	waitFor(t, 60*time.Second, "every message consumed 3 times", func() bool { return att.countAtLeast(want, 3) })
+	wait.Until(t, "every message consumed 3 times", func() bool { return att.countAtLeast(want, 3) })
 	for _, body := range want {
 		as := att.get(body)
 		for i, a := range as[:3] {
@@ -136,6 +138,9 @@ func TestFeaturesRetryWithClientDelayLevel(t *testing.T) {
 			}
 		}
 	}
+	// Two seconds more (twice delay level 1) for a fourth attempt to show
+	// up if there were one: an absence is checked over a span, not waited
+	// for.
 	time.Sleep(2 * time.Second)
 	for _, body := range want {
 		if n := len(att.get(body)); n != 3 {
@@ -164,13 +169,13 @@ func TestFeaturesDLQ(t *testing.T) {
 	}, consumer.WithMaxReconsumeTimes(2), consumer.WithConsumeMessageBatchMaxSize(1))
 	want := bodies("dead", 5)
 	sendAll(t, p, topic, "", want)
-	waitFor(t, 60*time.Second, "three featAttempts of each", func() bool { return att.countAtLeast(want, 3) })
+	wait.Until(t, "three featAttempts of each", func() bool { return att.countAtLeast(want, 3) })
 
 	dlq := "%DLQ%" + group
 	featWaitRoute(t, b, dlq)
 	rec := newRecorder()
 	startPush(t, b, uniq("GDlqReader"), dlq, all, rec)
-	waitFor(t, 60*time.Second, "the dead letters", func() bool { return rec.distinct() == len(want) })
+	wait.Until(t, "the dead letters", func() bool { return rec.distinct() == len(want) })
 	if m := missing(rec, want); m != "" {
 		t.Fatalf("not in the DLQ: %s", m)
 	}
@@ -240,7 +245,7 @@ func TestFeaturesDelayAndTimestamp(t *testing.T) {
 		at := now.Add(d)
 		send("at+"+d.String(), at, func(m *primitive.Message) { m.WithDelayTimestamp(at) })
 	}
-	waitFor(t, 60*time.Second, "every delayed message", func() bool {
+	wait.Until(t, "every delayed message", func() bool {
 		for body := range due {
 			if _, n := arr.first(body); n == 0 {
 				return false
@@ -330,11 +335,13 @@ func TestFeaturesTransactions(t *testing.T) {
 			t.Fatalf("send %s: %v", body, res.Status)
 		}
 	}
-	waitFor(t, 30*time.Second, "the committed message", func() bool { return rec.has("commit-1") })
-	waitFor(t, 60*time.Second, "the checked-back message", func() bool { return rec.has("unknown-1") })
+	wait.Until(t, "the committed message", func() bool { return rec.has("commit-1") })
+	wait.Until(t, "the checked-back message", func() bool { return rec.has("unknown-1") })
 	if n := l.checked("unknown-1"); n < 1 {
 		t.Errorf("unknown-1 checked %d times", n)
 	}
+	// A span for the rolled-back message to show up if it were delivered:
+	// an absence is checked over a span, not waited for.
 	time.Sleep(2 * time.Second)
 	if rec.has("rollback-1") {
 		t.Error("the rolled-back message was delivered")
@@ -386,7 +393,7 @@ func TestFeaturesOrderly(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 60*time.Second, "every ordered message", func() bool {
+	wait.Until(t, "every ordered message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		n := 0
@@ -440,9 +447,9 @@ func TestFeaturesSQL92AndTags(t *testing.T) {
 			wantTag = append(wantTag, body)
 		}
 	}
-	waitFor(t, 60*time.Second, "the SQL92 matches", func() bool { return sqlRec.distinct() >= len(wantSQL) })
-	waitFor(t, 60*time.Second, "the tag matches", func() bool { return tagRec.distinct() >= len(wantTag) })
-	time.Sleep(time.Second)
+	wait.Until(t, "the SQL92 matches", func() bool { return sqlRec.distinct() >= len(wantSQL) })
+	wait.Until(t, "the tag matches", func() bool { return tagRec.distinct() >= len(wantTag) })
+	time.Sleep(time.Second) // a span for an extra match to show up: an absence is checked over a span
 	if m := missing(sqlRec, wantSQL); m != "" {
 		t.Errorf("SQL92 subscriber missed %s", m)
 	}
@@ -496,21 +503,26 @@ func TestFeaturesCrashSIGKILL(t *testing.T) {
 			t.Fatalf("transactional send: %v", err)
 		}
 	}
-	time.Sleep(time.Second)
+	// Everything sent is dispatched (the delay queues, the timer wheel and
+	// the half queue hold it) when the broker is killed.
+	wait.Equal(t, "the broker's dispatch caught up", "0", func() string { return runtimeInfo(t, b.Addr)["dispatchBehindBytes"] })
 	b.Kill()
 	b.Restart()
 
 	arr := newFeatArrivals()
 	featPush(t, b, uniq("GCrash"), topic, all, arr.handler)
-	waitFor(t, 90*time.Second, "every delayed message, timer and checked transaction", func() bool {
+	wait.Within(t, 90*time.Second, "every delayed message, timer and checked transaction", func() error {
 		for body := range due {
 			if _, n := arr.first(body); n == 0 {
-				return false
+				return fmt.Errorf("%s not delivered", body)
 			}
 		}
-		_, a := arr.first("unknown-crash-1")
-		_, c := arr.first("unknown-crash-2")
-		return a > 0 && c > 0
+		for _, body := range []string{"unknown-crash-1", "unknown-crash-2"} {
+			if _, n := arr.first(body); n == 0 {
+				return fmt.Errorf("%s not delivered", body)
+			}
+		}
+		return nil
 	})
 	for body, d := range due {
 		got, n := arr.first(body)
@@ -539,8 +551,10 @@ func TestFeaturesResetOffset(t *testing.T) {
 	sendAll(t, p, topic, "", want)
 	rec := newRecorder()
 	startPush(t, b, group, topic, all, rec)
-	waitFor(t, 60*time.Second, "the first pass", func() bool { return rec.distinct() == len(want) })
-	time.Sleep(6 * time.Second) // the client commits its offsets every 5 s
+	wait.Until(t, "the first pass", func() bool { return rec.distinct() == len(want) })
+	// The client commits its offsets every 5 s: wait until the broker has
+	// them, so that the reset moves the group back from the end.
+	waitCommitted(t, b, topic, group, 2, int64(len(want)))
 	rc := dialRaw(t, b.Addr)
 	defer rc.Close()
 	resp := rc.Invoke(t, request(222, map[string]string{"topic": topic, "group": group,
@@ -548,7 +562,7 @@ func TestFeaturesResetOffset(t *testing.T) {
 	if resp.Code != 0 || !strings.Contains(string(resp.Body), `"queueId":1,"topic":"`+topic+`"}:0`) {
 		t.Fatalf("reset offset: %d %s %s", resp.Code, resp.Remark, resp.Body)
 	}
-	waitFor(t, 60*time.Second, "the second pass", func() bool {
+	wait.Until(t, "the second pass", func() bool {
 		for _, n := range rec.snapshot() {
 			if n < 2 {
 				return false

@@ -1,8 +1,11 @@
 module github.com/apogeemq/apogee/interop
 
-go 1.26
+go 1.26.0
 
-require github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
+require (
+	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
+	github.com/apogeemq/apogee v0.0.0
+)
 
 require (
 	github.com/emirpasic/gods v1.12.0 // indirect
@@ -21,8 +24,12 @@ require (
 	go.uber.org/atomic v1.5.1 // indirect
 	golang.org/x/crypto v0.0.0-20200622213623-75b288015ac9 // indirect
 	golang.org/x/lint v0.0.0-20190930215403-16217165b5de // indirect
-	golang.org/x/sys v0.0.0-20220722155257-8c9f86f7a55f // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/tools v0.0.0-20201224043029-2b0845dc783e // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
+
+// The tests use the main module's test helpers (internal/wait,
+// internal/proctest, internal/readyfile): the module above, as it is.
+replace github.com/apogeemq/apogee => ../

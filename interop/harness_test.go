@@ -1,17 +1,17 @@
 package interop
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +21,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/readyfile"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // brokerBin and namesrvBin are the binaries under test, built once by
@@ -73,26 +77,12 @@ func runMain(m *testing.M) int {
 // startLine matches the broker's one start-up line.
 var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
 
-// lockedBuffer collects a process's stderr; the exec package writes it from
-// its own goroutine while a failing test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Broker is one apogee-broker process (and its restarts) owned by one test.
+// Every listener it has takes a port from :0 on its first run, read from
+// its ready file (package proctest): no port is guessed or derived from
+// another. A restart keeps the addresses the first run bound, as a broker
+// restarted in production keeps its identity: clients, slaves and name
+// servers reconnect to the addresses they know.
 type Broker struct {
 	t       testing.TB
 	dataDir string
@@ -107,16 +97,14 @@ type Broker struct {
 	// own (--namesrv-listen ""); empty for the usual one-process broker.
 	namesrvs []string
 
-	cmd    *exec.Cmd
-	exited chan error
-	stderr *lockedBuffer
-	logs   []string // stderr of earlier runs of this test's broker
+	p     *proctest.Proc
+	bound readyfile.File // the first run's addresses, which restarts reuse
 }
 
-// startBroker starts a broker for t on free loopback ports with its data in
-// a fresh temporary directory. extra flags are appended (e.g. "--flush",
+// startBroker starts a broker for t on loopback ports from :0 with its data
+// in a fresh temporary directory. extra flags are appended (e.g. "--flush",
 // "sync"). The broker is stopped with SIGTERM when the test ends (and must
-// exit 0), and its stderr is logged if the test failed.
+// exit 0), and its log is printed if the test failed.
 func startBroker(t testing.TB, extra ...string) *Broker {
 	t.Helper()
 	return startBrokerWithNamesrvs(t, nil, extra...)
@@ -128,23 +116,15 @@ func startBroker(t testing.TB, extra ...string) *Broker {
 // (--namesrv-listen ""), and its NameServer resolver gives those addresses.
 func startBrokerWithNamesrvs(t testing.TB, namesrvs []string, extra ...string) *Broker {
 	t.Helper()
-	b := &Broker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), extra: extra, namesrvs: namesrvs}
+	b := &Broker{t: t, dataDir: filepath.Join(t.TempDir(), "data"), extra: extra, namesrvs: namesrvs,
+		p: proctest.New(t, "apogee-broker", brokerBin)}
 	t.Cleanup(func() {
-		if b.cmd != nil {
+		if b.p.Running() {
 			// Every test ends with a graceful stop that must exit 0.
-			b.stopWith(syscall.SIGTERM, true)
-		}
-		if t.Failed() {
-			for i, l := range b.logs {
-				t.Logf("broker stderr (run %d):\n%s", i+1, l)
-			}
+			b.p.StopClean()
 		}
 	})
-	nsListen := "127.0.0.1:0"
-	if len(namesrvs) > 0 {
-		nsListen = ""
-	}
-	b.start("127.0.0.1:0", nsListen)
+	b.start()
 	return b
 }
 
@@ -156,133 +136,86 @@ func (b *Broker) NameServer() primitive.NsResolver {
 	return primitive.NewPassthroughResolver([]string{b.NsAddr})
 }
 
-func (b *Broker) start(listen, nsListen string) {
+// listenerArgs are the broker's listener flags: 127.0.0.1:0 on the first
+// run, the first run's addresses afterwards (see Broker). A flag extra
+// gives itself is left to it.
+func (b *Broker) listenerArgs() []string {
+	nsListen := "127.0.0.1:0"
+	if len(b.namesrvs) > 0 {
+		nsListen = ""
+	}
+	want := [][2]string{{"--listen", "127.0.0.1:0"}, {"--ha-listen", "127.0.0.1:0"}, {"--namesrv-listen", nsListen},
+		{"--grpc-listen", "127.0.0.1:0"}}
+	if b.bound.Listen != "" {
+		want = [][2]string{{"--listen", b.bound.Listen}, {"--ha-listen", b.bound.HA}, {"--namesrv-listen", b.bound.Namesrv},
+			{"--grpc-listen", b.bound.GRPC}}
+	}
+	var args []string
+	for _, kv := range want {
+		if slices.Contains(b.extra, kv[0]) || kv[0] == "--ha-listen" && kv[1] == "" {
+			continue // extra's own, or a slave's (no HA listener)
+		}
+		args = append(args, kv[0], kv[1])
+	}
+	return args
+}
+
+func (b *Broker) start() {
 	t := b.t
 	t.Helper()
-	args := []string{"--listen", listen, "--namesrv-listen", nsListen, "--grpc-listen", "127.0.0.1:0", "--data-dir", b.dataDir}
+	args := append(b.listenerArgs(), "--data-dir", b.dataDir)
 	if len(b.namesrvs) > 0 {
 		args = append(args, "--namesrv", strings.Join(b.namesrvs, ";"))
 	}
-	args = append(args, b.extra...)
-	cmd := exec.Command(brokerBin, args...)
-	out := &firstLine{ready: make(chan struct{})}
-	cmd.Stdout = out
-	b.stderr = &lockedBuffer{}
-	cmd.Stderr = b.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start broker: %v", err)
+	b.p.Run(append(args, b.extra...)...)
+	if b.bound.Listen == "" {
+		b.bound = b.p.Ready
 	}
-	b.cmd = cmd
-	b.logs = append(b.logs, "")
-	exited := make(chan error, 1)
-	b.exited = exited
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case <-out.ready:
-		line := out.line()
-		m := startLine.FindStringSubmatch(line)
-		if m == nil {
-			b.kill()
-			t.Fatalf("broker start line %q does not match %v", line, startLine)
-		}
-		b.Line = line
-		b.Addr, b.NsAddr = m[3], m[4]
-		if len(b.namesrvs) > 0 {
-			b.NsAddr = b.namesrvs[0]
-		}
-	case err := <-exited:
-		b.cmd = nil
-		b.logs[len(b.logs)-1] = b.stderr.String()
-		t.Fatalf("broker exited at start: %v\n%s", err, b.stderr.String())
-	case <-time.After(30 * time.Second):
-		b.kill()
-		t.Fatal("broker printed no start line in 30 s")
+	line := b.p.Line()
+	m := startLine.FindStringSubmatch(line)
+	if m == nil {
+		b.p.Kill()
+		t.Fatalf("broker start line %q does not match %v", line, startLine)
 	}
-}
-
-// firstLine is a process's stdout that signals its first complete line.
-type firstLine struct {
-	mu    sync.Mutex
-	buf   []byte
-	ready chan struct{}
-	done  bool
-}
-
-func (f *firstLine) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.done {
-		f.buf = append(f.buf, p...)
-		if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
-			f.buf = f.buf[:i]
-			f.done = true
-			close(f.ready)
-		}
+	b.Line = line
+	b.Addr, b.NsAddr = b.p.Ready.Advertise, b.p.Ready.Namesrv
+	if m[3] != b.Addr {
+		t.Fatalf("start line %q: advertised %s, the ready file %s", line, m[3], b.Addr)
 	}
-	return len(p), nil
-}
-
-func (f *firstLine) line() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return string(f.buf)
+	if len(b.namesrvs) > 0 {
+		b.NsAddr = b.namesrvs[0]
+	}
 }
 
 // Stop sends SIGTERM and waits for a clean exit (status 0).
 func (b *Broker) Stop() {
 	b.t.Helper()
-	b.stopWith(syscall.SIGTERM, true)
+	b.p.StopClean()
 }
 
 // Kill sends SIGKILL and waits for the process to go.
 func (b *Broker) Kill() {
 	b.t.Helper()
-	b.kill()
+	b.p.Kill()
 }
 
-func (b *Broker) kill() { b.stopWith(syscall.SIGKILL, false) }
-
-func (b *Broker) stopWith(sig syscall.Signal, wantClean bool) {
-	b.t.Helper()
-	if b.cmd == nil {
-		return
-	}
-	_ = b.cmd.Process.Signal(sig)
-	var err error
-	select {
-	case err = <-b.exited:
-	case <-time.After(45 * time.Second):
-		_ = b.cmd.Process.Kill()
-		err = <-b.exited
-		b.t.Errorf("broker did not exit within 45 s of %v", sig)
-	}
-	b.cmd = nil
-	b.logs[len(b.logs)-1] = b.stderr.String()
-	if wantClean && err != nil {
-		b.t.Errorf("broker exit after %v: %v", sig, err)
-	}
-}
-
-// Restart starts the broker again on the same data directory and the same
-// ports, so clients holding the old addresses reconnect. (Go listeners set
-// SO_REUSEADDR, so the ports can be bound again at once.)
+// Restart starts the broker again on the same data directory and the
+// addresses its first run bound, so clients holding them reconnect. (The
+// broker binds with SO_REUSEADDR, so a port whose connections of the last
+// run linger in TIME_WAIT can be bound again at once.)
 func (b *Broker) Restart() {
 	b.t.Helper()
-	if b.cmd != nil {
+	if b.p.Running() {
 		b.t.Fatal("Restart of a running broker")
 	}
-	nsListen := b.NsAddr
-	if len(b.namesrvs) > 0 {
-		nsListen = ""
-	}
-	b.start(b.Addr, nsListen)
+	b.start()
 }
 
 // DataDir is the broker's data directory.
 func (b *Broker) DataDir() string { return b.dataDir }
 
 // Stderr is what the current (or last) run has written to stderr.
-func (b *Broker) Stderr() string { return b.stderr.String() }
+func (b *Broker) Stderr() string { return b.p.RunLog() }
 
 // --- names and clients --------------------------------------------------
 
@@ -342,32 +275,36 @@ func createTopic(t testing.TB, b *Broker, topic string, queues int) {
 	}
 	// CreateTopic ignores the response code: check the route. A broker
 	// registers a new topic with external name servers asynchronously
-	// (its embedded one has it at once): wait for it, boundedly.
+	// (its embedded one has it at once): wait for it.
 	rc := dialRaw(t, b.NsAddr)
 	defer rc.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil))
-		if resp.Code == 0 {
-			return
+	wait.For(t, "the route of "+topic+" after CreateTopic", func() error {
+		if resp := rc.Invoke(t, request(105, map[string]string{"topic": topic}, nil)); resp.Code != 0 {
+			return fmt.Errorf("code %d %q", resp.Code, resp.Remark)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("route of %s 10 s after CreateTopic: code %d %q", topic, resp.Code, resp.Remark)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-// waitFor polls cond every 50 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+// waitConsumers waits until n clients of group are online at the broker
+// (GET_CONSUMER_CONNECTION_LIST, 203: their heartbeats arrived).
+func waitConsumers(t testing.TB, b *Broker, group string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+	wait.For(t, fmt.Sprintf("%d consumers of %s online", n, group), func() error {
+		rc := dialRaw(t, b.Addr)
+		defer rc.Close()
+		resp := rc.Invoke(t, request(203, map[string]string{"consumerGroup": group}, nil))
+		var cc struct {
+			ConnectionSet []json.RawMessage `json:"connectionSet"`
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if resp.Code != 0 || json.Unmarshal(resp.Body, &cc) != nil {
+			return fmt.Errorf("code %d %q", resp.Code, resp.Remark)
+		}
+		if len(cc.ConnectionSet) < n {
+			return fmt.Errorf("%d online", len(cc.ConnectionSet))
+		}
+		return nil
+	})
 }
 
 // recorder collects what push consumers receive, keyed by body.

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestConsumerSurvivesBrokerRestart: a running push consumer and producer
@@ -24,7 +26,7 @@ func TestConsumerSurvivesBrokerRestart(t *testing.T) {
 	startPush(t, b, uniq("GSurvive"), topic, all, rec)
 	before := bodies("before", 20)
 	sendAll(t, p, topic, "", before)
-	waitFor(t, 30*time.Second, "messages before the restart", func() bool { return rec.distinct() == len(before) })
+	wait.Until(t, "messages before the restart", func() bool { return rec.distinct() == len(before) })
 
 	b.Stop()
 	b.Restart()
@@ -38,7 +40,7 @@ func TestConsumerSurvivesBrokerRestart(t *testing.T) {
 	// pulls (which carry no subscription) get SUBSCRIPTION_NOT_EXIST (24),
 	// as from a Java broker, until the client's next heartbeat: that comes
 	// within 30 s (a fixed interval in this client), so this takes 3-33 s.
-	waitFor(t, 60*time.Second, "messages after the restart", func() bool {
+	wait.Until(t, "messages after the restart", func() bool {
 		return rec.distinct() == len(before)+len(after)
 	})
 	if m := missing(rec, after); m != "" {
@@ -98,7 +100,7 @@ func TestOrderlyConsumer(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 60*time.Second, "all orderly messages", func() bool {
+	wait.Until(t, "all orderly messages", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return total >= queues*perQueue
@@ -134,10 +136,10 @@ func TestBroadcasting(t *testing.T) {
 	stop1 := startPush(t, b, group, topic, all, rec1, opts...)
 	stop2 := startPush(t, b, group, topic, all, rec2, opts...)
 	defer stopApart(stop1, stop2)
-	time.Sleep(500 * time.Millisecond) // both started from the queues' ends
+	waitConsumers(t, b, group, 2) // both online before the sends
 	want := bodies("bc", 60)
 	sendAll(t, p, topic, "", want)
-	waitFor(t, 60*time.Second, "both broadcasting consumers to get everything", func() bool {
+	wait.Until(t, "both broadcasting consumers to get everything", func() bool {
 		return rec1.distinct() == len(want) && rec2.distinct() == len(want)
 	})
 }
@@ -167,7 +169,7 @@ func TestNewGroupStartOffset(t *testing.T) {
 	fresh := bodies("fresh", 20)
 	sendAll(t, p, topic, "", fresh)
 	want := append(append([]string{}, old...), fresh...)
-	waitFor(t, 30*time.Second, "old and fresh messages", func() bool { return rec.distinct() >= len(want) })
+	wait.Until(t, "old and fresh messages", func() bool { return rec.distinct() >= len(want) })
 	if m := missing(rec, want); m != "" {
 		t.Fatalf("not received: %s", m)
 	}
@@ -211,7 +213,7 @@ func TestRetryAfterConsumeFailure(t *testing.T) {
 	defer c.Shutdown()
 	sendAll(t, p, topic, "", []string{"retry-me"})
 	// Delay level 3 is 10 s on a RocketMQ broker.
-	waitFor(t, 45*time.Second, "the redelivery", func() bool {
+	wait.Until(t, "the redelivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(deliveries) >= 2
@@ -233,15 +235,16 @@ func TestDelayLevel(t *testing.T) {
 	topic := uniq("TDelay")
 	createTopic(t, b, topic, 2)
 	rec := newRecorder()
-	startPush(t, b, uniq("GDelay"), topic, all, rec)
-	time.Sleep(500 * time.Millisecond)
+	group := uniq("GDelay")
+	startPush(t, b, group, topic, all, rec)
+	waitConsumers(t, b, group, 1)
 	m := primitive.NewMessage(topic, []byte("delayed"))
 	m.WithDelayTimeLevel(2)
 	sent := time.Now()
 	if _, err := p.SendSync(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the delayed message", func() bool { return rec.has("delayed") })
+	wait.Until(t, "the delayed message", func() bool { return rec.has("delayed") })
 	took := time.Since(sent)
 	t.Logf("delay level 2 delivered after %v", took.Round(time.Millisecond))
 	if took < 4*time.Second {
@@ -310,11 +313,11 @@ func TestTransactions(t *testing.T) {
 			t.Fatalf("transaction %s: status %v", body, res.Status)
 		}
 	}
-	waitFor(t, 30*time.Second, "the committed messages", func() bool { return rec.has("commit-1") && rec.has("commit-2") })
+	wait.Until(t, "the committed messages", func() bool { return rec.has("commit-1") && rec.has("commit-2") })
 	// The broker checks a half message back once it is older than its
 	// transaction timeout (6 s by default).
-	waitFor(t, 60*time.Second, "check-1 after the broker's check-back", func() bool { return rec.has("check-1") })
-	time.Sleep(500 * time.Millisecond)
+	wait.Until(t, "check-1 after the broker's check-back", func() bool { return rec.has("check-1") })
+	time.Sleep(500 * time.Millisecond) // a span for a rolled-back message to show up: an absence is checked over a span
 	got := rec.snapshot()
 	for _, body := range []string{"rollback-1", "rollback-2"} {
 		if got[body] > 0 {
@@ -363,9 +366,9 @@ func TestSQL92Filter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, "the unfiltered group to get all 20", func() bool { return recAll.distinct() == 20 })
-	waitFor(t, 30*time.Second, "the SQL92 group", func() bool { return rec.distinct() >= len(want) })
-	time.Sleep(500 * time.Millisecond)
+	wait.Until(t, "the unfiltered group to get all 20", func() bool { return recAll.distinct() == 20 })
+	wait.Until(t, "the SQL92 group", func() bool { return rec.distinct() >= len(want) })
+	time.Sleep(500 * time.Millisecond) // a span for an extra match to show up: an absence is checked over a span
 	if m := missing(rec, want); m != "" {
 		t.Fatalf("SQL92 subscriber missed %s", m)
 	}
@@ -392,6 +395,8 @@ func TestOffsetForTimestamp(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		send(fmt.Sprint("early-", i))
 	}
+	// The mark falls between the two batches' store times, 50 ms from
+	// each: the separation is what the query by time is tested on.
 	time.Sleep(50 * time.Millisecond)
 	mark := time.Now().UnixMilli()
 	time.Sleep(50 * time.Millisecond)

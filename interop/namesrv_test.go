@@ -2,65 +2,44 @@ package interop
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // namesrvStartLine matches apogee-namesrv's one start-up line.
 var namesrvStartLine = regexp.MustCompile(`^apogee-namesrv listening on (\S+), data (.+), version (.+)$`)
 
-// NameServer is one apogee-namesrv process owned by one test.
+// NameServer is one apogee-namesrv process owned by one test (package
+// proctest: its address from its ready file, its log printed if the test
+// fails).
 type NameServer struct {
-	t      testing.TB
-	Addr   string // its bound address
-	cmd    *exec.Cmd
-	exited chan error
-	stderr *lockedBuffer
+	t    testing.TB
+	Addr string // its bound address
+	p    *proctest.Proc
 }
 
-// startNamesrv starts a standalone name server for t on a free loopback port
-// with its data in a fresh temporary directory. It is stopped with SIGTERM
-// when the test ends (and must exit 0), and its stderr is logged if the test
-// failed.
+// startNamesrv starts a standalone name server for t on a loopback port
+// from :0 with its data in a fresh temporary directory. It is stopped with
+// SIGTERM when the test ends (and must exit 0).
 func startNamesrv(t testing.TB, extra ...string) *NameServer {
 	t.Helper()
 	args := append([]string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "namesrv")}, extra...)
-	n := &NameServer{t: t, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	n.cmd = exec.Command(namesrvBin, args...)
-	out := &firstLine{ready: make(chan struct{})}
-	n.cmd.Stdout = out
-	n.cmd.Stderr = n.stderr
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start name server: %v", err)
-	}
-	go func() { n.exited <- n.cmd.Wait() }()
-	t.Cleanup(func() {
-		n.Stop()
-		if t.Failed() {
-			t.Logf("name server %s stderr:\n%s", n.Addr, n.stderr.String())
-		}
-	})
-	select {
-	case <-out.ready:
-		m := namesrvStartLine.FindStringSubmatch(out.line())
-		if m == nil {
-			t.Fatalf("name server start line %q does not match %v", out.line(), namesrvStartLine)
-		}
-		n.Addr = m[1]
-	case err := <-n.exited:
-		n.cmd = nil
-		t.Fatalf("name server exited at start: %v\n%s", err, n.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("name server printed no start line in 30 s")
+	n := &NameServer{t: t, p: proctest.New(t, "apogee-namesrv", namesrvBin)}
+	t.Cleanup(n.Stop)
+	n.p.Run(args...)
+	n.Addr = n.p.Ready.Listen
+	if m := namesrvStartLine.FindStringSubmatch(n.p.Line()); m == nil || m[1] != n.Addr {
+		t.Fatalf("name server start line %q, ready file %+v", n.p.Line(), n.p.Ready)
 	}
 	return n
 }
@@ -68,22 +47,12 @@ func startNamesrv(t testing.TB, extra ...string) *NameServer {
 // Stop sends SIGTERM and waits for a clean exit (status 0, "stopped cleanly").
 func (n *NameServer) Stop() {
 	n.t.Helper()
-	if n.cmd == nil {
+	if !n.p.Running() {
 		return
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	var err error
-	select {
-	case err = <-n.exited:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-		err = <-n.exited
-		n.t.Errorf("name server did not exit within 30 s of SIGTERM")
-	}
-	n.cmd = nil
-	if err != nil {
+	if err := n.p.Stop(syscall.SIGTERM); err != nil {
 		n.t.Errorf("name server exit after SIGTERM: %v", err)
-	} else if !strings.Contains(n.stderr.String(), `msg="stopped cleanly"`) {
+	} else if !strings.Contains(n.p.RunLog(), `msg="stopped cleanly"`) {
 		n.t.Errorf("name server exited without a \"stopped cleanly\" line")
 	}
 }
@@ -111,7 +80,7 @@ func TestStandaloneNamesrvs(t *testing.T) {
 	// The broker registers at start; TBW102 (auto-create) is what lets the
 	// client send to a topic that does not exist yet.
 	for _, ns := range []*NameServer{ns1, ns2} {
-		waitFor(t, 20*time.Second, "the broker's registration at "+ns.Addr, func() bool {
+		wait.Until(t, "the broker's registration at "+ns.Addr, func() bool {
 			return routeAt(t, ns.Addr, "TBW102") == 0
 		})
 	}
@@ -132,7 +101,7 @@ func TestStandaloneNamesrvs(t *testing.T) {
 	// The auto-created topic reaches both name servers (the broker registers
 	// it at once, with REGISTER_TOPIC_IN_NAMESRV).
 	for _, ns := range []*NameServer{ns1, ns2} {
-		waitFor(t, 20*time.Second, topic+"'s route at "+ns.Addr, func() bool {
+		wait.Until(t, topic+"'s route at "+ns.Addr, func() bool {
 			return routeAt(t, ns.Addr, topic) == 0
 		})
 	}
@@ -140,7 +109,7 @@ func TestStandaloneNamesrvs(t *testing.T) {
 	rec := newRecorder()
 	startPush(t, b, uniq("CG"), topic, all, rec,
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns2.Addr})))
-	waitFor(t, 60*time.Second, "the first 100 messages through the second name server", func() bool {
+	wait.Until(t, "the first 100 messages through the second name server", func() bool {
 		return rec.distinct() >= len(want)
 	})
 	if m := missing(rec, want); m != "" {
@@ -149,7 +118,7 @@ func TestStandaloneNamesrvs(t *testing.T) {
 
 	ns1.Stop()
 	more := send("after", 50)
-	waitFor(t, 60*time.Second, "the messages sent after the first name server stopped", func() bool {
+	wait.Until(t, "the messages sent after the first name server stopped", func() bool {
 		return rec.distinct() >= len(want)+len(more)
 	})
 	if m := missing(rec, more); m != "" {
@@ -163,8 +132,5 @@ func TestStandaloneNamesrvs(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%q received %d times", body, n)
 		}
-	}
-	if t.Failed() {
-		t.Logf("broker stderr:\n%s", b.Stderr())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // committed returns the group's committed offset per queue as the broker
@@ -39,17 +41,13 @@ func committed(t testing.TB, b *Broker, topic, group string, queues int) []int64
 func waitCommitted(t testing.TB, b *Broker, topic, group string, queues int, want int64) []int64 {
 	t.Helper()
 	var offs []int64
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		offs = committed(t, b, topic, group, queues)
-		if sum(offs) == want {
-			return offs
+	wait.For(t, fmt.Sprintf("group %s's committed offsets on %s to add up to %d", group, topic, want), func() error {
+		if offs = committed(t, b, topic, group, queues); sum(offs) != want {
+			return fmt.Errorf("committed %v", offs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s committed %v on %s, want %d in all", group, offs, topic, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return offs
 }
 
 func sum(offs []int64) (n int64) {
@@ -68,11 +66,13 @@ func consumeExactly(t *testing.T, b *Broker, group, topic string, want, forbid [
 	t.Helper()
 	rec := newRecorder()
 	stop := startPush(t, b, group, topic, all, rec)
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d messages in group %s", len(want), group), func() bool {
+	wait.Until(t, fmt.Sprintf("%d messages in group %s", len(want), group), func() bool {
 		return rec.distinct() >= len(want)
 	})
-	// Let anything extra show up, and let the client record the offsets of
-	// what it consumed before Shutdown commits them.
+	// A span for anything extra to show up (an absence is checked over a
+	// span), which also lets the client record the offsets of what it
+	// consumed before Shutdown commits them (the client's state is not
+	// observable).
 	time.Sleep(time.Second)
 	stop()
 	if m := missing(rec, want); m != "" {
@@ -149,7 +149,7 @@ func TestResumeAfterBrokerKill(t *testing.T) {
 	// kill, since offsets committed after the last flush are lost in a
 	// crash by design.
 	offsetFile := filepath.Join(b.DataDir(), "config", "consumerOffset.json")
-	waitFor(t, 20*time.Second, "the group's offsets in "+offsetFile, func() bool {
+	wait.Until(t, "the group's offsets in "+offsetFile, func() bool {
 		data, err := os.ReadFile(offsetFile)
 		return err == nil && strings.Contains(string(data), group)
 	})

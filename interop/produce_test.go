@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // drain consumes topic with a fresh group from the first offset until every
@@ -18,7 +20,7 @@ func drain(t *testing.T, b *Broker, topic string, want []string, sel consumer.Me
 	rec := newRecorder()
 	stop := startPush(t, b, uniq("GDrain"), topic, sel, rec)
 	defer stop()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d messages of %s", len(want), topic), func() bool {
+	wait.Until(t, fmt.Sprintf("%d messages of %s", len(want), topic), func() bool {
 		return rec.distinct() >= len(want)
 	})
 	if m := missing(rec, want); m != "" {
@@ -113,8 +115,8 @@ func TestSendAsync(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("async callbacks did not all run in 30 s")
+	case <-time.After(wait.DefaultTimeout): // a bound on a hung test only
+		t.Fatalf("async callbacks did not all run in %v", wait.DefaultTimeout)
 	}
 	if len(errs) > 0 {
 		t.Fatalf("%d async sends failed, first: %v", len(errs), errs[0])

@@ -19,6 +19,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // Replication (docs/replication.md): broker groups of a master and a slave
@@ -76,13 +78,16 @@ func runtimeInfo(t testing.TB, addr string) map[string]string {
 
 // waitCaughtUp waits until the slave is connected to its master and holds
 // its whole commit log, and returns the log's end.
-func waitCaughtUp(t testing.TB, master, slave *Broker, d time.Duration) int64 {
+func waitCaughtUp(t testing.TB, master, slave *Broker) int64 {
 	t.Helper()
 	var end string
-	waitFor(t, d, "the slave to catch up with its master", func() bool {
+	wait.For(t, "the slave to catch up with its master", func() error {
 		si := runtimeInfo(t, slave.Addr)
 		end = runtimeInfo(t, master.Addr)["commitLogMaxOffset"]
-		return si["haMasterConnected"] == "true" && si["commitLogMaxOffset"] == end
+		if si["haMasterConnected"] != "true" || si["commitLogMaxOffset"] != end {
+			return fmt.Errorf("slave connected %s, at %s; master at %s", si["haMasterConnected"], si["commitLogMaxOffset"], end)
+		}
+		return nil
 	})
 	n, _ := strconv.ParseInt(end, 10, 64)
 	return n
@@ -92,7 +97,7 @@ func waitCaughtUp(t testing.TB, master, slave *Broker, d time.Duration) int64 {
 // them every 10 s).
 func waitFollowed(t testing.TB, master, slave *Broker) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "the slave to follow the master's topics", func() bool {
+	wait.Until(t, "the slave to follow the master's topics", func() bool {
 		return runtimeInfo(t, slave.Addr)["topics"] == runtimeInfo(t, master.Addr)["topics"]
 	})
 }
@@ -136,7 +141,7 @@ func createTopicOnCluster(t testing.TB, ns, cluster, topic string, queues int) {
 			t.Fatalf("create %s on %s: %v", topic, addr, err)
 		}
 	}
-	waitFor(t, 20*time.Second, topic+"'s route over every group", func() bool {
+	wait.Until(t, topic+"'s route over every group", func() bool {
 		return len(route(t, ns, topic).QueueDatas) == len(names)
 	})
 }
@@ -278,7 +283,7 @@ func TestReplicaByteIdentical(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d sends failed", n)
 	}
-	end := waitCaughtUp(t, m, s, 60*time.Second)
+	end := waitCaughtUp(t, m, s)
 	t.Logf("%d messages over %d topics, %d bytes of commit log, replicated in %v", total, topics, end, time.Since(began).Round(time.Millisecond))
 	waitFollowed(t, m, s)
 
@@ -343,7 +348,7 @@ func TestSyncMasterKilled(t *testing.T) {
 	s := startSlave(t, []string{ns.Addr}, "broker-a", "-c", conf)
 	topic := uniq("TSyncKill")
 	createTopic(t, m, topic, queues)
-	waitCaughtUp(t, m, s, 30*time.Second)
+	waitCaughtUp(t, m, s)
 	waitFollowed(t, m, s)
 
 	seed := uint64(time.Now().UnixNano())
@@ -387,6 +392,7 @@ func TestSyncMasterKilled(t *testing.T) {
 				}
 			}()
 		}
+		// The kill comes at a random point of the load: the scenario, not a wait.
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 		m.Kill()
 		close(stop)
@@ -407,8 +413,8 @@ func TestSyncMasterKilled(t *testing.T) {
 			t.Fatalf("round %d: %d of %d acknowledged messages not on the slave", round, lost, len(acked))
 		}
 		m.Restart()
-		waitCaughtUp(t, m, s, 30*time.Second)
-		waitFor(t, 20*time.Second, "the restarted master in the route", func() bool {
+		waitCaughtUp(t, m, s)
+		wait.Until(t, "the restarted master in the route", func() bool {
 			r := route(t, ns.Addr, topic)
 			return len(r.BrokerDatas) == 1 && r.BrokerDatas[0].BrokerAddrs["0"] == m.Addr
 		})
@@ -430,7 +436,7 @@ func TestSlaveKilledDuringLoad(t *testing.T) {
 	s := startSlave(t, []string{ns.Addr}, "broker-a", "-c", conf)
 	topic := uniq("TSlaveKill")
 	createTopic(t, m, topic, 4)
-	waitCaughtUp(t, m, s, 30*time.Second)
+	waitCaughtUp(t, m, s)
 	waitFollowed(t, m, s)
 	p := newProducer(t, m, producer.WithSendMsgTimeout(10*time.Second))
 
@@ -462,7 +468,8 @@ func TestSlaveKilledDuringLoad(t *testing.T) {
 				mu.Lock()
 				answers = append(answers, answer{sent, res.Status})
 				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // the load's pace
+
 			}
 		}()
 	}
@@ -477,16 +484,35 @@ func TestSlaveKilledDuringLoad(t *testing.T) {
 		}
 		return out
 	}
-	time.Sleep(2 * time.Second)
+	// Each phase lasts until it has answers of its own to judge (the
+	// windows below leave out the second before the slave went away, when
+	// answers in flight may be either).
+	okSince := func(what string, from time.Time, atLeast int, status ...primitive.SendStatus) {
+		t.Helper()
+		wait.For(t, what, func() error {
+			got := statusesSince(from, time.Now().Add(-time.Second))
+			n := 0
+			for _, st := range status {
+				n += got[st]
+			}
+			if n < atLeast {
+				return fmt.Errorf("answers %v", got)
+			}
+			return nil
+		})
+	}
+	okSince("SEND_OKs with the slave connected", time.Time{}, 20, primitive.SendOK)
 	s.Kill()
-	waitFor(t, 10*time.Second, "the master to notice", func() bool { return runtimeInfo(t, m.Addr)["haConnectedSlaves"] == "0" })
+	wait.Until(t, "the master to notice", func() bool { return runtimeInfo(t, m.Addr)["haConnectedSlaves"] == "0" })
 	away := time.Now()
-	time.Sleep(1500 * time.Millisecond)
-	s.Restart()
+	okSince("answers while the slave is away", away, 1, primitive.SendSlaveNotAvailable, primitive.SendFlushSlaveTimeout)
+	// The window of the slave's absence ends when its restart begins: a
+	// restarted slave may reconnect and catch up before Restart returns.
 	back := time.Now()
-	waitCaughtUp(t, m, s, 30*time.Second)
+	s.Restart()
+	waitCaughtUp(t, m, s)
 	caught := time.Now()
-	time.Sleep(time.Second)
+	okSince("SEND_OKs after the slave caught up", caught.Add(100*time.Millisecond), 20, primitive.SendOK)
 	close(stop)
 	wg.Wait()
 
@@ -504,7 +530,7 @@ func TestSlaveKilledDuringLoad(t *testing.T) {
 		t.Errorf("after the slave caught up: %v, want SEND_OK only", after)
 	}
 	// Every message is on both: the slave fetched what it missed.
-	waitCaughtUp(t, m, s, 30*time.Second)
+	waitCaughtUp(t, m, s)
 	if mb, sb := bodiesOn(t, m.Addr, topic, 4), bodiesOn(t, s.Addr, topic, 4); len(mb) != int(seq.Load()) || len(sb) != len(mb) {
 		t.Fatalf("master holds %d, slave %d, sent %d", len(mb), len(sb), seq.Load())
 	}
@@ -552,7 +578,7 @@ func TestMasterStoppedConsumeFromSlave(t *testing.T) {
 			t.Fatalf("send %d: %v %v", i, res, err)
 		}
 	}
-	waitCaughtUp(t, m, s, 30*time.Second)
+	waitCaughtUp(t, m, s)
 
 	rec := newRecorder()
 	slow := func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
@@ -570,26 +596,31 @@ func TestMasterStoppedConsumeFromSlave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Shutdown()
-	waitFor(t, 60*time.Second, "the first 200 messages", func() bool { return rec.distinct() >= 200 })
+	wait.Until(t, "the first 200 messages", func() bool { return rec.distinct() >= 200 })
 	m.Stop()
 	stopped := rec.distinct()
-	waitFor(t, 120*time.Second, "the backlog from the slave", func() bool { return rec.distinct() == total })
+	wait.Within(t, 2*time.Minute, "the backlog from the slave", func() error {
+		if n := rec.distinct(); n != total {
+			return fmt.Errorf("%d of %d received", n, total)
+		}
+		return nil
+	})
 	if m := missing(rec, want); m != "" {
 		t.Fatalf("not received: %s", m)
 	}
 	t.Logf("%d messages consumed before the master stopped, %d after, from the slave", stopped, total-stopped)
 
 	m.Restart()
-	waitFor(t, 90*time.Second, "the consumer's offsets on the restarted master", func() bool {
+	wait.Within(t, 90*time.Second, "the consumer's offsets on the restarted master", func() error {
 		for q := 0; q < queues; q++ {
-			if committedOffset(t, m.Addr, group, topic, q) != maxOffset(t, m.Addr, topic, q) {
-				return false
+			if c, m := committedOffset(t, m.Addr, group, topic, q), maxOffset(t, m.Addr, topic, q); c != m {
+				return fmt.Errorf("queue %d committed at %d of %d", q, c, m)
 			}
 		}
-		return true
+		return nil
 	})
 	// And the slave follows them.
-	waitFor(t, 30*time.Second, "the slave to follow the offsets", func() bool {
+	wait.Until(t, "the slave to follow the offsets", func() bool {
 		for q := 0; q < queues; q++ {
 			if committedOffset(t, s.Addr, group, topic, q) != maxOffset(t, m.Addr, topic, q) {
 				return false
@@ -621,11 +652,11 @@ func TestTwoGroupsTwoNamesrvs(t *testing.T) {
 	as := startSlave(t, nss, "broker-a", "-c", conf)
 	bm := startMaster(t, nss, "-c", conf, "--broker-name", "broker-b")
 	bs := startSlave(t, nss, "broker-b", "-c", conf)
-	waitCaughtUp(t, am, as, 30*time.Second)
-	waitCaughtUp(t, bm, bs, 30*time.Second)
+	waitCaughtUp(t, am, as)
+	waitCaughtUp(t, bm, bs)
 	topic, group := uniq("TTwoGroups"), uniq("CGTwoGroups")
 	createTopicOnCluster(t, ns1.Addr, "DefaultCluster", topic, queues)
-	waitFor(t, 20*time.Second, "the route at the second name server", func() bool { return len(route(t, ns2.Addr, topic).QueueDatas) == 2 })
+	wait.Until(t, "the route at the second name server", func() bool { return len(route(t, ns2.Addr, topic).QueueDatas) == 2 })
 
 	p := newProducer(t, am, producer.WithSendMsgTimeout(3*time.Second))
 	recs := [2]*recorder{newRecorder(), newRecorder()}
@@ -659,7 +690,7 @@ func TestTwoGroupsTwoNamesrvs(t *testing.T) {
 			mu.Lock()
 			acked = append(acked, sent{body, res.MessageQueue.BrokerName, at})
 			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the load's pace
 		}
 	}()
 	ackedSince := func(from time.Time) map[string]int {
@@ -673,19 +704,33 @@ func TestTwoGroupsTwoNamesrvs(t *testing.T) {
 		}
 		return out
 	}
-	time.Sleep(2 * time.Second)
-	if by := ackedSince(time.Time{}); by["broker-a"] == 0 || by["broker-b"] == 0 {
-		t.Fatalf("the producer does not use both groups: %v", by)
-	}
+	wait.For(t, "sends acknowledged by both groups", func() error {
+		if by := ackedSince(time.Time{}); by["broker-a"] < 10 || by["broker-b"] < 10 {
+			return fmt.Errorf("acknowledged by %v", by)
+		}
+		return nil
+	})
 	am.Stop()
 	stoppedA := time.Now()
-	time.Sleep(4 * time.Second)
-	if by := ackedSince(stoppedA.Add(time.Second)); by["broker-b"] == 0 || by["broker-a"] != 0 {
+	// Sends sent a second after the stop and later go to broker-b only
+	// (the producer drops broker-a's queues once its sends fail).
+	wait.For(t, "sends acknowledged by broker-b after broker-a's master stopped", func() error {
+		if by := ackedSince(stoppedA.Add(time.Second)); by["broker-b"] < 20 {
+			return fmt.Errorf("acknowledged since by %v", by)
+		}
+		return nil
+	})
+	if by := ackedSince(stoppedA.Add(time.Second)); by["broker-a"] != 0 {
 		t.Fatalf("after broker-a's master stopped: %v, want broker-b only", by)
 	}
 	ns1.Stop()
 	stoppedNs := time.Now()
-	time.Sleep(3 * time.Second)
+	wait.For(t, "sends acknowledged after the first name server stopped", func() error {
+		if by := ackedSince(stoppedNs); by["broker-b"] < 20 {
+			return fmt.Errorf("acknowledged since by %v", by)
+		}
+		return nil
+	})
 	close(stop)
 	<-done
 	if by := ackedSince(stoppedNs); by["broker-b"] == 0 {
@@ -707,14 +752,14 @@ func TestTwoGroupsTwoNamesrvs(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 120*time.Second, "every acknowledged message consumed", func() bool {
+	wait.Within(t, 2*time.Minute, "every acknowledged message consumed", func() error {
 		got := received()
 		for _, w := range want {
 			if !got[w] {
-				return false
+				return fmt.Errorf("%s not consumed (%d of %d are)", w, len(got), len(want))
 			}
 		}
-		return true
+		return nil
 	})
 	t.Logf("%d messages acknowledged (%d sends failed while broker-a's master was going), all consumed; per consumer %d and %d",
 		len(want), failures.Load(), recs[0].received(), recs[1].received())

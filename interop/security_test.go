@@ -23,6 +23,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // The users of the ACL tests: app may publish and subscribe to its
@@ -130,7 +132,7 @@ func TestACL(t *testing.T) {
 	sendAll(t, p, topic, "", want)
 	rec := newRecorder()
 	startPush(t, b, uniq("GACL"), topic, consumer.MessageSelector{}, rec, consumer.WithCredentials(appCreds))
-	waitFor(t, 30*time.Second, "messages through ACL", func() bool { return rec.distinct() == len(want) })
+	wait.Until(t, "messages through ACL", func() bool { return rec.distinct() == len(want) })
 
 	// Refused: no credentials, another secret, a topic not granted, and a
 	// user with Sub only.
@@ -177,7 +179,9 @@ func TestACL(t *testing.T) {
 	// the answer: the route tells whether the topic exists.
 	created := uniq("ACLADM")
 	// The broker logs at most 10 refusals a second: the refusals below
-	// start a second of their own, so their lines are there to check.
+	// start a second of their own, so their lines are there to check. (The
+	// limiter's window is a second of the clock: letting one pass is the
+	// only way into a fresh one, so this sleep is not a wait for a state.)
 	time.Sleep(1100 * time.Millisecond)
 	withAdmin(t, b, readerCreds, func(ctx context.Context, adm admin.Admin) {
 		_ = adm.CreateTopic(ctx, admin.WithTopicCreate(created), admin.WithBrokerAddrCreate(b.Addr))
@@ -196,7 +200,8 @@ func TestACL(t *testing.T) {
 	if !routeExists(t, b, created) {
 		t.Fatal("root's CreateTopic created no topic")
 	}
-	// DeleteTopic, like CreateTopic, ignores the broker's answer.
+	// DeleteTopic, like CreateTopic, ignores the broker's answer. A fresh
+	// second of the log limiter again, as above.
 	time.Sleep(1100 * time.Millisecond)
 	withAdmin(t, b, appCreds, func(ctx context.Context, adm admin.Admin) {
 		_ = adm.DeleteTopic(ctx, admin.WithTopicDelete(created), admin.WithBrokerAddrDelete(b.Addr), admin.WithNameSrvAddr([]string{b.NsAddr}))
@@ -217,7 +222,7 @@ func TestACL(t *testing.T) {
 	if err := os.Rename(file+".new", file); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the reloaded grant", func() bool { return sendOnce(t, b, topic, producer.WithCredentials(readerCreds)) == nil })
+	wait.Until(t, "the reloaded grant", func() bool { return sendOnce(t, b, topic, producer.WithCredentials(readerCreds)) == nil })
 	if !strings.Contains(b.Stderr(), "reloaded the ACL file") {
 		t.Error("no reload line in the broker's log")
 	}
@@ -299,17 +304,17 @@ func TestTLS(t *testing.T) {
 			sendAll(t, p, topic, "", want)
 			rec := newRecorder()
 			startPush(t, b, uniq("GTLS"), topic, consumer.MessageSelector{}, rec, consumer.WithTls(true))
-			waitFor(t, 30*time.Second, "messages over TLS", func() bool { return rec.distinct() == len(want) })
+			wait.Until(t, "messages over TLS", func() bool { return rec.distinct() == len(want) })
 
 			// Rotation while the producer keeps its connections.
 			reissue()
-			time.Sleep(6 * time.Second) // the broker checks the files every 5 s
+			b.p.AwaitLog("reloaded the certificate files") // the broker checks the files every 5 s
 			after := bodies("rotated", 5)
 			sendAll(t, p, topic, "", after)
 			if err := sendOnce(t, b, topic, producer.WithTls(true)); err != nil {
 				t.Errorf("a TLS client after the rotation: %v", err)
 			}
-			waitFor(t, 30*time.Second, "messages after the rotation", func() bool { return rec.distinct() >= len(want)+len(after) })
+			wait.Until(t, "messages after the rotation", func() bool { return rec.distinct() >= len(want)+len(after) })
 			if !strings.Contains(b.Stderr(), "reloaded the certificate files") {
 				t.Error("no reload line in the broker's log")
 			}
