@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -47,18 +48,32 @@ func ourGoroutines() []string {
 	return out
 }
 
+// waitGoroutines waits for ourGoroutines to end and returns those that do not.
 func waitGoroutines() []string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g := ourGoroutines()
-		if len(g) == 0 || time.Now().After(deadline) {
-			return g
+	var g []string
+	wait.Poll(wait.DefaultTimeout, func() error {
+		if g = ourGoroutines(); len(g) > 0 {
+			return fmt.Errorf("%d goroutines", len(g))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return g
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// registrarGoroutines returns the stacks of the goroutines that run a
+// Registrar's code.
+func registrarGoroutines() []string {
+	var out []string
+	for _, g := range ourGoroutines() {
+		if strings.Contains(g, "namesrv.(*Registrar)") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// quietLogger is the benchmarks' and fuzz targets' logger.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // testServer is a Registry served standalone on 127.0.0.1:0.
 type testServer struct {
@@ -71,7 +86,7 @@ type testServer struct {
 func startServer(t testing.TB, opts Options) *testServer {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = testlog.New(t, "namesrv")
 	}
 	r, err := OpenRegistry(opts)
 	if err != nil {
@@ -91,7 +106,7 @@ func startServer(t testing.TB, opts Options) *testServer {
 			if err != nil {
 				t.Errorf("Serve: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(wait.DefaultTimeout):
 			t.Error("Serve did not return")
 		}
 		r.Close()
@@ -104,7 +119,7 @@ func dial(t testing.TB, addr string) *remoting.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{Options: remoting.Options{Logger: quietLogger()}})
+	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{Options: remoting.Options{Logger: testlog.New(t, "client")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,18 +315,6 @@ func stringField(obj, key string) string {
 	}
 	end := strings.IndexByte(v[1:], '"')
 	return v[1 : end+1]
-}
-
-// waitFor polls cond every few milliseconds for up to d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func topicConf(name string, queues, perm int32) protocol.TopicConfig {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -113,7 +114,7 @@ func TestKVConfigJavaFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(java), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenRegistry(Options{KVConfigPath: path, Logger: quietLogger()})
+	r, err := OpenRegistry(Options{KVConfigPath: path, Logger: testlog.New(t, "namesrv")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestKVConfigJavaFile(t *testing.T) {
 
 func TestKVConfigFallsBackToBak(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kvConfig.json")
-	r, err := OpenRegistry(Options{KVConfigPath: path, Logger: quietLogger()})
+	r, err := OpenRegistry(Options{KVConfigPath: path, Logger: testlog.New(t, "namesrv")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestKVConfigFallsBackToBak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := OpenRegistry(Options{KVConfigPath: path, Logger: quietLogger()}); err == nil ||
+	if _, err := OpenRegistry(Options{KVConfigPath: path, Logger: testlog.New(t, "namesrv")}); err == nil ||
 		!strings.Contains(err.Error(), "kvConfig.json does not parse") || !strings.Contains(err.Error(), "kvConfig.json.bak") {
 		t.Fatalf("open with both files damaged: %v", err)
 	}
@@ -227,7 +228,7 @@ func TestNewRegistryRefusesKVConfigPath(t *testing.T) {
 			t.Fatal("NewRegistry accepted a KVConfigPath it would not load")
 		}
 	}()
-	NewRegistry(Options{KVConfigPath: filepath.Join(t.TempDir(), "kv.json"), Logger: quietLogger()})
+	NewRegistry(Options{KVConfigPath: filepath.Join(t.TempDir(), "kv.json"), Logger: testlog.New(t, "namesrv")})
 }
 
 // Concurrent changes from several connections are all written; readers run meanwhile.
@@ -297,7 +298,7 @@ func TestKVConfigConcurrentChanges(t *testing.T) {
 	close(stop)
 	<-readerDone
 
-	r2, err := OpenRegistry(Options{KVConfigPath: path, Logger: quietLogger()})
+	r2, err := OpenRegistry(Options{KVConfigPath: path, Logger: testlog.New(t, "namesrv")})
 	if err != nil {
 		t.Fatal(err)
 	}

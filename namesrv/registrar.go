@@ -439,8 +439,10 @@ func (g *Registrar) sendTopics(ctx context.Context, addr string, topics []protoc
 }
 
 // invoke sends req to addr and returns a SUCCESS response, or an error (transport, or
-// the name server's code and remark). A connection a registration succeeded over is
-// watched, so that its loss triggers a new round.
+// the name server's code and remark). A connection a registration was sent over is
+// watched, so that its loss triggers a new round: also when the registration failed
+// because the connection closed before its answer came (the name server may have
+// taken the registration and then dropped it with the connection).
 func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Command) (*protocol.Command, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
@@ -452,6 +454,9 @@ func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Comma
 		g.Sign(req)
 	}
 	resp, err := cl.Invoke(ctx, req)
+	if req.Code == protocol.ReqRegisterBroker {
+		g.watch(addr, cl)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -461,9 +466,6 @@ func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Comma
 	if resp.Code != protocol.RespSuccess {
 		return nil, fmt.Errorf("namesrv: %s answered %s: code %d (%s)", addr,
 			protocol.RequestCodeName(req.Code), resp.Code, resp.Remark)
-	}
-	if req.Code == protocol.ReqRegisterBroker {
-		g.watch(addr, cl)
 	}
 	return resp, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -74,7 +76,7 @@ func (r *results) errCount(addr string) int {
 }
 
 func newPool(t testing.TB) *remoting.Pool {
-	p := remoting.NewPool(&remoting.ClientOptions{Options: remoting.Options{Logger: quietLogger()}})
+	p := remoting.NewPool(&remoting.ClientOptions{Options: remoting.Options{Logger: testlog.New(t, "pool")}})
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -90,22 +92,22 @@ func TestRegistrarRegistersPeriodicallyAndUnregisters(t *testing.T) {
 	s := startServer(t, Options{})
 	src := newSource()
 	var res results
-	g := NewRegistrar([]string{s.addr}, newPool(t), src.get, quietLogger())
+	g := NewRegistrar([]string{s.addr}, newPool(t), src.get, testlog.New(t, "registrar"))
 	g.Period = 100 * time.Millisecond
 	g.OnResult = res.record
 	g.Start()
 	g.Start() // harmless
 
-	waitFor(t, 5*time.Second, "first registration", func() bool { return hasRoute(s.r, "T") })
+	wait.Until(t, "first registration", func() bool { return hasRoute(s.r, "T") })
 	route, _ := s.r.Route("TBW102")
 	if route.QueueDatas[0].Perm != 7 || route.BrokerDatas[0].BrokerAddrs[0] != "10.1.1.1:10911" {
 		t.Fatalf("TBW102 route %+v", route)
 	}
-	waitFor(t, 5*time.Second, "periodic registrations", func() bool { return res.okCount(s.addr) >= 4 })
+	wait.Until(t, "periodic registrations", func() bool { return res.okCount(s.addr) >= 4 })
 
 	// A new topic reaches the name server with the next period, without Trigger.
 	src.addTopic(topicConf("Later", 2, 6))
-	waitFor(t, 5*time.Second, "new topic", func() bool { return hasRoute(s.r, "Later") })
+	wait.Until(t, "new topic", func() bool { return hasRoute(s.r, "Later") })
 
 	if err := closeRegistrar(t, g); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -116,8 +118,11 @@ func TestRegistrarRegistersPeriodicallyAndUnregisters(t *testing.T) {
 	if err := closeRegistrar(t, g); err != ErrRegistrarClosed {
 		t.Fatalf("second Close: %v", err)
 	}
+	// Close waited for the registrar's goroutines: none is left to register.
 	n := res.okCount(s.addr)
-	time.Sleep(250 * time.Millisecond)
+	if g := registrarGoroutines(); len(g) > 0 {
+		t.Fatalf("registrar goroutines after Close:\n%s", strings.Join(g, "\n\n"))
+	}
 	if res.okCount(s.addr) != n || hasRoute(s.r, "T") {
 		t.Fatal("registered after Close")
 	}
@@ -135,10 +140,10 @@ func TestRegistrarTrigger(t *testing.T) {
 	g.OnResult = res.record
 	g.Start()
 	defer closeRegistrar(t, g)
-	waitFor(t, 5*time.Second, "first registration", func() bool { return res.okCount(s.addr) == 1 })
+	wait.Until(t, "first registration", func() bool { return res.okCount(s.addr) == 1 })
 	src.addTopic(topicConf("Created", 4, 6))
 	g.Trigger()
-	waitFor(t, 5*time.Second, "triggered registration", func() bool { return res.okCount(s.addr) == 2 })
+	wait.Until(t, "triggered registration", func() bool { return res.okCount(s.addr) == 2 })
 	if !hasRoute(s.r, "Created") {
 		t.Fatal("the triggered registration lacks the new topic")
 	}
@@ -151,31 +156,72 @@ func TestRegistrarReregistersAfterConnectionLoss(t *testing.T) {
 	src := newSource()
 	var res results
 	pool := newPool(t)
-	g := NewRegistrar([]string{s.addr}, pool, src.get, quietLogger())
+	g := NewRegistrar([]string{s.addr}, pool, src.get, testlog.New(t, "registrar"))
 	g.Period = time.Hour
 	g.OnResult = res.record
 	g.Start()
 	defer closeRegistrar(t, g)
-	waitFor(t, 5*time.Second, "first registration", func() bool { return hasRoute(s.r, "T") })
+	// The registrar has the answer (not only the name server the request):
+	// the connection closed below is one a registration succeeded over.
+	wait.Equal(t, "first registration answered", 1, func() int { return res.okCount(s.addr) })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	cl, err := pool.Get(ctx, s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
-	waitFor(t, 5*time.Second, "drop on close", func() bool { return !hasRoute(s.r, "T") })
-	waitFor(t, 5*time.Second, "re-registration", func() bool { return res.okCount(s.addr) == 2 })
+	wait.Until(t, "drop on close", func() bool { return !hasRoute(s.r, "T") })
+	wait.Equal(t, "re-registration", 2, func() int { return res.okCount(s.addr) })
 	if !hasRoute(s.r, "T") {
 		t.Fatal("not routed after re-registration")
+	}
+}
+
+// A registration whose connection closes before its answer comes (the name
+// server took it, then dropped it with the connection) is sent again soon over
+// a new connection, not at the next period.
+func TestRegistrarRetriesRegistrationLostWithItsConnection(t *testing.T) {
+	r := NewRegistry(Options{Logger: testlog.New(t, "namesrv")})
+	defer r.Close()
+	var registrations atomic.Int32
+	h := remoting.HandlerFunc(func(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+		if req.Code == protocol.ReqRegisterBroker && registrations.Add(1) == 1 {
+			r.ServeRemoting(c, req, resp) // taken...
+			c.Close()                     // ...and the answer lost with the connection
+			return remoting.NoReply
+		}
+		return r.ServeRemoting(c, req, resp)
+	})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: testlog.New(t, "server")})
+	srv.OnClose(r.ConnClosed)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	var res results
+	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), newSource().get, testlog.New(t, "registrar"))
+	g.Period = time.Hour
+	g.OnResult = res.record
+	g.Start()
+	defer closeRegistrar(t, g)
+	wait.Equal(t, "the registration sent again and answered", 1, func() int { return res.okCount(l.Addr().String()) })
+	if n := res.errCount(l.Addr().String()); n != 1 {
+		t.Fatalf("%d failed registrations, want the one whose answer was lost", n)
+	}
+	if !hasRoute(r, "T") {
+		t.Fatal("not routed after the second registration")
 	}
 }
 
 // The registrar's requests carry a correct bodyCrc32 over a JSON body the Java name
 // server would read, and the registry checks it.
 func TestRegistrarRequestShape(t *testing.T) {
-	r := NewRegistry(Options{Logger: quietLogger()})
+	r := NewRegistry(Options{Logger: testlog.New(t, "namesrv")})
 	defer r.Close()
 	var mu sync.Mutex
 	var seen []protocol.RegisterBrokerRequest
@@ -192,7 +238,7 @@ func TestRegistrarRequestShape(t *testing.T) {
 		}
 		return r.ServeRemoting(c, req, resp)
 	})
-	srv := remoting.NewServer(h, &remoting.Options{Logger: quietLogger()})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: testlog.New(t, "server")})
 	srv.OnClose(r.ConnClosed)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -202,9 +248,9 @@ func TestRegistrarRequestShape(t *testing.T) {
 	defer srv.Close()
 
 	src := newSource()
-	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), src.get, quietLogger())
+	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), src.get, testlog.New(t, "registrar"))
 	g.Start()
-	waitFor(t, 5*time.Second, "registration", func() bool { return hasRoute(r, "T") })
+	wait.Until(t, "registration", func() bool { return hasRoute(r, "T") })
 	if err := closeRegistrar(t, g); err != nil {
 		t.Fatal(err)
 	}
@@ -243,13 +289,13 @@ func TestRegistrarWithUnreachableNameServer(t *testing.T) {
 	dead.Close()
 
 	var res results
-	g := NewRegistrar([]string{deadAddr, s.addr, s2.addr}, newPool(t), newSource().get, quietLogger())
+	g := NewRegistrar([]string{deadAddr, s.addr, s2.addr}, newPool(t), newSource().get, testlog.New(t, "registrar"))
 	g.Period = 50 * time.Millisecond
 	g.Timeout = 2 * time.Second
 	g.OnResult = res.record
 	g.Start()
-	waitFor(t, 5*time.Second, "registration with the live ones", func() bool { return hasRoute(s.r, "T") && hasRoute(s2.r, "T") })
-	waitFor(t, 5*time.Second, "failures reported", func() bool { return res.errCount(deadAddr) >= 2 })
+	wait.Until(t, "registration with the live ones", func() bool { return hasRoute(s.r, "T") && hasRoute(s2.r, "T") })
+	wait.Until(t, "failures reported", func() bool { return res.errCount(deadAddr) >= 2 })
 	err = closeRegistrar(t, g)
 	if err == nil || !strings.Contains(err.Error(), deadAddr) || strings.Contains(err.Error(), s.addr) || strings.Contains(err.Error(), s2.addr) {
 		t.Fatalf("Close: %v", err)
@@ -269,7 +315,12 @@ func TestRegistrarCloseWithoutStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Start() // after Close: nothing happens
-	time.Sleep(20 * time.Millisecond)
+	if g.started {
+		t.Fatal("Start after Close started the registrar")
+	}
+	if r := registrarGoroutines(); len(r) > 0 {
+		t.Fatalf("registrar goroutines after Close:\n%s", strings.Join(r, "\n\n"))
+	}
 	if calls.Load() != 0 {
 		t.Fatal("source called")
 	}
@@ -279,7 +330,7 @@ func TestRegistrarCloseWithoutStart(t *testing.T) {
 // exchange is not reported to OnResult as a failure, and the unregistration still
 // goes out.
 func TestRegistrarCloseDuringRegistration(t *testing.T) {
-	r := NewRegistry(Options{Logger: quietLogger()})
+	r := NewRegistry(Options{Logger: testlog.New(t, "namesrv")})
 	defer r.Close()
 	held := make(chan struct{}, 1)
 	var unregistered atomic.Int32
@@ -296,7 +347,7 @@ func TestRegistrarCloseDuringRegistration(t *testing.T) {
 		}
 		return r.ServeRemoting(c, req, resp)
 	})
-	srv := remoting.NewServer(h, &remoting.Options{Logger: quietLogger()})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: testlog.New(t, "server")})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -305,12 +356,12 @@ func TestRegistrarCloseDuringRegistration(t *testing.T) {
 	defer srv.Close()
 
 	var res results
-	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), newSource().get, quietLogger())
+	g := NewRegistrar([]string{l.Addr().String()}, newPool(t), newSource().get, testlog.New(t, "registrar"))
 	g.OnResult = res.record
 	g.Start()
 	select {
 	case <-held:
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("no registration reached the name server")
 	}
 	if err := closeRegistrar(t, g); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -110,7 +112,7 @@ func TestRegisterTopicInNamesrv(t *testing.T) {
 }
 
 func TestUnregisterTopic(t *testing.T) {
-	r := NewRegistry(Options{Logger: quietLogger()})
+	r := NewRegistry(Options{Logger: testlog.New(t, "namesrv")})
 	defer r.Close()
 	for _, name := range []string{"a", "b"} {
 		r.RegisterBroker(BrokerRegistration{ClusterName: "c", BrokerName: name, BrokerAddr: name + ":1",
@@ -156,7 +158,7 @@ type countingServer struct {
 
 func startCountingServer(t *testing.T, noSingle bool) *countingServer {
 	t.Helper()
-	cs := &countingServer{r: NewRegistry(Options{Logger: quietLogger()})}
+	cs := &countingServer{r: NewRegistry(Options{Logger: testlog.New(t, "namesrv")})}
 	h := remoting.HandlerFunc(func(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 		switch req.Code {
 		case protocol.ReqRegisterBroker:
@@ -177,7 +179,7 @@ func startCountingServer(t *testing.T, noSingle bool) *countingServer {
 		}
 		return cs.r.ServeRemoting(c, req, resp)
 	})
-	srv := remoting.NewServer(h, &remoting.Options{Logger: quietLogger()})
+	srv := remoting.NewServer(h, &remoting.Options{Logger: testlog.New(t, "server")})
 	srv.OnClose(cs.r.ConnClosed)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -192,12 +194,12 @@ func startCountingServer(t *testing.T, noSingle bool) *countingServer {
 func TestRegistrarSendsSingleTopics(t *testing.T) {
 	cs := startCountingServer(t, false)
 	src := newSource()
-	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, quietLogger())
+	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, testlog.New(t, "registrar"))
 	g.Period = time.Hour
 	g.LookupTopic = src.lookup
 	g.Start()
 	defer closeRegistrar(t, g)
-	waitFor(t, 5*time.Second, "first registration", func() bool { return hasRoute(cs.r, "T") })
+	wait.Until(t, "first registration", func() bool { return hasRoute(cs.r, "T") })
 
 	const n = 300
 	names := make([]string, n)
@@ -206,7 +208,7 @@ func TestRegistrarSendsSingleTopics(t *testing.T) {
 		src.addTopic(topicConf(names[i], 4, 6))
 		g.TopicsChanged(names[i])
 	}
-	waitFor(t, 10*time.Second, "every created topic routed", func() bool {
+	wait.Until(t, "every created topic routed", func() bool {
 		for _, name := range names {
 			if !hasRoute(cs.r, name) {
 				return false
@@ -225,7 +227,7 @@ func TestRegistrarSendsSingleTopics(t *testing.T) {
 	// A deleted topic needs a full registration, which drops it here.
 	src.removeTopic(names[0])
 	g.TopicsChanged(names[0])
-	waitFor(t, 5*time.Second, "deleted topic dropped", func() bool { return !hasRoute(cs.r, names[0]) })
+	wait.Until(t, "deleted topic dropped", func() bool { return !hasRoute(cs.r, names[0]) })
 	if f := cs.full.Load(); f != 2 {
 		t.Fatalf("%d full registrations", f)
 	}
@@ -239,19 +241,19 @@ func TestRegistrarSendsSingleTopics(t *testing.T) {
 func TestRegistrarFallsBackToFullRegistration(t *testing.T) {
 	cs := startCountingServer(t, true)
 	src := newSource()
-	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, quietLogger())
+	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, testlog.New(t, "registrar"))
 	g.Period = time.Hour
 	g.LookupTopic = src.lookup
 	g.Start()
 	defer closeRegistrar(t, g)
-	waitFor(t, 5*time.Second, "first registration", func() bool { return cs.full.Load() == 1 })
+	wait.Until(t, "first registration", func() bool { return cs.full.Load() == 1 })
 
 	src.addTopic(topicConf("A", 4, 6))
 	g.TopicsChanged("A")
-	waitFor(t, 5*time.Second, "A routed", func() bool { return hasRoute(cs.r, "A") })
+	wait.Until(t, "A routed", func() bool { return hasRoute(cs.r, "A") })
 	src.addTopic(topicConf("B", 4, 6))
 	g.TopicsChanged("B")
-	waitFor(t, 5*time.Second, "B routed", func() bool { return hasRoute(cs.r, "B") })
+	wait.Until(t, "B routed", func() bool { return hasRoute(cs.r, "B") })
 	if s, f := cs.single.Load(), cs.full.Load(); s != 1 || f != 3 {
 		t.Fatalf("%d single-topic attempts and %d full registrations", s, f)
 	}
@@ -266,14 +268,14 @@ func TestRegistrarFallsBackToFullRegistration(t *testing.T) {
 func TestRegistrarTopicsChangedWithoutLookup(t *testing.T) {
 	cs := startCountingServer(t, false)
 	src := newSource()
-	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, quietLogger())
+	g := NewRegistrar([]string{cs.addr}, newPool(t), src.get, testlog.New(t, "registrar"))
 	g.Period = time.Hour
 	g.Start()
 	defer closeRegistrar(t, g)
-	waitFor(t, 5*time.Second, "first registration", func() bool { return cs.full.Load() == 1 })
+	wait.Until(t, "first registration", func() bool { return cs.full.Load() == 1 })
 	src.addTopic(topicConf("A", 4, 6))
 	g.TopicsChanged("A")
-	waitFor(t, 5*time.Second, "A routed", func() bool { return hasRoute(cs.r, "A") })
+	wait.Until(t, "A routed", func() bool { return hasRoute(cs.r, "A") })
 	if cs.single.Load() != 0 || cs.full.Load() != 2 {
 		t.Fatalf("%d single, %d full", cs.single.Load(), cs.full.Load())
 	}
