@@ -12,6 +12,8 @@ import (
 
 	"github.com/apogeemq/apogee/controller"
 	"github.com/apogeemq/apogee/controller/client"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -37,19 +39,9 @@ type cluster struct {
 	addrs []string // remoting addresses
 }
 
-func quietLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", p)
-	return len(p), nil
-}
+// testLogger is the log of a controller or client the test runs: printed if
+// the test fails.
+func testLogger(t *testing.T, name string) *slog.Logger { return testlog.New(t, name) }
 
 // newCluster starts n controllers on 127.0.0.1; tweak adjusts each one's
 // options.
@@ -76,7 +68,7 @@ func newCluster(t *testing.T, n int, tweak func(*controller.Options)) *cluster {
 		// leaves room for a loaded machine (parallel tests under -race).
 		o := controller.Options{ID: peers[i].ID, Peers: peers, DataDir: t.TempDir(), Advertise: c.addrs[i],
 			Raft: fastRaft, HeartbeatTimeout: 1500 * time.Millisecond, ScanInterval: 50 * time.Millisecond,
-			CloseGrace: 200 * time.Millisecond, Logger: quietLogger(t), RaftLogOutput: io.Discard}
+			CloseGrace: 200 * time.Millisecond, Logger: testLogger(t, peers[i].ID), RaftLogOutput: io.Discard}
 		if tweak != nil {
 			tweak(&o)
 		}
@@ -115,14 +107,12 @@ func (tn *testNode) start(rl, l net.Listener) {
 
 func listenRetry(addr string) (net.Listener, error) {
 	var err error
-	for range 50 {
-		var l net.Listener
-		if l, err = net.Listen("tcp", addr); err == nil {
-			return l, nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil, err
+	var l net.Listener
+	wait.Poll(wait.DefaultTimeout, func() error {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l, err
 }
 
 func (tn *testNode) stop() {
@@ -140,7 +130,7 @@ func (tn *testNode) stop() {
 func (c *cluster) leader() *testNode {
 	c.t.Helper()
 	var found *testNode
-	waitFor(c.t, 10*time.Second, "a controller leader", func() bool {
+	wait.Until(c.t, "a controller leader", func() bool {
 		for _, tn := range c.nodes {
 			if tn.node != nil && tn.node.Status().Leader {
 				found = tn
@@ -150,17 +140,6 @@ func (c *cluster) leader() *testNode {
 		return false
 	})
 	return found
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // broker is a broker simulated by the client library: a remoting listener
@@ -185,7 +164,7 @@ func newBroker(t *testing.T, c *cluster, name string) *broker {
 	b := &broker{t: t, addr: l.Addr().String(), status: client.HeartbeatStatus{Epoch: -1, MaxOffset: 0, ConfirmOffset: -1}}
 	b.cl, err = client.New(client.Options{Addrs: c.addrs, Cluster: "DefaultCluster", Broker: name, Addr: b.addr,
 		HeartbeatInterval: 100 * time.Millisecond, RequestTimeout: time.Second, RetryInterval: 50 * time.Millisecond,
-		Logger: quietLogger(t),
+		Logger: testLogger(t, "broker-client"),
 		Status: func() client.HeartbeatStatus {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -215,6 +194,22 @@ func (b *broker) setStatus(epoch int32, maxOffset int64) {
 	b.mu.Lock()
 	b.status.Epoch, b.status.MaxOffset = epoch, maxOffset
 	b.mu.Unlock()
+}
+
+// waitFigures waits until a heartbeat has carried the broker's status (as
+// setStatus left it) to the controller leader, which elects by it.
+func (b *broker) waitFigures(c *cluster) {
+	b.t.Helper()
+	b.mu.Lock()
+	want := b.status
+	b.mu.Unlock()
+	wait.For(b.t, "the leader told the broker's figures", func() error {
+		epoch, max, ok := c.leader().node.LiveFigures("broker-a", b.id)
+		if !ok || epoch != want.Epoch || max != want.MaxOffset {
+			return fmt.Errorf("the leader has epoch %d, max offset %d (heard: %v); want %d, %d", epoch, max, ok, want.Epoch, want.MaxOffset)
+		}
+		return nil
+	})
 }
 
 // lastState is the last role change the broker was told (ok false: none).

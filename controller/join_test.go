@@ -33,7 +33,7 @@ func startJoinNode(t *testing.T, o controller.Options) *joinNode {
 		t.Fatal(err)
 	}
 	o.Advertise = l.Addr().String()
-	o.Raft, o.Logger, o.RaftLogOutput = fastRaft, quietLogger(t), io.Discard
+	o.Raft, o.Logger, o.RaftLogOutput = fastRaft, testLogger(t, o.ID), io.Discard
 	jn := &joinNode{t: t, opts: o, ln: l}
 	if jn.node, err = controller.New(o); err != nil {
 		l.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/apogeemq/apogee/controller/wire"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -29,7 +30,7 @@ func newTLSPKI(t *testing.T) *tlsPKI {
 	t.Helper()
 	f := tlstest.Write(t, t.TempDir())
 	srv, err := tlsconf.NewServer(tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: f.ServerCert, KeyFile: f.ServerKey,
-		ClientCAFile: f.CA, RequireClientCert: true, Logger: quietLogger(t)})
+		ClientCAFile: f.CA, RequireClientCert: true, Logger: testLogger(t, "tls")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func newTLSBroker(t *testing.T, c *cluster, p *tlsPKI, name string, tlsCfg *tls.
 	b := &broker{t: t, addr: l.Addr().String(), status: client.HeartbeatStatus{Epoch: -1, MaxOffset: 0, ConfirmOffset: -1}}
 	b.cl, err = client.New(client.Options{Addrs: c.addrs, Cluster: "DefaultCluster", Broker: name, Addr: b.addr,
 		HeartbeatInterval: 100 * time.Millisecond, RequestTimeout: time.Second, RetryInterval: 50 * time.Millisecond,
-		Logger: quietLogger(t), TLS: tlsCfg,
+		Logger: testLogger(t, "tls"), TLS: tlsCfg,
 		Status: func() client.HeartbeatStatus {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -76,7 +77,7 @@ func newTLSBroker(t *testing.T, c *cluster, p *tlsPKI, name string, tlsCfg *tls.
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.srv = remoting.NewServer(b.cl, &remoting.Options{Handshake: p.server.Handshake, Logger: quietLogger(t)})
+	b.srv = remoting.NewServer(b.cl, &remoting.Options{Handshake: p.server.Handshake, Logger: testLogger(t, "tls")})
 	go b.srv.Serve(l)
 	t.Cleanup(b.stop)
 	return b
@@ -109,12 +110,12 @@ func TestTLSGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.stop()
-	waitFor(t, 10*time.Second, "broker b told it is master", func() bool {
+	wait.Until(t, "broker b told it is master", func() bool {
 		s, ok := b.lastState()
 		return ok && s.MasterID == rb.ID && s.MasterAddress == b.addr
 	})
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, "every node applied the election (Raft over TLS)", func() bool {
+		wait.Until(t, "every node applied the election (Raft over TLS)", func() bool {
 			g := tn.node.Group("broker-a")
 			return g != nil && g.MasterID == rb.ID && g.MasterEpoch == 2
 		})
