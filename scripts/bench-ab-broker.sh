@@ -56,24 +56,22 @@ for ref in a b; do
   fi
 done
 echo "results: $out"
-addr=127.0.0.1:20911
 
 # run REF WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.REF.jsonl
 run() {
   local ref=$1 wl=$2 round=$3 flush=async ok=0
   bench_workload "$wl" || exit 2
   [ "$bench_sync" = 1 ] && flush=sync
-  bench_port_free "${addr##*:}" || exit 1
   mkdir -p "$work/data"
+  bench_broker_flags "$work/$ref/apogee-broker"
   # shellcheck disable=SC2086 # BROKER_FLAGS is a list of flags
-  "$work/$ref/apogee-broker" --data-dir "$work/data" --listen "$addr" --namesrv-listen "" --grpc-listen "" \
-    --flush "$flush" --log-level error ${BROKER_FLAGS:-} >"$work/server.log" 2>&1 &
-  server=$!
-  bench_wait_port "${addr##*:}"
-  "$work/$ref/apogee-bench" "${bench_args[@]}" --addr "$addr" --broker-pid "$server" >"$work/run.out" || true
+  bench_start server "$work/$ref/apogee-broker" --data-dir "$work/data" "${bench_listeners[@]}" \
+    --flush "$flush" --log-level error ${BROKER_FLAGS:-}
+  server=$bench_pid
+  "$work/$ref/apogee-bench" "${bench_args[@]}" --addr "$(bench_addr server listen)" --broker-pid "$server" >"$work/run.out" || true
   if ! kill "$server" 2>/dev/null; then
     echo "bench-ab-broker: the broker stopped during the run; its log:" >&2
-    tail -n 20 "$work/server.log" >&2
+    tail -n 20 "$work/server.err" >&2
     ok=1
   fi
   wait "$server" 2>/dev/null || true

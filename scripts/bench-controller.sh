@@ -12,12 +12,15 @@
 # of each round.
 #
 # Usage: scripts/bench-controller.sh [ROUNDS] [DURATION]
-# Ports 20900-20999 on 127.0.0.1 must be free; data goes to a temporary
-# directory, removed at the end.
+# Every listener takes a port from 127.0.0.1:0, read from the process's
+# ready file (the controllers form their group by --join); data goes to a
+# temporary directory, removed at the end.
 set -euo pipefail
 rounds=${1:-3}
 duration=${2:-10s}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 work=$(mktemp -d)
 pids=()
 stopall() {
@@ -31,24 +34,20 @@ for c in apogee-broker apogee-namesrv apogee-controller apogee-bench; do
   go build -o "$work/bin/$c" "./cmd/$c"
 done
 B=$work/bin
-ns=127.0.0.1:20976
-peers=c1=127.0.0.1:20971,c2=127.0.0.1:20972,c3=127.0.0.1:20973
-ctl="127.0.0.1:20981;127.0.0.1:20982;127.0.0.1:20983"
+# The name server's and the controllers' addresses, from their ready files.
+ns="" ctl=""
 
-# launch NAME ARGS...: starts a process and waits for the first line of its
-# standard output (every command prints one when it is ready).
+# launch NAME BIN ARGS...: starts a process and waits for its ready file
+# (bench_start).
 launch() {
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 300); do
-    [ -s "$work/$name.out" ] && return 0
-    sleep 0.05
-  done
-  echo "$name did not start:" >&2
-  cat "$work/$name.err" >&2
-  return 1
+  bench_start "$@"
+  pids+=("$bench_pid")
+}
+
+# namesrv: the standalone name server.
+namesrv() {
+  launch ns "$B/apogee-namesrv" --listen 127.0.0.1:0 --data-dir "$work/d/ns"
+  ns=$(bench_addr ns listen)
 }
 
 # until_logged FILE TEXT WHAT: waits (60 s at most) until FILE holds TEXT.
@@ -63,26 +62,32 @@ until_logged() {
 }
 
 classic() {
-  launch ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
-  launch b1 "$B/apogee-broker" --listen 127.0.0.1:20911 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
-    --ha-listen 127.0.0.1:20912 --broker-role ASYNC_MASTER --data-dir "$work/d/b1"
+  namesrv
+  launch b1 "$B/apogee-broker" --listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
+    --ha-listen 127.0.0.1:0 --broker-role ASYNC_MASTER --data-dir "$work/d/b1"
   until_logged "$work/ns.err" "broker registered.* id=0 " "the master did not register"
-  launch b2 "$B/apogee-broker" --listen 127.0.0.1:20921 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
+  launch b2 "$B/apogee-broker" --listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
     --broker-role SLAVE --broker-id 1 --data-dir "$work/d/b2"
   until_logged "$work/b1.err" "ha: slave connected" "the slave did not connect"
 }
 
 ctrl() {
   local i
-  for i in 1 2 3; do
-    launch "c$i" "$B/apogee-controller" --id "c$i" --peers "$peers" --listen "127.0.0.1:2098$i" \
-      --raft-listen "127.0.0.1:2097$i" --data-dir "$work/d/c$i"
+  # c1 starts a group of its own; c2 and c3 join it (docs/failover.md,
+  # "Members on any port").
+  launch c1 "$B/apogee-controller" --id c1 --peers c1=127.0.0.1:0 --listen 127.0.0.1:0 --data-dir "$work/d/c1"
+  ctl=$(bench_addr c1 listen)
+  for i in 2 3; do
+    launch "c$i" "$B/apogee-controller" --id "c$i" --join "$ctl" --raft-listen 127.0.0.1:0 --listen 127.0.0.1:0 \
+      --data-dir "$work/d/c$i"
+    until_logged "$work/c$i.err" "controller: joined the group" "c$i did not join the controller group"
+    ctl+=";$(bench_addr "c$i" listen)"
   done
-  launch ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
-  launch b1 "$B/apogee-broker" --listen 127.0.0.1:20911 --ha-listen 127.0.0.1:20912 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
+  namesrv
+  launch b1 "$B/apogee-broker" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
     --enable-controller-mode --controller-addr "$ctl" --data-dir "$work/d/b1"
   until_logged "$work/b1.err" "ctrlmode: master" "the first broker was not elected"
-  launch b2 "$B/apogee-broker" --listen 127.0.0.1:20921 --ha-listen 127.0.0.1:20922 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
+  launch b2 "$B/apogee-broker" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
     --enable-controller-mode --controller-addr "$ctl" --data-dir "$work/d/b2"
   until_logged "$work/b1.err" "SyncStateSet grown" "the slave did not join the SyncStateSet"
 }

@@ -1,7 +1,97 @@
-# Shared by scripts/bench-peer.sh and scripts/bench-ab-broker.sh (sourced,
-# not run): the workloads, waiting for a server's port, one run's line and
-# the table of medians. The caller sets duration, warmup, drain, e2eRate and
-# size, and has jq on PATH.
+# Shared by the scripts that run Apogee's processes (sourced, not run):
+# starting a process and reading the addresses it bound from its ready
+# file, the workloads, one run's line and the table of medians. The caller
+# sets work (a directory of its own for the processes' files), and for the
+# workloads duration, warmup, drain, e2eRate and size, and has jq on PATH.
+#
+# Every listener of a process started here takes a port from 127.0.0.1:0 and
+# is read back from the process's --ready-file (docs/operations.md, "The
+# ready file"): no port is fixed, guessed or derived, so two runs side by
+# side do not collide.
+
+# bench_start NAME BIN ARGS...: starts BIN ARGS... --ready-file in the
+# background (standard output in $work/NAME.out, standard error in
+# $work/NAME.err), sets bench_pid, and waits (60 s at most) until the ready
+# file names that pid: every listener of the process is open then. A binary
+# older than --ready-file (a commit compared by bench-ab-broker.sh) is
+# started without it, and the ready file is made from its start line (the
+# bound remoting address only).
+bench_start() {
+  local name=$1 bin=$2 ready="$work/$1.ready" knows=0 i
+  shift 2
+  rm -f "$ready"
+  if "$bin" --help 2>&1 | grep -q -- --ready-file; then
+    knows=1
+    "$bin" "$@" --ready-file "$ready" >"$work/$name.out" 2>"$work/$name.err" &
+  else
+    "$bin" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  fi
+  bench_pid=$!
+  for i in $(seq 1200); do
+    if [ "$knows" = 0 ] && [ ! -s "$ready" ] && grep -q " listening on " "$work/$name.out" 2>/dev/null; then
+      sed -n 's/.* listening on \([^ ,]*\).*/\1/p' "$work/$name.out" | head -n 1 |
+        jq -R --argjson pid "$bench_pid" '{pid: $pid, listen: ., advertise: .}' >"$ready"
+    fi
+    if [ -s "$ready" ] && [ "$(jq -r .pid "$ready" 2>/dev/null)" = "$bench_pid" ]; then
+      return 0
+    fi
+    if ! kill -0 "$bench_pid" 2>/dev/null; then
+      echo "$name exited at start:" >&2
+      tail -n 20 "$work/$name.err" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+  echo "$name was not ready in 60 s:" >&2
+  tail -n 20 "$work/$name.err" >&2
+  kill "$bench_pid" 2>/dev/null || true
+  return 1
+}
+
+# bench_start_nats NAME BIN ARGS...: starts nats-server (BIN) with ARGS on
+# 127.0.0.1 and a port of its choosing (-p -1; output in $work/NAME.out and
+# .err), sets bench_pid, and sets bench_nats_addr from the line of its log
+# that says where it listens for clients.
+bench_start_nats() {
+  local name=$1 bin=$2 i
+  shift 2
+  "$bin" "$@" -a 127.0.0.1 -p -1 >"$work/$name.out" 2>"$work/$name.err" &
+  bench_pid=$!
+  bench_nats_addr=""
+  for i in $(seq 1200); do
+    bench_nats_addr=$(sed -n 's/.*Listening for client connections on \([0-9.]*:[0-9]*\).*/\1/p' "$work/$name.err" | head -n 1)
+    [ -n "$bench_nats_addr" ] && return 0
+    kill -0 "$bench_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nats-server did not start:" >&2
+  tail -n 20 "$work/$name.err" >&2
+  kill "$bench_pid" 2>/dev/null || true
+  return 1
+}
+
+# bench_addr NAME KEY: the address NAME's ready file gives for KEY (listen,
+# advertise, ha, namesrv, grpc, metrics, pprof, raft); empty when that
+# listener is off.
+bench_addr() {
+  jq -r --arg k "$2" '.[$k] // empty' "$work/$1.ready"
+}
+
+# bench_broker_flags BIN: sets bench_listeners, the listener flags of a
+# broker run by a benchmark: the remoting port from 127.0.0.1:0, its HA
+# port too (flag permitting: older commits derive it, any port when the
+# listen port is 0), no embedded name server and no gRPC front end.
+bench_broker_flags() {
+  local help
+  help=$("$1" --help 2>&1 || true)
+  bench_listeners=(--listen 127.0.0.1:0 --namesrv-listen "")
+  if grep -q -- --grpc-listen <<<"$help"; then
+    bench_listeners+=(--grpc-listen "")
+  fi
+  if grep -q -- --ha-listen <<<"$help"; then
+    bench_listeners+=(--ha-listen 127.0.0.1:0)
+  fi
+}
 
 # bench_workload WORKLOAD: sets bench_args (apogee-bench's mode and flags for
 # the workload) and bench_sync (1 when the server must flush synchronously);
@@ -17,27 +107,6 @@ bench_workload() {
     *) echo "unknown workload $1 (p64 p256 sync64 drain e2e)" >&2; return 2 ;;
   esac
   bench_args+=(--size "$size" --duration "$duration" --warmup "$warmup" --quiet --json)
-}
-
-# bench_wait_port PORT: waits (10 s at most) until something listens on
-# 127.0.0.1:PORT.
-bench_wait_port() {
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
-
-# bench_port_free PORT: fails when something already listens on it.
-bench_port_free() {
-  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-    echo "something else listens on port $1; stop it or edit the ports at the top" >&2
-    return 1
-  fi
 }
 
 # bench_record OUT LABEL WORKLOAD ROUND RUNOUT OK: files a run whose server

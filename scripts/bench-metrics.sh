@@ -15,6 +15,8 @@ set -euo pipefail
 rounds=${1:-8}
 duration=${2:-10s}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 work=$(mktemp -d)
 broker_pid=""
 scraper_pid=""
@@ -46,36 +48,30 @@ for mode in off on; do
 done
 
 echo "== 2. apogee-bench produce against a broker process (msgs/s), $rounds rounds of $duration"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 for ((r = 0; r < rounds; r++)); do
   order="off on"
   ((r % 2)) && order="on off"
   for mode in $order; do
     data="$work/data-$r-$mode"
-    bp=$(port)
-    args=(--listen "127.0.0.1:$bp" --namesrv-listen "" --grpc-listen "" --ha-listen 127.0.0.1:0 --data-dir "$data" --log-level warn)
+    # Every listener from :0, read from the broker's ready file.
+    args=(--listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --ha-listen 127.0.0.1:0 --data-dir "$data" --log-level warn)
     if [ "$mode" = on ]; then
-      mp=$(port)
-      while [ "$mp" = "$bp" ]; do mp=$(port); done
-      args+=(--metrics-listen "127.0.0.1:$mp")
+      args+=(--metrics-listen 127.0.0.1:0)
     fi
-    "$work/apogee-broker" "${args[@]}" >"$work/broker.out" 2>&1 &
-    broker_pid=$!
-    for _ in $(seq 600); do
-      grep -q "listening on" "$work/broker.out" && break
-      sleep 0.1
-    done
+    bench_start broker "$work/apogee-broker" "${args[@]}"
+    broker_pid=$bench_pid
     if [ "$mode" = on ]; then
-      (while curl -s -o /dev/null "http://127.0.0.1:$mp/metrics"; do sleep 1; done) &
+      metrics=$(bench_addr broker metrics)
+      (while curl -s -o /dev/null "http://$metrics/metrics"; do sleep 1; done) &
       scraper_pid=$!
     fi
-    rate=$("$work/apogee-bench" produce --addr "127.0.0.1:$bp" --duration "$duration" --warmup 2s --json 2>"$work/bench.err" |
+    rate=$("$work/apogee-bench" produce --addr "$(bench_addr broker listen)" --duration "$duration" --warmup 2s --json 2>"$work/bench.err" |
       tail -1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))' 2>/dev/null || true)
     if [ -n "$rate" ]; then
       echo "bench $mode $rate"
       echo "$rate" >>"$work/bench-$mode"
     else
-      echo "bench $mode failed: $(tail -q -n 3 "$work/bench.err" "$work/broker.out" | tr '\n' ' ')"
+      echo "bench $mode failed: $(tail -q -n 3 "$work/bench.err" "$work/broker.err" | tr '\n' ' ')"
     fi
     [ -n "$scraper_pid" ] && { kill "$scraper_pid" 2>/dev/null || true; wait "$scraper_pid" 2>/dev/null || true; scraper_pid=""; }
     kill "$broker_pid"

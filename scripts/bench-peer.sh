@@ -54,8 +54,6 @@ go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench
 echo "nats-server: $("$nats" --version)"
 echo "results: $out"
 
-apogeeAddr=127.0.0.1:20911
-natsPort=24222
 cat >"$work/sync.conf" <<EOF
 jetstream { sync_interval: always }
 EOF
@@ -66,7 +64,7 @@ stopServer() {
   local ok=0
   if ! kill "$server" 2>/dev/null; then
     echo "bench-peer: the server (pid $server) stopped during the run; its log:" >&2
-    tail -n 20 "$work/server.log" >&2
+    tail -n 20 "$work/server.err" >&2
     ok=1
   fi
   wait "$server" 2>/dev/null || true
@@ -84,19 +82,16 @@ run() {
     flush=sync natsConf=(-c "$work/sync.conf")
   fi
   mkdir -p "$work/data"
-  bench_port_free "${apogeeAddr##*:}" || exit 1
-  bench_port_free "$natsPort" || exit 1
   if [ "$sys" = apogee ]; then
-    "$work/bin/apogee-broker" --data-dir "$work/data" --listen "$apogeeAddr" --namesrv-listen "" --grpc-listen "" \
-      --flush "$flush" --log-level error >"$work/server.log" 2>&1 &
-    server=$!
-    bench_wait_port "${apogeeAddr##*:}"
-    "$work/bin/apogee-bench" "${args[@]}" --addr "$apogeeAddr" --broker-pid "$server" >"$work/run.out" || true
+    bench_broker_flags "$work/bin/apogee-broker"
+    bench_start server "$work/bin/apogee-broker" --data-dir "$work/data" "${bench_listeners[@]}" \
+      --flush "$flush" --log-level error
+    server=$bench_pid
+    "$work/bin/apogee-bench" "${args[@]}" --addr "$(bench_addr server listen)" --broker-pid "$server" >"$work/run.out" || true
   else
-    "$nats" -js -sd "$work/data" -a 127.0.0.1 -p "$natsPort" "${natsConf[@]}" >"$work/server.log" 2>&1 &
-    server=$!
-    bench_wait_port "$natsPort"
-    "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://127.0.0.1:$natsPort" --broker-pid "$server" >"$work/run.out" || true
+    bench_start_nats server "$nats" -js -sd "$work/data" "${natsConf[@]}"
+    server=$bench_pid
+    "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://$bench_nats_addr" --broker-pid "$server" >"$work/run.out" || true
   fi
   local ok=0
   stopServer || ok=1

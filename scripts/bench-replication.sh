@@ -15,13 +15,17 @@
 #
 # Usage: scripts/bench-replication.sh [ROUNDS] [DURATION] [BACKLOG_MESSAGES]
 #   scripts/bench-replication.sh 6 10s 400000   (docs/benchmarks.md's run)
-# Ports 20800-20899 on 127.0.0.1 must be free; data goes to a temporary
-# directory under $TMPDIR (about 4 GB at the peak), removed at the end.
+# Every listener takes a port from 127.0.0.1:0, read from the process's
+# ready file (two runs side by side do not collide); data goes to a
+# temporary directory under $TMPDIR (about 4 GB at the peak), removed at the
+# end.
 set -euo pipefail
 rounds=${1:-5}
 duration=${2:-15s}
 backlog=${3:-400000}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 work=$(mktemp -d)
 pids=()
 stopall() {
@@ -35,22 +39,29 @@ for c in apogee-broker apogee-namesrv apogee-bench; do
   go build -o "$work/bin/$c" "./cmd/$c"
 done
 B=$work/bin
-ns=127.0.0.1:20876 m=127.0.0.1:20811 mha=127.0.0.1:20812 s=127.0.0.1:20821
+# The addresses of the running name server (ns), master (m) and slave (s),
+# from their ready files.
+ns="" m="" s=""
 
-# start NAME ARGS...: starts a process whose stdout's first line says it is
-# ready, and waits for that line.
+# start NAME BIN ARGS...: starts a process and waits for its ready file
+# (bench_start).
 start() {
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    [ -s "$work/$name.out" ] && return 0
-    sleep 0.05
-  done
-  echo "$name did not start:" >&2
-  cat "$work/$name.err" >&2
-  return 1
+  bench_start "$@"
+  pids+=("$bench_pid")
+}
+
+# startNamesrv, startMaster ROLE: the name server and a master, every
+# listener from :0.
+startNamesrv() {
+  start ns "$B/apogee-namesrv" --listen 127.0.0.1:0 --data-dir "$work/d/ns"
+  ns=$(bench_addr ns listen)
+}
+startMaster() {
+  local reg=()
+  [ -n "$ns" ] && reg=(--namesrv "$ns")
+  start master "$B/apogee-broker" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" \
+    "${reg[@]}" --broker-role "$1" --data-dir "$work/d/master"
+  m=$(bench_addr master advertise)
 }
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -69,8 +80,9 @@ waitlog() {
 # and registers again only every 30 s), and waits until it is connected.
 slave() {
   waitlog "$work/ns.err" "broker registered.* id=0 " "the master did not register"
-  start slave "$B/apogee-broker" --listen "$s" --namesrv-listen "" --namesrv "$ns" --broker-role SLAVE --broker-id 1 \
-    --data-dir "$work/d/slave"
+  start slave "$B/apogee-broker" --listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" --namesrv "$ns" \
+    --broker-role SLAVE --broker-id 1 --data-dir "$work/d/slave"
+  s=$(bench_addr slave advertise)
   waitlog "$work/master.err" "ha: slave connected" "the slave did not connect"
 }
 
@@ -78,9 +90,8 @@ slave() {
 # the slave caught up and following.
 group() {
   rm -rf "$work/d"
-  start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
-  start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" \
-    --broker-role "$1" --data-dir "$work/d/master"
+  startNamesrv
+  startMaster "$1"
   slave
 }
 
@@ -125,7 +136,8 @@ for ((r = 1; r <= rounds; r++)); do
     case $config in
     none)
       rm -rf "$work/d"
-      start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --ha-listen "$mha" --data-dir "$work/d/master"
+      ns=""
+      startMaster ASYNC_MASTER
       bench none | tee -a "$work/results"
       ;;
     async)
@@ -148,8 +160,8 @@ for ((r = 1; r <= rounds; r++)); do
 
   # Catch-up: the master alone takes a backlog; an empty slave then joins.
   rm -rf "$work/d"
-  start ns "$B/apogee-namesrv" --listen "$ns" --data-dir "$work/d/ns"
-  start master "$B/apogee-broker" --listen "$m" --namesrv-listen "" --namesrv "$ns" --ha-listen "$mha" --data-dir "$work/d/master"
+  startNamesrv
+  startMaster ASYNC_MASTER
   if "$B/apogee-bench" produce --addr "$m" --size 4096 --producers 4 --messages "$backlog" --warmup 0s --quiet --json \
     >"$work/bench.out" 2>&1; then
     ingest=$(tail -n 1 "$work/bench.out" | python3 -c "import json, sys; print(int(json.load(sys.stdin)['mib_per_sec'] * 1.048576))")

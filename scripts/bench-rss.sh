@@ -7,15 +7,21 @@
 # broker itself holds). "RSS minus mapped file pages" = RssAnon + RssShmem.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 rate=${1:-150000}
 tmp=$(mktemp -d)
+work=$tmp
+pid=""
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; [ -n "$pid" ] && wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 go build -o "$tmp/apogee-broker" ./cmd/apogee-broker
 go build -o "$tmp/apogee-bench" ./cmd/apogee-bench
-"$tmp/apogee-broker" --listen 127.0.0.1:0 --namesrv-listen "" --data-dir "$tmp/data" > "$tmp/broker.out" 2> "$tmp/broker.err" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 50); do grep -q listening "$tmp/broker.out" && break; sleep 0.1; done
-addr=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$tmp/broker.out")
+# Every listener from :0 (the HA one too; no name server, no gRPC), the
+# address read from the ready file.
+bench_start broker "$tmp/apogee-broker" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "" \
+  --data-dir "$tmp/data"
+pid=$bench_pid
+addr=$(bench_addr broker listen)
 ( for _ in $(seq 14); do
     sleep 1
     awk '/^(VmRSS|RssAnon|RssFile|RssShmem):/ {printf "%s %s MiB  ", $1, int($2/1024)} END {print ""}' /proc/$pid/status

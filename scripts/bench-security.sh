@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Security overhead (docs/benchmarks.md, issue 21): three apogee-broker
-# processes (O: plain, no ACL; P: --tls-mode permissive; A: --acl-file) on
-# 127.0.0.1:21911-21913, apogee-bench against each, runs alternated so that
+# processes (O: plain, no ACL; P: --tls-mode permissive; A: --acl-file), each
+# listening on ports from 127.0.0.1:0 read from its ready file, apogee-bench
+# against each, runs alternated so that
 # load from other work on shared cores hits both sides of each comparison
 # alike; each line gives the throughput and the broker's CPU time per 1,000
 # messages (utime + stime from /proc/PID/stat). Needs openssl. ~6 minutes.
 set -u
 W=$(mktemp -d)
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+work=$W
 go build -o $W/apogee-broker ./cmd/apogee-broker && go build -o $W/apogee-bench ./cmd/apogee-bench || exit 1
 cd $W
 rm -rf dO dP dA
@@ -24,11 +28,16 @@ acls:
           - {resource: "Group:apogee-bench*", actions: [Pub, Sub], decision: Allow}
 ACL
 chmod 600 acl.yml
-./apogee-broker --listen 127.0.0.1:21911 --namesrv-listen "" --data-dir dO > O.log 2>&1 & O=$!
-./apogee-broker --listen 127.0.0.1:21912 --namesrv-listen "" --data-dir dP --tls-mode permissive --tls-cert cert.pem --tls-key key.pem > P.log 2>&1 & P=$!
-./apogee-broker --listen 127.0.0.1:21913 --namesrv-listen "" --data-dir dA --acl-file acl.yml > A.log 2>&1 & A=$!
+O="" P="" A=""
 trap 'kill $O $P $A 2>/dev/null; wait; rm -rf "$W"' EXIT
-sleep 3
+listeners=(--listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --namesrv-listen "" --grpc-listen "")
+bench_start O ./apogee-broker "${listeners[@]}" --data-dir dO || exit 1
+O=$bench_pid
+bench_start P ./apogee-broker "${listeners[@]}" --data-dir dP --tls-mode permissive --tls-cert cert.pem --tls-key key.pem || exit 1
+P=$bench_pid
+bench_start A ./apogee-broker "${listeners[@]}" --data-dir dA --acl-file acl.yml || exit 1
+A=$bench_pid
+addrO=$(bench_addr O listen) addrP=$(bench_addr P listen) addrA=$(bench_addr A listen)
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 # one NAME PID RATE ARGS...: a run; prints name, msgs/s, broker CPU ticks (10 ms) per 10,000 messages
 one() {
@@ -45,17 +54,17 @@ print('%-10s load %5s  %8.0f msgs/s  errors %d  reached %s  broker CPU %.1f ms p
 }
 echo "== closed loop, 1 KiB, 4 producers x 64 in flight"
 for i in 1 2 3 4 5; do
-  one plain $P 0 --addr 127.0.0.1:21912
-  one tls $P 0 --addr 127.0.0.1:21912 --tls --tls-ca cert.pem
-  one acl-off $O 0 --addr 127.0.0.1:21911
-  one acl-on $A 0 --addr 127.0.0.1:21913 --access-key bench --secret-key bench-secret
+  one plain $P 0 --addr "$addrP"
+  one tls $P 0 --addr "$addrP" --tls --tls-ca cert.pem
+  one acl-off $O 0 --addr "$addrO"
+  one acl-on $A 0 --addr "$addrA" --access-key bench --secret-key bench-secret
 done
 echo "== fixed rate 10000 msgs/s, 1 KiB: broker CPU per message"
 for i in 1 2 3; do
-  one plain $P 10000 --addr 127.0.0.1:21912
-  one tls $P 10000 --addr 127.0.0.1:21912 --tls --tls-ca cert.pem
-  one acl-off $O 10000 --addr 127.0.0.1:21911
-  one acl-on $A 10000 --addr 127.0.0.1:21913 --access-key bench --secret-key bench-secret
+  one plain $P 10000 --addr "$addrP"
+  one tls $P 10000 --addr "$addrP" --tls --tls-ca cert.pem
+  one acl-off $O 10000 --addr "$addrO"
+  one acl-on $A 10000 --addr "$addrA" --access-key bench --secret-key bench-secret
 done
-grep -c "request refused" A.log | sed 's/^/refusals logged by A: /'
+grep -c "request refused" A.err | sed 's/^/refusals logged by A: /'
 echo DONE

@@ -19,6 +19,8 @@ fi
 sys=$1
 shift
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 work=$(mktemp -d)
 srv=""
 cleanup() {
@@ -37,18 +39,17 @@ for s in read write writev pwrite64 futex epoll_pwait madvise nanosleep fdatasyn
 done
 mkdir -p "$work/data"
 if [ "$sys" = apogee ]; then
+  bench_broker_flags "$work/bin/apogee-broker"
   # shellcheck disable=SC2086
-  "$work/bin/apogee-broker" --data-dir "$work/data" --listen 127.0.0.1:20911 --namesrv-listen "" --grpc-listen "" \
-    --log-level error ${BROKER_FLAGS:-} >"$work/server.log" 2>&1 &
-  srv=$!
-  sleep 1
-  "$work/bin/apogee-bench" "$@" --addr 127.0.0.1:20911 --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
+  bench_start server "$work/bin/apogee-broker" --data-dir "$work/data" "${bench_listeners[@]}" \
+    --log-level error ${BROKER_FLAGS:-}
+  srv=$bench_pid
+  "$work/bin/apogee-bench" "$@" --addr "$(bench_addr server listen)" --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
 else
   nats=$(command -v nats-server || echo "$(go env GOPATH)/bin/nats-server")
-  "$nats" -js -sd "$work/data" -a 127.0.0.1 -p 24222 >"$work/server.log" 2>&1 &
-  srv=$!
-  sleep 1
-  "$work/bin/apogee-bench-nats" "$@" --addr nats://127.0.0.1:24222 --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
+  bench_start_nats server "$nats" -js -sd "$work/data"
+  srv=$bench_pid
+  "$work/bin/apogee-bench-nats" "$@" --addr "nats://$bench_nats_addr" --broker-pid "$srv" --duration 12s --warmup 2s >"$work/bench.out" &
 fi
 bench=$!
 sleep 5
