@@ -257,18 +257,28 @@ func (c *consumer) lockInterval() time.Duration { return c.lockEvery }
 // ---------------------------------------------------------------------------
 // Rebalance.
 
-// consumerIDs asks a broker of topic for the group's members.
+// consumerIDs asks a broker of topic for the group's members: a master, or when
+// none answers (none is up) a slave, which learns the members from their
+// heartbeats too.
 func (c *consumer) consumerIDs(ctx context.Context, r *topicRoute) ([]string, error) {
-	var addrs []string
+	var masters, slaves []string
 	for _, bd := range r.data.BrokerDatas {
-		if a := bd.BrokerAddrs[0]; a != "" {
-			addrs = append(addrs, a)
+		for id, a := range bd.BrokerAddrs {
+			switch {
+			case a == "":
+			case id == 0:
+				masters = append(masters, a)
+			default:
+				slaves = append(slaves, a)
+			}
 		}
 	}
-	if len(addrs) == 0 {
+	if len(masters)+len(slaves) == 0 {
 		return nil, fmt.Errorf("client: consumer list of %q: %w", c.cfg.group, ErrNoRoute)
 	}
-	slices.Sort(addrs)
+	slices.Sort(masters)
+	slices.Sort(slaves)
+	addrs := append(masters, slaves...)
 	var lastErr error
 	for _, addr := range addrs {
 		req := c.in.newRequest(protocol.ReqGetConsumerListByGroup)
@@ -427,7 +437,7 @@ func (c *consumer) startOffset(ctx context.Context, mq MessageQueue) (int64, err
 
 // queueOffset asks mq's master for its min or max offset, or the offset of a time.
 func (c *consumer) queueOffset(ctx context.Context, mq MessageQueue, code int32, ts int64) (int64, error) {
-	addr := c.in.masterAddr(mq.BrokerName)
+	addr := c.in.readAddr(mq.BrokerName)
 	if addr == "" {
 		return 0, fmt.Errorf("client: offset of %s: %w", mq, ErrNoRoute)
 	}

@@ -182,6 +182,14 @@ func TestPushRetryAndFallback(t *testing.T) {
 				}
 				return nil
 			})
+			// A send-back is counted once its answer arrives, which may be
+			// after the redelivery did.
+			wait.For(t, "five send-backs counted", func() error {
+				if s := c.Stats(); s.SentBack != 5 || s.Failed != 5 {
+					return fmt.Errorf("stats %+v", s)
+				}
+				return nil
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			for body, v := range seen {
@@ -195,9 +203,6 @@ func TestPushRetryAndFallback(t *testing.T) {
 				if refuse && second.Property(message.PropDelay) != "3" {
 					t.Fatalf("fallback DELAY = %q", second.Property(message.PropDelay))
 				}
-			}
-			if s := c.Stats(); s.SentBack != 5 || s.Failed != 5 {
-				t.Fatalf("stats %+v", s)
 			}
 		})
 	}

@@ -480,6 +480,28 @@ func (in *instance) masterAddr(brokerName string) string {
 	return in.brokers[brokerName][0]
 }
 
+// readAddr returns the address to read a broker name's state from (a consumer
+// offset, a queue's offsets, a group's members): its master, or while the route
+// names none (the master is down) its slave of the lowest id, which keeps what was
+// replicated and takes offset commits for the master (as the Java client's
+// findBrokerAddressInSubscribe with onlyThisBroker false). "" when the route names
+// neither.
+func (in *instance) readAddr(brokerName string) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	addrs := in.brokers[brokerName]
+	if a := addrs[0]; a != "" {
+		return a
+	}
+	best, addr := int64(-1), ""
+	for id, a := range addrs {
+		if a != "" && (best < 0 || id < best) {
+			best, addr = id, a
+		}
+	}
+	return addr
+}
+
 // brokerAddr returns the address of broker id of brokerName, falling back to the
 // master and then to any address (as the Go client does for suggested slaves).
 func (in *instance) brokerAddr(brokerName string, id int64) string {

@@ -101,9 +101,9 @@ func newRemoteOffsets(in *instance, group string) *remoteOffsets {
 }
 
 func (r *remoteOffsets) read(ctx context.Context, mq MessageQueue) (int64, error) {
-	addr := r.in.masterAddr(mq.BrokerName)
+	addr := r.in.readAddr(mq.BrokerName)
 	if addr == "" {
-		return 0, fmt.Errorf("client: query offset of %s: %w: no master for %q", mq, ErrNoRoute, mq.BrokerName)
+		return 0, fmt.Errorf("client: query offset of %s: %w: no broker for %q", mq, ErrNoRoute, mq.BrokerName)
 	}
 	req := r.in.newRequest(protocol.ReqQueryConsumerOffset)
 	h := protocol.QueryConsumerOffsetRequest{ConsumerGroup: []byte(r.group), Topic: []byte(mq.Topic), QueueID: mq.QueueID, BrokerName: []byte(mq.BrokerName)}
@@ -141,7 +141,7 @@ func (r *remoteOffsets) persist(ctx context.Context, mqs []MessageQueue, done fu
 }
 
 func (r *remoteOffsets) write(ctx context.Context, mq MessageQueue, off int64) error {
-	addr := r.in.masterAddr(mq.BrokerName)
+	addr := r.in.readAddr(mq.BrokerName) // a slave keeps it for its master's return
 	if addr == "" {
 		return fmt.Errorf("client: commit offset of %s: %w", mq, ErrNoRoute)
 	}
