@@ -11,6 +11,7 @@ import (
 
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -89,7 +90,7 @@ func BenchmarkCatchUp(b *testing.B) {
 				start := time.Now()
 				s := startSlave(b, replica, addr, so)
 				for replica.WrittenOffset() < size {
-					time.Sleep(200 * time.Microsecond)
+					time.Sleep(200 * time.Microsecond) // a fine poll: its pause is the measurement's resolution
 				}
 				b.StopTimer()
 				streamed := time.Since(start)
@@ -134,7 +135,7 @@ func BenchmarkSyncPut(b *testing.B) {
 				defer replica.Close()
 				s := startSlave(b, replica, addr, SlaveOptions{Logger: quiet})
 				defer s.Close()
-				waitFor(b, 10*time.Second, "the slave", func() bool { return len(master.Replicas()) == 1 })
+				wait.Until(b, "the slave", func() bool { return len(master.Replicas()) == 1 })
 			}
 			body := make([]byte, 1024-200)
 			b.SetBytes(1024)

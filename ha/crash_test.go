@@ -2,6 +2,7 @@ package ha
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/internal/crashtest"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -64,13 +66,14 @@ func TestMasterCrashChild(t *testing.T) {
 	}
 	go m.Serve(ln)
 	fmt.Println("listen", ln.Addr())
-	deadline := time.Now().Add(20 * time.Second)
-	for len(st.Replicas()) == 0 {
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "no slave")
-			os.Exit(2)
+	if err := wait.Poll(wait.DefaultTimeout, func() error {
+		if len(st.Replicas()) == 0 {
+			return errors.New("no slave connected")
 		}
-		time.Sleep(time.Millisecond)
+		return nil
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	fmt.Println(crashtest.Ready)
 	w := bufio.NewWriter(os.Stdout)

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -25,7 +27,7 @@ func TestReplicate100kMessages(t *testing.T) {
 	defer s.Close()
 
 	put(t, master, 100_000, 50, 4, "a")
-	caughtUp(t, master, replica, 60*time.Second)
+	caughtUp(t, master, replica)
 	if master.LogMinOffset() != 0 || replica.LogMinOffset() != 0 {
 		t.Fatalf("log minimums: master %d, replica %d", master.LogMinOffset(), replica.LogMinOffset())
 	}
@@ -47,7 +49,7 @@ func TestReplicate100kMessages(t *testing.T) {
 	if !st.Connected || st.Received != master.WrittenOffset() || st.Resets != 0 {
 		t.Fatalf("slave status: %+v", st)
 	}
-	waitFor(t, 10*time.Second, "the master to see the last acknowledgement", func() bool {
+	wait.Until(t, "the master to see the last acknowledgement", func() bool {
 		sl := m.Slaves()
 		return len(sl) == 1 && sl[0].Acked == master.WrittenOffset() && sl[0].Sent == master.WrittenOffset()
 	})
@@ -63,12 +65,12 @@ func TestRestartResumes(t *testing.T) {
 	mdir, rdir := t.TempDir(), t.TempDir()
 	var logs logBuffer
 	master := openStore(t, storeOptions(mdir))
-	m, addr := startMaster(t, master, MasterOptions{Logger: logs.logger()})
+	m, addr := startMaster(t, master, MasterOptions{Logger: logs.logger(t, "master")})
 	replica := openStore(t, replicaOptions(rdir))
-	s := startSlave(t, replica, addr, SlaveOptions{Logger: logs.logger()})
+	s := startSlave(t, replica, addr, SlaveOptions{Logger: logs.logger(t, "slave")})
 
 	put(t, master, 5000, 10, 2, "one")
-	caughtUp(t, master, replica, 20*time.Second)
+	caughtUp(t, master, replica)
 
 	// The slave stops; the master goes on; the slave comes back.
 	s.Close()
@@ -78,15 +80,15 @@ func TestRestartResumes(t *testing.T) {
 	put(t, master, 5000, 10, 2, "two")
 	replica = openStore(t, replicaOptions(rdir))
 	resumeAt := replica.WrittenOffset()
-	s = startSlave(t, replica, addr, SlaveOptions{Logger: logs.logger()})
-	caughtUp(t, master, replica, 20*time.Second)
+	s = startSlave(t, replica, addr, SlaveOptions{Logger: logs.logger(t, "slave")})
+	caughtUp(t, master, replica)
 	if got := s.Status().Received; got != master.WrittenOffset()-resumeAt {
 		t.Fatalf("the slave received %d bytes, want the %d it lacked", got, master.WrittenOffset()-resumeAt)
 	}
 	// The master logs the catch-up of what the slave lacked when it
 	// reconnected.
 	lacked := fmt.Sprintf(" bytes=%d ", master.WrittenOffset()-resumeAt)
-	waitFor(t, 10*time.Second, "the master's catch-up line", func() bool {
+	wait.Until(t, "the master's catch-up line", func() bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "ha: slave caught up with the log it lacked when it connected") && strings.Contains(line, lacked) {
 				return true
@@ -102,14 +104,14 @@ func TestRestartResumes(t *testing.T) {
 	if err := master.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the slave to notice", func() bool { return !s.Status().Connected })
+	wait.Until(t, "the slave to notice", func() bool { return !s.Status().Connected })
 	master = openStore(t, storeOptions(mdir))
 	defer master.Close()
-	m, addr = startMaster(t, master, MasterOptions{Logger: logs.logger()})
+	m, addr = startMaster(t, master, MasterOptions{Logger: logs.logger(t, "master")})
 	defer m.Close()
 	s.SetMasterAddr(addr)
 	put(t, master, 5000, 10, 2, "three")
-	caughtUp(t, master, replica, 20*time.Second)
+	caughtUp(t, master, replica)
 	defer replica.Close()
 	defer s.Close()
 
@@ -135,13 +137,13 @@ func TestSlaveBelowMinimumStartsOver(t *testing.T) {
 	master := openStore(t, mo)
 	defer master.Close()
 	var mlog, slog logBuffer
-	m, addr := startMaster(t, master, MasterOptions{Logger: mlog.logger()})
+	m, addr := startMaster(t, master, MasterOptions{Logger: mlog.logger(t, "master")})
 	defer m.Close()
 	rdir := t.TempDir()
 	replica := openStore(t, replicaOptions(rdir))
-	s := startSlave(t, replica, addr, SlaveOptions{Logger: slog.logger()})
+	s := startSlave(t, replica, addr, SlaveOptions{Logger: slog.logger(t, "slave")})
 	put(t, master, 2000, 5, 1, "old")
-	caughtUp(t, master, replica, 20*time.Second)
+	caughtUp(t, master, replica)
 	oldEnd := replica.WrittenOffset()
 	s.Close()
 	if err := replica.Close(); err != nil {
@@ -149,11 +151,17 @@ func TestSlaveBelowMinimumStartsOver(t *testing.T) {
 	}
 
 	put(t, master, 30000, 5, 2, "new")
-	waitFor(t, 10*time.Second, "dispatch", func() bool { return master.DispatchedOffset() == master.WrittenOffset() })
-	time.Sleep(5 * time.Millisecond) // older than RetentionTime
-	if n, err := master.Clean(); err != nil || n == 0 {
-		t.Fatalf("retention removed %d segments: %v", n, err)
-	}
+	wait.Until(t, "dispatch", func() bool { return master.DispatchedOffset() == master.WrittenOffset() })
+	wait.For(t, "retention to remove the old segments", func() error { // once older than RetentionTime
+		n, err := master.Clean()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return errors.New("nothing removed")
+		}
+		return nil
+	})
 	min := master.LogMinOffset()
 	if min <= oldEnd {
 		t.Fatalf("the master's minimum %d is not beyond the slave's end %d", min, oldEnd)
@@ -161,9 +169,9 @@ func TestSlaveBelowMinimumStartsOver(t *testing.T) {
 
 	replica = openStore(t, replicaOptions(rdir))
 	defer replica.Close()
-	s = startSlave(t, replica, addr, SlaveOptions{Logger: slog.logger()})
+	s = startSlave(t, replica, addr, SlaveOptions{Logger: slog.logger(t, "slave")})
 	defer s.Close()
-	caughtUp(t, master, replica, 20*time.Second)
+	caughtUp(t, master, replica)
 	if replica.LogMinOffset() != min {
 		t.Fatalf("the replica's log starts at %d, the master's at %d", replica.LogMinOffset(), min)
 	}
@@ -204,16 +212,16 @@ func TestSlaveAheadRefused(t *testing.T) {
 	defer master.Close()
 	put(t, master, 10, 2, 1, "short")
 	var mlog, rlog logBuffer
-	m, addr := startMaster(t, master, MasterOptions{Logger: mlog.logger()})
+	m, addr := startMaster(t, master, MasterOptions{Logger: mlog.logger(t, "master")})
 	defer m.Close()
 	replica := openStore(t, replicaOptions(rdir))
 	defer replica.Close()
-	s := startSlave(t, replica, addr, SlaveOptions{Logger: rlog.logger()})
+	s := startSlave(t, replica, addr, SlaveOptions{Logger: rlog.logger(t, "slave")})
 	defer s.Close()
-	waitFor(t, 10*time.Second, "the master to refuse the slave", func() bool {
+	wait.Until(t, "the master to refuse the slave", func() bool {
 		return strings.Contains(mlog.String(), "refusing a slave whose commit log ends beyond the master's")
 	})
-	waitFor(t, 10*time.Second, "the slave to report the refusal", func() bool {
+	wait.Until(t, "the slave to report the refusal", func() bool {
 		return strings.Contains(rlog.String(), "closed the connection before sending anything")
 	})
 	if !strings.Contains(mlog.String(), "level=ERROR") {
@@ -239,7 +247,7 @@ func TestSlaveRejectsCorruptStream(t *testing.T) {
 	replica := openStore(t, replicaOptions(t.TempDir()))
 	defer replica.Close()
 	var rlog logBuffer
-	s := startSlave(t, replica, ln.Addr().String(), SlaveOptions{Logger: rlog.logger()})
+	s := startSlave(t, replica, ln.Addr().String(), SlaveOptions{Logger: rlog.logger(t, "slave")})
 	defer s.Close()
 	c, err := ln.Accept()
 	if err != nil {
@@ -255,7 +263,7 @@ func TestSlaveRejectsCorruptStream(t *testing.T) {
 	putHeader(&hdr, 0, len(body))
 	c.Write(hdr[:])
 	c.Write(body)
-	waitFor(t, 10*time.Second, "the slave to reject the stream", func() bool {
+	wait.Until(t, "the slave to reject the stream", func() bool {
 		return strings.Contains(rlog.String(), "level=ERROR") && strings.Contains(rlog.String(), "invalid replicated data")
 	})
 	if replica.WrittenOffset() != 0 {
@@ -284,19 +292,21 @@ func TestHeartbeatsAndHousekeeping(t *testing.T) {
 	defer master.Close()
 	var mlog logBuffer
 	m, addr := startMaster(t, master, MasterOptions{
-		HeartbeatInterval: 40 * time.Millisecond, HousekeepingInterval: 300 * time.Millisecond, Logger: mlog.logger(),
+		HeartbeatInterval: 40 * time.Millisecond, HousekeepingInterval: 600 * time.Millisecond, Logger: mlog.logger(t, "master"),
 	})
 	defer m.Close()
 	replica := openStore(t, replicaOptions(t.TempDir()))
 	defer replica.Close()
 	px := newProxy(t, addr)
-	s := startSlave(t, replica, px.addr(), SlaveOptions{ReportInterval: 40 * time.Millisecond, HousekeepingInterval: 300 * time.Millisecond})
+	s := startSlave(t, replica, px.addr(), SlaveOptions{ReportInterval: 40 * time.Millisecond, HousekeepingInterval: 600 * time.Millisecond})
 	defer s.Close()
 	put(t, master, 100, 2, 1, "before")
-	caughtUp(t, master, replica, 10*time.Second)
+	caughtUp(t, master, replica)
 
 	// Idle for several housekeeping intervals: still the first connection.
-	time.Sleep(time.Second)
+	// What is tested is a time: three intervals in which only heartbeats
+	// (every 40 ms) keep the connection.
+	time.Sleep(3 * 600 * time.Millisecond)
 	if st := s.Status(); st.Sessions != 1 || !st.Connected {
 		t.Fatalf("an idle connection did not survive on heartbeats: %+v", st)
 	}
@@ -305,12 +315,12 @@ func TestHeartbeatsAndHousekeeping(t *testing.T) {
 	}
 
 	px.pause(true)
-	waitFor(t, 10*time.Second, "the master to close the silent connection", func() bool {
+	wait.Until(t, "the master to close the silent connection", func() bool {
 		return strings.Contains(mlog.String(), "slave silent for too long")
 	})
-	waitFor(t, 10*time.Second, "the slave to reconnect", func() bool { return s.Status().Sessions >= 2 })
+	wait.Until(t, "the slave to reconnect", func() bool { return s.Status().Sessions >= 2 })
 	px.pause(false)
 	put(t, master, 100, 2, 1, "after")
-	caughtUp(t, master, replica, 10*time.Second)
+	caughtUp(t, master, replica)
 	sameLog(t, master, replica, 0, master.WrittenOffset())
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestHandshakeHooks: with both hooks set, the slave's hello reaches the
@@ -53,17 +55,17 @@ func TestHandshakeHooks(t *testing.T) {
 			return nil
 		}})
 	defer s.Close()
-	waitFor(t, 10*time.Second, "a refused handshake", func() bool { return refused.Load() >= 1 })
+	wait.Until(t, "a refused handshake", func() bool { return refused.Load() >= 1 })
 	if len(master.Replicas()) != 0 {
 		t.Fatal("a refused slave counts as a replica")
 	}
 	refuse.Store(false)
 	put(t, master, 200, 2, 1, "h")
-	caughtUp(t, master, replica, 10*time.Second)
+	caughtUp(t, master, replica)
 	if answered.Load() < 1 {
 		t.Fatal("the slave's hook never read the master's answer")
 	}
-	waitFor(t, 10*time.Second, "the replica named by the hook", func() bool {
+	wait.Until(t, "the replica named by the hook", func() bool {
 		acked, ok := master.ReplicaAcked("id:7")
 		return ok && acked == master.WrittenOffset()
 	})

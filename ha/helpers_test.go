@@ -3,7 +3,6 @@ package ha
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
@@ -37,6 +38,9 @@ func storeOptions(dir string) store.Options {
 
 func openStore(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testlog.New(t, "store")
+	}
 	s, _, err := store.Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -68,25 +72,19 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.MultiWriter(l), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// waitFor polls cond every millisecond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+// logger writes to l (for a test that reads what was logged) and to t's log
+// (printed if t fails), tagged name.
+func (l *logBuffer) logger(t testing.TB, name string) *slog.Logger {
+	h := slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(slog.NewMultiHandler(h, testlog.New(t, name).Handler()))
 }
 
 // startMaster serves st on a port of 127.0.0.1.
 func startMaster(t testing.TB, st *store.Store, o MasterOptions) (*Master, string) {
 	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testlog.New(t, "master")
+	}
 	m, err := NewMaster(st, o)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +100,9 @@ func startMaster(t testing.TB, st *store.Store, o MasterOptions) (*Master, strin
 func startSlave(t testing.TB, st *store.Store, addr string, o SlaveOptions) *Slave {
 	t.Helper()
 	o.MasterAddr = addr
+	if o.Logger == nil {
+		o.Logger = testlog.New(t, "slave")
+	}
 	if o.RetryInterval == 0 {
 		o.RetryInterval = 20 * time.Millisecond
 		o.MaxRetryInterval = 200 * time.Millisecond
@@ -116,11 +117,14 @@ func startSlave(t testing.TB, st *store.Store, addr string, o SlaveOptions) *Sla
 
 // caughtUp waits until replica's log ends where master's does and both have
 // dispatched everything.
-func caughtUp(t testing.TB, master, replica *store.Store, d time.Duration) {
+func caughtUp(t testing.TB, master, replica *store.Store) {
 	t.Helper()
-	waitFor(t, d, "the replica to catch up", func() bool {
+	wait.For(t, "the replica to catch up", func() error {
 		w := master.WrittenOffset()
-		return replica.WrittenOffset() == w && replica.DispatchedOffset() == w && master.DispatchedOffset() == w
+		if rw, rd, md := replica.WrittenOffset(), replica.DispatchedOffset(), master.DispatchedOffset(); rw != w || rd != w || md != w {
+			return fmt.Errorf("master written %d, dispatched %d; replica written %d, dispatched %d", w, md, rw, rd)
+		}
+		return nil
 	})
 }
 

@@ -3,15 +3,15 @@ package ha
 import (
 	"crypto/tls"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // tlsServer loads a tlsconf server of mode on f's files (mutual TLS when
@@ -19,7 +19,7 @@ import (
 func tlsServer(t testing.TB, f tlstest.Files, mode tlsconf.Mode, requireClient bool) *tlsconf.Server {
 	t.Helper()
 	cfg := tlsconf.Config{Mode: mode, CertFile: f.ServerCert, KeyFile: f.ServerKey, ReloadInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Logger: testlog.New(t, "tls")}
 	if requireClient {
 		cfg.ClientCAFile, cfg.RequireClientCert = f.CA, true
 	}
@@ -62,7 +62,7 @@ func TestTLSEnforcing(t *testing.T) {
 	defer s.Close()
 
 	put(t, master, 20_000, 10, 4, "tls")
-	caughtUp(t, master, replica, 60*time.Second)
+	caughtUp(t, master, replica)
 	if segs := master.WrittenOffset() / master.SegmentSize(); segs < 3 {
 		t.Fatalf("only %d segments: the test should cross segment ends", segs)
 	}
@@ -70,7 +70,7 @@ func TestTLSEnforcing(t *testing.T) {
 	if n := sameQueues(t, master, replica, false); n != 20_000 {
 		t.Fatalf("%d entries compared, want 20000", n)
 	}
-	waitFor(t, 10*time.Second, "the master to see the last acknowledgement", func() bool {
+	wait.Until(t, "the master to see the last acknowledgement", func() bool {
 		sl := m.Slaves()
 		return len(sl) == 1 && sl[0].Acked == master.WrittenOffset()
 	})
@@ -92,7 +92,7 @@ func TestTLSEnforcingRefusesPlainSlave(t *testing.T) {
 	master := openStore(t, storeOptions(t.TempDir()))
 	defer master.Close()
 	var logs logBuffer
-	m, addr := startMaster(t, master, MasterOptions{Secure: srv.Handshake, Logger: logs.logger()})
+	m, addr := startMaster(t, master, MasterOptions{Secure: srv.Handshake, Logger: logs.logger(t, "master")})
 	defer m.Close()
 	put(t, master, 100, 2, 1, "x")
 
@@ -105,7 +105,7 @@ func TestTLSEnforcingRefusesPlainSlave(t *testing.T) {
 			defer replica.Close()
 			before := srv.Stats().HandshakeFailures
 			s := startSlave(t, replica, addr, SlaveOptions{TLS: tc.tls})
-			waitFor(t, 10*time.Second, "two refused attempts", func() bool { return srv.Stats().HandshakeFailures >= before+2 })
+			wait.Until(t, "two refused attempts", func() bool { return srv.Stats().HandshakeFailures >= before+2 })
 			s.Close()
 			if n := replica.WrittenOffset(); n != 0 {
 				t.Fatalf("a refused slave received %d bytes", n)
@@ -142,8 +142,8 @@ func TestTLSPermissiveServesBoth(t *testing.T) {
 	s2 := startSlave(t, r2, addr, SlaveOptions{})
 	defer s2.Close()
 	put(t, master, 5_000, 4, 2, "p")
-	caughtUp(t, master, r1, 30*time.Second)
-	caughtUp(t, master, r2, 30*time.Second)
+	caughtUp(t, master, r1)
+	caughtUp(t, master, r2)
 	sameLog(t, master, r1, 0, master.WrittenOffset())
 	sameLog(t, master, r2, 0, master.WrittenOffset())
 	if st := srv.Stats(); st.TLSConns != 1 || st.PlainConns != 1 {
@@ -197,12 +197,12 @@ func TestTLSCertificateRotation(t *testing.T) {
 	s := startSlave(t, replica, addr, SlaveOptions{TLS: cfg})
 	defer s.Close()
 	put(t, master, 1_000, 2, 1, "before")
-	caughtUp(t, master, replica, 30*time.Second)
+	caughtUp(t, master, replica)
 
 	tlstest.Reissue(t, f)
-	waitFor(t, 10*time.Second, "the reload", func() bool { return srv.Stats().Reloads >= 1 })
+	wait.Until(t, "the reload", func() bool { return srv.Stats().Reloads >= 1 })
 	put(t, master, 1_000, 2, 1, "during")
-	caughtUp(t, master, replica, 30*time.Second)
+	caughtUp(t, master, replica)
 	if ss := s.Status(); ss.Sessions != 1 {
 		t.Fatalf("the established stream did not survive the rotation: %+v", ss)
 	}
@@ -210,7 +210,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	s.SetMasterAddr("") // a new connection
 	s.SetMasterAddr(addr)
 	put(t, master, 1_000, 2, 1, "after")
-	caughtUp(t, master, replica, 30*time.Second)
+	caughtUp(t, master, replica)
 	sameLog(t, master, replica, 0, master.WrittenOffset())
 	got := serials()
 	if len(got) < 2 || got[0] == got[len(got)-1] {
