@@ -1,14 +1,15 @@
 package store
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,13 +47,12 @@ func TestDispatchStallsOnAFullDiskAndResumes(t *testing.T) {
 			t.Fatalf("put %d on a full disk: %v (the commit log's segment was reserved)", i, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Stats().DispatchStalls == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("dispatch never stalled; lag %d, T/1 max %d", s.Stats().DispatchLag, s.MaxOffset("T", 1))
+	wait.For(t, "dispatch to stall on the full disk", func() error {
+		if st := s.Stats(); st.DispatchStalls == 0 {
+			return fmt.Errorf("no stall; lag %d, T/1 max %d", st.DispatchLag, s.MaxOffset("T", 1))
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if got := s.MaxOffset("T", 1); got != 0 {
 		t.Fatalf("T/1 shows %d messages without a consume-queue block", got)
 	}

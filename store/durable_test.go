@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // recordingWaiter collects what OnDurable tells it.
@@ -27,7 +29,7 @@ func (w *recordingWaiter) wait(t *testing.T) error {
 	t.Helper()
 	select {
 	case <-w.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("never told")
 	}
 	w.mu.Lock()

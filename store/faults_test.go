@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -107,20 +109,19 @@ func (r *storeRun) put(s *Store, n int) {
 }
 
 // settle waits for the dispatcher to reach the log's end, which it must
-// within two seconds unless the disk is gone for good (then it may stall,
-// and nobody waits for it).
+// unless the disk is gone for good (then it may stall, and nobody waits for
+// it).
 func (r *storeRun) settle(s *Store) {
 	p, _ := r.fsys.Point()
-	deadline := time.Now().Add(2 * time.Second)
-	for s.DispatchedOffset() < s.log.WrittenOffset() {
+	wait.For(r.t, "dispatch to reach the log's end after a transient fault", func() error {
 		if p.Mode == errorfs.Stop && r.fsys.Fired() != nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("dispatch stuck at %d, log at %d, after a transient fault", s.DispatchedOffset(), s.log.WrittenOffset())
+		if d, w := s.DispatchedOffset(), s.log.WrittenOffset(); d < w {
+			return fmt.Errorf("dispatch at %d, log at %d", d, w)
 		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		return nil
+	})
 }
 
 // serve reads every queue and checks what it serves: each message a valid
@@ -211,13 +212,13 @@ func (r *storeRun) clone() *storeRun {
 	return c
 }
 
-func faultOptions(dir string, fsys vfs.FS) Options {
+func faultOptions(t testing.TB, dir string, fsys vfs.FS) Options {
 	return Options{
 		Dir: dir, FS: fsys,
 		SegmentSize: 72 << 10, MaxMessageSize: 4 << 10, FlushMode: FlushSync,
 		ConsumeQueueEntries: 8, IndexSlots: 16, IndexMaxEntries: 24,
 		CleanInterval: -1, FlushInterval: time.Hour, CheckpointInterval: time.Hour, ScrubRate: -1,
-		Logger: faultLogger(),
+		Logger: faultLogger(t),
 	}
 }
 
@@ -259,7 +260,7 @@ func TestFaults(t *testing.T) {
 			errorfs.CheckGoroutines(t, goroutines)
 		}
 
-		if s, _, err := Open(faultOptions(dirA, fsys)); r.ok("open", err) {
+		if s, _, err := Open(faultOptions(t, dirA, fsys)); r.ok("open", err) {
 			r.put(s, 48) // two and a half segments, three queue files each, two index files
 			r.settle(s)
 			r.serve(s, false)
@@ -279,7 +280,7 @@ func TestFaults(t *testing.T) {
 		}
 		closed()
 		r.failed = false
-		if s, _, err := Open(faultOptions(dirA, fsys)); r.ok("reopen", err) {
+		if s, _, err := Open(faultOptions(t, dirA, fsys)); r.ok("reopen", err) {
 			r.put(s, 6)
 			r.settle(s)
 			r.serve(s, false)
@@ -287,7 +288,7 @@ func TestFaults(t *testing.T) {
 		}
 		closed()
 		if rb != nil {
-			if s, _, err := Open(faultOptions(dirB, fsys)); rb.ok("open copy", err) {
+			if s, _, err := Open(faultOptions(t, dirB, fsys)); rb.ok("open copy", err) {
 				rb.put(s, 6)
 				rb.settle(s)
 				rb.serve(s, false)
@@ -307,7 +308,7 @@ func TestFaults(t *testing.T) {
 // checkStore opens dir with the real file system and checks it.
 func checkStore(t *testing.T, dir string, r *storeRun, complete bool) {
 	t.Helper()
-	s, _, err := Open(faultOptions(dir, nil))
+	s, _, err := Open(faultOptions(t, dir, nil))
 	if err != nil {
 		t.Fatalf("reopen %s: %v", dir, err)
 	}
@@ -380,10 +381,11 @@ func copyStore(t *testing.T, from, to string) {
 	}
 }
 
-// faultLogger discards the store's log lines unless APOGEE_FAULT_LOG is set.
-func faultLogger() *slog.Logger {
+// faultLogger is the store's log in a fault run: the test's log (printed if
+// it fails), or standard error when APOGEE_FAULT_LOG is set.
+func faultLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("APOGEE_FAULT_LOG") != "" {
 		return slog.Default()
 	}
-	return slog.New(slog.DiscardHandler)
+	return testlog.New(t, "store")
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -37,7 +38,11 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// logger writes to l (for a test that reads what was logged) and to t's log
+// (printed if t fails).
+func (l *logBuffer) logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewMultiHandler(slog.NewTextHandler(l, nil), testlog.New(t, "store").Handler()))
+}
 
 func integrityOptions(dir string) Options {
 	o := testOptions(dir)
@@ -131,7 +136,7 @@ func TestCleanStopDamagedConsumeQueueIsRebuilt(t *testing.T) {
 			tc.damage(t, queueFile(dir, 1))
 			var logs logBuffer
 			o := integrityOptions(dir)
-			o.Logger = logs.logger()
+			o.Logger = logs.logger(t)
 			s := openStore(t, o)
 			defer s.Close()
 			if st := s.Stats(); st.QueuesRebuilt != 1 {
@@ -175,7 +180,7 @@ func TestCleanStopShortenedSegment(t *testing.T) {
 	}
 	var logs logBuffer
 	o := integrityOptions(dir)
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s, rep, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +227,7 @@ func TestCleanStopFlippedBytesMidSegment(t *testing.T) {
 	patchAt(t, filepath.Join(dir, "commitlog", "00000000000000000000"), bad.CommitLogOffset+150, func(b []byte) { b[0] ^= 0xFF })
 	var logs logBuffer
 	o := integrityOptions(dir)
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s := openStore(t, o)
 	defer s.Close()
 	if !strings.Contains(logs.String(), "topic=T queue=3 fromQueueOffset=30 toQueueOffset=30 count=1") {

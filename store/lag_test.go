@@ -2,9 +2,12 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestPutWaitsForALaggingDispatcher holds the dispatcher (its run lock) so it
@@ -46,25 +49,24 @@ func TestPutWaitsForALaggingDispatcher(t *testing.T) {
 			if tc.wait {
 				// A Put must come to wait (LagWaits counts it before it
 				// blocks), and none may finish the loop while dispatch is held.
-				deadline := time.Now().Add(10 * time.Second)
-				for s.Stats().LagWaits == 0 {
+				wait.For(t, "a Put waiting for dispatch", func() error {
 					select {
 					case finished = <-done:
 						t.Fatalf("all %d puts returned while dispatch was held and %d bytes behind", finished, s.Stats().DispatchLag)
 					default:
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no Put waited; lag %d bytes, bound %d", s.Stats().DispatchLag, limit)
+					if st := s.Stats(); st.LagWaits == 0 {
+						return fmt.Errorf("no Put waited; lag %d bytes, bound %d", st.DispatchLag, limit)
 					}
-					time.Sleep(time.Millisecond)
-				}
+					return nil
+				})
 				if lag := s.Stats().DispatchLag; lag <= limit || lag > limit+2*int64(len(body))+200 {
 					t.Fatalf("producer blocked at a lag of %d bytes, bound %d", lag, limit)
 				}
 			} else {
 				select {
 				case finished = <-done:
-				case <-time.After(10 * time.Second):
+				case <-time.After(wait.DefaultTimeout):
 					t.Fatal("puts blocked with the bound disabled")
 				}
 				if w := s.Stats().LagWaits; w != 0 {
@@ -76,7 +78,7 @@ func TestPutWaitsForALaggingDispatcher(t *testing.T) {
 			if finished < 0 {
 				select {
 				case finished = <-done:
-				case <-time.After(10 * time.Second):
+				case <-time.After(wait.DefaultTimeout):
 					t.Fatal("the waiting Put did not resume after dispatch caught up")
 				}
 			}
@@ -111,13 +113,7 @@ func TestCloseReleasesLagWaiters(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().LagWaits == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the producer never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, "the producer waiting for dispatch", func() bool { return s.Stats().LagWaits > 0 })
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	select {
@@ -125,7 +121,7 @@ func TestCloseReleasesLagWaiters(t *testing.T) {
 		if !errors.Is(err, ErrClosed) {
 			t.Fatalf("the released Put loop ended with %v, want ErrClosed", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("a waiting Put was not released by Close")
 	}
 	s.dispatch.mu.Unlock() // let Close's final dispatch run

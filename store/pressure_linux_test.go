@@ -7,11 +7,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,7 +61,7 @@ func TestDiskFullRefusalsAreLoggedOncePerChange(t *testing.T) {
 	o := testOptions(filepath.Join(mnt, "store"))
 	o.SegmentSize = 256 << 10
 	o.MaxMessageSize = 8 << 10
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s := openStore(t, o)
 	defer s.Close()
 	ballast := fillDisk(t, mnt)
@@ -104,7 +104,7 @@ func TestPressureDeletionIsLogged(t *testing.T) {
 	o.FS = fsys
 	o.SegmentSize = 256 << 10
 	o.DiskUsageRatio = 0.3
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s := openStore(t, o)
 	defer s.Close()
 	var puts int64
@@ -144,7 +144,7 @@ func TestIndexUnavailableIsLoggedOncePerChange(t *testing.T) {
 	o.FS = fsys
 	o.SegmentSize = 256 << 10
 	o.IndexSlots, o.IndexMaxEntries = 64, 8 // a new index file every 7 keys
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s := openStore(t, o)
 	defer s.Close()
 	if _, err := s.Put(msg("T", 0, "first", "KEYS", "k0")); err != nil {
@@ -165,16 +165,16 @@ func TestIndexUnavailableIsLoggedOncePerChange(t *testing.T) {
 		t.Fatal("no record counted as unindexed")
 	}
 	full.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; !strings.Contains(logs.String(), "the index is back"); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("the index never came back:\n%s", logs.String())
+	// Puts go on; one of them finds the index writable again.
+	wait.For(t, "the index back", func() error {
+		if strings.Contains(logs.String(), "the index is back") {
+			return nil
 		}
 		if _, err := s.Put(msg("T", 0, "m", "KEYS", "later")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("no 'index is back' line yet")
+	})
 	if n := strings.Count(logs.String(), "the index is back"); n != 1 {
 		t.Fatalf("%d 'index is back' lines:\n%s", n, logs.String())
 	}

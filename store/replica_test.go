@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -36,15 +38,15 @@ func copyLog(t *testing.T, master, replica *Store, chunk int) {
 	}
 }
 
+// waitDispatched waits until dispatch has reached the end of s's log.
 func waitDispatched(t *testing.T, s *Store) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.DispatchedOffset() < s.WrittenOffset() {
-		if time.Now().After(deadline) {
-			t.Fatalf("dispatched %d of %d", s.DispatchedOffset(), s.WrittenOffset())
+	wait.For(t, "dispatch to the end of the log", func() error {
+		if d, w := s.DispatchedOffset(), s.WrittenOffset(); d < w {
+			return fmt.Errorf("dispatched %d of %d", d, w)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sameQueues checks that every queue of a holds the same entries in b.
@@ -236,86 +238,94 @@ func TestSyncReplicasNoReplica(t *testing.T) {
 }
 
 func TestSyncReplicasAck(t *testing.T) {
-	s := openStore(t, replicatedOptions(t.TempDir()))
-	defer s.Close()
-	r := s.AddReplica("replica-1", 0)
-	end := putNoWait(t, s, "a")
-	done := make(chan error, 1)
-	go func() { done <- s.WaitDurable(end) }()
-	var ws []*recordingWaiter
-	var last int64
-	for i := 0; i < 20; i++ {
-		last = putNoWait(t, s, "b")
-		w := newWaiter()
-		s.OnDurable(last, w)
-		ws = append(ws, w)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("wait returned before the ack: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	r.Ack(end)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if s.DurableOffset() != end {
-		t.Fatalf("durable offset %d, want %d", s.DurableOffset(), end)
-	}
-	// One ack covers every waiter below it.
-	r.Ack(last)
-	for i, w := range ws {
-		if err := w.wait(t); err != nil {
-			t.Fatalf("waiter %d: %v", i, err)
+	synctest.Test(t, func(t *testing.T) { // the store's timers in virtual time: waits are parked, not guessed
+		s := openStore(t, replicatedOptions(t.TempDir()))
+		defer s.Close()
+		r := s.AddReplica("replica-1", 0)
+		end := putNoWait(t, s, "a")
+		done := make(chan error, 1)
+		go func() { done <- s.WaitDurable(end) }()
+		var ws []*recordingWaiter
+		var last int64
+		for i := 0; i < 20; i++ {
+			last = putNoWait(t, s, "b")
+			w := newWaiter()
+			s.OnDurable(last, w)
+			ws = append(ws, w)
 		}
-	}
-	info := s.Replicas()
-	if len(info) != 1 || info[0].Name != "replica-1" || info[0].Acked != last || !info[0].InSync {
-		t.Fatalf("replicas: %+v", info)
-	}
-	// A lower ack is ignored.
-	r.Ack(1)
-	if r.Acked() != last || s.ReplicatedOffset() != last {
-		t.Fatalf("acked %d replicated %d after a lower ack", r.Acked(), s.ReplicatedOffset())
-	}
+		// The wait is parked (nothing else moves in the bubble) and has not
+		// returned: it waits for the ack.
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("wait returned before the ack: %v", err)
+		default:
+		}
+		r.Ack(end)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if s.DurableOffset() != end {
+			t.Fatalf("durable offset %d, want %d", s.DurableOffset(), end)
+		}
+		// One ack covers every waiter below it.
+		r.Ack(last)
+		for i, w := range ws {
+			if err := w.wait(t); err != nil {
+				t.Fatalf("waiter %d: %v", i, err)
+			}
+		}
+		info := s.Replicas()
+		if len(info) != 1 || info[0].Name != "replica-1" || info[0].Acked != last || !info[0].InSync {
+			t.Fatalf("replicas: %+v", info)
+		}
+		// A lower ack is ignored.
+		r.Ack(1)
+		if r.Acked() != last || s.ReplicatedOffset() != last {
+			t.Fatalf("acked %d replicated %d after a lower ack", r.Acked(), s.ReplicatedOffset())
+		}
+	})
 }
 
 func TestSyncReplicasTimeoutAndLeave(t *testing.T) {
-	o := replicatedOptions(t.TempDir())
-	o.FlushMode = FlushSync
-	s := openStore(t, o)
-	defer s.Close()
-	r := s.AddReplica("stalled", 0)
-	start := time.Now()
-	res, err := s.Put(msg("T", 0, "x"))
-	if err != nil || res.Status != StatusFlushSlaveTimeout {
-		t.Fatalf("put with a silent replica: %v, status %d", err, res.Status)
-	}
-	if d := time.Since(start); d < 250*time.Millisecond {
-		t.Fatalf("timed out after %v, before SyncFlushTimeout", d)
-	}
-	// Flushed locally all the same.
-	if s.Log().FlushedOffset() < res.CommitLogOffset+int64(res.Size) {
-		t.Fatal("not flushed")
-	}
-	// The replica leaving ends a wait at once.
-	end := putNoWait(t, s, "y")
-	done := make(chan error, 1)
-	go func() { done <- s.WaitDurable(end) }()
-	time.Sleep(20 * time.Millisecond)
-	r.Remove()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrReplicaNotAvailable) {
+	synctest.Test(t, func(t *testing.T) { // the store's timers in virtual time: waits are parked, not guessed
+		o := replicatedOptions(t.TempDir())
+		o.FlushMode = FlushSync
+		s := openStore(t, o)
+		defer s.Close()
+		r := s.AddReplica("stalled", 0)
+		start := time.Now()
+		res, err := s.Put(msg("T", 0, "x"))
+		if err != nil || res.Status != StatusFlushSlaveTimeout {
+			t.Fatalf("put with a silent replica: %v, status %d", err, res.Status)
+		}
+		if d := time.Since(start); d < o.SyncFlushTimeout { // the bubble's time: exact
+			t.Fatalf("timed out after %v, before SyncFlushTimeout", d)
+		}
+		// Flushed locally all the same.
+		if s.Log().FlushedOffset() < res.CommitLogOffset+int64(res.Size) {
+			t.Fatal("not flushed")
+		}
+		// The replica leaving ends a wait at once.
+		end := putNoWait(t, s, "y")
+		done := make(chan error, 1)
+		go func() { done <- s.WaitDurable(end) }()
+		synctest.Wait() // the wait is parked for the ack
+		start = time.Now()
+		r.Remove()
+		// The leave ends it (ErrReplicaNotAvailable; its timeout would end it
+		// with ErrReplicaTimeout), before any time passes in the bubble.
+		if err := <-done; !errors.Is(err, ErrReplicaNotAvailable) {
 			t.Fatalf("wait after the replica left: %v", err)
 		}
-	case <-time.After(200 * time.Millisecond):
-		t.Fatal("the wait did not end when the replica left")
-	}
-	r.Ack(end) // after Remove: ignored
-	if s.ReplicatedOffset() != 0 {
-		t.Fatalf("a removed replica's ack counted: %d", s.ReplicatedOffset())
-	}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("the wait ended %v after the replica left", d)
+		}
+		r.Ack(end) // after Remove: ignored
+		if s.ReplicatedOffset() != 0 {
+			t.Fatalf("a removed replica's ack counted: %d", s.ReplicatedOffset())
+		}
+	})
 }
 
 func TestSyncReplicasGap(t *testing.T) {

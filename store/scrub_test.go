@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/consumequeue"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // scrubOptions spreads the messages over several small segments, so that
@@ -56,7 +57,7 @@ func TestScrubSetsADamagedOldRecordAside(t *testing.T) {
 	patchAt(t, path, bad.CommitLogOffset%(128<<10)+150, func(b []byte) { b[0] ^= 0x01 })
 	var logs logBuffer
 	o := scrubOptions(dir)
-	o.Logger = logs.logger()
+	o.Logger = logs.logger(t)
 	s := openStore(t, o)
 	defer s.Close()
 	rep, err := s.Scrub(context.Background())
@@ -129,13 +130,7 @@ func TestScrubLoopRunsAtItsRate(t *testing.T) {
 	s := openStore(t, o)
 	defer s.Close()
 	start := time.Now()
-	deadline := start.Add(20 * time.Second)
-	for s.Stats().ScrubPasses == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no scrub pass ran")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses > 0 })
 	st := s.Stats()
 	if st.ScrubBytes < 700<<10 || st.ScrubBadRecords != 0 {
 		t.Fatalf("stats %+v", st)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -32,6 +34,9 @@ func testOptions(dir string) Options {
 
 func openStore(t testing.TB, o Options) *Store {
 	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testlog.New(t, "store")
+	}
 	s, _, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -51,16 +56,16 @@ func msg(topic string, q int32, body string, kv ...string) *Message {
 	return &Message{Topic: topic, QueueID: q, BornHost: born, BornTimestamp: time.Now().UnixMilli(), Body: []byte(body), Properties: props(kv...)}
 }
 
-// waitVisible waits until (topic, q) has max offset ≥ n.
+// waitVisible waits until dispatch made (topic, q)'s first n messages
+// visible: max offset ≥ n.
 func waitVisible(t testing.TB, s *Store, topic string, q int32, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.MaxOffset(topic, q) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%d stuck at max offset %d, want %d", topic, q, s.MaxOffset(topic, q), n)
+	wait.For(t, fmt.Sprintf("%s/%d visible up to %d", topic, q, n), func() error {
+		if max := s.MaxOffset(topic, q); max < n {
+			return fmt.Errorf("max offset %d", max)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func bodies(t testing.TB, r *GetResult) []string {
@@ -263,7 +268,8 @@ func TestOffsetByTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		times = append(times, r.StoreTimestamp)
-		time.Sleep(3 * time.Millisecond)
+		// The next message is stored in a later millisecond.
+		wait.Until(t, "the next millisecond", func() bool { return time.Now().UnixMilli() > r.StoreTimestamp })
 	}
 	waitVisible(t, s, "T", 0, 5)
 	for i, ts := range times {
@@ -299,19 +305,14 @@ func TestArrivalNotification(t *testing.T) {
 		s.Put(msg("B", 2, "y"))
 	}
 	waitVisible(t, s, "B", 2, 5)
-	deadline := time.Now().Add(time.Second)
-	for {
+	wait.For(t, "both queues' arrivals reported", func() error {
 		mu.Lock()
-		a, b := seen["A/0"], seen["B/2"]
-		mu.Unlock()
-		if a == 5 && b == 5 {
-			break
+		defer mu.Unlock()
+		if a, b := seen["A/0"], seen["B/2"]; a != 5 || b != 5 {
+			return fmt.Errorf("arrivals %v", seen)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("arrivals %v", seen)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestValidation(t *testing.T) {
@@ -516,11 +517,16 @@ func TestCleanRemovesExpired(t *testing.T) {
 		}
 	}
 	waitVisible(t, s, "R", 0, 800)
-	time.Sleep(5 * time.Millisecond)
-	n, err := s.Clean()
-	if err != nil || n == 0 {
-		t.Fatalf("clean removed %d segments (%v)", n, err)
-	}
+	wait.For(t, "clean to remove the expired segments", func() error { // once older than RetentionTime
+		n, err := s.Clean()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return errors.New("clean removed nothing")
+		}
+		return nil
+	})
 	min := s.Log().MinOffset()
 	var res GetResult
 	defer res.Release()

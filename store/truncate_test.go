@@ -265,8 +265,8 @@ func (s *switchFS) MSync(n string, m *mmap.Mapping, off, l int) error {
 func (s *switchFS) Lock(n string) (io.Closer, error)    { return s.pick().Lock(n) }
 func (s *switchFS) DiskUsage(p string) (float64, error) { return s.pick().DiskUsage(p) }
 
-func truncFaultOptions(dir string, fsys vfs.FS) Options {
-	o := faultOptions(dir, fsys)
+func truncFaultOptions(t testing.TB, dir string, fsys vfs.FS) Options {
+	o := faultOptions(t, dir, fsys)
 	o.Replica = true
 	o.FlushMode = FlushAsync
 	return o
@@ -282,7 +282,7 @@ func truncFaultOptions(dir string, fsys vfs.FS) Options {
 // failure ends exactly at the offset.
 func TestTruncateReplicaFaults(t *testing.T) {
 	template := t.TempDir()
-	master := openStore(t, faultOptions(filepath.Join(template, "m"), nil))
+	master := openStore(t, faultOptions(t, filepath.Join(template, "m"), nil))
 	for i := range 60 {
 		m := msg(fmt.Sprintf("T%d", i%3), 0, faultBody(i), message.PropKeys, fmt.Sprintf("k%d", i))
 		m.NoWait = true
@@ -291,7 +291,7 @@ func TestTruncateReplicaFaults(t *testing.T) {
 		}
 	}
 	rdir := filepath.Join(template, "r")
-	replica := openStore(t, truncFaultOptions(rdir, nil))
+	replica := openStore(t, truncFaultOptions(t, rdir, nil))
 	copyLogTo(t, master, replica, master.WrittenOffset())
 	waitDispatched(t, replica)
 	before := logBytes(t, replica)
@@ -317,7 +317,7 @@ func TestTruncateReplicaFaults(t *testing.T) {
 	errorfs.Walk(t, vfs.Default, modes, func(t *testing.T, fsys *errorfs.FS, dir string) {
 		copyStore(t, rdir, dir)
 		sw := &switchFS{plain: vfs.Default, fault: fsys}
-		s, _, err := Open(truncFaultOptions(dir, sw))
+		s, _, err := Open(truncFaultOptions(t, dir, sw))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestTruncateReplicaFaults(t *testing.T) {
 		}
 		s.Close()
 
-		s, _, err = Open(truncFaultOptions(dir, nil))
+		s, _, err = Open(truncFaultOptions(t, dir, nil))
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}
@@ -350,7 +350,7 @@ func TestTruncateReplicaFaults(t *testing.T) {
 		case end != off && (end < off-off%seg || end > int64(len(before))):
 			t.Fatalf("end %d after a failed truncation to %d (old end %d)", end, off, len(before))
 		}
-		rep, err := Verify(context.Background(), truncFaultOptions(dir, nil))
+		rep, err := Verify(context.Background(), truncFaultOptions(t, dir, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
