@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 )
 
@@ -85,17 +86,13 @@ func (r *faultRun) appendSome(l *Log, seq, n int, acked map[int64][]byte) {
 // settleAllocator waits until the background allocator has prepared the
 // next segment (or given up), so that a copy of the directory does not
 // catch a segment file half created.
-func settleAllocator(l *Log) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+func settleAllocator(t testing.TB, l *Log) {
+	t.Helper()
+	wait.Until(t, "the allocator to prepare the next segment or give up", func() bool {
 		l.allocMu.Lock()
-		done := l.prepared != nil || l.allocErr != nil
-		l.allocMu.Unlock()
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		defer l.allocMu.Unlock()
+		return l.prepared != nil || l.allocErr != nil
+	})
 }
 
 // copyDir copies a log directory as the page cache holds it: what a crash
@@ -173,7 +170,7 @@ func TestFaults(t *testing.T) {
 		opts := func(d string) Options {
 			return Options{Dir: d, FS: fsys, SegmentSize: MinSegmentSize, FlushMode: FlushSync,
 				PrefaultAhead: -1, RetentionInterval: -1, CheckpointInterval: time.Nanosecond,
-				Logger: slog.New(slog.DiscardHandler),
+				Logger: testlog.New(t, "commitlog"),
 				now:    func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}
 		}
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
@@ -208,7 +205,7 @@ func TestFaults(t *testing.T) {
 			r.note("retain", err)
 			minA = l.MinOffset() // what went before a failure is gone too
 			r.appendSome(l, 75, 24, ackedA)
-			settleAllocator(l)
+			settleAllocator(t, l)
 			copyDir(t, dirA, dirB)
 			ackedB = map[int64][]byte{}
 			for off, rec := range ackedA {

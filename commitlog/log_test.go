@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -48,6 +50,9 @@ func openLog(t testing.TB, o Options) *Log {
 	}
 	if o.SegmentSize == 0 {
 		o.SegmentSize = MinSegmentSize
+	}
+	if o.Logger == nil {
+		o.Logger = testlog.New(t, "commitlog")
 	}
 	l, _, err := Open(o)
 	if err != nil {
@@ -295,13 +300,12 @@ func TestAsyncFlushCatchesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.FlushedOffset() < res.End {
-		if time.Now().After(deadline) {
-			t.Fatalf("async flusher stuck at %d, written %d", l.FlushedOffset(), res.End)
+	wait.For(t, "the async flusher to cover the appends", func() error {
+		if f := l.FlushedOffset(); f < res.End {
+			return fmt.Errorf("flushed %d, written %d", f, res.End)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestFailedSyncIsSticky(t *testing.T) {
@@ -340,7 +344,7 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	defer l.Close()
 	// Let the allocator prepare the next segment, then fill the disk and use
 	// it up so that the one after cannot be created.
-	time.Sleep(50 * time.Millisecond)
+	settleAllocator(t, l)
 	full.Lock()
 	diskFull = true
 	full.Unlock()
@@ -489,13 +493,12 @@ func TestRetentionLoopLogsFailures(t *testing.T) {
 	if err := os.Rename(dir, moved); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logged.String(), "commitlog: retention failed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no retention failure logged; log: %q", logged.String())
+	wait.For(t, "a retention failure logged", func() error {
+		if s := logged.String(); !strings.Contains(s, "commitlog: retention failed") {
+			return fmt.Errorf("log: %q", s)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := os.Rename(moved, dir); err != nil {
 		t.Fatal(err)
 	}

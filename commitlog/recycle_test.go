@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,8 +13,10 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/internal/crashtest"
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +27,9 @@ const recycleSeg = 1 << 20
 // active one is old enough), a checkpoint only at Open and Close (so that
 // after a crash everything written since Open lies past the synced
 // position recovery knows of).
-func recycleOptions(dir string) Options {
+func recycleOptions(t testing.TB, dir string) Options {
 	return Options{Dir: dir, SegmentSize: recycleSeg, RetentionInterval: -1, RetentionTime: time.Nanosecond,
-		CheckpointInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+		CheckpointInterval: time.Hour, Logger: testlog.New(t, "commitlog")}
 }
 
 // fillTo appends records with bodies of size bytes until the written
@@ -119,7 +120,7 @@ func recycledSetup(t *testing.T, dir string, o Options, oldSize, newSize int, to
 	bodies := map[int64][]byte{}
 	seq := 0
 	fillTo(t, l, 3*recycleSeg+1000, &seq, oldSize, bodies)
-	settleAllocator(l) // segment 4, new
+	settleAllocator(t, l) // segment 4, new
 	old := statSegment(t, dir, 2*recycleSeg)
 	removed, err := l.RetainBelow(l.WrittenOffset())
 	if err != nil || len(removed) != 3 {
@@ -142,7 +143,7 @@ func recycledSetup(t *testing.T, dir string, o Options, oldSize, newSize int, to
 // from the registry once sealed and synced; every record reads back.
 func TestRecycleReusesRetiredFile(t *testing.T) {
 	dir := t.TempDir()
-	l, bodies, old := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 5*recycleSeg+1000)
+	l, bodies, old := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 5*recycleSeg+1000)
 	defer l.Close()
 	if !os.SameFile(old, statSegment(t, dir, 5*recycleSeg)) {
 		t.Fatal("segment 5 is not the retired file of segment 2")
@@ -158,19 +159,19 @@ func TestRecycleReusesRetiredFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The flusher prunes the registry right after the round that woke Flush.
-	for deadline := time.Now().Add(5 * time.Second); slices.Contains(registered(t, dir), 5*recycleSeg); {
-		if time.Now().After(deadline) {
-			t.Fatalf("registry %v still holds the sealed, synced segment 5", registered(t, dir))
+	wait.For(t, "the sealed, synced segment 5 out of the registry", func() error {
+		if got := registered(t, dir); slices.Contains(got, 5*recycleSeg) {
+			return fmt.Errorf("registry %v", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	checkBodies(t, l, bodies)
 }
 
 // TestRecycleDisabled: RecycleSegments < 0 unlinks retired files as before.
 func TestRecycleDisabled(t *testing.T) {
 	dir := t.TempDir()
-	o := recycleOptions(dir)
+	o := recycleOptions(t, dir)
 	o.RecycleSegments = -1
 	l := openLog(t, o)
 	defer l.Close()
@@ -196,7 +197,7 @@ func TestRecycleDisabled(t *testing.T) {
 // end.
 func TestRecycleCleanShutdownStaleTail(t *testing.T) {
 	dir := t.TempDir()
-	l, bodies, _ := recycledSetup(t, dir, recycleOptions(dir), 700, 1900, 5*recycleSeg+300<<10)
+	l, bodies, _ := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1900, 5*recycleSeg+300<<10)
 	end := l.WrittenOffset()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestRecycleCleanShutdownStaleTail(t *testing.T) {
 	if _, ok := message.IsBlank(tail); ok || lastNonZero(tail[:64]) < 0 || !bytes.Contains(tail, blankMagicBytes) {
 		t.Fatal("the scenario needs stale bytes (no marker) right after the end and a stale blank-end marker later")
 	}
-	l2, rep, err := Open(recycleOptions(dir))
+	l2, rep, err := Open(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestRecycleCleanShutdownStaleTail(t *testing.T) {
 // position.
 func TestRecycleCrashSyncFlush(t *testing.T) {
 	dir := t.TempDir()
-	o := recycleOptions(dir)
+	o := recycleOptions(t, dir)
 	o.FlushMode = FlushSync
 	o.CheckpointInterval = time.Nanosecond
 	l, bodies, _ := recycledSetup(t, dir, o, 700, 1300, 5*recycleSeg+200<<10)
@@ -265,7 +266,7 @@ func TestRecycleStaleMarkersAtEnd(t *testing.T) {
 	for _, kind := range []string{"blank", "hole"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			l, bodies, _ := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 5*recycleSeg+100<<10)
+			l, bodies, _ := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 5*recycleSeg+100<<10)
 			end := l.WrittenOffset()
 			l.simulateCrash()
 			patchFile(t, dir, 5*recycleSeg, end, func(b []byte) {
@@ -275,7 +276,7 @@ func TestRecycleStaleMarkersAtEnd(t *testing.T) {
 					message.PutHole(b, 4096)
 				}
 			})
-			l2, rep, err := Open(recycleOptions(dir))
+			l2, rep, err := Open(recycleOptions(t, dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +297,7 @@ func TestRecycleStaleMarkersAtEnd(t *testing.T) {
 // of a recycled segment still becomes a hole, the records after it kept.
 func TestRecycleDamageBelowDurableIsAHole(t *testing.T) {
 	dir := t.TempDir()
-	l, bodies, _ := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 5*recycleSeg+200<<10)
+	l, bodies, _ := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 5*recycleSeg+200<<10)
 	end := l.WrittenOffset()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -310,7 +311,7 @@ func TestRecycleDamageBelowDurableIsAHole(t *testing.T) {
 	slices.Sort(in5)
 	bad := in5[len(in5)/2]
 	patchFile(t, dir, 5*recycleSeg, bad, func(b []byte) { b[200] ^= 0xFF })
-	l2, rep, err := Open(recycleOptions(dir))
+	l2, rep, err := Open(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,8 +333,8 @@ func TestRecycleDamageBelowDurableIsAHole(t *testing.T) {
 // nothing is set aside or counted as lost. The read-only open agrees.
 func TestRecyclePreparedSegmentAtCrash(t *testing.T) {
 	dir := t.TempDir()
-	l, bodies, _ := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 4*recycleSeg+100<<10)
-	settleAllocator(l)
+	l, bodies, _ := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 4*recycleSeg+100<<10)
+	settleAllocator(t, l)
 	l.allocMu.Lock()
 	p := l.prepared
 	l.allocMu.Unlock()
@@ -343,7 +344,7 @@ func TestRecyclePreparedSegmentAtCrash(t *testing.T) {
 	end := l.WrittenOffset()
 	l.simulateCrash()
 	prepared := statSegment(t, dir, 5*recycleSeg)
-	ro, rep, err := OpenReadOnly(recycleOptions(dir))
+	ro, rep, err := OpenReadOnly(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func TestRecyclePreparedSegmentAtCrash(t *testing.T) {
 		t.Fatalf("read-only open: %s; want end %d, nothing lost", rep, end)
 	}
 	ro.Close()
-	l2, rep, err := Open(recycleOptions(dir))
+	l2, rep, err := Open(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestRecyclePreparedSegmentAtCrash(t *testing.T) {
 // removes them all.
 func TestRecycleOpenTrimsPool(t *testing.T) {
 	dir := t.TempDir()
-	l := openLog(t, recycleOptions(dir))
+	l := openLog(t, recycleOptions(t, dir))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,19 +409,19 @@ func TestRecycleOpenTrimsPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l = openLog(t, recycleOptions(dir))
+	l = openLog(t, recycleOptions(t, dir))
 	// The allocator may already have made the kept file the next segment.
 	if got := pool(); len(got) > 1 || len(got) == 1 && got[0] != poolName(9*recycleSeg) {
 		t.Fatalf("pool after Open: %v, want only the newest file of the right size", got)
 	}
-	settleAllocator(l)
+	settleAllocator(t, l)
 	if !os.SameFile(newest, statSegment(t, dir, recycleSeg)) {
 		t.Fatal("the next segment is not the pool file Open kept")
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	o := recycleOptions(dir)
+	o := recycleOptions(t, dir)
 	o.RecycleSegments = -1
 	l = openLog(t, o)
 	defer l.Close()
@@ -434,14 +435,14 @@ func TestRecycleOpenTrimsPool(t *testing.T) {
 // still ends right.
 func TestRecycleUnreadableRegistry(t *testing.T) {
 	dir := t.TempDir()
-	l, bodies, _ := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 5*recycleSeg+100<<10)
+	l, bodies, _ := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 5*recycleSeg+100<<10)
 	end := l.WrittenOffset()
 	l.simulateCrash()
 	patchFile(t, dir, 5*recycleSeg, end, func(b []byte) { message.PutBlank(b, int32(6*recycleSeg-end)) })
 	if err := os.WriteFile(filepath.Join(dir, recycledName), []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l2, rep, err := Open(recycleOptions(dir))
+	l2, rep, err := Open(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +610,7 @@ func TestRecycleColdFileIsZeroed(t *testing.T) {
 	// Segment 3 active, 4 prepared (new): the pool file (segment 2's) is
 	// not reused before the writer takes 4. Evict its pages (synced first:
 	// dirty pages stay).
-	l, bodies, old := recycledSetup(t, dir, recycleOptions(dir), 700, 1500, 3*recycleSeg+2000)
+	l, bodies, old := recycledSetup(t, dir, recycleOptions(t, dir), 700, 1500, 3*recycleSeg+2000)
 	f, err := os.Open(filepath.Join(dir, poolName(2*recycleSeg)))
 	if err != nil {
 		t.Fatal(err)
@@ -643,7 +644,7 @@ func TestRecycleColdFileIsZeroed(t *testing.T) {
 	}
 	checkBodies(t, l, bodies)
 	l.simulateCrash()
-	l2, rep, err := Open(recycleOptions(dir))
+	l2, rep, err := Open(recycleOptions(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,14 +661,14 @@ func TestRecycleColdFileIsZeroed(t *testing.T) {
 func TestRecycleNotUnderDiskPressure(t *testing.T) {
 	dir := t.TempDir()
 	fsys := errorfs.New(vfs.Default)
-	o := recycleOptions(dir)
+	o := recycleOptions(t, dir)
 	o.RetentionTime = time.Hour
 	o.FS = fsys
 	l := openLog(t, o)
 	defer l.Close()
 	seq, bodies := 0, map[int64][]byte{}
 	fillTo(t, l, 3*recycleSeg+1000, &seq, 700, bodies)
-	settleAllocator(l)
+	settleAllocator(t, l)
 	// A pool file, as a time-based retention would have left.
 	l.opts.RetentionTime = time.Nanosecond
 	if removed, err := l.RetainBelow(recycleSeg); err != nil || len(removed) != 1 {
