@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // TestMain lets the test binary serve as its own child broker
@@ -50,19 +53,20 @@ func TestProcCPUAdvances(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Spin until the kernel's 10 ms ticks have seen some CPU time.
-	deadline := time.Now().Add(5 * time.Second)
 	x := 0
-	for time.Now().Before(deadline) {
+	wait.For(t, "the process's CPU time to advance", func() error {
 		for i := 0; i < 1_000_000; i++ {
 			x += i
 		}
-		if after, err := procCPU(os.Getpid()); err != nil {
+		after, err := procCPU(os.Getpid())
+		if err != nil {
 			t.Fatal(err)
-		} else if after > before {
-			return
 		}
-	}
-	t.Fatalf("no CPU time seen in 5 s of spinning (%d)", x)
+		if after <= before {
+			return fmt.Errorf("CPU time %v, %v before (spun to %d)", after, before, x)
+		}
+		return nil
+	})
 }
 
 // TestChildBrokerReportsCPUPerMessage runs a produce and a consume workload
@@ -173,7 +177,7 @@ func TestServeChildSpec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("the child broker did not stop when its input closed")
 	}
 	if err := serveChild("no-commas", strings.NewReader(""), io.Discard); err == nil {

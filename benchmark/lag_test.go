@@ -3,14 +3,15 @@ package benchmark
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // The matching of master and slave samples: each master sample is paired
@@ -69,13 +70,12 @@ func TestLagProbeModes(t *testing.T) {
 // lag: samples, none left pending, no failed polls. An address that is not
 // a slave is refused before the run.
 func TestLagProbeAgainstAGroup(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	serve := func(o broker.Options) (*broker.Broker, string) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.AdvertiseAddr, o.DataDir, o.Logger = l.Addr().String(), t.TempDir(), quiet
+		o.AdvertiseAddr, o.DataDir, o.Logger = l.Addr().String(), t.TempDir(), testlog.New(t, o.Role.String())
 		b, err := broker.New(o)
 		if err != nil {
 			l.Close()
@@ -109,19 +109,15 @@ func TestLagProbeAgainstAGroup(t *testing.T) {
 	}
 	c.SlaveAddr = saddr
 	// The slave learns its master's remoting address from its first
-	// registration's answer.
-	deadline := time.Now().Add(10 * time.Second)
+	// registration's answer: until then a run is refused.
 	var res *Result
-	for {
+	wait.For(t, "a run with the slave's lag probe", func() error {
 		out.Reset()
-		if res, err = Run(context.Background(), c); err == nil || time.Now().After(deadline) {
-			break
+		if res, err = Run(context.Background(), c); err != nil {
+			return fmt.Errorf("%v\n%s", err, out.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+		return nil
+	})
 	if res.SlaveLag == nil || res.SlaveLag.Count == 0 || res.SlaveLagPending != 0 || res.SlaveLagErrors != 0 || res.LagIntervalUs != DefaultLagInterval.Microseconds() {
 		t.Fatalf("slave lag %+v, pending %d, errors %d, interval %d µs\n%s", res.SlaveLag, res.SlaveLagPending, res.SlaveLagErrors, res.LagIntervalUs, out.String())
 	}
