@@ -204,35 +204,37 @@ func putNoWait(t *testing.T, s *Store, body string) int64 {
 func TestSyncReplicasNoReplica(t *testing.T) {
 	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
 		t.Run(mode.String(), func(t *testing.T) {
-			o := replicatedOptions(t.TempDir())
-			o.FlushMode = mode
-			s := openStore(t, o)
-			defer s.Close()
-			if !s.DurableWaits() {
-				t.Fatal("DurableWaits false with replicas required")
-			}
-			start := time.Now()
-			r, err := s.Put(msg("T", 0, "x"))
-			if err != nil || r.Status != StatusSlaveNotAvailable {
-				t.Fatalf("put without a replica: %v, status %d", err, r.Status)
-			}
-			if d := time.Since(start); d > 200*time.Millisecond {
-				t.Fatalf("not available took %v: it must not wait", d)
-			}
-			end := r.CommitLogOffset + int64(r.Size)
-			if err := s.WaitDurable(end); !errors.Is(err, ErrReplicaNotAvailable) || !NotDurable(err) {
-				t.Fatalf("wait: %v", err)
-			}
-			w := newWaiter()
-			s.OnDurable(end, w)
-			if err := w.wait(t); !errors.Is(err, ErrReplicaNotAvailable) {
-				t.Fatalf("OnDurable: %v", err)
-			}
-			if s.DurableOffset() != 0 {
-				t.Fatalf("durable offset %d with nothing replicated", s.DurableOffset())
-			}
-			// The message is stored all the same.
-			waitVisible(t, s, "T", 0, 1)
+			synctest.Test(t, func(t *testing.T) { // virtual time: a wait on the replicas shows as all of SyncFlushTimeout
+				o := replicatedOptions(t.TempDir())
+				o.FlushMode = mode
+				s := openStore(t, o)
+				defer s.Close()
+				if !s.DurableWaits() {
+					t.Fatal("DurableWaits false with replicas required")
+				}
+				start := time.Now()
+				r, err := s.Put(msg("T", 0, "x"))
+				if err != nil || r.Status != StatusSlaveNotAvailable {
+					t.Fatalf("put without a replica: %v, status %d", err, r.Status)
+				}
+				if d := time.Since(start); d >= o.SyncFlushTimeout { // the bubble's time: a wait on the replicas takes all of it
+					t.Fatalf("not available took %v: it must not wait", d)
+				}
+				end := r.CommitLogOffset + int64(r.Size)
+				if err := s.WaitDurable(end); !errors.Is(err, ErrReplicaNotAvailable) || !NotDurable(err) {
+					t.Fatalf("wait: %v", err)
+				}
+				w := newWaiter()
+				s.OnDurable(end, w)
+				if err := w.wait(t); !errors.Is(err, ErrReplicaNotAvailable) {
+					t.Fatalf("OnDurable: %v", err)
+				}
+				if s.DurableOffset() != 0 {
+					t.Fatalf("durable offset %d with nothing replicated", s.DurableOffset())
+				}
+				// The message is stored all the same.
+				waitVisible(t, s, "T", 0, 1)
+			})
 		})
 	}
 }
@@ -329,22 +331,24 @@ func TestSyncReplicasTimeoutAndLeave(t *testing.T) {
 }
 
 func TestSyncReplicasGap(t *testing.T) {
-	o := replicatedOptions(t.TempDir())
-	o.MaxReplicaGap = 4096
-	s := openStore(t, o)
-	defer s.Close()
-	s.AddReplica("behind", 0)
-	for s.WrittenOffset() < 8192 {
-		putNoWait(t, s, string(make([]byte, 500)))
-	}
-	start := time.Now()
-	res, err := s.Put(msg("T", 0, "x"))
-	if err != nil || res.Status != StatusSlaveNotAvailable || time.Since(start) > 200*time.Millisecond {
-		t.Fatalf("put with a replica %d bytes behind: %v, status %d after %v", s.WrittenOffset(), err, res.Status, time.Since(start))
-	}
-	if info := s.Replicas(); len(info) != 1 || info[0].InSync {
-		t.Fatalf("replicas: %+v", info)
-	}
+	synctest.Test(t, func(t *testing.T) { // virtual time: a wait on the replicas shows as all of SyncFlushTimeout
+		o := replicatedOptions(t.TempDir())
+		o.MaxReplicaGap = 4096
+		s := openStore(t, o)
+		defer s.Close()
+		s.AddReplica("behind", 0)
+		for s.WrittenOffset() < 8192 {
+			putNoWait(t, s, string(make([]byte, 500)))
+		}
+		start := time.Now()
+		res, err := s.Put(msg("T", 0, "x"))
+		if err != nil || res.Status != StatusSlaveNotAvailable || time.Since(start) >= o.SyncFlushTimeout { // the bubble's time
+			t.Fatalf("put with a replica %d bytes behind: %v, status %d after %v", s.WrittenOffset(), err, res.Status, time.Since(start))
+		}
+		if info := s.Replicas(); len(info) != 1 || info[0].InSync {
+			t.Fatalf("replicas: %+v", info)
+		}
+	})
 }
 
 // TestSyncReplicasTwo requires two replicas: the second-highest ack counts.
