@@ -82,9 +82,13 @@
 // Offsets: the commit offset of a queue is its lowest message not yet consumed (never
 // past one still being consumed). Clustering offsets are written to the broker every
 // CommitInterval (5 s), synchronously for a queue a rebalance takes away, and at
-// shutdown; broadcasting offsets go to a local file per client and group, written by
-// temporary file, fsync and rename. ConsumerStats.RebalanceDuplicates estimates the
-// redeliveries that moving queues can cause.
+// shutdown, to the queue's master, or while the route names none (the master is
+// down) to its slave, which keeps them for the master's return; offsets, queue
+// offsets and the group's members are read there too, so queues assigned while a
+// master is down are consumed from its slave. Broadcasting offsets go to a local
+// file per client and group, written by temporary file, fsync and rename.
+// ConsumerStats.RebalanceDuplicates estimates the redeliveries that moving queues
+// can cause.
 //
 // # Pull consumer
 //
