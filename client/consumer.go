@@ -435,7 +435,8 @@ func (c *consumer) startOffset(ctx context.Context, mq MessageQueue) (int64, err
 	}
 }
 
-// queueOffset asks mq's master for its min or max offset, or the offset of a time.
+// queueOffset asks mq's master (its slave while the route names no master) for
+// its min or max offset, or the offset of a time.
 func (c *consumer) queueOffset(ctx context.Context, mq MessageQueue, code int32, ts int64) (int64, error) {
 	addr := c.in.readAddr(mq.BrokerName)
 	if addr == "" {
