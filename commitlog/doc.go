@@ -113,7 +113,9 @@
 // # Lock order
 //
 // Log.mu (append, AppendReplica, RestartAt) → Log.allocMu (the prepared
-// segment) → Log.segMu (segment list) → flusher.mu. The flusher and
+// segment) → Log.segMu (segment list) → flusher.syncMu (a sync round, from
+// reading the flushed position to the checkpoint; TruncateTo and RestartAt
+// hold it while they move the positions back) → flusher.mu. The flusher and
 // allocator never take Log.mu. Log.wmu (WrittenAfter's waiters), Log.poolMu
 // (the pool's files) and registry.mu ("RECYCLED", taken under allocMu or
 // alone) are leaves: nothing is taken under them.

@@ -19,6 +19,15 @@ type flusher struct {
 
 	kick chan struct{} // a waiter wants a sync (cap 1)
 
+	// syncMu is held by a round from reading the flushed position to
+	// publishing the new one and writing the checkpoint, and by TruncateTo
+	// and RestartAt, which move both positions back. Without it a round
+	// that synced the old files could publish, after a truncation, a
+	// flushed position covering records appended since into new files it
+	// never synced (acknowledged, and lost in a power loss), and write a
+	// checkpoint that counts the cut range as durable.
+	syncMu sync.Mutex
+
 	mu     sync.Mutex
 	done   chan struct{} // closed after each sync round; replaced under mu
 	failed error         // sticky: the first failed sync, wrapped in ErrLogFailed
@@ -130,11 +139,13 @@ func (f *flusher) loop() {
 			dirty := l.written.Load() - l.flushed.Load()
 			if now.Sub(lastFull) >= l.opts.FlushThoroughInterval {
 				lastFull = now
-				f.round(l.written.Load())
+				f.round(-1)
 			} else if dirty >= int64(l.opts.FlushLeastPages)*4096 {
-				f.round(l.written.Load())
+				f.round(-1)
 			}
+			f.syncMu.Lock()
 			f.maybeCheckpoint()
+			f.syncMu.Unlock()
 		}
 	}
 }
@@ -163,11 +174,19 @@ func (f *flusher) settle() int64 {
 	return w
 }
 
-// round syncs everything below target and wakes every waiter.
+// round syncs everything below target (the written position when target
+// is negative or beyond it) and wakes every waiter.
 func (f *flusher) round(target int64) {
 	l := f.l
 	if f.failure() != nil {
 		return
+	}
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
+	// A target read before the lock may be from before a truncation: what
+	// lies below it now may not be written yet.
+	if w := l.written.Load(); target < 0 || target > w {
+		target = w
 	}
 	from := l.flushed.Load()
 	var err error
@@ -185,8 +204,8 @@ func (f *flusher) round(target int64) {
 	if err != nil {
 		f.fail(err)
 	} else if target > l.flushed.Load() {
-		// TruncateTo may have moved the written position below target
-		// while this round synced: flushed never passes written.
+		// flushed never passes written. (TruncateTo and RestartAt, which
+		// move written back, wait for the round: syncMu.)
 		l.flushed.Store(min(target, l.written.Load()))
 	}
 	close(f.done)
@@ -203,6 +222,7 @@ func (f *flusher) round(target int64) {
 }
 
 // maybeCheckpoint records the flushed offset if the interval has passed.
+// f.syncMu is held.
 func (f *flusher) maybeCheckpoint() {
 	l := f.l
 	now := l.opts.now()
@@ -216,7 +236,7 @@ func (f *flusher) maybeCheckpoint() {
 
 // final is the last round, run by Close after the goroutine stopped.
 func (f *flusher) final() error {
-	f.round(f.l.written.Load())
+	f.round(-1)
 	return f.failure()
 }
 

@@ -450,7 +450,7 @@ func (l *Log) scanSegment(seg *segment, durable int64, rep *Recovery) (stop int6
 			pos += int64(size)
 			continue
 		}
-		v, err := message.Decode(buf, true)
+		v, err := decodeStored(buf)
 		if err == nil && v.PhysicalOffset() == pos {
 			pos += int64(v.TotalSize())
 			rep.ScannedRecords++
@@ -549,7 +549,7 @@ func resync(seg *segment, pos, durable int64, recycled bool) (int64, bool) {
 			p = cand + 1
 			continue
 		}
-		if v, err := message.Decode(buf, true); err == nil && v.PhysicalOffset() == seg.base+cand {
+		if v, err := decodeStored(buf); err == nil && v.PhysicalOffset() == seg.base+cand {
 			return seg.base + cand, true
 		}
 		p = cand + 1
@@ -645,15 +645,12 @@ func (l *Log) saveAside(seg *segment, from, to int64) (string, error) {
 		return "", nil
 	}
 	dir := filepath.Join(l.dir, DamagedDir)
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(l.fs, dir, 0o755); err != nil {
 		return "", fmt.Errorf("commitlog: %w", err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.%d", segmentName(from), to-from, l.opts.now().UnixMilli()))
 	if err := durable.WriteFile(l.fs, path, b); err != nil {
 		return "", fmt.Errorf("commitlog: save damaged bytes: %w", err)
-	}
-	if err := l.syncDir(l.dir); err != nil { // DamagedDir may be new
-		return "", err
 	}
 	return path, nil
 }
@@ -661,7 +658,7 @@ func (l *Log) saveAside(seg *segment, from, to int64) (string, error) {
 // setAside moves the segment file at base into DamagedDir.
 func (l *Log) setAside(base int64) (string, error) {
 	dir := filepath.Join(l.dir, DamagedDir)
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(l.fs, dir, 0o755); err != nil {
 		return "", fmt.Errorf("commitlog: %w", err)
 	}
 	to := filepath.Join(dir, fmt.Sprintf("%s.%d", segmentName(base), l.opts.now().UnixMilli()))
@@ -866,7 +863,7 @@ func (l *Log) Quarantine(off int64) (Loss, error) {
 	if size, ok := message.IsBlank(buf); ok && int64(size) == seg.end()-off {
 		return Loss{}, fmt.Errorf("commitlog: offset %d is a blank-end marker", off)
 	}
-	v, derr := message.Decode(buf, true)
+	v, derr := decodeStored(buf)
 	if derr == nil && v.PhysicalOffset() == off {
 		return Loss{}, fmt.Errorf("commitlog: the record at %d is valid", off)
 	}

@@ -169,7 +169,7 @@ func (l *Log) appendReplicaLocked(off int64, data []byte) (int, error) {
 				flush()
 				return consumed, nil
 			}
-			v, err := message.Decode(rest[:size], true)
+			v, err := decodeStored(rest[:size])
 			if err != nil {
 				flush()
 				return consumed, fmt.Errorf("%w: record at %d: %w", ErrReplicaData, pos, err)
@@ -227,6 +227,9 @@ func (l *Log) RestartAt(base int64) (string, error) {
 	// release the owner's reference this function releases too.
 	l.segMu.Lock()
 	defer l.segMu.Unlock()
+	// No sync round may run meanwhile (see flusher.syncMu).
+	l.fl.syncMu.Lock()
+	defer l.fl.syncMu.Unlock()
 
 	old := *l.segs.Load()
 	empty := l.pos == old[0].base
@@ -258,7 +261,7 @@ func (l *Log) RestartAt(base int64) (string, error) {
 	var aside string
 	if !empty {
 		aside = filepath.Join(l.dir, DiscardedDir, strconv.FormatInt(l.opts.now().UnixMilli(), 10))
-		if err := l.fs.MkdirAll(aside, 0o755); err != nil {
+		if err := durable.MkdirAll(l.fs, aside, 0o755); err != nil {
 			l.dropRestartSegment(s)
 			return "", fmt.Errorf("commitlog: %w", err)
 		}

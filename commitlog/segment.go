@@ -136,6 +136,16 @@ func (l *Log) createSegmentAt(path string, base int64) (*segment, error) {
 		fsys.Remove(path)
 		return nil, fmt.Errorf("commitlog: preallocate segment %s: %w", path, classifySpace(err))
 	}
+	// Its size too: fallocate's new size is metadata no sync has written,
+	// and after a power loss a segment file of 0 bytes before a later one
+	// is a cut segment to recovery (reported as damage), though it never
+	// held an acknowledged record. One fdatasync per segment, on the
+	// allocator's goroutine.
+	if err := f.Datasync(); err != nil {
+		f.Close()
+		fsys.Remove(path)
+		return nil, fmt.Errorf("commitlog: sync new segment %s: %w", path, err)
+	}
 	s, err := l.mapSegment(f, path, base)
 	if err != nil {
 		fsys.Remove(path)

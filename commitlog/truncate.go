@@ -109,6 +109,9 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 	defer l.allocMu.Unlock()
 	l.segMu.Lock()
 	defer l.segMu.Unlock()
+	// No sync round may run meanwhile (see flusher.syncMu).
+	l.fl.syncMu.Lock()
+	defer l.fl.syncMu.Unlock()
 
 	old := *l.segs.Load()
 	k := int((off - old[0].base) / l.opts.SegmentSize)
@@ -151,7 +154,8 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 		}
 	}
 	aside := filepath.Join(l.dir, TruncatedDir, strconv.FormatInt(l.opts.now().UnixMilli(), 10))
-	if err := l.fs.MkdirAll(aside, 0o755); err != nil {
+	// Durably: the files moved in are the kept copy of the cut log.
+	if err := durable.MkdirAll(l.fs, aside, 0o755); err != nil {
 		seg.release(true)
 		return tr, fmt.Errorf("commitlog: %w", err)
 	}
