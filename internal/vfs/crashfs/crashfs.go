@@ -29,31 +29,51 @@ type node struct {
 	live, durable map[string]*node
 	// A file's durable contents; len(data) is its durable size.
 	data []byte
-	// synced marks the sectors of data that a sync covered (or that existed
-	// at New): their durable bytes are real, even when they are zeros. A
-	// sector of data no sync covered (zeros up to a durable size that grew)
-	// was never written durably.
-	synced []bool
+	// seq holds, per sector of data, the sequence number of the sync that
+	// last made it durable (0: none did; what existed at New counts as
+	// synced); sizeSeq that of the sync that last set len(data). A sync
+	// applies only over what no later sync wrote: two syncs of one file
+	// running at once end with the later one's contents, as on a disk.
+	// A sector of data no sync covered (zeros up to a durable size that
+	// grew) was never written durably.
+	seq     []uint64
+	sizeSeq uint64
 }
 
-// markSynced records that a sync covered the bytes [from, to) of n's
-// durable contents, and forgets sectors past them when the durable size
-// shrank. f.mu held.
-func (n *node) markSynced(from, to int64) {
+// apply records that the sync numbered seq made snap durable at offset at
+// (a whole-file sync passes at 0 and its contents; size is the durable size
+// it recorded, or -1 to leave the size to others). Sectors a later sync
+// made durable keep that one's bytes. f.mu held.
+func (n *node) apply(seq uint64, at int64, snap []byte, size int64) {
+	if size >= 0 && seq > n.sizeSeq {
+		n.data = resize(n.data, size)
+		n.sizeSeq = seq
+	}
+	if need := at + int64(len(snap)); need > int64(len(n.data)) {
+		// Past the durable size: the size this sync made durable was
+		// unknown (Stat failed) or a later sync recorded a smaller one.
+		n.data = resize(n.data, need)
+	}
 	sectors := (int64(len(n.data)) + SectorSize - 1) / SectorSize
-	if int64(len(n.synced)) > sectors {
-		n.synced = n.synced[:sectors:sectors]
+	if int64(len(n.seq)) > sectors {
+		n.seq = n.seq[:sectors:sectors]
 	}
-	for int64(len(n.synced)) < sectors {
-		n.synced = append(n.synced, false)
+	for int64(len(n.seq)) < sectors {
+		n.seq = append(n.seq, 0)
 	}
-	for s := from / SectorSize; s < sectors && s*SectorSize < to; s++ {
-		n.synced[s] = true
+	end := at + int64(len(snap))
+	for s := at / SectorSize; s*SectorSize < end; s++ {
+		if n.seq[s] > seq {
+			continue
+		}
+		from, to := max(s*SectorSize, at), min((s+1)*SectorSize, end)
+		copy(n.data[from:to], snap[from-at:to-at])
+		n.seq[s] = seq
 	}
 }
 
 // wasSynced reports whether a sync covered sector s of n's durable contents.
-func (n *node) wasSynced(s int) bool { return s < len(n.synced) && n.synced[s] }
+func (n *node) wasSynced(s int) bool { return s < len(n.seq) && n.seq[s] > 0 }
 
 func newDir() *node {
 	return &node{dir: true, live: map[string]*node{}, durable: map[string]*node{}}
@@ -66,7 +86,8 @@ type FS struct {
 	root  string
 
 	mu      sync.Mutex
-	top     *node // the root directory: exists, durably
+	seq     uint64 // numbers the syncs, in the order their contents were read
+	top     *node  // the root directory: exists, durably
 	maps    map[*mmap.Mapping]mapRec
 	outside []string // operations on paths outside the model, for diagnostics
 }
@@ -114,8 +135,9 @@ func (f *FS) adopt(path string) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := &node{data: b}
-		n.markSynced(0, int64(len(b)))
+		n := &node{}
+		f.seq++
+		n.apply(f.seq, 0, b, int64(len(b)))
 		return n, nil
 	}
 	d := newDir()
@@ -353,25 +375,23 @@ func (f *FS) MSync(name string, m *mmap.Mapping, off, n int) error {
 		return f.inner.MSync(name, m, off, n) // the real call reports the bad range
 	}
 	start, end := off&^(ps-1), min((off+n+ps-1)&^(ps-1), m.Len())
+	// The contents are read, and the sync numbered, under the lock: of two
+	// syncs of one file, the later-numbered read the newer contents.
+	f.mu.Lock()
+	f.seq++
+	seq := f.seq
 	snap := append([]byte(nil), m.Bytes()[start:end]...)
 	size, serr := fileSize(f.inner, name)
+	f.mu.Unlock()
 	if err := f.inner.MSync(name, m, off, n); err != nil {
 		return err
 	}
+	if serr != nil {
+		size = -1
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	d := rec.n
-	if serr == nil {
-		d.data = resize(d.data, size)
-	}
-	at := rec.off + int64(start)
-	if need := at + int64(len(snap)); need > int64(len(d.data)) {
-		// A mapping past the durable size: the size the sync makes durable
-		// was unknown (Stat failed) or grew meanwhile.
-		d.data = resize(d.data, need)
-	}
-	copy(d.data[at:], snap)
-	d.markSynced(at, at+int64(len(snap)))
+	rec.n.apply(seq, rec.off+int64(start), snap, size)
+	f.mu.Unlock()
 	return nil
 }
 
@@ -426,7 +446,11 @@ func (fl *file) sync(do func() error) error {
 	if fl.n == nil {
 		return do()
 	}
+	fl.fs.mu.Lock()
+	fl.fs.seq++
+	seq := fl.fs.seq
 	snap, err := readAll(fl.inner)
+	fl.fs.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("crashfs: read %s before its sync: %w", fl.inner.Name(), err)
 	}
@@ -434,8 +458,7 @@ func (fl *file) sync(do func() error) error {
 		return err
 	}
 	fl.fs.mu.Lock()
-	fl.n.data = snap
-	fl.n.markSynced(0, int64(len(snap)))
+	fl.n.apply(seq, 0, snap, int64(len(snap)))
 	fl.fs.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apogeemq/apogee/internal/vfs"
@@ -336,5 +337,67 @@ func TestTornKeepsSyncedZeroSectors(t *testing.T) {
 	}
 	if !sawNew {
 		t.Fatal("no torn clone kept the unsynced sector")
+	}
+}
+
+// holdFirstMSync is an inner file system whose first MSync waits for
+// release (after closing entered).
+type holdFirstMSync struct {
+	vfs.FS
+	held             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (h *holdFirstMSync) MSync(name string, m *mmap.Mapping, off, n int) error {
+	if h.held.CompareAndSwap(false, true) {
+		close(h.entered)
+		<-h.release
+	}
+	return h.FS.MSync(name, m, off, n)
+}
+
+// Two syncs of one page running at once: the one called later read the
+// newer bytes, and they are what survives, whichever returns last. (The
+// model once applied each sync's bytes as it returned, so an older sync
+// finishing last took back what a later one had made durable: an index
+// file's periodic flush raced its final sync and lost its last entry.)
+func TestConcurrentSyncsKeepTheLatest(t *testing.T) {
+	inner := &holdFirstMSync{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{})}
+	f, err := Wrap(inner, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := f.Root()
+	path := filepath.Join(root, "file")
+	fl, err := f.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	ps := mmap.PageSize()
+	if err := fl.Allocate(0, int64(ps)); err != nil {
+		t.Fatal(err)
+	}
+	mustSyncDir(t, f, root)
+	m, err := fl.Map(0, ps, mmap.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	copy(m.Bytes(), "older")
+	first := make(chan error, 1)
+	go func() { first <- f.MSync(path, m, 0, 5) }()
+	<-inner.entered // it has read "older" and waits in the real msync
+	copy(m.Bytes(), "newer")
+	if err := f.MSync(path, m, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	close(inner.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := clone(t, f, CloneOptions{})
+	if got := readOr(t, filepath.Join(dst, "file")); got[:5] != "newer" {
+		t.Fatalf("after two syncs, the later with %q, the clone holds %q", "newer", got[:5])
 	}
 }

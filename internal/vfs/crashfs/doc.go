@@ -29,7 +29,14 @@
 //   - The durable contents recorded by a sync are those the file had when
 //     the sync was called (read before the real system call), so a store
 //     that raced with the sync is never taken as durable; a failed sync
-//     records nothing.
+//     records nothing. Syncs are numbered in the order they read the
+//     contents, and a sync's bytes never replace those of a later-numbered
+//     sync of the same sectors: of two syncs of one file running at once,
+//     the later one's contents survive, whichever returns last (as on a
+//     disk, where the later sync writes the page again). The model first
+//     applied each sync's bytes as it returned, so an index file's
+//     periodic flush, finishing after the sync that sealed the full file,
+//     took back its last entry: too strict.
 //   - Writes, truncation, fallocate, zeroing and stores through mappings
 //     change only the real file (the "current" contents).
 //   - What exists under the root when New is called is taken as durable
