@@ -3,6 +3,7 @@ package idempotent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
 	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/internal/wait"
 )
 
 func msg(id string) *client.MessageExt {
@@ -322,13 +324,15 @@ func TestConcurrentDuplicates(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-						if l(ctx, []*client.MessageExt{msg(key)}) == client.ConsumeSuccess {
-							return
+					// Redelivered until acknowledged (virtual time: the bubble's).
+					if err := wait.Poll(wait.DefaultTimeout, func() error {
+						if res := l(ctx, []*client.MessageExt{msg(key)}); res != client.ConsumeSuccess {
+							return fmt.Errorf("the listener answered %v", res)
 						}
-						time.Sleep(5 * time.Millisecond)
+						return nil
+					}); err != nil {
+						t.Errorf("%s never acknowledged: %v", key, err)
 					}
-					t.Errorf("%s never acknowledged", key)
 				}()
 			}
 			close(start)
