@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/controller/wire"
+	"github.com/apogeemq/apogee/internal/proctest"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -45,29 +44,28 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", name, err, out)
 		}
 	}
-	addrs := freeAddrs(t, 3+3+1+3+3)
-	raft, ctl, ns, brokerAddrs, haAddrs := addrs[0:3], addrs[3:6], addrs[6], addrs[7:10], addrs[10:13]
-	var peers []string
-	for i := range raft {
-		peers = append(peers, fmt.Sprintf("c%d=%s", i+1, raft[i]))
-	}
-	for i := range ctl {
-		startProc(t, bin, "apogee-controller", "--id", fmt.Sprintf("c%d", i+1), "--peers", strings.Join(peers, ","),
-			"--listen", ctl[i], "--data-dir", filepath.Join(t.TempDir(), "ctl"))
-	}
-	startProc(t, bin, "apogee-namesrv", "--listen", ns, "--data-dir", filepath.Join(t.TempDir(), "ns"))
+	// Every process binds its ports from :0 and says them in its ready
+	// file (package proctest); a restarted broker keeps the addresses its
+	// first run bound.
+	ctls := proctest.StartControllers(t, filepath.Join(bin, "apogee-controller"), 3)
+	ctl := strings.Split(proctest.ControllerAddrs(ctls), ";")
+	ns := proctest.Start(t, "apogee-namesrv", filepath.Join(bin, "apogee-namesrv"),
+		"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "ns")).Ready.Listen
 	conf := filepath.Join(t.TempDir(), "g1.conf")
 	if err := os.WriteFile(conf, []byte("brokerClusterName=DefaultCluster\nbrokerName=g1\nallAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=3000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	brokerArgs := func(i int, dir string) []string {
-		return []string{"--listen", brokerAddrs[i], "--ha-listen", haAddrs[i], "--data-dir", dir, "--namesrv", ns,
-			"--enable-controller-mode", "--controller-addr", strings.Join(ctl, ";"), "-c", conf}
-	}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	procs := make([]*proc, 3)
+	procs := make([]*proctest.Proc, 3)
+	brokerAddrs := make([]string, 3)
+	brokerArgs := make([][]string, 3)
 	for i := range procs {
-		procs[i] = startProc(t, bin, "apogee-broker", brokerArgs(i, dirs[i])...)
+		brokerArgs[i] = []string{"--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--grpc-listen", "",
+			"--namesrv-listen", "", "--data-dir", t.TempDir(), "--namesrv", ns,
+			"--enable-controller-mode", "--controller-addr", strings.Join(ctl, ";"), "-c", conf}
+		procs[i] = proctest.Start(t, fmt.Sprintf("apogee-broker-%d", i), filepath.Join(bin, "apogee-broker"), brokerArgs[i]...)
+		brokerAddrs[i] = procs[i].Ready.Advertise
+		// Restarts on the addresses this run bound.
+		brokerArgs[i][1], brokerArgs[i][3] = procs[i].Ready.Listen, procs[i].Ready.HA
 	}
 	const topic, queues = "CtlFailover", 4
 	var master string
@@ -161,7 +159,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 			t.Fatalf("master %s is none of the brokers %v", old, brokerAddrs)
 		}
 		killed := time.Now()
-		procs[i].kill(syscall.SIGKILL)
+		procs[i].Kill()
 		var nm string
 		var routed time.Time
 		wait.Until(t, "the route naming a new master", func() bool {
@@ -178,7 +176,7 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 		t.Logf("round %d: master %s SIGKILLed; route names %s after %v, first SEND_OK stored by it after %v (%v after the route)",
 			round, old, nm, routed.Sub(killed).Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond),
 			first.Sub(routed).Round(time.Millisecond))
-		procs[i] = startProc(t, bin, "apogee-broker", brokerArgs(i, dirs[i])...)
+		procs[i].Run(brokerArgs[i]...)
 	}
 	final := masterIn(routeAtQuiet(ns, topic), "g1")
 	wait.Until(t, "sends acknowledged by the final master", func() bool {
@@ -204,72 +202,6 @@ func TestControllerModeFailoverMeasure(t *testing.T) {
 	t.Logf("%d rounds, %d acknowledged (all on the final master), %d sends failed; kill → route min %v median %v max %v; kill → first SEND_OK on the new master min %v median %v max %v",
 		rounds, n, nf, toRoute[0].Round(time.Millisecond), toRoute[len(toRoute)/2].Round(time.Millisecond), toRoute[len(toRoute)-1].Round(time.Millisecond),
 		toSend[0].Round(time.Millisecond), toSend[len(toSend)/2].Round(time.Millisecond), toSend[len(toSend)-1].Round(time.Millisecond))
-}
-
-type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    string
-}
-
-// startProc starts bin/name with args, its output in a file; the test's end
-// stops it (SIGTERM, then SIGKILL after 20 s) and shows the file if it failed.
-func startProc(t *testing.T, bin, name string, args ...string) *proc {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), name+"-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: exec.Command(filepath.Join(bin, name), args...), exited: make(chan struct{}), log: f.Name()}
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); f.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.kill(syscall.SIGTERM)
-		if t.Failed() {
-			out, _ := os.ReadFile(p.log)
-			if len(out) > 4000 {
-				out = out[len(out)-4000:]
-			}
-			t.Logf("%s %v (tail):\n%s", name, args, out)
-		}
-	})
-	return p
-}
-
-func (p *proc) kill(sig syscall.Signal) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
 }
 
 // invokeQuiet is invokeAt that returns its error instead of failing the test

@@ -40,18 +40,10 @@ import (
 
 // --- controllers ----------------------------------------------------------
 
-// ctlProc is one apogee-controller process (package proctest: addresses
-// from its ready file, its log printed if the test fails). Its first run
-// takes ports from :0; restarts keep them (a restarted controller keeps its
-// identity: its peers and the brokers reach it where they did).
-type ctlProc struct {
-	id, raft, addr, dataDir string
-	// joins are the controllers it joins through (--join); none for the
-	// group's seed (--peers ID=127.0.0.1:0, a group of one that the others
-	// join).
-	joins []*ctlProc
-	p     *proctest.Proc
-}
+// ctlProc is one apogee-controller process of a test's group
+// (proctest.Controller: ports from :0 at its first run, kept by its
+// restarts; its log printed if the test fails).
+type ctlProc = proctest.Controller
 
 // startControllers starts a Raft group of three controllers on ports from
 // :0 (the first alone, the others joining it) with short timings (Raft
@@ -60,20 +52,26 @@ type ctlProc struct {
 // controller's configuration has the three.
 func startControllers(t testing.TB) []*ctlProc {
 	t.Helper()
-	var cs []*ctlProc
-	for i := 0; i < 3; i++ {
-		c := &ctlProc{id: fmt.Sprintf("c%d", i+1), dataDir: filepath.Join(t.TempDir(), fmt.Sprintf("ctl%d", i+1)),
-			joins: slices.Clone(cs)}
-		c.p = proctest.New(t, "apogee-controller-"+c.id, controllerBin)
-		t.Cleanup(func() { c.signal(t, syscall.SIGTERM) })
-		c.start(t)
-		cs = append(cs, c)
+	var timings []string
+	if os.Getenv("APOGEE_FAILOVER_DEFAULT_TIMINGS") == "" {
+		// Test timings; APOGEE_FAILOVER_DEFAULT_TIMINGS=1 runs the
+		// controllers with their defaults (Raft 1 s, heartbeat timeout 3 s,
+		// scan 500 ms) to measure what an operator gets.
+		timings = []string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+			"--raft-leader-lease-timeout", "150ms", "--heartbeat-timeout", "2s", "--scan-interval", "200ms"}
+	}
+	cs := proctest.StartControllers(t, controllerBin, 3, timings...)
+	for _, c := range cs {
+		t.Cleanup(func() { _ = c.P.Stop(syscall.SIGTERM) })
+		if !ctlStartLine.MatchString(c.P.Line()) {
+			t.Fatalf("controller start line %q", c.P.Line())
+		}
 	}
 	wait.For(t, "three controllers in every controller's configuration", func() error {
 		for _, c := range cs {
 			peers := ctlMetadata(t, c)["peers"]
 			if n := len(strings.Split(peers, ",")); peers == "" || n != 3 {
-				return fmt.Errorf("%s has %q", c.id, peers)
+				return fmt.Errorf("%s has %q", c.ID, peers)
 			}
 		}
 		return nil
@@ -81,59 +79,17 @@ func startControllers(t testing.TB) []*ctlProc {
 	return cs
 }
 
-func (c *ctlProc) start(t testing.TB) {
-	t.Helper()
-	listen, raft := "127.0.0.1:0", "127.0.0.1:0"
-	if c.addr != "" {
-		listen, raft = c.addr, c.raft
-	}
-	args := []string{"--id", c.id, "--listen", listen, "--raft-listen", raft, "--data-dir", c.dataDir}
-	if len(c.joins) == 0 {
-		args = append(args, "--peers", c.id+"=127.0.0.1:0")
-	} else {
-		var via []string
-		for _, j := range c.joins {
-			via = append(via, j.addr)
-		}
-		args = append(args, "--join", strings.Join(via, ";"))
-	}
-	if os.Getenv("APOGEE_FAILOVER_DEFAULT_TIMINGS") == "" {
-		// Test timings; APOGEE_FAILOVER_DEFAULT_TIMINGS=1 runs the
-		// controllers with their defaults (Raft 1 s, heartbeat timeout 3 s,
-		// scan 500 ms) to measure what an operator gets.
-		args = append(args, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
-			"--raft-leader-lease-timeout", "150ms", "--heartbeat-timeout", "2s", "--scan-interval", "200ms")
-	}
-	c.p.Run(args...)
-	if c.addr == "" {
-		c.addr, c.raft = c.p.Ready.Listen, c.p.Ready.Raft
-	}
-	if !ctlStartLine.MatchString(c.p.Line()) {
-		t.Fatalf("controller start line %q", c.p.Line())
-	}
-}
-
 var ctlStartLine = regexp.MustCompile(`^apogee-controller (\S+) listening on (\S+),`)
 
-func (c *ctlProc) signal(t testing.TB, sig syscall.Signal) {
-	_ = c.p.Stop(sig)
-}
-
-func ctlAddrs(cs []*ctlProc) string {
-	var a []string
-	for _, c := range cs {
-		a = append(a, c.addr)
-	}
-	return strings.Join(a, ";")
-}
+func ctlAddrs(cs []*ctlProc) string { return proctest.ControllerAddrs(cs) }
 
 // ctlMetadata is a running controller's GET_METADATA_INFO (1005) header
 // (nil if it does not answer).
 func ctlMetadata(t testing.TB, c *ctlProc) map[string]string {
-	if !c.p.Running() {
+	if !c.P.Running() {
 		return nil
 	}
-	conn, err := net.DialTimeout("tcp", c.addr, time.Second)
+	conn, err := net.DialTimeout("tcp", c.Addr, time.Second)
 	if err != nil {
 		return nil
 	}
@@ -499,7 +455,7 @@ func (g *failoverGroup) waitFullSet(t testing.TB) {
 	t.Helper()
 	wait.Until(t, "a SyncStateSet of three", func() bool {
 		l := ctlLeader(t, g.ctls)
-		conn, err := net.DialTimeout("tcp", l.addr, time.Second)
+		conn, err := net.DialTimeout("tcp", l.Addr, time.Second)
 		if err != nil {
 			return false
 		}
@@ -564,7 +520,7 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	var deadCtl *ctlProc
 	if killCtlLeader {
 		deadCtl = ctlLeader(t, g.ctls)
-		deadCtl.signal(t, syscall.SIGKILL)
+		_ = deadCtl.P.Stop(syscall.SIGKILL)
 	}
 	killed := time.Now()
 	old.stop(syscall.SIGKILL)
@@ -604,7 +560,7 @@ func (g *failoverGroup) killRound(t *testing.T, round int, killCtlLeader bool) (
 	}
 	c.mu.Unlock()
 	if deadCtl != nil {
-		deadCtl.start(t)
+		deadCtl.Start()
 	}
 	// The old master comes back as a slave of the new one.
 	old.restart()
@@ -759,7 +715,7 @@ func TestFailoverPartition(t *testing.T) {
 	var proxies []*cutProxy
 	var via []string
 	for _, c := range ctls {
-		p := newCutProxy(t, c.addr)
+		p := newCutProxy(t, c.Addr)
 		proxies = append(proxies, p)
 		via = append(via, p.ln.Addr().String())
 	}

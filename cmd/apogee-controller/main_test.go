@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,85 +45,50 @@ func TestMain(m *testing.M) {
 
 var startLine = regexp.MustCompile(`^apogee-controller (\S+) listening on (\S+), raft (\S+), data (.+), version (.+)$`)
 
-// member is one controller of a test's group: its process (package
-// proctest: addresses from its ready file, its log in a file printed if
-// the test fails), its place in the group, and the addresses its first run
-// bound, which its restarts keep (a restarted member keeps its identity:
-// its peers and brokers reach it where they did).
-type member struct {
-	id, raftAddr, addr, dataDir string
-	extra                       []string
-	// joins are the members it joins through (none: it is the group's
-	// seed, a group of one on a Raft port from :0).
-	joins []*member
-	p     *proctest.Proc
-}
+// member is one controller of a test's group (proctest.Controller: ports
+// from :0 at its first run, kept by its restarts; its log printed if the
+// test fails).
+type member = proctest.Controller
 
 // newGroup starts n members on ports from :0: the first alone (--peers
 // c1=127.0.0.1:0), each other joining through the members before it
 // (--join); it returns once every member's configuration has all n (asked
-// with cfg: nil for plain remoting). extra flags go to every process.
+// with cfg: nil for plain remoting). extra flags go to every process. Every
+// start checks the start line against the ready file.
 func newGroup(t *testing.T, n int, cfg *tls.Config, extra ...string) []*member {
 	t.Helper()
-	var ms []*member
-	for i := range n {
-		m := &member{id: fmt.Sprintf("c%d", i+1), dataDir: t.TempDir(), extra: extra, joins: slices.Clone(ms)}
-		m.p = proctest.New(t, "apogee-controller-"+m.id, binPath)
-		m.start(t)
-		ms = append(ms, m)
+	ms := proctest.StartControllers(t, binPath, n, extra...)
+	for _, m := range ms {
+		checkStart(t, m)
 	}
 	waitMembers(t, ms, n, cfg)
 	return ms
 }
 
-// args are the member's flags for a run: the addresses its first run bound
-// (or 127.0.0.1:0 for that first run), and --peers or --join.
-func (m *member) args() []string {
-	listen, raft := "127.0.0.1:0", "127.0.0.1:0"
-	if m.addr != "" {
-		listen, raft = m.addr, m.raftAddr
-	}
-	args := []string{"--id", m.id, "--listen", listen, "--raft-listen", raft, "--data-dir", m.dataDir}
-	if len(m.joins) == 0 {
-		args = append(args, "--peers", m.id+"=127.0.0.1:0")
-	} else {
-		var via []string
-		for _, j := range m.joins {
-			via = append(via, j.addr)
-		}
-		args = append(args, "--join", strings.Join(via, ";"))
-	}
-	return append(args, m.extra...)
+// start runs the member again (on the addresses of its first run) and
+// checks its start line.
+func start(t *testing.T, m *member) {
+	t.Helper()
+	m.Start()
+	checkStart(t, m)
 }
 
-// start runs the member (again) and waits for its ready file.
-func (m *member) start(t *testing.T) {
+// checkStart checks that the member's start line and ready file name it at
+// the addresses its first run bound.
+func checkStart(t *testing.T, m *member) {
 	t.Helper()
-	m.p.Run(m.args()...)
-	r := m.p.Ready
-	if m.addr == "" {
-		m.addr, m.raftAddr = r.Listen, r.Raft
+	r := m.P.Ready
+	mm := startLine.FindStringSubmatch(m.P.Line())
+	if mm == nil || mm[1] != m.ID || mm[2] != m.Addr || mm[3] != m.Raft || r.Listen != m.Addr || r.Raft != m.Raft ||
+		r.Advertise != m.Addr || r.Command != "apogee-controller" {
+		t.Fatalf("start line %q, ready file %+v: want %s at %s, raft %s", m.P.Line(), r, m.ID, m.Addr, m.Raft)
 	}
-	mm := startLine.FindStringSubmatch(m.p.Line())
-	if mm == nil || mm[1] != m.id || mm[2] != m.addr || mm[3] != m.raftAddr || r.Listen != m.addr || r.Raft != m.raftAddr ||
-		r.Advertise != m.addr || r.Command != "apogee-controller" {
-		t.Fatalf("start line %q, ready file %+v: want %s at %s, raft %s", m.p.Line(), r, m.id, m.addr, m.raftAddr)
-	}
-}
-
-// done reports whether the member's process has exited.
-func (m *member) done() bool { return !m.p.Running() }
-
-// kill sends sig and waits for the exit; it returns the exit status.
-func (m *member) kill(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	return m.p.Stop(sig)
 }
 
 func addrsOf(ms []*member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
-		out[i] = m.addr
+		out[i] = m.Addr
 	}
 	return out
 }
@@ -148,15 +112,15 @@ func waitMembers(t *testing.T, ms []*member, n int, cfg *tls.Config) {
 	cl := probe(t, ms, cfg)
 	wait.For(t, fmt.Sprintf("%d members in every controller's configuration", n), func() error {
 		for _, m := range ms {
-			if m.done() {
+			if !m.P.Running() {
 				continue
 			}
-			md, err := cl.Metadata(context.Background(), m.addr)
+			md, err := cl.Metadata(context.Background(), m.Addr)
 			if err != nil {
-				return fmt.Errorf("%s: %w", m.id, err)
+				return fmt.Errorf("%s: %w", m.ID, err)
 			}
 			if got := len(strings.Split(md.Peers, ",")); md.Peers == "" || got != n {
-				return fmt.Errorf("%s has %q", m.id, md.Peers)
+				return fmt.Errorf("%s has %q", m.ID, md.Peers)
 			}
 		}
 		return nil
@@ -171,10 +135,10 @@ func leader(t *testing.T, ms []*member, skip *member, cfg *tls.Config) *member {
 	var found *member
 	wait.For(t, "a controller leader", func() error {
 		for _, m := range ms {
-			if m == skip || m.done() {
+			if m == skip || !m.P.Running() {
 				continue
 			}
-			if md, err := cl.Metadata(context.Background(), m.addr); err == nil && md.IsLeader {
+			if md, err := cl.Metadata(context.Background(), m.Addr); err == nil && md.IsLeader {
 				found = m
 				return nil
 			}
@@ -275,9 +239,9 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 	}
 
 	killed := time.Now()
-	lead.kill(t, syscall.SIGKILL)
+	lead.P.Stop(syscall.SIGKILL)
 	next := leader(t, ms, lead, nil)
-	t.Logf("leader %s SIGKILLed; %s leads %v later", lead.id, next.id, time.Since(killed).Round(time.Millisecond))
+	t.Logf("leader %s SIGKILLed; %s leads %v later", lead.ID, next.ID, time.Since(killed).Round(time.Millisecond))
 	s, err := a.cl.GetReplicaInfo(ctx, "broker-a")
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +256,7 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 	if s, err := a.cl.GetReplicaInfo(ctx, "broker-a"); err != nil || s.MasterEpoch != 1 {
 		t.Fatalf("master replaced after a controller failover: %+v %v", s, err)
 	}
-	lead.start(t)
+	start(t, lead)
 
 	var follower *member
 	for _, m := range ms {
@@ -300,7 +264,7 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 			follower = m
 		}
 	}
-	follower.kill(t, syscall.SIGKILL)
+	follower.P.Stop(syscall.SIGKILL)
 	died := time.Now()
 	a.stop()
 	stopped := time.Now()
@@ -308,12 +272,12 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 		m, e := b.view()
 		return m == b.id && e == 2
 	})
-	t.Logf("with %s down, master replaced %v after its broker stopped", follower.id, time.Since(stopped).Round(time.Millisecond))
+	t.Logf("with %s down, master replaced %v after its broker stopped", follower.ID, time.Since(stopped).Round(time.Millisecond))
 	_ = died
-	follower.start(t)
+	start(t, follower)
 	// The leader goes again: the group of the two restarted nodes must
 	// hold the election that happened while one of them was down.
-	next.kill(t, syscall.SIGKILL)
+	next.P.Stop(syscall.SIGKILL)
 	leader(t, ms, next, nil)
 	s, err = b.cl.GetReplicaInfo(ctx, "broker-a")
 	if err != nil {
@@ -327,8 +291,8 @@ func TestThreeProcessesSurviveMinorityLoss(t *testing.T) {
 			t.Fatalf("broker-x%d lost: %v", i, err)
 		}
 	}
-	if snaps, _ := filepath.Glob(filepath.Join(lead.dataDir, "snapshots", "*")); len(snaps) == 0 {
-		t.Errorf("no snapshot in %s", lead.dataDir)
+	if snaps, _ := filepath.Glob(filepath.Join(lead.DataDir, "snapshots", "*")); len(snaps) == 0 {
+		t.Errorf("no snapshot in %s", lead.DataDir)
 	}
 }
 
@@ -351,9 +315,9 @@ func TestDefaultTimings(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	lead.kill(t, syscall.SIGKILL)
+	lead.P.Stop(syscall.SIGKILL)
 	next := leader(t, ms, lead, nil)
-	t.Logf("default Raft timeouts: leader SIGKILLed, %s leads %v later", next.id, time.Since(killed).Round(time.Millisecond))
+	t.Logf("default Raft timeouts: leader SIGKILLed, %s leads %v later", next.ID, time.Since(killed).Round(time.Millisecond))
 	a.stop()
 	stopped := time.Now()
 	wait.Until(t, "b told it is master", func() bool {
@@ -371,24 +335,24 @@ func TestDefaultTimings(t *testing.T) {
 func TestSIGTERMAndLock(t *testing.T) {
 	ms := newGroup(t, 3, nil, fastFlags...)
 	lead := leader(t, ms, nil, nil)
-	dup := exec.Command(binPath, "--id", lead.id, "--peers", lead.id+"=127.0.0.1:0", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
-		"--data-dir", lead.dataDir)
+	dup := exec.Command(binPath, "--id", lead.ID, "--peers", lead.ID+"=127.0.0.1:0", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
+		"--data-dir", lead.DataDir)
 	out, err := dup.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use by another running controller") {
 		t.Fatalf("second process on a data directory: %v\n%s", err, out)
 	}
 	start := time.Now()
-	if err := lead.kill(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, lead.p.RunLog())
+	if err := lead.P.Stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, lead.P.RunLog())
 	}
-	if !strings.Contains(lead.p.RunLog(), "stopped cleanly") {
-		t.Fatalf("no clean stop:\n%s", lead.p.RunLog())
+	if !strings.Contains(lead.P.RunLog(), "stopped cleanly") {
+		t.Fatalf("no clean stop:\n%s", lead.P.RunLog())
 	}
-	if _, err := os.Stat(lead.p.ReadyPath()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(lead.P.ReadyPath()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the ready file outlived the process: %v", err)
 	}
 	next := leader(t, ms, lead, nil)
-	t.Logf("leader stopped by SIGTERM; %s leads %v later", next.id, time.Since(start).Round(time.Millisecond))
+	t.Logf("leader stopped by SIGTERM; %s leads %v later", next.ID, time.Since(start).Round(time.Millisecond))
 }
 
 func TestConfigFile(t *testing.T) {

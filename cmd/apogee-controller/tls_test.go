@@ -47,7 +47,7 @@ func TestTLSProcesses(t *testing.T) {
 		t.Fatalf("election over TLS: %+v %v", el, err)
 	}
 
-	lead.kill(t, syscall.SIGKILL)
+	lead.P.Stop(syscall.SIGKILL)
 	leader(t, ms, lead, good)
 	s, err := cl.GetReplicaInfo(ctx, "broker-a")
 	if err != nil || s.MasterID != reg.ID || s.MasterEpoch != 1 {
@@ -61,11 +61,11 @@ func TestTLSProcesses(t *testing.T) {
 	}
 	defer plain.Close()
 	for _, m := range ms {
-		if m.done() {
+		if !m.P.Running() {
 			continue
 		}
-		if _, err := plain.Metadata(ctx, m.addr); err == nil {
-			t.Fatalf("%s answered a plain client", m.id)
+		if _, err := plain.Metadata(ctx, m.Addr); err == nil {
+			t.Fatalf("%s answered a plain client", m.ID)
 		}
 	}
 }
