@@ -28,7 +28,9 @@ var ErrLayout = errors.New("commitlog: segment files do not form one log")
 
 // Loss is a range of the log that recovery could not keep.
 type Loss struct {
-	// From and To bound the lost bytes: [From, To) in log offsets.
+	// From and To bound the lost bytes: [From, To) in log offsets. For a
+	// segment closed early To is the segment's end: where in it the lost
+	// records ended cannot be told.
 	From, To int64
 	// Reason says what was wrong (the first failed check).
 	Reason string
@@ -590,6 +592,7 @@ func (l *Log) makeHole(seg *segment, from, to, durable int64, reason string, rep
 
 // closeShort ends seg at pos with a blank-end marker, after saving what
 // follows aside: its valid data stopped there but later segments hold data.
+// The loss it reports runs to the segment's end.
 //
 // In a recycled segment a blank-end marker at pos past durable was not
 // trusted by the scan (it may be an older segment's); now that a later
@@ -626,13 +629,10 @@ func (l *Log) closeShort(seg *segment, pos, durable int64, reason string, rep *R
 			return fmt.Errorf("commitlog: sync blank marker at %d: %w", pos, err)
 		}
 	}
-	to := pos + n
-	if pos < durable {
-		to = max(to, min(durable, seg.end()))
-	}
-	if to > pos {
-		rep.Losses = append(rep.Losses, Loss{From: pos, To: to, Reason: reason + "; segment closed early", Saved: saved, Unsynced: pos >= durable})
-	}
+	// Nothing after pos in the segment is kept: the records lost lie
+	// somewhere below its end (zeros are no proof that none was there: a
+	// power loss leaves unsynced pages zero), so the loss runs to it.
+	rep.Losses = append(rep.Losses, Loss{From: pos, To: seg.end(), Reason: reason + "; segment closed early", Saved: saved, Unsynced: pos >= durable})
 	rep.mismatch("segment %s closed early at %d", segmentName(seg.base), pos)
 	return nil
 }

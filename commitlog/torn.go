@@ -3,6 +3,7 @@ package commitlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 
 	"github.com/apogeemq/apogee/message"
 )
@@ -43,4 +44,23 @@ func decodeStored(buf []byte) (message.View, error) {
 		return v, err
 	}
 	return v, checkFields(v)
+}
+
+// CheckRecord reports whether rec, a whole record read at offset (see
+// ReadRecord), is one recovery keeps: it decodes, its body CRC and the rule
+// above hold, and its PHYSICALOFFSET is offset. A reader that reaches a
+// record by its offset alone (a query by message id or by key) checks it:
+// after a power loss the offset may lie inside a hole recovery made over a
+// torn range, where ReadRecord, which looks only at the magic code and the
+// size, can find a torn record. Readers through a consume-queue entry check
+// the header against the entry instead.
+func CheckRecord(rec []byte, offset int64) error {
+	v, err := decodeStored(rec)
+	if err == nil && v.PhysicalOffset() != offset {
+		err = errors.New("it claims another offset")
+	}
+	if err != nil {
+		return fmt.Errorf("%w: offset %d: %w", ErrNoRecord, offset, err)
+	}
+	return nil
 }
