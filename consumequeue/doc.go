@@ -76,6 +76,13 @@
 // when the tail was damaged) and the file is sized to full length again.
 // No file is mapped and no file descriptor stays open.
 //
+// After a crash (not after a clean shutdown) a file followed by others
+// that ends with an unwritten or torn entry is where the torn tail begins:
+// Flush syncs a queue's files in order, so the files after it hold nothing
+// synced; they are removed and the tail is cut in that file. (A power loss
+// can make a new file's name durable before the last entries of the file
+// before it: a journal commits a create whenever it likes.)
+//
 // A process crash leaves a clean prefix (the page cache has every byte), so
 // this finds the end exactly. After a power failure, pages lost more than a
 // window before the end are not detected here: such a hole reads as all-zero
@@ -88,8 +95,11 @@
 //
 // Appends are not synced. Flush msyncs each queue's range written since the
 // last Flush (or fdatasyncs the file if it was unmapped meanwhile) and fsyncs
-// directories that gained or lost files; the store calls it about every
-// second. Queues are rebuilt from the commitlog after a crash, so this is lazy
+// directories that gained or lost files before it started (the flags are
+// taken before the range is read, so a new file's name is never made
+// durable ahead of the entries before it); the store calls it about every
+// second. A new file's size is fdatasynced when it is created, so its name
+// is never durable over an empty file. Queues are rebuilt from the commitlog after a crash, so this is lazy
 // by design. MinOffset advances made by DeleteBelow inside a file are not
 // persisted: call DeleteBelow with the commitlog's minimum offset after OpenSet.
 package consumequeue

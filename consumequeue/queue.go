@@ -336,6 +336,13 @@ func (q *Queue) roll(off int64) (*segment, error) {
 		if err := f.Truncate(q.set.fileSize); err != nil {
 			return nil, err
 		}
+		// The size is made durable now: the next Flush makes the name
+		// durable, maybe before any entry of the file is synced, and after
+		// a power loss a last file of 0 bytes is damage to recovery (the
+		// queue dropped and rebuilt). One fdatasync per file created.
+		if err := f.Datasync(); err != nil {
+			return nil, err
+		}
 		return f.Map(0, int(q.set.fileSize), mmap.ReadWrite)
 	}()
 	if err != nil {
@@ -746,11 +753,29 @@ func (q *Queue) Flush() error {
 func (q *Queue) flush(least int64) (newDir bool, err error) {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
+	// The directory's flags are taken before the entries' end is read: a
+	// file the writer creates after this point waits for the next flush.
+	// The other way round a roll between the two could make the new file's
+	// name durable while the last entries of the file before it were not
+	// synced, and after a power loss that file would end in an unwritten
+	// entry though a later one follows: damage to recovery, and a rebuild.
+	dirty, created := q.dirDirty.Swap(false), q.newDir.Swap(false)
 	hi := q.max.Load()
 	lo := q.flushed
-	if hi-lo < least && !q.newDir.Load() && !q.dirDirty.Load() {
+	if hi-lo < least && !created && !dirty {
 		return false, nil
 	}
+	defer func() {
+		if err != nil {
+			// Not synced: the next flush tries again.
+			if dirty {
+				q.dirDirty.Store(true)
+			}
+			if created {
+				q.newDir.Store(true)
+			}
+		}
+	}()
 	l := q.segs.Load()
 	if len(l.segs) > 0 && lo < l.base {
 		lo = l.base
@@ -767,15 +792,12 @@ func (q *Queue) flush(least int64) (newDir bool, err error) {
 		lo = to
 	}
 	q.flushed = hi
-	newDir = q.newDir.Swap(false)
-	if dirty := q.dirDirty.Swap(false); dirty || newDir {
+	if dirty || created {
 		if err := q.set.syncDir(q.dir); err != nil {
-			q.dirDirty.Store(dirty)
-			q.newDir.Store(newDir)
 			return false, err
 		}
 	}
-	return newDir, nil
+	return created, nil
 }
 
 // close marks the queue closed and drops the set's references on its files

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
 )
 
@@ -176,6 +177,32 @@ func (s *Set) recoverQueue(topic string, id int32, buf []byte, strict bool) (*Qu
 			// Files are created at full size in one ftruncate: a crash
 			// can leave an empty file, never a short one with data.
 			return nil, damaged("file %s is %d bytes, want %d (cut?)", f.path, f.size, fs)
+		}
+	}
+
+	// After a crash, a file followed by others that ends with an unwritten
+	// or torn entry is where the torn tail begins: a flush syncs a queue's
+	// files in order, so nothing in the files after it was synced (a power
+	// loss can make a new file's name durable before the last entries of
+	// the file before it). Those files go, and recovery cuts the tail as
+	// in any last file. After a clean shutdown it is damage (below).
+	cut := false
+	for !strict && len(files) > 1 {
+		e, err := readEntry(s.fs, files[len(files)-2].path, fs/EntrySize-1)
+		if err != nil {
+			return nil, failed(err)
+		}
+		if k := classify(e); k == kindMessage || k == kindBlank {
+			break
+		}
+		if err := s.fs.Remove(files[len(files)-1].path); err != nil {
+			return nil, failed(err)
+		}
+		files, cut = files[:len(files)-1], true
+	}
+	if cut {
+		if err := durable.SyncDir(s.fs, q.dir); err != nil {
+			return nil, failed(err)
 		}
 	}
 

@@ -29,19 +29,29 @@ func (q *Queue) FillLost(off int64) error {
 // SearchCommitLogOffset returns the first queue offset in [MinOffset,
 // MaxOffset) whose entry's commitlog offset is at least off (MaxOffset if
 // none). Entries follow commitlog order; blank pre-fill entries count as
-// below every offset.
+// below every offset. All-zero entries (a power loss took them; the
+// store's re-dispatch fills them in) carry no offset: the search decides
+// on the next entry that is not one, and a run of them up to MaxOffset
+// counts as above.
 func (q *Queue) SearchCommitLogOffset(off int64) (int64, error) {
 	lo, hi := q.MinOffset(), q.MaxOffset()
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		e, err := q.Get(mid)
-		if err != nil {
-			return 0, q.errorf("search commitlog offset %d: offset %d: %w", off, mid, err)
+		k := mid
+		var e Entry
+		for ; k < hi; k++ {
+			var err error
+			if e, err = q.Get(k); err != nil {
+				return 0, q.errorf("search commitlog offset %d: offset %d: %w", off, k, err)
+			}
+			if classify(e) != kindZero {
+				break
+			}
 		}
-		if classify(e) == kindMessage && e.CommitLogOffset >= off {
+		if k == hi || classify(e) == kindMessage && e.CommitLogOffset >= off {
 			hi = mid
 		} else {
-			lo = mid + 1
+			lo = k + 1
 		}
 	}
 	return lo, nil

@@ -70,7 +70,7 @@ func OpenSet(root string, opts Options) (*Set, error) {
 		if _, err := o.FS.Stat(root); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
-	} else if err := o.FS.MkdirAll(root, 0o755); err != nil {
+	} else if err := durable.MkdirAll(o.FS, root, 0o755); err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
 	s := &Set{
