@@ -108,7 +108,7 @@ func Open(dir string, opts Options) (*Index, error) {
 		return nil, err
 	}
 	fsys := o.FS
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	ents, err := fsys.ReadDir(dir)
