@@ -330,6 +330,17 @@ func (d *dispatcher) write(p *pendingRecord) error {
 				err = q.Append(v.QueueOffset(), p.e)
 			}
 		}
+		if errors.Is(err, consumequeue.ErrConflict) {
+			// The stored entry is not the one its record implies: after a
+			// power loss, an entry of the unflushed tail torn by sector (its
+			// tag code zero, say). The log is the truth.
+			var wrote bool
+			if wrote, err = q.Repair(v.QueueOffset(), p.e); wrote {
+				s.opts.Logger.Warn("store: consume-queue entry rewritten from its record on re-dispatch",
+					"topic", t.name, "queue", v.QueueID(), "queueOffset", v.QueueOffset(), "commitLogOffset", p.off)
+				d.arrived(q)
+			}
+		}
 		if err != nil {
 			if !refused(err) {
 				return err

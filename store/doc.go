@@ -69,6 +69,13 @@
 // consume queues and the index are truncated to the log's end, damaged queues
 // are dropped, and everything from the checkpoint's dispatched offset (from the
 // log's start after a crash without checkpoint, or when a whole consume-queue
-// or index directory is missing) to the end is dispatched again before Open
-// returns. Queue-offset counters start from the consume queues' max offsets.
+// or index directory is missing; from the first range the log lost, when
+// that lies lower: the dispatched offset can pass what the log had synced)
+// to the end is dispatched again before Open returns. Re-dispatch fills in
+// the all-zero entries a power loss left in the queues and rewrites an
+// entry that differs from its record (torn). Only then are the entries
+// that point into a range the log lost (and the all-zero ones among them)
+// made lost-message entries, and each queue's minimum raised to the log's
+// (earlier, all-zero entries would pass for cleaned-up ones). Queue-offset
+// counters start from the consume queues' max offsets.
 package store

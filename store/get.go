@@ -334,12 +334,15 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
 
 // ReadMessage returns a view of the record at a commit-log offset (for
 // VIEW_MESSAGE_BY_ID, send-back and transactions). Release it when done.
+// The record is checked whole (commitlog.CheckRecord, its body CRC
+// included): an offset reached by its value alone may, after a power loss,
+// lie inside a torn range recovery covered with a hole.
 func (s *Store) ReadMessage(commitLogOffset int64) (View, error) {
 	v, err := s.log.ReadRecord(commitLogOffset)
 	if err != nil {
 		return View{}, err
 	}
-	if _, err := message.Decode(v.Bytes(), false); err != nil {
+	if err := commitlog.CheckRecord(v.Bytes(), commitLogOffset); err != nil {
 		v.Release()
 		return View{}, fmt.Errorf("store: record at %d: %w", commitLogOffset, err)
 	}
@@ -366,6 +369,12 @@ func (s *Store) QueryByKey(topic, key string, beginMs, endMs int64, max int, dst
 		v, err := s.log.ReadRecord(off)
 		if err != nil {
 			continue // retention removed it
+		}
+		// Checked whole, as ReadMessage does: the index may point into a
+		// torn range a power loss left.
+		if err := commitlog.CheckRecord(v.Bytes(), off); err != nil {
+			v.Release()
+			continue
 		}
 		m, err := message.Decode(v.Bytes(), false)
 		if err != nil || string(m.Topic()) != topic || !hasKey(m, key) || m.StoreTimestamp() < beginMs || m.StoreTimestamp() > endMs {

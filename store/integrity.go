@@ -152,3 +152,72 @@ func (s *Store) badEntry(topic string, queueID int32, qoff int64, e consumequeue
 		"topic", topic, "queue", queueID, "queueOffset", qoff, "commitLogOffset", e.CommitLogOffset, "size", e.Size,
 		"reason", why, "skippedSoFar", s.stats.badEntries.Load())
 }
+
+// markLost turns the consume-queue entries that point into a range the
+// commit log lost (below its recovered end) into lost-message entries
+// (consumequeue.LostSize), which Get skips and counts, and so do the
+// all-zero entries among them (their pages never reached the disk, and
+// re-dispatch, which runs first, found no record for them). Get checks a
+// record's header against its entry, not its body: after a power loss a
+// record inside a torn range (covered by a hole now) can keep an intact
+// header over a torn body, and its entry, flushed before the crash while
+// the record was not synced, would serve it. Queue offsets stay dense.
+// reportLosses has named these messages already.
+func (s *Store) markLost(losses []commitlog.Loss, end int64) error {
+	var marked int64
+	var ferr error
+	for _, l := range losses {
+		if l.From >= end {
+			continue // beyond the end: the queues are cut there
+		}
+		s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+			first, err := q.SearchCommitLogOffset(l.From)
+			if err == nil {
+				var last int64
+				if last, err = q.SearchCommitLogOffset(l.To); err == nil {
+					// prevEnd: where a lost entry standing for an all-zero one
+					// points (as FillLost's do), so offsets keep increasing.
+					prevEnd := l.From
+					if first > q.MinOffset() {
+						if e, gerr := q.Get(first - 1); gerr == nil && e.Size > 0 && e.Size != 0x7FFFFFFF {
+							prevEnd = max(prevEnd, e.End())
+						}
+					}
+					for k := first; k < last && err == nil; k++ {
+						var e consumequeue.Entry
+						if e, err = q.Get(k); err != nil || e.IsLost() {
+							continue
+						}
+						lost := consumequeue.Entry{CommitLogOffset: e.CommitLogOffset, Size: consumequeue.LostSize}
+						switch {
+						case e == (consumequeue.Entry{}):
+							// Its page never reached the disk, and re-dispatch
+							// did not fill it: its record is in the range.
+							lost.CommitLogOffset = prevEnd
+						case e.CommitLogOffset < l.From || e.CommitLogOffset >= l.To:
+							prevEnd = e.End()
+							continue
+						}
+						var wrote bool
+						if wrote, err = q.Repair(k, lost); wrote {
+							marked++
+						}
+						prevEnd = lost.End()
+					}
+				}
+			}
+			if err != nil {
+				ferr = fmt.Errorf("store: mark the entries of lost messages in %s/%d: %w", topic, id, err)
+				return false
+			}
+			return true
+		})
+		if ferr != nil {
+			return ferr
+		}
+	}
+	if marked > 0 {
+		s.opts.Logger.Warn("store: consume-queue entries of messages the commit log lost marked lost", "entries", marked)
+	}
+	return nil
+}

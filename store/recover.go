@@ -96,9 +96,6 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	if err := s.cqs.TruncateAfter(end); err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
-	if _, err := s.cqs.DeleteBelow(logMin); err != nil {
-		return rep, fmt.Errorf("store: %w", err)
-	}
 	// Each queue's last entries must point at their records.
 	var disagree []consumequeue.DamagedQueue
 	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
@@ -146,6 +143,17 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		}
 	}
 	from = max(min(from, end, idxResume), logMin)
+	// The checkpoint's dispatched offset may lie past what the log had
+	// synced (in async mode the queues and the index are flushed on their
+	// own clock): after a power loss the log may have lost records below
+	// it, covered by a hole now. Re-dispatch starts at the first such loss
+	// at the latest, a boundary of the recovered log (started inside a
+	// hole, the cursor met torn records and Open failed).
+	for _, l := range rep.Losses {
+		if l.From < from && l.From >= logMin {
+			from = l.From
+		}
+	}
 	if from < end {
 		o.Logger.Info("store: re-dispatching the commit log", "from", from, "to", end, "crashed", crashed)
 	}
@@ -166,6 +174,18 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	s.dispatch.rebuilding = false
 	if s.dispatched.Load() != end {
 		return rep, fmt.Errorf("store: re-dispatch stopped at %d, log ends at %d", s.dispatched.Load(), end)
+	}
+	// Only now: after a power loss a queue may hold all-zero entries (a
+	// page of it never reached the disk) that re-dispatch has just filled
+	// in from their records. Earlier, the entries of lost messages could
+	// not be found past them, and DeleteBelow, which looks for the first
+	// entry at or above the log's minimum, took them for cleaned-up ones
+	// and raised the queue's minimum over acknowledged messages.
+	if err := s.markLost(rep.Losses, end); err != nil {
+		return rep, err
+	}
+	if _, err := s.cqs.DeleteBelow(logMin); err != nil {
+		return rep, fmt.Errorf("store: %w", err)
 	}
 	// Counters start where the consume queues end.
 	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {

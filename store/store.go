@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/index"
+	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
@@ -90,7 +93,9 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	if err != nil {
 		return nil, commitlog.Recovery{}, err
 	}
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+	// Durably: a power loss must not take the store's directory, and
+	// every synced file under it with it.
+	if err := durable.MkdirAll(o.FS, o.Dir, 0o755); err != nil {
 		return nil, commitlog.Recovery{}, fmt.Errorf("store: create %s: %w", o.Dir, err)
 	}
 	lock, err := lockDir(o.FS, o.Dir)
@@ -271,6 +276,11 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 		}
 		if m.Topic == "" || m.QueueID < 0 {
 			return res, fmt.Errorf("%w: topic %q queue %d", ErrBadMessage, m.Topic, m.QueueID)
+		}
+		// The commit log's recovery takes a zero byte in a topic or in
+		// properties for a sector a power loss tore (commitlog/torn.go).
+		if strings.IndexByte(m.Topic, 0) >= 0 || bytes.IndexByte(m.Properties, 0) >= 0 {
+			return res, fmt.Errorf("%w: a zero byte in the topic or properties", ErrBadMessage)
 		}
 		rec = message.Record{
 			Topic: m.Topic, QueueID: m.QueueID, Flag: m.Flag, SysFlag: m.SysFlag,
