@@ -355,7 +355,15 @@ func TestPowerLossSyncFlushKeepsAcknowledgedMessages(t *testing.T) {
 				s2.Close()
 				continue
 			}
-			p2 := plPut(s2, 2, rng.Uint64(), nil, c.acked)
+			// Messages retention cleaned before the first power loss stay
+			// out: their segment may be back, their index file not.
+			var prior []plMsg
+			for _, m := range c.acked {
+				if m.res.CommitLogOffset >= max(c.minAfter, s2.Log().MinOffset()) {
+					prior = append(prior, m)
+				}
+			}
+			p2 := plPut(s2, 2, rng.Uint64(), nil, prior)
 			p2.waitUntil(t, p2.count()+1+rng.IntN(60))
 			c2 := takeClone(t, fs2, s2, p2, c.what+", then again", crashfs.Mode(rng.IntN(2)), rng.Uint64())
 			p2.halt(t)
