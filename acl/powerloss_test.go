@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/crashfs"
@@ -55,65 +52,26 @@ func TestStorePowerLoss(t *testing.T) {
 	}
 	defer g.Close()
 
-	var began, returned atomic.Int64 // the number of the last user whose creation began, was answered
-	stop, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for i := int64(1); ; i++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			began.Store(i)
-			if code, remark, _ := admin(t, g, protocol.ReqAuthCreateUser, "", UserInfo{Password: "secret-" + userName(i)}, "username", userName(i)); code != protocol.RespSuccess {
-				done <- fmt.Errorf("create %s: code %d: %s", userName(i), code, remark)
-				return
-			}
-			returned.Store(i)
+	crashfs.CloneDuringWrites(t, fsys, 40, func(i int64) error {
+		if code, remark, _ := admin(t, g, protocol.ReqAuthCreateUser, "", UserInfo{Password: "secret-" + userName(i)}, "username", userName(i)); code != protocol.RespSuccess {
+			return fmt.Errorf("create %s: code %d: %s", userName(i), code, remark)
 		}
-	}()
-	defer func() {
-		close(stop)
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	lost := 0
-	for i := range 40 {
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-		o := crashfs.CloneOptions{Mode: crashfs.Mode(i % 2), Seed: rng.Uint64()}
-		lo := returned.Load()
-		clone := filepath.Join(t.TempDir(), "clone")
-		st, err := fsys.CrashClone(clone, o)
+		return nil
+	}, func(c crashfs.Clone) {
+		users, err := storedUsers(vfs.Default, filepath.Join(c.Dir, "acl"))
 		if err != nil {
-			t.Fatal(err)
-		}
-		hi := began.Load()
-		if st.UnsyncedEntries+int(st.UnsyncedBytes) > 0 {
-			lost++
-		}
-		where := fmt.Sprintf("test seed %d, clone %d (%s, seed %d; %v)", seed, i, o.Mode, o.Seed, st)
-		users, err := storedUsers(vfs.Default, filepath.Join(clone, "acl"))
-		if err != nil {
-			t.Fatalf("%s: the store does not open: %v", where, err)
+			t.Fatalf("%s: the store does not open: %v", c.Where, err)
 		}
 		n := int64(len(users))
-		if n < lo || n > hi {
-			t.Fatalf("%s: %d users %v, want the users of one creation in [%d, %d] (the last answered, the last begun)", where, n, slices.Sorted(maps.Keys(users)), lo, hi)
+		if n < c.Lo || n > c.Hi {
+			t.Fatalf("%s: %d users %v, want the users of one creation in [%d, %d] (the last answered, the last begun)", c.Where, n, slices.Sorted(maps.Keys(users)), c.Lo, c.Hi)
 		}
 		for j := int64(1); j <= n; j++ {
 			if users[userName(j)] != "secret-"+userName(j) {
-				t.Fatalf("%s: user %s has secret %q (users %v)", where, userName(j), users[userName(j)], slices.Sorted(maps.Keys(users)))
+				t.Fatalf("%s: user %s has secret %q (users %v)", c.Where, userName(j), users[userName(j)], slices.Sorted(maps.Keys(users)))
 			}
 		}
-	}
-	if lost == 0 {
-		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a write", seed)
-	}
+	})
 }
 
 // Every file operation of the admin changes and of opening the store failed

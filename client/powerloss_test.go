@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/crashfs"
@@ -54,69 +51,28 @@ func TestOffsetFilePowerLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var began, returned atomic.Int64 // k of the last commit begun, returned
-	stop, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for k := int64(1); ; k++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			for _, mq := range plQueues {
-				l.update(mq, k, false)
-			}
-			began.Store(k)
-			if err := l.persist(context.Background(), plQueues, nil); err != nil {
-				done <- err
-				return
-			}
-			returned.Store(k)
+	// Commit k sets every queue to k.
+	crashfs.CloneDuringWrites(t, fsys, 40, func(k int64) error {
+		for _, mq := range plQueues {
+			l.update(mq, k, false)
 		}
-	}()
-	defer func() {
-		close(stop)
-		if err := <-done; err != nil {
-			t.Errorf("persist: %v", err)
-		}
-	}()
-
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	lost := 0
-	for i := range 40 {
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-		o := crashfs.CloneOptions{Mode: crashfs.Mode(i % 2), Seed: rng.Uint64()}
-		lo := returned.Load()
-		clone := filepath.Join(t.TempDir(), "clone")
-		st, err := fsys.CrashClone(clone, o)
+		return l.persist(context.Background(), plQueues, nil)
+	}, func(c crashfs.Clone) {
+		got, err := loadedOffsets(t, vfs.Default, filepath.Join(c.Dir, "offsets"))
 		if err != nil {
-			t.Fatal(err)
-		}
-		hi := began.Load()
-		if st.UnsyncedEntries+int(st.UnsyncedBytes) > 0 {
-			lost++
-		}
-		where := fmt.Sprintf("test seed %d, clone %d (%s, seed %d; %v)", seed, i, o.Mode, o.Seed, st)
-		got, err := loadedOffsets(t, vfs.Default, filepath.Join(clone, "offsets"))
-		if err != nil {
-			t.Fatalf("%s: the offset file does not load: %v", where, err)
+			t.Fatalf("%s: the offset file does not load: %v", c.Where, err)
 		}
 		k := got[0]
-		if k == -1 && lo == 0 {
+		if k == -1 && c.Lo == 0 {
 			k = 0 // no commit returned yet: none is fine
 		}
 		for i, o := range got {
-			if o != got[0] || k < lo || k > hi {
+			if o != got[0] || k < c.Lo || k > c.Hi {
 				t.Fatalf("%s: queue %v holds %d (all: %v), want one commit's k for every queue, in [%d, %d] (the last commit returned, the last begun)",
-					where, plQueues[i], o, got, lo, hi)
+					c.Where, plQueues[i], o, got, c.Lo, c.Hi)
 			}
 		}
-	}
-	if lost == 0 {
-		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a commit", seed)
-	}
+	})
 }
 
 // Every file operation of committing and loading the offset file failed

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/crashfs"
@@ -40,60 +37,18 @@ func TestEpochFilePowerLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var began, returned atomic.Int64 // the last epoch whose Append began, returned
-	stop, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for i := int64(1); ; i++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			began.Store(i)
-			if err := f.Append(int32(i), 100*i); err != nil {
-				done <- err
-				return
-			}
-			returned.Store(i)
-		}
-	}()
-	defer func() {
-		close(stop)
-		if err := <-done; err != nil {
-			t.Errorf("append: %v", err)
-		}
-	}()
-
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	lost := 0
-	for i := range 40 {
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-		o := crashfs.CloneOptions{Mode: crashfs.Mode(i % 2), Seed: rng.Uint64()}
-		lo := returned.Load()
-		clone := filepath.Join(t.TempDir(), "clone")
-		st, err := fsys.CrashClone(clone, o)
+	crashfs.CloneDuringWrites(t, fsys, 40, func(i int64) error {
+		return f.Append(int32(i), 100*i)
+	}, func(c crashfs.Clone) {
+		g, err := OpenEpochFile(filepath.Join(c.Dir, EpochFileName), vfs.Default, quiet)
 		if err != nil {
-			t.Fatal(err)
-		}
-		hi := began.Load()
-		if st.UnsyncedEntries+int(st.UnsyncedBytes) > 0 {
-			lost++
-		}
-		where := fmt.Sprintf("test seed %d, clone %d (%s, seed %d; %v)", seed, i, o.Mode, o.Seed, st)
-		g, err := OpenEpochFile(filepath.Join(clone, EpochFileName), vfs.Default, quiet)
-		if err != nil {
-			t.Fatalf("%s: the epoch file does not open: %v", where, err)
+			t.Fatalf("%s: the epoch file does not open: %v", c.Where, err)
 		}
 		got := g.Entries()
-		if n := int64(len(got)); n < lo || n > hi || !slices.Equal(got, epochsUpTo(int(n))) {
-			t.Fatalf("%s: entries %v, want those of one Append in [%d, %d] (the last returned, the last begun)", where, got, lo, hi)
+		if n := int64(len(got)); n < c.Lo || n > c.Hi || !slices.Equal(got, epochsUpTo(int(n))) {
+			t.Fatalf("%s: entries %v, want those of one Append in [%d, %d] (the last returned, the last begun)", c.Where, got, c.Lo, c.Hi)
 		}
-	}
-	if lost == 0 {
-		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a write", seed)
-	}
+	})
 }
 
 // Every file operation of opening, appending to and truncating the epoch

@@ -3,12 +3,9 @@ package ctrlmode
 import (
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
@@ -38,61 +35,19 @@ func TestIdentityPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// began and returned are the broker ids of the last write begun and
-	// the last one returned (0: the first identity).
-	var began, returned atomic.Int64
-	stop, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for id := int64(1); ; id++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			began.Store(id)
-			if err := saveIdentity(fsys, dir, identity{BrokerID: id, Token: first.Token}); err != nil {
-				done <- err
-				return
-			}
-			returned.Store(id)
-		}
-	}()
-	defer func() {
-		close(stop)
-		if err := <-done; err != nil {
-			t.Errorf("saveIdentity: %v", err)
-		}
-	}()
-
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	lost := 0
-	for i := range 40 {
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-		o := crashfs.CloneOptions{Mode: crashfs.Mode(i % 2), Seed: rng.Uint64()}
-		lo := returned.Load()
-		clone := filepath.Join(t.TempDir(), "clone")
-		st, err := fsys.CrashClone(clone, o)
+	// Write i gives the identity broker id i (0: the first identity).
+	crashfs.CloneDuringWrites(t, fsys, 40, func(id int64) error {
+		return saveIdentity(fsys, dir, identity{BrokerID: id, Token: first.Token})
+	}, func(c crashfs.Clone) {
+		got, err := loadIdentity(vfs.Default, filepath.Join(c.Dir, "broker"), -1, quiet)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: the identity does not load: %v", c.Where, err)
 		}
-		hi := began.Load()
-		if st.UnsyncedEntries+int(st.UnsyncedBytes) > 0 {
-			lost++
+		if got.Token != first.Token || got.BrokerID < c.Lo || got.BrokerID > c.Hi {
+			t.Fatalf("%s: identity %+v, want token %s and a broker id in [%d, %d] (the last write returned, the last begun)",
+				c.Where, got, first.Token, c.Lo, c.Hi)
 		}
-		got, err := loadIdentity(vfs.Default, filepath.Join(clone, "broker"), -1, quiet)
-		if err != nil {
-			t.Fatalf("test seed %d, clone %d (%s, seed %d; %v): the identity does not load: %v", seed, i, o.Mode, o.Seed, st, err)
-		}
-		if got.Token != first.Token || got.BrokerID < lo || got.BrokerID > hi {
-			t.Fatalf("test seed %d, clone %d (%s, seed %d; %v): identity %+v, want token %s and a broker id in [%d, %d] (the last write returned, the last begun)",
-				seed, i, o.Mode, o.Seed, st, got, first.Token, lo, hi)
-		}
-	}
-	if lost == 0 {
-		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a write", seed)
-	}
+	})
 }
 
 // Every file operation of saving and loading the identity failed in turn:
