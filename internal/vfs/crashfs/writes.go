@@ -86,4 +86,3 @@ func CloneDuringWrites(t testing.TB, fsys *FS, n int, write func(i int64) error,
 		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a write", seed)
 	}
 }
-
