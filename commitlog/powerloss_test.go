@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,15 +27,6 @@ import (
 // random moments while writers append from several goroutines; each is
 // recovered with the real file system and checked against what had been
 // acknowledged before it was taken.
-
-// plRounds is how many rounds a power-loss test runs: def, or
-// APOGEE_POWERLOSS_ROUNDS for a longer run.
-func plRounds(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("APOGEE_POWERLOSS_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
 
 // plRecord is a record as appended: where, how long, and the CRC of all its
 // bytes (PHYSICALOFFSET and STORETIMESTAMP patched); for written records
@@ -388,7 +378,7 @@ func openClone(t *testing.T, c plClone, mode FlushMode, fsys vfs.FS) (*Log, Reco
 // after the recovery of some clones. Recovery reports no damage, and
 // serves nothing that was not appended at its offset.
 func TestPowerLossSyncFlushKeepsAcknowledged(t *testing.T) {
-	rounds := plRounds(4)
+	rounds := crashfs.Rounds(4)
 	var lost int64
 	var clones, tornServed int
 	for round := 0; round < rounds; round++ {
@@ -725,7 +715,7 @@ func TestRecoverTornTopicSector(t *testing.T) {
 // loss); no reported loss covers a record that is served; recovery reports
 // no damage.
 func TestPowerLossAsyncFlushLosesOnlyTheUnsyncedWindow(t *testing.T) {
-	rounds := plRounds(4)
+	rounds := crashfs.Rounds(4)
 	var clones, lostRecords, tornServed int
 	for round := 0; round < rounds; round++ {
 		seed := rand.Uint64()

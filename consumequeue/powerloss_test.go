@@ -25,13 +25,6 @@ import (
 // directories, files unmapped by Sweep and synced by fdatasync instead, a
 // power loss again after recovery).
 
-func plRounds(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("APOGEE_POWERLOSS_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 type plKey struct {
 	topic string
 	id    int32
@@ -239,7 +232,7 @@ func plCheck(t *testing.T, what, dir string, durable map[plKey]int64, appended m
 // queue directories and unmapped files; a second power loss after recovery
 // keeps them too.
 func TestPowerLossKeepsFlushedEntries(t *testing.T) {
-	rounds := plRounds(4)
+	rounds := crashfs.Rounds(4)
 	var clones int
 	var lost int64
 	for round := 0; round < rounds; round++ {

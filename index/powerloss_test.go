@@ -3,9 +3,7 @@ package index
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,13 +20,6 @@ import (
 // returned survives a power loss, whatever happened meanwhile (files
 // filled and rolled, a Flush racing the Puts, a second power loss after
 // recovery), and no query returns an offset that was never put.
-
-func plRounds(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("APOGEE_POWERLOSS_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
 
 type plPut struct {
 	key string
@@ -180,7 +171,7 @@ func plCheck(t *testing.T, what, dir string, o Options, puts []plPut, durable in
 // header's page, or pages of their own), files filling and rolling, and a
 // second power loss after recovery.
 func TestPowerLossKeepsFlushedKeys(t *testing.T) {
-	rounds := plRounds(4)
+	rounds := crashfs.Rounds(4)
 	var clones int
 	var lost int64
 	for round := 0; round < rounds; round++ {

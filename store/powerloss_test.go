@@ -29,15 +29,6 @@ import (
 // acknowledged before the clone must be there three ways: by its commit-log
 // offset (ReadMessage), by its queue offset (Get), by its key (QueryByKey).
 
-// plRounds is how many rounds a power-loss test runs: def, or
-// APOGEE_POWERLOSS_ROUNDS for a longer run.
-func plRounds(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("APOGEE_POWERLOSS_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 var plHost = netip.MustParseAddrPort("127.0.0.1:10922")
 
 var plTopics = []string{"PowerLossA", "PowerLossB"}
@@ -305,7 +296,7 @@ func plServed(t *testing.T, what string, s *Store) {
 // and recycled segments, the derived files flushed or not, strict and torn
 // clones, and a second power loss after the recovery of some clones.
 func TestPowerLossSyncFlushKeepsAcknowledgedMessages(t *testing.T) {
-	rounds := plRounds(3)
+	rounds := crashfs.Rounds(3)
 	var clones int
 	var lost int64
 	for round := 0; round < rounds; round++ {
@@ -459,7 +450,7 @@ func (h lostNamed) WithGroup(name string) slog.Handler {
 // reported loss); every message the store names as lost is lost; nothing
 // corrupt is served; recovery reports no damage.
 func TestPowerLossAsyncFlushLosesOnlyTheUnsyncedWindow(t *testing.T) {
-	rounds := plRounds(3)
+	rounds := crashfs.Rounds(3)
 	var clones, lost int
 	for round := 0; round < rounds; round++ {
 		seed := rand.Uint64()

@@ -3,7 +3,9 @@ package crashfs
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +87,13 @@ func CloneDuringWrites(t testing.TB, fsys *FS, n int, write func(i int64) error,
 	if lost == 0 {
 		t.Fatalf("test seed %d: no clone had anything unsynced to lose: the test did not crash a write", seed)
 	}
+}
+
+// Rounds is how many rounds (crashes) a power-loss test runs: def, or the
+// environment's APOGEE_POWERLOSS_ROUNDS for a longer run by hand.
+func Rounds(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("APOGEE_POWERLOSS_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
