@@ -23,8 +23,12 @@
 //     holds the old contents or the new ones. With Backup, the previous
 //     contents are kept as name+suffix first (a hard link renamed into
 //     place, or a synced copy), so name+suffix is always a complete earlier
-//     version. On an error the temporary file is removed and the name is
-//     untouched (the backup may already have moved on by one version).
+//     version. On an error before the rename the temporary file is removed
+//     and the name is untouched (the backup may already have moved on by
+//     one version); when the directory's fsync after the rename fails, the
+//     name holds the new contents, not known to be durable. Temporary files
+//     that a crash left behind are removed by the next LoadWithBackup of
+//     the name (RemoveTemps).
 //   - A Record is magic (8 bytes) | payload | CRC32-IEEE (big-endian) of
 //     magic and payload, at offset 0 of its file, rewritten in place by one
 //     pwrite and an fdatasync. Its size never changes, so the file's

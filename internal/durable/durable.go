@@ -44,7 +44,8 @@ const tempInfix = ".tmp-"
 // and fsynced, then renamed over path, then the directory is fsynced. When
 // it returns nil the new contents are durable; a crash at any point leaves
 // path holding the old contents or the new ones. On an error the temporary
-// file is removed.
+// file is removed; an error from the directory's fsync comes after the
+// rename, so path then holds the new contents, not known to be durable.
 func WriteFile(fsys vfs.FS, path string, data []byte, opts ...WriteOption) (err error) {
 	o := writeOptions{perm: 0o644}
 	for _, opt := range opts {

@@ -28,12 +28,18 @@ const (
 // fellBack reports that path.bak was used: the caller should write its state
 // again soon, to recreate path. found is false when neither file exists (a
 // new data directory). It fails, naming both files, when path exists but
-// neither parses, and when path exists but cannot be read. log may be nil
-// (slog.Default()).
+// neither parses, and when path exists but cannot be read. It first removes
+// the temporary files interrupted writes of path left (RemoveTemps; a
+// failure to is logged, not returned). log may be nil (slog.Default()).
 func LoadWithBackup[T any](fsys vfs.FS, path string, log *slog.Logger, parse func([]byte) (T, error)) (v T, found, fellBack bool, err error) {
 	var zero T
 	if log == nil {
 		log = slog.Default()
+	}
+	// Temporary files of writes a crash interrupted: nobody else writes
+	// path while its owner loads it, so every one is a leftover.
+	if err := RemoveTemps(fsys, path); err != nil {
+		log.Warn("could not remove the temporary files of interrupted writes", "file", path, "err", err)
 	}
 	cur, rerr := vfs.ReadFile(fsys, path)
 	var perr error

@@ -181,3 +181,28 @@ func TestWriteAfterFallback(t *testing.T) {
 		t.Fatalf(".bak after a write that followed a fallback: %s", got)
 	}
 }
+
+// A crash during a WriteFile leaves its temporary file; the next load of
+// the name removes it (and only its).
+func TestLoadRemovesTempsOfInterruptedWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := WriteFile(vfs.Default, path, []byte(`{"v":1}`), Backup(BakSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{".state.json.tmp-7", ".other.json.tmp-7"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, found, fellBack, err := LoadWithBackup(vfs.Default, path, nil, parseStateV)
+	if err != nil || !found || fellBack || v.V != 1 {
+		t.Fatalf("load: %+v %v %v %v", v, found, fellBack, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".state.json.tmp-7")); !os.IsNotExist(err) {
+		t.Fatalf("the interrupted write's temporary file is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".other.json.tmp-7")); err != nil {
+		t.Fatalf("another file's temporary file was removed: %v", err)
+	}
+}
