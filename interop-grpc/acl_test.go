@@ -71,8 +71,8 @@ func TestACL(t *testing.T) {
 			t.Fatalf("granted send %d: %v", i, err)
 		}
 	}
-	c, err := rmq.NewSimpleConsumer(as("app-group", "app", "app-secret"), rmq.WithAwaitDuration(2*time.Second),
-		rmq.WithSubscriptionExpressions(all("granted-1")))
+	c, err := rmq.NewSimpleConsumer(as("app-group", "app", "app-secret"), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(all("granted-1")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +184,8 @@ func TestACLOverTLS(t *testing.T) {
 	if _, err := p.Send(context.Background(), &rmq.Message{Topic: "granted-tls", Body: []byte("over TLS")}); err != nil {
 		t.Fatalf("send over TLS: %v", err)
 	}
-	c, err := rmq.NewSimpleConsumer(cfg("app-group"), rmq.WithAwaitDuration(2*time.Second),
-		rmq.WithSubscriptionExpressions(all("granted-tls")))
+	c, err := rmq.NewSimpleConsumer(cfg("app-group"), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(all("granted-tls")))
 	if err != nil {
 		t.Fatal(err)
 	}

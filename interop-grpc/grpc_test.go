@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/apogeemq/apogee/internal/testlog"
@@ -379,8 +378,8 @@ const childEnv = "APOGEE_INTEROP_GRPC_CHILD"
 
 func runChild() int {
 	c, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: os.Getenv(childEnv), ConsumerGroup: "KillGroup",
-		Credentials: &credentials.SessionCredentials{}}, rmq.WithAwaitDuration(time.Second),
-		rmq.WithSubscriptionExpressions(all("Kill")))
+		Credentials: &credentials.SessionCredentials{}}, rmq.WithSimpleAwaitDuration(time.Second),
+		rmq.WithSimpleSubscriptionExpressions(all("Kill")))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -525,76 +524,33 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// rawCodec sends and receives bytes as they are: requests of methods newer
-// than the client's generated code, encoded with protowire.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(b []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), b...)
-	return nil
-}
-func (rawCodec) Name() string   { return "proto" }
-func (rawCodec) String() string { return "raw" }
-
 // TestRecall: a delayed message recalled before its time is never
-// delivered; another one is. The 5.x Go client v5.1.2 predates
-// RecallMessage, so the recall handle is read from the send result's field
-// 5 and the recall sent as raw protobuf.
+// delivered; another one is. The SDK's own Recall (v5.1.4) with the handle
+// of its send receipt.
 func TestRecall(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	cli, cc, ctx := rawClient(t, b)
+	b.createTopic(t, "Recall", 4, "DELAY")
+	p := b.producer(t, rmq.WithTopics("Recall"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	at := time.Now().Add(2 * time.Second)
-	send := func(id string) string {
-		r, err := cli.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{{Topic: &v2.Resource{Name: "Recall"},
-			Body: []byte(id), SystemProperties: &v2.SystemProperties{MessageId: id, BodyEncoding: v2.Encoding_IDENTITY,
-				MessageType: v2.MessageType_DELAY, BornTimestamp: timestamppb.Now(), DeliveryTimestamp: timestamppb.New(at)}}}})
-		if err != nil || r.GetStatus().GetCode() != v2.Code_OK {
-			t.Fatalf("send %s: %v %v", id, r, err)
+	send := func(body string) string {
+		m := &rmq.Message{Topic: "Recall", Body: []byte(body)}
+		m.SetDelayTimestamp(at)
+		r, err := p.Send(ctx, m)
+		if err != nil {
+			t.Fatalf("send %s: %v", body, err)
 		}
-		// recall_handle (5) is unknown to this generated code.
-		unknown := r.Entries[0].ProtoReflect().GetUnknown()
-		for len(unknown) > 0 {
-			num, typ, n := protowire.ConsumeTag(unknown)
-			unknown = unknown[n:]
-			if num == 5 && typ == protowire.BytesType {
-				v, _ := protowire.ConsumeBytes(unknown)
-				return string(v)
-			}
-			unknown = unknown[protowire.ConsumeFieldValue(num, typ, unknown):]
+		if len(r) != 1 || r[0].RecallHandle == "" {
+			t.Fatalf("send %s: receipts %+v, want one with a recall handle", body, r)
 		}
-		t.Fatal("no recall handle in the send result")
-		return ""
+		return r[0].RecallHandle
 	}
 	send("kept")
 	handle := send("recalled")
-	var req []byte
-	topic := protowire.AppendTag(nil, 2, protowire.BytesType)
-	topic = protowire.AppendString(topic, "Recall")
-	req = protowire.AppendTag(req, 1, protowire.BytesType)
-	req = protowire.AppendBytes(req, topic)
-	req = protowire.AppendTag(req, 2, protowire.BytesType)
-	req = protowire.AppendString(req, handle)
-	var resp []byte
-	if err := cc.Invoke(ctx, "/apache.rocketmq.v2.MessagingService/RecallMessage", &req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
-		t.Fatal(err)
-	}
-	var st v2.Status
-	for len(resp) > 0 {
-		num, typ, n := protowire.ConsumeTag(resp)
-		resp = resp[n:]
-		m := protowire.ConsumeFieldValue(num, typ, resp)
-		if num == 1 {
-			v, _ := protowire.ConsumeBytes(resp)
-			if err := (protoUnmarshal{}).into(v, &st); err != nil {
-				t.Fatal(err)
-			}
-		}
-		resp = resp[m:]
-	}
-	if st.Code != v2.Code_OK {
-		t.Fatalf("recall: %v", &st)
+	if _, err := p.Recall(ctx, "Recall", handle); err != nil {
+		t.Fatalf("recall: %v", err)
 	}
 	c := b.consumer(t, "RecallGroup", time.Second, all("Recall"))
 	got := receiveFor(t, c, 2, 30*time.Second, 8*time.Second, true)
@@ -605,4 +561,57 @@ func TestRecall(t *testing.T) {
 		}
 		t.Fatalf("received %v, want only the kept one", bodies)
 	}
+}
+
+// TestPushConsumer: the SDK's PushConsumer (v5.1.4) receives every message
+// of a topic through its assignments and acks them by returning SUCCESS;
+// a message its listener fails comes back and is consumed again.
+func TestPushConsumer(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	b.createTopic(t, "Push", 4, "")
+	p := b.producer(t, rmq.WithTopics("Push"))
+	const n = 40
+	var mu sync.Mutex
+	seen := map[string]int{} // body → deliveries
+	failed := false
+	c, err := rmq.NewPushConsumer(b.config("PushGroup"), rmq.WithPushSubscriptionExpressions(all("Push")),
+		rmq.WithPushAwaitDuration(time.Second), rmq.WithPushConsumptionThreadCount(4),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+			mu.Lock()
+			defer mu.Unlock()
+			body := string(mv.GetBody())
+			seen[body]++
+			if body == "push-7" && !failed {
+				failed = true // once: it must come back
+				return rmq.FAILURE
+			}
+			return rmq.SUCCESS
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("push consumer start: %v", err)
+	}
+	t.Cleanup(func() { c.GracefulStop() })
+	for i := 0; i < n; i++ {
+		if _, err := p.Send(context.Background(), &rmq.Message{Topic: "Push", Body: []byte(fmt.Sprintf("push-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "every message consumed, the failed one twice", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 0; i < n; i++ {
+			want := 1
+			if i == 7 {
+				want = 2
+			}
+			if got := seen[fmt.Sprintf("push-%d", i)]; got < want {
+				return fmt.Errorf("push-%d delivered %d times (want %d); %d bodies seen", i, got, want, len(seen))
+			}
+		}
+		return nil
+	})
 }

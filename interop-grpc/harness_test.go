@@ -135,7 +135,7 @@ func (b *broker) producer(t *testing.T, opts ...rmq.ProducerOption) rmq.Producer
 // ends) with subs (topic → filter) and the await duration given.
 func (b *broker) consumer(t *testing.T, group string, await time.Duration, subs map[string]*rmq.FilterExpression) rmq.SimpleConsumer {
 	t.Helper()
-	c, err := rmq.NewSimpleConsumer(b.config(group), rmq.WithAwaitDuration(await), rmq.WithSubscriptionExpressions(subs))
+	c, err := rmq.NewSimpleConsumer(b.config(group), rmq.WithSimpleAwaitDuration(await), rmq.WithSimpleSubscriptionExpressions(subs))
 	if err != nil {
 		t.Fatal(err)
 	}
