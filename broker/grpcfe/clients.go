@@ -230,6 +230,9 @@ func filterOf(f *rmqpb.FilterExpression) (typ, expr string) {
 // Heartbeat keeps the client registered (the core forgets clients silent
 // for its ClientTimeout).
 func (s *Server) Heartbeat(ctx context.Context, r *rmqpb.HeartbeatRequest) (*rmqpb.HeartbeatResponse, error) {
+	if resp, fwd, err := s.forwardHeartbeat(ctx, r); fwd {
+		return resp, err
+	}
 	c, err := s.clientOf(ctx)
 	if err != nil {
 		return &rmqpb.HeartbeatResponse{Status: errStatus(err)}, nil
@@ -246,6 +249,9 @@ func (s *Server) Heartbeat(ctx context.Context, r *rmqpb.HeartbeatRequest) (*rmq
 
 // NotifyClientTermination forgets the client.
 func (s *Server) NotifyClientTermination(ctx context.Context, r *rmqpb.NotifyClientTerminationRequest) (*rmqpb.NotifyClientTerminationResponse, error) {
+	if resp, fwd, err := s.forwardTermination(ctx, r); fwd {
+		return resp, err
+	}
 	c, err := s.clientOf(ctx)
 	if err != nil {
 		return &rmqpb.NotifyClientTerminationResponse{Status: errStatus(err)}, nil
@@ -262,6 +268,9 @@ const telemetryQueue = 256
 // commands go out (transaction checks; thread stack requests), the
 // client's answers come in.
 func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error {
+	if fwd, err := s.forwardTelemetry(stream); fwd {
+		return err
+	}
 	c, err := s.clientOf(stream.Context())
 	if err != nil {
 		return stream.Send(&rmqpb.TelemetryCommand{Status: errStatus(err)})

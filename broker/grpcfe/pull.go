@@ -24,6 +24,9 @@ var pullPool = sync.Pool{New: func() any { return new(core.PullResult) }}
 // then the next offset to read. The messages' bodies are encoded straight
 // from the commit log's mapping.
 func (s *Server) PullMessage(r *rmqpb.PullMessageRequest, stream rmqpb.MessagingService_PullMessageServer) error {
+	if fwd, err := s.forwardPull(r, stream); fwd {
+		return err
+	}
 	s.stats.pulls.Add(1)
 	ctx := stream.Context()
 	sendStatus := func(st *rmqpb.Status) error {
@@ -114,6 +117,9 @@ func (s *Server) PullMessage(r *rmqpb.PullMessageRequest, stream rmqpb.Messaging
 
 // UpdateOffset commits a group's offset of a queue.
 func (s *Server) UpdateOffset(ctx context.Context, r *rmqpb.UpdateOffsetRequest) (*rmqpb.UpdateOffsetResponse, error) {
+	if resp, fwd, err := s.forwardUpdateOffset(ctx, r); fwd {
+		return resp, err
+	}
 	group, topic, qid, err := s.groupQueue(r.GetGroup(), r.GetMessageQueue())
 	if err == nil && r.GetOffset() < 0 {
 		err = badRequest(rmqpb.Code_ILLEGAL_OFFSET, fmt.Sprintf("offset %d is negative", r.GetOffset()))
@@ -128,6 +134,9 @@ func (s *Server) UpdateOffset(ctx context.Context, r *rmqpb.UpdateOffsetRequest)
 // without one, with the Java broker's exception for young queues: see
 // core.QueryConsumerOffset).
 func (s *Server) GetOffset(ctx context.Context, r *rmqpb.GetOffsetRequest) (*rmqpb.GetOffsetResponse, error) {
+	if resp, fwd, err := s.forwardGetOffset(ctx, r); fwd {
+		return resp, err
+	}
 	group, topic, qid, err := s.groupQueue(r.GetGroup(), r.GetMessageQueue())
 	if err != nil {
 		return &rmqpb.GetOffsetResponse{Status: errStatus(err)}, nil
@@ -142,6 +151,9 @@ func (s *Server) GetOffset(ctx context.Context, r *rmqpb.GetOffsetRequest) (*rmq
 // QueryOffset answers a queue's first offset (BEGINNING), its end (END) or
 // the first offset stored at or after a time (TIMESTAMP).
 func (s *Server) QueryOffset(ctx context.Context, r *rmqpb.QueryOffsetRequest) (*rmqpb.QueryOffsetResponse, error) {
+	if resp, fwd, err := s.forwardQueryOffset(ctx, r); fwd {
+		return resp, err
+	}
 	mq := r.GetMessageQueue()
 	topic, qid := mq.GetTopic().GetName(), mq.GetId()
 	fail := func(err error) (*rmqpb.QueryOffsetResponse, error) {

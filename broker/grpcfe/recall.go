@@ -37,6 +37,9 @@ func parseRecallHandle(h string) (topic, msgID string, commitLogOffset int64, ok
 
 // RecallMessage cancels a scheduled message before its delivery time.
 func (s *Server) RecallMessage(ctx context.Context, r *rmqpb.RecallMessageRequest) (*rmqpb.RecallMessageResponse, error) {
+	if resp, fwd, err := s.forwardRecall(ctx, r); fwd {
+		return resp, err
+	}
 	topic, id, off, ok := parseRecallHandle(r.GetRecallHandle())
 	if !ok || topic != r.GetTopic().GetName() {
 		return &rmqpb.RecallMessageResponse{Status: status(rmqpb.Code_BAD_REQUEST, "the recall handle is not one this broker gave for this topic")}, nil

@@ -80,6 +80,9 @@ var popPool = sync.Pool{New: func() any { return new(core.PopResult) }}
 // The stream carries the delivery timestamp, the messages, then the
 // status: OK with messages, MESSAGE_NOT_FOUND without.
 func (s *Server) ReceiveMessage(r *rmqpb.ReceiveMessageRequest, stream rmqpb.MessagingService_ReceiveMessageServer) error {
+	if fwd, err := s.forwardReceive(r, stream); fwd {
+		return err
+	}
 	s.stats.receives.Add(1)
 	ctx := stream.Context()
 	st := s.receive(ctx, r, stream)
@@ -185,6 +188,9 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 // whether its handle was still valid (INVALID_RECEIPT_HANDLE when the
 // message was delivered again since, or is unknown to the group).
 func (s *Server) AckMessage(ctx context.Context, r *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
+	if resp, fwd, err := s.forwardAck(ctx, r); fwd {
+		return resp, err
+	}
 	group, topic := r.GetGroup().GetName(), r.GetTopic().GetName()
 	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
 		return &rmqpb.AckMessageResponse{Status: errStatus(err)}, nil
@@ -223,6 +229,9 @@ func (s *Server) AckMessage(ctx context.Context, r *rmqpb.AckMessageRequest) (*r
 // duration given from now and answers its new receipt handle (the old one
 // is void).
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, r *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
+	if resp, fwd, err := s.forwardChangeInvisible(ctx, r); fwd {
+		return resp, err
+	}
 	group, topic := r.GetGroup().GetName(), r.GetTopic().GetName()
 	fail := func(err error) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 		return &rmqpb.ChangeInvisibleDurationResponse{Status: errStatus(err)}, nil
@@ -254,6 +263,9 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, r *rmqpb.ChangeInv
 // dead-letter queue (%DLQ%<group>) and acknowledges it: what a push
 // consumer asks once a message failed as often as its retry policy allows.
 func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, r *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
+	if resp, fwd, err := s.forwardDeadLetter(ctx, r); fwd {
+		return resp, err
+	}
 	group, topic := r.GetGroup().GetName(), r.GetTopic().GetName()
 	fail := func(err error) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: errStatus(err)}, nil

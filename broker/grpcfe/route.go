@@ -2,7 +2,14 @@ package grpcfe
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/netip"
+	"strconv"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/apogeemq/apogee/broker/core"
 
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/rmqpb"
@@ -21,11 +28,16 @@ func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*r
 	}
 	routes, err := s.routes(topic, true)
 	if err != nil {
+		if errors.Is(err, core.ErrTopicNotExist) {
+			if resp, fwd, err := s.forwardRoute(ctx, r); fwd {
+				return resp, err
+			}
+		}
 		return &rmqpb.QueryRouteResponse{Status: errStatus(err)}, nil
 	}
 	var mqs []*rmqpb.MessageQueue
 	for _, rt := range routes {
-		b := s.brokerOf(rt)
+		b := s.brokerOf(ctx, rt)
 		// As RocketMQ's proxy: one entry per queue id, with the permission
 		// that queue has (read queues beyond the write ones are read-only).
 		n := max(rt.ReadQueues, rt.WriteQueues)
@@ -62,7 +74,7 @@ func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRe
 			continue
 		}
 		as = append(as, &rmqpb.Assignment{MessageQueue: &rmqpb.MessageQueue{
-			Topic: r.GetTopic(), Id: -1, Permission: rmqpb.Permission_READ_WRITE, Broker: s.brokerOf(rt),
+			Topic: r.GetTopic(), Id: -1, Permission: rmqpb.Permission_READ_WRITE, Broker: s.brokerOf(ctx, rt),
 			AcceptMessageTypes: rt.MessageTypes,
 		}})
 	}
@@ -94,23 +106,77 @@ func (s *Server) routes(topic string, create bool) ([]Route, error) {
 	return out, nil
 }
 
-// brokerOf is the protocol's broker of a route entry.
-func (s *Server) brokerOf(rt Route) *rmqpb.Broker {
-	host, port := s.selfHost, s.selfPort
-	if rt.Addr != s.opts.Addr {
-		if ap, err := netip.ParseAddrPort(rt.Addr); err == nil {
-			host, port = ap.Addr().String(), int32(ap.Port())
-		}
+// metaLanguage is the header naming a client's SDK.
+const metaLanguage = "x-mq-language"
+
+// oneEndpoint reports whether a call's client takes a broker's endpoints
+// as one address only: the Node.js SDK (language "HTTP"), whose 1.0.x
+// releases use the addresses joined with "," as one gRPC target, which
+// fails name resolution.
+func oneEndpoint(ctx context.Context) bool {
+	v := metadata.ValueFromIncomingContext(ctx, metaLanguage)
+	return len(v) > 0 && v[0] == "HTTP"
+}
+
+// brokerOf is the protocol's broker of a route entry. Its endpoints are
+// the entry's Addr, then its Addrs (for this broker: this member's Addr,
+// then Options.Members), each once, those of the first one's scheme: any
+// member serves every call (forward.go), so a client whose member fails
+// goes on with another (the Go and Java SDKs make one connection of the
+// addresses, which moves to the next one reachable) and none depends on
+// which member is master. A client that takes one address (oneEndpoint)
+// gets the first: the member it asked.
+func (s *Server) brokerOf(ctx context.Context, rt Route) *rmqpb.Broker {
+	addrs := rt.Addrs
+	if rt.Addr == s.opts.Addr && rt.BrokerName == s.brokerName && s.opts.Members != nil {
+		addrs = s.opts.Members()
 	}
-	scheme := rmqpb.AddressScheme_DOMAIN_NAME
-	if a, err := netip.ParseAddr(host); err == nil {
-		scheme = rmqpb.AddressScheme_IPv4
-		if a.Is6() && !a.Is4In6() {
-			scheme = rmqpb.AddressScheme_IPv6
+	one := oneEndpoint(ctx)
+	ep := &rmqpb.Endpoints{}
+	seen := make(map[string]bool, 1+len(addrs))
+	add := func(a string) {
+		if seen[a] || (one && len(ep.Addresses) == 1) {
+			return
 		}
+		seen[a] = true
+		host, portStr, err := net.SplitHostPort(a)
+		if err != nil {
+			return
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil {
+			return
+		}
+		scheme := schemeOf(host)
+		if len(ep.Addresses) == 0 {
+			ep.Scheme = scheme
+		} else if scheme != ep.Scheme {
+			return
+		}
+		ep.Addresses = append(ep.Addresses, &rmqpb.Address{Host: host, Port: int32(port)})
 	}
-	return &rmqpb.Broker{Name: rt.BrokerName, Id: 0, Endpoints: &rmqpb.Endpoints{
-		Scheme: scheme, Addresses: []*rmqpb.Address{{Host: host, Port: port}}}}
+	add(rt.Addr)
+	for _, a := range addrs {
+		add(a)
+	}
+	if len(ep.Addresses) == 0 { // an entry without a usable address: this member's
+		ep.Scheme = schemeOf(s.selfHost)
+		ep.Addresses = []*rmqpb.Address{{Host: s.selfHost, Port: s.selfPort}}
+	}
+	return &rmqpb.Broker{Name: rt.BrokerName, Id: 0, Endpoints: ep}
+}
+
+// schemeOf is the address scheme of a host: an IP address's family, else
+// a domain name.
+func schemeOf(host string) rmqpb.AddressScheme {
+	a, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return rmqpb.AddressScheme_DOMAIN_NAME
+	case a.Is6() && !a.Is4In6():
+		return rmqpb.AddressScheme_IPv6
+	}
+	return rmqpb.AddressScheme_IPv4
 }
 
 // permOf is a queue's permission: the topic's, limited to what the queue

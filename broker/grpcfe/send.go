@@ -29,6 +29,9 @@ var sendPool = sync.Pool{New: func() any { return new(sendJob) }}
 // the queue the group hashes to, so that the group stays in order; others
 // go round robin. In sync-flush mode the answer waits for the flush.
 func (s *Server) SendMessage(ctx context.Context, r *rmqpb.SendMessageRequest) (*rmqpb.SendMessageResponse, error) {
+	if resp, fwd, err := s.forwardSend(ctx, r); fwd {
+		return resp, err
+	}
 	msgs := r.GetMessages()
 	if len(msgs) == 0 {
 		return &rmqpb.SendMessageResponse{Status: status(rmqpb.Code_BAD_REQUEST, "no message to send")}, nil
@@ -141,6 +144,9 @@ func parseTransactionID(s string) (commitLogOffset, queueOffset int64, ok bool) 
 // EndTransaction commits or rolls back a transactional message (its
 // producer group is its topic: see translate).
 func (s *Server) EndTransaction(ctx context.Context, r *rmqpb.EndTransactionRequest) (*rmqpb.EndTransactionResponse, error) {
+	if resp, fwd, err := s.forwardEndTransaction(ctx, r); fwd {
+		return resp, err
+	}
 	topic := r.GetTopic().GetName()
 	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
 		return &rmqpb.EndTransactionResponse{Status: errStatus(err)}, nil

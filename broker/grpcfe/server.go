@@ -43,12 +43,16 @@ const (
 	DefaultMaxConcurrentStreams = 1024
 )
 
-// Route is one broker of a topic's route: its name, its gRPC address, and
-// the topic's queues on it.
+// Route is one broker of a topic's route: its name, its gRPC address(es),
+// and the topic's queues on it.
 type Route struct {
 	BrokerName string
 	// Addr is the broker's gRPC endpoint, host:port.
-	Addr         string
+	Addr string
+	// Addrs, when set, are the gRPC endpoints of every member of the
+	// broker's group (each forwards to the group's master, forward.go),
+	// which clients are given after Addr (route.go's endpoints).
+	Addrs        []string
 	ReadQueues   int32
 	WriteQueues  int32
 	Perm         int32 // protocol.Perm* bits
@@ -88,6 +92,26 @@ type Options struct {
 	// authorization header) and authorizes it as RocketMQ 5's proxy does
 	// (security.go). Nil (the default): every call is served.
 	Guard *acl.Guard
+	// Master, when set, names the group's current master: its gRPC
+	// address, and whether it is this member. A member that is not the
+	// master forwards to it what the master serves (forward.go); nil, or
+	// no address: every call is served by this member's core. Called on
+	// every call that may be forwarded: it must be cheap (an atomic load).
+	Master func() (addr string, self bool)
+	// Members, when set, returns the gRPC endpoints of every member of this
+	// broker's group (this one's Addr among them or not): the endpoints
+	// routes give for this broker (route.go). Nil: Addr alone.
+	Members func() []string
+	// ForwardTLS, when set, is the TLS configuration of the connection to
+	// the master (its port's certificate must be trusted; ALPN h2 is
+	// added). Nil: plaintext, which the port accepts unless its TLSServer
+	// is Enforcing.
+	ForwardTLS *tls.Config
+	// MaxForwarded, ForwardTimeout, ForwardDialTimeout: see their Default
+	// constants.
+	MaxForwarded       int
+	ForwardTimeout     time.Duration
+	ForwardDialTimeout time.Duration
 	// TLSServer, when set and not in tlsconf.Disabled mode, is the port's
 	// transport: its mode (Enforcing: TLS only; Permissive: TLS and
 	// plaintext by the first byte) and its certificate files, reloaded as
@@ -115,6 +139,10 @@ type Server struct {
 	clients clientTable
 	waits   waiters
 	held    atomic.Int64
+	// fwd is the connection to the master; forwarding counts the calls
+	// forwarded now.
+	fwd        forwarder
+	forwarding atomic.Int64
 	// inited holds "group\x00topic" once initGroup ran for it.
 	inited sync.Map
 
@@ -124,6 +152,7 @@ type Server struct {
 
 	stats struct {
 		sends, sendErrors, receives, received, acks, pulls atomic.Int64
+		forwarded, forwardFailures                         atomic.Int64
 	}
 }
 
@@ -155,6 +184,15 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	}
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if opts.MaxForwarded <= 0 {
+		opts.MaxForwarded = DefaultMaxForwarded
+	}
+	if opts.ForwardTimeout <= 0 {
+		opts.ForwardTimeout = DefaultForwardTimeout
+	}
+	if opts.ForwardDialTimeout <= 0 {
+		opts.ForwardDialTimeout = DefaultForwardDialTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = c.Options().Logger
@@ -223,8 +261,9 @@ func (s *Server) GRPCServer() *grpc.Server { return s.srv }
 
 // Shutdown stops accepting calls, answers the held receives and pulls
 // (with what they have: nothing), ends the telemetry streams and waits for
-// the calls in progress until ctx is done, then closes every connection.
-// The core is not shut down: its owner does that after.
+// the calls in progress until ctx is done, then closes every connection
+// (the connection to the master last). The core is not shut down: its
+// owner does that after.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.closing.Store(true)
@@ -235,6 +274,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.srv.GracefulStop()
 		close(done)
 	}()
+	defer s.fwd.close()
 	select {
 	case <-done:
 		return nil
@@ -257,5 +297,10 @@ func (s *Server) RuntimeInfo() map[string]string {
 		"grpcAcks":         strconv.FormatInt(s.stats.acks.Load(), 10),
 		"grpcPulls":        strconv.FormatInt(s.stats.pulls.Load(), 10),
 		"grpcHeldReceives": strconv.FormatInt(s.held.Load(), 10),
+		// Calls forwarded to the master: now, in all, and those that
+		// could not reach it.
+		"grpcForwarding":      strconv.FormatInt(s.forwarding.Load(), 10),
+		"grpcForwarded":       strconv.FormatInt(s.stats.forwarded.Load(), 10),
+		"grpcForwardFailures": strconv.FormatInt(s.stats.forwardFailures.Load(), 10),
 	}
 }
