@@ -21,6 +21,18 @@
 // the core's POP operations); PullMessage, UpdateOffset, GetOffset,
 // QueryOffset (pull.go). SyncLiteSubscription answers NOT_IMPLEMENTED.
 //
+// # A group's members
+//
+// Every member of a broker group serves the front end in every role. With
+// Options.Master naming another member as the group's master, a handler
+// first forwards what the master serves (forward.go: writes, POP, reads,
+// offsets and the client's session) to it over one cached grpc-go
+// connection, with the caller's metadata and deadline, and answers what the
+// master answered; routes and assignments are this member's, naming every
+// member (Options.Members). Invariants: a call carrying the forwarded mark
+// is never forwarded again; at most MaxForwarded calls are forwarded at
+// once; without a known master the member's own core answers.
+//
 // # Messages across protocols
 //
 // A message is stored as a remoting producer's would be (convert.go):
@@ -55,7 +67,9 @@
 // core's OnArrival listener, or a re-check every RecheckInterval (for
 // messages whose invisible time passed), until its long-polling timeout
 // or its deadline less a reserve; at most MaxHeldReceives wait at once. A
-// telemetry stream has two goroutines (receive, send) while it is open.
+// telemetry stream has two goroutines (receive, send) while it is open;
+// a relayed one (forward.go) has the call's, one receiving from the
+// client and one ending it at Shutdown.
 // Shutdown ends the held calls and the streams, then stops the server; the
 // core is its owner's to shut down after.
 //
@@ -76,6 +90,8 @@
 //
 // The client table's mutex is taken before a client's; neither is held
 // while the core is called, except that forget calls core.ClientClosed
-// after releasing both. The waiters' mutex is a leaf (the arrival listener
+// after releasing both. The forwarder's mutex is a leaf (held while the
+// connection to the master is swapped, never during a call). The waiters'
+// mutex is a leaf (the arrival listener
 // takes it on the store's dispatcher and only sends without blocking).
 package grpcfe
