@@ -80,6 +80,9 @@ var allowed = map[string][]string{
 	// end, but never remoting or namesrv (and of protocol only codes and
 	// JSON bodies, as broker/core).
 	"broker/grpcfe": {"broker/core", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf"},
+	// The scenario suite: tests only (its one non-test file is the package
+	// doc), run against the core and both front ends.
+	"broker/scenario": {},
 
 	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
@@ -132,6 +135,7 @@ var testOnly = map[string]bool{
 	"internal/wait":        true,
 	"internal/testlog":     true,
 	"internal/proctest":    true,
+	"broker/scenario":      true,
 }
 
 // internalAllowed lists the internal helper packages each package may use in

@@ -1,0 +1,613 @@
+package scenario
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/internal/wait"
+)
+
+// drivers are the three ways to the messaging core.
+var drivers = []struct {
+	name string
+	new  func(t *testing.T) driver
+}{
+	{"core", newCoreDriver},
+	{"remoting", newRemotingDriver},
+	{"grpc", newGRPCDriver},
+}
+
+// scenario is one row of the table: what it needs beyond the common
+// operations, and its steps.
+type scenario struct {
+	name  string
+	needs []op
+	run   func(t *testing.T, d driver)
+}
+
+// TestScenarios runs every scenario on every driver (driver/scenario).
+func TestScenarios(t *testing.T) {
+	for _, dr := range drivers {
+		t.Run(dr.name, func(t *testing.T) {
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) {
+					d := dr.new(t)
+					for _, o := range sc.needs {
+						if why := d.lacks(o); why != "" {
+							t.Skipf("the %s protocol has no %s: %s", dr.name, o, why)
+						}
+					}
+					sc.run(t, d)
+				})
+			}
+		})
+	}
+}
+
+// A long invisible time: the message stays in flight for the scenario.
+const held = time.Minute
+
+var scenarios = []scenario{
+	{name: "send-pull", run: sendPull},
+	{name: "pop-ack", run: popAck},
+	{name: "change-invisibility", run: changeInvisibility},
+	{name: "offsets", run: offsets},
+	{name: "pop-retry", run: popRetry},
+	{name: "pop-dead-letter", run: popDeadLetter},
+	{name: "send-back-retry-dead-letter", needs: []op{opSendBack}, run: sendBackRetryDeadLetter},
+	{name: "delay-level", needs: []op{opDelayLevel}, run: delayLevel},
+	{name: "timer", run: timer},
+	{name: "transaction-commit-rollback", run: transactionCommitRollback},
+	{name: "transaction-check", run: transactionCheck},
+	{name: "tag-filter", run: tagFilterScenario},
+	{name: "sql92-filter", run: sqlFilterScenario},
+	{name: "fifo", run: fifo},
+	{name: "message-type", run: messageType},
+}
+
+// ---- helpers ----
+
+func mustSend(t *testing.T, d driver, m Msg) Sent {
+	t.Helper()
+	s, err := d.send(t, m)
+	if err != nil {
+		t.Fatalf("send %q to %s: %v", m.Body, m.Topic, err)
+	}
+	return s
+}
+
+// pullN pulls queue q of topic from offset until n messages came (polling,
+// within internal/wait's bound) and returns them and the next offset.
+func pullN(t *testing.T, d driver, group, topic string, q int32, from int64, n int, f Filter) ([]Got, int64) {
+	t.Helper()
+	var got []Got
+	next := from
+	wait.For(t, fmt.Sprintf("%d messages of %s/%d from %d", n, topic, q, from), func() error {
+		p := d.pull(t, group, topic, q, next, f)
+		got = append(got, p.Msgs...)
+		next = p.Next
+		if len(got) < n {
+			return fmt.Errorf("%d came, next offset %d", len(got), next)
+		}
+		return nil
+	})
+	if len(got) != n {
+		t.Fatalf("%d messages of %s/%d came, want %d: %v", len(got), topic, q, n, bodies(got))
+	}
+	return got, next
+}
+
+// pullNone checks that queue q of topic holds nothing for group from offset.
+func pullNone(t *testing.T, d driver, group, topic string, q int32, from int64, f Filter) {
+	t.Helper()
+	if p := d.pull(t, group, topic, q, from, f); len(p.Msgs) != 0 {
+		t.Fatalf("%s/%d from %d: %v, want nothing", topic, q, from, bodies(p.Msgs))
+	}
+}
+
+// popN pops until n messages came (polling) and returns them.
+func popN(t *testing.T, d driver, group, topic string, n int, invisible time.Duration, f Filter) []Got {
+	t.Helper()
+	var got []Got
+	wait.For(t, fmt.Sprintf("%d popped messages of %s", n, topic), func() error {
+		got = append(got, d.pop(t, group, topic, int32(n-len(got)), invisible, f)...)
+		if len(got) < n {
+			return fmt.Errorf("%d came: %v", len(got), bodies(got))
+		}
+		return nil
+	})
+	if len(got) != n {
+		t.Fatalf("%d messages popped, want %d: %v", len(got), n, bodies(got))
+	}
+	return got
+}
+
+// popNone checks that a pop hands out nothing.
+func popNone(t *testing.T, d driver, group, topic string, f Filter) {
+	t.Helper()
+	if got := d.pop(t, group, topic, 32, held, f); len(got) != 0 {
+		t.Fatalf("pop of %s: %v, want nothing", topic, bodies(got))
+	}
+}
+
+func bodies(gs []Got) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g.Body
+	}
+	return out
+}
+
+func mustAck(t *testing.T, d driver, group string, gs ...Got) {
+	t.Helper()
+	for _, g := range gs {
+		if !d.ack(t, group, g) {
+			t.Fatalf("ack of %q refused", g.Body)
+		}
+	}
+}
+
+func mustChange(t *testing.T, d driver, group string, g Got, dur time.Duration) Got {
+	t.Helper()
+	g2, ok := d.changeInvisible(t, group, g, dur)
+	if !ok {
+		t.Fatalf("change of %q's invisible time refused", g.Body)
+	}
+	return g2
+}
+
+// checkGot compares a delivered message with what was sent.
+func checkGot(t *testing.T, g Got, s Sent, m Msg) {
+	t.Helper()
+	if g.ID != s.ID || g.Body != m.Body || g.Tag != m.Tag || !slices.Equal(g.Keys, m.Keys) || g.Group != m.Group {
+		t.Errorf("delivered id %s body %q tag %q keys %q group %q; sent id %s body %q tag %q keys %q group %q",
+			g.ID, g.Body, g.Tag, g.Keys, g.Group, s.ID, m.Body, m.Tag, m.Keys, m.Group)
+	}
+	for k, v := range m.Props {
+		if g.Props[k] != v {
+			t.Errorf("%q: property %s = %q, want %q", g.Body, k, g.Props[k], v)
+		}
+	}
+	if g.Topic != m.Topic {
+		t.Errorf("%q: topic %s, want %s", g.Body, g.Topic, m.Topic)
+	}
+}
+
+// ---- scenarios ----
+
+// sendPull: sent messages are pulled from the queue and offset their send
+// answered, with their id, body, tag, keys and properties.
+func sendPull(t *testing.T, d driver) {
+	d.createTopic(t, "SP", 2, "")
+	var msgs []Msg
+	var sent []Sent
+	for i := range 4 {
+		m := Msg{Topic: "SP", Body: "body-" + strconv.Itoa(i), Tag: "tag" + strconv.Itoa(i%2),
+			Keys: []string{"k" + strconv.Itoa(i), "shared"}, Props: map[string]string{"n": strconv.Itoa(i), "colour": "blue"}}
+		msgs = append(msgs, m)
+		sent = append(sent, mustSend(t, d, m))
+	}
+	// Every queue from offset 0 until the four came (a gRPC send answers
+	// no queue: the queue is where the message is found).
+	byID := map[string]Got{}
+	next := []int64{0, 0}
+	wait.For(t, "the four messages of SP", func() error {
+		for q := int32(0); q < 2; q++ {
+			p := d.pull(t, "sp-group", "SP", q, next[q], Filter{})
+			for _, g := range p.Msgs {
+				if _, dup := byID[g.ID]; dup {
+					t.Fatalf("%q pulled twice", g.Body)
+				}
+				byID[g.ID] = g
+			}
+			next[q] = p.Next
+		}
+		if len(byID) < len(sent) {
+			return fmt.Errorf("%d came", len(byID))
+		}
+		return nil
+	})
+	perQueue := map[int32]int64{}
+	for _, g := range byID {
+		perQueue[g.Queue]++
+	}
+	for q := int32(0); q < 2; q++ {
+		if next[q] != perQueue[q] {
+			t.Errorf("queue %d: next offset %d, %d messages", q, next[q], perQueue[q])
+		}
+		pullNone(t, d, "sp-group", "SP", q, next[q], Filter{})
+	}
+	for i, s := range sent {
+		g, ok := byID[s.ID]
+		if !ok {
+			t.Fatalf("%q (%s) was not pulled", msgs[i].Body, s.ID)
+		}
+		checkGot(t, g, s, msgs[i])
+		if (s.Queue >= 0 && g.Queue != s.Queue) || g.Offset != s.Offset || g.Reconsume != 0 {
+			t.Errorf("%q at %d@%d (reconsumed %d), sent to %d@%d", g.Body, g.Queue, g.Offset, g.Reconsume, s.Queue, s.Offset)
+		}
+	}
+}
+
+// popAck: popped messages are invisible to the group until acked; acked
+// ones are done, and the group's offset moves past them.
+func popAck(t *testing.T, d driver) {
+	d.createTopic(t, "PA", 1, "")
+	var msgs []Msg
+	var sent []Sent
+	for i := range 3 {
+		m := Msg{Topic: "PA", Body: "m" + strconv.Itoa(i), Tag: "t", Keys: []string{"key" + strconv.Itoa(i)},
+			Props: map[string]string{"i": strconv.Itoa(i)}}
+		msgs = append(msgs, m)
+		sent = append(sent, mustSend(t, d, m))
+	}
+	first := popN(t, d, "pa-group", "PA", 2, held, Filter{})
+	rest := popN(t, d, "pa-group", "PA", 1, held, Filter{})
+	popNone(t, d, "pa-group", "PA", Filter{})
+	all := append(first, rest...)
+	for i, g := range all {
+		checkGot(t, g, sent[i], msgs[i])
+		if g.Reconsume != 0 || g.Offset != sent[i].Offset {
+			t.Errorf("%q: offset %d reconsumed %d, want offset %d, first delivery", g.Body, g.Offset, g.Reconsume, sent[i].Offset)
+		}
+	}
+	mustAck(t, d, "pa-group", all...)
+	popNone(t, d, "pa-group", "PA", Filter{})
+	if off, ok := d.queryOffset(t, "pa-group", "PA", 0); !ok || off != 3 {
+		t.Errorf("the group's offset after the acks: %d (found %v), want 3", off, ok)
+	}
+	// Another group has its own view: every message.
+	other := popN(t, d, "pa-other", "PA", 3, held, Filter{})
+	if !slices.Equal(bodies(other), []string{"m0", "m1", "m2"}) {
+		t.Errorf("the other group popped %v", bodies(other))
+	}
+}
+
+// changeInvisibility: a longer invisible time keeps a message hidden; a
+// change voids the previous receipt; a short one brings the message back
+// as a second delivery.
+func changeInvisibility(t *testing.T, d driver) {
+	d.createTopic(t, "CI", 1, "")
+	m := Msg{Topic: "CI", Body: "again", Tag: "x"}
+	s := mustSend(t, d, m)
+	g := popN(t, d, "ci-group", "CI", 1, 10*time.Second, Filter{})[0]
+	g2 := mustChange(t, d, "ci-group", g, held)
+	popNone(t, d, "ci-group", "CI", Filter{})
+	if d.ack(t, "ci-group", g) {
+		t.Fatal("an ack with the receipt a change voided was accepted")
+	}
+	g3 := mustChange(t, d, "ci-group", g2, time.Millisecond)
+	r := popN(t, d, "ci-group", "CI", 1, held, Filter{})[0]
+	checkGot(t, r, s, m)
+	if r.Reconsume != 1 {
+		t.Errorf("redelivered with reconsume count %d, want 1", r.Reconsume)
+	}
+	if d.ack(t, "ci-group", g3) {
+		t.Fatal("an ack with the previous delivery's receipt was accepted")
+	}
+	if _, ok := d.changeInvisible(t, "ci-group", g3, held); ok {
+		t.Fatal("a change with the previous delivery's receipt was accepted")
+	}
+	mustAck(t, d, "ci-group", r)
+	popNone(t, d, "ci-group", "CI", Filter{})
+}
+
+// offsets: a young queue answers offset 0 to a group without one (the
+// Java broker's rule); commits are answered back; a pull from a committed
+// offset reads on from there; an offset past the queue moves to its end.
+func offsets(t *testing.T, d driver) {
+	d.createTopic(t, "OF", 1, "")
+	for i := range 3 {
+		mustSend(t, d, Msg{Topic: "OF", Body: "o" + strconv.Itoa(i)})
+	}
+	pullN(t, d, "of-group", "OF", 0, 0, 3, Filter{})
+	if off, ok := d.queryOffset(t, "of-fresh", "OF", 0); !ok || off != 0 {
+		t.Errorf("a new group's offset of a young queue: %d (found %v), want 0", off, ok)
+	}
+	d.commitOffset(t, "of-group", "OF", 0, 2)
+	if off, ok := d.queryOffset(t, "of-group", "OF", 0); !ok || off != 2 {
+		t.Errorf("committed 2, queried %d (found %v)", off, ok)
+	}
+	got, next := pullN(t, d, "of-group", "OF", 0, 2, 1, Filter{})
+	if got[0].Body != "o2" || got[0].Offset != 2 || next != 3 {
+		t.Errorf("from offset 2: %q at %d, next %d", got[0].Body, got[0].Offset, next)
+	}
+	d.commitOffset(t, "of-group", "OF", 0, next)
+	if off, ok := d.queryOffset(t, "of-group", "OF", 0); !ok || off != 3 {
+		t.Errorf("committed 3, queried %d (found %v)", off, ok)
+	}
+	if p := d.pull(t, "of-group", "OF", 0, 100, Filter{}); len(p.Msgs) != 0 || p.Next != 3 {
+		t.Errorf("a pull past the end: %v, next %d; want nothing, next 3", bodies(p.Msgs), p.Next)
+	}
+}
+
+// popRetry: a message not acked (its invisible time made short: a
+// consumer's nack) is delivered again, its reconsume count raised each time.
+func popRetry(t *testing.T, d driver) {
+	d.createTopic(t, "PR", 1, "")
+	m := Msg{Topic: "PR", Body: "retry-me", Tag: "r", Keys: []string{"rk"}, Props: map[string]string{"p": "v"}}
+	s := mustSend(t, d, m)
+	g := popN(t, d, "pr-group", "PR", 1, held, Filter{})[0]
+	for want := int32(1); want <= 2; want++ {
+		mustChange(t, d, "pr-group", g, time.Millisecond)
+		g = popN(t, d, "pr-group", "PR", 1, held, Filter{})[0]
+		checkGot(t, g, s, m)
+		if g.Reconsume != want || g.Offset != s.Offset {
+			t.Errorf("delivery %d: reconsume count %d at offset %d, want %d at %d", want+1, g.Reconsume, g.Offset, want, s.Offset)
+		}
+	}
+	mustAck(t, d, "pr-group", g)
+	popNone(t, d, "pr-group", "PR", Filter{})
+}
+
+// popDeadLetter: a message delivered 1 + retryMax times and not acked goes
+// to the group's %DLQ% topic instead of a further delivery.
+func popDeadLetter(t *testing.T, d driver) {
+	d.createTopic(t, "PD", 1, "")
+	d.createGroup(t, "pd-group", groupConfig{retryMax: 1})
+	m := Msg{Topic: "PD", Body: "doomed", Tag: "d", Keys: []string{"dk"}}
+	s := mustSend(t, d, m)
+	g := popN(t, d, "pd-group", "PD", 1, held, Filter{})[0]
+	mustChange(t, d, "pd-group", g, time.Millisecond)
+	g = popN(t, d, "pd-group", "PD", 1, held, Filter{})[0]
+	if g.Reconsume != 1 {
+		t.Errorf("second delivery's reconsume count %d", g.Reconsume)
+	}
+	mustChange(t, d, "pd-group", g, time.Millisecond)
+	// The next pop finds the message visible once more, past the group's
+	// retries: it is dead-lettered, not delivered.
+	var dead []Got
+	wait.For(t, "the message in %DLQ%pd-group", func() error {
+		if got := d.pop(t, "pd-group", "PD", 32, held, Filter{}); len(got) != 0 {
+			t.Fatalf("delivered again past the retries: %v (reconsume count %d)", bodies(got), got[0].Reconsume)
+		}
+		if dead = d.readDLQ(t, "pd-group"); len(dead) == 0 {
+			return fmt.Errorf("not there yet")
+		}
+		return nil
+	})
+	if len(dead) != 1 || dead[0].ID != s.ID || dead[0].Body != m.Body || dead[0].Tag != m.Tag || !slices.Equal(dead[0].Keys, m.Keys) {
+		t.Fatalf("the dead letters: %+v", dead)
+	}
+	popNone(t, d, "pd-group", "PD", Filter{})
+}
+
+// sendBackRetryDeadLetter: a pulled message reported as failed comes back
+// through %RETRY%<group> with its reconsume count raised and its original
+// topic; past the group's retries it goes to %DLQ%<group>.
+func sendBackRetryDeadLetter(t *testing.T, d driver) {
+	d.createTopic(t, "SB", 1, "")
+	d.createGroup(t, "sb-group", groupConfig{retryMax: 1})
+	m := Msg{Topic: "SB", Body: "failing", Tag: "f", Keys: []string{"fk"}, Props: map[string]string{"p": "v"}}
+	s := mustSend(t, d, m)
+	g, _ := pullN(t, d, "sb-group", "SB", 0, 0, 1, Filter{})
+	d.sendBack(t, "sb-group", g[0], 1)
+	r, _ := pullN(t, d, "sb-group", "%RETRY%sb-group", 0, 0, 1, Filter{})
+	if r[0].ID != s.ID || r[0].Body != m.Body || r[0].Tag != m.Tag || r[0].Props["p"] != "v" || r[0].Reconsume != 1 || r[0].RetryTopic != "SB" {
+		t.Errorf("the retry: id %s body %q tag %q props %v reconsume %d retry topic %q", r[0].ID, r[0].Body, r[0].Tag, r[0].Props,
+			r[0].Reconsume, r[0].RetryTopic)
+	}
+	d.sendBack(t, "sb-group", r[0], 1)
+	var dead []Got
+	wait.For(t, "the message in %DLQ%sb-group", func() error {
+		if dead = d.readDLQ(t, "sb-group"); len(dead) == 0 {
+			return fmt.Errorf("not there yet")
+		}
+		return nil
+	})
+	if dead[0].ID != s.ID || dead[0].Body != m.Body || dead[0].Reconsume != 2 || dead[0].RetryTopic != "SB" {
+		t.Errorf("the dead letter: id %s body %q reconsume %d retry topic %q", dead[0].ID, dead[0].Body, dead[0].Reconsume, dead[0].RetryTopic)
+	}
+	pullNone(t, d, "sb-group", "%RETRY%sb-group", 0, 1, Filter{})
+}
+
+// delayLevel: a message with a delay level is delivered to its topic once
+// the level's delay passed, not before.
+func delayLevel(t *testing.T, d driver) {
+	d.createTopic(t, "DL", 1, "")
+	const level = 2
+	m := Msg{Topic: "DL", Body: "later", Tag: "late", DelayLevel: level}
+	start := time.Now().Truncate(time.Millisecond)
+	s := mustSend(t, d, m)
+	got, _ := pullN(t, d, "dl-group", "DL", 0, 0, 1, Filter{})
+	checkGot(t, got[0], s, m)
+	if early := start.Add(level * levelStep).Sub(got[0].StoreTime); early > time.Millisecond {
+		t.Errorf("delivered %v before its delay level's time", early)
+	}
+}
+
+// timer: a message with a delivery time is delivered at that time, not
+// before, and may be popped then.
+func timer(t *testing.T, d driver) {
+	d.createTopic(t, "TM", 1, "")
+	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	m := Msg{Topic: "TM", Body: "on-time", Tag: "tt", Keys: []string{"tk"}, DeliverAt: at}
+	s := mustSend(t, d, m)
+	got, _ := pullN(t, d, "tm-group", "TM", 0, 0, 1, Filter{})
+	checkGot(t, got[0], s, m)
+	if early := at.Sub(got[0].StoreTime); early > time.Millisecond {
+		t.Errorf("delivered %v before its delivery time", early)
+	}
+	p := popN(t, d, "tm-pop", "TM", 1, held, Filter{})
+	checkGot(t, p[0], s, m)
+	mustAck(t, d, "tm-pop", p[0])
+}
+
+// transactionCommitRollback: half messages are invisible; a commit
+// delivers one, a rollback drops the other.
+func transactionCommitRollback(t *testing.T, d driver) {
+	d.createTopic(t, "TX", 1, "TRANSACTION")
+	cm := Msg{Topic: "TX", Body: "commit", Tag: "tx", Keys: []string{"ck"}, Props: map[string]string{"p": "c"}}
+	c := d.sendHalf(t, cm)
+	r := d.sendHalf(t, Msg{Topic: "TX", Body: "rollback", Tag: "tx"})
+	pullNone(t, d, "tx-group", "TX", 0, 0, Filter{})
+	popNone(t, d, "tx-pop", "TX", Filter{})
+	d.endTx(t, "TX", c.tx, true, false)
+	d.endTx(t, "TX", r.tx, false, false)
+	got, next := pullN(t, d, "tx-group", "TX", 0, 0, 1, Filter{})
+	if got[0].ID != c.ID || got[0].Body != cm.Body || got[0].Tag != cm.Tag || !slices.Equal(got[0].Keys, cm.Keys) ||
+		got[0].Props["p"] != "c" || got[0].Topic != "TX" || got[0].Offset != 0 {
+		t.Errorf("the committed message: %+v", got[0])
+	}
+	pullNone(t, d, "tx-group", "TX", 0, next, Filter{})
+	p := popN(t, d, "tx-pop", "TX", 1, held, Filter{})
+	if p[0].ID != c.ID {
+		t.Errorf("popped %q, want the committed message", p[0].Body)
+	}
+}
+
+// transactionCheck: the broker asks the producer about transactions left
+// open; the answers commit one and roll the other back.
+func transactionCheck(t *testing.T, d driver) {
+	d.createTopic(t, "TC", 1, "TRANSACTION")
+	checks := d.watchChecks(t, "TC")
+	keep := d.sendHalf(t, Msg{Topic: "TC", Body: "keep", Tag: "k"})
+	drop := d.sendHalf(t, Msg{Topic: "TC", Body: "drop", Tag: "d"})
+	answered := map[string]bool{}
+	timeout := time.After(wait.DefaultTimeout)
+	for !answered[keep.ID] || !answered[drop.ID] {
+		select {
+		case c := <-checks:
+			switch c.ID {
+			case keep.ID:
+				if c.Body != "keep" {
+					t.Fatalf("check of %s carries %q", c.ID, c.Body)
+				}
+				d.endTx(t, "TC", c.tx, true, true)
+			case drop.ID:
+				d.endTx(t, "TC", c.tx, false, true)
+			default:
+				t.Fatalf("a check of %s, which was not sent", c.ID)
+			}
+			answered[c.ID] = true
+		case <-timeout:
+			t.Fatalf("checks answered: %v", answered)
+		}
+	}
+	got, next := pullN(t, d, "tc-group", "TC", 0, 0, 1, Filter{})
+	if got[0].ID != keep.ID || got[0].Body != "keep" {
+		t.Errorf("delivered %q (%s), want keep (%s)", got[0].Body, got[0].ID, keep.ID)
+	}
+	pullNone(t, d, "tc-group", "TC", 0, next, Filter{})
+}
+
+// tagFilterScenario: pulls and pops filtered by tags get only the matching
+// messages; a pull's next offset moves past the others.
+func tagFilterScenario(t *testing.T, d driver) {
+	d.createTopic(t, "TF", 1, "")
+	for i, tag := range []string{"a", "b", "c", "a", "d"} {
+		mustSend(t, d, Msg{Topic: "TF", Body: tag + strconv.Itoa(i), Tag: tag})
+	}
+	got, next := pullN(t, d, "tf-pull", "TF", 0, 0, 3, tagFilter("a || c"))
+	if !slices.Equal(bodies(got), []string{"a0", "c2", "a3"}) {
+		t.Errorf("pulled %v", bodies(got))
+	}
+	if p := d.pull(t, "tf-pull", "TF", 0, next, tagFilter("a || c")); len(p.Msgs) != 0 || p.Next != 5 {
+		t.Errorf("after the matches: %v, next %d; want nothing, next 5", bodies(p.Msgs), p.Next)
+	}
+	popped := popN(t, d, "tf-pop", "TF", 1, held, tagFilter("b"))
+	if popped[0].Body != "b1" {
+		t.Errorf("popped %q", popped[0].Body)
+	}
+	popNone(t, d, "tf-pop", "TF", tagFilter("b"))
+	mustAck(t, d, "tf-pop", popped...)
+	all := popN(t, d, "tf-all", "TF", 5, held, tagFilter("*"))
+	if len(all) != 5 {
+		t.Errorf("popped %v with *", bodies(all))
+	}
+}
+
+// sqlFilterScenario: pulls and pops filtered by an SQL92 expression on user
+// properties get only the matching messages.
+func sqlFilterScenario(t *testing.T, d driver) {
+	d.createTopic(t, "SQ", 1, "")
+	for i, region := range []string{"eu", "us", "eu", "eu", "ap"} {
+		mustSend(t, d, Msg{Topic: "SQ", Body: region + strconv.Itoa(i), Tag: "s",
+			Props: map[string]string{"region": region, "n": strconv.Itoa(i)}})
+	}
+	const expr = "region = 'eu' AND n > 1"
+	got, _ := pullN(t, d, "sq-pull", "SQ", 0, 0, 2, sqlFilter(expr))
+	if !slices.Equal(bodies(got), []string{"eu2", "eu3"}) {
+		t.Errorf("pulled %v", bodies(got))
+	}
+	popped := popN(t, d, "sq-pop", "SQ", 2, held, sqlFilter(expr))
+	if !slices.Equal(bodies(popped), []string{"eu2", "eu3"}) {
+		t.Errorf("popped %v", bodies(popped))
+	}
+	popNone(t, d, "sq-pop", "SQ", sqlFilter(expr))
+	other := popN(t, d, "sq-other", "SQ", 1, held, sqlFilter("region IN ('ap', 'us') AND n >= 4"))
+	if other[0].Body != "ap4" {
+		t.Errorf("popped %q", other[0].Body)
+	}
+}
+
+// fifo: an orderly group gets one message of a message group at a time, in
+// order; the next comes once the one in flight is acked, and a message not
+// acked comes again before its successors.
+func fifo(t *testing.T, d driver) {
+	d.createTopic(t, "FF", 1, "FIFO")
+	d.createGroup(t, "ff-group", groupConfig{retryMax: -1, orderly: true})
+	var sent []Sent
+	var msgs []Msg
+	for _, x := range [][2]string{{"A", "a1"}, {"A", "a2"}, {"B", "b1"}, {"A", "a3"}, {"B", "b2"}} {
+		m := Msg{Topic: "FF", Body: x[1], Tag: "f", Group: x[0]}
+		msgs = append(msgs, m)
+		sent = append(sent, mustSend(t, d, m))
+	}
+	for i, s := range sent {
+		if s.Offset != int64(i) {
+			t.Fatalf("%q stored at offset %d", msgs[i].Body, s.Offset)
+		}
+	}
+	first := popN(t, d, "ff-group", "FF", 2, held, Filter{})
+	if !slices.Equal(bodies(first), []string{"a1", "b1"}) {
+		t.Fatalf("first pop: %v, want the head of each message group", bodies(first))
+	}
+	checkGot(t, first[0], sent[0], msgs[0])
+	popNone(t, d, "ff-group", "FF", Filter{})
+	mustAck(t, d, "ff-group", first[0])
+	a2 := popN(t, d, "ff-group", "FF", 1, held, Filter{})
+	if a2[0].Body != "a2" {
+		t.Fatalf("after a1's ack: %q, want a2", a2[0].Body)
+	}
+	// b1 not acked: it comes again before b2.
+	mustChange(t, d, "ff-group", first[1], time.Millisecond)
+	b1 := popN(t, d, "ff-group", "FF", 1, held, Filter{})
+	if b1[0].Body != "b1" || b1[0].Reconsume != 1 {
+		t.Fatalf("after b1's nack: %q (reconsume count %d), want b1 again", b1[0].Body, b1[0].Reconsume)
+	}
+	mustAck(t, d, "ff-group", a2[0], b1[0])
+	rest := popN(t, d, "ff-group", "FF", 2, held, Filter{})
+	if !slices.Equal(bodies(rest), []string{"a3", "b2"}) {
+		t.Fatalf("last pop: %v", bodies(rest))
+	}
+	mustAck(t, d, "ff-group", rest...)
+	popNone(t, d, "ff-group", "FF", Filter{})
+}
+
+// messageType: a topic's message.type refuses messages of another type (a
+// FIFO topic takes normal messages: order comes from the queue).
+func messageType(t *testing.T, d driver) {
+	d.createTopic(t, "MN", 1, "NORMAL")
+	d.createTopic(t, "MF", 1, "FIFO")
+	d.createTopic(t, "MT", 1, "TRANSACTION")
+	if _, err := d.send(t, Msg{Topic: "MN", Body: "grouped", Group: "g"}); err == nil {
+		t.Error("a NORMAL topic took a FIFO message")
+	}
+	if _, err := d.send(t, Msg{Topic: "MN", Body: "timed", DeliverAt: time.Now().Add(time.Hour)}); err == nil {
+		t.Error("a NORMAL topic took a timer message")
+	}
+	if _, err := d.send(t, Msg{Topic: "MT", Body: "plain"}); err == nil {
+		t.Error("a TRANSACTION topic took a normal message")
+	}
+	mustSend(t, d, Msg{Topic: "MF", Body: "plain"})
+	mustSend(t, d, Msg{Topic: "MF", Body: "grouped", Group: "g"})
+	mustSend(t, d, Msg{Topic: "MN", Body: "plain"})
+	got, _ := pullN(t, d, "mt-group", "MF", 0, 0, 2, Filter{})
+	if !slices.Equal(bodies(got), []string{"plain", "grouped"}) {
+		t.Errorf("pulled %v", bodies(got))
+	}
+}
