@@ -1,9 +1,6 @@
 package broker
 
 import (
-	"errors"
-
-	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -93,11 +90,7 @@ func (b *Broker) handleResetOffset(req *protocol.Command, resp *remoting.Respons
 	}
 	table, _, err := b.core.ResetConsumerOffset(h.Topic, h.Group, h.Timestamp, h.IsForce, h.QueueID, h.Offset)
 	if err != nil {
-		if errors.Is(err, core.ErrNoTopic) {
-			return fail(resp, &core.Error{Code: protocol.RespSystemError,
-				Remark: "[reset-offset] reset offset failed, no topic in this broker. topic=" + h.Topic, Err: err})
-		}
-		return fail(resp, err)
+		return fail(resp, err) // core.ErrNoTopic's remark is the Java broker's
 	}
 	resp.Cmd.Body = resetOffsetBody(b.copts.BrokerName, h.Topic, table)
 	return remoting.Reply

@@ -274,7 +274,9 @@ func (a *Admin) ViewMessage(ctx context.Context, offsetMsgID string) (*MessageEx
 	}
 	if resp.Code != protocol.RespSuccess {
 		err := fmt.Errorf("client: view message %s: %w", offsetMsgID, brokerError(addr, resp))
-		if resp.Code == protocol.RespQueryNotFound || strings.Contains(string(resp.Remark), "can not find message") {
+		// Java's VIEW_MESSAGE_BY_ID answers SYSTEM_ERROR when no message
+		// can be read at the offset (its only refusal), Apogee's too.
+		if resp.Code == protocol.RespQueryNotFound || resp.Code == protocol.RespSystemError {
 			err = fmt.Errorf("%w: %w", ErrMessageNotFound, err)
 		}
 		return nil, err

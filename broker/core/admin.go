@@ -210,7 +210,7 @@ func (c *Core) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
 func (c *Core) TopicStats(topic string) (protocol.TopicStatsTable, error) {
 	e := c.topics.lookup(topic)
 	if e == nil {
-		return protocol.TopicStatsTable{}, newError(protocol.RespTopicNotExist, "topic["+topic+"] not exist")
+		return protocol.TopicStatsTable{}, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
 	}
 	ts := protocol.TopicStatsTable{OffsetTable: map[protocol.MessageQueue]protocol.TopicOffset{}}
 	for q := int32(0); q < max(e.cfg.WriteQueueNums, e.cfg.ReadQueueNums); q++ {
@@ -244,7 +244,7 @@ func (c *Core) ProducerConnections(group string) (protocol.ProducerConnection, e
 	}
 	m.mu.RUnlock()
 	if !ok || len(out.ConnectionSet) == 0 {
-		return out, newError(protocol.RespSystemError, "the producer group["+group+"] not exist")
+		return out, newError(ReasonProducerGroupNotExist, "the producer group["+group+"] not exist")
 	}
 	sort.Slice(out.ConnectionSet, func(i, j int) bool {
 		return out.ConnectionSet[i].ClientID+out.ConnectionSet[i].ClientAddr < out.ConnectionSet[j].ClientID+out.ConnectionSet[j].ClientAddr
@@ -295,7 +295,7 @@ func (c *Core) Subscription(group, topic string) (protocol.SubscriptionData, boo
 func (c *Core) ConsumeTimeSpan(topic, group string) ([]protocol.QueueTimeSpan, error) {
 	e := c.topics.lookup(topic)
 	if e == nil {
-		return nil, newError(protocol.RespTopicNotExist, "topic["+topic+"] not exist")
+		return nil, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
 	}
 	out := []protocol.QueueTimeSpan{}
 	now := time.Now().UnixMilli()
@@ -325,7 +325,7 @@ func (c *Core) ConsumeTimeSpan(topic, group string) ([]protocol.QueueTimeSpan, e
 // unless offline, a topic src's live members no longer subscribe is skipped.
 func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
 	if !validGroupName([]byte(dst)) {
-		return newError(protocol.RespInvalidParameter, "the destination group name ["+dst+"] is illegal")
+		return newError(ReasonGroupIllegal, "the destination group name ["+dst+"] is illegal")
 	}
 	topics := []string{topic}
 	if topic == "" {
@@ -366,7 +366,7 @@ func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
 func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 	set := c.rstats.Set(name)
 	if set == nil {
-		return protocol.BrokerStatsData{}, newError(protocol.RespSystemError, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
+		return protocol.BrokerStatsData{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
 	}
 	k := stats.ParseKey(key)
 	if name == stats.GroupGetLatency {
@@ -379,7 +379,7 @@ func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 		}
 	}
 	if _, ok := set.Lookup(k); !ok {
-		return protocol.BrokerStatsData{}, newError(protocol.RespSystemError, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
+		return protocol.BrokerStatsData{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
 	}
 	item := func(w stats.Window) protocol.BrokerStatsItem {
 		s := set.Window(k, w)
@@ -393,7 +393,7 @@ func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32, group string) (protocol.QueryConsumeQueueResponseBody, error) {
 	e := c.topics.lookup(topic)
 	if e == nil || q < 0 || q >= max(e.cfg.ReadQueueNums, e.cfg.WriteQueueNums) {
-		return protocol.QueryConsumeQueueResponseBody{}, newError(protocol.RespSystemError,
+		return protocol.QueryConsumeQueueResponseBody{}, newError(ReasonStatsNotFound,
 			fmt.Sprintf("%d of %s is not exist!", q, topic))
 	}
 	body := protocol.QueryConsumeQueueResponseBody{MinQueueIndex: c.store.MinOffset(topic, q), MaxQueueIndex: c.store.MaxOffset(topic, q),
@@ -409,7 +409,7 @@ func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32
 	}
 	es, err := c.store.ReadEntries(topic, q, max(index, body.MinQueueIndex), make([]store.QueueEntry, 0, count))
 	if err != nil {
-		return body, &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+		return body, wrapError(ReasonSystemError, err.Error(), err)
 	}
 	for _, en := range es {
 		body.QueueData = append(body.QueueData, protocol.ConsumeQueueData{PhysicOffset: en.CommitLogOffset,
@@ -436,7 +436,7 @@ func (c *Core) SystemTopics() []string {
 func (c *Core) CleanExpired() (int, error) {
 	n, err := c.store.Clean()
 	if err != nil {
-		return n, &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+		return n, wrapError(ReasonSystemError, err.Error(), err)
 	}
 	return n, nil
 }
@@ -456,7 +456,7 @@ func (c *Core) ConsumerConn(group, clientID string) (ClientConn, error) {
 			}
 		}
 	}
-	return nil, newError(protocol.RespSystemError, fmt.Sprintf("The Consumer <%s> <%s> not online", group, clientID))
+	return nil, newError(ReasonNoConsumer, fmt.Sprintf("The Consumer <%s> <%s> not online", group, clientID))
 }
 
 // GroupSysFlag is a group's groupSysFlag (0 for an unknown group), which the
@@ -543,14 +543,14 @@ func (c *Core) UpdateBrokerConfig(kv map[string]string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if _, ok := liveConfigKeys[k]; !ok {
-			return newError(protocol.RespInvalidParameter, fmt.Sprintf("the key %q cannot be changed while the broker runs: set it in broker.conf and restart (keys changed at run time: brokerPermission)", k))
+			return newError(ReasonInvalidParameter, fmt.Sprintf("the key %q cannot be changed while the broker runs: set it in broker.conf and restart (keys changed at run time: brokerPermission)", k))
 		}
 	}
 	old := c.admin.perm.Load()
 	for _, k := range keys {
 		if err := liveConfigKeys[k](c, kv[k]); err != nil {
 			c.admin.perm.Store(old)
-			return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+			return wrapError(ReasonInvalidParameter, err.Error(), err)
 		}
 	}
 	c.admin.mu.Lock()
@@ -652,7 +652,7 @@ func (c *Core) ConsumerMembers(group string) []MemberConn {
 func (c *Core) ViewMessageByOffsetID(id string) (store.View, error) {
 	_, off, err := message.ParseOffsetMsgID(id)
 	if err != nil {
-		return store.View{}, &Error{Code: protocol.RespSystemError, Remark: "bad msgId " + id + ": " + err.Error(), Err: err}
+		return store.View{}, wrapError(ReasonMessageIDIllegal, "bad msgId "+id+": "+err.Error(), err)
 	}
 	return c.ViewMessage(off)
 }

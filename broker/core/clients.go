@@ -574,7 +574,7 @@ func (m *clientManager) groupInfo(group string) (ConsumerGroupInfo, bool) {
 // no connection: nothing is pushed to it).
 func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language string, version int32) error {
 	if hb.ClientID == "" {
-		return newError(protocol.RespSystemError, "the heartbeat carries no clientID")
+		return newError(ReasonClientIDRequired, "the heartbeat carries no clientID")
 	}
 	groupsCreated := false
 	var topicsCreated []string
@@ -637,7 +637,7 @@ func (c *Core) ClientClosed(conn ClientConn) {
 func (c *Core) ConsumerIDs(group string) ([]string, error) {
 	ids := c.clients.consumerIDs(group)
 	if len(ids) == 0 {
-		return nil, newError(protocol.RespSystemError, "no consumer for this group, "+group)
+		return nil, newError(ReasonNoConsumer, "no consumer for this group, "+group)
 	}
 	return ids, nil
 }
@@ -648,7 +648,7 @@ func (c *Core) ConsumerIDs(group string) ([]string, error) {
 func (c *Core) ConsumerGroupInfo(group string) (ConsumerGroupInfo, error) {
 	info, ok := c.clients.groupInfo(group)
 	if !ok {
-		return info, newError(protocol.RespConsumerNotOnline, "the consumer group["+group+"] not online")
+		return info, newError(ReasonConsumerNotOnline, "the consumer group["+group+"] not online")
 	}
 	return info, nil
 }
@@ -663,10 +663,10 @@ func (c *Core) CheckSubscription(exprType, expr string) error {
 		return nil
 	}
 	if typ == filter.TypeSQL92 && c.opts.DisablePropertyFilter {
-		return newError(protocol.RespSystemError, "The broker does not support consumer to filter message by "+typ)
+		return newError(ReasonFilterTypeUnsupported, "The broker does not support consumer to filter message by "+typ)
 	}
 	if _, err := compileFilter(typ, expr); err != nil {
-		return &Error{Code: protocol.RespSubscriptionParseFailed, Remark: err.Error(), Err: err}
+		return wrapError(ReasonSubscriptionParseFailed, err.Error(), err)
 	}
 	return nil
 }

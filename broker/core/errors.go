@@ -1,5 +1,7 @@
 package core
 
+//go:generate go run ./internal/errgen
+
 import (
 	"errors"
 	"strconv"
@@ -8,18 +10,92 @@ import (
 	"github.com/apogeemq/apogee/store"
 )
 
-// Error is the one error type the core's operations return for a refusal a
-// client is told about: RocketMQ's response code (protocol.Resp*) and the
-// remark the Java broker gives in that case. A front end maps it to its
-// answer in one place (the remoting front end: the response code and
-// remark; a gRPC front end: a status). Err, when set, is the cause (a store
-// error, a feature package's sentinel), reachable through errors.Is and
-// errors.As.
+// Reason is why the core refused a request: one row of errors.json, the
+// one table of the core's refusals. Each row names the RocketMQ remoting
+// response code the reason is answered with (Reason.Code) and the status
+// code of RocketMQ 5's gRPC protocol (broker/grpcfe's generated
+// reasonCodes); go generate writes the constants and both mappings from
+// the table (internal/errgen). Callers switch on a Reason, never on an
+// error's text.
+type Reason uint16
+
+// ReasonNone is the reason of no error.
+const ReasonNone Reason = 0
+
+// reasonRow is one row of errors.json (errors_gen.go's reasons).
+type reasonRow struct {
+	name        string
+	code        int32
+	generic     bool
+	description string
+}
+
+func (r Reason) valid() bool { return r > ReasonNone && int(r) < numReasons }
+
+// String returns the reason's name (its constant without "Reason").
+func (r Reason) String() string {
+	if r == ReasonNone {
+		return "None"
+	}
+	if !r.valid() {
+		return "Reason(" + strconv.Itoa(int(r)) + ")"
+	}
+	return reasons[r].name
+}
+
+// Code returns the remoting response code the reason is answered with:
+// SUCCESS for ReasonNone, SYSTEM_ERROR for a value outside the table.
+func (r Reason) Code() int32 {
+	if r == ReasonNone {
+		return protocol.RespSuccess
+	}
+	if !r.valid() {
+		return protocol.RespSystemError
+	}
+	return reasons[r].code
+}
+
+// Description returns the table's description of the reason.
+func (r Reason) Description() string {
+	if !r.valid() {
+		return ""
+	}
+	return reasons[r].description
+}
+
+// Generic reports whether the reason stands for its whole remoting code
+// (the reason of the code's sentinel, ErrTopicNotExist, ...).
+func (r Reason) Generic() bool { return r.valid() && reasons[r].generic }
+
+// Reasons returns every reason of the table, in its order.
+func Reasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := Reason(1); int(r) < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Error is the one error type the core's operations return for a refusal
+// a client is told about. Reason is why (a row of errors.json); Code is
+// the RocketMQ response code it is answered with over remoting (the
+// reason's, set by the core's constructors), and Remark the text the Java
+// broker gives in that case (clients see it; nothing may branch on it). A
+// front end maps an *Error to its answer in one place (the remoting front
+// end: Code and Remark; the gRPC front end: the status code of Reason).
+// Err, when set, is the cause (a store error, a feature package's
+// sentinel), reachable through errors.Is and errors.As.
 //
-// errors.Is(err, target) holds for a target *Error with the same Code, so
-// the sentinels below (ErrTopicNotExist, ...) name a class of refusals
-// whatever the remark; Code and Remark read any error.
+// A front end may build an *Error of its own with a Code and no Reason
+// (the remoting front end's refusals, an answer relayed from a client):
+// ReasonOf gives it the generic reason of its code.
+//
+// errors.Is(err, target) holds for a target *Error of a generic reason
+// (the sentinels below: ErrTopicNotExist, ...) when err has the same Code,
+// so a sentinel names a class of refusals whatever the reason and remark;
+// for any other target, when err has the same Reason.
 type Error struct {
+	Reason Reason
 	Code   int32
 	Remark string
 	Err    error
@@ -27,49 +103,94 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Remark == "" {
-		return "response code " + strconv.Itoa(int(e.Code))
+		return "response code " + strconv.Itoa(int(e.code()))
 	}
 	return e.Remark
+}
+
+// code is e.Code, or its reason's when unset.
+func (e *Error) code() int32 {
+	if e.Code == protocol.RespSuccess && e.Reason != ReasonNone {
+		return e.Reason.Code()
+	}
+	return e.Code
+}
+
+// reason is e.Reason, or the generic reason of its code when unset.
+func (e *Error) reason() Reason {
+	if e.Reason == ReasonNone {
+		return genericReason(e.Code)
+	}
+	return e.Reason
 }
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is an *Error of the same code.
+// Is reports whether target is an *Error of the same code (a target of a
+// generic reason) or of the same reason (any other target).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	if !ok {
+		return false
+	}
+	if tr := t.reason(); !tr.Generic() {
+		return tr == e.reason()
+	}
+	return t.code() == e.code()
 }
 
 // Sentinels: one per response code the core's operations refuse with. Match
-// them with errors.Is (by code); the errors returned carry their own remark.
+// them with errors.Is (by code); the errors returned carry their own reason
+// and remark.
 var (
-	ErrSystem                    = &Error{Code: protocol.RespSystemError, Remark: "system error"}
-	ErrSystemBusy                = &Error{Code: protocol.RespSystemBusy, Remark: "broker busy"}
-	ErrFlushDiskTimeout          = &Error{Code: protocol.RespFlushDiskTimeout, Remark: "flush disk timeout"}
-	ErrMessageIllegal            = &Error{Code: protocol.RespMessageIllegal, Remark: "message illegal"}
-	ErrServiceNotAvailable       = &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available"}
-	ErrNoPermission              = &Error{Code: protocol.RespNoPermission, Remark: "no permission"}
-	ErrTopicNotExist             = &Error{Code: protocol.RespTopicNotExist, Remark: "topic not exist"}
-	ErrQueryNotFound             = &Error{Code: protocol.RespQueryNotFound, Remark: "query not found"}
-	ErrSubscriptionParseFailed   = &Error{Code: protocol.RespSubscriptionParseFailed, Remark: "subscription parse failed"}
-	ErrSubscriptionNotExist      = &Error{Code: protocol.RespSubscriptionNotExist, Remark: "subscription not exist"}
-	ErrSubscriptionNotLatest     = &Error{Code: protocol.RespSubscriptionNotLatest, Remark: "subscription not latest"}
-	ErrSubscriptionGroupNotExist = &Error{Code: protocol.RespSubscriptionGroupNotExist, Remark: "subscription group not exist"}
-	ErrInvalidParameter          = &Error{Code: protocol.RespInvalidParameter, Remark: "invalid parameter"}
-	ErrConsumerNotOnline         = &Error{Code: protocol.RespConsumerNotOnline, Remark: "consumer not online"}
-	ErrNoMessage                 = &Error{Code: protocol.RespNoMessage, Remark: "no message"}
+	ErrSystem                    = newError(ReasonSystemError, "system error")
+	ErrSystemBusy                = newError(ReasonSystemBusy, "broker busy")
+	ErrFlushDiskTimeout          = newError(ReasonFlushDiskTimeout, "flush disk timeout")
+	ErrMessageIllegal            = newError(ReasonMessageIllegal, "message illegal")
+	ErrServiceNotAvailable       = newError(ReasonServiceNotAvailable, "service not available")
+	ErrNoPermission              = newError(ReasonNoPermission, "no permission")
+	ErrTopicNotExist             = newError(ReasonTopicNotExist, "topic not exist")
+	ErrQueryNotFound             = newError(ReasonQueryNotFound, "query not found")
+	ErrSubscriptionParseFailed   = newError(ReasonSubscriptionParseFailed, "subscription parse failed")
+	ErrSubscriptionNotExist      = newError(ReasonSubscriptionNotExist, "subscription not exist")
+	ErrSubscriptionNotLatest     = newError(ReasonSubscriptionNotLatest, "subscription not latest")
+	ErrSubscriptionGroupNotExist = newError(ReasonSubscriptionGroupNotExist, "subscription group not exist")
+	ErrInvalidParameter          = newError(ReasonInvalidParameter, "invalid parameter")
+	ErrConsumerNotOnline         = newError(ReasonConsumerNotOnline, "consumer not online")
+	ErrNoMessage                 = newError(ReasonNoMessage, "no message")
 	// ErrSlaveNotAvailable and ErrFlushSlaveTimeout are the outcomes of a
 	// durability wait on a SYNC_MASTER whose slave did not acknowledge the
 	// messages (store.ErrReplicaNotAvailable, store.ErrReplicaTimeout): the
 	// messages are stored on the master all the same, and a send answers
 	// with the send result's fields (clients count 10, 11 and 12 as sent).
-	ErrSlaveNotAvailable = &Error{Code: protocol.RespSlaveNotAvailable, Remark: "slave not available"}
-	ErrFlushSlaveTimeout = &Error{Code: protocol.RespFlushSlaveTimeout, Remark: "flush slave timeout"}
+	ErrSlaveNotAvailable = newError(ReasonSlaveNotAvailable, "slave not available")
+	ErrFlushSlaveTimeout = newError(ReasonFlushSlaveTimeout, "flush slave timeout")
 )
 
-// newError returns an *Error with a code and remark.
-func newError(code int32, remark string) *Error { return &Error{Code: code, Remark: remark} }
+// newError returns an *Error of a reason (and its code) with a remark.
+func newError(r Reason, remark string) *Error {
+	return &Error{Reason: r, Code: r.Code(), Remark: remark}
+}
+
+// wrapError returns an *Error of a reason with a remark and a cause.
+func wrapError(r Reason, remark string, cause error) *Error {
+	return &Error{Reason: r, Code: r.Code(), Remark: remark, Err: cause}
+}
+
+// ReasonOf returns the reason of err: ReasonNone for nil, an *Error's
+// reason (the generic reason of its code when it has none),
+// ReasonSystemError for any other error.
+func ReasonOf(err error) Reason {
+	if err == nil {
+		return ReasonNone
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.reason()
+	}
+	return ReasonSystemError
+}
 
 // Code returns the response code of err: 0 (SUCCESS) for nil, an *Error's
 // code, SYSTEM_ERROR (1) for any other error.
@@ -79,13 +200,13 @@ func Code(err error) int32 {
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Code
+		return e.code()
 	}
 	return protocol.RespSystemError
 }
 
-// Remark returns the remark of err: an *Error's remark, err's text for any
-// other error, "" for nil.
+// Remark returns the remark of err for the wire: an *Error's remark, err's
+// text for any other error, "" for nil. Nothing may branch on it.
 func Remark(err error) string {
 	if err == nil {
 		return ""
@@ -101,19 +222,20 @@ func Remark(err error) string {
 // answer RocketMQ gives (rocketmq-protocol.md §3).
 func storeError(err error) *Error {
 	switch {
-	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, store.ErrBadMessage),
-		errors.Is(err, store.ErrRecordTooLarge):
-		return &Error{Code: protocol.RespMessageIllegal, Remark: "the message is illegal: " + err.Error(), Err: err}
+	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, store.ErrRecordTooLarge):
+		return wrapError(ReasonMessageBodyTooLarge, "the message is illegal: "+err.Error(), err)
+	case errors.Is(err, store.ErrBadMessage):
+		return wrapError(ReasonMessageMalformed, "the message is illegal: "+err.Error(), err)
 	case errors.Is(err, store.ErrDiskFull):
-		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the broker's disk is full", Err: err}
+		return wrapError(ReasonStoreDiskFull, "service not available now: the broker's disk is full", err)
 	case errors.Is(err, store.ErrClosed):
-		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the message store is shut down", Err: err}
+		return wrapError(ReasonStoreClosed, "service not available now: the message store is shut down", err)
 	case errors.Is(err, store.ErrReplica):
-		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: messages are put to the slave", Err: err}
+		return wrapError(ReasonStoreReplica, "service not available now: messages are put to the slave", err)
 	case errors.Is(err, store.ErrLogFailed):
-		return &Error{Code: protocol.RespServiceNotAvailable, Remark: "service not available now: the commit log failed: " + err.Error(), Err: err}
+		return wrapError(ReasonStoreFailed, "service not available now: the commit log failed: "+err.Error(), err)
 	}
-	return &Error{Code: protocol.RespSystemError, Remark: "store error: " + err.Error(), Err: err}
+	return wrapError(ReasonStoreError, "store error: "+err.Error(), err)
 }
 
 // durableError maps the error of a durability wait: nil stays nil; a wait
@@ -126,11 +248,11 @@ func durableError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrReplicaNotAvailable):
-		return &Error{Code: protocol.RespSlaveNotAvailable, Remark: "slave not available: " + err.Error(), Err: err}
+		return wrapError(ReasonSlaveNotAvailable, "slave not available: "+err.Error(), err)
 	case errors.Is(err, store.ErrReplicaTimeout):
-		return &Error{Code: protocol.RespFlushSlaveTimeout, Remark: "flush slave timeout: " + err.Error(), Err: err}
+		return wrapError(ReasonFlushSlaveTimeout, "flush slave timeout: "+err.Error(), err)
 	case errors.Is(err, store.ErrFlushTimeout):
-		return &Error{Code: protocol.RespFlushDiskTimeout, Remark: "flush disk timeout: " + err.Error(), Err: err}
+		return wrapError(ReasonFlushDiskTimeout, "flush disk timeout: "+err.Error(), err)
 	}
 	return storeError(err)
 }

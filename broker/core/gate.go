@@ -8,15 +8,17 @@ package core
 // stored, instead of being acknowledged with less safety than configured.
 // Reads, offsets and queries are served as usual.
 
-// SetWriteGate closes the gate with the answer code and remark (the
-// response code clients see), or opens it with code 0.
-func (c *Core) SetWriteGate(code int32, remark string) {
-	if code == 0 {
+// SetWriteGate closes the gate with a reason (its response code is the
+// one clients see; ReasonInSyncReplicasNotEnough and ReasonFenced are the
+// controller mode's) and the remark, or opens it with ReasonNone.
+func (c *Core) SetWriteGate(reason Reason, remark string) {
+	if reason == ReasonNone {
 		c.gate.Store(nil)
 		return
 	}
-	c.gate.Store(newError(code, remark))
+	c.gate.Store(newError(reason, remark))
 }
 
-// WriteGate returns the gate's answer (nil while writes are taken).
+// WriteGate returns the gate's answer (nil while writes are taken): its
+// Reason says why it is closed.
 func (c *Core) WriteGate() *Error { return c.gate.Load() }

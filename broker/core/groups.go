@@ -257,16 +257,16 @@ func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) err
 		return errSlaveAdmin
 	}
 	if !validGroupName([]byte(cfg.GroupName)) {
-		return newError(protocol.RespInvalidParameter, "invalid group name "+strconv.Quote(cfg.GroupName))
+		return newError(ReasonGroupIllegal, "invalid group name "+strconv.Quote(cfg.GroupName))
 	}
 	if len(cfg.GroupRetryPolicy) > 0 {
 		if _, err := parseRetryPolicy(cfg.GroupRetryPolicy); err != nil {
-			return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+			return wrapError(ReasonInvalidParameter, err.Error(), err)
 		}
 	}
 	c.groups.put(cfg)
 	if err := c.groupsChanged(true); err != nil {
-		return &Error{Code: protocol.RespSystemError, Remark: "the group is updated but could not be persisted: " + err.Error(), Err: err}
+		return wrapError(ReasonPersistFailed, "the group is updated but could not be persisted: "+err.Error(), err)
 	}
 	c.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
 		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly)
@@ -279,7 +279,7 @@ func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) err
 func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig, error) {
 	g := c.groups.get(name)
 	if g == nil {
-		return protocol.SubscriptionGroupConfig{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
+		return protocol.SubscriptionGroupConfig{}, newError(ReasonSubscriptionGroupNotExist, "subscription group not exist, "+string(name))
 	}
 	return *g, nil
 }
@@ -294,7 +294,7 @@ func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
 	}
 	if c.groups.remove(name) {
 		if err := c.groupsChanged(true); err != nil {
-			return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+			return wrapError(ReasonSystemError, err.Error(), err)
 		}
 	}
 	if cleanOffset {
@@ -317,11 +317,11 @@ func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.Subscrip
 	g := c.groups.get(name)
 	if g == nil {
 		if !validGroupName(name) {
-			return nil, newError(protocol.RespSubscriptionGroupNotExist,
+			return nil, newError(ReasonSubscriptionGroupNotExist,
 				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
 		}
 		if err := c.autoCreate.allow("group", c.groups.count(), src, c.opts.Logger); err != nil {
-			return nil, newError(protocol.RespSubscriptionGroupNotExist, "subscription group ["+string(name)+"] does not exist, "+err.Error())
+			return nil, newError(ReasonSubscriptionGroupNotExist, "subscription group ["+string(name)+"] does not exist, "+err.Error())
 		}
 		var created bool
 		if g, created = c.groups.ensure(name); created {
@@ -329,7 +329,7 @@ func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.Subscrip
 		}
 	}
 	if !g.ConsumeEnable {
-		return nil, newError(protocol.RespNoPermission, "subscription group no permission, "+g.GroupName)
+		return nil, newError(ReasonGroupConsumeDisabled, "subscription group no permission, "+g.GroupName)
 	}
 	return g, nil
 }

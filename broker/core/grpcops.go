@@ -23,13 +23,13 @@ func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error
 		return t.cfg, nil
 	}
 	if remark, ok := checkTopicName([]byte(name)); !ok {
-		return protocol.TopicConfig{}, newError(protocol.RespSystemError, remark)
+		return protocol.TopicConfig{}, newError(ReasonTopicIllegal, remark)
 	}
 	if !create {
-		return protocol.TopicConfig{}, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, apply first please!")
+		return protocol.TopicConfig{}, newError(ReasonTopicNotExist, "topic["+name+"] not exist, apply first please!")
 	}
 	if isNotAllowedSendTopic([]byte(name)) {
-		return protocol.TopicConfig{}, newError(protocol.RespNoPermission, "Sending message to topic["+name+"] is forbidden.")
+		return protocol.TopicConfig{}, newError(ReasonTopicSendForbidden, "Sending message to topic["+name+"] is forbidden.")
 	}
 	t, err := c.autoCreateTopic(&SendRequest{Topic: []byte(name)})
 	if err != nil {

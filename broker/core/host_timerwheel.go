@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/timerwheel"
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -23,7 +22,7 @@ import (
 func (c *Core) timerDeliverTime(props []byte, now func() time.Time) (deliver int64, isTimer bool, err error) {
 	deliver, isTimer, err = timerwheel.DeliverTime(props, now, c.opts.TimerMaxDelay)
 	if err != nil {
-		return 0, false, &Error{Code: protocol.RespMessageIllegal, Remark: err.Error(), Err: err}
+		return 0, false, wrapError(ReasonDeliveryTimeIllegal, err.Error(), err)
 	}
 	return deliver, isTimer, nil
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -225,7 +224,7 @@ func (c *Core) QueryConsumerOffset(topic, group []byte, queueID int32) (int64, e
 	if c.store.MinOffset(t, queueID) <= 0 && !c.firstMessageOnDisk(t, queueID) {
 		return 0, nil
 	}
-	return 0, newError(protocol.RespQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+	return 0, newError(ReasonOffsetNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 }
 
 // firstMessageOnDisk reports whether the queue's message at offset 0 is
@@ -264,7 +263,7 @@ func (c *Core) UpdateConsumerOffset(topic, group []byte, queueID int32, offset i
 		commit = c.offsets.commitLocal // kept for the master (SyncConsumerOffsets)
 	}
 	if !commit(topic, group, queueID, offset) {
-		return newError(protocol.RespSystemError, fmt.Sprintf("invalid queueId %d", queueID))
+		return newError(ReasonQueueIllegal, fmt.Sprintf("invalid queueId %d", queueID))
 	}
 	return nil
 }
@@ -284,7 +283,7 @@ func (c *Core) MinOffset(topic string, queueID int32) int64 { return c.store.Min
 func (c *Core) SearchOffset(topic string, queueID int32, timestampMs int64) (int64, error) {
 	off, err := c.store.OffsetByTime(topic, queueID, timestampMs)
 	if err != nil {
-		return c.store.MaxOffset(topic, queueID), &Error{Code: protocol.RespSystemError, Remark: "search offset by timestamp: " + err.Error(), Err: err}
+		return c.store.MaxOffset(topic, queueID), wrapError(ReasonSystemError, "search offset by timestamp: "+err.Error(), err)
 	}
 	return off, nil
 }
@@ -301,8 +300,8 @@ func (c *Core) EarliestStoreTime(topic string, queueID int32) int64 {
 }
 
 // ErrNoTopic is returned by ResetConsumerOffset for a topic the broker does
-// not have.
-var ErrNoTopic = errors.New("broker: no such topic")
+// not have (errors.Is matches by its reason, ReasonResetNoTopic).
+var ErrNoTopic = newError(ReasonResetNoTopic, "[reset-offset] reset offset failed, no topic in this broker")
 
 // QueueOffset is a queue id and an offset in it.
 type QueueOffset struct {
@@ -326,7 +325,7 @@ func (c *Core) ResetConsumerOffset(topic, group string, timestampMs int64, force
 	}
 	t := c.topics.lookup(topic)
 	if t == nil {
-		return nil, 0, fmt.Errorf("%w: %s", ErrNoTopic, topic)
+		return nil, 0, newError(ReasonResetNoTopic, ErrNoTopic.Remark+". topic="+topic)
 	}
 	var table []QueueOffset
 	for q := int32(0); q < max(t.cfg.WriteQueueNums, t.cfg.ReadQueueNums); q++ {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/apogeemq/apogee/broker/pop"
 	"github.com/apogeemq/apogee/filter"
-	"github.com/apogeemq/apogee/protocol"
 )
 
 // POP consumption (RocketMQ 5's message-granularity model): the operations
@@ -75,20 +74,20 @@ func (c *Core) Pop(r *PopRequest, res *PopResult) error {
 		return errSlavePop
 	}
 	if r.MaxMsgs <= 0 || r.MaxMsgs > pop.MaxMessages {
-		return newError(protocol.RespInvalidParameter, fmt.Sprintf("maxMsgNums %d is not in 1..%d", r.MaxMsgs, pop.MaxMessages))
+		return newError(ReasonInvalidParameter, fmt.Sprintf("maxMsgNums %d is not in 1..%d", r.MaxMsgs, pop.MaxMessages))
 	}
 	if !validInvisibleTime(r.InvisibleTime) {
-		return newError(protocol.RespInvalidParameter, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", r.InvisibleTime, MaxInvisibleMs))
+		return newError(ReasonInvisibleTimeIllegal, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", r.InvisibleTime, MaxInvisibleMs))
 	}
 	t := c.topics.get(r.Topic)
 	if t == nil {
-		return newError(protocol.RespTopicNotExist, "topic["+string(r.Topic)+"] not exist, apply first please!")
+		return newError(ReasonTopicNotExist, "topic["+string(r.Topic)+"] not exist, apply first please!")
 	}
 	if !t.readable() {
-		return newError(protocol.RespNoPermission, "the topic["+t.name+"] peeking message is forbidden")
+		return newError(ReasonTopicPermission, "the topic["+t.name+"] peeking message is forbidden")
 	}
 	if r.QueueID >= t.cfg.ReadQueueNums {
-		return newError(protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+		return newError(ReasonQueueIllegal, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			r.QueueID, t.name, t.cfg.ReadQueueNums, r.Consumer))
 	}
 	g, err := c.groupForConsumer(r.Group, r.Consumer.Addr().Unmap())
@@ -98,7 +97,7 @@ func (c *Core) Pop(r *PopRequest, res *PopResult) error {
 	var f filter.Filter
 	if len(r.Expression) > 0 {
 		if f, err = c.filters.get(r.ExpressionType, r.Expression); err != nil {
-			return &Error{Code: protocol.RespSubscriptionParseFailed, Remark: "parse the consumer's subscription failed: " + err.Error(), Err: err}
+			return wrapError(ReasonSubscriptionParseFailed, "parse the consumer's subscription failed: "+err.Error(), err)
 		}
 	}
 	res.req = pop.Request{Group: g.GroupName, Topic: t.name, QueueID: max(r.QueueID, -1), Queues: t.cfg.ReadQueueNums,
@@ -148,7 +147,7 @@ func (c *Core) ChangeInvisible(group, topic []byte, queueID int32, offset int64,
 		return 0, errSlavePop
 	}
 	if !validInvisibleTime(invisibleMs) {
-		return 0, newError(protocol.RespInvalidParameter, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", invisibleMs, MaxInvisibleMs))
+		return 0, newError(ReasonInvisibleTimeIllegal, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", invisibleMs, MaxInvisibleMs))
 	}
 	t, err := c.receiptTopic(topic, queueID, rc)
 	if err != nil {
@@ -168,13 +167,13 @@ func validInvisibleTime(ms int64) bool { return ms > 0 && ms <= MaxInvisibleMs }
 func (c *Core) receiptTopic(topic []byte, queueID int32, rc Receipt) (*topicEntry, error) {
 	t := c.topics.get(topic)
 	if t == nil {
-		return nil, newError(protocol.RespTopicNotExist, "topic["+string(topic)+"] not exist, apply first please!")
+		return nil, newError(ReasonTopicNotExist, "topic["+string(topic)+"] not exist, apply first please!")
 	}
 	if queueID < 0 || queueID >= t.cfg.ReadQueueNums {
-		return nil, newError(protocol.RespMessageIllegal, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]", queueID, t.name, t.cfg.ReadQueueNums))
+		return nil, newError(ReasonAckQueueIllegal, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]", queueID, t.name, t.cfg.ReadQueueNums))
 	}
 	if rc.QueueID != queueID {
-		return nil, newError(protocol.RespInvalidParameter, fmt.Sprintf("the receipt handle is of queue %d, not %d", rc.QueueID, queueID))
+		return nil, newError(ReasonReceiptHandleIllegal, fmt.Sprintf("the receipt handle is of queue %d, not %d", rc.QueueID, queueID))
 	}
 	return t, nil
 }
@@ -187,13 +186,13 @@ func popError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, pop.ErrStaleHandle):
-		return &Error{Code: protocol.RespNoMessage, Remark: "the receipt handle is expired: the message was received again since", Err: err}
+		return wrapError(ReasonReceiptHandleExpired, "the receipt handle is expired: the message was received again since", err)
 	case errors.Is(err, pop.ErrNotInFlight):
-		return &Error{Code: protocol.RespNoMessage, Remark: "the message is not in flight for the group", Err: err}
+		return wrapError(ReasonMessageNotInFlight, "the message is not in flight for the group", err)
 	case errors.Is(err, pop.ErrAcked):
-		return &Error{Code: protocol.RespNoMessage, Remark: "the message was acked already", Err: err}
+		return wrapError(ReasonMessageAcked, "the message was acked already", err)
 	case errors.Is(err, pop.ErrInvalidArgument):
-		return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+		return wrapError(ReasonInvalidParameter, err.Error(), err)
 	}
-	return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+	return wrapError(ReasonSystemError, err.Error(), err)
 }

@@ -111,13 +111,13 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 		t = c.adoptOnSlave(string(r.Topic), r.QueueID)
 	}
 	if t == nil {
-		return newError(protocol.RespTopicNotExist, "topic["+string(r.Topic)+"] not exist, apply first please!")
+		return newError(ReasonTopicNotExist, "topic["+string(r.Topic)+"] not exist, apply first please!")
 	}
 	if !t.readable() {
-		return newError(protocol.RespNoPermission, "the topic["+t.name+"] pulling message is forbidden")
+		return newError(ReasonTopicPermission, "the topic["+t.name+"] pulling message is forbidden")
 	}
 	if r.QueueID < 0 || r.QueueID >= t.cfg.ReadQueueNums {
-		return newError(protocol.RespSystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+		return newError(ReasonQueueIllegal, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			r.QueueID, t.name, t.cfg.ReadQueueNums, r.Consumer))
 	}
 	g, err := c.groupForConsumer(r.Group, r.Consumer.Addr().Unmap())
@@ -131,26 +131,26 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	if r.OwnSubscription {
 		var err error
 		if f, err = c.filters.get(r.ExpressionType, r.Expression); err != nil {
-			return &Error{Code: protocol.RespSubscriptionParseFailed, Remark: "parse the consumer's subscription failed: " + err.Error(), Err: err}
+			return wrapError(ReasonSubscriptionParseFailed, "parse the consumer's subscription failed: "+err.Error(), err)
 		}
 	} else {
 		sub, known := c.clients.subscriptionOf(r.Group, r.Topic)
 		switch {
 		case !known:
-			return newError(protocol.RespSubscriptionNotExist, "the consumer's group info not exist")
+			return newError(ReasonSubscriptionNotExist, "the consumer's group info not exist")
 		case sub == nil:
-			return newError(protocol.RespSubscriptionNotExist, "the consumer's subscription not exist")
+			return newError(ReasonSubscriptionNotExist, "the consumer's subscription not exist")
 		case sub.subVersion < r.SubVersion:
-			return newError(protocol.RespSubscriptionNotLatest, "the consumer's subscription not latest")
+			return newError(ReasonSubscriptionNotLatest, "the consumer's subscription not latest")
 		case sub.err != nil:
-			return &Error{Code: protocol.RespSubscriptionParseFailed, Remark: "parse the consumer's subscription failed: " + sub.err.Error(), Err: sub.err}
+			return wrapError(ReasonSubscriptionParseFailed, "parse the consumer's subscription failed: "+sub.err.Error(), sub.err)
 		}
 		f = sub.filter
 	}
 
 	if _, isSQL := f.(*filter.SQL); isSQL {
 		if c.opts.DisablePropertyFilter {
-			return newError(protocol.RespSystemError, "The broker does not support consumer to filter message by SQL92")
+			return newError(ReasonFilterTypeUnsupported, "The broker does not support consumer to filter message by SQL92")
 		}
 		if isRetryTopic(t.name) {
 			// Retried messages passed the filter when first consumed: retry
@@ -216,7 +216,7 @@ func (c *Core) read(res *PullResult, offset int64) error {
 	case store.OffsetTooSmall, store.OffsetOverflowBadly:
 		res.Status = PullOffsetMoved
 	default:
-		return newError(protocol.RespSystemError, "unexpected store status "+g.Status.String())
+		return newError(ReasonSystemError, "unexpected store status "+g.Status.String())
 	}
 	c.suggestBroker(res, offset)
 	return nil

@@ -3,7 +3,6 @@ package core
 import (
 	"strconv"
 
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -31,10 +30,10 @@ func (c *Core) QueryMessage(topic, key string, beginMs, endMs int64, maxNum int3
 	r.IndexLastUpdateTimestamp, r.IndexLastUpdatePhy = c.store.IndexLastUpdate()
 	if err != nil {
 		ReleaseViews(views)
-		return r, &Error{Code: protocol.RespSystemError, Remark: "query message: " + err.Error(), Err: err}
+		return r, wrapError(ReasonSystemError, "query message: "+err.Error(), err)
 	}
 	if len(views) == 0 {
-		return r, newError(protocol.RespQueryNotFound, "can not find message, maybe time range not correct")
+		return r, newError(ReasonMessageNotFound, "can not find message, maybe time range not correct")
 	}
 	r.Views = views
 	return r, nil
@@ -46,8 +45,7 @@ func (c *Core) QueryMessage(topic, key string, beginMs, endMs int64, maxNum int3
 func (c *Core) ViewMessage(commitLogOffset int64) (store.View, error) {
 	v, err := c.store.ReadMessage(commitLogOffset)
 	if err != nil {
-		return store.View{}, &Error{Code: protocol.RespSystemError,
-			Remark: "can not find message by the offset, " + strconv.FormatInt(commitLogOffset, 10), Err: err}
+		return store.View{}, wrapError(ReasonMessageNotAtOffset, "can not find message by the offset, "+strconv.FormatInt(commitLogOffset, 10), err)
 	}
 	return v, nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/protocol"
 )
 
 // Recall cancels a scheduled message before its delivery time (RocketMQ
@@ -19,7 +18,7 @@ import (
 // recallable (only timer messages: a delivery timestamp).
 func (c *Core) Recall(topic, msgID string, commitLogOffset int64) error {
 	notFound := func(why string) error {
-		return newError(protocol.RespQueryNotFound, "no scheduled message "+msgID+" of topic "+topic+" to recall: "+why)
+		return newError(ReasonRecallNotFound, "no scheduled message "+msgID+" of topic "+topic+" to recall: "+why)
 	}
 	view, err := c.store.ReadMessage(commitLogOffset)
 	if err != nil {
@@ -45,7 +44,7 @@ func (c *Core) Recall(topic, msgID string, commitLogOffset int64) error {
 		return notFound("it was delivered already")
 	}
 	if err := c.timers.Recall(msgID, due); err != nil {
-		return &Error{Code: protocol.RespSystemError, Remark: "the recall could not be persisted: " + err.Error(), Err: err}
+		return wrapError(ReasonPersistFailed, "the recall could not be persisted: "+err.Error(), err)
 	}
 	return nil
 }

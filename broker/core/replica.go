@@ -101,15 +101,15 @@ var (
 	// errSlaveSend: the Java broker's NettyRemotingAbstract answer to a
 	// request its processor rejects (SendMessageProcessor.rejectRequest on
 	// a slave).
-	errSlaveSend = newError(protocol.RespSystemBusy, "[REJECTREQUEST]system busy, start flow control for a while")
+	errSlaveSend = newError(ReasonSlaveSend, "[REJECTREQUEST]system busy, start flow control for a while")
 	// errSlaveEndTransaction: EndTransactionProcessor on a slave.
-	errSlaveEndTransaction = newError(protocol.RespSlaveNotAvailable, "Message store is slave mode, so end transaction is forbidden.")
+	errSlaveEndTransaction = newError(ReasonSlaveEndTransaction, "Message store is slave mode, so end transaction is forbidden.")
 	// errSlaveAdmin: AdminBrokerProcessor's validateSlave.
-	errSlaveAdmin = newError(protocol.RespSystemError, "Can't modify topic or subscription group from slave broker, please execute it from master broker.")
+	errSlaveAdmin = newError(ReasonSlaveAdmin, "Can't modify topic or subscription group from slave broker, please execute it from master broker.")
 	// errSlaveReset: AdminBrokerProcessor's resetOffset on a slave.
-	errSlaveReset = newError(protocol.RespSystemError, "Can not reset offset in slave broker")
+	errSlaveReset = newError(ReasonSlaveResetOffset, "Can not reset offset in slave broker")
 	// errSlavePop: POP's state and redeliveries are the master's.
-	errSlavePop = newError(protocol.RespServiceNotAvailable, "service not available now: this broker is a slave; POP is served by the master")
+	errSlavePop = newError(ReasonSlavePop, "service not available now: this broker is a slave; POP is served by the master")
 )
 
 // suggestBroker sets res.SuggestBrokerID (and, on a slave, redirects to the

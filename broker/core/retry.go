@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -60,26 +59,26 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 	}
 	g := c.groups.get([]byte(r.Group))
 	if g == nil {
-		return Pending{}, newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+r.Group)
+		return Pending{}, newError(ReasonSubscriptionGroupNotExist, "subscription group not exist, "+r.Group)
 	}
 	if g.RetryQueueNums <= 0 {
 		return Pending{}, nil // RocketMQ: the group has no retry queue, the message is dropped
 	}
 	rt, err := c.ensureGroupTopic(retryTopic(r.Group), retryQueues)
 	if err != nil {
-		return Pending{}, &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+		return Pending{}, wrapError(ReasonSystemError, err.Error(), err)
 	}
 	if !rt.writable() {
-		return Pending{}, newError(protocol.RespNoPermission, "the topic["+rt.name+"] sending message is forbidden")
+		return Pending{}, newError(ReasonTopicPermission, "the topic["+rt.name+"] sending message is forbidden")
 	}
 	view, err := c.store.ReadMessage(r.Offset)
 	if err != nil {
-		return Pending{}, &Error{Code: protocol.RespSystemError, Remark: fmt.Sprintf("look message by offset failed, %d", r.Offset), Err: err}
+		return Pending{}, wrapError(ReasonMessageNotAtOffset, fmt.Sprintf("look message by offset failed, %d", r.Offset), err)
 	}
 	defer view.Release()
 	v, err := message.Decode(view.Bytes(), false)
 	if err != nil {
-		return Pending{}, &Error{Code: protocol.RespSystemError, Remark: fmt.Sprintf("look message by offset failed, %d: %v", r.Offset, err), Err: err}
+		return Pending{}, wrapError(ReasonMessageNotAtOffset, fmt.Sprintf("look message by offset failed, %d: %v", r.Offset, err), err)
 	}
 
 	maxTimes := g.RetryMaxTimes
@@ -113,7 +112,7 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 	if dead {
 		dt, err := c.ensureGroupTopic(dlqTopic(r.Group), dlqQueues)
 		if err != nil {
-			return Pending{}, &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+			return Pending{}, wrapError(ReasonSystemError, err.Error(), err)
 		}
 		m.Topic = dt.name
 		c.stats.deadLetters.Add(1)
@@ -134,7 +133,7 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 		}
 	}
 	if len(s.props) > message.MaxPropertiesSize {
-		return Pending{}, newError(protocol.RespMessageIllegal, "the retried message's properties are longer than 32767 bytes")
+		return Pending{}, newError(ReasonMessagePropertiesTooLarge, "the retried message's properties are longer than 32767 bytes")
 	}
 	m.Properties = s.props
 	c.stats.sendBacks.Add(1)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/message"
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -53,7 +52,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		r.retry = true
 		g := c.groups.get([]byte(group))
 		if g == nil {
-			return newError(protocol.RespSubscriptionGroupNotExist, "subscription group not exist, "+group)
+			return newError(ReasonSubscriptionGroupNotExist, "subscription group not exist, "+group)
 		}
 		maxTimes := g.RetryMaxTimes
 		if h.HasMaxReconsumeTimes {
@@ -63,7 +62,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		if h.ReconsumeTimes > maxTimes || locked {
 			dt, err := c.ensureGroupTopic(dlqTopic(group), dlqQueues)
 			if err != nil {
-				return &Error{Code: protocol.RespSystemError, Remark: err.Error(), Err: err}
+				return wrapError(ReasonSystemError, err.Error(), err)
 			}
 			m.Topic, m.QueueID = dt.name, 0
 			m.SysFlag = message.SetTxType(m.SysFlag, message.TxNotType)
@@ -110,7 +109,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 
 	level, present, ok := propInt(props, message.PropDelay)
 	if present && !ok {
-		return newError(protocol.RespMessageIllegal, "the DELAY property is not a number")
+		return newError(ReasonDeliveryTimeIllegal, "the DELAY property is not a number")
 	}
 	if level > 0 {
 		r.typ = typeDelay
@@ -154,7 +153,7 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 		return nil
 	}
 	if tt, ok := t.msgType(); ok && !typeAccepted(tt, r.typ) {
-		return newError(protocol.RespMessageIllegal, "the message type "+r.typ.String()+" does not match the topic["+t.name+
+		return newError(ReasonTopicMessageTypeMismatch, "the message type "+r.typ.String()+" does not match the topic["+t.name+
 			"]'s message.type "+tt.String())
 	}
 	limit := c.opts.MaxMessageSize
@@ -165,7 +164,7 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 		limit = c.opts.MaxTransactionMessageSize
 	}
 	if bodyLen > limit {
-		return newError(protocol.RespMessageIllegal, "the "+r.typ.String()+" message body size "+strconv.Itoa(bodyLen)+
+		return newError(ReasonMessageBodyTooLarge, "the "+r.typ.String()+" message body size "+strconv.Itoa(bodyLen)+
 			" exceeds the limit of "+strconv.Itoa(limit)+" bytes")
 	}
 	return nil

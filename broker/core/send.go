@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -123,14 +124,14 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 	now := c.sinceStart()
 	if c.putBusy(now) {
 		c.stats.busyRejects.Add(1)
-		return newError(protocol.RespSystemBusy, "[PC_SYNCHRONIZED]broker busy: the store has completed no put for "+
+		return newError(ReasonStoreStalled, "[PC_SYNCHRONIZED]broker busy: the store has completed no put for "+
 			c.opts.BusyTimeout.String()+", start flow control for a while")
 	}
 	n := int64(len(r.Body))
 	if c.inflight.Add(n) > c.opts.MaxInFlightBytes && n > 0 {
 		c.inflight.Add(-n)
 		c.stats.busyRejects.Add(1)
-		return newError(protocol.RespSystemBusy, "[TOO_MANY_REQUESTS]broker busy: too many message bytes in flight, start flow control for a while")
+		return newError(ReasonInFlightFull, "[TOO_MANY_REQUESTS]broker busy: too many message bytes in flight, start flow control for a while")
 	}
 	err := c.send(r, res, now, n)
 	if !res.Pending.Waiting() {
@@ -153,19 +154,19 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 		}
 	}
 	if !t.writable() {
-		return newError(protocol.RespNoPermission, "the topic["+t.name+"] sending message is forbidden")
+		return newError(ReasonTopicPermission, "the topic["+t.name+"] sending message is forbidden")
 	}
 	if !c.brokerWritable() {
-		return newError(protocol.RespNoPermission, "the broker["+c.opts.AdvertiseAddr+"] sending message is forbidden")
+		return newError(ReasonBrokerPermission, "the broker["+c.opts.AdvertiseAddr+"] sending message is forbidden")
 	}
 	qid := r.QueueID
 	if qid >= t.queueLimit() {
-		return newError(protocol.RespSystemError, fmt.Sprintf("request queueId[%d] is illegal, topic:[%s] writeQueueNums:[%d] readQueueNums:[%d] Producer: %s",
+		return newError(ReasonQueueIllegal, fmt.Sprintf("request queueId[%d] is illegal, topic:[%s] writeQueueNums:[%d] readQueueNums:[%d] Producer: %s",
 			qid, t.name, t.cfg.WriteQueueNums, t.cfg.ReadQueueNums, r.BornHost))
 	}
 	if qid < 0 {
 		if t.cfg.WriteQueueNums <= 0 {
-			return newError(protocol.RespSystemError, "the topic["+t.name+"] has no write queue")
+			return newError(ReasonTopicNoWriteQueue, "the topic["+t.name+"] has no write queue")
 		}
 		qid = int32(t.rr.Add(1) % uint32(t.cfg.WriteQueueNums))
 	}
@@ -198,7 +199,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	} else {
 		s.props = c.appendStoredProps(s.props[:0], r.Properties, nil)
 		if len(s.props) > message.MaxPropertiesSize {
-			return newError(protocol.RespMessageIllegal, "the message properties are longer than 32767 bytes once the broker's are added")
+			return newError(ReasonMessagePropertiesTooLarge, "the message properties are longer than 32767 bytes once the broker's are added")
 		}
 		m.Body, m.Properties = r.Body, s.props
 		if err := c.routeSend(s, r, t, &m, len(r.Body)); err != nil {
@@ -243,26 +244,26 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 // the topic name, reserved topics, the body size and the properties.
 func (c *Core) checkSend(r *SendRequest) error {
 	if remark, ok := checkTopicName(r.Topic); !ok {
-		return newError(protocol.RespSystemError, remark)
+		return newError(ReasonTopicIllegal, remark)
 	}
 	if isNotAllowedSendTopic(r.Topic) {
-		return newError(protocol.RespNoPermission, "Sending message to topic["+string(r.Topic)+"] is forbidden.")
+		return newError(ReasonTopicSendForbidden, "Sending message to topic["+string(r.Topic)+"] is forbidden.")
 	}
 	if len(r.Body) > c.opts.MaxMessageSize {
-		return newError(protocol.RespMessageIllegal, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(r.Body), c.opts.MaxMessageSize))
+		return newError(ReasonMessageBodyTooLarge, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(r.Body), c.opts.MaxMessageSize))
 	}
 	if err := message.ValidateProperties(r.Properties); err != nil {
-		return &Error{Code: protocol.RespMessageIllegal, Remark: "the message properties are malformed or longer than 32767 bytes: " + err.Error(), Err: err}
+		return wrapError(ReasonMessagePropertiesTooLarge, "the message properties are malformed or longer than 32767 bytes: "+err.Error(), err)
 	}
 	if r.Batch {
 		if len(r.Topic) >= len(retryTopicPrefix) && string(r.Topic[:len(retryTopicPrefix)]) == retryTopicPrefix {
-			return newError(protocol.RespMessageIllegal, "batch request does not support retry group "+string(r.Topic))
+			return newError(ReasonBatchUnsupported, "batch request does not support retry group "+string(r.Topic))
 		}
 		if _, ok := message.LookupProperty(r.Properties, message.PropDelay); ok {
-			return newError(protocol.RespMessageIllegal, "batch request does not support delay message")
+			return newError(ReasonBatchUnsupported, "batch request does not support delay message")
 		}
 		if message.TxType(r.SysFlag) == message.TxPreparedType {
-			return newError(protocol.RespMessageIllegal, "batch request does not support transaction message")
+			return newError(ReasonBatchUnsupported, "batch request does not support transaction message")
 		}
 	}
 	return nil
@@ -312,10 +313,14 @@ func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message) erro
 		if bad == "" {
 			bad = "malformed batch body: " + err.Error()
 		}
-		return &Error{Code: protocol.RespMessageIllegal, Remark: bad, Err: err}
+		reason := ReasonMessageMalformed
+		if errors.Is(err, message.ErrPropertiesTooLarge) {
+			reason = ReasonMessagePropertiesTooLarge
+		}
+		return wrapError(reason, bad, err)
 	}
 	if len(s.spans) == 0 {
-		return newError(protocol.RespMessageIllegal, "empty batch")
+		return newError(ReasonMessageMalformed, "empty batch")
 	}
 	i := 0
 	_ = message.ForEachBatchEntry(r.Body, func(flag int32, entryBody, _ []byte) error {
@@ -348,7 +353,7 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 		d := c.topics.get(def)
 		if d == nil || d.cfg.Perm&protocol.PermInherit == 0 ||
 			(c.opts.DisableAutoCreateTopic && d.name == topicAutoCreateKey) {
-			return nil, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, apply first please!")
+			return nil, newError(ReasonTopicNotExist, "topic["+name+"] not exist, apply first please!")
 		}
 		queues := r.DefaultTopicQueueNums
 		if queues <= 0 || queues > d.cfg.WriteQueueNums {
@@ -356,7 +361,7 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 		}
 		cfg = newTopicConfig(name, max(queues, 1), d.cfg.Perm&^protocol.PermInherit)
 		if err := c.autoCreate.allow("topic", c.topics.count(), r.BornHost.Addr().Unmap(), c.opts.Logger); err != nil {
-			return nil, newError(protocol.RespTopicNotExist, "topic["+name+"] not exist, "+err.Error())
+			return nil, newError(ReasonTopicNotExist, "topic["+name+"] not exist, "+err.Error())
 		}
 	}
 	t, created := c.topics.createIfAbsent(cfg)

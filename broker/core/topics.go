@@ -369,20 +369,20 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 		return errSlaveAdmin
 	}
 	if remark, ok := checkTopicName([]byte(r.Topic)); !ok {
-		return newError(protocol.RespSystemError, remark)
+		return newError(ReasonTopicIllegal, remark)
 	}
 	if isSystemTopic(r.Topic) {
-		return newError(protocol.RespSystemError, "The topic["+r.Topic+"] is conflict with system topic.")
+		return newError(ReasonTopicReserved, "The topic["+r.Topic+"] is conflict with system topic.")
 	}
 	if r.Topic == c.opts.ClusterName || r.Topic == c.opts.BrokerName {
-		return newError(protocol.RespSystemError, "the topic["+r.Topic+"] is conflict with system reserved words.")
+		return newError(ReasonTopicReserved, "the topic["+r.Topic+"] is conflict with system reserved words.")
 	}
 	if r.ReadQueueNums <= 0 || r.WriteQueueNums <= 0 || r.ReadQueueNums > MaxQueues || r.WriteQueueNums > MaxQueues {
-		return newError(protocol.RespInvalidParameter, fmt.Sprintf("queue numbers must be in 1..%d, got read %d write %d",
+		return newError(ReasonInvalidParameter, fmt.Sprintf("queue numbers must be in 1..%d, got read %d write %d",
 			MaxQueues, r.ReadQueueNums, r.WriteQueueNums))
 	}
 	if r.Perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit|protocol.PermPriority) != 0 {
-		return newError(protocol.RespInvalidParameter, fmt.Sprintf("invalid perm %d", r.Perm))
+		return newError(ReasonInvalidParameter, fmt.Sprintf("invalid perm %d", r.Perm))
 	}
 	filterType := r.TopicFilterType
 	switch filterType {
@@ -390,7 +390,7 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 		filterType = filterSingleTag
 	case filterMultiTag:
 	default:
-		return newError(protocol.RespInvalidParameter, "invalid topicFilterType "+filterType)
+		return newError(ReasonInvalidParameter, "invalid topicFilterType "+filterType)
 	}
 	cfg := protocol.TopicConfig{
 		TopicName: r.Topic, ReadQueueNums: r.ReadQueueNums, WriteQueueNums: r.WriteQueueNums, Perm: r.Perm,
@@ -402,12 +402,12 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 	}
 	attrs, err := applyTopicAttributes(old, r.Attributes)
 	if err != nil {
-		return &Error{Code: protocol.RespInvalidParameter, Remark: err.Error(), Err: err}
+		return wrapError(ReasonInvalidParameter, err.Error(), err)
 	}
 	cfg.Attributes = attrs
 	if _, changed := c.topics.put(cfg); changed {
 		if err := c.topicChanged(cfg.TopicName, true); err != nil {
-			return &Error{Code: protocol.RespSystemError, Remark: "the topic is created but could not be persisted: " + err.Error(), Err: err}
+			return wrapError(ReasonPersistFailed, "the topic is created but could not be persisted: "+err.Error(), err)
 		}
 	}
 	return nil
@@ -422,10 +422,10 @@ func (c *Core) DeleteTopic(name string) error {
 		return errSlaveAdmin
 	}
 	if remark, ok := checkTopicName([]byte(name)); !ok {
-		return newError(protocol.RespSystemError, remark)
+		return newError(ReasonTopicIllegal, remark)
 	}
 	if isSystemTopic(name) {
-		return newError(protocol.RespSystemError, "The topic["+name+"] is conflict with system topic.")
+		return newError(ReasonTopicReserved, "The topic["+name+"] is conflict with system topic.")
 	}
 	removed := c.topics.remove(name)
 	var errs []string
@@ -445,7 +445,7 @@ func (c *Core) DeleteTopic(name string) error {
 		}
 	}
 	if len(errs) > 0 {
-		return newError(protocol.RespSystemError, fmt.Sprintf("delete topic %s: %v", name, errs))
+		return newError(ReasonSystemError, fmt.Sprintf("delete topic %s: %v", name, errs))
 	}
 	return nil
 }

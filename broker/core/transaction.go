@@ -47,7 +47,7 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 		}
 		return Pending{}, nil
 	default:
-		return Pending{}, newError(protocol.RespSystemError, fmt.Sprintf("commitOrRollback %d is none of 0, 8, 12", r.CommitOrRollback))
+		return Pending{}, newError(ReasonTransactionTypeIllegal, fmt.Sprintf("commitOrRollback %d is none of 0, 8, 12", r.CommitOrRollback))
 	}
 	end, err := c.tx.End(txn.EndRequest{
 		ProducerGroup: r.ProducerGroup, TranStateTableOffset: r.TranStateTableOffset, CommitLogOffset: r.CommitLogOffset,
@@ -66,20 +66,17 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 // RocketMQ's remarks for the validation failures, storeError's for the
 // store's.
 func endTransactionError(err error) *Error {
-	remark := ""
 	switch {
 	case errors.Is(err, txn.ErrHalfNotFound):
-		remark = "Find prepared transaction message failed"
+		return wrapError(ReasonTransactionNotFound, "Find prepared transaction message failed", err)
 	case errors.Is(err, txn.ErrWrongGroup):
-		remark = "The producer group wrong"
+		return wrapError(ReasonTransactionMismatch, "The producer group wrong", err)
 	case errors.Is(err, txn.ErrWrongTableOffset):
-		remark = "The transaction state table offset wrong"
+		return wrapError(ReasonTransactionMismatch, "The transaction state table offset wrong", err)
 	case errors.Is(err, txn.ErrWrongCommitLogOffset):
-		remark = "The commit log offset wrong"
+		return wrapError(ReasonTransactionMismatch, "The commit log offset wrong", err)
 	case errors.Is(err, txn.ErrNoRealTopic):
-		remark = "the prepared transaction message has no valid REAL_TOPIC/REAL_QID"
-	default:
-		return storeError(err)
+		return wrapError(ReasonTransactionCorrupt, "the prepared transaction message has no valid REAL_TOPIC/REAL_QID", err)
 	}
-	return &Error{Code: protocol.RespSystemError, Remark: remark, Err: err}
+	return storeError(err)
 }

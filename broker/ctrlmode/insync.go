@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/controller/client"
 	"github.com/apogeemq/apogee/controller/wire"
-	"github.com/apogeemq/apogee/protocol"
 )
 
 // The master's SyncStateSet (RocketMQ's syncStateSet, docs/failover.md).
@@ -83,15 +83,15 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 		need = inSet // the gate below refuses writes meanwhile
 	}
 	c := inst.b.Core()
-	fenced := c.WriteGate() != nil && !strings.HasPrefix(c.WriteGate().Remark, "in-sync replicas")
+	fenced := c.WriteGate() != nil && c.WriteGate().Reason != core.ReasonInSyncReplicasNotEnough
 	switch {
 	case fenced:
 	case len(set) < n.opts.MinInSyncReplicas:
-		c.SetWriteGate(protocol.RespSystemError, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of minInSyncReplicas %d", len(set), n.opts.MinInSyncReplicas))
+		c.SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of minInSyncReplicas %d", len(set), n.opts.MinInSyncReplicas))
 	case n.opts.InSyncReplicas-1 > inSet:
-		c.SetWriteGate(protocol.RespSystemError, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of inSyncReplicas %d", len(set), n.opts.InSyncReplicas))
+		c.SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of inSyncReplicas %d", len(set), n.opts.InSyncReplicas))
 	default:
-		if g := c.WriteGate(); g != nil && strings.HasPrefix(g.Remark, "in-sync replicas") {
+		if g := c.WriteGate(); g != nil && g.Reason == core.ReasonInSyncReplicasNotEnough {
 			c.SetWriteGate(0, "")
 		}
 	}
@@ -103,7 +103,7 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 
 // reviewSyncStateSet grows or shrinks the master's set (run's goroutine).
 func (n *Node) reviewSyncStateSet(inst *instance) {
-	if inst.b.Core().WriteGate() != nil && !strings.HasPrefix(inst.b.Core().WriteGate().Remark, "in-sync replicas") {
+	if inst.b.Core().WriteGate() != nil && inst.b.Core().WriteGate().Reason != core.ReasonInSyncReplicasNotEnough {
 		return // fenced
 	}
 	if inst.sset < 0 {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,10 +344,10 @@ func (n *Node) refresh() {
 // fence closes the running master's write gate at once.
 func (n *Node) fence(why string) {
 	if i := n.current(); i != nil && i.master {
-		if g := i.b.Core().WriteGate(); g == nil || strings.HasPrefix(g.Remark, "in-sync replicas") {
+		if g := i.b.Core().WriteGate(); g == nil || g.Reason == core.ReasonInSyncReplicasNotEnough {
 			n.log.Warn("ctrlmode: no longer master; refusing writes", "why", why)
 		}
-		i.b.Core().SetWriteGate(protocol.RespSystemError, "this broker is no longer its group's master ("+why+"); the route will name the new one")
+		i.b.Core().SetWriteGate(core.ReasonFenced, "this broker is no longer its group's master ("+why+"); the route will name the new one")
 	}
 }
 

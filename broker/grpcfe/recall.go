@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apogeemq/apogee/broker/core"
-	"github.com/apogeemq/apogee/protocol"
-
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
@@ -45,11 +42,7 @@ func (s *Server) RecallMessage(ctx context.Context, r *rmqpb.RecallMessageReques
 		return &rmqpb.RecallMessageResponse{Status: status(rmqpb.Code_BAD_REQUEST, "the recall handle is not one this broker gave for this topic")}, nil
 	}
 	if err := s.core.Recall(topic, id, off); err != nil {
-		st := errStatus(err)
-		if core.Code(err) == protocol.RespQueryNotFound {
-			st.Code = rmqpb.Code_NOT_FOUND
-		}
-		return &rmqpb.RecallMessageResponse{Status: st, MessageId: id}, nil
+		return &rmqpb.RecallMessageResponse{Status: errStatus(err), MessageId: id}, nil
 	}
 	return &rmqpb.RecallMessageResponse{Status: okStatus, MessageId: id}, nil
 }

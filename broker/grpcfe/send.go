@@ -99,7 +99,7 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 	if err := s.core.Send(&j.req, &j.res); err != nil {
 		return fail(err)
 	}
-	if err := s.core.WaitDurable(j.res.Pending); err != nil && core.Code(err) != protocol.RespFlushDiskTimeout {
+	if err := s.core.WaitDurable(j.res.Pending); err != nil && core.ReasonOf(err) != core.ReasonFlushDiskTimeout {
 		return fail(err)
 	}
 	e := &rmqpb.SendResultEntry{Status: okStatus, MessageId: id, Offset: j.res.QueueOffset}
@@ -170,13 +170,9 @@ func (s *Server) EndTransaction(ctx context.Context, r *rmqpb.EndTransactionRequ
 		FromTransactionCheck: r.GetSource() == rmqpb.TransactionSource_SOURCE_SERVER_CHECK, MsgID: r.GetMessageId(),
 	})
 	if err == nil {
-		if err = s.core.WaitDurable(p); core.Code(err) == protocol.RespFlushDiskTimeout {
+		if err = s.core.WaitDurable(p); core.ReasonOf(err) == core.ReasonFlushDiskTimeout {
 			err = nil
 		}
-	}
-	if rm := core.Remark(err); err != nil && core.Code(err) == protocol.RespSystemError &&
-		(strings.Contains(rm, "wrong") || strings.Contains(rm, "prepared transaction")) {
-		return &rmqpb.EndTransactionResponse{Status: status(rmqpb.Code_INVALID_TRANSACTION_ID, core.Remark(err))}, nil
 	}
 	return &rmqpb.EndTransactionResponse{Status: errStatus(err)}, nil
 }

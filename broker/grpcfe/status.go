@@ -2,10 +2,8 @@ package grpcfe
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/apogeemq/apogee/broker/core"
-	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
@@ -20,8 +18,9 @@ func status(code rmqpb.Code, msg string) *rmqpb.Status {
 	return &rmqpb.Status{Code: code, Message: msg}
 }
 
-// errStatus maps an error of the core (an *core.Error with RocketMQ's
-// response code) or of the front end (a *statusError) to a Status.
+// errStatus maps an error of the core (an *core.Error: its Reason, through
+// reasonCodes, generated from broker/core/errors.json) or of the front end
+// (a *statusError) to a Status. The message is the core's remark.
 func errStatus(err error) *rmqpb.Status {
 	if err == nil {
 		return okStatus
@@ -30,53 +29,16 @@ func errStatus(err error) *rmqpb.Status {
 	if errors.As(err, &se) {
 		return status(se.code, se.msg)
 	}
-	return status(codeOf(err), core.Remark(err))
+	return status(codeOf(core.ReasonOf(err)), core.Remark(err))
 }
 
-// codeOf maps the core's response codes to the protocol's status codes.
-func codeOf(err error) rmqpb.Code {
-	remark := core.Remark(err)
-	switch core.Code(err) {
-	case protocol.RespSuccess:
-		return rmqpb.Code_OK
-	case protocol.RespTopicNotExist:
-		return rmqpb.Code_TOPIC_NOT_FOUND
-	case protocol.RespNoPermission:
-		return rmqpb.Code_FORBIDDEN
-	case protocol.RespSystemBusy:
-		return rmqpb.Code_TOO_MANY_REQUESTS
-	case protocol.RespMessageIllegal:
-		switch {
-		case strings.Contains(remark, "body size"), strings.Contains(remark, "too large"):
-			return rmqpb.Code_MESSAGE_BODY_TOO_LARGE
-		case strings.Contains(remark, "properties"):
-			return rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE
-		case strings.Contains(remark, "message type"):
-			return rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
-		case strings.Contains(remark, "queueId"):
-			return rmqpb.Code_BAD_REQUEST
-		case strings.Contains(remark, "delay") || strings.Contains(remark, "timer") || strings.Contains(remark, "TIMER"):
-			return rmqpb.Code_ILLEGAL_DELIVERY_TIME
+// codeOf returns the status code of a reason (INTERNAL_SERVER_ERROR for a
+// value outside the table).
+func codeOf(r core.Reason) rmqpb.Code {
+	if int(r) < len(reasonCodes) {
+		if c := reasonCodes[r]; c != rmqpb.Code_CODE_UNSPECIFIED || r == core.ReasonNone {
+			return c
 		}
-		return rmqpb.Code_BAD_REQUEST
-	case protocol.RespSubscriptionParseFailed:
-		return rmqpb.Code_ILLEGAL_FILTER_EXPRESSION
-	case protocol.RespSubscriptionGroupNotExist:
-		return rmqpb.Code_CONSUMER_GROUP_NOT_FOUND
-	case protocol.RespSubscriptionNotExist, protocol.RespSubscriptionNotLatest:
-		return rmqpb.Code_PRECONDITION_FAILED
-	case protocol.RespInvalidParameter:
-		return rmqpb.Code_BAD_REQUEST
-	case protocol.RespNoMessage:
-		return rmqpb.Code_INVALID_RECEIPT_HANDLE
-	case protocol.RespQueryNotFound:
-		return rmqpb.Code_OFFSET_NOT_FOUND
-	case protocol.RespFlushDiskTimeout:
-		return rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT
-	case protocol.RespServiceNotAvailable:
-		return rmqpb.Code_INTERNAL_SERVER_ERROR
-	case protocol.RespConsumerNotOnline:
-		return rmqpb.Code_NOT_FOUND
 	}
 	return rmqpb.Code_INTERNAL_SERVER_ERROR
 }

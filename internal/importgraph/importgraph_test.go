@@ -42,6 +42,9 @@ var allowed = map[string][]string{
 	// RocketMQ's runtime statistics, counted by the core: a leaf (the metrics
 	// exporter reads it).
 	"broker/core/stats": {},
+	// The generator of the core's reasons from errors.json (go generate;
+	// standard library only).
+	"broker/core/internal/errgen": {},
 
 	// The broker's features as packages: below broker/core (which hosts
 	// them), beside each other (siblings never import each other), on the
