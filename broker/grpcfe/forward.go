@@ -43,6 +43,9 @@ import (
 //     topic table; a topic this member does not know yet is asked of the
 //     master), SyncLiteSubscription (not implemented anywhere).
 //
+// A forwarded stream (a receive or pull held on the master, a telemetry
+// relay) ends when this server shuts down, as the calls it holds do.
+//
 // Without a master (Options.Master nil, or naming none, or this member)
 // every call is served here: a slave's core then refuses what only a
 // master does with its own answer, and serves reads from its replica.
@@ -368,6 +371,30 @@ func (s *Server) forwardRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (
 		func(st *rmqpb.Status) *rmqpb.QueryRouteResponse { return &rmqpb.QueryRouteResponse{Status: st} })
 }
 
+// forwardAssignment asks the master for the assignments of a topic this
+// member does not know (yet).
+func (s *Server) forwardAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRequest) (*rmqpb.QueryAssignmentResponse, bool, error) {
+	return forwardUnary(s, ctx, r, rmqpb.MessagingServiceClient.QueryAssignment,
+		func(st *rmqpb.Status) *rmqpb.QueryAssignmentResponse {
+			return &rmqpb.QueryAssignmentResponse{Status: st}
+		})
+}
+
+// endAtShutdown cancels a forwarded stream (a receive held on the master,
+// a telemetry relay) when the server shuts down, as Shutdown ends the
+// calls held here; the function it returns undoes it.
+func (s *Server) endAtShutdown(cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-s.shutdown:
+			cancel()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
 // serverStream is the server side of a server-streaming method.
 type serverStream[Resp any] interface {
 	Send(Resp) error
@@ -403,6 +430,7 @@ func forwardServerStream[Req, Resp any, CS clientStream[Resp]](s *Server, r Req,
 		defer s.releaseForward()
 		fctx, cancel := context.WithCancel(s.forwardContext(ctx))
 		defer cancel()
+		defer s.endAtShutdown(cancel)()
 		var up CS
 		if up, err = open(cli, fctx, r); err == nil {
 			for {
@@ -464,6 +492,7 @@ func (s *Server) forwardTelemetry(stream rmqpb.MessagingService_TelemetryServer)
 		defer s.releaseForward()
 		fctx, cancel := context.WithCancel(s.forwardContext(ctx))
 		defer cancel()
+		defer s.endAtShutdown(cancel)()
 		var up rmqpb.MessagingService_TelemetryClient
 		if up, err = cli.Telemetry(fctx); err == nil {
 			var clientErr error
@@ -507,13 +536,6 @@ func (s *Server) relayTelemetry(ctx context.Context, cancel context.CancelFunc, 
 			if err := up.Send(cmd); err != nil {
 				return // the master's side failed: its Recv says why
 			}
-		}
-	}()
-	go func() {
-		select {
-		case <-s.shutdown:
-			cancel()
-		case <-ctx.Done():
 		}
 	}()
 	var err error

@@ -1,6 +1,7 @@
 package grpcfe
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -473,5 +474,39 @@ func TestMasterChangedEndsTelemetry(t *testing.T) {
 	ended(local)
 	if n := len(slave.srv.Clients()); n != 0 {
 		t.Fatalf("the slave still has %d clients", n)
+	}
+}
+
+// Shutdown ends a receive held on the master through this member, as it
+// ends the receives it holds itself.
+func TestShutdownEndsForwardedReceive(t *testing.T) {
+	master := newEnv(t, nil)
+	slave := newMember(t, master.srv.opts.Addr, nil)
+	master.route("T")
+	done := make(chan error, 1)
+	go func() {
+		req := &rmqpb.ReceiveMessageRequest{Group: res("G"), MessageQueue: &rmqpb.MessageQueue{Topic: res("T"), Id: -1},
+			FilterExpression: &rmqpb.FilterExpression{Type: rmqpb.FilterType_TAG, Expression: "*"}, BatchSize: 1,
+			InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(arrival)}
+		st, err := slave.cli.ReceiveMessage(slave.ctx("consumer-1", 2*arrival), req)
+		if err != nil {
+			done <- err
+			return
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				done <- nil
+				return
+			}
+		}
+	}()
+	wait.Equal(t, "one call forwarded", int64(1), func() int64 { return runtimeInt(t, slave.srv, "grpcForwarding") })
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := slave.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a forwarded receive held: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -66,6 +66,11 @@ func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRe
 	}
 	routes, err := s.routes(topic, false)
 	if err != nil {
+		if errors.Is(err, core.ErrTopicNotExist) {
+			if resp, fwd, err := s.forwardAssignment(ctx, r); fwd {
+				return resp, err
+			}
+		}
 		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
 	}
 	var as []*rmqpb.Assignment
