@@ -151,12 +151,13 @@ type driver interface {
 	// the checks the broker pushes to it.
 	watchChecks(t *testing.T, topic string) <-chan Check
 	// pull reads queue q of topic from offset for group with filter f,
-	// without holding: no message is an empty answer.
-	pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) Pulled
+	// without holding: no message is an empty answer; the error is the
+	// broker's refusal (*refusal).
+	pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error)
 	// pop hands out up to max messages of every queue of topic, each
 	// invisible for invisible, without holding. A group created orderly pops
-	// orderly.
-	pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) []Got
+	// orderly. The error is the broker's refusal (*refusal).
+	pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error)
 	// ack acknowledges a popped message; false when the broker refused the
 	// receipt (stale, or not in flight).
 	ack(t *testing.T, group string, g Got) bool
@@ -287,5 +288,24 @@ func gotOf(rec []byte) (Got, error) {
 	return g, nil
 }
 
-// errRefused wraps a broker's refusal a driver returns.
+// errRefused is what every refusal a driver returns wraps.
 var errRefused = errors.New("refused")
+
+// refusal is a broker's refusal of a request, in the driver's protocol's
+// terms.
+type refusal struct {
+	code string // the protocol's code
+	msg  string
+	// noTopic: the request named a topic that does not exist.
+	noTopic bool
+}
+
+func (r *refusal) Error() string { return "refused: " + r.code + ": " + r.msg }
+func (r *refusal) Unwrap() error { return errRefused }
+
+// topicMissing reports whether err is a refusal because the topic does not
+// exist.
+func topicMissing(err error) bool {
+	var r *refusal
+	return errors.As(err, &r) && r.noTopic
+}

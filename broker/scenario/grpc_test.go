@@ -134,13 +134,8 @@ func (d *grpcDriver) sendMessage(t *testing.T, m *rmqpb.Message) (*rmqpb.SendRes
 
 // statusError is a non-OK status as a refusal.
 func statusError(s *rmqpb.Status) error {
-	return &refusal{code: s.GetCode().String(), msg: s.GetMessage()}
+	return &refusal{code: s.GetCode().String(), msg: s.GetMessage(), noTopic: s.GetCode() == rmqpb.Code_TOPIC_NOT_FOUND}
 }
-
-type refusal struct{ code, msg string }
-
-func (r *refusal) Error() string { return r.code + ": " + r.msg }
-func (r *refusal) Unwrap() error { return errRefused }
 
 func (d *grpcDriver) send(t *testing.T, m Msg) (Sent, error) {
 	t.Helper()
@@ -247,15 +242,7 @@ func gotOfMessage(m *rmqpb.Message) Got {
 	return g
 }
 
-func (d *grpcDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) Pulled {
-	t.Helper()
-	p, _ := d.pullFrom(t, group, topic, q, offset, f, false)
-	return p
-}
-
-// pullFrom is pull; with missingOK, a topic that does not exist is no
-// message (false) rather than a failure.
-func (d *grpcDriver) pullFrom(t *testing.T, group, topic string, q int32, offset int64, f Filter, missingOK bool) (Pulled, bool) {
+func (d *grpcDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {
 	t.Helper()
 	for {
 		st, err := d.cli.PullMessage(ctx(t, "scenario-consumer"), &rmqpb.PullMessageRequest{Group: res(group),
@@ -285,11 +272,6 @@ func (d *grpcDriver) pullFrom(t *testing.T, group, topic string, q int32, offset
 		}
 		switch status.GetCode() {
 		case rmqpb.Code_OK, rmqpb.Code_ILLEGAL_OFFSET:
-		case rmqpb.Code_TOPIC_NOT_FOUND:
-			if !missingOK {
-				t.Fatalf("PullMessage %s/%d@%d: %v", topic, q, offset, status)
-			}
-			return Pulled{}, false
 		case rmqpb.Code_MESSAGE_NOT_FOUND:
 			// Nothing matched the filter up to the next offset: read on.
 			if out.Next > offset {
@@ -297,13 +279,13 @@ func (d *grpcDriver) pullFrom(t *testing.T, group, topic string, q int32, offset
 				continue
 			}
 		default:
-			t.Fatalf("PullMessage %s/%d@%d: %v", topic, q, offset, status)
+			return Pulled{}, statusError(status)
 		}
-		return out, true
+		return out, nil
 	}
 }
 
-func (d *grpcDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) []Got {
+func (d *grpcDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error) {
 	t.Helper()
 	st, err := d.cli.ReceiveMessage(ctx(t, "scenario-consumer"), &rmqpb.ReceiveMessageRequest{Group: res(group),
 		MessageQueue: &rmqpb.MessageQueue{Topic: res(topic), Id: -1}, FilterExpression: filterExpr(f), BatchSize: max,
@@ -331,9 +313,9 @@ func (d *grpcDriver) pop(t *testing.T, group, topic string, max int32, invisible
 	switch status.GetCode() {
 	case rmqpb.Code_OK, rmqpb.Code_MESSAGE_NOT_FOUND:
 	default:
-		t.Fatalf("ReceiveMessage %s: %v", topic, status)
+		return nil, statusError(status)
 	}
-	return out
+	return out, nil
 }
 
 // receiptStatus reports whether a receipt operation succeeded: false for
@@ -409,6 +391,9 @@ func (d *grpcDriver) sendBack(t *testing.T, group string, g Got, delayLevel int3
 
 func (d *grpcDriver) readDLQ(t *testing.T, group string) []Got {
 	t.Helper()
-	p, _ := d.pullFrom(t, "dlq-reader", "%DLQ%"+group, 0, 0, Filter{}, true)
+	p, err := d.pull(t, "dlq-reader", "%DLQ%"+group, 0, 0, Filter{})
+	if err != nil && !topicMissing(err) {
+		t.Fatalf("pull of %%DLQ%%%s: %v", group, err)
+	}
 	return p.Msgs
 }

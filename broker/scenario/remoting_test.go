@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -208,7 +209,7 @@ func (d *remotingDriver) sendFrame(t *testing.T, producerGroup string, m Msg, sy
 	req.Body = []byte(m.Body)
 	resp := d.invoke(t, req)
 	if resp.Code != protocol.RespSuccess {
-		return Sent{}, fmt.Errorf("%w: code %d: %s", errRefused, resp.Code, resp.Remark)
+		return Sent{}, remotingRefusal(resp)
 	}
 	var r protocol.SendMessageResponse
 	if err := r.Decode(&resp.Ext); err != nil {
@@ -283,15 +284,12 @@ func records(t *testing.T, body []byte) []Got {
 	return out
 }
 
-func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) Pulled {
-	t.Helper()
-	p, _ := d.pullFrom(t, group, topic, q, offset, f, false)
-	return p
+// remotingRefusal is an answer's code and remark as a refusal.
+func remotingRefusal(resp *protocol.Command) error {
+	return &refusal{code: strconv.Itoa(int(resp.Code)), msg: string(resp.Remark), noTopic: resp.Code == protocol.RespTopicNotExist}
 }
 
-// pullFrom is pull; with missingOK, a topic that does not exist is no
-// message (false) rather than a failure.
-func (d *remotingDriver) pullFrom(t *testing.T, group, topic string, q int32, offset int64, f Filter, missingOK bool) (Pulled, bool) {
+func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {
 	t.Helper()
 	for {
 		req := request(protocol.ReqPullMessage)
@@ -301,17 +299,12 @@ func (d *remotingDriver) pullFrom(t *testing.T, group, topic string, q int32, of
 		resp := d.invoke(t, req)
 		var h protocol.PullMessageResponse
 		switch resp.Code {
-		case protocol.RespTopicNotExist:
-			if missingOK {
-				return Pulled{}, false
-			}
-			t.Fatalf("pull %s/%d@%d: code %d %s", topic, q, offset, resp.Code, resp.Remark)
 		case protocol.RespSuccess, protocol.RespPullNotFound, protocol.RespPullRetryImmediately, protocol.RespPullOffsetMoved:
 			if err := h.Decode(&resp.Ext); err != nil {
 				t.Fatalf("pull answer %d: %v", resp.Code, err)
 			}
 		default:
-			t.Fatalf("pull %s/%d@%d: code %d %s", topic, q, offset, resp.Code, resp.Remark)
+			return Pulled{}, remotingRefusal(resp)
 		}
 		out := Pulled{Next: h.NextBeginOffset}
 		switch resp.Code {
@@ -324,11 +317,11 @@ func (d *remotingDriver) pullFrom(t *testing.T, group, topic string, q int32, of
 				continue
 			}
 		}
-		return out, true
+		return out, nil
 	}
 }
 
-func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) []Got {
+func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error) {
 	t.Helper()
 	d.mu.Lock()
 	orderly := d.orderly[group]
@@ -342,10 +335,10 @@ func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invis
 	resp := d.invoke(t, req)
 	switch resp.Code {
 	case protocol.RespPullNotFound:
-		return nil
+		return nil, nil
 	case protocol.RespSuccess:
 	default:
-		t.Fatalf("pop %s: code %d %s", topic, resp.Code, resp.Remark)
+		return nil, remotingRefusal(resp)
 	}
 	var h protocol.PopMessageResponse
 	if err := h.Decode(&resp.Ext); err != nil {
@@ -369,7 +362,7 @@ func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invis
 			ReviveQid: h.ReviveQid, BrokerName: []byte("broker-a"), QueueID: out[i].Queue, QueueOffset: out[i].Offset}
 		out[i].handle = string(protocol.AppendExtraInfo(nil, &x))
 	}
-	return out
+	return out, nil
 }
 
 // receiptAnswer reports whether a receipt operation succeeded: false for
@@ -457,6 +450,9 @@ func (d *remotingDriver) sendBack(t *testing.T, group string, g Got, delayLevel 
 
 func (d *remotingDriver) readDLQ(t *testing.T, group string) []Got {
 	t.Helper()
-	p, _ := d.pullFrom(t, "dlq-reader", "%DLQ%"+group, 0, 0, Filter{}, true)
+	p, err := d.pull(t, "dlq-reader", "%DLQ%"+group, 0, 0, Filter{})
+	if err != nil && !topicMissing(err) {
+		t.Fatalf("pull of %%DLQ%%%s: %v", group, err)
+	}
 	return p.Msgs
 }
