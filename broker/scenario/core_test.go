@@ -41,7 +41,12 @@ func newCoreDriver(t *testing.T) driver {
 // The core driver's peer: what a front end passes as the client's address.
 var corePeer = netip.MustParseAddrPort("127.0.0.1:40000")
 
-func (d *coreDriver) lacks(op) string { return "" }
+func (d *coreDriver) lacks(o op) string {
+	if o == opHold {
+		return "the core holds nothing (core.Options.LongPollMax): a request that waits for messages is its front end's"
+	}
+	return ""
+}
 
 func (d *coreDriver) createTopic(t *testing.T, topic string, queues int32, typ string) {
 	t.Helper()
@@ -238,6 +243,16 @@ func (d *coreDriver) pop(t *testing.T, group, topic string, max int32, invisible
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+func (d *coreDriver) pullHeld(t *testing.T, _, _ string, _ int32, _ int64, _ Filter, _ time.Duration) (Pulled, error) {
+	t.Fatal("the core holds nothing (lacks)")
+	return Pulled{}, nil
+}
+
+func (d *coreDriver) popHeld(t *testing.T, _, _ string, _ int32, _ time.Duration, _ Filter, _ time.Duration) ([]Got, error) {
+	t.Fatal("the core holds nothing (lacks)")
+	return nil, nil
 }
 
 // receiptRefused reports whether err is the core's refusal of a receipt

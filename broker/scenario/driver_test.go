@@ -125,6 +125,7 @@ type op string
 const (
 	opDelayLevel op = "delay level"
 	opSendBack   op = "send-back"
+	opHold       op = "long polling"
 )
 
 // driver is what a scenario needs of a broker. Every method fails the test
@@ -158,6 +159,10 @@ type driver interface {
 	// invisible for invisible, without holding. A group created orderly pops
 	// orderly. The error is the broker's refusal (*refusal).
 	pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error)
+	// pullHeld and popHeld are pull and pop held up to hold (long polling)
+	// while they find nothing.
+	pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error)
+	popHeld(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter, hold time.Duration) ([]Got, error)
 	// ack acknowledges a popped message; false when the broker refused the
 	// receipt (stale, or not in flight).
 	ack(t *testing.T, group string, g Got) bool

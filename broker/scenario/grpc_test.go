@@ -244,10 +244,16 @@ func gotOfMessage(m *rmqpb.Message) Got {
 
 func (d *grpcDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {
 	t.Helper()
+	return d.pullHeld(t, group, topic, q, offset, f, 0)
+}
+
+// pullHeld is a PullMessage with a long_polling_timeout.
+func (d *grpcDriver) pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error) {
+	t.Helper()
 	for {
 		st, err := d.cli.PullMessage(ctx(t, "scenario-consumer"), &rmqpb.PullMessageRequest{Group: res(group),
 			MessageQueue: &rmqpb.MessageQueue{Topic: res(topic), Id: q}, Offset: offset, BatchSize: 32,
-			FilterExpression: filterExpr(f), LongPollingTimeout: durationpb.New(0)})
+			FilterExpression: filterExpr(f), LongPollingTimeout: durationpb.New(hold)})
 		if err != nil {
 			t.Fatalf("PullMessage: %v", err)
 		}
@@ -287,9 +293,15 @@ func (d *grpcDriver) pull(t *testing.T, group, topic string, q int32, offset int
 
 func (d *grpcDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error) {
 	t.Helper()
+	return d.popHeld(t, group, topic, max, invisible, f, 0)
+}
+
+// popHeld is a ReceiveMessage with a long_polling_timeout.
+func (d *grpcDriver) popHeld(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter, hold time.Duration) ([]Got, error) {
+	t.Helper()
 	st, err := d.cli.ReceiveMessage(ctx(t, "scenario-consumer"), &rmqpb.ReceiveMessageRequest{Group: res(group),
 		MessageQueue: &rmqpb.MessageQueue{Topic: res(topic), Id: -1}, FilterExpression: filterExpr(f), BatchSize: max,
-		InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(0)})
+		InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(hold)})
 	if err != nil {
 		t.Fatalf("ReceiveMessage: %v", err)
 	}

@@ -291,10 +291,20 @@ func remotingRefusal(resp *protocol.Command) error {
 
 func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {
 	t.Helper()
+	return d.pullHeld(t, group, topic, q, offset, f, 0)
+}
+
+// pullHeld is a pull with the suspend flag and suspendTimeoutMillis.
+func (d *remotingDriver) pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error) {
+	t.Helper()
+	flags := protocol.PullFlagSubscription
+	if hold > 0 {
+		flags |= protocol.PullFlagSuspend
+	}
 	for {
 		req := request(protocol.ReqPullMessage)
 		(&protocol.PullMessageRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: q, QueueOffset: offset,
-			MaxMsgNums: 32, SysFlag: protocol.PullFlagSubscription, Subscription: []byte(f.expr()),
+			MaxMsgNums: 32, SysFlag: flags, SuspendTimeoutMillis: hold.Milliseconds(), Subscription: []byte(f.expr()),
 			ExpressionType: []byte(f.typ()), BrokerName: []byte("broker-a")}).Encode(&req.Ext)
 		resp := d.invoke(t, req)
 		var h protocol.PullMessageResponse
@@ -323,6 +333,12 @@ func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset
 
 func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter) ([]Got, error) {
 	t.Helper()
+	return d.popHeld(t, group, topic, max, invisible, f, 0)
+}
+
+// popHeld is a pop with a pollTime.
+func (d *remotingDriver) popHeld(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter, hold time.Duration) ([]Got, error) {
+	t.Helper()
 	d.mu.Lock()
 	orderly := d.orderly[group]
 	d.mu.Unlock()
@@ -330,7 +346,7 @@ func (d *remotingDriver) pop(t *testing.T, group, topic string, max int32, invis
 	// initMode 0 is Java's ConsumeInitMode.MIN: a new group starts at a
 	// queue's first message.
 	(&protocol.PopMessageRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: -1, MaxMsgNums: max,
-		InvisibleTime: invisible.Milliseconds(), BornTime: time.Now().UnixMilli(), InitMode: 0, Order: orderly,
+		InvisibleTime: invisible.Milliseconds(), PollTime: hold.Milliseconds(), BornTime: time.Now().UnixMilli(), InitMode: 0, Order: orderly,
 		ExpType: []byte(f.typ()), Exp: []byte(f.expr())}).Encode(&req.Ext)
 	resp := d.invoke(t, req)
 	switch resp.Code {

@@ -39,7 +39,7 @@ func TestScenarios(t *testing.T) {
 					d := dr.new(t)
 					for _, o := range sc.needs {
 						if why := d.lacks(o); why != "" {
-							t.Skipf("the %s protocol has no %s: %s", dr.name, o, why)
+							t.Skipf("the %s driver has no %s: %s", dr.name, o, why)
 						}
 					}
 					sc.run(t, d)
@@ -69,6 +69,10 @@ var scenarios = []scenario{
 	{name: "fifo", run: fifo},
 	{name: "message-type", run: messageType},
 	{name: "refusals", run: refusals},
+	{name: "long-poll-pull", needs: []op{opHold}, run: longPollPull},
+	{name: "long-poll-pop", needs: []op{opHold}, run: longPollPop},
+	{name: "long-poll-visibility", needs: []op{opHold}, run: longPollVisibility},
+	{name: "long-poll-expiry", needs: []op{opHold}, run: longPollExpiry},
 	// Left out, because the front ends disagree (reported to the lead; the
 	// rules are item 3's, "the topic-name, message-type and tag rules are
 	// the core's, used by both front ends"): the gRPC front end refuses what
@@ -698,5 +702,84 @@ func refusals(t *testing.T, d driver) {
 	got := popN(t, d, "rf", "RF", 1, held, Filter{})
 	if got[0].Body != "x" {
 		t.Errorf("popped %q", got[0].Body)
+	}
+}
+
+// longHold is how long the long-polling scenarios hold a request that
+// expects a message: longer than anything they wait for, below the core's
+// LongPollMax (25 s), so that a request not woken answers nothing and the
+// scenario fails, rather than hanging.
+const longHold = 20 * time.Second
+
+// timed sends messages due at the delays given (tags as given), so that
+// they arrive while a request is held: a timer's delivery is an arrival in
+// its topic.
+func timed(t *testing.T, d driver, topic string, tags []string, delays []time.Duration) time.Time {
+	t.Helper()
+	start := time.Now().Truncate(time.Millisecond)
+	for i, tag := range tags {
+		mustSend(t, d, Msg{Topic: topic, Body: tag, Tag: tag, DeliverAt: start.Add(delays[i])})
+	}
+	return start
+}
+
+// longPollPull: a held pull is answered by the arrival of a message it
+// wants, and not by one its filter rejects.
+func longPollPull(t *testing.T, d driver) {
+	d.createTopic(t, "LP", 1, "")
+	start := timed(t, d, "LP", []string{"other", "want"}, []time.Duration{300 * time.Millisecond, 700 * time.Millisecond})
+	p, err := d.pullHeld(t, "lp-group", "LP", 0, 0, tagFilter("want"), longHold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Msgs) != 1 || p.Msgs[0].Body != "want" || p.Next != 2 {
+		t.Fatalf("held pull answered %v, next %d; want [want], next 2", bodies(p.Msgs), p.Next)
+	}
+	if early := start.Add(700 * time.Millisecond).Sub(p.Msgs[0].StoreTime); early > time.Millisecond {
+		t.Errorf("delivered %v early", early)
+	}
+}
+
+// longPollPop: a held pop is answered by the arrival of a message it
+// wants, and not by one its filter rejects.
+func longPollPop(t *testing.T, d driver) {
+	d.createTopic(t, "LO", 2, "")
+	timed(t, d, "LO", []string{"other", "want"}, []time.Duration{300 * time.Millisecond, 700 * time.Millisecond})
+	got, err := d.popHeld(t, "lo-group", "LO", 32, held, tagFilter("want"), longHold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Body != "want" {
+		t.Fatalf("held pop answered %v; want [want]", bodies(got))
+	}
+	mustAck(t, d, "lo-group", got...)
+}
+
+// longPollVisibility: a held pop is answered when a message of its group
+// becomes visible again (its invisible time passed).
+func longPollVisibility(t *testing.T, d driver) {
+	d.createTopic(t, "LV", 1, "")
+	s := mustSend(t, d, Msg{Topic: "LV", Body: "back", Tag: "v"})
+	g := popN(t, d, "lv-group", "LV", 1, held, Filter{})[0]
+	mustChange(t, d, "lv-group", g, 500*time.Millisecond)
+	got, err := d.popHeld(t, "lv-group", "LV", 32, held, Filter{}, longHold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != s.ID || got[0].Reconsume != 1 {
+		t.Fatalf("held pop answered %v; want the message again", bodies(got))
+	}
+	mustAck(t, d, "lv-group", got...)
+}
+
+// longPollExpiry: held requests that find nothing are answered empty (no
+// refusal) when their hold ends.
+func longPollExpiry(t *testing.T, d driver) {
+	d.createTopic(t, "LE", 1, "")
+	if p, err := d.pullHeld(t, "le-group", "LE", 0, 0, Filter{}, 200*time.Millisecond); err != nil || len(p.Msgs) != 0 || p.Next != 0 {
+		t.Errorf("an expired held pull: %v, next %d, %v", bodies(p.Msgs), p.Next, err)
+	}
+	if got, err := d.popHeld(t, "le-group", "LE", 32, held, Filter{}, 200*time.Millisecond); err != nil || len(got) != 0 {
+		t.Errorf("an expired held pop: %v, %v", bodies(got), err)
 	}
 }
