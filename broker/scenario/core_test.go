@@ -323,3 +323,13 @@ func (d *coreDriver) readDLQ(t *testing.T, group string) []Got {
 	}
 	return p.Msgs
 }
+
+func (d *coreDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
+	t.Helper()
+	p, err := d.c.ForwardToDeadLetter(&core.ForwardRequest{Group: []byte(group), Topic: []byte(g.Topic), QueueID: g.Queue,
+		Offset: g.Offset, Receipt: core.Receipt{QueueID: g.Queue, PopTime: g.popTime}, CommitLogOffset: g.commitLog})
+	if err == nil {
+		err = d.c.WaitDurable(p)
+	}
+	return !receiptRefused(t, "ForwardToDeadLetter", err)
+}

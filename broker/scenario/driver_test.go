@@ -177,6 +177,10 @@ type driver interface {
 	// it is retried through %RETRY%<group> after delayLevel (0: the
 	// broker's choice), or dead-lettered past the group's retry maximum.
 	sendBack(t *testing.T, group string, g Got, delayLevel int32)
+	// forwardDLQ gives up on a popped message: a copy goes to the group's
+	// %DLQ% topic and the delivery is acked. False when the receipt was
+	// refused.
+	forwardDLQ(t *testing.T, group string, g Got) bool
 	// readDLQ returns what the group's dead-letter queue (%DLQ%<group>,
 	// one queue) holds: nothing while the topic does not exist (it is
 	// created with the first dead letter).

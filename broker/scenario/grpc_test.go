@@ -409,3 +409,14 @@ func (d *grpcDriver) readDLQ(t *testing.T, group string) []Got {
 	}
 	return p.Msgs
 }
+
+func (d *grpcDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
+	t.Helper()
+	r, err := d.cli.ForwardMessageToDeadLetterQueue(ctx(t, "scenario-consumer"), &rmqpb.ForwardMessageToDeadLetterQueueRequest{
+		Group: res(group), Topic: res(g.Topic), ReceiptHandle: g.handle, MessageId: g.ID,
+		DeliveryAttempt: g.Reconsume + 1, MaxDeliveryAttempts: g.Reconsume + 1})
+	if err != nil {
+		t.Fatalf("ForwardMessageToDeadLetterQueue: %v", err)
+	}
+	return receiptStatus(t, "ForwardMessageToDeadLetterQueue", r.GetStatus())
+}

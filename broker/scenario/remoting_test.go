@@ -472,3 +472,13 @@ func (d *remotingDriver) readDLQ(t *testing.T, group string) []Got {
 	}
 	return p.Msgs
 }
+
+// forwardDLQ is what RocketMQ's proxy sends its broker for a gRPC
+// ForwardMessageToDeadLetterQueue, the remoting protocol having no request
+// of its own for it: CONSUMER_SEND_MSG_BACK with delay level -1 (straight
+// to the DLQ), then ACK_MESSAGE of the delivery.
+func (d *remotingDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
+	t.Helper()
+	d.sendBack(t, group, g, -1)
+	return d.ack(t, group, g)
+}
