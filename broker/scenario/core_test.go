@@ -17,6 +17,9 @@ import (
 // front end calls them: no wire.
 type coreDriver struct {
 	c *core.Core
+	// consumer is the connection of the driver's consumer: its heartbeats
+	// are its whole declaration, each replacing the last.
+	consumer checkConn
 
 	mu      sync.Mutex
 	queues  map[string]int32 // write queues of the topics created
@@ -192,7 +195,8 @@ func (d *coreDriver) pull(t *testing.T, group, topic string, q int32, offset int
 	defer res.Release()
 	for {
 		r := core.PullRequest{Group: []byte(group), Topic: []byte(topic), QueueID: q, Offset: offset, MaxMsgs: core.MaxPullMessages,
-			OwnSubscription: true, ExpressionType: []byte(f.typ()), Expression: []byte(f.expr()), Consumer: corePeer}
+			OwnSubscription: f.registered == 0, ExpressionType: []byte(f.typ()), Expression: []byte(f.expr()),
+			SubVersion: f.registered, Consumer: corePeer}
 		if err := d.c.Pull(&r, &res); err != nil {
 			return Pulled{}, coreRefusal(err)
 		}
@@ -332,4 +336,13 @@ func (d *coreDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
 		err = d.c.WaitDurable(p)
 	}
 	return !receiptRefused(t, "ForwardToDeadLetter", err)
+}
+
+func (d *coreDriver) subscribe(t *testing.T, group, topic string, f Filter) int64 {
+	t.Helper()
+	hb, v := consumerHeartbeat("scenario-consumer", group, topic, f)
+	if err := d.c.Heartbeat(&d.consumer, &hb, "GO", 317); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	return v
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -87,7 +88,15 @@ type Got struct {
 // The zero value takes every message.
 type Filter struct {
 	Type, Expr string
+	// registered, when not 0, makes a pull name no filter of its own: the
+	// subscription the group registered (subscribe) applies, at least of
+	// this version.
+	registered int64
 }
+
+// registeredFilter is the filter of a pull by the group's registered
+// subscription of version v.
+func registeredFilter(v int64) Filter { return Filter{registered: v} }
 
 func tagFilter(expr string) Filter { return Filter{Type: "TAG", Expr: expr} }
 func sqlFilter(expr string) Filter { return Filter{Type: "SQL92", Expr: expr} }
@@ -126,6 +135,7 @@ const (
 	opDelayLevel op = "delay level"
 	opSendBack   op = "send-back"
 	opHold       op = "long polling"
+	opSubscribe  op = "pull by a registered subscription"
 )
 
 // driver is what a scenario needs of a broker. Every method fails the test
@@ -163,6 +173,9 @@ type driver interface {
 	// while they find nothing.
 	pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error)
 	popHeld(t *testing.T, group, topic string, max int32, invisible time.Duration, f Filter, hold time.Duration) ([]Got, error)
+	// subscribe registers a consumer of group subscribing to topic with f
+	// (a heartbeat) and returns the subscription's version.
+	subscribe(t *testing.T, group, topic string, f Filter) int64
 	// ack acknowledges a popped message; false when the broker refused the
 	// receipt (stale, or not in flight).
 	ack(t *testing.T, group string, g Got) bool
@@ -258,6 +271,24 @@ func msgProps(m Msg, id string) []byte {
 		p = message.AppendProperty(p, message.PropJavaShardingKey, m.Group)
 	}
 	return p
+}
+
+// subVersion makes subscription versions that grow.
+var subVersion atomic.Int64
+
+func init() { subVersion.Store(time.Now().UnixMilli()) }
+
+// consumerHeartbeat is a consumer's heartbeat subscribing group to topic
+// with f (and to the group's retry topic), as a 4.x push consumer sends it.
+func consumerHeartbeat(clientID, group, topic string, f Filter) (protocol.HeartbeatData, int64) {
+	v := subVersion.Add(1)
+	return protocol.HeartbeatData{ClientID: clientID, ConsumerDataSet: []protocol.ConsumerData{{
+		GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING", ConsumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+		SubscriptionDataSet: []protocol.SubscriptionData{
+			{Topic: topic, SubString: f.expr(), ExpressionType: f.typ(), SubVersion: v},
+			{Topic: "%RETRY%" + group, SubString: "*", ExpressionType: "TAG", SubVersion: v},
+		},
+	}}}, v
 }
 
 // groupQueue is the queue a message group goes to among n write queues:

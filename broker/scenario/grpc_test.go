@@ -77,6 +77,9 @@ func (d *grpcDriver) lacks(o op) string {
 	switch o {
 	case opDelayLevel:
 		return "a message's SystemProperties carry a delivery_timestamp and no delay level (DELAY is a reserved property)"
+	case opSubscribe:
+		return "PullMessage and ReceiveMessage carry their filter_expression: a client's subscriptions (telemetry settings) " +
+			"register it and filter nothing"
 	case opSendBack:
 		return "MessagingService has no CONSUMER_SEND_MSG_BACK: a received message is retried through its invisible duration " +
 			"(ChangeInvisibleDuration) or given up with ForwardMessageToDeadLetterQueue, and PullMessage's messages are not retried"
@@ -250,6 +253,9 @@ func (d *grpcDriver) pull(t *testing.T, group, topic string, q int32, offset int
 // pullHeld is a PullMessage with a long_polling_timeout.
 func (d *grpcDriver) pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error) {
 	t.Helper()
+	if f.registered != 0 {
+		t.Fatal("the gRPC protocol pulls by its own filter (lacks)")
+	}
 	for {
 		st, err := d.cli.PullMessage(ctx(t, "scenario-consumer"), &rmqpb.PullMessageRequest{Group: res(group),
 			MessageQueue: &rmqpb.MessageQueue{Topic: res(topic), Id: q}, Offset: offset, BatchSize: 32,
@@ -419,4 +425,9 @@ func (d *grpcDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
 		t.Fatalf("ForwardMessageToDeadLetterQueue: %v", err)
 	}
 	return receiptStatus(t, "ForwardMessageToDeadLetterQueue", r.GetStatus())
+}
+
+func (d *grpcDriver) subscribe(t *testing.T, _, _ string, _ Filter) int64 {
+	t.Fatal("the gRPC protocol pulls by its own filter (lacks)")
+	return 0
 }

@@ -297,7 +297,10 @@ func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset
 // pullHeld is a pull with the suspend flag and suspendTimeoutMillis.
 func (d *remotingDriver) pullHeld(t *testing.T, group, topic string, q int32, offset int64, f Filter, hold time.Duration) (Pulled, error) {
 	t.Helper()
-	flags := protocol.PullFlagSubscription
+	flags := int32(0)
+	if f.registered == 0 {
+		flags |= protocol.PullFlagSubscription
+	}
 	if hold > 0 {
 		flags |= protocol.PullFlagSuspend
 	}
@@ -305,7 +308,7 @@ func (d *remotingDriver) pullHeld(t *testing.T, group, topic string, q int32, of
 		req := request(protocol.ReqPullMessage)
 		(&protocol.PullMessageRequest{ConsumerGroup: []byte(group), Topic: []byte(topic), QueueID: q, QueueOffset: offset,
 			MaxMsgNums: 32, SysFlag: flags, SuspendTimeoutMillis: hold.Milliseconds(), Subscription: []byte(f.expr()),
-			ExpressionType: []byte(f.typ()), BrokerName: []byte("broker-a")}).Encode(&req.Ext)
+			ExpressionType: []byte(f.typ()), SubVersion: f.registered, BrokerName: []byte("broker-a")}).Encode(&req.Ext)
 		resp := d.invoke(t, req)
 		var h protocol.PullMessageResponse
 		switch resp.Code {
@@ -481,4 +484,17 @@ func (d *remotingDriver) forwardDLQ(t *testing.T, group string, g Got) bool {
 	t.Helper()
 	d.sendBack(t, group, g, -1)
 	return d.ack(t, group, g)
+}
+
+func (d *remotingDriver) subscribe(t *testing.T, group, topic string, f Filter) int64 {
+	t.Helper()
+	hb, v := consumerHeartbeat("127.0.0.1@scenario", group, topic, f)
+	body, err := hb.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request(protocol.ReqHeartBeat)
+	req.Body = body
+	d.mustInvoke(t, req)
+	return v
 }

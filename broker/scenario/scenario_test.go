@@ -67,6 +67,7 @@ var scenarios = []scenario{
 	{name: "transaction-check", run: transactionCheck},
 	{name: "tag-filter", run: tagFilterScenario},
 	{name: "sql92-filter", run: sqlFilterScenario},
+	{name: "registered-subscription", needs: []op{opSubscribe}, run: registeredSubscription},
 	{name: "fifo", run: fifo},
 	{name: "message-type", run: messageType},
 	{name: "refusals", run: refusals},
@@ -365,6 +366,16 @@ func offsets(t *testing.T, d driver) {
 	}
 	if p := pullOnce(t, d, "of-group", "OF", 0, 100, Filter{}); len(p.Msgs) != 0 || p.Next != 3 {
 		t.Errorf("a pull past the end: %v, next %d; want nothing, next 3", bodies(p.Msgs), p.Next)
+	}
+	// A group's POP starts at its committed offset; its acks commit.
+	d.commitOffset(t, "of-group", "OF", 0, 1)
+	popped := popN(t, d, "of-group", "OF", 2, held, Filter{})
+	if !slices.Equal(bodies(popped), []string{"o1", "o2"}) {
+		t.Errorf("popped %v from the committed offset 1", bodies(popped))
+	}
+	mustAck(t, d, "of-group", popped...)
+	if off, ok := d.queryOffset(t, "of-group", "OF", 0); !ok || off != 3 {
+		t.Errorf("after the acks: %d (found %v), want 3", off, ok)
 	}
 }
 
@@ -817,4 +828,28 @@ func forwardDeadLetter(t *testing.T, d driver) {
 	// done); remoting has no such request, and its two (a send-back to the
 	// DLQ, then an ack, as RocketMQ's proxy sends them) store a second copy
 	// and succeed, the ack being idempotent.
+}
+
+// registeredSubscription: a pull that names no filter of its own reads by
+// the subscription the group's consumer registered (a 4.x push consumer's
+// pulls), a tag one and then, re-registered, an SQL92 one.
+func registeredSubscription(t *testing.T, d driver) {
+	d.createTopic(t, "RS", 1, "")
+	for i, tag := range []string{"a", "b", "c", "a"} {
+		mustSend(t, d, Msg{Topic: "RS", Body: tag + strconv.Itoa(i), Tag: tag, Props: map[string]string{"n": strconv.Itoa(i)}})
+	}
+	v := d.subscribe(t, "rs-group", "RS", tagFilter("a || c"))
+	got, next := pullN(t, d, "rs-group", "RS", 0, 0, 3, registeredFilter(v))
+	if !slices.Equal(bodies(got), []string{"a0", "c2", "a3"}) || next != 4 {
+		t.Errorf("by the tag subscription: %v, next %d", bodies(got), next)
+	}
+	v = d.subscribe(t, "rs-group", "RS", sqlFilter("n BETWEEN 1 AND 2"))
+	got, _ = pullN(t, d, "rs-group", "RS", 0, 0, 2, registeredFilter(v))
+	if !slices.Equal(bodies(got), []string{"b1", "c2"}) {
+		t.Errorf("by the SQL92 subscription: %v", bodies(got))
+	}
+	// A pull newer than the registered subscription is refused.
+	if _, err := d.pull(t, "rs-group", "RS", 0, 0, registeredFilter(v+1000)); !errors.Is(err, errRefused) {
+		t.Errorf("a pull of a subscription version not registered: %v", err)
+	}
 }
