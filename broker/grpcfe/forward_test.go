@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/internal/wait"
@@ -32,7 +33,7 @@ func (m *member) setMaster(addr string) { m.master.Store(&addr) }
 
 // newMember starts a slave core and its front end forwarding to master;
 // front changes its options further.
-func newMember(t *testing.T, master string, front func(*Options)) *member {
+func newMember(t testing.TB, master string, front func(*Options)) *member {
 	m := &member{}
 	m.setMaster(master)
 	m.env = newEnvWith(t, func(o *core.Options) {
@@ -353,6 +354,43 @@ func TestRouteNamesEveryMember(t *testing.T) {
 	}
 }
 
+// On a member that is not the master, the master comes first (a client
+// that uses the first address saves the hop); Node.js still gets the
+// member it asked.
+func TestRouteNamesTheMasterFirst(t *testing.T) {
+	master := newEnv(t, nil)
+	var members []string
+	slave := newMember(t, master.srv.opts.Addr, func(o *Options) {
+		members = []string{master.srv.opts.Addr, o.Addr}
+		o.Members = func() []string { return members }
+	})
+	// The slave follows the master's topics (SyncTopics, as replication's
+	// table sync does).
+	master.route("T")
+	if slave.core.SyncTopics(master.core.TopicTable()) == 0 {
+		t.Fatal("the slave followed no topic")
+	}
+	eps := func(ctx context.Context) string {
+		t.Helper()
+		r, err := slave.cli.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: res("T")})
+		if err != nil || r.Status.Code != rmqpb.Code_OK {
+			t.Fatalf("QueryRoute: %v %v", r, err)
+		}
+		var out []string
+		for _, a := range r.MessageQueues[0].Broker.Endpoints.Addresses {
+			out = append(out, net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port))))
+		}
+		return fmt.Sprint(out)
+	}
+	if got, want := eps(slave.ctx("c", callTimeout)), fmt.Sprint([]string{master.srv.opts.Addr, slave.srv.opts.Addr}); got != want {
+		t.Fatalf("endpoints %s, want %s", got, want)
+	}
+	node := metadata.AppendToOutgoingContext(slave.ctx("node", callTimeout), metaLanguage, "HTTP")
+	if got, want := eps(node), fmt.Sprint([]string{slave.srv.opts.Addr}); got != want {
+		t.Fatalf("endpoints for Node.js %s, want %s", got, want)
+	}
+}
+
 // A topic the slave does not know yet is asked of the master (a slave
 // never creates one: here its core's auto-creation is off).
 func TestRouteOfAnUnknownTopicFromTheMaster(t *testing.T) {
@@ -509,4 +547,32 @@ func TestShutdownEndsForwardedReceive(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkSendMessageForwarded is BenchmarkSendMessage through a member
+// that forwards to the master: the difference is the hop's cost.
+func BenchmarkSendMessageForwarded(b *testing.B) {
+	master := newEnvB(b)
+	e := newMember(b, master.srv.opts.Addr, nil)
+	body := make([]byte, 1024)
+	master.route("Bench")
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := e.ctx("bench", time.Minute)
+		m := &rmqpb.Message{Topic: res("Bench"), Body: body, SystemProperties: &rmqpb.SystemProperties{
+			BodyEncoding: rmqpb.Encoding_IDENTITY, MessageType: rmqpb.MessageType_NORMAL, BornTimestamp: timestamppb.Now()}}
+		req := &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{m}}
+		for pb.Next() {
+			m.SystemProperties.MessageId = "ID" + strconv.FormatInt(seq.Add(1), 16)
+			r, err := e.cli.SendMessage(ctx, req)
+			if err != nil || r.Status.Code != rmqpb.Code_OK {
+				b.Errorf("send: %v %v", r, err)
+				return
+			}
+		}
+	})
 }

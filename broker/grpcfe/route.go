@@ -124,16 +124,19 @@ func oneEndpoint(ctx context.Context) bool {
 }
 
 // brokerOf is the protocol's broker of a route entry. Its endpoints are
-// the entry's Addr, then its Addrs (for this broker: this member's Addr,
+// the entry's Addr, then its Addrs (for this broker: the master
+// Options.Master names when it is another member, this member's Addr,
 // then Options.Members), each once, those of the first one's scheme: any
 // member serves every call (forward.go), so a client whose member fails
 // goes on with another (the Go and Java SDKs make one connection of the
 // addresses, which moves to the next one reachable) and none depends on
 // which member is master. A client that takes one address (oneEndpoint)
-// gets the first: the member it asked.
+// gets the member it asked, the one address valid across a failover for
+// as long as the client can reach it.
 func (s *Server) brokerOf(ctx context.Context, rt Route) *rmqpb.Broker {
 	addrs := rt.Addrs
-	if rt.Addr == s.opts.Addr && rt.BrokerName == s.brokerName && s.opts.Members != nil {
+	ours := rt.Addr == s.opts.Addr && rt.BrokerName == s.brokerName
+	if ours && s.opts.Members != nil {
 		addrs = s.opts.Members()
 	}
 	one := oneEndpoint(ctx)
@@ -159,6 +162,11 @@ func (s *Server) brokerOf(ctx context.Context, rt Route) *rmqpb.Broker {
 			return
 		}
 		ep.Addresses = append(ep.Addresses, &rmqpb.Address{Host: host, Port: int32(port)})
+	}
+	if ours && !one && s.opts.Master != nil {
+		if m, self := s.opts.Master(); m != "" && !self {
+			add(m) // the master first: a client that takes the first saves the hop
+		}
 	}
 	add(rt.Addr)
 	for _, a := range addrs {
