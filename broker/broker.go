@@ -48,10 +48,9 @@ type Broker struct {
 	pool      *remoting.Pool     // the registrar's connections
 	srv       *remoting.Server   // what Serve uses
 
-	handlers handlerTable // request code → handler, built by New
-	holds    *longpoll.Holder[heldPull]
-	popHolds popHolds // pops held for long polling
-	acks     ackPool  // requests waiting for their messages to be durable
+	handlers handlerTable              // request code → handler, built by New
+	holds    *longpoll.Holder[heldReq] // long-polling pulls and pops (host_longpoll.go)
+	acks     ackPool                   // requests waiting for their messages to be durable
 
 	sendPool sync.Pool // *core.SendResult
 	pullPool sync.Pool // *pullJob
@@ -85,8 +84,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.core, b.copts = c, c.Options()
-	b.holds = newPullHolder(b)
-	c.OnArrival(b.holds.Arrived)
+	b.holds = newHolder(b) // fed by the core's arrivals and POP revives
 
 	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
 	var registrar *namesrv.Registrar
@@ -182,11 +180,17 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	u := func(v uint64) string { return fmt.Sprint(v) }
 	b.replicationInfo(m)
 	for k, v := range map[string]string{
-		"pullHeldTotal":   i(hs.Parked),
-		"pullHeldNow":     fmt.Sprint(hs.Held),
-		"pullHeldWoken":   i(hs.Woken),
-		"pullHeldExpired": i(hs.Expired),
-		"popHeldNow":      i(b.popHolds.n.Load()),
+		"pullHeldTotal":   i(hs.Parked - hs.Pops.Parked),
+		"pullHeldNow":     fmt.Sprint(hs.Held - hs.Pops.Held),
+		"pullHeldWoken":   i(hs.Woken - hs.Pops.Woken),
+		"pullHeldExpired": i(hs.Expired - hs.Pops.Expired),
+		"pullHeldRefused": i(hs.Refused - hs.Pops.Refused),
+		"popHeldTotal":    i(hs.Pops.Parked),
+		"popHeldNow":      fmt.Sprint(hs.Pops.Held),
+		"popHeldWoken":    i(hs.Pops.Woken),
+		"popHeldRevived":  i(hs.Pops.Revived),
+		"popHeldExpired":  i(hs.Pops.Expired),
+		"popHeldRefused":  i(hs.Pops.Refused),
 		// Receive limits (remoting.ServerStats): connections closed for each,
 		// and the receive budget (process-wide by default).
 		"remotingFrameTimeouts":            u(rs.FrameTimeouts),
@@ -242,7 +246,6 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.drainSlaves(ctx)
 	close(b.stop)
 	b.wg.Wait()
-	b.popHolds.wg.Wait() // they answer within popPollInterval once closing is set
 	b.stopReplication()
 	if b.registrar != nil {
 		// A name server forgets a broker whose registration is not renewed

@@ -9,64 +9,121 @@ import (
 	"github.com/apogeemq/apogee/remoting"
 )
 
-// heldPull is what the pull holder parks for a long-polling pull (its topic,
-// queue and offset are the holder's Position). It owns its Responder and
-// pooled pull job, whose core.PullResult remembers the queue, the filter
-// (immutable, shared) and the cap; nothing in it aliases the request.
-type heldPull struct {
+// heldReq is what the broker's long-poll holder parks: a long-polling pull
+// (its pooled pull job, whose core.PullResult remembers the queue, the
+// filter and the cap; the holder's Wait has its topic, queue and offset)
+// or a POP that found nothing (its core.PopResult, which PopAgain runs
+// again), with the Responder that answers it. Nothing in it aliases the
+// request.
+type heldReq struct {
 	resp remoting.Responder
-	job  *pullJob
+	pull *pullJob        // a pull, or nil
+	pop  *core.PopResult // a POP, or nil
 }
 
-// pullHost is the pull holder's host: it re-runs held pulls through the
-// core (PullAgain) and answers them. Its methods run on the holder's
-// goroutine, except the Expire that Park makes on a connection's read
-// goroutine once the holder is stopped. The core's OnArrival feeds the
-// holder's Arrived.
-type pullHost struct {
+// pollHost is the holder's host: it re-runs held pulls (core.PullAgain)
+// and pops (core.PopAgain) and answers them; the front end's part is only
+// the answer's shape (fillPullResponse, fillPopResponse). Its methods run
+// on the holder's goroutine, except the Expire that Park makes on a
+// connection's read goroutine once the holder is stopped. The core's
+// OnArrival feeds the holder's Arrived, its OnRevive the holder's Revived.
+type pollHost struct {
 	b    *Broker
 	cmds sync.Pool // *protocol.Command for answers (Expire may run on two goroutines)
 }
 
-func newPullHolder(b *Broker) *longpoll.Holder[heldPull] {
-	return longpoll.New[heldPull](&pullHost{b: b})
+// newHolder returns the broker's long-poll holder, wired to the core's
+// arrivals and POP revives (not started).
+func newHolder(b *Broker) *longpoll.Holder[heldReq] {
+	h := longpoll.New[heldReq](&pollHost{b: b}, longpoll.Options{})
+	b.core.OnArrival(h.Arrived)
+	b.core.OnRevive(h.Revived)
+	return h
 }
 
-// Run re-runs a pull woken by an arrival. After an arrival that brought
-// nothing for it (another consumer's tag, or a race with the offset), it
-// asks to wait again at the offset the scan reached.
-func (h *pullHost) Run(p *heldPull, at longpoll.Position) (int64, bool) {
-	err := h.b.core.PullAgain(&p.job.res, at.Offset)
-	if st := p.job.res.Status; err == nil && (st == core.PullNoNewMessage || st == core.PullRetryImmediately) {
-		p.job.res.Release()
-		return p.job.res.NextOffset, true
+// Run re-runs a held request woken by an arrival (or, for a POP, a revive
+// or its wake-up time). A pull that an arrival brought nothing for
+// (another consumer's tag, or a race with the offset) waits again at the
+// offset the scan reached; a POP that found nothing waits again until the
+// next of its group's messages becomes visible.
+func (h *pollHost) Run(p *heldReq, w *longpoll.Wait) bool {
+	if p.pop != nil {
+		err := h.b.core.PopAgain(p.pop)
+		if err == nil && len(p.pop.Msgs) == 0 {
+			w.WakeAt = p.pop.NextVisibleTime()
+			return true
+		}
+		// err: the request was checked when it came (not reached); the
+		// answer is what the result holds (nothing).
+		h.answerPop(p)
+		return false
 	}
-	h.answer(p, err)
-	return 0, false
+	err := h.b.core.PullAgain(&p.pull.res, w.Offset)
+	if st := p.pull.res.Status; err == nil && (st == core.PullNoNewMessage || st == core.PullRetryImmediately) {
+		p.pull.res.Release()
+		w.Offset = p.pull.res.NextOffset
+		return true
+	}
+	h.answerPull(p, err)
+	return false
 }
 
-// Expire re-runs a pull whose deadline passed (or that the broker's
-// shutdown drops) and answers it with whatever it finds.
-func (h *pullHost) Expire(p *heldPull, at longpoll.Position) {
-	h.answer(p, h.b.core.PullAgain(&p.job.res, at.Offset))
+// Expire re-runs a held request whose deadline passed (or that the
+// broker's shutdown drops) once more and answers it with whatever it finds.
+func (h *pollHost) Expire(p *heldReq, w *longpoll.Wait) {
+	if p.pop != nil {
+		_ = h.b.core.PopAgain(p.pop) // as in Run
+		h.answerPop(p)
+		return
+	}
+	h.answerPull(p, h.b.core.PullAgain(&p.pull.res, w.Offset))
 }
 
 // MaxOffset is the core's: a queue's max is updated before the core's
 // OnArrival reports it, as the holder requires.
-func (h *pullHost) MaxOffset(topic string, queue int32) int64 {
+func (h *pollHost) MaxOffset(topic string, queue int32) int64 {
 	return h.b.core.MaxOffset(topic, queue)
 }
 
-// answer writes a held pull's response through its Responder; the records
-// of a code-0 answer go as zero-copy bodies released with the job.
-func (h *pullHost) answer(p *heldPull, err error) {
-	cmd, _ := h.cmds.Get().(*protocol.Command)
-	if cmd == nil {
-		cmd = new(protocol.Command)
+func (h *pollHost) command() *protocol.Command {
+	if cmd, _ := h.cmds.Get().(*protocol.Command); cmd != nil {
+		return cmd
 	}
+	return new(protocol.Command)
+}
+
+// answerPull writes a held pull's response through its Responder; the
+// records of a code-0 answer go as zero-copy bodies released with the job.
+func (h *pollHost) answerPull(p *heldReq, err error) {
+	cmd := h.command()
 	defer h.cmds.Put(cmd)
 	p.resp.InitResponse(cmd, protocol.RespSuccess)
 	r := remoting.Response{Cmd: cmd}
-	fillPullResponse(cmd, &r, p.job, err)
+	fillPullResponse(cmd, &r, p.pull, err)
 	_ = p.resp.Reply(&r) // a closed connection releases the job itself
+}
+
+// answerPop writes a held pop's response through its Responder.
+func (h *pollHost) answerPop(p *heldReq) {
+	cmd := h.command()
+	defer h.cmds.Put(cmd)
+	p.resp.InitResponse(cmd, protocol.RespSuccess)
+	r := remoting.Response{Cmd: cmd}
+	fillPopResponse(cmd, &r, p.pop)
+	if err := p.resp.Reply(&r); err != nil && len(p.pop.Msgs) > 0 {
+		h.b.copts.Logger.Debug("broker: held pop answered on a closed connection; its messages become visible after their invisible time",
+			"group", p.pop.Group(), "topic", p.pop.Topic(), "err", err)
+	}
+}
+
+// refuse answers a request the holder refused (too many parked): code and
+// remark, no body; a pull's job is released.
+func refuse(rsp remoting.Responder, j *pullJob, code int32, remark string) {
+	var cmd protocol.Command
+	rsp.InitResponse(&cmd, code)
+	cmd.SetRemark(remark)
+	if j != nil {
+		j.Release()
+	}
+	_ = rsp.Reply(&remoting.Response{Cmd: &cmd})
 }

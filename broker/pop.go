@@ -4,65 +4,59 @@ package broker
 // model: POP_MESSAGE 3442, ACK_MESSAGE 3443, CHANGE_MESSAGE_INVISIBLETIME
 // 3445). The checks and the bookkeeping are the core's (core.Pop, Ack,
 // ChangeInvisible, on package broker/pop). Here: decoding the headers and
-// the receipt handles, the response headers (startOffsetInfo,
-// msgOffsetInfo, orderCountInfo) built from the popped messages, and the
-// long polling of a pop that finds nothing: it is deferred and re-run
-// (core.PopAgain) every popPollInterval on a goroutine of its own until it
-// finds messages, its pollTime (capped by LongPollMax) passes or the
-// broker shuts down. Shutdown waits for the held pops before it stops the
-// core.
+// the receipt handles, and the response headers (startOffsetInfo,
+// msgOffsetInfo, orderCountInfo) built from the popped messages. A pop
+// that finds nothing and has a pollTime is deferred and parked in the
+// long-poll holder (host_longpoll.go), keyed by its topic, queue (or all)
+// and group, until an arrival there, a revive of the group's messages
+// (core.OnRevive), the time the next of them becomes visible again
+// (PopResult.NextVisible), its pollTime (capped by LongPollMax) or the
+// broker's shutdown; then the holder runs it again (core.PopAgain) and
+// it is answered.
 
 import (
+	"errors"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
 
-// Long polling of pops.
-const (
-	// maxHeldPops bounds the pops held for long polling; beyond, POLLING_FULL.
-	maxHeldPops = 4096
-	// popPollInterval is how often a held pop looks again.
-	popPollInterval = 20 * time.Millisecond
-	// popInitMin is the initMode value that starts a new group at a queue's
-	// first message (Java's ConsumeInitMode.MIN); any other starts at its last.
-	popInitMin = 0
-)
-
-// popHolds counts the held pops; Shutdown waits for them (they answer
-// within popPollInterval once closing is set) before it stops the core.
-type popHolds struct {
-	n  atomic.Int64
-	wg sync.WaitGroup
-}
+// popInitMin is the initMode value that starts a new group at a queue's
+// first message (Java's ConsumeInitMode.MIN); any other starts at its last.
+const popInitMin = 0
 
 // handlePop serves POP_MESSAGE (3442): core.Pop checks and pops; a pop
-// that finds nothing and has a pollTime is held (holdPop).
+// that finds nothing and has a pollTime is parked in the long-poll holder
+// (POLLING_FULL when it holds too many).
 func (b *Broker) handlePop(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 	var h protocol.PopMessageRequest
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
 	res := new(core.PopResult)
+	ticket := b.holds.Ticket() // before the look: see longpoll.Wait.Ticket
 	if err := b.core.Pop(&core.PopRequest{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID,
 		MaxMsgs: h.MaxMsgNums, InvisibleTime: h.InvisibleTime, FromFirst: h.InitMode == popInitMin,
 		Orderly: h.Order, ExpressionType: h.ExpType, Expression: h.Exp, Consumer: peerAddr(c)}, res); err != nil {
 		return fail(resp, err)
 	}
 	if len(res.Msgs) == 0 && h.PollTime > 0 && c != nil && !b.closing.Load() {
-		if b.popHolds.n.Add(1) > maxHeldPops {
-			b.popHolds.n.Add(-1)
-			return fail(resp, &core.Error{Code: protocol.RespPollingFull, Remark: "the broker holds too many pops"})
-		}
 		hold := min(time.Duration(h.PollTime)*time.Millisecond, b.copts.LongPollMax)
+		q := h.QueueID
+		if q < 0 {
+			q = longpoll.AnyQueue
+		}
 		rsp := c.Defer(req)
-		b.popHolds.wg.Add(1)
-		go b.holdPop(res, rsp, time.Now().Add(hold))
+		// Once the holder is stopped, Park answers at once (Expire).
+		_, err := b.holds.Park(longpoll.Wait{Topic: res.Topic(), Queue: q, Group: res.Group(), WakeAt: res.NextVisibleTime(),
+			Ticket: ticket, Owner: c}, time.Now().Add(hold), heldReq{resp: rsp, pop: res})
+		if errors.Is(err, longpoll.ErrFull) || errors.Is(err, longpoll.ErrOwnerFull) {
+			refuse(rsp, nil, protocol.RespPollingFull, "the broker holds too many pops: "+err.Error())
+		}
 		return remoting.Deferred
 	}
 	fillPopResponse(resp.Cmd, resp, res)
@@ -137,33 +131,6 @@ func appendInfoSep(b []byte) []byte {
 		b = append(b, ';')
 	}
 	return b
-}
-
-// holdPop re-runs a pop that found nothing every popPollInterval until it
-// finds messages, its deadline passes or the broker shuts down, then
-// answers it.
-func (b *Broker) holdPop(res *core.PopResult, rsp remoting.Responder, deadline time.Time) {
-	defer b.popHolds.wg.Done()
-	t := time.NewTicker(popPollInterval)
-	defer t.Stop()
-	for {
-		<-t.C
-		last := !time.Now().Before(deadline) || b.closing.Load()
-		if err := b.core.PopAgain(res); err != nil || len(res.Msgs) > 0 || last {
-			break // err: the request was checked when it came; not reached
-		}
-	}
-	// No longer held once it is answered: counted down before the answer is
-	// queued, so that whoever sees the answer sees the count without it.
-	b.popHolds.n.Add(-1)
-	var cmd protocol.Command
-	rsp.InitResponse(&cmd, protocol.RespSuccess)
-	out := remoting.Response{Cmd: &cmd}
-	fillPopResponse(&cmd, &out, res)
-	if err := rsp.Reply(&out); err != nil && len(res.Msgs) > 0 {
-		b.copts.Logger.Debug("broker: held pop answered on a closed connection; its messages become visible after their invisible time",
-			"group", res.Group(), "topic", res.Topic(), "err", err)
-	}
 }
 
 // receipt parses the receipt handle of ACK and CHANGE_INVISIBLETIME

@@ -441,7 +441,7 @@ func TestPopLongPolling(t *testing.T) {
 	go func() {
 		done <- doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second, poll: 20 * time.Second})
 	}()
-	wait.Equal(t, "the pop held", 1, func() int64 { return h.b.popHolds.n.Load() })
+	wait.Equal(t, "the pop held", 1, func() int64 { return int64(h.b.holds.Stats().Pops.Held) })
 	mustSend(t, cl, sendRequest("T", 1, []byte("late"), ""))
 	select {
 	case ps := <-done:
@@ -459,7 +459,7 @@ func TestPopLongPolling(t *testing.T) {
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Fatalf("not held: %v", d)
 	}
-	if n := h.b.popHolds.n.Load(); n != 0 {
+	if n := int64(h.b.holds.Stats().Pops.Held); n != 0 {
 		t.Fatalf("%d pops still counted as held", n)
 	}
 }
@@ -518,7 +518,7 @@ func TestPopShutdownAnswersHeldPops(t *testing.T) {
 		resp, _ := cl.Invoke(ctx, popCmd(popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Second, poll: time.Hour}))
 		done <- resp
 	}()
-	wait.Equal(t, "the pop held", 1, func() int64 { return h.b.popHolds.n.Load() })
+	wait.Equal(t, "the pop held", 1, func() int64 { return int64(h.b.holds.Stats().Pops.Held) })
 	h.close()
 	select {
 	case resp := <-done:

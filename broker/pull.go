@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -34,8 +35,8 @@ func (b *Broker) getPullJob() *pullJob {
 // core.Pull reads the queue, and the answer carries the four offset
 // headers and, for SUCCESS, the records as zero-copy body slices written
 // with the header in one writev. A pull that finds nothing new with the
-// suspend flag is parked in the pull holder (long polling) until an
-// arrival in its queue or its deadline. On success it does not allocate.
+// suspend flag is parked in the long-poll holder (host_longpoll.go) until
+// an arrival in its queue or its deadline. On success it does not allocate.
 func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
 	var h protocol.PullMessageRequest
 	if err := h.Decode(&req.Ext); err != nil {
@@ -56,9 +57,14 @@ func (b *Broker) handlePull(c *remoting.Conn, req *protocol.Command, resp *remot
 		if hold > b.copts.LongPollMax || hold < 0 {
 			hold = b.copts.LongPollMax
 		}
+		rsp := c.Defer(req)
 		// Once the holder is stopped, Park answers at once (Expire).
-		b.holds.Park(longpoll.Position{Topic: j.res.Topic, Queue: j.res.QueueID, Offset: j.res.NextOffset}, time.Now().Add(hold),
-			heldPull{resp: c.Defer(req), job: j})
+		_, err := b.holds.Park(longpoll.Wait{Topic: j.res.Topic, Queue: j.res.QueueID, Offset: j.res.NextOffset, Owner: c},
+			time.Now().Add(hold), heldReq{resp: rsp, pull: j})
+		if errors.Is(err, longpoll.ErrFull) || errors.Is(err, longpoll.ErrOwnerFull) {
+			// RocketMQ's clients pull again after a pause on SYSTEM_BUSY.
+			refuse(rsp, j, protocol.RespSystemBusy, "the broker holds too many pulls: "+err.Error())
+		}
 		return remoting.Deferred
 	}
 	fillPullResponse(resp.Cmd, resp, j, err)

@@ -116,6 +116,34 @@ func (c *Core) PopAgain(res *PopResult) error {
 	return popError(c.pops.Pop(&res.req, &res.Result))
 }
 
+// ReviveFunc is told that messages of group in (topic, queueID) become
+// visible to its pops at at: at once when at is not after now (an ack
+// unblocked a FIFO message group or made room in a full queue), otherwise
+// then (an invisible time was changed). It runs on the goroutine of the
+// Ack or ChangeInvisible that caused it and must not block.
+type ReviveFunc func(group, topic string, queueID int32, at time.Time)
+
+// OnRevive registers fn to be told of the POP changes that make messages
+// visible again sooner than a pop that found nothing could know from its
+// PopResult.NextVisible (package broker/pop's OnVisible): a front end
+// wakes the pops it holds for the group, or moves their wake-up time
+// earlier. Listeners may be added at any time and are never removed.
+func (c *Core) OnRevive(fn ReviveFunc) {
+	c.pops.OnVisible(func(group, topic string, queue int32, at int64) {
+		fn(group, topic, queue, time.UnixMilli(at))
+	})
+}
+
+// NextVisibleTime is r.NextVisible as a time: when a held pop that found
+// nothing should look again for a message of its group whose invisible
+// time ends; zero when none is in flight.
+func (r *PopResult) NextVisibleTime() time.Time {
+	if r.NextVisible == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(r.NextVisible)
+}
+
 // Receipt is what the operations on a popped message need of its receipt
 // handle (which the front end parses): the queue it names and the pop time
 // of the delivery.

@@ -87,7 +87,7 @@ func TestReceiveLongPollingWakesOnArrival(t *testing.T) {
 	go func() {
 		// The message comes once the receive is held, not before.
 		err := wait.Poll(wait.DefaultTimeout, func() error {
-			if n := e.srv.held.Load(); n != 1 {
+			if n := e.srv.polls.Stats().Held; n != 1 {
 				return fmt.Errorf("%d receives held", n)
 			}
 			return nil

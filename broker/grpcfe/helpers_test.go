@@ -72,7 +72,7 @@ func newEnvWith(t testing.TB, mutate func(*core.Options), front func(*Options), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fo := Options{Addr: l.Addr().String(), RecheckInterval: 20 * time.Millisecond, Logger: testlog.New(t, "grpc")}
+	fo := Options{Addr: l.Addr().String(), Logger: testlog.New(t, "grpc")}
 	if front != nil {
 		front(&fo)
 	}

@@ -2,87 +2,108 @@ package grpcfe
 
 import (
 	"context"
-	"sync"
+	"errors"
 	"time"
+
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/longpoll"
 )
 
-// Long polling: a receive or pull that found nothing waits on its topic's
-// arrivals (the core's OnArrival listener, on the store's dispatcher) and
-// looks again when woken, at every RecheckInterval (for messages whose
-// invisible time passed: no arrival announces them), until it finds
-// messages, its time is up, the call is cancelled or the server shuts
-// down. Each call waits on its own gRPC goroutine; nothing else is held.
+// Long polling: a receive or pull that found nothing is parked in the
+// server's long-poll holder (package broker/longpoll), fed by the core's
+// arrivals (OnArrival) and POP revives (OnRevive). A receive waits on its
+// topic and group: an arrival in any of the topic's queues, a revive of the
+// group's messages, or the time the next of them becomes visible again
+// (PopResult.NextVisible) wakes it; a pull waits past its offset in its
+// queue. The holder's goroutine re-runs it (core.PopAgain, PullAgain) and,
+// once it found messages or its time is up, closes its done channel; the
+// call's own goroutine, which waited on that channel (or on its context),
+// then only shapes the answer. No periodic look.
 
-// waiters are the held calls by topic: each a channel of capacity one that
-// an arrival fills without blocking.
-type waiters struct {
-	mu sync.Mutex
-	m  map[string]map[chan struct{}]struct{} // guarded by mu
+// heldCall is what the holder parks for a call: its result, which the
+// holder's goroutine re-runs, and done, closed once the call may answer.
+// Between Park and done (or a successful Cancel) only the holder touches
+// the result.
+type heldCall struct {
+	done chan struct{}
+	pop  *core.PopResult  // a receive, or nil
+	pull *core.PullResult // a pull, or nil
+	err  error            // a failed re-run
 }
 
-func (w *waiters) init() { w.m = make(map[string]map[chan struct{}]struct{}) }
+// errHeldFull: the holder parks too many calls (TOO_MANY_REQUESTS).
+var errHeldFull = errors.New("grpcfe: too many calls are waiting for messages")
 
-func (w *waiters) add(topic string) chan struct{} {
-	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	set := w.m[topic]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		w.m[topic] = set
-	}
-	set[ch] = struct{}{}
-	w.mu.Unlock()
-	return ch
+// pollHost is the holder's host.
+type pollHost struct{ s *Server }
+
+// newHolder returns the server's long-poll holder, wired to the core's
+// arrivals and revives, and started. At most MaxHeldReceives calls wait at
+// once, at most MaxConcurrentStreams of one connection.
+func newHolder(s *Server) *longpoll.Holder[*heldCall] {
+	h := longpoll.New[*heldCall](pollHost{s}, longpoll.Options{
+		MaxParked: s.opts.MaxHeldReceives, MaxPerOwner: int(s.opts.MaxConcurrentStreams)})
+	s.core.OnArrival(h.Arrived)
+	s.core.OnRevive(h.Revived)
+	h.Start()
+	return h
 }
 
-func (w *waiters) remove(topic string, ch chan struct{}) {
-	w.mu.Lock()
-	if set := w.m[topic]; set != nil {
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(w.m, topic)
+// Run re-runs a woken call: a receive's pop, or a pull from the offset it
+// waits past. It closes done when the call found messages (or failed).
+func (h pollHost) Run(cp **heldCall, w *longpoll.Wait) bool {
+	c := *cp
+	if c.pop != nil {
+		if err := h.s.core.PopAgain(c.pop); err != nil || len(c.pop.Msgs) > 0 {
+			c.err = err
+			close(c.done)
+			return false
 		}
+		w.WakeAt = c.pop.NextVisibleTime()
+		return true
 	}
-	w.mu.Unlock()
+	res := c.pull
+	res.Release()
+	if err := h.s.core.PullAgain(res, w.Offset); err != nil {
+		c.err = err
+		close(c.done)
+		return false
+	}
+	if res.Status == core.PullNoNewMessage || res.Status == core.PullRetryImmediately {
+		// Nothing matched the filter: wait past what the scan reached.
+		w.Offset = max(w.Offset, res.NextOffset)
+		return true
+	}
+	close(c.done)
+	return false
 }
 
-// arrived is the core's arrival listener: it wakes the calls held on the
-// topic. It does not block (the mutex is held only to walk the set).
-func (w *waiters) arrived(topic string, _ int32, _ int64) {
-	w.mu.Lock()
-	for ch := range w.m[topic] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	w.mu.Unlock()
-}
+// Expire lets a call whose time is up (or whose server stops) answer with
+// what it has: nothing.
+func (h pollHost) Expire(cp **heldCall, _ *longpoll.Wait) { close((*cp).done) }
 
-// hold runs try (at once, then on every wake-up) until it reports found or
-// fails, for at most wait. It returns try's error, or nil when the time
-// ran out, the call was cancelled or the server is shutting down.
-func (s *Server) hold(ctx context.Context, topic string, _ int32, wait time.Duration, try func() (bool, error)) error {
-	ch := s.waits.add(topic)
-	defer s.waits.remove(topic, ch)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	tick := time.NewTicker(s.opts.RecheckInterval)
-	defer tick.Stop()
-	for {
-		found, err := try()
-		if err != nil || found {
-			return err
-		}
-		select {
-		case <-ch:
-		case <-tick.C:
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		case <-s.shutdown:
-			return nil
+// MaxOffset is the core's (updated before the core's OnArrival reports it).
+func (h pollHost) MaxOffset(topic string, queue int32) int64 { return h.s.core.MaxOffset(topic, queue) }
+
+// hold parks c on w for at most wait and blocks the call's goroutine until
+// the holder lets it answer or ctx ends (then it takes c back, or waits for
+// the holder's answer in progress). It returns c's error, errHeldFull when
+// the holder refuses more calls, nil otherwise (found, or time up).
+func (s *Server) hold(ctx context.Context, w longpoll.Wait, wait time.Duration, c *heldCall) error {
+	c.done = make(chan struct{})
+	hd, err := s.polls.Park(w, time.Now().Add(wait), c)
+	switch {
+	case errors.Is(err, longpoll.ErrStopped):
+		return nil // Expire closed done: answered with nothing
+	case err != nil:
+		return errHeldFull
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if !s.polls.Cancel(hd) {
+			<-c.done // being run or answered now
 		}
 	}
+	return c.err
 }

@@ -2,11 +2,13 @@ package grpcfe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/rmqpb"
 )
@@ -17,7 +19,8 @@ import (
 var pullPool = sync.Pool{New: func() any { return new(core.PullResult) }}
 
 // PullMessage reads up to batch_size messages of one queue from an offset
-// (the request's filter applies). Without a message it holds up to
+// (the request's filter applies). Without a message it is held
+// (longpoll.go) until an arrival in the queue past its offset, up to
 // long_polling_timeout (within the deadline). The stream carries the
 // status first (OK with messages; MESSAGE_NOT_FOUND without;
 // ILLEGAL_OFFSET when the offset is outside the queue), then the messages,
@@ -61,25 +64,12 @@ func (s *Server) PullMessage(r *rmqpb.PullMessageRequest, stream rmqpb.Messaging
 		wait = min(wait, time.Until(dl)-longPollReserve)
 	}
 	if res.Status == core.PullNoNewMessage && wait > 0 {
-		if s.held.Add(1) > int64(s.opts.MaxHeldReceives) {
-			s.held.Add(-1)
+		err := s.hold(ctx, longpoll.Wait{Topic: res.Topic, Queue: qid, Offset: res.NextOffset, Owner: peerAddr(ctx)},
+			wait, &heldCall{pull: res})
+		if errors.Is(err, errHeldFull) {
+			res.Release()
 			return sendStatus(status(rmqpb.Code_TOO_MANY_REQUESTS, "too many pulls are waiting for messages"))
 		}
-		next := res.NextOffset
-		err := s.hold(ctx, topic, qid, wait, func() (bool, error) {
-			if s.core.MaxOffset(res.Topic, qid) <= next {
-				return false, nil
-			}
-			res.Release()
-			if err := s.core.PullAgain(res, next); err != nil {
-				return false, err
-			}
-			if res.Status == core.PullRetryImmediately && res.NextOffset > next {
-				next = res.NextOffset // nothing matched the filter: wait past it
-			}
-			return res.Status != core.PullNoNewMessage && res.Status != core.PullRetryImmediately, nil
-		})
-		s.held.Add(-1)
 		if err != nil {
 			res.Release()
 			return sendStatus(errStatus(err))

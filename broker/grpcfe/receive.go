@@ -2,6 +2,7 @@ package grpcfe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/rmqpb"
 )
@@ -73,10 +75,10 @@ var popPool = sync.Pool{New: func() any { return new(core.PopResult) }}
 
 // ReceiveMessage hands out up to batch_size messages of the topic (every
 // queue of this broker) to the group, each invisible for
-// invisible_duration. With none ready it holds until one comes (woken by
-// the core's arrivals; messages whose invisible time passes are looked for
-// every RecheckInterval), its long_polling_timeout or the call's deadline
-// (less a reserve to answer in time), at most the core's LongPollMax.
+// invisible_duration. With none ready it is held (longpoll.go) until one
+// comes (an arrival in the topic, or a message of the group visible again),
+// its long_polling_timeout or the call's deadline (less a reserve to
+// answer in time), at most the core's LongPollMax.
 // The stream carries the delivery timestamp, the messages, then the
 // status: OK with messages, MESSAGE_NOT_FOUND without.
 func (s *Server) ReceiveMessage(r *rmqpb.ReceiveMessageRequest, stream rmqpb.MessagingService_ReceiveMessageServer) error {
@@ -137,21 +139,16 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 	s.initGroup(group, topic)
 	res := popPool.Get().(*core.PopResult)
 	defer popPool.Put(res)
+	ticket := s.polls.Ticket() // before the look: see longpoll.Wait.Ticket
 	if err := s.core.Pop(&req, res); err != nil {
 		return errStatus(err)
 	}
 	if len(res.Msgs) == 0 && wait > 0 {
-		if s.held.Add(1) > int64(s.opts.MaxHeldReceives) {
-			s.held.Add(-1)
+		err := s.hold(ctx, longpoll.Wait{Topic: res.Topic(), Queue: longpoll.AnyQueue, Group: res.Group(),
+			WakeAt: res.NextVisibleTime(), Ticket: ticket, Owner: peerAddr(ctx)}, wait, &heldCall{pop: res})
+		if errors.Is(err, errHeldFull) {
 			return status(rmqpb.Code_TOO_MANY_REQUESTS, "too many receives are waiting for messages")
 		}
-		err = s.hold(ctx, topic, -1, wait, func() (bool, error) {
-			if err := s.core.PopAgain(res); err != nil {
-				return false, err
-			}
-			return len(res.Msgs) > 0, nil
-		})
-		s.held.Add(-1)
 		if err != nil {
 			return errStatus(err)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/rmqpb"
 )
@@ -29,9 +30,6 @@ const (
 	// DefaultMaxHeldReceives bounds the receives and pulls held at once
 	// waiting for messages; beyond, a receive is answered TOO_MANY_REQUESTS.
 	DefaultMaxHeldReceives = 4096
-	// DefaultRecheckInterval is how often a held receive looks again for
-	// messages whose invisible time passed (new messages wake it at once).
-	DefaultRecheckInterval = 100 * time.Millisecond
 	// DefaultLongPollingTimeout is the long polling a push consumer is told
 	// to ask for in its settings.
 	DefaultLongPollingTimeout = 20 * time.Second
@@ -79,10 +77,9 @@ type Options struct {
 	// transport.go: TLS and plaintext are both accepted on the port);
 	// nil: a self-signed certificate made at New.
 	TLS *tls.Config
-	// MaxHeldReceives, RecheckInterval, LongPollingTimeout, MaxRecvMsgSize,
+	// MaxHeldReceives, LongPollingTimeout, MaxRecvMsgSize,
 	// MaxConcurrentStreams: see their Default constants.
 	MaxHeldReceives      int
-	RecheckInterval      time.Duration
 	LongPollingTimeout   time.Duration
 	MaxRecvMsgSize       int
 	MaxConcurrentStreams uint32
@@ -137,8 +134,7 @@ type Server struct {
 	selfPort   int32
 
 	clients clientTable
-	waits   waiters
-	held    atomic.Int64
+	polls   *longpoll.Holder[*heldCall] // held receives and pulls (longpoll.go)
 	// fwd is the connection to the master; forwarding counts the calls
 	// forwarded now.
 	fwd        forwarder
@@ -173,9 +169,6 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	if opts.MaxHeldReceives <= 0 {
 		opts.MaxHeldReceives = DefaultMaxHeldReceives
 	}
-	if opts.RecheckInterval <= 0 {
-		opts.RecheckInterval = DefaultRecheckInterval
-	}
 	if opts.LongPollingTimeout <= 0 {
 		opts.LongPollingTimeout = DefaultLongPollingTimeout
 	}
@@ -206,8 +199,7 @@ func New(c *core.Core, opts Options) (*Server, error) {
 		s.self = ap
 	}
 	s.clients.init()
-	s.waits.init()
-	c.OnArrival(s.waits.arrived)
+	s.polls = newHolder(s)
 
 	var creds credentials.TransportCredentials
 	if opts.TLSServer != nil && opts.TLSServer.Mode() != tlsconf.Disabled {
@@ -268,6 +260,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.closing.Store(true)
 		close(s.shutdown)
+		s.polls.Stop() // the held calls answer (with nothing)
 	})
 	done := make(chan struct{})
 	go func() {
@@ -288,6 +281,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // RuntimeInfo returns the front end's counters, for the broker's runtime
 // info (keys prefixed grpc).
 func (s *Server) RuntimeInfo() map[string]string {
+	hs := s.polls.Stats()
 	return map[string]string{
 		"grpcClients":      strconv.Itoa(s.clients.count()),
 		"grpcSends":        strconv.FormatInt(s.stats.sends.Load(), 10),
@@ -296,7 +290,12 @@ func (s *Server) RuntimeInfo() map[string]string {
 		"grpcReceivedMsgs": strconv.FormatInt(s.stats.received.Load(), 10),
 		"grpcAcks":         strconv.FormatInt(s.stats.acks.Load(), 10),
 		"grpcPulls":        strconv.FormatInt(s.stats.pulls.Load(), 10),
-		"grpcHeldReceives": strconv.FormatInt(s.held.Load(), 10),
+		"grpcHeldReceives": strconv.Itoa(hs.Held),
+		"grpcHeldTotal":    strconv.FormatInt(hs.Parked, 10),
+		"grpcHeldWoken":    strconv.FormatInt(hs.Woken, 10),
+		"grpcHeldRevived":  strconv.FormatInt(hs.Revived, 10),
+		"grpcHeldExpired":  strconv.FormatInt(hs.Expired, 10),
+		"grpcHeldRefused":  strconv.FormatInt(hs.Refused, 10),
 		// Calls forwarded to the master: now, in all, and those that
 		// could not reach it.
 		"grpcForwarding":      strconv.FormatInt(s.forwarding.Load(), 10),

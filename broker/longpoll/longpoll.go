@@ -2,54 +2,134 @@ package longpoll
 
 import (
 	"container/heap"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Position is where a parked item waits: for an arrival in queue Queue of
-// Topic that takes the queue's max offset past Offset.
-type Position struct {
+// AnyQueue is Wait.Queue for a POP over every queue of its topic.
+const AnyQueue int32 = -1
+
+// Defaults of Options.
+const (
+	// DefaultMaxParked bounds the requests a holder parks at once.
+	DefaultMaxParked = 65536
+	// DefaultMaxPerOwner bounds the requests one owner (a connection, a
+	// client) has parked at once: the remoting server's default cap of
+	// deferred requests per connection (remoting.DefaultMaxInFlight).
+	DefaultMaxPerOwner = 4096
+)
+
+// Refusals of Park. The item is not taken: the caller answers it.
+var (
+	// ErrFull: the holder parks Options.MaxParked requests already.
+	ErrFull = errors.New("longpoll: too many requests are parked")
+	// ErrOwnerFull: the request's owner has Options.MaxPerOwner parked.
+	ErrOwnerFull = errors.New("longpoll: too many requests of this owner are parked")
+	// ErrStopped: the holder is stopped. Unlike the two above, Park has
+	// answered the item through Host.Expire already.
+	ErrStopped = errors.New("longpoll: stopped")
+)
+
+// Wait says what wakes a parked request.
+//
+// A pull (Group empty) waits for an arrival in queue Queue of Topic that
+// takes the queue's max offset past Offset.
+//
+// A POP (Group set: a remoting POP or a gRPC receive) waits for any
+// arrival in Queue of Topic (every queue of it with AnyQueue), for a revive
+// event of Group on that topic and queue (Holder.Revived: a message of the
+// group made visible again, or its visibility moved earlier), or for
+// WakeAt, when the earliest of the group's invisible messages becomes
+// visible again. Offset is not used.
+type Wait struct {
 	Topic  string
 	Queue  int32
 	Offset int64
+	Group  string
+	// WakeAt (POPs) is when one of the group's messages, invisible when the
+	// host looked, becomes visible again; zero: none. The holder runs the
+	// request then (a revive), without any periodic look.
+	WakeAt time.Time
+	// Ticket (POPs) is Holder.Ticket taken before the look that found
+	// nothing: an arrival or revive of the topic reported since wakes the
+	// request at once when it is parked (it may have come too late for the
+	// look and too early for the park).
+	Ticket uint64
+	// Owner is the connection or client the request came on, counted
+	// against Options.MaxPerOwner: any comparable value, kept while the
+	// request is parked; nil counts against no owner.
+	Owner any
 }
+
+// isPop reports whether w is a POP's wait.
+func (w *Wait) isPop() bool { return w.Group != "" }
 
 // Host owns the parked items. The holder calls its methods on its own
 // goroutine, one at a time, never while holding its lock (package doc).
 type Host[T any] interface {
-	// Run re-runs an item woken by an arrival in its queue. It either
-	// answers it and returns wait false, or returns wait true and the offset
-	// to wait past (nothing it wants arrived yet): the holder then parks it
-	// again with its original deadline, or calls Expire when that deadline
-	// has passed or the holder is stopping.
-	Run(item *T, at Position) (next int64, wait bool)
+	// Run re-runs an item woken by an arrival, a revive event or its
+	// WakeAt. It either answers it and returns false, or returns true
+	// (nothing it wants is there yet) after updating w: a pull's Offset to
+	// wait past, a POP's WakeAt. The holder then parks it again with its
+	// original deadline, or calls Expire when that deadline has passed or
+	// the holder is stopping.
+	Run(item *T, w *Wait) (wait bool)
 	// Expire answers an item whose deadline passed or that the holder drops
-	// because it stops. at.Offset is the last offset the item waited past.
-	Expire(item *T, at Position)
+	// because it stops. w is its last Wait.
+	Expire(item *T, w *Wait)
 	// MaxOffset is the queue's max offset now. A queue's growth must be
 	// visible here no later than the Arrived call that reports it (the
 	// store's queue max is updated before its OnArrival runs): the holder
-	// reads it after parking an item, so that an arrival reported while
-	// the item was not yet (or not again) parked is not lost. It is called
-	// on Park's caller's goroutine and on the holder's, never under the
+	// reads it after parking a pull, so that an arrival reported while the
+	// pull was not yet (or not again) parked is not lost. It is called on
+	// Park's caller's goroutine and on the holder's, never under the
 	// holder's lock, and must be quick.
 	MaxOffset(topic string, queue int32) int64
 }
 
-// Stats are a holder's counters since New.
-type Stats struct {
-	Parked   int64 // items accepted by Park
-	Woken    int64 // items an arrival woke (each wake is counted; see Reparked)
-	Reparked int64 // woken items parked again because Run asked to wait
-	Expired  int64 // items handed to Expire: deadline passed, holder stopping or stopped
-	Held     int   // items parked now, woken ones not yet run included
+// Options bound a Holder. Zero fields take their defaults.
+type Options struct {
+	// MaxParked bounds the items parked at once (woken ones not yet
+	// answered included); Park refuses more with ErrFull. Default
+	// DefaultMaxParked.
+	MaxParked int
+	// MaxPerOwner bounds the items one Wait.Owner has parked at once; Park
+	// refuses more with ErrOwnerFull. Default DefaultMaxPerOwner.
+	MaxPerOwner int
 }
 
-// Holder parks items by (topic, queue) and by deadline. Create it with New;
-// its methods are safe for concurrent use.
+// Counts are a holder's counters since New.
+type Counts struct {
+	Parked    int64 // items accepted by Park
+	Woken     int64 // wakes by an arrival (each wake counts; see Reparked)
+	Revived   int64 // wakes by a revive event or a WakeAt (POPs)
+	Reparked  int64 // woken items parked again because Run asked to wait
+	Expired   int64 // items handed to Expire: deadline passed, holder stopping or stopped
+	Cancelled int64 // items taken back by Cancel
+	Refused   int64 // Parks refused with ErrFull or ErrOwnerFull
+	Held      int   // items parked now and not yet answered (being run included)
+}
+
+// Stats are a holder's counters: of every item, and of the POPs among them
+// (Wait.Group set); the pulls' are the difference.
+type Stats struct {
+	Counts
+	Pops Counts
+}
+
+// Handle names a parked item for Cancel.
+type Handle[T any] struct {
+	e   *entry[T]
+	gen uint64
+}
+
+// Holder parks items by what wakes them and by deadline. Create it with
+// New; its methods are safe for concurrent use.
 type Holder[T any] struct {
 	host Host[T]
+	opts Options
 	pool sync.Pool // *entry[T]
 	wake chan struct{}
 	stop chan struct{}
@@ -57,37 +137,77 @@ type Holder[T any] struct {
 
 	startOnce, stopOnce sync.Once
 
+	// seq counts the arrivals and revives reported (Ticket reads it
+	// without the lock; it is written under mu).
+	seq atomic.Uint64
+
 	mu      sync.Mutex
 	topics  map[string]*topicWaits[T]
 	heap    entryHeap[T]
-	ready   []*entry[T] // woken by arrivals, to be run by the loop
+	ready   []*entry[T] // woken, to be run by the loop
+	owners  map[any]int // parked items per owner (absent: none)
+	held    [2]int      // parked and not yet answered: all, POPs
+	gen     uint64      // last Handle generation given
 	started bool
 	closed  bool
 
-	parked, woken, reparked, expired atomic.Int64
+	counts [2]counters // all, POPs
 }
 
-// entry is one parked item. It is in at most one of: its queue's list and
-// the heap (waiting), the ready list (woken), or neither (being run).
+type counters struct {
+	parked, woken, revived, reparked, expired, cancelled, refused atomic.Int64
+}
+
+// Entry states (under Holder.mu).
+const (
+	stateFree    = iota // pooled, or being answered
+	stateWaiting        // in its list and the heap
+	stateReady          // in the ready list
+	stateRunning        // taken by the loop (Run or Expire)
+)
+
+// What woke an entry.
+const (
+	wokeArrival = iota
+	wokeRevive  // Holder.Revived
+	wokeTime    // its WakeAt came
+)
+
+// entry is one parked item.
 type entry[T any] struct {
 	item     T
-	pos      Position
+	w        Wait
 	deadline time.Time
-	heapIdx  int // index in Holder.heap; -1 when not in it
+	due      time.Time // the heap's key: deadline, or WakeAt when earlier
+	heapIdx  int       // index in Holder.heap; -1 when not in it
+	state    uint8
+	why      uint8  // what woke it last: wokeArrival, wokeRevive, wokeTime
+	seq      uint64 // Holder.seq when the loop took it to run (POPs)
+	gen      uint64 // the Handle generation, set by Park (under mu)
 }
 
 type topicWaits[T any] struct {
-	queues [][]*entry[T] // by queue id
+	last   uint64        // Holder.seq of the topic's last arrival or revive
+	queues [][]*entry[T] // by queue id: pulls and one-queue POPs
+	any    []*entry[T]   // POPs of every queue
 }
 
 // New returns a holder whose items go back to host. Start starts its
 // goroutine; Stop drains it.
-func New[T any](host Host[T]) *Holder[T] {
+func New[T any](host Host[T], opts Options) *Holder[T] {
+	if opts.MaxParked <= 0 {
+		opts.MaxParked = DefaultMaxParked
+	}
+	if opts.MaxPerOwner <= 0 {
+		opts.MaxPerOwner = DefaultMaxPerOwner
+	}
 	return &Holder[T]{
 		host:   host,
+		opts:   opts,
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		topics: make(map[string]*topicWaits[T]),
+		owners: make(map[any]int),
 	}
 }
 
@@ -125,100 +245,286 @@ func (h *Holder[T]) Stop() {
 	h.wg.Wait()
 }
 
-// Park holds item at pos until an arrival takes the queue's max offset past
-// pos.Offset (then Host.Run; Park itself reads Host.MaxOffset once the item
-// is parked, for an arrival reported just before) or until deadline (then
-// Host.Expire). The holder owns item from now on; when it is stopped, Park
-// calls Host.Expire at once, on the caller's goroutine, and reports false.
-// pos.Queue must be a valid queue id of the topic (0 or more; the holder
-// keeps a list per queue id up to the highest one parked), and pos.Topic
-// must not alias a buffer the caller reuses.
-func (h *Holder[T]) Park(pos Position, deadline time.Time, item T) bool {
-	e := h.get()
-	e.item, e.pos, e.deadline = item, pos, deadline
-	if h.park(e, true) {
-		// A message that arrived after the caller looked and before e was
-		// linked was reported to nobody: look again.
-		h.recheck(pos)
-		return true
-	}
-	h.expired.Add(1)
-	h.host.Expire(&e.item, e.pos)
-	h.put(e)
-	return false
-}
+// Ticket returns the count of arrivals and revives reported so far: a POP
+// takes it before it looks, and parks with it in Wait.Ticket. It takes no
+// lock.
+func (h *Holder[T]) Ticket() uint64 { return h.seq.Load() }
 
-// park links e into its queue's list and the heap; it reports false (e
-// untouched) once the holder is closed. fresh counts it as Parked,
-// otherwise as Reparked.
-func (h *Holder[T]) park(e *entry[T], fresh bool) bool {
+// Park holds item until what w names wakes it (then Host.Run) or until
+// deadline (then Host.Expire). The holder owns item from now on, unless
+// Park refuses it with ErrFull or ErrOwnerFull (the caller answers it).
+// When the holder is stopped, Park calls Host.Expire at once, on the
+// caller's goroutine, and returns ErrStopped. For a pull, Park reads
+// Host.MaxOffset once the item is linked and wakes it when the queue is
+// past w.Offset already (an arrival reported before the park); for a POP,
+// an arrival or revive of w.Topic reported after w.Ticket wakes it at
+// once. w.Queue must be a valid queue id of the topic (0 or more; the
+// holder keeps a list per queue id up to the highest one parked), or
+// AnyQueue for a POP; w.Topic and w.Group must not alias a buffer the
+// caller reuses.
+func (h *Holder[T]) Park(w Wait, deadline time.Time, item T) (Handle[T], error) {
+	e := h.get()
+	e.item, e.w, e.deadline = item, w, deadline
+	k := kind(&w)
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return false
+		h.count(k, func(c *counters) { c.expired.Add(1) })
+		h.host.Expire(&e.item, &e.w)
+		h.put(e)
+		return Handle[T]{}, ErrStopped
 	}
-	t := h.topics[e.pos.Topic]
-	if t == nil {
-		t = &topicWaits[T]{}
-		h.topics[e.pos.Topic] = t
+	var err error
+	switch {
+	case h.held[0] >= h.opts.MaxParked:
+		err = ErrFull
+	case w.Owner != nil && h.owners[w.Owner] >= h.opts.MaxPerOwner:
+		err = ErrOwnerFull
 	}
-	q := int(e.pos.Queue)
-	for q >= len(t.queues) {
-		t.queues = append(t.queues, nil)
+	if err != nil {
+		h.mu.Unlock()
+		h.count(k, func(c *counters) { c.refused.Add(1) })
+		e.item = *new(T)
+		h.put(e)
+		return Handle[T]{}, err
 	}
-	t.queues[q] = append(t.queues[q], e)
-	heap.Push(&h.heap, e)
-	first := e.heapIdx == 0
-	if fresh {
-		h.parked.Add(1)
+	h.gen++
+	e.gen = h.gen
+	hd := Handle[T]{e: e, gen: e.gen}
+	h.acquireLocked(e)
+	h.count(k, func(c *counters) { c.parked.Add(1) })
+	t := h.topicLocked(w.Topic)
+	signal := false
+	if w.isPop() && t.last > w.Ticket {
+		// Something happened on the topic since the POP looked.
+		signal = h.readyLocked(e, wokeArrival)
 	} else {
-		h.reparked.Add(1)
+		signal = h.linkLocked(t, e)
 	}
 	h.mu.Unlock()
-	if first {
-		h.signal() // the loop's timer must move earlier
+	if signal {
+		h.signal()
 	}
+	if !w.isPop() {
+		// A message that arrived after the caller looked and before e was
+		// linked was reported to nobody: look again. (e itself must not be
+		// touched: once linked, the loop may run and reuse it.)
+		h.recheck(w.Topic, w.Queue, w.Offset)
+	}
+	return hd, nil
+}
+
+// kind is 1 for a POP's wait, 0 for a pull's: the index of its own
+// counters besides the totals' (index 0).
+func kind(w *Wait) int64 {
+	if w.isPop() {
+		return 1
+	}
+	return 0
+}
+
+// count applies fn to the totals and, for a POP, to the POPs' counters.
+func (h *Holder[T]) count(k int64, fn func(*counters)) {
+	fn(&h.counts[0])
+	if k == 1 {
+		fn(&h.counts[1])
+	}
+}
+
+// Cancel takes a parked item back (a caller that stopped waiting: a gRPC
+// call cancelled by its client). It reports true when the item was
+// waiting: it is unlinked, no Host method will see it, and the caller
+// answers it. False means the holder is running or answering it (or did
+// already): the caller waits for that answer.
+func (h *Holder[T]) Cancel(hd Handle[T]) bool {
+	e := hd.e
+	if e == nil {
+		return false
+	}
+	h.mu.Lock()
+	if e.gen != hd.gen || e.state != stateWaiting {
+		h.mu.Unlock()
+		return false
+	}
+	h.unlinkLocked(e)
+	heap.Remove(&h.heap, e.heapIdx)
+	k := kind(&e.w)
+	h.releaseLocked(e)
+	e.state = stateFree
+	h.mu.Unlock()
+	h.count(k, func(c *counters) { c.cancelled.Add(1) })
+	h.put(e)
 	return true
 }
 
-// recheck wakes the items parked in pos's queue below its max offset now
-// (as an arrival report would). It must not touch the entry just parked:
-// once linked, another goroutine may run it and reuse it.
-func (h *Holder[T]) recheck(pos Position) {
-	if m := h.host.MaxOffset(pos.Topic, pos.Queue); m > pos.Offset {
-		h.Arrived(pos.Topic, pos.Queue, m)
+// topicLocked returns the topic's waits, made when missing (h.mu held).
+func (h *Holder[T]) topicLocked(topic string) *topicWaits[T] {
+	t := h.topics[topic]
+	if t == nil {
+		t = &topicWaits[T]{}
+		h.topics[topic] = t
+	}
+	return t
+}
+
+// linkLocked puts e in its list and the heap (h.mu held) and reports
+// whether the loop's timer must move earlier.
+func (h *Holder[T]) linkLocked(t *topicWaits[T], e *entry[T]) bool {
+	if q := e.w.Queue; q < 0 {
+		t.any = append(t.any, e)
+	} else {
+		for int(q) >= len(t.queues) {
+			t.queues = append(t.queues, nil)
+		}
+		t.queues[q] = append(t.queues[q], e)
+	}
+	e.due = e.deadline
+	if e.w.isPop() && !e.w.WakeAt.IsZero() && e.w.WakeAt.Before(e.deadline) {
+		e.due = e.w.WakeAt
+	}
+	e.state = stateWaiting
+	heap.Push(&h.heap, e)
+	return e.heapIdx == 0
+}
+
+// readyLocked moves e (not linked) to the ready list and counts the wake
+// (h.mu held); it reports whether the loop must be signalled.
+func (h *Holder[T]) readyLocked(e *entry[T], why uint8) bool {
+	h.wokeLocked(e, why)
+	e.state = stateReady
+	h.ready = append(h.ready, e)
+	return len(h.ready) == 1
+}
+
+// wokeLocked records why e was woken and counts it (h.mu held).
+func (h *Holder[T]) wokeLocked(e *entry[T], why uint8) {
+	e.why = why
+	if why == wokeArrival {
+		h.count(kind(&e.w), func(c *counters) { c.woken.Add(1) })
+	} else {
+		h.count(kind(&e.w), func(c *counters) { c.revived.Add(1) })
+	}
+}
+
+// acquireLocked counts e as held, for the bounds and Stats (h.mu held).
+func (h *Holder[T]) acquireLocked(e *entry[T]) {
+	h.held[0]++
+	h.held[1] += int(kind(&e.w))
+	if e.w.Owner != nil {
+		h.owners[e.w.Owner]++
+	}
+}
+
+// releaseLocked stops counting e as held (h.mu held): when the loop takes
+// it to run or expire it, so that whoever sees its answer sees the counts
+// without it (a Run that asks to wait counts it again).
+func (h *Holder[T]) releaseLocked(e *entry[T]) {
+	h.held[0]--
+	h.held[1] -= int(kind(&e.w))
+	if o := e.w.Owner; o != nil {
+		if n := h.owners[o] - 1; n > 0 {
+			h.owners[o] = n
+		} else {
+			delete(h.owners, o)
+		}
+	}
+}
+
+// takeLocked marks e as taken by the loop (h.mu held): no longer held, no
+// longer cancellable.
+func (h *Holder[T]) takeLocked(e *entry[T]) {
+	h.releaseLocked(e)
+	e.state = stateRunning
+}
+
+// recheck wakes the pulls parked in (topic, queue) below its max offset
+// now (as an arrival report would).
+func (h *Holder[T]) recheck(topic string, queue int32, offset int64) {
+	if m := h.host.MaxOffset(topic, queue); m > offset {
+		h.Arrived(topic, queue, m)
 	}
 }
 
 // Arrived is the store's arrival report: the max offset of (topic, queue)
-// is now maxOffset. It wakes the items waiting there below maxOffset; it
-// never calls the host and never waits for the loop.
+// is now maxOffset. It wakes the pulls waiting there below maxOffset and
+// the POPs of the queue and of the whole topic; it never calls the host
+// and never waits for the loop.
 func (h *Holder[T]) Arrived(topic string, queue int32, maxOffset int64) {
-	h.mu.Lock()
-	t := h.topics[topic]
-	if t == nil || queue < 0 || int(queue) >= len(t.queues) || len(t.queues[queue]) == 0 {
-		h.mu.Unlock()
+	if queue < 0 {
 		return
 	}
-	l := t.queues[queue]
-	kept := l[:0]
-	var woke int64
-	for _, e := range l {
-		if e.pos.Offset < maxOffset {
-			heap.Remove(&h.heap, e.heapIdx)
-			h.ready = append(h.ready, e)
-			woke++
-		} else {
-			kept = append(kept, e)
+	h.mu.Lock()
+	t := h.topicLocked(topic)
+	t.last = h.seq.Add(1)
+	signal := false
+	if int(queue) < len(t.queues) && len(t.queues[queue]) > 0 {
+		l := t.queues[queue]
+		kept := l[:0]
+		for _, e := range l {
+			if e.w.isPop() || e.w.Offset < maxOffset {
+				heap.Remove(&h.heap, e.heapIdx)
+				signal = h.readyLocked(e, wokeArrival) || signal
+			} else {
+				kept = append(kept, e)
+			}
 		}
+		clear(l[len(kept):])
+		t.queues[queue] = kept
 	}
-	clear(l[len(kept):])
-	t.queues[queue] = kept
-	if woke > 0 {
-		h.woken.Add(woke)
+	if len(t.any) > 0 {
+		for _, e := range t.any {
+			heap.Remove(&h.heap, e.heapIdx)
+			signal = h.readyLocked(e, wokeArrival) || signal
+		}
+		clear(t.any)
+		t.any = t.any[:0]
 	}
 	h.mu.Unlock()
-	if woke > 0 {
+	if signal {
+		h.signal()
+	}
+}
+
+// Revived is the POP bookkeeping's report that messages of group in
+// (topic, queue) become visible to its pops at at: at once (at not after
+// now: an invisible time ended early, a FIFO message group was unblocked)
+// or later (an invisible time was changed). It wakes the group's POPs
+// parked on that queue or on the whole topic, or moves their WakeAt
+// earlier; it never calls the host and never waits for the loop.
+func (h *Holder[T]) Revived(group, topic string, queue int32, at time.Time) {
+	now := time.Now()
+	h.mu.Lock()
+	t := h.topicLocked(topic)
+	t.last = h.seq.Add(1)
+	signal := false
+	revive := func(l []*entry[T]) []*entry[T] {
+		kept := l[:0]
+		for _, e := range l {
+			switch {
+			case e.w.Group != group:
+			case !at.After(now):
+				heap.Remove(&h.heap, e.heapIdx)
+				signal = h.readyLocked(e, wokeRevive) || signal
+				continue
+			case e.w.WakeAt.IsZero() || at.Before(e.w.WakeAt):
+				e.w.WakeAt = at
+				if at.Before(e.due) {
+					e.due = at
+					heap.Fix(&h.heap, e.heapIdx)
+					signal = signal || e.heapIdx == 0
+				}
+			}
+			kept = append(kept, e)
+		}
+		clear(l[len(kept):])
+		return kept
+	}
+	if queue >= 0 && int(queue) < len(t.queues) {
+		t.queues[queue] = revive(t.queues[queue])
+	}
+	t.any = revive(t.any)
+	h.mu.Unlock()
+	if signal {
 		h.signal()
 	}
 }
@@ -226,14 +532,15 @@ func (h *Holder[T]) Arrived(topic string, queue int32, maxOffset int64) {
 // Stats returns the holder's counters and the number of items held now.
 func (h *Holder[T]) Stats() Stats {
 	h.mu.Lock()
-	held := len(h.heap) + len(h.ready)
+	all, pops := h.held[0], h.held[1]
 	h.mu.Unlock()
-	return Stats{
-		Parked:   h.parked.Load(),
-		Woken:    h.woken.Load(),
-		Reparked: h.reparked.Load(),
-		Expired:  h.expired.Load(),
-		Held:     held,
+	return Stats{Counts: h.counts[0].load(all), Pops: h.counts[1].load(pops)}
+}
+
+func (c *counters) load(held int) Counts {
+	return Counts{
+		Parked: c.parked.Load(), Woken: c.woken.Load(), Revived: c.revived.Load(), Reparked: c.reparked.Load(),
+		Expired: c.expired.Load(), Cancelled: c.cancelled.Load(), Refused: c.refused.Load(), Held: held,
 	}
 }
 
@@ -251,30 +558,42 @@ func (h *Holder[T]) get() *entry[T] {
 	return &entry[T]{heapIdx: -1}
 }
 
-// put zeroes e (dropping what its item references) and pools it.
+// put zeroes e (dropping what its item references) and pools it. e.gen
+// and e.state are left alone: they are written under mu only (a Cancel
+// with a stale Handle may read them; the state is not waiting, so such a
+// Cancel reports false until a Park reuses e with a new generation).
 func (h *Holder[T]) put(e *entry[T]) {
-	*e = entry[T]{heapIdx: -1}
+	e.item, e.w = *new(T), Wait{}
+	e.deadline, e.due, e.heapIdx, e.why, e.seq = time.Time{}, time.Time{}, -1, 0, 0
 	h.pool.Put(e)
 }
 
-// unlinkLocked removes e from its queue's list.
+// unlinkLocked removes e from its topic's list.
 func (h *Holder[T]) unlinkLocked(e *entry[T]) {
-	t := h.topics[e.pos.Topic]
-	if t == nil || int(e.pos.Queue) >= len(t.queues) {
+	t := h.topics[e.w.Topic]
+	if t == nil {
 		return
 	}
-	l := t.queues[e.pos.Queue]
-	for i, x := range l {
+	var l *[]*entry[T]
+	switch q := e.w.Queue; {
+	case q < 0:
+		l = &t.any
+	case int(q) < len(t.queues):
+		l = &t.queues[q]
+	default:
+		return
+	}
+	for i, x := range *l {
 		if x == e {
-			l[i] = l[len(l)-1]
-			l[len(l)-1] = nil
-			t.queues[e.pos.Queue] = l[:len(l)-1]
+			(*l)[i] = (*l)[len(*l)-1]
+			(*l)[len(*l)-1] = nil
+			*l = (*l)[:len(*l)-1]
 			return
 		}
 	}
 }
 
-// loop runs woken and expired items until Stop, then drains the holder.
+// loop runs woken and due items until Stop, then drains the holder.
 func (h *Holder[T]) loop() {
 	defer h.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -294,13 +613,24 @@ func (h *Holder[T]) loop() {
 		ready = append(ready[:0], h.ready...)
 		clear(h.ready)
 		h.ready = h.ready[:0]
-		for len(h.heap) > 0 && !h.heap[0].deadline.After(now) {
+		for len(h.heap) > 0 && !h.heap[0].due.After(now) {
 			e := heap.Pop(&h.heap).(*entry[T])
 			h.unlinkLocked(e)
-			expired = append(expired, e)
+			if !e.deadline.After(now) {
+				h.takeLocked(e)
+				expired = append(expired, e)
+				continue
+			}
+			h.wokeLocked(e, wokeTime) // a message is visible again
+			ready = append(ready, e)
+		}
+		seq := h.seq.Load()
+		for _, e := range ready {
+			h.takeLocked(e)
+			e.seq = seq
 		}
 		if len(h.heap) > 0 {
-			timer.Reset(h.heap[0].deadline.Sub(now))
+			timer.Reset(h.heap[0].due.Sub(now))
 		} else {
 			timer.Stop()
 		}
@@ -318,33 +648,64 @@ func (h *Holder[T]) loop() {
 }
 
 // run hands a woken item to Host.Run and parks it again when Run asks to
-// wait and its deadline has not passed. An arrival reported while Run ran
-// found the item in no list: when Run moved the offset forward, the queue's
-// max is read again. (A Run that made no progress is not woken that way, so
-// that a queue whose reads stall cannot keep the loop busy; an arrival
-// still wakes it.)
+// wait and its deadline has not passed. An arrival or revive reported
+// while Run ran found the item in no list: a pull whose offset Run moved
+// forward reads the queue's max again; a POP is run again when its topic
+// saw an event since the loop took it. (A pull Run that made no progress
+// is not woken that way, so that a queue whose reads stall cannot keep the
+// loop busy; an arrival still wakes it.)
 func (h *Holder[T]) run(e *entry[T]) {
-	prev := e.pos
-	next, wait := h.host.Run(&e.item, prev)
-	if !wait {
-		h.put(e)
+	prev := e.w
+	if !h.host.Run(&e.item, &e.w) {
+		h.done(e)
 		return
 	}
-	e.pos.Offset = next
-	if time.Now().Before(e.deadline) && h.park(e, false) {
-		if next > prev.Offset {
-			prev.Offset = next
-			h.recheck(prev)
-		}
+	now := time.Now()
+	if e.why == wokeTime && !e.w.WakeAt.IsZero() && !e.w.WakeAt.After(now) {
+		// Woken at its WakeAt, the POP found nothing visible and names a
+		// time passed already: drop it rather than spin (events and the
+		// deadline still wake it).
+		e.w.WakeAt = time.Time{}
+	}
+	if !now.Before(e.deadline) {
+		h.expire(e)
 		return
 	}
-	h.expire(e)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.expire(e)
+		return
+	}
+	k := kind(&e.w)
+	h.count(k, func(c *counters) { c.reparked.Add(1) })
+	h.acquireLocked(e)
+	t := h.topicLocked(e.w.Topic)
+	signal := false
+	if e.w.isPop() && t.last > e.seq {
+		signal = h.readyLocked(e, wokeArrival)
+	} else {
+		signal = h.linkLocked(t, e)
+	}
+	w := e.w // e may be run and reused once unlocked
+	h.mu.Unlock()
+	if signal {
+		h.signal()
+	}
+	if !w.isPop() && w.Offset > prev.Offset {
+		h.recheck(w.Topic, w.Queue, w.Offset)
+	}
+}
+
+// done forgets an item its Run or Expire answered.
+func (h *Holder[T]) done(e *entry[T]) {
+	h.put(e)
 }
 
 func (h *Holder[T]) expire(e *entry[T]) {
-	h.expired.Add(1)
-	h.host.Expire(&e.item, e.pos)
-	h.put(e)
+	h.count(kind(&e.w), func(c *counters) { c.expired.Add(1) })
+	h.host.Expire(&e.item, &e.w)
+	h.done(e)
 }
 
 // drain hands every held item to Expire; the holder is closed.
@@ -358,17 +719,20 @@ func (h *Holder[T]) drain() {
 		h.unlinkLocked(e)
 		all = append(all, e)
 	}
+	for _, e := range all {
+		h.takeLocked(e)
+	}
 	h.mu.Unlock()
 	for _, e := range all {
 		h.expire(e)
 	}
 }
 
-// entryHeap orders entries by deadline (container/heap).
+// entryHeap orders entries by due time (container/heap).
 type entryHeap[T any] []*entry[T]
 
 func (q entryHeap[T]) Len() int           { return len(q) }
-func (q entryHeap[T]) Less(i, j int) bool { return q[i].deadline.Before(q[j].deadline) }
+func (q entryHeap[T]) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
 func (q entryHeap[T]) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].heapIdx = i

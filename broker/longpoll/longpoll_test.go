@@ -16,7 +16,7 @@ type item struct{ id int }
 type call struct {
 	kind string // "run" or "expire"
 	id   int
-	at   Position
+	at   Wait
 	when time.Time
 }
 
@@ -24,7 +24,7 @@ type call struct {
 // answer, no wait); it runs on the holder's goroutine. maxOf, when set, is
 // MaxOffset; otherwise the max set with setMax (0 by default).
 type fakeHost struct {
-	run   func(it *item, at Position) (int64, bool)
+	run   func(it *item, at Wait) (int64, bool)
 	maxOf func(topic string, queue int32) int64
 
 	active  atomic.Int32
@@ -33,10 +33,10 @@ type fakeHost struct {
 	mu    sync.Mutex
 	calls []call
 	done  map[int]int // id → times answered (Run without wait, or Expire)
-	max   map[Position]int64
+	max   map[Wait]int64
 }
 
-func newFakeHost() *fakeHost { return &fakeHost{done: map[int]int{}, max: map[Position]int64{}} }
+func newFakeHost() *fakeHost { return &fakeHost{done: map[int]int{}, max: map[Wait]int64{}} }
 
 // setMax sets what MaxOffset answers for (topic, queue), without reporting
 // an arrival (as if the report had been missed).
@@ -61,12 +61,16 @@ func (f *fakeHost) enter() {
 	}
 }
 
-func (f *fakeHost) Run(it *item, at Position) (int64, bool) {
+func (f *fakeHost) Run(it *item, w *Wait) bool {
 	f.enter()
 	defer f.active.Add(-1)
+	at := *w
 	next, wait := int64(0), false
 	if f.run != nil {
 		next, wait = f.run(it, at)
+	}
+	if wait {
+		w.Offset = next
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, call{"run", it.id, at, time.Now()})
@@ -74,10 +78,11 @@ func (f *fakeHost) Run(it *item, at Position) (int64, bool) {
 		f.done[it.id]++
 	}
 	f.mu.Unlock()
-	return next, wait
+	return wait
 }
 
-func (f *fakeHost) Expire(it *item, at Position) {
+func (f *fakeHost) Expire(it *item, w *Wait) {
+	at := *w
 	f.enter()
 	defer f.active.Add(-1)
 	f.mu.Lock()
@@ -95,8 +100,8 @@ func (f *fakeHost) took() []call {
 	return c
 }
 
-func pos(topic string, q int32, off int64) Position {
-	return Position{Topic: topic, Queue: q, Offset: off}
+func pos(topic string, q int32, off int64) Wait {
+	return Wait{Topic: topic, Queue: q, Offset: off}
 }
 
 func describe(calls []call) string {
@@ -112,7 +117,7 @@ func describe(calls []call) string {
 func TestArrivalWakesItsQueueBelowMax(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		deadline := time.Now().Add(time.Minute)
@@ -158,7 +163,7 @@ func TestArrivalWakesItsQueueBelowMax(t *testing.T) {
 func TestDeadlinesExpireOnTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		start := time.Now()
@@ -202,13 +207,13 @@ func TestDeadlinesExpireOnTime(t *testing.T) {
 func TestRunWaitParksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		f.run = func(it *item, at Position) (int64, bool) {
+		f.run = func(it *item, at Wait) (int64, bool) {
 			if at.Offset < 3 {
 				return at.Offset + 1, true // one record scanned, not for this item
 			}
 			return 0, false
 		}
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		start := time.Now()
@@ -251,7 +256,7 @@ func TestRunWaitParksAgain(t *testing.T) {
 func TestArrivalBeforeParkIsNotLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		f.setMax("T", 0, 6)
@@ -273,8 +278,8 @@ func TestArrivalBeforeParkIsNotLost(t *testing.T) {
 func TestArrivalDuringRunIsNotLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		h := New[item](f)
-		f.run = func(it *item, at Position) (int64, bool) {
+		h := New[item](f, Options{})
+		f.run = func(it *item, at Wait) (int64, bool) {
 			if at.Offset == 5 {
 				f.setMax("T", 0, 7)  // message 6 arrives meanwhile...
 				h.Arrived("T", 0, 7) // ...and is reported while the item is in no list
@@ -305,8 +310,8 @@ func TestArrivalDuringRunIsNotLost(t *testing.T) {
 func TestRunWithoutProgressWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		f.run = func(it *item, at Position) (int64, bool) { return at.Offset, true }
-		h := New[item](f)
+		f.run = func(it *item, at Wait) (int64, bool) { return at.Offset, true }
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		start := time.Now()
@@ -334,11 +339,11 @@ func TestRunWithoutProgressWaits(t *testing.T) {
 func TestRunWaitPastDeadlineExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		f.run = func(it *item, at Position) (int64, bool) {
+		f.run = func(it *item, at Wait) (int64, bool) {
 			time.Sleep(2 * time.Second)
 			return at.Offset, true
 		}
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		h.Park(pos("T", 0, 0), time.Now().Add(time.Second), item{1})
@@ -362,13 +367,13 @@ func TestStopDrains(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
 		release := make(chan struct{})
-		f.run = func(it *item, at Position) (int64, bool) {
+		f.run = func(it *item, at Wait) (int64, bool) {
 			if it.id == 1 {
 				<-release
 			}
 			return 0, false
 		}
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		far := time.Now().Add(time.Hour)
 		h.Park(pos("T", 0, 0), far, item{1})
@@ -398,7 +403,7 @@ func TestStopDrains(t *testing.T) {
 		if f.done[1] != 1 || f.done[2] != 1 || f.done[3] != 1 {
 			t.Fatalf("answers: %v", f.done)
 		}
-		if h.Park(pos("T", 0, 0), far, item{4}) {
+		if _, err := h.Park(pos("T", 0, 0), far, item{4}); err == nil {
 			t.Fatal("Park accepted after Stop")
 		}
 		h.Arrived("T", 0, 9)
@@ -417,7 +422,7 @@ func TestStopDrains(t *testing.T) {
 func TestStopWithoutStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Park(pos("T", 0, 0), time.Now().Add(time.Hour), item{1})
 		h.Arrived("T", 0, 1) // woken, never run: no loop
 		h.Park(pos("T", 0, 0), time.Now().Add(time.Hour), item{2})
@@ -427,7 +432,7 @@ func TestStopWithoutStart(t *testing.T) {
 			t.Fatalf("calls: %s", describe(c))
 		}
 		h.Start() // too late: no goroutine
-		if h.Park(pos("T", 0, 0), time.Now().Add(time.Hour), item{3}) {
+		if _, err := h.Park(pos("T", 0, 0), time.Now().Add(time.Hour), item{3}); err == nil {
 			t.Fatal("Park accepted after Stop")
 		}
 	})
@@ -439,7 +444,7 @@ func TestHostMayCallBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeHost()
 		var h *Holder[item]
-		f.run = func(it *item, at Position) (int64, bool) {
+		f.run = func(it *item, at Wait) (int64, bool) {
 			_ = h.Stats()
 			if it.id < 3 {
 				h.Park(pos("T", 0, at.Offset+1), time.Now().Add(time.Second), item{it.id + 1})
@@ -447,7 +452,7 @@ func TestHostMayCallBack(t *testing.T) {
 			}
 			return 0, false
 		}
-		h = New[item](f)
+		h = New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		h.Park(pos("T", 0, 0), time.Now().Add(time.Second), item{1})
@@ -466,11 +471,11 @@ func TestAnsweredItemsAreZeroed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var kept []*item
 		f := newFakeHost()
-		f.run = func(it *item, at Position) (int64, bool) {
+		f.run = func(it *item, at Wait) (int64, bool) {
 			kept = append(kept, it)
 			return 0, false
 		}
-		h := New[item](f)
+		h := New[item](f, Options{})
 		h.Start()
 		defer h.Stop()
 		h.Park(pos("T", 0, 0), time.Now().Add(time.Second), item{7})
@@ -487,7 +492,7 @@ func TestAnsweredItemsAreZeroed(t *testing.T) {
 // nothing stays held.
 func TestConcurrentParksAndArrivals(t *testing.T) {
 	f := newFakeHost()
-	f.run = func(it *item, at Position) (int64, bool) {
+	f.run = func(it *item, at Wait) (int64, bool) {
 		if it.id%3 == 0 && at.Offset < 2 {
 			return at.Offset + 1, true
 		}
@@ -496,7 +501,7 @@ func TestConcurrentParksAndArrivals(t *testing.T) {
 	const parkers, each, queues = 4, 500, 4
 	var max [queues]atomic.Int64
 	f.maxOf = func(topic string, q int32) int64 { return max[q].Load() }
-	h := New[item](f)
+	h := New[item](f, Options{})
 	h.Start()
 	var wg sync.WaitGroup
 	for p := range parkers {
@@ -554,9 +559,9 @@ func TestConcurrentParksAndArrivals(t *testing.T) {
 // the benchmark).
 type signalHost struct{ ran chan struct{} }
 
-func (s signalHost) Run(*item, Position) (int64, bool) { s.ran <- struct{}{}; return 0, false }
-func (s signalHost) Expire(*item, Position)            { s.ran <- struct{}{} }
-func (s signalHost) MaxOffset(string, int32) int64     { return 0 }
+func (s signalHost) Run(*item, *Wait) bool         { s.ran <- struct{}{}; return false }
+func (s signalHost) Expire(*item, *Wait)           { s.ran <- struct{}{} }
+func (s signalHost) MaxOffset(string, int32) int64 { return 0 }
 
 // Park, an arrival and the run it causes do not allocate once the pool
 // and the lists have grown.
@@ -565,7 +570,7 @@ func TestParkAndWakeDoNotAllocate(t *testing.T) {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
 	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s)
+	h := New[item](s, Options{})
 	h.Start()
 	defer h.Stop()
 	deadline := time.Now().Add(time.Hour)
@@ -586,7 +591,7 @@ func TestParkAndWakeDoNotAllocate(t *testing.T) {
 // by the holder's goroutine (the host signals the benchmark).
 func BenchmarkParkWake(b *testing.B) {
 	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s)
+	h := New[item](s, Options{})
 	h.Start()
 	defer h.Stop()
 	deadline := time.Now().Add(time.Hour)
@@ -602,7 +607,7 @@ func BenchmarkParkWake(b *testing.B) {
 // other queues (the heap and the map are not empty).
 func BenchmarkParkMany(b *testing.B) {
 	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s)
+	h := New[item](s, Options{})
 	h.Start()
 	defer h.Stop()
 	deadline := time.Now().Add(time.Hour)

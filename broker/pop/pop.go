@@ -83,6 +83,9 @@ type Manager struct {
 
 	rr atomic.Uint32 // round-robin start of pops of every queue
 
+	visibleMu sync.Mutex                    // orders OnVisible's registrations
+	visible   atomic.Pointer[[]VisibleFunc] // copy on write
+
 	runMu   sync.Mutex // guards started, stopped
 	started bool
 	stopped bool
@@ -189,13 +192,18 @@ type Result struct {
 	// Rest counts the messages of the popped queues not yet handed out to
 	// the group.
 	Rest int64
+	// NextVisible (unix ms; 0: none) is, for a pop that found nothing, the
+	// earliest time one of the group's in-flight messages of the popped
+	// queues becomes visible again: when a held pop should look again
+	// (later changes are reported to OnVisible's listeners).
+	NextVisible int64
 }
 
 // Record returns the record of Msgs[i], a slice of Body.
 func (r *Result) Record(i int) []byte { return r.Body[r.Msgs[i].start:r.Msgs[i].end] }
 
 func (r *Result) reset() {
-	r.Body, r.Msgs, r.PopTime, r.Rest = r.Body[:0], r.Msgs[:0], 0, 0
+	r.Body, r.Msgs, r.PopTime, r.Rest, r.NextVisible = r.Body[:0], r.Msgs[:0], 0, 0, 0
 }
 
 // validInvisible reports whether d is a valid invisible time.
@@ -317,7 +325,13 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 				}
 				blocked[e.Key] = true
 			}
-			if e.VisibleAt > now || len(res.Msgs) >= r.Max {
+			if e.VisibleAt > now {
+				if res.NextVisible == 0 || e.VisibleAt < res.NextVisible {
+					res.NextVisible = e.VisibleAt
+				}
+				continue
+			}
+			if len(res.Msgs) >= r.Max {
 				continue
 			}
 			// A message past its last retry is copied out for its dead
@@ -442,19 +456,37 @@ func (m *Manager) appendRecord(res *Result, qid int32, off int64, rec []byte, at
 func (m *Manager) Ack(group, topic string, queue int32, offset, popTime int64) error {
 	k := key{group, topic, queue}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	e, err := m.inflightLocked(k, offset, popTime)
 	if e == nil {
+		m.mu.Unlock()
 		if errors.Is(err, ErrAcked) {
 			return nil
 		}
 		return err
 	}
 	q := m.queues[k]
+	// The ack unblocks the next message of a FIFO message group, or makes
+	// room in a queue at MaxInflight: the group's held pops may look now.
+	revive := len(q.inflight) >= MaxInflight || (e.Key != "" && waitingLocked(q, e.Key))
 	delete(q.inflight, offset)
 	m.changedLocked(k, q)
+	m.mu.Unlock()
 	m.stats.acks.Add(1)
+	if revive {
+		m.notifyVisible(group, topic, queue, time.Now().UnixMilli())
+	}
 	return nil
+}
+
+// waitingLocked reports whether a FIFO message of group key waits in q
+// for its group's message in flight (m.mu held).
+func waitingLocked(q *queueState, key string) bool {
+	for _, w := range q.inflight {
+		if w.PopTime == 0 && w.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // ChangeInvisible makes an in-flight message invisible for invisible from
@@ -469,16 +501,51 @@ func (m *Manager) ChangeInvisible(group, topic string, queue int32, offset, popT
 	now := time.Now().UnixMilli()
 	k := key{group, topic, queue}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	e, err := m.inflightLocked(k, offset, popTime)
 	if e == nil {
+		m.mu.Unlock()
 		return 0, err
 	}
 	e.PopTime = max(now, e.PopTime+1)
 	e.VisibleAt = e.PopTime + invisible.Milliseconds()
+	popTime, visibleAt := e.PopTime, e.VisibleAt
 	m.changedLocked(k, m.queues[k])
+	m.mu.Unlock()
 	m.stats.changes.Add(1)
-	return e.PopTime, nil
+	m.notifyVisible(group, topic, queue, visibleAt)
+	return popTime, nil
+}
+
+// VisibleFunc is told that messages of group in (topic, queue) become
+// visible to the group's pops at at (unix ms): at once when at is not after
+// now, otherwise then. It runs on the goroutine of the Ack or
+// ChangeInvisible that caused it, after the manager's mutex is released; it
+// must not block.
+type VisibleFunc func(group, topic string, queue int32, at int64)
+
+// OnVisible registers fn to be told of the changes that make messages
+// visible to a group's pops sooner than a pop that found nothing could
+// know (its Result.NextVisible): a changed invisible time (the new time,
+// earlier or later), an ack that unblocks a FIFO message group or makes
+// room in a queue at MaxInflight (now). Listeners may be added at any time
+// and are never removed.
+func (m *Manager) OnVisible(fn VisibleFunc) {
+	m.visibleMu.Lock()
+	defer m.visibleMu.Unlock()
+	var fns []VisibleFunc
+	if old := m.visible.Load(); old != nil {
+		fns = append(fns, *old...)
+	}
+	fns = append(fns, fn)
+	m.visible.Store(&fns)
+}
+
+func (m *Manager) notifyVisible(group, topic string, queue int32, at int64) {
+	if fns := m.visible.Load(); fns != nil {
+		for _, fn := range *fns {
+			fn(group, topic, queue, at)
+		}
+	}
 }
 
 // inflightLocked returns the in-flight entry of offset whose current
