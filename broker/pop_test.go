@@ -464,6 +464,73 @@ func TestPopLongPolling(t *testing.T) {
 	}
 }
 
+// A pop held on a group is woken when a message the group did not ack
+// becomes visible again (its invisible time ends, or a change of it moves
+// that earlier), without any periodic look: the counters show one revive
+// per held pop, no arrival, and exactly two looks each (the first, and the
+// one the revive caused).
+func TestPopHeldWokenByRevive(t *testing.T) {
+	h := newHarness(t, nil)
+	cl := h.dial(nil)
+	popTopic(t, h, cl, "T", 2, []string{"m0"}, nil)
+	held := func(invisible time.Duration) chan []popped {
+		done := make(chan []popped, 1)
+		// Polling 20 s: an answer with the message is the revive; the
+		// poll's end would answer none.
+		go func() {
+			done <- doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: invisible, poll: 20 * time.Second})
+		}()
+		return done
+	}
+	answer := func(done chan []popped, attempt int32) popped {
+		t.Helper()
+		select {
+		case ps := <-done:
+			if len(ps) != 1 || string(ps[0].v.Body()) != "m0" || ps[0].v.ReconsumeTimes() != attempt-1 {
+				t.Fatalf("held pop got %v", bodies(ps))
+			}
+			return ps[0]
+		case <-time.After(wait.DefaultTimeout):
+			t.Fatal("held pop not answered")
+		}
+		return popped{}
+	}
+	looks := func() string { return h.b.RuntimeInfo()["popRequests"] }
+
+	// Unacked, invisible for a second (the held pop's first look comes
+	// well before): the held pop gets it back then.
+	first := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 4, invisible: time.Second})
+	if len(first) != 1 {
+		t.Fatalf("first pop: %v", bodies(first))
+	}
+	done := held(time.Minute)
+	p := answer(done, 2)
+	st := h.b.holds.Stats().Pops
+	if st.Parked != 1 || st.Revived != 1 || st.Woken != 0 || st.Expired != 0 || st.Held != 0 {
+		t.Fatalf("holder after the invisible time ended: %+v", st)
+	}
+	if n := looks(); n != "3" {
+		t.Fatalf("%s pop looks, want 3 (the first pop, the held one, its revive)", n)
+	}
+
+	// Invisible for a minute, then changed to 200 ms from now (a nack):
+	// the held pop gets it back then.
+	done = held(time.Minute)
+	wait.Equal(t, "the pop held", 1, func() int { return h.b.holds.Stats().Pops.Held })
+	changeTo(t, cl, "G", "T", p, 200*time.Millisecond)
+	answer(done, 3)
+	st = h.b.holds.Stats().Pops
+	if st.Parked != 2 || st.Revived != 2 || st.Woken != 0 || st.Expired != 0 || st.Held != 0 {
+		t.Fatalf("holder after the change: %+v", st)
+	}
+	if n := looks(); n != "5" {
+		t.Fatalf("%s pop looks, want 5", n)
+	}
+	if ri := h.b.RuntimeInfo(); ri["popHeldRevived"] != "2" || ri["popHeldTotal"] != "2" || ri["popHeldNow"] != "0" {
+		t.Fatalf("runtime info: popHeldRevived %s popHeldTotal %s popHeldNow %s", ri["popHeldRevived"], ri["popHeldTotal"], ri["popHeldNow"])
+	}
+}
+
 func TestPopBadRequests(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)

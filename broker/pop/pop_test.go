@@ -768,3 +768,114 @@ func TestConcurrentConsumers(t *testing.T) {
 		}
 	})
 }
+
+// visibleEvent is one OnVisible report.
+type visibleEvent struct {
+	group, topic string
+	queue        int32
+	at           int64
+}
+
+// A pop that finds nothing tells when the first of the group's invisible
+// messages becomes visible again (Result.NextVisible), and OnVisible's
+// listeners hear of what moves that time or frees messages sooner: a
+// changed invisible time, an ack that unblocks a FIFO message group, an
+// ack in a queue at MaxInflight. Other acks and pops report nothing.
+func TestNextVisibleAndVisibleEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(t)
+		h.send("T", 0, "m0")
+		h.send("T", 0, "m1")
+		m := newManager(h)
+		var events []visibleEvent
+		m.OnVisible(func(group, topic string, queue int32, at int64) {
+			events = append(events, visibleEvent{group, topic, queue, at})
+		})
+		var res Result
+		r := req(0, 1, 5*time.Second)
+		start := time.Now().UnixMilli()
+		ps := doPop(t, m, r)
+		time.Sleep(time.Second)
+		ps = append(ps, doPop(t, m, r)...)
+		if bodiesOf(ps) != "[m0 m1]" {
+			t.Fatalf("pops: %s", bodiesOf(ps))
+		}
+		if err := m.Pop(&r, &res); err != nil || len(res.Msgs) != 0 || res.NextVisible != start+5000 {
+			t.Fatalf("empty pop: err %v, %d messages, NextVisible %+d ms", err, len(res.Msgs), res.NextVisible-start)
+		}
+		if len(events) != 0 {
+			t.Fatalf("pops reported %+v", events)
+		}
+		// m0's invisible time moved to 1 s from now: reported, and the
+		// next empty pop names it.
+		now := time.Now().UnixMilli()
+		pt, err := m.ChangeInvisible("G", "T", 0, ps[0].offset, ps[0].popTime, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (visibleEvent{"G", "T", 0, now + 1000}); len(events) != 1 || events[0] != want {
+			t.Fatalf("events %+v, want %+v", events, want)
+		}
+		if err := m.Pop(&r, &res); err != nil || len(res.Msgs) != 0 || res.NextVisible != now+1000 {
+			t.Fatalf("empty pop after the change: %d messages, NextVisible %+d ms", len(res.Msgs), res.NextVisible-now)
+		}
+		// An ordinary ack reports nothing; a pop that finds messages sets
+		// no NextVisible.
+		if err := m.Ack("G", "T", 0, ps[0].offset, pt); err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != 1 {
+			t.Fatalf("the ack reported %+v", events[1:])
+		}
+		time.Sleep(5 * time.Second)
+		if err := m.Pop(&r, &res); err != nil || len(res.Msgs) != 1 || res.NextVisible != 0 {
+			t.Fatalf("redelivery of m1: %d messages, NextVisible %d", len(res.Msgs), res.NextVisible)
+		}
+		if err := m.Pop(&r, &res); err != nil || len(res.Msgs) != 0 || res.NextVisible != time.Now().UnixMilli()+5000 {
+			t.Fatalf("empty pop: NextVisible %+d ms", res.NextVisible-time.Now().UnixMilli())
+		}
+
+		// FIFO: the ack of A1 unblocks A2 (reported now); the ack of B1,
+		// with nothing waiting behind it, reports nothing.
+		events = nil
+		h.send("T", 1, "A1", message.PropShardingKey, "A")
+		h.send("T", 1, "A2", message.PropShardingKey, "A")
+		h.send("T", 1, "B1", message.PropShardingKey, "B")
+		o := req(1, 10, time.Minute)
+		o.Orderly = true
+		fifo := doPop(t, m, o)
+		if bodiesOf(fifo) != "[A1 B1]" {
+			t.Fatalf("orderly pop: %s", bodiesOf(fifo))
+		}
+		if err := m.Pop(&o, &res); err != nil || len(res.Msgs) != 0 || res.NextVisible != time.Now().UnixMilli()+60000 {
+			t.Fatalf("blocked orderly pop: %d messages, NextVisible %d", len(res.Msgs), res.NextVisible)
+		}
+		if err := ack(m, fifo[1]); err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != 0 {
+			t.Fatalf("the ack of B1 reported %+v", events)
+		}
+		if err := ack(m, fifo[0]); err != nil {
+			t.Fatal(err)
+		}
+		if want := (visibleEvent{"G", "T", 1, time.Now().UnixMilli()}); len(events) != 1 || events[0] != want {
+			t.Fatalf("the ack of A1: events %+v, want %+v", events, want)
+		}
+
+		// A queue at MaxInflight: an ack makes room, reported now.
+		events = nil
+		h.sendN("T", 2, MaxInflight+1)
+		full := req(2, MaxMessages, time.Minute)
+		var first []got
+		for len(first) < MaxInflight {
+			first = append(first, doPop(t, m, full)...)
+		}
+		if err := ack(m, first[0]); err != nil {
+			t.Fatal(err)
+		}
+		if want := (visibleEvent{"G", "T", 2, time.Now().UnixMilli()}); len(events) != 1 || events[0] != want {
+			t.Fatalf("the ack in a full queue: events %+v, want %+v", events, want)
+		}
+	})
+}
