@@ -473,6 +473,9 @@ func TestPopHeldWokenByRevive(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 2, []string{"m0"}, nil)
+	// The arrival is reported just after the queue grew: once the holder
+	// has it, it cannot reach the held pops.
+	wait.Until(t, "the arrival reported", func() bool { return h.b.holds.Ticket() >= 1 })
 	held := func(invisible time.Duration) chan []popped {
 		done := make(chan []popped, 1)
 		// Polling 20 s: an answer with the message is the revive; the

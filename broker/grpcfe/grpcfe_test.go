@@ -2,6 +2,7 @@ package grpcfe
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -134,6 +135,63 @@ func TestChangeInvisibleAndRedelivery(t *testing.T) {
 	}
 	if c := e.ack("G", got[0]); c != rmqpb.Code_OK {
 		t.Fatalf("ack: %v", c)
+	}
+}
+
+// A held receive is woken when a message its group did not ack becomes
+// visible again, without any periodic look: one revive, no arrival, and
+// three looks in all (the first receive, the held one, its revive).
+func TestReceiveLongPollingWakesOnRevive(t *testing.T) {
+	e := newEnv(t, nil)
+	e.send(msg("T", "A", "a"))
+	e.dispatched("T", 1)
+	// The arrival is reported just after the queue grew: once the holder
+	// has it, it cannot reach the held receive.
+	wait.Until(t, "the arrival reported", func() bool { return e.srv.polls.Ticket() == 1 })
+	got, _ := e.receive("G", "T", 1, time.Second, arrival, nil) // not acked
+	if len(got) != 1 {
+		t.Fatal("nothing received")
+	}
+	got, st := e.receive("G", "T", 1, time.Minute, arrival, nil)
+	if st.Code != rmqpb.Code_OK || len(got) != 1 || got[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("held receive: %v %v", got, st)
+	}
+	hs := e.srv.polls.Stats()
+	if hs.Parked != 1 || hs.Revived != 1 || hs.Woken != 0 || hs.Expired != 0 || hs.Held != 0 {
+		t.Fatalf("holder: %+v", hs)
+	}
+	if ri := e.srv.RuntimeInfo(); ri["grpcHeldRevived"] != "1" || ri["grpcHeldReceives"] != "0" {
+		t.Fatalf("runtime info: %v", ri)
+	}
+	if n := e.core.RuntimeInfo()["popRequests"]; n != "3" {
+		t.Fatalf("%s pop looks, want 3", n)
+	}
+}
+
+// A held receive whose call is cancelled is taken back from the holder at
+// once (not at its long polling's end).
+func TestReceiveCancelledWhileHeld(t *testing.T) {
+	e := newEnv(t, nil)
+	e.route("T")
+	ctx, cancel := context.WithCancel(e.ctx("consumer-1", time.Minute))
+	defer cancel()
+	req := &rmqpb.ReceiveMessageRequest{Group: res("G"), MessageQueue: &rmqpb.MessageQueue{Topic: res("T"), Id: -1},
+		FilterExpression: &rmqpb.FilterExpression{Type: rmqpb.FilterType_TAG, Expression: "*"}, BatchSize: 1,
+		InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(50 * time.Second)}
+	st, err := e.cli.ReceiveMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.Equal(t, "the receive held", 1, func() int { return e.srv.polls.Stats().Held })
+	cancel()
+	for {
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	wait.Equal(t, "the receive taken back", int64(1), func() int64 { return e.srv.polls.Stats().Cancelled })
+	if hs := e.srv.polls.Stats(); hs.Held != 0 || hs.Expired != 0 {
+		t.Fatalf("holder: %+v", hs)
 	}
 }
 
