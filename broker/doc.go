@@ -39,16 +39,20 @@
 //     and then calls the job's Release, which unpins them. The four offset
 //     headers always go (also for an error of the read itself). A pull that
 //     finds nothing new (PULL_NOT_FOUND) with the suspend flag is deferred
-//     and parked in the pull holder (package broker/longpoll;
+//     and parked in the long-poll holder (package broker/longpoll;
 //     host_longpoll.go is its host) until the core's OnArrival reports a
 //     message in its queue or its deadline (suspendTimeoutMillis, capped
 //     by LongPollMax) passes; the holder's goroutine then runs it again
 //     (core.PullAgain) and answers it, or parks it again at the offset the
 //     scan reached when the arrival brought nothing its filter accepts.
 //   - POP_MESSAGE (3442): core.Pop; a pop that finds nothing and has a
-//     pollTime is deferred and re-run (core.PopAgain) every 20 ms on a
-//     goroutine of its own (at most 4096 held) until it finds messages,
-//     its time passes or the broker shuts down. ACK_MESSAGE (3443) and
+//     pollTime is deferred and parked in the same holder, keyed by its
+//     topic, queue (or all) and group, until an arrival there, a revive of
+//     the group's messages (core.OnRevive), the time the next of them
+//     becomes visible again, its pollTime (capped by LongPollMax) or the
+//     broker's shutdown; the holder's goroutine then runs it again
+//     (core.PopAgain) and answers it (POLLING_FULL when the holder is
+//     full; a pull is answered SYSTEM_BUSY then). ACK_MESSAGE (3443) and
 //     CHANGE_MESSAGE_INVISIBLETIME (3445): the receipt handle is parsed
 //     here (protocol.ParseExtraInfo), the rest is core.Ack and
 //     core.ChangeInvisible.

@@ -62,16 +62,23 @@
 // # Goroutines and long polling
 //
 // grpc-go runs each call on a pool of stream workers (more when all are
-// busy). A receive or pull that finds nothing waits on its own call's
-// goroutine (longpoll.go) for its topic's arrivals, reported by the
-// core's OnArrival listener, or a re-check every RecheckInterval (for
-// messages whose invisible time passed), until its long-polling timeout
-// or its deadline less a reserve; at most MaxHeldReceives wait at once. A
-// telemetry stream has two goroutines (receive, send) while it is open;
-// a relayed one (forward.go) has the call's, one receiving from the
-// client and one ending it at Shutdown.
-// Shutdown ends the held calls and the streams, then stops the server; the
-// core is its owner's to shut down after.
+// busy). A receive or pull that finds nothing is parked in the server's
+// long-poll holder (package broker/longpoll, longpoll.go), fed by the
+// core's OnArrival and OnRevive listeners: a receive is woken by an
+// arrival in its topic, a revive of its group's messages, or the time the
+// next of them becomes visible again (no periodic look); a pull by an
+// arrival past its offset. The holder's one goroutine re-runs it
+// (core.PopAgain, PullAgain); the call's own goroutine waits (a grpc-go
+// handler must not return before its answer) until the holder lets it
+// answer, its long-polling timeout or deadline less a reserve passes, or
+// its client cancels it (Cancel takes it back). At most MaxHeldReceives
+// wait at once, at most MaxConcurrentStreams from one connection
+// (TOO_MANY_REQUESTS beyond). A telemetry stream has two goroutines
+// (receive, send) while it is open; a relayed one (forward.go) has the
+// call's, one receiving from the client and one ending it at Shutdown.
+// Shutdown stops the holder, which
+// answers the held calls (with nothing), ends the streams, then stops the
+// server; the core is its owner's to shut down after.
 //
 // # Transport and security
 //
@@ -91,7 +98,8 @@
 // The client table's mutex is taken before a client's; neither is held
 // while the core is called, except that forget calls core.ClientClosed
 // after releasing both. The forwarder's mutex is a leaf (held while the
-// connection to the master is swapped, never during a call). The waiters'
-// mutex is a leaf (the arrival listener
-// takes it on the store's dispatcher and only sends without blocking).
+// connection to the master is swapped, never during a call). The long-poll
+// holder's mutex is a leaf (its
+// listeners take it on the store's dispatcher and on an ack's goroutine,
+// and never block).
 package grpcfe

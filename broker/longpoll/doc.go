@@ -1,75 +1,111 @@
-// Package longpoll parks requests that found nothing new in a queue until a
-// message arrives there or their deadline passes: the broker's long-polling
-// pulls today, and anything else that waits the same way (POP, the gRPC
-// front end's receives).
+// Package longpoll is the broker's one long-poll service: it parks the
+// requests that found nothing — remoting pulls, remoting POPs, the gRPC
+// front end's ReceiveMessage and PullMessage — until something that may
+// give them messages happens or their deadline passes, and then hands each
+// back to its front end, which re-runs it in the core and only shapes the
+// answer. RocketMQ's broker does the same with PullRequestHoldService
+// (pulls by topic@queue, woken by arrivals) and PopLongPollingService (POPs
+// by topic@group@queue, woken by arrivals and by revives); its proxy holds
+// a gRPC receive for long_polling_timeout less a reserve for the answer.
 //
-// A Holder is generic over what it parks (T, a small value such as the
-// broker's pull state) and knows nothing of the wire, the store or the
-// broker. The host that owns the items gives it a Host: Run re-runs an item
-// that an arrival woke, Expire answers one whose deadline passed (or that
-// the holder drops because it stops), MaxOffset reads a queue's max offset.
-// The store's arrival callback feeds Arrived.
+// A Holder is generic over what it parks (T, a small value such as a
+// front end's responder and pooled result) and knows nothing of the wire,
+// the store or the broker. The front end that owns the items gives it a
+// Host: Run re-runs an item something woke, Expire answers one whose
+// deadline passed (or that the holder drops because it stops), MaxOffset
+// reads a queue's max offset. The core's arrival listener (OnArrival) feeds
+// Arrived, its POP revive listener (OnRevive) feeds Revived.
 //
-//	Park(pos, deadline, item) ──► queue list of (pos.Topic, pos.Queue) + deadline heap
-//	Arrived(topic, queue, max)  ──► moves the items waiting there below max to the ready list
-//	loop goroutine              ──► Host.Run for the ready, Host.Expire for the expired
+//	Park(wait, deadline, item)      ──► list of (topic, queue) or (topic, any queue) + heap by due time
+//	Arrived(topic, queue, max)      ──► wakes the pulls there below max, the POPs of the queue and of the topic
+//	Revived(group, topic, queue, at)──► wakes that group's POPs there (at passed) or moves their WakeAt to at
+//	loop goroutine                  ──► Host.Run for the woken and those whose WakeAt came, Host.Expire for the expired
+//
+// # What wakes what
+//
+//   - A pull (Wait.Group empty) waits in (Topic, Queue) past Offset: an
+//     arrival there that takes the queue's max offset past it.
+//   - A POP (Wait.Group set) waits in (Topic, Queue), or in the whole topic
+//     (AnyQueue): any arrival there; a revive of its group there (a changed
+//     invisible time, an ack that unblocks a FIFO message group or makes
+//     room in a full queue: package broker/pop's OnVisible); and its
+//     WakeAt, the moment the first of its group's invisible messages
+//     becomes visible again (the POP's result says when: pop.Result's
+//     NextVisible). POP's revive is lazy (a message is redelivered by the
+//     next pop after its invisible time), so that moment is a time, not an
+//     event: the heap orders a POP by the earlier of WakeAt and its
+//     deadline, and nothing looks periodically.
 //
 // # Guarantees
 //
 //   - Park never waits for the loop or for another item: it takes the
-//     holder's mutex for a map lookup and two appends, then calls
+//     holder's mutex for a map lookup and a few appends, then (pulls) calls
 //     Host.MaxOffset (a quick read). A parked request therefore never
-//     blocks the connection it came from.
-//   - Every parked item is handed back to the host exactly once in the end,
-//     by Expire, or by a Run that does not ask to wait again: when an arrival
-//     in its queue reaches past its offset (Run), when its deadline passes
-//     (Expire, within the loop's wake-up latency), or when Stop drains the
-//     holder (Expire, before Stop returns). After Stop, Park hands the item
-//     straight to Expire on the caller's goroutine.
+//     blocks the connection it came from. No goroutine is started per
+//     request.
+//   - Bounds: at most Options.MaxParked items are held at once and at most
+//     Options.MaxPerOwner of one Wait.Owner (a connection, a client); Park
+//     refuses more with ErrFull or ErrOwnerFull, without taking the item,
+//     and counts the refusal. An item counts from Park until the loop takes
+//     it to run or expire (again when Run asks it to wait).
+//   - Every parked item is handed back exactly once in the end: by
+//     Expire, by a Run that does not ask to wait again, or to the caller by
+//     a Cancel that reports true. Expire comes when its deadline passes
+//     (within the loop's wake-up latency) or when Stop drains the holder
+//     (before Stop returns). After Stop, Park hands the item straight to
+//     Expire on the caller's goroutine (ErrStopped): requests are answered
+//     on shutdown.
 //   - An item Run asks to wait again (it found nothing it wants: another
-//     consumer's tag, a race with the offset) is parked again at the offset
-//     Run returns, with its original deadline; when that deadline has passed
-//     or the holder is stopping, it goes to Expire instead.
-//   - An arrival wakes only the items of its own (topic, queue) whose offset
-//     is below the queue's new max offset.
-//   - No arrival is lost between a host's look at the queue and the park:
-//     the host looks (finds nothing), then Parks; an arrival reported in
-//     between finds the item in no list. So Park, once the item is linked,
-//     reads Host.MaxOffset and wakes the queue's items below it, as an
-//     arrival report would; the same after a Run that asked to wait past a
-//     later offset (an arrival reported while Run ran found the item in no
-//     list). This relies on the host's contract that a queue's growth is
-//     visible to MaxOffset no later than the Arrived call reporting it.
+//     consumer's tag, a race with the offset, another consumer of the group
+//     took the message) is parked again, with the offset or WakeAt Run set
+//     and its original deadline; when that deadline has passed or the
+//     holder is stopping, it goes to Expire instead. A POP woken at its
+//     WakeAt that names a time passed already loses it (no spin).
+//   - No event is lost between a host's look and the park. A pull: the host
+//     looks, finds nothing, then Parks; an arrival reported in between
+//     finds the item in no list, so Park, once the item is linked, reads
+//     Host.MaxOffset and wakes the queue's pulls below it (the same after a
+//     Run that asked to wait past a later offset). This relies on the
+//     host's contract that a queue's growth is visible to MaxOffset no
+//     later than the Arrived call reporting it. A POP: the host takes a
+//     Ticket (the count of events reported) before it looks; Park runs the
+//     POP at once when its topic had an arrival or revive after the ticket
+//     (the same after a Run, with the count taken when the loop took it).
+//     Revive listeners run after the change is visible to a pop.
 //
 // # Goroutines and lock order
 //
-// One goroutine (Start to Stop) runs every Host call for woken and expired
-// items, one item at a time, so the host needs no lock of its own for them
-// (except the Expire that Park makes on its caller's goroutine after Stop).
-// MaxOffset is also called on Park's caller's goroutine: it must be safe
-// for concurrent use.
-// Arrived runs on the caller's goroutine (the store's dispatcher) and only
-// moves items to the ready list and signals the loop through a one-slot
-// channel: it never waits for the loop and never calls the host.
+// One goroutine (Start to Stop) runs every Host call for woken, due and
+// expired items, one item at a time, so the host needs no lock of its own
+// for them (except the Expire that Park makes on its caller's goroutine
+// after Stop). MaxOffset is also called on Park's caller's goroutine: it
+// must be safe for concurrent use. Arrived and Revived run on the caller's
+// goroutine (the store's dispatcher; the goroutine of an Ack or a
+// ChangeInvisible) and only move items to the ready list or in the heap
+// and signal the loop through a one-slot channel: they never wait for the
+// loop and never call the host. Cancel (a gRPC call whose client went
+// away) takes back an item that is waiting; one being run or answered is
+// the loop's to finish.
 //
 // The holder's mutex is a leaf: nothing else is locked, and no Host method
 // is called, while it is held. Host methods may therefore call Park,
-// Arrived and Stats.
+// Arrived, Revived and Stats.
 //
 // # Ownership
 //
 // Park copies item into a pooled entry; the pointer a Host method receives
 // points into that entry and is valid only during the call (after it, the
 // entry is parked again or its item is zeroed and the entry reused).
-// pos.Topic is kept while the item is parked: it must not alias a buffer
-// the caller reuses. Entries are pooled (sync.Pool), so in steady state
-// Park, Arrived and the loop do not allocate. A topic's lists, once made,
-// stay (empty) when its items are gone: a few words per queue id of every
-// topic ever parked on.
+// Wait.Topic and Wait.Group are kept while the item is parked: they must
+// not alias a buffer the caller reuses. Entries are pooled (sync.Pool), so
+// in steady state Park, Arrived and the loop do not allocate. A topic's
+// lists, once made, stay (empty) when its items are gone: a few words per
+// queue id of every topic ever parked on or reported.
 //
 // # State and crashes
 //
 // Nothing is persisted: parked items live only in memory. A crash loses
 // them together with their connections; clients send their requests again
-// on new connections, and no message or offset depends on a parked item.
+// on new connections, and no message or offset depends on a parked item
+// (a POP's messages are handed out by the pop that answers it).
 package longpoll

@@ -73,5 +73,11 @@
 //
 // The only goroutine is the persister, between Start and Stop; Stop waits
 // for it. Held pops (long polling) are the caller's: it re-runs Pop with the
-// same Request.
+// same Request. Redelivery is lazy (the next pop after a message's
+// invisible time hands it out), so the manager tells a held pop when to
+// look: a pop that finds nothing sets Result.NextVisible, the earliest
+// visibleAt of the group's in-flight messages it passed over, and
+// OnVisible's listeners hear, after mu is released, of what makes messages
+// visible sooner than that (ChangeInvisible's new time; an Ack that
+// unblocks a FIFO message group or frees room in a queue at MaxInflight).
 package pop
