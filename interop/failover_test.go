@@ -226,6 +226,7 @@ type checker struct {
 
 	mu      sync.Mutex
 	acked   map[string]ack
+	lastAck time.Time // when the last SEND_OK came
 	failed  int
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -288,6 +289,7 @@ func (c *checker) start(n int, prefix string) {
 					failingSince = time.Time{}
 					c.mu.Lock()
 					c.acked[body] = ack{host: storeHost(res.OffsetMsgID), sent: sent, at: time.Now()}
+					c.lastAck = c.acked[body].at
 					c.mu.Unlock()
 					continue
 				}
