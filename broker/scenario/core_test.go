@@ -3,7 +3,6 @@ package scenario
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -185,8 +184,7 @@ func (d *coreDriver) watchChecks(t *testing.T, topic string) <-chan Check {
 
 // coreRefusal is an error of the core as a refusal.
 func coreRefusal(err error) error {
-	c := core.Code(err)
-	return &refusal{code: strconv.Itoa(int(c)), msg: core.Remark(err), noTopic: c == protocol.RespTopicNotExist}
+	return &refusal{reason: core.ReasonOf(err), msg: core.Remark(err), noTopic: core.Code(err) == protocol.RespTopicNotExist}
 }
 
 func (d *coreDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {

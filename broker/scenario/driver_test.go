@@ -1,10 +1,14 @@
 package scenario
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -332,15 +336,84 @@ func gotOf(rec []byte) (Got, error) {
 var errRefused = errors.New("refused")
 
 // refusal is a broker's refusal of a request, in the driver's protocol's
-// terms.
+// terms: the core's reason, the remoting response code, or the gRPC
+// status code (the one its driver sets).
 type refusal struct {
-	code string // the protocol's code
-	msg  string
+	reason   core.Reason // the core driver's
+	remoting int32       // the remoting driver's (not 0)
+	grpc     string      // the gRPC driver's status code (rmqpb.Code's name)
+	msg      string
 	// noTopic: the request named a topic that does not exist.
 	noTopic bool
 }
 
-func (r *refusal) Error() string { return "refused: " + r.code + ": " + r.msg }
+func (r *refusal) Error() string {
+	switch {
+	case r.grpc != "":
+		return "refused: " + r.grpc + ": " + r.msg
+	case r.remoting != 0:
+		return "refused: code " + strconv.Itoa(int(r.remoting)) + ": " + r.msg
+	}
+	return "refused: " + r.reason.String() + ": " + r.msg
+}
+
+// is reports whether the refusal is the answer of its protocol to a
+// refusal for reason want: the reason itself (core), its remoting code
+// (remoting), its gRPC status code (gRPC; both codes from errors.json, the
+// core's table of reasons).
+func (r *refusal) is(t *testing.T, want core.Reason) bool {
+	t.Helper()
+	switch {
+	case r.grpc != "":
+		return r.grpc == grpcCodeOf(t, want)
+	case r.remoting != 0:
+		return r.remoting == want.Code()
+	}
+	return r.reason == want
+}
+
+// refusedFor reports whether err is a refusal for reason want, in its
+// driver's protocol.
+func refusedFor(t *testing.T, err error, want core.Reason) bool {
+	t.Helper()
+	var r *refusal
+	return errors.As(err, &r) && r.is(t, want)
+}
+
+// reasonTable is errors.json (broker/core's table of reasons): each
+// reason's gRPC status code, by the reason's name.
+var reasonTable = sync.OnceValues(func() (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join("..", "core", "errors.json"))
+	if err != nil {
+		return nil, err
+	}
+	var rows []struct {
+		Constant string `json:"constant"`
+		GRPC     string `json:"grpc"`
+	}
+	if err := json.Unmarshal(b, &rows); err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(rows))
+	for _, r := range rows {
+		m[strings.TrimPrefix(r.Constant, "Reason")] = r.GRPC
+	}
+	return m, nil
+})
+
+// grpcCodeOf is the gRPC status code errors.json gives a reason.
+func grpcCodeOf(t *testing.T, r core.Reason) string {
+	t.Helper()
+	m, err := reasonTable()
+	if err != nil {
+		t.Fatalf("broker/core/errors.json: %v", err)
+	}
+	c, ok := m[r.String()]
+	if !ok {
+		t.Fatalf("reason %v is not in broker/core/errors.json", r)
+	}
+	return c
+}
 func (r *refusal) Unwrap() error { return errRefused }
 
 // topicMissing reports whether err is a refusal because the topic does not

@@ -137,7 +137,7 @@ func (d *grpcDriver) sendMessage(t *testing.T, m *rmqpb.Message) (*rmqpb.SendRes
 
 // statusError is a non-OK status as a refusal.
 func statusError(s *rmqpb.Status) error {
-	return &refusal{code: s.GetCode().String(), msg: s.GetMessage(), noTopic: s.GetCode() == rmqpb.Code_TOPIC_NOT_FOUND}
+	return &refusal{grpc: s.GetCode().String(), msg: s.GetMessage(), noTopic: s.GetCode() == rmqpb.Code_TOPIC_NOT_FOUND}
 }
 
 func (d *grpcDriver) send(t *testing.T, m Msg) (Sent, error) {

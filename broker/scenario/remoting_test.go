@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -286,7 +285,7 @@ func records(t *testing.T, body []byte) []Got {
 
 // remotingRefusal is an answer's code and remark as a refusal.
 func remotingRefusal(resp *protocol.Command) error {
-	return &refusal{code: strconv.Itoa(int(resp.Code)), msg: string(resp.Remark), noTopic: resp.Code == protocol.RespTopicNotExist}
+	return &refusal{remoting: resp.Code, msg: string(resp.Remark), noTopic: resp.Code == protocol.RespTopicNotExist}
 }
 
 func (d *remotingDriver) pull(t *testing.T, group, topic string, q int32, offset int64, f Filter) (Pulled, error) {

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
@@ -83,6 +83,10 @@ var scenarios = []scenario{
 	//   - a blank key (" "): ILLEGAL_MESSAGE_KEY;
 	//   - an empty body: MESSAGE_BODY_EMPTY;
 	//   - a message group longer than 64 characters: ILLEGAL_MESSAGE_GROUP.
+	// And for a reason of its own: a pop of a group whose name is illegal
+	// ("r f") is ILLEGAL_CONSUMER_GROUP (the front end's check, reason
+	// GroupIllegal) where the core answers SubscriptionGroupNotExist (26,
+	// which would be CONSUMER_GROUP_NOT_FOUND).
 }
 
 // ---- helpers ----
@@ -667,22 +671,28 @@ func messageType(t *testing.T, d driver) {
 	}
 }
 
-// refusals: requests every front end refuses, for the same reason (the
-// core's rules): illegal or system topics, a retry topic of an unknown
-// group, pops out of bounds, unknown topics, filters that do not parse.
+// refusals: requests every front end refuses for the same reason (a row
+// of broker/core's errors.json: the core's reason, answered with the
+// reason's remoting code and gRPC status code): illegal and system
+// topics, a retry topic of an unknown group, pops out of bounds, unknown
+// topics, filters that do not parse, a subscription newer than the one
+// registered.
 func refusals(t *testing.T, d driver) {
 	d.createTopic(t, "RF", 1, "")
 	mustSend(t, d, Msg{Topic: "RF", Body: "x", Tag: "a"})
-	for _, m := range []Msg{
-		{Topic: "has space", Body: "x"},
-		{Topic: "with.dot", Body: "x"},
-		{Topic: strings.Repeat("t", 128), Body: "x"},
-		{Topic: "RMQ_SYS_TRANS_HALF_TOPIC", Body: "x"},
-		{Topic: "SCHEDULE_TOPIC_XXXX", Body: "x"},
-		{Topic: "%RETRY%no-such-group", Body: "x"},
+	for _, c := range []struct {
+		topic string
+		want  core.Reason
+	}{
+		{"has space", core.ReasonTopicIllegal},
+		{"with.dot", core.ReasonTopicIllegal},
+		{strings.Repeat("t", 128), core.ReasonTopicIllegal},
+		{"RMQ_SYS_TRANS_HALF_TOPIC", core.ReasonTopicSendForbidden},
+		{"SCHEDULE_TOPIC_XXXX", core.ReasonTopicSendForbidden},
+		{"%RETRY%no-such-group", core.ReasonSubscriptionGroupNotExist},
 	} {
-		if _, err := d.send(t, m); !errors.Is(err, errRefused) {
-			t.Errorf("a send to %.20q: %v, want a refusal", m.Topic, err)
+		if _, err := d.send(t, Msg{Topic: c.topic, Body: "x"}); !refusedFor(t, err, c.want) {
+			t.Errorf("a send to %.20q: %v, want a refusal for %v", c.topic, err, c.want)
 		}
 	}
 	for _, c := range []struct {
@@ -690,24 +700,24 @@ func refusals(t *testing.T, d driver) {
 		max                int32
 		invisible          time.Duration
 		f                  Filter
+		want               core.Reason
 	}{
-		{"no message", "rf", "RF", 0, held, Filter{}},
-		{"33 messages", "rf", "RF", 33, held, Filter{}},
-		{"no invisible time", "rf", "RF", 1, 0, Filter{}},
-		{"31 days invisible", "rf", "RF", 1, 31 * 24 * time.Hour, Filter{}},
-		{"an illegal group", "r f", "RF", 1, held, Filter{}},
-		{"an unknown topic", "rf", "NO-SUCH-TOPIC", 1, held, Filter{}},
-		{"bad SQL92", "rf", "RF", 1, held, sqlFilter("a = = 1")},
-		{"tag separators only", "rf", "RF", 1, held, tagFilter("||")},
+		{"no message", "rf", "RF", 0, held, Filter{}, core.ReasonInvalidParameter},
+		{"33 messages", "rf", "RF", 33, held, Filter{}, core.ReasonInvalidParameter},
+		{"no invisible time", "rf", "RF", 1, 0, Filter{}, core.ReasonInvisibleTimeIllegal},
+		{"31 days invisible", "rf", "RF", 1, 31 * 24 * time.Hour, Filter{}, core.ReasonInvisibleTimeIllegal},
+		{"an unknown topic", "rf", "NO-SUCH-TOPIC", 1, held, Filter{}, core.ReasonTopicNotExist},
+		{"bad SQL92", "rf", "RF", 1, held, sqlFilter("a = = 1"), core.ReasonSubscriptionParseFailed},
+		{"tag separators only", "rf", "RF", 1, held, tagFilter("||"), core.ReasonSubscriptionParseFailed},
 	} {
-		if got, err := d.pop(t, c.group, c.topic, c.max, c.invisible, c.f); !errors.Is(err, errRefused) {
-			t.Errorf("a pop of %s: %v, %v; want a refusal", c.name, bodies(got), err)
+		if got, err := d.pop(t, c.group, c.topic, c.max, c.invisible, c.f); !refusedFor(t, err, c.want) {
+			t.Errorf("a pop of %s: %v, %v; want a refusal for %v", c.name, bodies(got), err, c.want)
 		}
 	}
-	if _, err := d.pull(t, "rf", "NO-SUCH-TOPIC", 0, 0, Filter{}); !topicMissing(err) {
+	if _, err := d.pull(t, "rf", "NO-SUCH-TOPIC", 0, 0, Filter{}); !refusedFor(t, err, core.ReasonTopicNotExist) {
 		t.Errorf("a pull of an unknown topic: %v", err)
 	}
-	if _, err := d.pull(t, "rf", "RF", 0, 0, sqlFilter("a = = 1")); !errors.Is(err, errRefused) {
+	if _, err := d.pull(t, "rf", "RF", 0, 0, sqlFilter("a = = 1")); !refusedFor(t, err, core.ReasonSubscriptionParseFailed) {
 		t.Errorf("a pull with bad SQL92: %v", err)
 	}
 	// Nothing refused was stored or handed out.
@@ -849,7 +859,7 @@ func registeredSubscription(t *testing.T, d driver) {
 		t.Errorf("by the SQL92 subscription: %v", bodies(got))
 	}
 	// A pull newer than the registered subscription is refused.
-	if _, err := d.pull(t, "rs-group", "RS", 0, 0, registeredFilter(v+1000)); !errors.Is(err, errRefused) {
+	if _, err := d.pull(t, "rs-group", "RS", 0, 0, registeredFilter(v+1000)); !refusedFor(t, err, core.ReasonSubscriptionNotLatest) {
 		t.Errorf("a pull of a subscription version not registered: %v", err)
 	}
 }
