@@ -145,10 +145,11 @@ const (
 // driver is what a scenario needs of a broker. Every method fails the test
 // on an error it does not return (a transport error, a refusal of a request
 // the scenario expects to succeed).
+//
+// Each driver also has a method lacks(op) string, which says why its
+// protocol has no such operation ("" when it has it); it reads no field, so
+// the table asks it before the driver starts.
 type driver interface {
-	// lacks returns why the driver's protocol has no such operation, or ""
-	// when it has it.
-	lacks(o op) string
 	// createTopic creates a topic with queues read and write queues and,
 	// when typ is not "", the message.type attribute (NORMAL, FIFO, DELAY,
 	// TRANSACTION).

@@ -12,14 +12,16 @@ import (
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
-// drivers are the three ways to the messaging core.
+// drivers are the three ways to the messaging core: how to start one, and
+// what its protocol lacks (asked before it starts).
 var drivers = []struct {
-	name string
-	new  func(t *testing.T) driver
+	name  string
+	new   func(t *testing.T) driver
+	lacks func(op) string
 }{
-	{"core", newCoreDriver},
-	{"remoting", newRemotingDriver},
-	{"grpc", newGRPCDriver},
+	{"core", newCoreDriver, (*coreDriver)(nil).lacks},
+	{"remoting", newRemotingDriver, (*remotingDriver)(nil).lacks},
+	{"grpc", newGRPCDriver, (*grpcDriver)(nil).lacks},
 }
 
 // scenario is one row of the table: what it needs beyond the common
@@ -36,13 +38,12 @@ func TestScenarios(t *testing.T) {
 		t.Run(dr.name, func(t *testing.T) {
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
-					d := dr.new(t)
 					for _, o := range sc.needs {
-						if why := d.lacks(o); why != "" {
+						if why := dr.lacks(o); why != "" {
 							t.Skipf("the %s driver has no %s: %s", dr.name, o, why)
 						}
 					}
-					sc.run(t, d)
+					sc.run(t, dr.new(t))
 				})
 			}
 		})
