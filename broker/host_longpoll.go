@@ -48,6 +48,10 @@ func newHolder(b *Broker) *longpoll.Holder[heldReq] {
 // next of its group's messages becomes visible.
 func (h *pollHost) Run(p *heldReq, w *longpoll.Wait) bool {
 	if p.pop != nil {
+		if gone(p) {
+			p.resp.Cancel() // nothing to answer, and nothing popped for nobody
+			return false
+		}
 		err := h.b.core.PopAgain(p.pop)
 		if err == nil && len(p.pop.Msgs) == 0 {
 			w.WakeAt = p.pop.NextVisibleTime()
@@ -72,11 +76,28 @@ func (h *pollHost) Run(p *heldReq, w *longpoll.Wait) bool {
 // broker's shutdown drops) once more and answers it with whatever it finds.
 func (h *pollHost) Expire(p *heldReq, w *longpoll.Wait) {
 	if p.pop != nil {
+		if gone(p) {
+			p.resp.Cancel()
+			return
+		}
 		_ = h.b.core.PopAgain(p.pop) // as in Run
 		h.answerPop(p)
 		return
 	}
 	h.answerPull(p, h.b.core.PullAgain(&p.pull.res, w.Offset))
+}
+
+// gone reports whether a held pop's connection is closed: it is not run
+// again, so that no message is handed out (and made invisible to the rest
+// of its group) in an answer nobody reads. RocketMQ's broker skips such a
+// channel likewise when it wakes a pop.
+func gone(p *heldReq) bool {
+	select {
+	case <-p.resp.Conn().Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // MaxOffset is the core's: a queue's max is updated before the core's

@@ -534,6 +534,30 @@ func TestPopHeldWokenByRevive(t *testing.T) {
 	}
 }
 
+// A held pop whose connection closed is not run again: the message that
+// wakes it goes to a live consumer at once instead of becoming invisible
+// in an answer nobody reads.
+func TestPopHeldOnClosedConnectionTakesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	gone := h.dial(nil)
+	popTopic(t, h, gone, "T", 1, nil, nil)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
+		defer cancel()
+		_, _ = gone.Invoke(ctx, popCmd(popArgs{group: "G", topic: "T", queue: -1, max: 1, invisible: time.Hour, poll: 20 * time.Second}))
+	}()
+	wait.Equal(t, "the pop held", 1, func() int { return h.b.holds.Stats().Pops.Held })
+	gone.Close()
+	wait.Until(t, "the broker saw the connection close", func() bool { return h.b.RuntimeInfo()["remotingConnections"] == "0" })
+	cl := h.dial(nil)
+	mustSend(t, cl, sendRequest("T", 0, []byte("m"), ""))
+	wait.Equal(t, "the held pop woken", 0, func() int { return h.b.holds.Stats().Pops.Held })
+	ps := doPop(t, cl, popArgs{group: "G", topic: "T", queue: -1, max: 1, invisible: time.Minute})
+	if len(ps) != 1 || string(ps[0].v.Body()) != "m" {
+		t.Fatalf("live consumer got %v", bodies(ps))
+	}
+}
+
 func TestPopBadRequests(t *testing.T) {
 	h := newHarness(t, nil)
 	cl := h.dial(nil)
