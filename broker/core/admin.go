@@ -352,8 +352,10 @@ func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
 		}
 		c.offsets.mu.Unlock()
 	}
-	if changed > 0 {
-		if _, created := c.groups.ensure([]byte(dst)); created {
+	if changed > 0 && !c.slave { // a slave creates no group: its tables follow its master's
+		if _, created, err := c.setGroup(protocol.DefaultSubscriptionGroupConfig(dst), true); err != nil {
+			return err
+		} else if created {
 			c.groupsChanged(false)
 		}
 	}

@@ -1,27 +1,35 @@
 package core
 
 import (
-	"strings"
-
 	"github.com/apogeemq/apogee/protocol"
 )
 
-// AdoptStoredTopics adds to the topic table every topic the store holds
-// consume queues of but the table lacks, and returns their names. A topic
-// created on demand (a send's auto-creation, a group's %RETRY% or %DLQ%
-// topic) reaches topics.json through the background writer, so a crash
-// right after its first acknowledged message can leave it out of the file;
-// without this, the topic's acknowledged messages would answer
-// TOPIC_NOT_EXIST after the restart. New calls it at every start; a broker
-// promoted to master calls it for topics its slave table had not followed
-// yet. Each topic gets read and write permission and as many queues as its
-// consume queues show were used, at least the auto-create default for a
-// user topic (a group's topics have one queue). System topics are left
-// alone: New puts them in the table itself.
+// AdoptStoredTopics first applies the configuration records of the log
+// this broker has not applied yet (configlog.go: a broker promoted to
+// master has then every topic and group with the configuration its old
+// master stored messages under), then adds to the topic table every topic
+// the store holds consume queues of but the table lacks, and returns their
+// names. The second part is for logs without records of a topic: written
+// by a broker older than the records, or a topic whose record retention
+// removed while topics.json missed it. Without it, the topic's
+// acknowledged messages would answer TOPIC_NOT_EXIST after a restart or a
+// failover. New calls it at every start; a broker promoted to master calls
+// it once its store dispatched the replica's log.
+//
+// An adopted topic gets read and write permission and as many queues as
+// its consume queues show were used (the highest queue id plus one), never
+// a default: the queue count of a topic's messages is the store's to tell.
+// A topic the table has keeps its configuration; a topic a record deleted
+// (whose consume queues a slave keeps) is not adopted; system topics are
+// left alone (New puts them in the table itself). On a master an adopted
+// topic is recorded in the log like any other change, so that its slaves
+// have it too; a slave only adds it to its own table.
 func (c *Core) AdoptStoredTopics() []string {
+	c.catchUpConfig()
+	c.cfg.mu.Lock()
 	used := map[string]int32{}
 	c.store.Queues(func(topic string, q int32, _, _ int64) bool {
-		if topic != "" && !isSystemTopic(topic) && c.topics.lookup(topic) == nil {
+		if topic != "" && !isSystemTopic(topic) && c.topics.lookup(topic) == nil && c.deletedAt(topicKey(topic)) < 0 {
 			used[topic] = max(used[topic], q+1)
 		}
 		return true
@@ -33,26 +41,35 @@ func (c *Core) AdoptStoredTopics() []string {
 				"topic", topic, "why", remark)
 			continue
 		}
-		if !strings.HasPrefix(topic, retryTopicPrefix) && !strings.HasPrefix(topic, dlqTopicPrefix) {
-			queues = max(queues, int32(c.opts.DefaultTopicQueues))
-		}
-		if _, created := c.topics.createIfAbsent(newTopicConfig(topic, queues, protocol.PermRead|protocol.PermWrite)); created {
-			c.opts.Logger.Warn("broker: topic the store holds messages of but the topic table lacked, adopted "+
-				"(on a master: created just before a crash, before topics.json was written; on a slave: not yet followed from the master)",
-				"topic", topic, "queues", queues)
-			adopted = append(adopted, topic)
-			if c.topicWriter != nil { // running (not in New, which persists and registers the table itself)
-				c.topicChanged(topic, false)
+		cfg := newTopicConfig(topic, queues, protocol.PermRead|protocol.PermWrite)
+		var created bool
+		if c.slave {
+			_, created = c.topics.createIfAbsent(cfg)
+		} else {
+			var err error
+			if _, created, err = c.setTopicLocked(cfg, true); err != nil {
+				c.opts.Logger.Error("broker: adopting a topic the store holds messages of failed: its configuration record could not be stored",
+					"topic", topic, "err", err)
+				continue
 			}
 		}
+		if created {
+			c.opts.Logger.Warn("broker: topic the store holds messages of but the topic table lacked, adopted "+
+				"(its log has no configuration record of it: written by an older broker, or removed by retention)",
+				"topic", topic, "queues", queues)
+			adopted = append(adopted, topic)
+		}
+	}
+	c.cfgUnlock()
+	for _, topic := range adopted {
+		c.noteTopic(topic)
 	}
 	return adopted
 }
 
 // adoptOnSlave is a slave's answer to a pull of a topic its table lacks but
-// its store holds messages of in the queue asked for: the topic was created
-// on the master after the slave last followed its tables (every
-// SlaveSyncInterval), and the master may be gone before the next round.
+// its store holds messages of in the queue asked for: the topic's record
+// has not been applied yet, or the log has none (see AdoptStoredTopics).
 // Without it the consumers that move to the slave when their master stops
 // would be refused the replicated messages. Only a queue with messages
 // leads to the scan, so a pull of an unknown topic costs one map lookup.

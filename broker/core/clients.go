@@ -567,8 +567,9 @@ func (m *clientManager) groupInfo(group string) (ConsumerGroupInfo, bool) {
 
 // Heartbeat registers a client's groups and subscriptions (HEART_BEAT, 34):
 // the heartbeat is the connection's complete declaration, so a group it no
-// longer lists is left. It creates the consumer groups it names (valid
-// names only) and their %RETRY% topics, notifies the members of every group
+// longer lists is left. On a master it creates the consumer groups it
+// names (valid names only) and their %RETRY% topics (a slave creates
+// nothing: its tables follow its master's), notifies the members of every group
 // whose members or subscriptions changed, and tells the transaction checker
 // of producer groups the connection joined. conn may be nil (a caller with
 // no connection: nothing is pushed to it).
@@ -577,12 +578,14 @@ func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language s
 		return newError(ReasonClientIDRequired, "the heartbeat carries no clientID")
 	}
 	groupsCreated := false
-	var topicsCreated []string
 	var src netip.Addr
 	if conn != nil {
 		src = sourceAddr(conn.RemoteAddr())
 	}
 	for i := range hb.ConsumerDataSet {
+		if c.slave {
+			break // a slave creates nothing: its tables follow its master's (configlog.go)
+		}
 		name := hb.ConsumerDataSet[i].GroupName
 		if !validGroupName([]byte(name)) {
 			c.opts.Logger.Warn("broker: heartbeat names an illegal consumer group; not creating it", "group", name)
@@ -593,23 +596,23 @@ func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language s
 				continue // logged by allow (rate-limited); the group's pulls are refused too
 			}
 		}
-		if _, created := c.groups.ensure([]byte(name)); created {
-			groupsCreated = true
+		_, created, err := c.setGroup(protocol.DefaultSubscriptionGroupConfig(name), true)
+		if err != nil {
+			c.opts.Logger.Warn("broker: creating a heartbeat's consumer group failed", "group", name, "err", err)
+			continue
 		}
+		groupsCreated = groupsCreated || created
 		retry := retryTopicPrefix + name
 		if _, ok := checkTopicName([]byte(retry)); !ok {
 			c.opts.Logger.Warn("broker: consumer group name cannot make a retry topic", "group", name)
 			continue
 		}
-		if _, created := c.topics.createIfAbsent(newTopicConfig(retry, 1, protocol.PermRead|protocol.PermWrite)); created {
-			topicsCreated = append(topicsCreated, retry)
+		if _, _, err := c.setTopic(newTopicConfig(retry, 1, protocol.PermRead|protocol.PermWrite), true); err != nil {
+			c.opts.Logger.Warn("broker: creating a consumer group's retry topic failed", "topic", retry, "err", err)
 		}
 	}
 	if groupsCreated {
 		c.groupsChanged(false)
-	}
-	for _, t := range topicsCreated {
-		c.topicChanged(t, false)
 	}
 	changed, joined := c.clients.heartbeat(conn, hb, language, version, time.Now())
 	c.notify(changed)

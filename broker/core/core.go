@@ -66,6 +66,8 @@ type Core struct {
 
 	// Background writers of topics.json and subscriptionGroup.json.
 	topicWriter, groupWriter *stateWriter
+	// cfg: the configuration records of the log (configlog.go).
+	cfg configLog
 
 	// Back-pressure (send path).
 	inflight     atomic.Int64 // message bytes of sends being stored or awaiting their flush
@@ -177,6 +179,8 @@ func New(opts Options) (*Core, error) {
 			c.timers.Arrived()
 		case txn.HalfTopic, txn.OpHalfTopic:
 			c.tx.Arrived()
+		case configTopic:
+			c.configArrived()
 		default:
 			if fns := c.arrivals.Load(); fns != nil {
 				for _, fn := range *fns {
@@ -207,12 +211,14 @@ func New(opts Options) (*Core, error) {
 	}
 	c.store = st
 	c.waitDurable = st.DurableWaits()
+	c.cfg.ready.Store(true)
 	opened := time.Now()
 	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
 		"recovery", fmt.Sprintf("%+v", rep))
 
 	c.ensureAutoCreateKey()
 	c.ensureSystemTopics()
+	c.catchUpConfig() // every configuration record of the log: they win over the files (configlog.go)
 	c.AdoptStoredTopics()
 	// Written now when the table changed at start (system topics, TBW102)
 	// or was read from its previous version.
@@ -226,6 +232,7 @@ func New(opts Options) (*Core, error) {
 		c.stats.persistErrors.Add(1)
 		o.Logger.Error("broker: persist subscription groups failed", "err", err)
 	})
+	c.cfg.live.Store(true)
 	c.startup.load, c.startup.store, c.startup.tables = loaded.Sub(began), opened.Sub(loaded), time.Since(opened)
 	o.Logger.Info("broker: state loaded", "topics", c.topics.count(), "loadConfig", c.startup.load.Round(time.Millisecond),
 		"openStore", c.startup.store.Round(time.Millisecond), "tables", c.startup.tables.Round(time.Millisecond))

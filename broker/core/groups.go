@@ -29,6 +29,10 @@ type groupManager struct {
 
 	mu      sync.RWMutex
 	m       map[string]*protocol.SubscriptionGroupConfig // values immutable once published
+	// logOffs are the commit-log offsets of the configuration records that
+	// set groups of m (configlog.go); a group no record of this log set is
+	// absent. Changed under the core's cfg.mu (and mu) only.
+	logOffs map[string]int64
 	version protocol.DataVersion
 	changes uint64 // bumped by every change of m
 
@@ -84,23 +88,6 @@ func (g *groupManager) bump() {
 	g.changes++
 }
 
-// ensure returns the group's configuration, creating it with RocketMQ's
-// defaults; created reports whether it was.
-func (g *groupManager) ensure(name []byte) (cfg *protocol.SubscriptionGroupConfig, created bool) {
-	if c := g.get(name); c != nil {
-		return c, false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if c := g.m[string(name)]; c != nil {
-		return c, false
-	}
-	def := protocol.DefaultSubscriptionGroupConfig(string(name))
-	g.m[def.GroupName] = &def
-	g.bump()
-	return &def, true
-}
-
 // encode returns the table as JSON. It is O(groups).
 func (g *groupManager) encode() ([]byte, error) {
 	w := g.wrapper()
@@ -154,13 +141,50 @@ func (g *groupManager) persist(force bool) error {
 	return nil
 }
 
-// put creates or replaces a group's configuration.
+// put creates or replaces a group's configuration (set by no record).
 func (g *groupManager) put(cfg protocol.SubscriptionGroupConfig) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := cfg
 	g.m[c.GroupName] = &c
+	delete(g.logOffs, c.GroupName)
 	g.bump()
+}
+
+// putAt creates or replaces a group's configuration as the configuration
+// record at off sets it and reports whether the configuration changed.
+func (g *groupManager) putAt(cfg protocol.SubscriptionGroupConfig, off int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.logOffs == nil {
+		g.logOffs = make(map[string]int64)
+	}
+	g.logOffs[cfg.GroupName] = off
+	if old := g.m[cfg.GroupName]; old != nil && sameGroupConfig(old, &cfg) {
+		return false
+	}
+	c := cfg
+	g.m[c.GroupName] = &c
+	g.bump()
+	return true
+}
+
+// logOff returns the offset of the record that set a group, -1 when none
+// did (or the group is absent).
+func (g *groupManager) logOff(name string) int64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if off, ok := g.logOffs[name]; ok {
+		return off
+	}
+	return -1
+}
+
+// disown marks every group as set by no record (configlog.go).
+func (g *groupManager) disown() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.logOffs)
 }
 
 // remove deletes a group's configuration and reports whether it existed.
@@ -171,6 +195,7 @@ func (g *groupManager) remove(name string) bool {
 		return false
 	}
 	delete(g.m, name)
+	delete(g.logOffs, name)
 	g.bump()
 	return true
 }
@@ -264,7 +289,9 @@ func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) err
 			return wrapError(ReasonInvalidParameter, err.Error(), err)
 		}
 	}
-	c.groups.put(cfg)
+	if _, _, err := c.setGroup(cfg, false); err != nil {
+		return err
+	}
 	if err := c.groupsChanged(true); err != nil {
 		return wrapError(ReasonPersistFailed, "the group is updated but could not be persisted: "+err.Error(), err)
 	}
@@ -292,7 +319,11 @@ func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
 	if c.slave {
 		return errSlaveAdmin
 	}
-	if c.groups.remove(name) {
+	removed, err := c.deleteGroupConfig(name)
+	if err != nil {
+		return err
+	}
+	if removed {
 		if err := c.groupsChanged(true); err != nil {
 			return wrapError(ReasonSystemError, err.Error(), err)
 		}
@@ -310,7 +341,7 @@ func (c *Core) SubscriptionGroupTable() protocol.SubscriptionGroupWrapper { retu
 
 // groupForConsumer returns a consuming group's configuration, creating it
 // with RocketMQ's defaults on first use (a pull or pop of a group no
-// heartbeat registered); SUBSCRIPTION_GROUP_NOT_EXIST for an unknown group
+// heartbeat registered; a slave answers the defaults without creating it); SUBSCRIPTION_GROUP_NOT_EXIST for an unknown group
 // whose name is not one RocketMQ allows, NO_PERMISSION for a group whose
 // consumption is disabled.
 func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.SubscriptionGroupConfig, error) {
@@ -320,11 +351,21 @@ func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.Subscrip
 			return nil, newError(ReasonSubscriptionGroupNotExist,
 				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
 		}
+		if c.slave {
+			// A slave creates nothing (its tables follow its master's):
+			// it serves a group it does not know yet with the defaults.
+			def := protocol.DefaultSubscriptionGroupConfig(string(name))
+			return &def, nil
+		}
 		if err := c.autoCreate.allow("group", c.groups.count(), src, c.opts.Logger); err != nil {
 			return nil, newError(ReasonSubscriptionGroupNotExist, "subscription group ["+string(name)+"] does not exist, "+err.Error())
 		}
 		var created bool
-		if g, created = c.groups.ensure(name); created {
+		var err error
+		if g, created, err = c.setGroup(protocol.DefaultSubscriptionGroupConfig(string(name)), true); err != nil {
+			return nil, err
+		}
+		if created {
 			c.groupsChanged(false)
 		}
 	}

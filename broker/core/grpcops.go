@@ -15,9 +15,12 @@ import (
 // topic is created as a send to it would create it (from TBW102, unless
 // auto-creation is off) when create is true: RocketMQ 5's clients ask for
 // the route of every topic they will send to before the first send, and a
-// topic created by its first send is what remoting clients get. Refusals:
-// an illegal name (SYSTEM_ERROR), a system topic (NO_PERMISSION), an
-// unknown topic that may not be created (TOPIC_NOT_EXIST).
+// topic created by its first send is what remoting clients get. A slave
+// never creates one: it answers the topics its table has (following its
+// master's through the log) and TOPIC_NOT_EXIST, wrapping ErrSlaveCreate,
+// for the others. Refusals: an illegal name (SYSTEM_ERROR), a system topic
+// (NO_PERMISSION), an unknown topic that may not be created
+// (TOPIC_NOT_EXIST).
 func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error) {
 	if t := c.topics.lookup(name); t != nil {
 		return t.cfg, nil
@@ -30,6 +33,9 @@ func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error
 	}
 	if isNotAllowedSendTopic([]byte(name)) {
 		return protocol.TopicConfig{}, newError(ReasonTopicSendForbidden, "Sending message to topic["+name+"] is forbidden.")
+	}
+	if c.slave {
+		return protocol.TopicConfig{}, errSlaveCreateTopic(name)
 	}
 	t, err := c.autoCreateTopic(&SendRequest{Topic: []byte(name)})
 	if err != nil {

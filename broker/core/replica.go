@@ -29,10 +29,17 @@ import (
 //     (POP's state is the master's). It runs none of the features' goroutines
 //     (delay scanners, timer wheel, transaction checker, POP's persister):
 //     they write, and the master runs them. It serves pulls, queries and
-//     offsets. Its topic, group, consumer-offset and delay-offset tables
-//     follow the master's (SyncTopics, SyncSubscriptionGroups,
-//     SyncConsumerOffsets, SyncDelayOffsets: the front end fetches them every
-//     10 s, as RocketMQ's SlaveSynchronize does).
+//     offsets. It never creates a topic or a group (a route query of an
+//     unknown topic is TOPIC_NOT_EXIST, a heartbeat creates neither its
+//     groups nor their retry topics, an unknown group's pull is served with
+//     the defaults: ErrSlaveCreate). Its topic and group tables follow the
+//     master's through the configuration records of the log, applied as
+//     they are dispatched (configlog.go); its consumer-offset and
+//     delay-offset tables, and its topic and group tables as a catch-all,
+//     follow the master's periodically (SyncTopics,
+//     SyncSubscriptionGroups, SyncConsumerOffsets, SyncDelayOffsets: the
+//     front end fetches them every SlaveSyncInterval, as RocketMQ's
+//     SlaveSynchronize does).
 //   - Offsets a client commits on a slave (UPDATE_CONSUMER_OFFSET while its
 //     master is away: RocketMQ's Java client does that) are kept as
 //     pending: SyncConsumerOffsets keeps those the master has not reached
@@ -112,6 +119,14 @@ var (
 	errSlavePop = newError(ReasonSlavePop, "service not available now: this broker is a slave; POP is served by the master")
 )
 
+// errSlaveCreateTopic is a slave's answer where a master would create a
+// topic (a route query of an unknown topic, a group's retry or dead-letter
+// topic): TOPIC_NOT_EXIST, wrapping ErrSlaveCreate.
+func errSlaveCreateTopic(name string) *Error {
+	return &Error{Code: protocol.RespTopicNotExist, Err: ErrSlaveCreate,
+		Remark: "topic[" + name + "] not exist on this slave broker; a slave never creates topics, its master does"}
+}
+
 // suggestBroker sets res.SuggestBrokerID (and, on a slave, redirects to the
 // master) once read filled res from offset; see "Reads from slaves" at the
 // top of this file.
@@ -164,16 +179,20 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 	}
 }
 
-// SyncTopics makes the topic table the master's (RocketMQ's
-// SlaveSynchronize.syncTopicConfig): topics it lacks are created or
-// changed, topics it does not have are deleted; topics.json is written
-// soon after. It returns how many topics changed. On a master it does
-// nothing.
+// SyncTopics makes the topic table follow the master's (RocketMQ's
+// SlaveSynchronize.syncTopicConfig), as the catch-all behind the
+// configuration records of the log (configlog.go), which win: a topic the
+// table lacks is created unless a record of this log deleted it; a topic
+// no record of this log set is changed to the master's, or deleted when
+// the master lacks it; a topic a record set is left to the records that
+// follow it. topics.json is written soon after. It returns how many topics
+// changed. On a master it does nothing.
 func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
 	if !c.slave {
 		return 0
 	}
-	changed := 0
+	var changed []string
+	c.cfg.mu.Lock()
 	for name, cfg := range w.TopicConfigTable {
 		if cfg == nil {
 			continue
@@ -182,29 +201,54 @@ func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
 		if tc.TopicName == "" {
 			tc.TopicName = name
 		}
+		if e := c.topics.lookup(tc.TopicName); (e != nil && e.logOff.Load() >= 0) || (e == nil && c.deletedAt(topicKey(tc.TopicName)) >= 0) {
+			continue // the log's
+		}
 		if _, ok := c.topics.put(tc); ok {
-			changed++
-			c.topicChanged(tc.TopicName, false)
+			changed = append(changed, tc.TopicName)
 		}
 	}
 	cur, _ := c.topics.snapshot()
 	for i := range cur {
-		if _, ok := w.TopicConfigTable[cur[i].TopicName]; !ok && c.topics.remove(cur[i].TopicName) {
-			changed++
-			c.topicChanged(cur[i].TopicName, false)
+		name := cur[i].TopicName
+		if _, ok := w.TopicConfigTable[name]; ok {
+			continue
+		}
+		if e := c.topics.lookup(name); e != nil && e.logOff.Load() < 0 && c.topics.remove(name) {
+			changed = append(changed, name)
 		}
 	}
-	return changed
+	c.pruneTombstones()
+	c.cfgUnlock()
+	for _, name := range changed {
+		c.topicChanged(name, false)
+	}
+	return len(changed)
 }
 
-// SyncSubscriptionGroups makes the subscription-group table the master's
-// (syncSubscriptionGroupConfig); subscriptionGroup.json is written soon
-// after. It returns how many groups changed. On a master it does nothing.
+// pruneTombstones drops the tombstones of deletion records retention
+// removed from the log (a restart would not know them either). c.cfg.mu
+// must be held.
+func (c *Core) pruneTombstones() {
+	min := c.store.LogMinOffset()
+	for k, off := range c.cfg.deleted {
+		if off < min {
+			delete(c.cfg.deleted, k)
+		}
+	}
+}
+
+// SyncSubscriptionGroups makes the subscription-group table follow the
+// master's (syncSubscriptionGroupConfig) with SyncTopics' rules: the
+// configuration records of the log win. subscriptionGroup.json is written
+// soon after. It returns how many groups changed. On a master it does
+// nothing.
 func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
 	if !c.slave {
 		return 0
 	}
 	changed := 0
+	c.cfg.mu.Lock()
 	for name, cfg := range w.SubscriptionGroupTable {
 		if cfg == nil {
 			continue
@@ -213,16 +257,24 @@ func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
 		if g.GroupName == "" {
 			g.GroupName = name
 		}
-		if old := c.groups.get([]byte(g.GroupName)); old == nil || !sameGroupConfig(old, &g) {
+		if c.groups.logOff(g.GroupName) >= 0 {
+			continue // the log's
+		}
+		old := c.groups.get([]byte(g.GroupName))
+		if old == nil && c.deletedAt(groupKey(g.GroupName)) >= 0 {
+			continue // a record deleted it
+		}
+		if old == nil || !sameGroupConfig(old, &g) {
 			c.groups.put(g)
 			changed++
 		}
 	}
 	for _, name := range c.groups.names() {
-		if _, ok := w.SubscriptionGroupTable[name]; !ok && c.groups.remove(name) {
+		if _, ok := w.SubscriptionGroupTable[name]; !ok && c.groups.logOff(name) < 0 && c.groups.remove(name) {
 			changed++
 		}
 	}
+	c.cfgUnlock()
 	if changed > 0 {
 		c.groupsChanged(false)
 	}

@@ -339,7 +339,9 @@ func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message) erro
 // first, the way the Java broker's autoCreateTopicEnable works: from the
 // producer's default topic (TBW102) when that one has the inherit
 // permission, with min(defaultTopicQueueNums, its write queues) queues and
-// its permission minus inherit; %RETRY% topics get 1 read-write queue.
+// its permission minus inherit; %RETRY% topics get 1 read-write queue. The
+// configuration's record is in the log before the topic is in the table
+// (configlog.go). A slave never creates one (ErrSlaveCreate).
 func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 	name := string(r.Topic)
 	var cfg protocol.TopicConfig
@@ -364,10 +366,15 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 			return nil, newError(ReasonTopicNotExist, "topic["+name+"] not exist, "+err.Error())
 		}
 	}
-	t, created := c.topics.createIfAbsent(cfg)
+	if c.slave {
+		return nil, errSlaveCreateTopic(name)
+	}
+	t, created, err := c.setTopic(cfg, true)
+	if err != nil {
+		return nil, err
+	}
 	if created {
 		c.opts.Logger.Info("broker: topic auto-created", "topic", name, "queues", cfg.WriteQueueNums, "perm", cfg.Perm)
-		c.topicChanged(name, false)
 	}
 	return t, nil
 }

@@ -29,7 +29,7 @@ const (
 var notAllowedSendTopics = [...]string{
 	"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
 	"TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX_V2",
-	"rmq_sys_wheel_timer",
+	"rmq_sys_wheel_timer", configTopic,
 }
 
 // systemTopics are RocketMQ's SYSTEM_TOPIC_SET: admin requests may not create them.
@@ -101,13 +101,18 @@ func validGroupName(g []byte) bool {
 
 // topicEntry is one topic's configuration. Entries are immutable once
 // published (an update publishes a new entry), except the round-robin counter
-// used for sends with a negative queue id.
+// used for sends with a negative queue id and logOff.
 type topicEntry struct {
 	name    string
 	cfg     protocol.TopicConfig
 	typ     msgType // the message.type attribute, when hasType
 	hasType bool
 	rr      atomic.Uint32
+	// logOff is the commit-log offset of the configuration record that set
+	// the entry (configlog.go), -1 when no record of this log did (the
+	// state file, the periodic slave sync, the system topics). Changed
+	// under the core's cfg.mu only.
+	logOff atomic.Int64
 }
 
 // Topic attribute keys (RocketMQ 5): the admin request writes "+key=value"
@@ -116,6 +121,7 @@ const attrMessageType = "message.type"
 
 func newTopicEntry(cfg protocol.TopicConfig) *topicEntry {
 	e := &topicEntry{name: cfg.TopicName, cfg: cfg}
+	e.logOff.Store(-1)
 	v, ok := cfg.Attributes[attrMessageType]
 	if !ok {
 		v, ok = cfg.Attributes["+"+attrMessageType]
@@ -244,6 +250,32 @@ func (t *topicManager) put(cfg protocol.TopicConfig) (*topicEntry, bool) {
 	t.m[cfg.TopicName] = e
 	t.bump()
 	return e, true
+}
+
+// putAt creates or replaces a topic's configuration as the configuration
+// record at off sets it and reports whether the configuration changed (the
+// entry's logOff is set either way).
+func (t *topicManager) putAt(cfg protocol.TopicConfig, off int64) (*topicEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.m[cfg.TopicName]; old != nil && sameTopicConfig(&old.cfg, &cfg) {
+		old.logOff.Store(off)
+		return old, false
+	}
+	e := newTopicEntry(cfg)
+	e.logOff.Store(off)
+	t.m[cfg.TopicName] = e
+	t.bump()
+	return e, true
+}
+
+// disown marks every entry as set by no record (configlog.go).
+func (t *topicManager) disown() {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, e := range t.m {
+		e.logOff.Store(-1)
+	}
 }
 
 // createIfAbsent adds cfg unless the topic exists; it returns the topic's
@@ -405,8 +437,12 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 		return wrapError(ReasonInvalidParameter, err.Error(), err)
 	}
 	cfg.Attributes = attrs
-	if _, changed := c.topics.put(cfg); changed {
-		if err := c.topicChanged(cfg.TopicName, true); err != nil {
+	_, changed, err := c.setTopic(cfg, false)
+	if err != nil {
+		return err
+	}
+	if changed { // setTopic told Options.TopicChanged; topics.json must hold it before the answer
+		if err := c.topicWriter.sync(); err != nil {
 			return wrapError(ReasonPersistFailed, "the topic is created but could not be persisted: "+err.Error(), err)
 		}
 	}
@@ -427,7 +463,10 @@ func (c *Core) DeleteTopic(name string) error {
 	if isSystemTopic(name) {
 		return newError(ReasonTopicReserved, "The topic["+name+"] is conflict with system topic.")
 	}
-	removed := c.topics.remove(name)
+	removed, err := c.deleteTopicConfig(name)
+	if err != nil {
+		return err // nothing deleted: the record of the deletion could not be stored
+	}
 	var errs []string
 	if err := c.store.DeleteTopic(name); err != nil {
 		errs = append(errs, err.Error())
@@ -469,7 +508,8 @@ func (c *Core) TopicTable() protocol.TopicConfigSerializeWrapper { return c.topi
 
 // ensureGroupTopic returns the entry of a group's %RETRY% or %DLQ% topic,
 // creating it with one read-write queue (RocketMQ's
-// createTopicInSendMessageBackMethod).
+// createTopicInSendMessageBackMethod). A slave does not create it
+// (ErrSlaveCreate: its tables follow its master's).
 func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) {
 	if e := c.topics.lookup(name); e != nil {
 		return e, nil
@@ -477,10 +517,15 @@ func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) 
 	if len(name) > message.MaxTopicLength {
 		return nil, fmt.Errorf("topic[%s] is longer than %d bytes", name, message.MaxTopicLength)
 	}
-	e, created := c.topics.createIfAbsent(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite))
+	if c.slave {
+		return nil, errSlaveCreateTopic(name)
+	}
+	e, created, err := c.setTopic(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite), true)
+	if err != nil {
+		return nil, err
+	}
 	if created {
 		c.opts.Logger.Info("broker: topic created for a consumer group", "topic", name)
-		c.topicChanged(name, false)
 	}
 	return e, nil
 }
