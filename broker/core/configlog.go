@@ -101,6 +101,10 @@ type configLog struct {
 	// sync when the master's table lacks it too.
 	deleted map[string]int64
 	scratch []store.QueueEntry
+	// changedTopics and changedGroups are the changes applied records
+	// made, told (outside mu) by whoever releases mu.
+	changedTopics []string
+	changedGroups bool
 
 	applied, appended atomic.Int64 // records applied here, appended here
 	// ready is set once New has opened the store (the dispatcher's hook
@@ -133,11 +137,32 @@ func (c *Core) appendConfig(rec *configRecord) (int64, error) {
 	return res.CommitLogOffset, nil
 }
 
-// cfgUnlock releases c.cfg.mu and applies the records that arrived
-// meanwhile.
+// cfgUnlock releases c.cfg.mu, tells of the changes records made while it
+// was held, and applies the records that arrived meanwhile.
 func (c *Core) cfgUnlock() {
+	topics, groups := c.takeNotes()
 	c.cfg.mu.Unlock()
+	c.tell(topics, groups)
 	c.drainConfig()
+}
+
+// takeNotes returns and clears the changes applied records made (topic
+// names, whether a group changed); c.cfg.mu must be held.
+func (c *Core) takeNotes() ([]string, bool) {
+	topics, groups := c.cfg.changedTopics, c.cfg.changedGroups
+	c.cfg.changedTopics, c.cfg.changedGroups = nil, false
+	return topics, groups
+}
+
+// tell hands changes to Options.TopicChanged and the state files' writers,
+// outside c.cfg.mu.
+func (c *Core) tell(topics []string, groups bool) {
+	for _, name := range topics {
+		c.noteTopic(name)
+	}
+	if groups {
+		c.noteGroups()
+	}
 }
 
 // configArrived is the store's arrival hook for configTopic: it applies
@@ -153,7 +178,9 @@ func (c *Core) drainConfig() {
 	for c.cfg.pending.Load() && c.cfg.mu.TryLock() {
 		c.cfg.pending.Store(false)
 		c.applyConfigLocked()
+		topics, groups := c.takeNotes()
 		c.cfg.mu.Unlock()
+		c.tell(topics, groups)
 	}
 }
 
@@ -275,7 +302,7 @@ func (c *Core) applyRecord(rec *configRecord, off int64) bool {
 		}
 		delete(l.deleted, topicKey(rec.Name))
 		if _, changed := c.topics.putAt(*rec.Topic, off); changed {
-			c.noteTopic(rec.Name)
+			l.changedTopics = append(l.changedTopics, rec.Name)
 			return true
 		}
 	case opDeleteTopic:
@@ -288,7 +315,7 @@ func (c *Core) applyRecord(rec *configRecord, off int64) bool {
 		}
 		c.tombstone(topicKey(rec.Name), off)
 		if c.topics.remove(rec.Name) {
-			c.noteTopic(rec.Name)
+			l.changedTopics = append(l.changedTopics, rec.Name)
 			return true
 		}
 	case opGroup:
@@ -300,7 +327,7 @@ func (c *Core) applyRecord(rec *configRecord, off int64) bool {
 		}
 		delete(l.deleted, groupKey(rec.Name))
 		if c.groups.putAt(*rec.Group, off) {
-			c.noteGroups()
+			l.changedGroups = true
 			return true
 		}
 	case opDeleteGroup:
@@ -309,7 +336,7 @@ func (c *Core) applyRecord(rec *configRecord, off int64) bool {
 		}
 		c.tombstone(groupKey(rec.Name), off)
 		if c.groups.remove(rec.Name) {
-			c.noteGroups()
+			l.changedGroups = true
 			return true
 		}
 	default:
@@ -341,6 +368,9 @@ func (c *Core) tombstone(key string, off int64) {
 // It returns the topic's entry and whether the table changed, and tells
 // Options.TopicChanged and topics.json's writer of a change.
 func (c *Core) setTopic(cfg protocol.TopicConfig, ifAbsent bool) (*topicEntry, bool, error) {
+	if old := c.topics.lookup(cfg.TopicName); old != nil && ifAbsent {
+		return old, false, nil // without the lock: a heartbeat's retry topic, every time
+	}
 	c.cfg.mu.Lock()
 	e, changed, err := c.setTopicLocked(cfg, ifAbsent)
 	c.cfgUnlock()
@@ -386,6 +416,9 @@ func (c *Core) deleteTopicConfig(name string) (bool, error) {
 // configuration and whether the table changed. The caller has
 // subscriptionGroup.json written (groupsChanged).
 func (c *Core) setGroup(cfg protocol.SubscriptionGroupConfig, ifAbsent bool) (*protocol.SubscriptionGroupConfig, bool, error) {
+	if old := c.groups.get([]byte(cfg.GroupName)); old != nil && ifAbsent {
+		return old, false, nil // without the lock: a heartbeat's group, every time
+	}
 	c.cfg.mu.Lock()
 	defer c.cfgUnlock()
 	if old := c.groups.get([]byte(cfg.GroupName)); old != nil && (ifAbsent || sameGroupConfig(old, &cfg)) {

@@ -32,7 +32,8 @@
 //     RuntimeInfo, DelayOffsets.
 //
 // A refusal is one type, *Error: RocketMQ's response code and the Java
-// broker's remark (with the cause, when there is one, for errors.Is). The
+// broker's remark (with the cause, when there is one, for errors.Is:
+// ErrSlaveCreate for a slave's refusal to create a topic). The
 // sentinels (ErrTopicNotExist, ...) match by code; Code and Remark read
 // any error. A front end maps them to its answer in one place.
 //
@@ -74,14 +75,21 @@
 //   - Topic entries, subscription-group configurations and subscriptions
 //     are immutable once published; a change publishes a new value.
 //   - Creating, changing or deleting a topic or a group is O(1) whatever
-//     the number of topics (a map update under the table's mu); the file is
-//     written whole by a background stateWriter, many changes per write,
-//     within max(200 ms, 10 × the last write's duration) plus two writes.
-//     Admin operations (CreateTopic, DeleteTopic, UpdateSubscriptionGroup,
+//     the number of topics: on a master, one append of the change's record
+//     to the commit log (configlog.go) and a map update under the table's
+//     mu. The record is in the log before the change is in the table, so
+//     a message stored under a configuration follows its record: a replica
+//     holding the message holds the configuration, and every broker applies
+//     the records of its log in log order (a slave as they arrive, every
+//     broker at New and at promotion: AdoptStoredTopics). The log wins over
+//     the state files and the periodic slave sync. The file is written
+//     whole by a background stateWriter, many changes per write, within
+//     max(200 ms, 10 × the last write's duration) plus two writes. Admin
+//     operations (CreateTopic, DeleteTopic, UpdateSubscriptionGroup,
 //     DeleteSubscriptionGroup) return only after a write that covers them.
-//     A crash in that window loses the configuration of topics and groups
-//     created in it (an auto-created topic is created again by the next
-//     send, a group by its next heartbeat; their messages are in the store).
+//     A crash in that window loses nothing: New applies the log's records.
+//   - A slave never creates a topic or a group (ErrSlaveCreate): its tables
+//     are its master's, through the log.
 //   - State files are written whole through Options.WriteConfigFile (the
 //     previous version kept as FILE.bak; durable once the write returned)
 //     and read with a fallback to the .bak (statefiles.go), both on
@@ -102,12 +110,21 @@
 // on their own stop channels; Shutdown stops them after its own, before it
 // persists and closes the store. The store's dispatcher calls the arrival
 // hook: the features' Arrived for their system topics (a non-blocking
-// channel send), the front ends' OnArrival listeners for the rest.
+// channel send), the application of configuration records for
+// rmq_sys_apogee_config (when it gets the configuration lock without
+// waiting; its holder applies them otherwise), the front ends' OnArrival
+// listeners for the rest.
 // Everything else runs on the callers' goroutines.
 //
 // # Lock order
 //
-// Each table's persistMu is taken before its mu. The POP manager's mutex
+// The configuration lock (cfg.mu, configlog.go: every change of the topic
+// and group tables, and the application of records) is taken before the
+// tables' persistMu and mu and before the store's put path (a master
+// appends its records under it); the store's dispatcher only tries it (a
+// put may wait for the dispatcher), and Options.TopicChanged is called
+// after it is released. Each table's persistMu is taken before its mu. The
+// POP manager's mutex
 // (broker/pop) is taken before the offset table's, the topic table's (to
 // create %DLQ%<group>) and the store's: popHost is called with it held and
 // calls nothing back. A stateWriter's mu is a leaf. The client registry's,

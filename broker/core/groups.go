@@ -29,10 +29,7 @@ type groupManager struct {
 
 	mu      sync.RWMutex
 	m       map[string]*protocol.SubscriptionGroupConfig // values immutable once published
-	// logOffs are the commit-log offsets of the configuration records that
-	// set groups of m (configlog.go); a group no record of this log set is
-	// absent. Changed under the core's cfg.mu (and mu) only.
-	logOffs map[string]int64
+	logOffs map[string]int64                             // offset of the record that set a group (configlog.go); absent: none did
 	version protocol.DataVersion
 	changes uint64 // bumped by every change of m
 

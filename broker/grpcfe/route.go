@@ -20,7 +20,9 @@ import (
 // each with its gRPC endpoint. An unknown topic is created as a send to it
 // would create it (from TBW102, unless auto-creation is off: then
 // TOPIC_NOT_FOUND), since RocketMQ 5's clients look up the route of every
-// topic before they use it.
+// topic before they use it. A slave's core creates nothing: it answers the
+// topics its table follows from the master and TOPIC_NOT_FOUND for the
+// others (core.RouteTopic).
 func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
 	topic := r.GetTopic().GetName()
 	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {

@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/wait"
+	"github.com/apogeemq/apogee/protocol"
+)
+
+// A topic created on the master with 4 queues, and a message acknowledged
+// under it, reach the slave over the HA stream with their configuration:
+// the slave here never runs the periodic sync (it knows its master's HA
+// address only, and its sync interval is an hour). Opened as the new
+// master with its state files lost, the slave has the topic with 4 queues
+// from its log, and takes a send to queue 3.
+func TestTopicConfigurationFollowsTheHAStream(t *testing.T) {
+	m := newHarness(t, nil)
+	haln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go m.b.ServeHA(haln)
+	s := newHarness(t, func(o *Options) {
+		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.HAMasterAddr = haln.Addr().String()
+		o.SlaveSyncInterval = time.Hour
+	})
+	if err := m.b.Core().CreateTopic(&core.TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+		t.Fatal(err)
+	}
+	g := protocol.DefaultSubscriptionGroupConfig("CfgGroup")
+	g.RetryMaxTimes = 2
+	if err := m.b.Core().UpdateSubscriptionGroup(g); err != nil {
+		t.Fatal(err)
+	}
+	if resp := invoke(t, m.dial(nil), sendRequest("Cfg", 3, []byte("under 4 queues"), "")); resp.Code != protocol.RespSuccess {
+		t.Fatalf("send: code %d %q", resp.Code, resp.Remark)
+	}
+	ms, ss := m.b.Store(), s.b.Store()
+	wait.Equal(t, "the slave caught up", ms.WrittenOffset(), ss.WrittenOffset)
+	wait.Equal(t, "the slave's Cfg queues", int32(4), func() int32 {
+		cfg, _ := s.b.Core().TopicConfig("Cfg")
+		return cfg.WriteQueueNums
+	})
+	if sg, err := s.b.Core().SubscriptionGroup([]byte("CfgGroup")); err != nil || sg.RetryMaxTimes != 2 {
+		t.Fatalf("the slave's group: %+v %v", sg, err)
+	}
+
+	// Failover: the master is gone; the slave, restarted as the master,
+	// lost its state files.
+	m.close()
+	s.close()
+	dir := s.opts.DataDir
+	for _, f := range []string{core.TopicsFile, core.SubscriptionGroupFile} {
+		os.Remove(filepath.Join(dir, core.ConfigDir, f))
+		os.Remove(filepath.Join(dir, core.ConfigDir, f+core.BakSuffix))
+	}
+	nm := startHarness(t, testOptions(t, dir), nil)
+	if cfg, ok := nm.b.Core().TopicConfig("Cfg"); !ok || cfg.ReadQueueNums != 4 || cfg.WriteQueueNums != 4 {
+		t.Fatalf("the new master's Cfg: %+v %v", cfg, ok)
+	}
+	if sg, err := nm.b.Core().SubscriptionGroup([]byte("CfgGroup")); err != nil || sg.RetryMaxTimes != 2 {
+		t.Fatalf("the new master's group: %+v %v", sg, err)
+	}
+	if resp := invoke(t, nm.dial(nil), sendRequest("Cfg", 3, []byte("after the failover"), "")); resp.Code != protocol.RespSuccess {
+		t.Fatalf("send to the new master: code %d %q", resp.Code, resp.Remark)
+	}
+}
