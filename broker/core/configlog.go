@@ -70,13 +70,6 @@ type configRecord struct {
 	Group *protocol.SubscriptionGroupConfig `json:"group,omitempty"`
 }
 
-// ErrSlaveCreate is the cause of a slave's refusal to create a topic or a
-// group (a route query's creation, a retry or dead-letter topic): a slave's
-// tables follow its master's, through the log. Match it with errors.Is;
-// the *Error that wraps it carries the code a front end answers with
-// (TOPIC_NOT_EXIST for a route query).
-var ErrSlaveCreate = errors.New("core: a slave never creates topics or subscription groups; its master does")
-
 // configLog is the state of the application of configuration records
 // (see the comment at the top).
 type configLog struct {
@@ -122,7 +115,7 @@ func groupKey(name string) string { return "g" + name }
 // it, which is all that needs it.
 func (c *Core) appendConfig(rec *configRecord) (int64, error) {
 	if c.slave {
-		return 0, &Error{Code: protocol.RespSystemError, Remark: ErrSlaveCreate.Error(), Err: ErrSlaveCreate}
+		return 0, errSlaveAdmin // a slave's tables follow its master's
 	}
 	body, err := json.Marshal(rec)
 	if err != nil {

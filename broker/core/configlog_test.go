@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -172,13 +171,13 @@ func TestSlaveCreatesNothing(t *testing.T) {
 		t.Fatalf("the slave's route of a topic it follows: %+v %v", cfg, err)
 	}
 	_, err := s.RouteTopic("Unknown", true)
-	if Code(err) != protocol.RespTopicNotExist || !errors.Is(err, ErrSlaveCreate) {
+	if Code(err) != protocol.RespTopicNotExist || ReasonOf(err) != ReasonSlaveCreate {
 		t.Fatalf("the slave's route of an unknown topic: code %d %v", Code(err), err)
 	}
 	if _, ok := s.TopicConfig("Unknown"); ok {
 		t.Fatal("the slave created a topic for a route query")
 	}
-	if _, err := s.ensureGroupTopic(retryTopicPrefix+"G", 1); !errors.Is(err, ErrSlaveCreate) {
+	if _, err := s.ensureGroupTopic(retryTopicPrefix+"G", 1); ReasonOf(err) != ReasonSlaveCreate {
 		t.Fatalf("the slave's retry topic: %v", err)
 	}
 

@@ -32,8 +32,7 @@
 //     RuntimeInfo, DelayOffsets.
 //
 // A refusal is one type, *Error: RocketMQ's response code and the Java
-// broker's remark (with the cause, when there is one, for errors.Is:
-// ErrSlaveCreate for a slave's refusal to create a topic). The
+// broker's remark (with the cause, when there is one, for errors.Is). The
 // sentinels (ErrTopicNotExist, ...) match by code; Code and Remark read
 // any error. A front end maps them to its answer in one place.
 //
@@ -88,7 +87,7 @@
 //     operations (CreateTopic, DeleteTopic, UpdateSubscriptionGroup,
 //     DeleteSubscriptionGroup) return only after a write that covers them.
 //     A crash in that window loses nothing: New applies the log's records.
-//   - A slave never creates a topic or a group (ErrSlaveCreate): its tables
+//   - A slave never creates a topic or a group (ReasonSlaveCreate): its tables
 //     are its master's, through the log.
 //   - State files are written whole through Options.WriteConfigFile (the
 //     previous version kept as FILE.bak; durable once the write returned)

@@ -158,61 +158,66 @@ const (
 	// ReasonSlavePop: A POP, ack or change of invisibility sent to a slave: POP is
 	// served by the master.
 	ReasonSlavePop Reason = 57
+	// ReasonSlaveCreate: A topic a slave does not know, where a master would
+	// create it (a route query, a group's retry or dead-letter topic): a slave
+	// never creates topics or groups; its master does, and the slave follows
+	// through the log.
+	ReasonSlaveCreate Reason = 58
 	// ReasonInSyncReplicasNotEnough: Controller mode: the write gate is closed
 	// because the SyncStateSet is smaller than the broker's minInSyncReplicas or
 	// inSyncReplicas.
-	ReasonInSyncReplicasNotEnough Reason = 58
+	ReasonInSyncReplicasNotEnough Reason = 59
 	// ReasonFenced: Controller mode: the write gate is closed because this broker
 	// is no longer its group's master (a later epoch elected another).
-	ReasonFenced Reason = 59
+	ReasonFenced Reason = 60
 	// ReasonInvisibleTimeIllegal: The invisible time is outside the range the
 	// broker accepts.
-	ReasonInvisibleTimeIllegal Reason = 60
+	ReasonInvisibleTimeIllegal Reason = 61
 	// ReasonReceiptHandleIllegal: The receipt handle does not parse or names
 	// another queue.
-	ReasonReceiptHandleIllegal Reason = 61
+	ReasonReceiptHandleIllegal Reason = 62
 	// ReasonReceiptHandleExpired: The receipt handle is expired: the message was
 	// received again since.
-	ReasonReceiptHandleExpired Reason = 62
+	ReasonReceiptHandleExpired Reason = 63
 	// ReasonMessageNotInFlight: The message is not in flight for the group.
-	ReasonMessageNotInFlight Reason = 63
+	ReasonMessageNotInFlight Reason = 64
 	// ReasonMessageAcked: The message was acked already.
-	ReasonMessageAcked Reason = 64
+	ReasonMessageAcked Reason = 65
 	// ReasonFilterTypeUnsupported: The subscription's filter type is one the
 	// broker does not serve (SQL92 with enablePropertyFilter off, an unknown
 	// type).
-	ReasonFilterTypeUnsupported Reason = 65
+	ReasonFilterTypeUnsupported Reason = 66
 	// ReasonOffsetNotFound: The group has no committed offset for the queue.
-	ReasonOffsetNotFound Reason = 66
+	ReasonOffsetNotFound Reason = 67
 	// ReasonMessageNotFound: No message matches the query (by key or unique key,
 	// in the time range).
-	ReasonMessageNotFound Reason = 67
+	ReasonMessageNotFound Reason = 68
 	// ReasonMessageNotAtOffset: No message can be read at the commit-log offset
 	// (VIEW_MESSAGE_BY_ID, a send-back).
-	ReasonMessageNotAtOffset Reason = 68
+	ReasonMessageNotAtOffset Reason = 69
 	// ReasonRecallNotFound: No scheduled message to recall: unknown, delivered
 	// already, or not a timer message.
-	ReasonRecallNotFound Reason = 69
+	ReasonRecallNotFound Reason = 70
 	// ReasonStatsNotFound: The statistics item, or the consume queue, asked for
 	// does not exist.
-	ReasonStatsNotFound Reason = 70
+	ReasonStatsNotFound Reason = 71
 	// ReasonResetNoTopic: An offset reset of a topic the broker does not have.
-	ReasonResetNoTopic Reason = 71
+	ReasonResetNoTopic Reason = 72
 	// ReasonTransactionNotFound: No prepared (half) message at the commit-log
 	// offset the end of transaction names.
-	ReasonTransactionNotFound Reason = 72
+	ReasonTransactionNotFound Reason = 73
 	// ReasonTransactionMismatch: The half message belongs to another producer
 	// group, or its queue or commit-log offset is not the request's.
-	ReasonTransactionMismatch Reason = 73
+	ReasonTransactionMismatch Reason = 74
 	// ReasonTransactionCorrupt: The half message has no valid REAL_TOPIC/REAL_QID.
-	ReasonTransactionCorrupt Reason = 74
+	ReasonTransactionCorrupt Reason = 75
 	// ReasonTransactionTypeIllegal: The end of transaction's commitOrRollback is
 	// none of 0, 8 and 12.
-	ReasonTransactionTypeIllegal Reason = 75
+	ReasonTransactionTypeIllegal Reason = 76
 )
 
 // numReasons is one more than the largest Reason.
-const numReasons = 76
+const numReasons = 77
 
 // reasons is errors.json, indexed by Reason.
 var reasons = [numReasons]reasonRow{
@@ -273,6 +278,7 @@ var reasons = [numReasons]reasonRow{
 	ReasonSlaveAdmin:                {name: "SlaveAdmin", code: protocol.RespSystemError, generic: false, description: "A change of a topic or subscription group sent to a slave."},
 	ReasonSlaveResetOffset:          {name: "SlaveResetOffset", code: protocol.RespSystemError, generic: false, description: "An offset reset sent to a slave."},
 	ReasonSlavePop:                  {name: "SlavePop", code: protocol.RespServiceNotAvailable, generic: false, description: "A POP, ack or change of invisibility sent to a slave: POP is served by the master."},
+	ReasonSlaveCreate:               {name: "SlaveCreate", code: protocol.RespTopicNotExist, generic: false, description: "A topic a slave does not know, where a master would create it (a route query, a group's retry or dead-letter topic): a slave never creates topics or groups; its master does, and the slave follows through the log."},
 	ReasonInSyncReplicasNotEnough:   {name: "InSyncReplicasNotEnough", code: protocol.RespSystemError, generic: false, description: "Controller mode: the write gate is closed because the SyncStateSet is smaller than the broker's minInSyncReplicas or inSyncReplicas."},
 	ReasonFenced:                    {name: "Fenced", code: protocol.RespSystemError, generic: false, description: "Controller mode: the write gate is closed because this broker is no longer its group's master (a later epoch elected another)."},
 	ReasonInvisibleTimeIllegal:      {name: "InvisibleTimeIllegal", code: protocol.RespInvalidParameter, generic: false, description: "The invisible time is outside the range the broker accepts."},

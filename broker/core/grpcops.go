@@ -17,7 +17,7 @@ import (
 // the route of every topic they will send to before the first send, and a
 // topic created by its first send is what remoting clients get. A slave
 // never creates one: it answers the topics its table has (following its
-// master's through the log) and TOPIC_NOT_EXIST, wrapping ErrSlaveCreate,
+// master's through the log) and TOPIC_NOT_EXIST (ReasonSlaveCreate)
 // for the others. Refusals: an illegal name (SYSTEM_ERROR), a system topic
 // (NO_PERMISSION), an unknown topic that may not be created
 // (TOPIC_NOT_EXIST).

@@ -32,7 +32,7 @@ import (
 //     offsets. It never creates a topic or a group (a route query of an
 //     unknown topic is TOPIC_NOT_EXIST, a heartbeat creates neither its
 //     groups nor their retry topics, an unknown group's pull is served with
-//     the defaults: ErrSlaveCreate). Its topic and group tables follow the
+//     the defaults: ReasonSlaveCreate). Its topic and group tables follow the
 //     master's through the configuration records of the log, applied as
 //     they are dispatched (configlog.go); its consumer-offset and
 //     delay-offset tables, and its topic and group tables as a catch-all,
@@ -121,10 +121,9 @@ var (
 
 // errSlaveCreateTopic is a slave's answer where a master would create a
 // topic (a route query of an unknown topic, a group's retry or dead-letter
-// topic): TOPIC_NOT_EXIST, wrapping ErrSlaveCreate.
+// topic): ReasonSlaveCreate (TOPIC_NOT_EXIST, gRPC TOPIC_NOT_FOUND).
 func errSlaveCreateTopic(name string) *Error {
-	return &Error{Code: protocol.RespTopicNotExist, Err: ErrSlaveCreate,
-		Remark: "topic[" + name + "] not exist on this slave broker; a slave never creates topics, its master does"}
+	return newError(ReasonSlaveCreate, "topic["+name+"] not exist on this slave broker; a slave never creates topics, its master does")
 }
 
 // suggestBroker sets res.SuggestBrokerID (and, on a slave, redirects to the

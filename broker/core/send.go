@@ -341,7 +341,7 @@ func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message) erro
 // permission, with min(defaultTopicQueueNums, its write queues) queues and
 // its permission minus inherit; %RETRY% topics get 1 read-write queue. The
 // configuration's record is in the log before the topic is in the table
-// (configlog.go). A slave never creates one (ErrSlaveCreate).
+// (configlog.go). A slave never creates one (ReasonSlaveCreate).
 func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 	name := string(r.Topic)
 	var cfg protocol.TopicConfig

@@ -509,7 +509,7 @@ func (c *Core) TopicTable() protocol.TopicConfigSerializeWrapper { return c.topi
 // ensureGroupTopic returns the entry of a group's %RETRY% or %DLQ% topic,
 // creating it with one read-write queue (RocketMQ's
 // createTopicInSendMessageBackMethod). A slave does not create it
-// (ErrSlaveCreate: its tables follow its master's).
+// (ReasonSlaveCreate: its tables follow its master's).
 func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) {
 	if e := c.topics.lookup(name); e != nil {
 		return e, nil

@@ -68,6 +68,7 @@ var reasonCodes = [...]rmqpb.Code{
 	core.ReasonSlaveAdmin:                rmqpb.Code_FORBIDDEN,
 	core.ReasonSlaveResetOffset:          rmqpb.Code_FORBIDDEN,
 	core.ReasonSlavePop:                  rmqpb.Code_INTERNAL_SERVER_ERROR,
+	core.ReasonSlaveCreate:               rmqpb.Code_TOPIC_NOT_FOUND,
 	core.ReasonInSyncReplicasNotEnough:   rmqpb.Code_HA_NOT_AVAILABLE,
 	core.ReasonFenced:                    rmqpb.Code_INTERNAL_SERVER_ERROR,
 	core.ReasonInvisibleTimeIllegal:      rmqpb.Code_ILLEGAL_INVISIBLE_TIME,
