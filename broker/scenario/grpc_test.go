@@ -41,6 +41,19 @@ func newGRPCDriver(t *testing.T) driver {
 		t.Fatal(err)
 	}
 	c.Start()
+	t.Cleanup(func() {
+		if err := c.Shutdown(); err != nil {
+			t.Errorf("core Shutdown: %v", err)
+		}
+	})
+	return startGRPC(t, c)
+}
+
+// startGRPC starts a gRPC front end on c and returns a driver connected to
+// it; the front end stops before c does (c's cleanup must have been
+// registered first).
+func startGRPC(t *testing.T, c *core.Core) *grpcDriver {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,9 +77,6 @@ func newGRPCDriver(t *testing.T) driver {
 		}
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
-		}
-		if err := c.Shutdown(); err != nil {
-			t.Errorf("core Shutdown: %v", err)
 		}
 	})
 	return &grpcDriver{admin: &coreDriver{c: c, queues: map[string]int32{}, orderly: map[string]bool{}},

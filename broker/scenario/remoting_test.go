@@ -48,6 +48,14 @@ func brokerOptions(t testing.TB, co core.Options) broker.Options {
 
 func newRemotingDriver(t *testing.T) driver {
 	t.Helper()
+	d, _ := startRemoting(t)
+	return d
+}
+
+// startRemoting starts a broker (the core and its remoting front end) and
+// returns a driver connected to it, and the broker.
+func startRemoting(t *testing.T) (*remotingDriver, *broker.Broker) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +90,7 @@ func newRemotingDriver(t *testing.T) driver {
 	}
 	t.Cleanup(func() { cl.Close() })
 	d.cl = cl
-	return d
+	return d, b
 }
 
 // ServeRemoting serves what the broker pushes: CHECK_TRANSACTION_STATE goes

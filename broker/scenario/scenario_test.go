@@ -22,6 +22,10 @@ var drivers = []struct {
 	{"core", newCoreDriver, (*coreDriver)(nil).lacks},
 	{"remoting", newRemotingDriver, (*remotingDriver)(nil).lacks},
 	{"grpc", newGRPCDriver, (*grpcDriver)(nil).lacks},
+	// Across the protocols, on one broker with both front ends: sent
+	// through the first, consumed through the second.
+	{"remoting-grpc", newMixedDriver(false), mixedLacks(false)},
+	{"grpc-remoting", newMixedDriver(true), mixedLacks(true)},
 }
 
 // scenario is one row of the table: what it needs beyond the common
