@@ -50,7 +50,8 @@
 //     it to run or expire (again when Run asks it to wait).
 //   - Every parked item is handed back exactly once in the end: by
 //     Expire, by a Run that does not ask to wait again, or to the caller by
-//     a Cancel that reports true. Expire comes when its deadline passes
+//     a Cancel that reports true (an item waiting, or woken and not yet
+//     run). Expire comes when its deadline passes
 //     (within the loop's wake-up latency) or when Stop drains the holder
 //     (before Stop returns). After Stop, Park hands the item straight to
 //     Expire on the caller's goroutine (ErrStopped): requests are answered
@@ -84,8 +85,8 @@
 // ChangeInvisible) and only move items to the ready list or in the heap
 // and signal the loop through a one-slot channel: they never wait for the
 // loop and never call the host. Cancel (a gRPC call whose client went
-// away) takes back an item that is waiting; one being run or answered is
-// the loop's to finish.
+// away) takes back an item that is waiting or woken and not yet run; one
+// being run or answered is the loop's to finish.
 //
 // The holder's mutex is a leaf: nothing else is locked, and no Host method
 // is called, while it is held. Host methods may therefore call Park,

@@ -3,6 +3,7 @@ package longpoll
 import (
 	"container/heap"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,21 +334,26 @@ func (h *Holder[T]) count(k int64, fn func(*counters)) {
 
 // Cancel takes a parked item back (a caller that stopped waiting: a gRPC
 // call cancelled by its client). It reports true when the item was
-// waiting: it is unlinked, no Host method will see it, and the caller
-// answers it. False means the holder is running or answering it (or did
-// already): the caller waits for that answer.
+// waiting or woken but not yet run: it is unlinked, no Host method will
+// see it, and the caller answers it. False means the holder is running or
+// answering it (or did already): the caller waits for that answer.
 func (h *Holder[T]) Cancel(hd Handle[T]) bool {
 	e := hd.e
 	if e == nil {
 		return false
 	}
 	h.mu.Lock()
-	if e.gen != hd.gen || e.state != stateWaiting {
+	if e.gen != hd.gen || (e.state != stateWaiting && e.state != stateReady) {
 		h.mu.Unlock()
 		return false
 	}
-	h.unlinkLocked(e)
-	heap.Remove(&h.heap, e.heapIdx)
+	if e.state == stateWaiting {
+		h.unlinkLocked(e)
+		heap.Remove(&h.heap, e.heapIdx)
+	} else {
+		i := slices.Index(h.ready, e)
+		h.ready = slices.Delete(h.ready, i, i+1)
+	}
 	k := kind(&e.w)
 	h.releaseLocked(e)
 	e.state = stateFree

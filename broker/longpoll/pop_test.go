@@ -322,8 +322,9 @@ func TestParkBounds(t *testing.T) {
 	})
 }
 
-// Cancel takes back a waiting item (no host call, no longer held); it
-// reports false for an item being run, answered or reused since.
+// Cancel takes back a waiting item, or a woken one not yet run (no host
+// call, no longer held); it reports false for an item being run, answered
+// or reused since.
 func TestCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newPopFake()
@@ -354,9 +355,17 @@ func TestCancel(t *testing.T) {
 		if h.Cancel(hd2) {
 			t.Fatal("Cancel of an item being run succeeded")
 		}
+		// Woken while the loop is busy: still in the ready list.
+		hd4, _ := h.Park(popWait("T", 2, "G"), deadline, item{4})
+		h.Arrived("T", 2, 1)
+		if !h.Cancel(hd4) {
+			t.Fatal("Cancel of a woken item not yet run failed")
+		}
 		close(release)
 		synctest.Wait()
-		h.Park(popWait("T", 0, "G"), deadline, item{3}) // reuses item 1's or 2's entry
+		w3 := popWait("T", 0, "G")
+		w3.Ticket = h.Ticket()
+		h.Park(w3, deadline, item{3}) // reuses an earlier item's entry
 		if h.Cancel(hd1) || h.Cancel(hd2) {
 			t.Fatal("a stale handle cancelled a new item")
 		}
@@ -364,7 +373,7 @@ func TestCancel(t *testing.T) {
 		if len(c) != 1 || c[0].id != 2 {
 			t.Fatalf("calls %s", describe(c))
 		}
-		if st := h.Stats(); st.Cancelled != 1 || st.Held != 1 {
+		if st := h.Stats(); st.Cancelled != 2 || st.Held != 1 || st.Woken != 2 {
 			t.Fatalf("stats %+v", st)
 		}
 		if (Handle[item]{}) != (Handle[item]{}) || h.Cancel(Handle[item]{}) {
