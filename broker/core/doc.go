@@ -31,10 +31,39 @@
 //     SubscriptionGroup, DeleteSubscriptionGroup, SubscriptionGroupTable;
 //     RuntimeInfo, DelayOffsets.
 //
-// A refusal is one type, *Error: RocketMQ's response code and the Java
-// broker's remark (with the cause, when there is one, for errors.Is). The
-// sentinels (ErrTopicNotExist, ...) match by code; Code and Remark read
-// any error. A front end maps them to its answer in one place.
+// # Refusals
+//
+// A refusal is one type, *Error: its Reason, the RocketMQ response code it
+// is answered with over remoting, the Java broker's remark (for the wire
+// and for people: nothing branches on it; internal/errtext's test keeps
+// the repository so) and the cause, when there is one, for errors.Is.
+// Every reason is a row of one table, errors.json, in the manner of
+// nats-server's server/errors.json: its Go constant, its remoting code, the
+// status code of RocketMQ 5's gRPC protocol and a description. go generate
+// (//go:generate in errors.go) runs internal/errgen, which checks the table
+// and writes errors_gen.go (the Reason constants, the table behind
+// Reason.Code, String and Description, and the generic reason of a bare
+// code) and broker/grpcfe's status_gen.go (each reason's status code);
+// errgen's test fails when either file is not what the table generates. To
+// add a refusal: add a row, run go generate ./broker/core, return
+// newError(ReasonX, remark) or wrapError(ReasonX, remark, cause).
+//
+// Callers read a refusal with ReasonOf (switch on it), Code and Remark.
+// The sentinels (ErrTopicNotExist, ...) are the generic reason of each code
+// and match every error of that code with errors.Is; any other *Error
+// target (ErrNoTopic) matches by reason. The write gate's answer
+// (WriteGate) carries the reason it was closed with (controller mode's
+// ReasonInSyncReplicasNotEnough and ReasonFenced).
+//
+// # Names and message rules
+//
+// The rules of topic and group names, tags, keys, message groups and
+// message types are the core's (names.go), written once: the core applies
+// them to what it is asked, and a front end calls CheckTopicName,
+// CheckClientTopic, CheckGroupName, CheckClientGroup, CheckTag, CheckKey,
+// CheckMessageGroup, InferMessageType, CheckMessageType and
+// AcceptedMessageTypes for what its protocol names, each refusal an *Error
+// of its reason.
 //
 // # What a front end provides
 //

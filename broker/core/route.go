@@ -8,24 +8,9 @@ import (
 	"github.com/apogeemq/apogee/store"
 )
 
-// msgType is RocketMQ 5's message type (TopicMessageType), as a send's
-// properties declare it.
-type msgType uint8
-
-const (
-	typeNormal msgType = iota
-	typeFIFO
-	typeDelay
-	typeTransaction
-)
-
-var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
-
-func (t msgType) String() string { return msgTypeNames[t] }
-
 // sendRoute is what routeSend decided for a single message.
 type sendRoute struct {
-	typ   msgType
+	typ   MessageType
 	retry bool // sent to a %RETRY% topic
 }
 
@@ -80,7 +65,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 	tx := message.TxType(h.SysFlag)
 	if v, ok := message.LookupProperty(props, message.PropTranMsg); (ok && string(v) == "true") || tx == message.TxPreparedType {
 		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(props)) {
-			r.typ = typeTransaction
+			r.typ = MessageTransaction
 			if err := c.checkType(t, r, bodyLen); err != nil {
 				return err
 			}
@@ -98,7 +83,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		return err
 	}
 	if isTimer {
-		r.typ = typeDelay
+		r.typ = MessageDelay
 		if err := c.checkType(t, r, bodyLen); err != nil {
 			return err
 		}
@@ -112,7 +97,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		return newError(ReasonDeliveryTimeIllegal, "the DELAY property is not a number")
 	}
 	if level > 0 {
-		r.typ = typeDelay
+		r.typ = MessageDelay
 		if err := c.checkType(t, r, bodyLen); err != nil {
 			return err
 		}
@@ -126,7 +111,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		return nil
 	}
 	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
-		r.typ = typeFIFO
+		r.typ = MessageFIFO
 	}
 	return c.checkType(t, r, bodyLen)
 }
@@ -158,9 +143,9 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 	}
 	limit := c.opts.MaxMessageSize
 	switch r.typ {
-	case typeDelay:
+	case MessageDelay:
 		limit = c.opts.MaxDelayMessageSize
-	case typeTransaction:
+	case MessageTransaction:
 		limit = c.opts.MaxTransactionMessageSize
 	}
 	if bodyLen > limit {
@@ -174,6 +159,6 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 // message of type msg. A FIFO topic accepts NORMAL messages too: order comes
 // from the producer's queue selection, which the Go client does not mark on
 // the message.
-func typeAccepted(topic, msg msgType) bool {
-	return topic == msg || (topic == typeFIFO && msg == typeNormal)
+func typeAccepted(topic, msg MessageType) bool {
+	return topic == msg || (topic == MessageFIFO && msg == MessageNormal)
 }

@@ -57,48 +57,6 @@ func isSystemTopic(t string) bool {
 	return strings.HasPrefix(t, systemTopicPrefix)
 }
 
-// checkTopicName validates a topic name as RocketMQ's TopicValidator does
-// (^[%|a-zA-Z0-9_-]+$, at most 127 characters) and returns its remark for a
-// bad one. It does not allocate.
-func checkTopicName(t []byte) (remark string, ok bool) {
-	if len(t) == 0 {
-		return "The specified topic is blank.", false
-	}
-	for _, c := range t {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '%', c == '|', c == '_', c == '-':
-		default:
-			return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$", false
-		}
-	}
-	if len(t) > maxTopicLength {
-		return "The specified topic is longer than topic max length.", false
-	}
-	return "", true
-}
-
-// maxGroupLength bounds consumer group names (the clients allow 255).
-const maxGroupLength = 255
-
-// validGroupName reports whether a group name is one RocketMQ's clients
-// accept (^[%|a-zA-Z0-9_-]+$, at most 255 characters); only such groups are
-// created on first use.
-func validGroupName(g []byte) bool {
-	if len(g) == 0 || len(g) > maxGroupLength {
-		return false
-	}
-	for _, c := range g {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '%', c == '|', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // topicEntry is one topic's configuration. Entries are immutable once
 // published (an update publishes a new entry), except the round-robin counter
 // used for sends with a negative queue id and logOff.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/rmqpb"
 )
@@ -54,6 +55,12 @@ func init() {
 	}
 }
 
+// protoTypes are the protocol's names of the core's message types.
+var protoTypes = [...]rmqpb.MessageType{
+	core.MessageNormal: rmqpb.MessageType_NORMAL, core.MessageFIFO: rmqpb.MessageType_FIFO,
+	core.MessageDelay: rmqpb.MessageType_DELAY, core.MessageTransaction: rmqpb.MessageType_TRANSACTION,
+}
+
 // outgoing is one message of a SendMessage, translated for core.Send.
 type outgoing struct {
 	topic    string
@@ -68,10 +75,14 @@ type outgoing struct {
 }
 
 // translate checks a message of a SendMessage and builds its stored
-// properties into o (reusing o.props). Refusals are *statusError.
+// properties into o (reusing o.props). The topic, tag, key, message-group
+// and message-type rules are the core's (core.CheckClientTopic, CheckTag,
+// CheckKey, CheckMessageGroup, CheckMessageType: *core.Error refusals);
+// the protocol's own (message id, encoding, body, digest, property keys)
+// are *statusError.
 func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 	o.topic = m.GetTopic().GetName()
-	if err := checkName(o.topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(o.topic); err != nil {
 		return err
 	}
 	sp := m.GetSystemProperties()
@@ -120,74 +131,65 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		p = message.AppendProperty(p, k, v)
 	}
 	p = message.AppendProperty(p, message.PropUniqKey, id)
-	if sp.Tag != nil {
-		tag := sp.GetTag()
-		if strings.TrimSpace(tag) == "" || strings.Contains(tag, "|") || strings.ContainsAny(tag, "\x01\x02") {
-			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_TAG, fmt.Sprintf("tag %q is blank or has '|' or control characters", tag))
+	if tag := sp.GetTag(); tag != "" {
+		if err := core.CheckTag(tag); err != nil {
+			return err
 		}
 		p = message.AppendProperty(p, message.PropTags, tag)
 	}
 	if keys := sp.GetKeys(); len(keys) > 0 {
+		empty := 0
 		for _, k := range keys {
-			if strings.TrimSpace(k) == "" || strings.ContainsAny(k, "\x01\x02") {
-				return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_KEY, fmt.Sprintf("key %q is blank or has control characters", k))
+			if err := core.CheckKey(k); err != nil {
+				return err
+			}
+			if k == "" {
+				empty++
 			}
 		}
-		p = message.AppendProperty(p, message.PropKeys, strings.Join(keys, message.PropKeysSeparator))
+		if empty > 0 { // an empty key is no key (the request is not changed)
+			kept := make([]string, 0, len(keys)-empty)
+			for _, k := range keys {
+				if k != "" {
+					kept = append(kept, k)
+				}
+			}
+			keys = kept
+		}
+		if len(keys) > 0 {
+			p = message.AppendProperty(p, message.PropKeys, strings.Join(keys, message.PropKeysSeparator))
+		}
 	}
 	if tc := sp.GetTraceContext(); tc != "" && !strings.ContainsAny(tc, "\x01\x02") {
 		p = message.AppendProperty(p, propTraceContext, tc)
 	}
 
-	o.group, o.timer = "", false
-	hasGroup := sp.MessageGroup != nil
-	if hasGroup {
-		o.group = sp.GetMessageGroup()
-		if strings.TrimSpace(o.group) == "" || len(o.group) > 64 || strings.ContainsAny(o.group, "\x01\x02") {
-			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_GROUP, fmt.Sprintf("message group %q is blank, longer than 64 or has control characters", o.group))
-		}
+	o.group, o.timer = sp.GetMessageGroup(), false
+	hasGroup := o.group != ""
+	if err := core.CheckMessageGroup(o.group); err != nil {
+		return err
 	}
 	hasDelivery := sp.DeliveryTimestamp != nil
 	typ := sp.GetMessageType()
-	if typ == rmqpb.MessageType_MESSAGE_TYPE_UNSPECIFIED {
-		switch {
-		case hasGroup:
-			typ = rmqpb.MessageType_FIFO
-		case hasDelivery:
-			typ = rmqpb.MessageType_DELAY
-		default:
-			typ = rmqpb.MessageType_NORMAL
-		}
-	}
-	o.typ = typ
-	conflict := func(what string) error {
-		return badRequest(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a "+typ.String()+" message "+what)
-	}
+	var ct core.MessageType
 	switch typ {
+	case rmqpb.MessageType_MESSAGE_TYPE_UNSPECIFIED:
+		ct = core.InferMessageType(hasGroup, hasDelivery)
+		typ = protoTypes[ct]
 	case rmqpb.MessageType_NORMAL:
-		if hasGroup || hasDelivery {
-			return conflict("has a message group or a delivery timestamp")
-		}
+		ct = core.MessageNormal
 	case rmqpb.MessageType_FIFO:
-		if !hasGroup {
-			return conflict("has no message group")
-		}
-		if hasDelivery {
-			return conflict("has a delivery timestamp")
-		}
+		ct = core.MessageFIFO
 	case rmqpb.MessageType_DELAY:
-		if !hasDelivery {
-			return conflict("has no delivery timestamp")
-		}
-		if hasGroup {
-			return conflict("has a message group")
-		}
+		ct = core.MessageDelay
 	case rmqpb.MessageType_TRANSACTION:
-		if hasGroup || hasDelivery {
-			return conflict("has a message group or a delivery timestamp")
-		}
+		ct = core.MessageTransaction
 	default:
 		return badRequest(rmqpb.Code_UNSUPPORTED, "message type "+typ.String()+" is not supported")
+	}
+	o.typ = typ
+	if err := core.CheckMessageType(ct, hasGroup, hasDelivery); err != nil {
+		return err
 	}
 	if hasGroup {
 		p = message.AppendProperty(p, message.PropJavaShardingKey, o.group)
@@ -245,27 +247,6 @@ func gzipBody(b []byte, maxBody int) (body []byte, zlib bool, err error) {
 		return b, true, nil
 	}
 	return nil, false, badRequest(rmqpb.Code_MESSAGE_CORRUPTED, "the body is marked GZIP but is neither gzip nor zlib")
-}
-
-// checkName checks a topic or group name: ^[%|a-zA-Z0-9_-]+$, at most 127
-// bytes for a topic and 255 for a group, as RocketMQ's clients check.
-func checkName(name string, code rmqpb.Code, what string) error {
-	limit := 127
-	if code == rmqpb.Code_ILLEGAL_CONSUMER_GROUP {
-		limit = 255
-	}
-	if name == "" || len(name) > limit {
-		return badRequest(code, fmt.Sprintf("%s %q is blank or longer than %d", what, name, limit))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '%', c == '|', c == '_', c == '-':
-		default:
-			return badRequest(code, fmt.Sprintf("%s %q has illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", what, name))
-		}
-	}
-	return nil
 }
 
 // delivery is what a delivered message's system properties say beyond the

@@ -5,8 +5,12 @@
 // Like the remoting front end (package broker) it only translates: it
 // decodes a request into the messaging core's request struct, calls one
 // method of core.Core, and encodes the answer; refusals become statuses in
-// one place (status.go). It never imports remoting, namesrv or protocol's
-// header types (TestNoRemotingWire, internal/importgraph).
+// one place (status.go: a core refusal's Reason through reasonCodes, which
+// go generate writes from broker/core/errors.json into status_gen.go; never
+// the remark's text). The naming, tag, key, message-group and message-type
+// rules it checks are the core's (core.CheckClientTopic, CheckTag, ...). It
+// never imports remoting, namesrv or protocol's header types
+// (TestNoRemotingWire, internal/importgraph).
 //
 // # Methods
 //

@@ -36,10 +36,10 @@ func (s *Server) PullMessage(r *rmqpb.PullMessageRequest, stream rmqpb.Messaging
 		return stream.Send(&rmqpb.PullMessageResponse{Content: &rmqpb.PullMessageResponse_Status{Status: st}})
 	}
 	group, topic := r.GetGroup().GetName(), r.GetMessageQueue().GetTopic().GetName()
-	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(group); err != nil {
 		return sendStatus(errStatus(err))
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return sendStatus(errStatus(err))
 	}
 	qid := r.GetMessageQueue().GetId()
@@ -149,7 +149,7 @@ func (s *Server) QueryOffset(ctx context.Context, r *rmqpb.QueryOffsetRequest) (
 	fail := func(err error) (*rmqpb.QueryOffsetResponse, error) {
 		return &rmqpb.QueryOffsetResponse{Status: errStatus(err)}, nil
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return fail(err)
 	}
 	cfg, err := s.core.RouteTopic(topic, false)
@@ -182,10 +182,10 @@ func (s *Server) QueryOffset(ctx context.Context, r *rmqpb.QueryOffsetRequest) (
 // groupQueue checks the group and queue of an offset request.
 func (s *Server) groupQueue(g *rmqpb.Resource, mq *rmqpb.MessageQueue) (group, topic string, qid int32, err error) {
 	group, topic, qid = g.GetName(), mq.GetTopic().GetName(), mq.GetId()
-	if err = checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err = core.CheckClientGroup(group); err != nil {
 		return
 	}
-	if err = checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err = core.CheckClientTopic(topic); err != nil {
 		return
 	}
 	cfg, e := s.core.RouteTopic(topic, false)

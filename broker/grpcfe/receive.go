@@ -94,10 +94,10 @@ func (s *Server) ReceiveMessage(r *rmqpb.ReceiveMessageRequest, stream rmqpb.Mes
 func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, stream rmqpb.MessagingService_ReceiveMessageServer) *rmqpb.Status {
 	group := r.GetGroup().GetName()
 	topic := r.GetMessageQueue().GetTopic().GetName()
-	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(group); err != nil {
 		return errStatus(err)
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return errStatus(err)
 	}
 	batch := r.GetBatchSize()
@@ -189,10 +189,10 @@ func (s *Server) AckMessage(ctx context.Context, r *rmqpb.AckMessageRequest) (*r
 		return resp, err
 	}
 	group, topic := r.GetGroup().GetName(), r.GetTopic().GetName()
-	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(group); err != nil {
 		return &rmqpb.AckMessageResponse{Status: errStatus(err)}, nil
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return &rmqpb.AckMessageResponse{Status: errStatus(err)}, nil
 	}
 	resp := &rmqpb.AckMessageResponse{Entries: make([]*rmqpb.AckMessageResultEntry, len(r.GetEntries()))}
@@ -233,10 +233,10 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, r *rmqpb.ChangeInv
 	fail := func(err error) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 		return &rmqpb.ChangeInvisibleDurationResponse{Status: errStatus(err)}, nil
 	}
-	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(group); err != nil {
 		return fail(err)
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return fail(err)
 	}
 	d := r.GetInvisibleDuration()
@@ -267,10 +267,10 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, r *rmqpb.F
 	fail := func(err error) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: errStatus(err)}, nil
 	}
-	if err := checkName(group, rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(group); err != nil {
 		return fail(err)
 	}
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return fail(err)
 	}
 	rc, err := parseReceipt(r.GetReceiptHandle())

@@ -25,7 +25,7 @@ import (
 // others (core.RouteTopic).
 func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
 	topic := r.GetTopic().GetName()
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return &rmqpb.QueryRouteResponse{Status: errStatus(err)}, nil
 	}
 	routes, err := s.routes(topic, true)
@@ -60,10 +60,10 @@ func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*r
 // assigns).
 func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRequest) (*rmqpb.QueryAssignmentResponse, error) {
 	topic := r.GetTopic().GetName()
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
 	}
-	if err := checkName(r.GetGroup().GetName(), rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "group"); err != nil {
+	if err := core.CheckClientGroup(r.GetGroup().GetName()); err != nil {
 		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
 	}
 	routes, err := s.routes(topic, false)
@@ -99,7 +99,7 @@ func (s *Server) routes(topic string, create bool) ([]Route, error) {
 		return nil, err
 	}
 	out := []Route{{BrokerName: s.brokerName, Addr: s.opts.Addr, ReadQueues: cfg.ReadQueueNums,
-		WriteQueues: cfg.WriteQueueNums, Perm: cfg.Perm, MessageTypes: messageTypes(cfg.Attributes)}}
+		WriteQueues: cfg.WriteQueueNums, Perm: cfg.Perm, MessageTypes: messageTypes(cfg)}}
 	if s.opts.Routes != nil {
 		for _, rt := range s.opts.Routes(topic) {
 			if rt.BrokerName != s.brokerName {
@@ -210,24 +210,13 @@ func permOf(perm int32, read, write bool) rmqpb.Permission {
 	return rmqpb.Permission_NONE
 }
 
-// messageTypes are the message types a topic accepts, from its
-// message.type attribute (none, or MIXED: every type; a FIFO topic also
-// takes NORMAL messages, as the core does).
-func messageTypes(attrs map[string]string) []rmqpb.MessageType {
-	v, ok := attrs["message.type"]
-	if !ok {
-		v = attrs["+message.type"]
+// messageTypes are the message types a topic accepts
+// (core.AcceptedMessageTypes).
+func messageTypes(cfg protocol.TopicConfig) []rmqpb.MessageType {
+	ts := core.AcceptedMessageTypes(cfg)
+	out := make([]rmqpb.MessageType, len(ts))
+	for i, t := range ts {
+		out[i] = protoTypes[t]
 	}
-	switch v {
-	case "NORMAL":
-		return []rmqpb.MessageType{rmqpb.MessageType_NORMAL}
-	case "FIFO":
-		return []rmqpb.MessageType{rmqpb.MessageType_FIFO, rmqpb.MessageType_NORMAL}
-	case "DELAY":
-		return []rmqpb.MessageType{rmqpb.MessageType_DELAY}
-	case "TRANSACTION":
-		return []rmqpb.MessageType{rmqpb.MessageType_TRANSACTION}
-	}
-	return []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY,
-		rmqpb.MessageType_TRANSACTION}
+	return out
 }

@@ -148,7 +148,7 @@ func (s *Server) EndTransaction(ctx context.Context, r *rmqpb.EndTransactionRequ
 		return resp, err
 	}
 	topic := r.GetTopic().GetName()
-	if err := checkName(topic, rmqpb.Code_ILLEGAL_TOPIC, "topic"); err != nil {
+	if err := core.CheckClientTopic(topic); err != nil {
 		return &rmqpb.EndTransactionResponse{Status: errStatus(err)}, nil
 	}
 	clOff, qOff, ok := parseTransactionID(r.GetTransactionId())

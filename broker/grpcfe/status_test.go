@@ -2,10 +2,14 @@ package grpcfe
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/rmqpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // TestEveryReasonHasAStatus checks that the generated table gives every
@@ -26,5 +30,55 @@ func TestEveryReasonHasAStatus(t *testing.T) {
 	}
 	if st := errStatus(nil); st.Code != rmqpb.Code_OK {
 		t.Errorf("errStatus(nil) = %v", st.Code)
+	}
+}
+
+// TestTranslateRefusals checks the statuses of messages the core's rules
+// refuse (core.CheckClientTopic, CheckTag, CheckKey, CheckMessageGroup,
+// CheckMessageType), and that an empty tag, key or message group is none.
+func TestTranslateRefusals(t *testing.T) {
+	str := func(s string) *string { return &s }
+	msg := func(topic string, f func(sp *rmqpb.SystemProperties)) *rmqpb.Message {
+		sp := &rmqpb.SystemProperties{MessageId: "01ABCDEF"}
+		if f != nil {
+			f(sp)
+		}
+		return &rmqpb.Message{Topic: &rmqpb.Resource{Name: topic}, SystemProperties: sp, Body: []byte("x")}
+	}
+	future := timestamppb.New(time.Now().Add(time.Hour))
+	cases := []struct {
+		name string
+		m    *rmqpb.Message
+		want rmqpb.Code
+	}{
+		{"ok", msg("t", nil), rmqpb.Code_OK},
+		{"illegal topic", msg("a b", nil), rmqpb.Code_ILLEGAL_TOPIC},
+		{"system topic", msg("TBW102", nil), rmqpb.Code_ILLEGAL_TOPIC},
+		{"tag with bar", msg("t", func(sp *rmqpb.SystemProperties) { sp.Tag = str("a|b") }), rmqpb.Code_ILLEGAL_MESSAGE_TAG},
+		{"blank tag", msg("t", func(sp *rmqpb.SystemProperties) { sp.Tag = str(" ") }), rmqpb.Code_ILLEGAL_MESSAGE_TAG},
+		{"empty tag", msg("t", func(sp *rmqpb.SystemProperties) { sp.Tag = str("") }), rmqpb.Code_OK},
+		{"blank key", msg("t", func(sp *rmqpb.SystemProperties) { sp.Keys = []string{"k", "\t"} }), rmqpb.Code_ILLEGAL_MESSAGE_KEY},
+		{"empty key", msg("t", func(sp *rmqpb.SystemProperties) { sp.Keys = []string{"", "k"} }), rmqpb.Code_OK},
+		{"long message group", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageGroup = str(strings.Repeat("g", 64)) }), rmqpb.Code_ILLEGAL_MESSAGE_GROUP},
+		{"FIFO without group", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageType = rmqpb.MessageType_FIFO }), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"FIFO with empty group", msg("t", func(sp *rmqpb.SystemProperties) {
+			sp.MessageType, sp.MessageGroup = rmqpb.MessageType_FIFO, str("")
+		}), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"DELAY with group", msg("t", func(sp *rmqpb.SystemProperties) {
+			sp.MessageType, sp.MessageGroup, sp.DeliveryTimestamp = rmqpb.MessageType_DELAY, str("g"), future
+		}), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"undeclared FIFO", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageGroup = str("g") }), rmqpb.Code_OK},
+		{"LITE", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageType = rmqpb.MessageType_LITE }), rmqpb.Code_UNSUPPORTED},
+	}
+	for _, tc := range cases {
+		var o outgoing
+		keys := slices.Clone(tc.m.GetSystemProperties().GetKeys())
+		err := translate(tc.m, &o, 1<<20)
+		if got := errStatus(err).Code; got != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+		if !slices.Equal(keys, tc.m.GetSystemProperties().GetKeys()) {
+			t.Errorf("%s: translate changed the request's keys", tc.name)
+		}
 	}
 }
