@@ -92,6 +92,12 @@ var scenarios = []scenario{
 	// ("r f") is ILLEGAL_CONSUMER_GROUP (the front end's check, reason
 	// GroupIllegal) where the core answers SubscriptionGroupNotExist (26,
 	// which would be CONSUMER_GROUP_NOT_FOUND).
+	// And consumer offsets: the gRPC front end checks that the topic exists,
+	// that the queue is one of its read queues and that a committed offset
+	// is not negative (TOPIC_NOT_FOUND, BAD_REQUEST, ILLEGAL_OFFSET); the
+	// core's UpdateConsumerOffset and QueryConsumerOffset check none of it,
+	// so remoting commits and answers an offset of a topic that does not
+	// exist, of queue 5 of a one-queue topic, and commits -1.
 }
 
 // ---- helpers ----
