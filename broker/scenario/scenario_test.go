@@ -409,6 +409,13 @@ func popRetry(t *testing.T, d driver) {
 			t.Errorf("delivery %d: reconsume count %d at offset %d, want %d at %d", want+1, g.Reconsume, g.Offset, want, s.Offset)
 		}
 	}
+	// A delivery's own invisible time passing is a nack too.
+	mustChange(t, d, "pr-group", g, time.Millisecond)
+	g = popN(t, d, "pr-group", "PR", 1, 200*time.Millisecond, Filter{})[0]
+	g = popN(t, d, "pr-group", "PR", 1, held, Filter{})[0]
+	if g.Reconsume != 4 {
+		t.Errorf("after the invisible time passed: reconsume count %d, want 4", g.Reconsume)
+	}
 	mustAck(t, d, "pr-group", g)
 	popNone(t, d, "pr-group", "PR", Filter{})
 }
