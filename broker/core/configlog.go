@@ -215,6 +215,9 @@ func (c *Core) applyConfigLocked() {
 			if errors.Is(err, store.ErrOffsetOutOfRange) {
 				continue // retention moved the queue's start: take it again
 			}
+			if errors.Is(err, store.ErrClosed) {
+				return // Shutdown: the next start applies them
+			}
 			c.opts.Logger.Error("broker: reading configuration records failed; retried with the next arrival", "offset", l.next, "err", err)
 			return
 		}
