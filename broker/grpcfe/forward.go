@@ -58,10 +58,18 @@ import (
 // x-apogee-forwarded header: a member never forwards a call that has it
 // (two members that each think the other master would otherwise bounce
 // a call until its deadline); it serves it with its own core instead.
-// A master that cannot be reached (no connection, or the connection
-// failed during the call) is answered PROXY_TIMEOUT in the method's
-// status, as RocketMQ's proxy answers a broker it timed out on: every SDK
-// retries it. A gRPC error the master answered with passes through.
+// A master out of reach (gRPC Unavailable: no connection, or it broke) is
+// a failover under way: the call waits, up to ForwardRetryWait and within
+// its deadline less 200 ms, for Options.Master to name another master
+// (MasterChanged wakes it; the hook is also asked every 25 ms), then goes
+// there, or is served here when this member is the master now. A receive
+// is sent again only if no frame came. A master still out of reach then,
+// or a call that failed otherwise on the way, is answered PROXY_TIMEOUT in
+// the method's status, as RocketMQ's proxy answers a broker it timed out
+// on: every SDK retries it. A gRPC error the master answered with passes
+// through. A unary call sent again may have been served by the old
+// master before it went (its answer lost): a send may then be stored
+// twice, as when an SDK retries it.
 //
 // The connection to the master is one grpc-go client connection, made on
 // the first forwarded call and replaced (the old one closed, its calls
@@ -82,6 +90,9 @@ const (
 	// DefaultForwardDialTimeout bounds one attempt to connect to the
 	// master.
 	DefaultForwardDialTimeout = 3 * time.Second
+	// DefaultForwardRetryWait bounds how long a call whose master is out
+	// of reach waits for Options.Master to name the next one.
+	DefaultForwardRetryWait = 5 * time.Second
 )
 
 // metaForwarded marks a call a member forwarded (its value: the member's
@@ -95,6 +106,19 @@ type forwarder struct {
 	cc     *grpc.ClientConn             // guarded by mu
 	cli    rmqpb.MessagingServiceClient // guarded by mu
 	closed bool                         // guarded by mu
+	// changed is closed (and replaced) by MasterChanged: it wakes the
+	// calls waiting for a new master.
+	changed chan struct{} // guarded by mu
+}
+
+// changedChan returns the channel the next MasterChanged closes.
+func (f *forwarder) changedChan() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.changed == nil {
+		f.changed = make(chan struct{})
+	}
+	return f.changed
 }
 
 // errForwardClosed: the server shut down.
@@ -102,18 +126,82 @@ var errForwardClosed = errors.New("grpcfe: the front end is shutting down")
 
 // masterClient returns the client of the master a call is to be forwarded
 // to, or nil when this member serves it.
-func (s *Server) masterClient(ctx context.Context) (rmqpb.MessagingServiceClient, error) {
+func (s *Server) masterClient(ctx context.Context) (rmqpb.MessagingServiceClient, string, error) {
 	if s.opts.Master == nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	if len(metadata.ValueFromIncomingContext(ctx, metaForwarded)) > 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	addr, self := s.opts.Master()
 	if self || addr == "" || addr == s.opts.Addr {
-		return nil, nil
+		return nil, "", nil
 	}
-	return s.fwd.client(s, addr)
+	cli, err := s.fwd.client(s, addr)
+	return cli, addr, err
+}
+
+// retryReserve is kept of a caller's deadline, when a call waits for a new
+// master, to answer in time.
+const retryReserve = 200 * time.Millisecond
+
+// masterPoll is how often a call waiting for a new master asks
+// Options.Master (MasterChanged wakes it at once).
+const masterPoll = 25 * time.Millisecond
+
+// awaitMaster waits, after the master at failed could not be reached, for
+// Options.Master to name another one (this member included), until
+// deadline: the client of the new master; nil with ok when this member is
+// the master now (the call is served here); ok false when none came in
+// time, or the call or the server ended.
+func (s *Server) awaitMaster(ctx context.Context, failed string, deadline time.Time) (cli rmqpb.MessagingServiceClient, addr string, ok bool) {
+	if s.opts.Master == nil {
+		return nil, "", false
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	poll := time.NewTicker(masterPoll)
+	defer poll.Stop()
+	for {
+		changed := s.fwd.changedChan()
+		addr, self := s.opts.Master()
+		switch {
+		case self || addr == s.opts.Addr:
+			return nil, "", true
+		case addr != "" && addr != failed:
+			cli, err := s.fwd.client(s, addr)
+			return cli, addr, err == nil
+		}
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-timer.C:
+			return nil, "", false
+		case <-ctx.Done():
+			return nil, "", false
+		case <-s.shutdown:
+			return nil, "", false
+		}
+	}
+}
+
+// retryDeadline is how long a forwarded call may wait for a new master:
+// ForwardRetryWait from now, within the caller's deadline less a reserve.
+func (s *Server) retryDeadline(ctx context.Context) time.Time {
+	d := time.Now().Add(s.opts.ForwardRetryWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-retryReserve).Before(d) {
+		d = dl.Add(-retryReserve)
+	}
+	return d
+}
+
+// masterGone reports whether err, from a forwarded call, says the master
+// is out of reach (no connection, or it broke) or was replaced (its
+// connection closed by a change of master): worth waiting for another.
+// The caller checks that its own context is not done.
+func masterGone(err error) bool {
+	c := grpcstatus.Code(err)
+	return c == codes.Unavailable || c == codes.Canceled
 }
 
 // client returns the client of addr, connecting (lazily: grpc-go connects
@@ -151,12 +239,17 @@ func (f *forwarder) client(s *Server, addr string) (rmqpb.MessagingServiceClient
 	return f.cli, nil
 }
 
-// drop closes the connection (its calls end); the next forwarded call
-// makes a new one.
-func (f *forwarder) drop() {
+// drop closes the connection (its calls end) unless it is to keep, the
+// current master's; the next forwarded call makes a new one. It wakes the
+// calls waiting for a new master.
+func (f *forwarder) drop(keep string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.cc != nil {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
+	if f.cc != nil && f.addr != keep {
 		_ = f.cc.Close()
 		f.cc, f.cli, f.addr = nil, nil, ""
 	}
@@ -171,13 +264,16 @@ func (f *forwarder) drop() {
 // sends the transaction checks. Calls in flight to the old master end
 // with PROXY_TIMEOUT. Other calls need nothing: each asks Options.Master.
 func (s *Server) MasterChanged() {
-	s.fwd.drop()
 	if s.opts.Master == nil {
+		s.fwd.drop("")
 		return
 	}
-	if _, self := s.opts.Master(); self {
+	addr, self := s.opts.Master()
+	if self {
+		s.fwd.drop("")
 		return
 	}
+	s.fwd.drop(addr)
 	s.clients.mu.Lock()
 	cs := make([]*client, 0, len(s.clients.m))
 	for _, c := range s.clients.m {
@@ -279,7 +375,7 @@ type unaryMethod[Req, Resp any] func(rmqpb.MessagingServiceClient, context.Conte
 // call's answer). failed makes the method's response of a status.
 func forwardUnary[Req, Resp any](s *Server, ctx context.Context, r Req, m unaryMethod[Req, Resp],
 	failed func(*rmqpb.Status) Resp) (resp Resp, forwarded bool, err error) {
-	cli, err := s.masterClient(ctx)
+	cli, addr, err := s.masterClient(ctx)
 	if cli == nil && err == nil {
 		return resp, false, nil
 	}
@@ -294,8 +390,27 @@ func forwardUnary[Req, Resp any](s *Server, ctx context.Context, r Req, m unaryM
 			fctx, cancel = context.WithTimeout(fctx, s.opts.ForwardTimeout)
 			defer cancel()
 		}
-		if resp, err = m(cli, fctx, r); err == nil {
-			return resp, true, nil
+		var retryBy time.Time
+		for {
+			if resp, err = m(cli, fctx, r); err == nil {
+				return resp, true, nil
+			}
+			if !masterGone(err) || ctx.Err() != nil {
+				break
+			}
+			// The master is out of reach (a failover): wait for the next.
+			if retryBy.IsZero() {
+				retryBy = s.retryDeadline(fctx)
+			}
+			next, nextAddr, ok := s.awaitMaster(fctx, addr, retryBy)
+			if !ok {
+				break
+			}
+			if next == nil {
+				return resp, false, nil // this member is the master now
+			}
+			s.stats.forwardRetries.Add(1)
+			cli, addr = next, nextAddr
 		}
 	}
 	st, err := s.forwardFailed(ctx, err)
@@ -423,7 +538,7 @@ func forwardServerStream[Req, Resp any, CS clientStream[Resp]](s *Server, r Req,
 	open func(rmqpb.MessagingServiceClient, context.Context, Req, ...grpc.CallOption) (CS, error),
 	failed func(*rmqpb.Status) Resp) (forwarded bool, err error) {
 	ctx := stream.Context()
-	cli, err := s.masterClient(ctx)
+	cli, addr, err := s.masterClient(ctx)
 	if cli == nil && err == nil {
 		return false, nil
 	}
@@ -436,21 +551,40 @@ func forwardServerStream[Req, Resp any, CS clientStream[Resp]](s *Server, r Req,
 		fctx, cancel := context.WithCancel(s.forwardContext(ctx))
 		defer cancel()
 		defer s.endAtShutdown(cancel)()
-		var up CS
-		if up, err = open(cli, fctx, r); err == nil {
-			for {
-				var f Resp
-				if f, err = up.Recv(); err != nil {
-					break
+		var retryBy time.Time
+		for {
+			var up CS
+			if up, err = open(cli, fctx, r); err == nil {
+				for {
+					var f Resp
+					if f, err = up.Recv(); err != nil {
+						break
+					}
+					if err := stream.Send(f); err != nil {
+						return true, err
+					}
+					sent++
 				}
-				if err := stream.Send(f); err != nil {
-					return true, err
+				if err == io.EOF {
+					return true, nil
 				}
-				sent++
 			}
-			if err == io.EOF {
-				return true, nil
+			if sent > 0 || !masterGone(err) || ctx.Err() != nil {
+				break
 			}
+			// Nothing came: the call can go to the next master.
+			if retryBy.IsZero() {
+				retryBy = s.retryDeadline(fctx)
+			}
+			next, nextAddr, ok := s.awaitMaster(fctx, addr, retryBy)
+			if !ok {
+				break
+			}
+			if next == nil {
+				return false, nil // this member is the master now
+			}
+			s.stats.forwardRetries.Add(1)
+			cli, addr = next, nextAddr
 		}
 	}
 	st, err := s.forwardFailed(ctx, err)
@@ -486,7 +620,7 @@ func (s *Server) forwardPull(r *rmqpb.PullMessageRequest, stream rmqpb.Messaging
 // stream ends: the SDKs open a new one.
 func (s *Server) forwardTelemetry(stream rmqpb.MessagingService_TelemetryServer) (bool, error) {
 	ctx := stream.Context()
-	cli, err := s.masterClient(ctx)
+	cli, _, err := s.masterClient(ctx)
 	if cli == nil && err == nil {
 		return false, nil
 	}

@@ -208,7 +208,8 @@ func TestForwardedTransactionCheck(t *testing.T) {
 }
 
 func TestForwardMasterUnreachable(t *testing.T) {
-	slave := newMember(t, deadAddr(t), nil)
+	// Each call waits 100 ms for another master, then says it found none.
+	slave := newMember(t, deadAddr(t), func(o *Options) { o.ForwardRetryWait = 100 * time.Millisecond })
 	r, err := slave.cli.SendMessage(slave.ctx("producer-1", callTimeout), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg("T", "ID-1", "x")}})
 	if err != nil || r.Status.Code != rmqpb.Code_PROXY_TIMEOUT {
 		t.Fatalf("send to an unreachable master: %v %v", r, err)
@@ -230,7 +231,7 @@ func TestForwardMasterUnreachable(t *testing.T) {
 func TestForwardFollowsTheMaster(t *testing.T) {
 	a := newEnv(t, nil)
 	b := newEnv(t, nil)
-	slave := newMember(t, a.srv.opts.Addr, nil)
+	slave := newMember(t, a.srv.opts.Addr, func(o *Options) { o.ForwardRetryWait = -1 })
 	slave.send(msg("T", "1", "to a"))
 	a.dispatched("T", 1)
 	slave.setMaster(b.srv.opts.Addr)
@@ -507,6 +508,8 @@ func TestMasterChangedEndsTelemetry(t *testing.T) {
 	}
 	// Relayed: ends when the master changes.
 	relayed := open(slave.env)
+	other := newEnv(t, nil)
+	slave.setMaster(other.srv.opts.Addr)
 	slave.MasterChanged()
 	ended(relayed)
 	// Served locally while this member had no master; it ends when the
@@ -581,4 +584,69 @@ func BenchmarkSendMessageForwarded(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A call whose master is out of reach waits for the owner to name the
+// next one and goes there: a send, and a receive (nothing came from the
+// old master, so it is sent again).
+func TestForwardWaitsForTheNextMaster(t *testing.T) {
+	master := newEnv(t, nil)
+	slave := newMember(t, deadAddr(t), nil)
+	master.route("T")
+	sent := make(chan *rmqpb.SendMessageResponse, 1)
+	go func() {
+		r, err := slave.cli.SendMessage(slave.ctx("producer-1", callTimeout), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg("T", "1", "x")}})
+		if err != nil {
+			r = &rmqpb.SendMessageResponse{Status: status(rmqpb.Code_INTERNAL_SERVER_ERROR, err.Error())}
+		}
+		sent <- r
+	}()
+	received := make(chan []*rmqpb.Message, 1)
+	go func() {
+		got, _ := slave.receive("G", "T", 1, time.Minute, arrival, nil)
+		received <- got
+	}()
+	wait.Equal(t, "two calls waiting for a master", int64(2), func() int64 { return runtimeInt(t, slave.srv, "grpcForwarding") })
+	slave.setMaster(master.srv.opts.Addr)
+	slave.MasterChanged()
+	if r := <-sent; r.Status.Code != rmqpb.Code_OK {
+		t.Fatalf("send: %v", r)
+	}
+	if got := <-received; len(got) != 1 || string(got[0].Body) != "x" {
+		t.Fatalf("receive: %v", got)
+	}
+	if n := runtimeInt(t, slave.srv, "grpcForwardRetries"); n < 2 {
+		t.Fatalf("grpcForwardRetries %d", n)
+	}
+	if n := stored(slave.env, "T"); n != 0 {
+		t.Fatalf("the slave stored %d", n)
+	}
+}
+
+// A member that becomes the master while a call waits for one serves the
+// call itself.
+func TestForwardServedHereOnceMaster(t *testing.T) {
+	dead := deadAddr(t)
+	var master atomic.Pointer[string]
+	master.Store(&dead)
+	var self string
+	e := newEnvWith(t, nil, func(o *Options) {
+		self = o.Addr
+		o.Master = func() (string, bool) { a := *master.Load(); return a, a == self }
+	}, nil)
+	sent := make(chan *rmqpb.SendMessageResponse, 1)
+	go func() {
+		r, err := e.cli.SendMessage(e.ctx("producer-1", callTimeout), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg("T", "1", "x")}})
+		if err != nil {
+			r = &rmqpb.SendMessageResponse{Status: status(rmqpb.Code_INTERNAL_SERVER_ERROR, err.Error())}
+		}
+		sent <- r
+	}()
+	wait.Equal(t, "a call waiting for a master", int64(1), func() int64 { return runtimeInt(t, e.srv, "grpcForwarding") })
+	master.Store(&self)
+	e.srv.MasterChanged()
+	if r := <-sent; r.Status.Code != rmqpb.Code_OK {
+		t.Fatalf("send: %v", r)
+	}
+	e.dispatched("T", 1)
 }

@@ -104,11 +104,13 @@ type Options struct {
 	// added). Nil: plaintext, which the port accepts unless its TLSServer
 	// is Enforcing.
 	ForwardTLS *tls.Config
-	// MaxForwarded, ForwardTimeout, ForwardDialTimeout: see their Default
-	// constants.
+	// MaxForwarded, ForwardTimeout, ForwardDialTimeout, ForwardRetryWait:
+	// see their Default constants (ForwardRetryWait negative: a call whose
+	// master is out of reach does not wait for the next).
 	MaxForwarded       int
 	ForwardTimeout     time.Duration
 	ForwardDialTimeout time.Duration
+	ForwardRetryWait   time.Duration
 	// TLSServer, when set and not in tlsconf.Disabled mode, is the port's
 	// transport: its mode (Enforcing: TLS only; Permissive: TLS and
 	// plaintext by the first byte) and its certificate files, reloaded as
@@ -148,7 +150,7 @@ type Server struct {
 
 	stats struct {
 		sends, sendErrors, receives, received, acks, pulls atomic.Int64
-		forwarded, forwardFailures                         atomic.Int64
+		forwarded, forwardFailures, forwardRetries         atomic.Int64
 	}
 }
 
@@ -186,6 +188,9 @@ func New(c *core.Core, opts Options) (*Server, error) {
 	}
 	if opts.ForwardDialTimeout <= 0 {
 		opts.ForwardDialTimeout = DefaultForwardDialTimeout
+	}
+	if opts.ForwardRetryWait == 0 {
+		opts.ForwardRetryWait = DefaultForwardRetryWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = c.Options().Logger
@@ -301,5 +306,8 @@ func (s *Server) RuntimeInfo() map[string]string {
 		"grpcForwarding":      strconv.FormatInt(s.forwarding.Load(), 10),
 		"grpcForwarded":       strconv.FormatInt(s.stats.forwarded.Load(), 10),
 		"grpcForwardFailures": strconv.FormatInt(s.stats.forwardFailures.Load(), 10),
+		// Forwarded calls sent again to a new master after the old one
+		// went out of reach.
+		"grpcForwardRetries": strconv.FormatInt(s.stats.forwardRetries.Load(), 10),
 	}
 }
