@@ -35,7 +35,9 @@
 // master answered; routes and assignments are this member's, naming every
 // member (Options.Members). Invariants: a call carrying the forwarded mark
 // is never forwarded again; at most MaxForwarded calls are forwarded at
-// once; without a known master the member's own core answers.
+// once; a call whose master is out of reach waits, within its deadline,
+// for the next one (ForwardRetryWait) and is sent there; without a known
+// master the member's own core answers.
 //
 // # Messages across protocols
 //
