@@ -71,3 +71,40 @@ func TestTopicConfigurationFollowsTheHAStream(t *testing.T) {
 		t.Fatalf("send to the new master: code %d %q", resp.Code, resp.Remark)
 	}
 }
+
+// A slave creates nothing over remoting: a heartbeat naming a consumer
+// group creates neither the group nor its retry topic (the master creates
+// them, and the slave follows through the log), a send to an unknown topic
+// is refused as every send to a slave, and no configuration record is
+// written.
+func TestSlaveCreatesNothingOverRemoting(t *testing.T) {
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close() // the master's HA address: nobody there
+	s := newHarness(t, func(o *Options) {
+		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.HAMasterAddr = gone.Addr().String()
+		o.SlaveSyncInterval = time.Hour
+	})
+	cl := s.dial(nil)
+	if resp := invoke(t, cl, heartbeatRequest(t, "c1", "HbGroup", map[string]string{"T": "*"})); resp.Code != protocol.RespSuccess {
+		t.Fatalf("heartbeat to the slave: code %d %q", resp.Code, resp.Remark)
+	}
+	if resp := invoke(t, cl, sendRequest("NewTopic", 0, []byte("x"), "")); resp.Code != protocol.RespSystemBusy {
+		t.Fatalf("send to the slave: code %d %q", resp.Code, resp.Remark)
+	}
+	c := s.b.Core()
+	if _, err := c.SubscriptionGroup([]byte("HbGroup")); err == nil {
+		t.Fatal("a heartbeat created a group on the slave")
+	}
+	for _, topic := range []string{"%RETRY%HbGroup", "NewTopic"} {
+		if _, ok := c.TopicConfig(topic); ok {
+			t.Fatalf("the slave created %s", topic)
+		}
+	}
+	if st := c.ConfigLogStats(); st.Appended != 0 {
+		t.Fatalf("the slave appended %d configuration records", st.Appended)
+	}
+}
