@@ -3,6 +3,11 @@ package core_test
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -60,5 +65,33 @@ func TestReasons(t *testing.T) {
 	}
 	if !errors.Is(fmt.Errorf("x: %w", &core.Error{Reason: core.ReasonResetNoTopic, Code: protocol.RespSystemError}), core.ErrNoTopic) {
 		t.Error("a ReasonResetNoTopic refusal is not errors.Is ErrNoTopic")
+	}
+}
+
+// TestErrorsCarryReasons fails when a non-test file of the core builds an
+// Error literal outside errors.go: the core's refusals are built with
+// newError and wrapError, which take a Reason and derive the code from it.
+func TestErrorsCarryReasons(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "errors.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				if id, ok := lit.Type.(*ast.Ident); ok && id.Name == "Error" {
+					t.Errorf("%s: an Error literal: use newError or wrapError with a Reason", fset.Position(lit.Pos()))
+				}
+			}
+			return true
+		})
 	}
 }
