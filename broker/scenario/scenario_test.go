@@ -81,18 +81,22 @@ var scenarios = []scenario{
 	{name: "long-poll-pop", needs: []op{opHold}, run: longPollPop},
 	{name: "long-poll-visibility", needs: []op{opHold}, run: longPollVisibility},
 	{name: "long-poll-expiry", needs: []op{opHold}, run: longPollExpiry},
-	// Left out, because the front ends disagree (reported to the lead; the
-	// rules are item 3's, "the topic-name, message-type and tag rules are
-	// the core's, used by both front ends"): the gRPC front end refuses what
-	// the core, and so the remoting front end, stores:
-	//   - a tag with '|' ("a|b", "a||b") or blank ("  "): ILLEGAL_MESSAGE_TAG;
-	//   - a blank key (" "): ILLEGAL_MESSAGE_KEY;
+	// Left out, because the front ends disagree (reported to the lead): the
+	// gRPC front end applies the rules RocketMQ's proxy applies to 5.x
+	// clients (broker/core's CheckTag, CheckKey, CheckMessageGroup,
+	// CheckClientTopic, CheckClientGroup) and refuses what the core, and so
+	// the remoting front end (RocketMQ's broker checks none of it), stores
+	// or serves:
+	//   - a tag with '|' ("a|b") or of white space alone: ILLEGAL_MESSAGE_TAG;
+	//   - a key of white space alone: ILLEGAL_MESSAGE_KEY;
 	//   - an empty body: MESSAGE_BODY_EMPTY;
-	//   - a message group longer than 64 characters: ILLEGAL_MESSAGE_GROUP.
+	//   - a message group of 64 bytes or more: ILLEGAL_MESSAGE_GROUP;
+	//   - a send to TBW102: ILLEGAL_TOPIC (a system topic);
+	//   - a pop of a CID_RMQ_SYS_ group: ILLEGAL_CONSUMER_GROUP.
 	// And for a reason of its own: a pop of a group whose name is illegal
-	// ("r f") is ILLEGAL_CONSUMER_GROUP (the front end's check, reason
-	// GroupIllegal) where the core answers SubscriptionGroupNotExist (26,
-	// which would be CONSUMER_GROUP_NOT_FOUND).
+	// ("r f") is ILLEGAL_CONSUMER_GROUP (reason GroupIllegal) where the
+	// core answers SubscriptionGroupNotExist (26, which would be
+	// CONSUMER_GROUP_NOT_FOUND).
 	// And consumer offsets: the gRPC front end checks that the topic exists,
 	// that the queue is one of its read queues and that a committed offset
 	// is not negative (TOPIC_NOT_FOUND, BAD_REQUEST, ILLEGAL_OFFSET); the
