@@ -17,10 +17,10 @@
 //
 // # Invariants
 //
-//   - Every driver starts its own core in t.TempDir(), its listeners on
-//     127.0.0.1:0, and stops them when the test ends; drivers share the
-//     core's options (coreOptions), so a difference between drivers is a
-//     difference of the front ends.
+//   - Every driver starts its own core in t.TempDir() (and its front ends,
+//     listening on 127.0.0.1:0) for each scenario, and stops them when the
+//     scenario ends; every core has the same options (coreOptions), so a
+//     difference between drivers is a difference of the front ends.
 //   - A driver declares an operation unsupported (lacks) only where its
 //     protocol has no such operation, naming RocketMQ's protocol fact; the
 //     scenarios that need it are skipped on that driver with that reason.

@@ -13,7 +13,7 @@ import (
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
-// drivers are the three ways to the messaging core: how to start one, and
+// drivers are the ways to the messaging core: how to start one, and
 // what its protocol lacks (asked before it starts).
 var drivers = []struct {
 	name  string
