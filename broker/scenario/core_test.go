@@ -134,12 +134,21 @@ func (d *coreDriver) sendHalf(t *testing.T, m Msg) Sent {
 	return s
 }
 
-func (d *coreDriver) endTx(t *testing.T, topic string, tx txRef, commit, fromCheck bool) {
-	t.Helper()
-	kind := protocol.TransactionRollbackType
-	if commit {
-		kind = protocol.TransactionCommitType
+// endTransactionType is a resolution's commitOrRollback (remoting's
+// END_TRANSACTION, the core's request).
+func endTransactionType(res resolution) int32 {
+	switch res {
+	case commit:
+		return protocol.TransactionCommitType
+	case rollback:
+		return protocol.TransactionRollbackType
 	}
+	return protocol.TransactionNotType
+}
+
+func (d *coreDriver) endTx(t *testing.T, topic string, tx txRef, res resolution, fromCheck bool) {
+	t.Helper()
+	kind := endTransactionType(res)
 	p, err := d.c.EndTransaction(&core.EndTransactionRequest{ProducerGroup: topic, TranStateTableOffset: tx.offset,
 		CommitLogOffset: tx.commitLog, CommitOrRollback: kind, FromTransactionCheck: fromCheck, MsgID: tx.id})
 	if err == nil {

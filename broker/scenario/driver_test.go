@@ -53,6 +53,15 @@ type txRef struct {
 	grpcID            string // the gRPC front end's transaction id
 }
 
+// resolution is a producer's outcome of a transaction.
+type resolution uint8
+
+const (
+	commit   resolution = iota
+	rollback            // the half message is dropped
+	unknown             // nothing changes: the broker checks again
+)
+
 // Check is a transaction check the broker pushed to the producer.
 type Check struct {
 	ID   string
@@ -161,8 +170,9 @@ type driver interface {
 	// being its topic (RocketMQ 5's rule: its clients have no producer
 	// group; the drivers of the other protocols follow it).
 	sendHalf(t *testing.T, m Msg) Sent
-	// endTx commits or rolls back a transaction (from a check or not).
-	endTx(t *testing.T, topic string, tx txRef, commit, fromCheck bool)
+	// endTx commits or rolls back a transaction, or leaves it open
+	// (unknown), from a check or not.
+	endTx(t *testing.T, topic string, tx txRef, res resolution, fromCheck bool)
 	// watchChecks registers a producer of topic's transactions and returns
 	// the checks the broker pushes to it.
 	watchChecks(t *testing.T, topic string) <-chan Check

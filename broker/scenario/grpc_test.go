@@ -171,12 +171,15 @@ func (d *grpcDriver) sendHalf(t *testing.T, m Msg) Sent {
 	return Sent{ID: e.MessageId, Queue: -1, Offset: e.Offset, tx: txRef{id: e.MessageId, grpcID: e.TransactionId}}
 }
 
-func (d *grpcDriver) endTx(t *testing.T, topic string, tx txRef, commit, fromCheck bool) {
+func (d *grpcDriver) endTx(t *testing.T, topic string, tx txRef, how resolution, fromCheck bool) {
 	t.Helper()
 	r := &rmqpb.EndTransactionRequest{Topic: res(topic), MessageId: tx.id, TransactionId: tx.grpcID,
-		Resolution: rmqpb.TransactionResolution_ROLLBACK, Source: rmqpb.TransactionSource_SOURCE_CLIENT}
-	if commit {
+		Resolution: rmqpb.TransactionResolution_TRANSACTION_RESOLUTION_UNSPECIFIED, Source: rmqpb.TransactionSource_SOURCE_CLIENT}
+	switch how {
+	case commit:
 		r.Resolution = rmqpb.TransactionResolution_COMMIT
+	case rollback:
+		r.Resolution = rmqpb.TransactionResolution_ROLLBACK
 	}
 	if fromCheck {
 		r.Source = rmqpb.TransactionSource_SOURCE_SERVER_CHECK

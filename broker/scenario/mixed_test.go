@@ -68,9 +68,9 @@ func (d *mixedDriver) sendHalf(t *testing.T, m Msg) Sent {
 	return d.producer.sendHalf(t, m)
 }
 
-func (d *mixedDriver) endTx(t *testing.T, topic string, tx txRef, commit, fromCheck bool) {
+func (d *mixedDriver) endTx(t *testing.T, topic string, tx txRef, res resolution, fromCheck bool) {
 	t.Helper()
-	d.producer.endTx(t, topic, tx, commit, fromCheck)
+	d.producer.endTx(t, topic, tx, res, fromCheck)
 }
 
 func (d *mixedDriver) watchChecks(t *testing.T, topic string) <-chan Check {

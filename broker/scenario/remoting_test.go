@@ -248,12 +248,9 @@ func (d *remotingDriver) sendHalf(t *testing.T, m Msg) Sent {
 	return s
 }
 
-func (d *remotingDriver) endTx(t *testing.T, topic string, tx txRef, commit, fromCheck bool) {
+func (d *remotingDriver) endTx(t *testing.T, topic string, tx txRef, res resolution, fromCheck bool) {
 	t.Helper()
-	kind := protocol.TransactionRollbackType
-	if commit {
-		kind = protocol.TransactionCommitType
-	}
+	kind := endTransactionType(res)
 	req := request(protocol.ReqEndTransaction)
 	(&protocol.EndTransactionRequest{ProducerGroup: topic, TranStateTableOffset: tx.offset, CommitLogOffset: tx.commitLog,
 		CommitOrRollback: kind, FromTransactionCheck: fromCheck, MsgID: tx.id, TransactionID: tx.id, BrokerName: "broker-a"}).Encode(&req.Ext)
