@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type Log struct {
 	mu     sync.Mutex
 	active *segment // the segment holding the written position
 	pos    int64    // the written position as the writer sees it
+	// refuse makes Append fail with ErrAppendsRefused (RefuseAppends: a
+	// replica's store); AppendReplica is not affected.
+	refuse bool
 
 	written atomic.Int64 // published written position: readers may read below it
 	flushed atomic.Int64 // everything below is on stable storage
@@ -199,6 +203,10 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
+	if l.refuse {
+		l.mu.Unlock()
+		return ErrAppendsRefused
+	}
 	seg, pos := l.active, l.pos
 	remaining := seg.end() - pos
 	if int64(len(recs))+message.BlankHeaderSize > remaining {
@@ -242,6 +250,22 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 		l.kickAlloc()
 	}
 	return nil
+}
+
+// ErrAppendsRefused: Append on a log whose appends are refused
+// (RefuseAppends).
+var ErrAppendsRefused = errors.New("commitlog: appends refused")
+
+// RefuseAppends makes Append fail with ErrAppendsRefused (refuse) or work
+// again. It takes the append lock: once it returns, no Append is inside its
+// critical section under the old setting, so with refuse nothing more is
+// appended by Append, and everything appended before is published.
+// AppendReplica is not affected (a replica's store refuses its own puts and
+// appends its master's bytes).
+func (l *Log) RefuseAppends(refuse bool) {
+	l.mu.Lock()
+	l.refuse = refuse
+	l.mu.Unlock()
 }
 
 // checkBatch verifies that recs is a sequence of whole records, each one

@@ -51,17 +51,36 @@
 // and for the acknowledgements within SyncFlushTimeout (ErrReplicaTimeout);
 // the message is stored whatever the answer.
 //
-// A replica's store (Options.Replica) refuses Put with ErrReplica and grows
+// A replica's store (Options.Replica, SetReplica) refuses Put with ErrReplica and grows
 // by AppendReplicated (validated by the commit log, dispatched as any
 // append). ResetReplica starts it over at a later offset under the
 // dispatcher's lock: the log's old segments are set aside and every consume
 // queue and index entry below the new base goes, as after retention. A
 // replica assigns no queue offsets (its records carry the master's), so its
 // queue-offset counters are not kept; opening its directory as a master
-// starts them from the consume queues, as every Open does.
+// starts them from the consume queues, as every Open does, and so does a
+// promotion.
 //
-// Lock order: the dispatcher's mu → the commit log's locks (ResetReplica);
-// replicaSet.mu is taken alone (Ack, Remove, waits).
+// # Role changes in place
+//
+// SetReplica switches the mode of an open store (IsReplica reads it;
+// Options.Replica is only the mode at Open). Demotion sets the flag Put
+// checks, then has the commit log refuse Append under its append lock, so
+// once it returns no Put appends any more and a Put either stored its
+// message or failed with ErrReplica; the hot path pays one atomic load and
+// one bool read inside the critical section it takes anyway. Promotion
+// (with replication stopped by the caller) dispatches everything written,
+// starts every queue-offset counter at its queue's MaxOffset as Open does,
+// clamps the replicated offset to the log's end, and lets Put in again.
+// Replicas (SyncReplicas, SetSyncReplicas, SetInSyncReplicas) are required
+// only of a master: on a replica DurableWaits, DurableOffset and
+// WaitDurable mean the flush alone; waits for what Put stored as a master
+// (OnDurable, WaitPutDurable, Put's own) still need the replicas after a
+// demotion.
+//
+// Lock order: roleMu → the dispatcher's mu → the commit log's locks
+// (SetReplica, ResetReplica); replicaSet.mu is taken alone (Ack, Remove,
+// waits, SetReplica's clamp).
 //
 // # Recovery order
 //

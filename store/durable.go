@@ -46,26 +46,45 @@ func (v View) Release() { v.v.Release() }
 // replicas acknowledged it (docs/replication.md says what a replica's
 // acknowledgement means). Everything below DurableOffset is durable.
 // Callers wait through WaitDurable or OnDurable only, never on the log.
+//
+// Replicas are required only of a master: on a replica (IsReplica) a
+// message is durable once its flush mode says so, whatever SyncReplicas or
+// SetInSyncReplicas say (they apply again once it is promoted). The one
+// exception is a wait for what Put stored while the store was a master
+// (PutBatch's own wait, OnDurable, WaitPutDurable): a demotion does not
+// make it durable, and the wait still needs the replicas (which fail it
+// with ErrReplicaNotAvailable once they are gone).
+
+// replicasNeeded reports whether a durability wait needs replicas: some are
+// required, and the store is a master or the wait is for what Put stored
+// as one (put).
+func (s *Store) replicasNeeded(put bool) bool {
+	return s.repl.need.Load() > 0 && (put || !s.replica.Load())
+}
 
 // DurableOffset is the commit-log offset below which every message is
 // durable: the flushed offset in sync mode (the written one in async mode),
-// and no further than ReplicatedOffset when replicas are required.
-func (s *Store) DurableOffset() int64 {
+// and, on a master, no further than ReplicatedOffset when replicas are
+// required.
+func (s *Store) DurableOffset() int64 { return s.durableOffset(false) }
+
+func (s *Store) durableOffset(put bool) int64 {
 	d := s.log.WrittenOffset()
 	if s.log.FlushMode() == FlushSync {
 		d = s.log.FlushedOffset()
 	}
-	if s.repl.need.Load() > 0 {
+	if s.replicasNeeded(put) {
 		d = min(d, s.repl.replicated.Load())
 	}
 	return d
 }
 
 // DurableWaits reports whether a durability wait can block: in sync flush
-// mode, or when replicas are required. Otherwise every stored message is
-// durable at once and Put's callers need not wait.
+// mode, or on a master when replicas are required. Otherwise every stored
+// message is durable at once and Put's callers need not wait. It changes
+// with SetReplica and SetInSyncReplicas.
 func (s *Store) DurableWaits() bool {
-	return s.log.FlushMode() == FlushSync || s.repl.need.Load() > 0
+	return s.log.FlushMode() == FlushSync || s.replicasNeeded(false)
 }
 
 // WaitDurable blocks until everything below end (a PutResult's
@@ -75,9 +94,19 @@ func (s *Store) DurableWaits() bool {
 // too few are in sync), ErrReplicaTimeout, ErrFlushTimeout (a replica error
 // wins over it, as in RocketMQ); or the sticky ErrLogFailed, or ErrClosed.
 // The local flush is waited for in every case. Without sync flush or
-// replicas it returns nil at once.
-func (s *Store) WaitDurable(end int64) error {
-	repl := s.repl.need.Load() > 0 && s.repl.replicated.Load() < end
+// replicas it returns nil at once. On a replica it waits for the flush
+// alone (a replica's acknowledgements, package ha); a master's callers of
+// Put with NoWait use WaitPutDurable.
+func (s *Store) WaitDurable(end int64) error { return s.waitDurable(end, false) }
+
+// WaitPutDurable is WaitDurable for messages Put stored on this store as a
+// master (a send answered once durable): the replicas it requires are
+// waited for even if the store became a replica since (SetReplica), so a
+// demotion never passes an unreplicated message for a durable one.
+func (s *Store) WaitPutDurable(end int64) error { return s.waitDurable(end, true) }
+
+func (s *Store) waitDurable(end int64, put bool) error {
+	repl := s.replicasNeeded(put) && s.repl.replicated.Load() < end
 	var rerr error
 	var start time.Time
 	if repl {
@@ -119,8 +148,10 @@ type DurableWaiter interface {
 // (always in async mode without replicas) w is told at once, on the
 // caller's goroutine. A wait that fails fails for every waiter pending at
 // that moment (one wait serves them all). After Close it is told ErrClosed.
+// It is for what Put stored: as WaitPutDurable, it needs the replicas the
+// store required as a master even after a demotion.
 func (s *Store) OnDurable(end int64, w DurableWaiter) {
-	if s.DurableOffset() >= end {
+	if s.durableOffset(true) >= end {
 		w.Durable(nil)
 		return
 	}
@@ -183,7 +214,7 @@ func (n *durableNotifier) loop() {
 				for _, p := range pending {
 					end = max(end, p.end)
 				}
-				tell(pending, n.s.WaitDurable(end))
+				tell(pending, n.s.waitDurable(end, true))
 				return
 			case <-n.wake:
 			}
@@ -210,7 +241,7 @@ func (n *durableNotifier) tellDurable(pending []durableWaiter) []durableWaiter {
 	for _, p := range pending {
 		first = min(first, p.end)
 	}
-	if err := n.s.WaitDurable(first); err != nil {
+	if err := n.s.waitDurable(first, true); err != nil {
 		if errors.Is(err, commitlog.ErrClosed) {
 			err = ErrClosed
 		}
@@ -218,7 +249,7 @@ func (n *durableNotifier) tellDurable(pending []durableWaiter) []durableWaiter {
 		clear(pending)
 		return pending[:0]
 	}
-	durable := n.s.DurableOffset()
+	durable := n.s.durableOffset(true)
 	rest := pending[:0]
 	for _, p := range pending {
 		if p.end <= durable {

@@ -8,15 +8,19 @@ package store
 // SetInSyncReplicas makes need replicas, among members (by the names the
 // replicas were added with, AddReplica), required for a message to be
 // durable; members nil counts every connected replica, as Options.SyncReplicas
-// does. need 0 makes the master's own durability enough. A store opened
-// with Options.SyncReplicas 0 answers its callers without a durability wait
-// (DurableWaits) whatever is set here: open it with SyncReplicas 1 or more
-// to use this. Waits in progress recheck at once; what was durable stays
-// durable (the replicated offset never moves back).
+// does. need 0 makes the master's own durability enough. It overrides
+// Options.SyncReplicas and SetSyncReplicas from then on. DurableWaits
+// follows it: a caller that decided once whether to wait (a broker that
+// answers sends at once when DurableWaits was false) opens the store with
+// SyncReplicas 1 or more to use this. Waits in progress recheck at once;
+// what was durable stays durable (the replicated offset never moves back,
+// except when a replica is promoted: see SetReplica). It applies while the
+// store is a master; a replica keeps it for when it is promoted.
 func (s *Store) SetInSyncReplicas(need int, members []string) {
 	rs := &s.repl
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	rs.explicit = true
 	if members == nil {
 		rs.members = nil
 	} else {
@@ -25,8 +29,39 @@ func (s *Store) SetInSyncReplicas(need int, members []string) {
 			rs.members[m] = true
 		}
 	}
+	s.setNeedLocked(need)
+}
+
+// SetSyncReplicas changes the requirement Options.SyncReplicas set at Open
+// (n replicas, among every connected one), as a broker's role changes
+// between SYNC_MASTER and ASYNC_MASTER. Once SetInSyncReplicas was called
+// the SyncStateSet it set wins and this does nothing. It applies while the
+// store is a master, as SetInSyncReplicas.
+func (s *Store) SetSyncReplicas(n int) {
+	rs := &s.repl
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.explicit {
+		return
+	}
+	s.setNeedLocked(n)
+}
+
+// SyncReplicas returns how many replicas a master's message needs now
+// (Options.SyncReplicas, SetSyncReplicas or SetInSyncReplicas), and
+// whether SetInSyncReplicas set it.
+func (s *Store) SyncReplicas() (need int, inSyncSet bool) {
+	rs := &s.repl
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return int(rs.need.Load()), rs.explicit
+}
+
+// setNeedLocked sets the requirement. Called with repl.mu held.
+func (s *Store) setNeedLocked(need int) {
+	rs := &s.repl
 	rs.need.Store(int64(max(need, 0)))
-	if need == 0 {
+	if need <= 0 {
 		// Everything written is as durable as the master alone makes it.
 		if w := s.log.WrittenOffset(); w > rs.replicated.Load() {
 			rs.replicated.Store(w)

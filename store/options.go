@@ -85,14 +85,18 @@ type Options struct {
 	// Replica opens the store as a replica of a master (a SLAVE broker's):
 	// Put fails with ErrReplica, and the commit log grows only through
 	// AppendReplicated (package ha). Everything else (dispatch, Get,
-	// flushing by FlushMode, retention) works as on a master. Off by default.
+	// flushing by FlushMode, retention) works as on a master. Off by
+	// default. It is the mode at Open only: SetReplica changes it, and
+	// IsReplica reports the current one.
 	Replica bool
 	// SyncReplicas is how many replicas must acknowledge a message before
 	// it is durable (WaitDurable, OnDurable, DurableOffset): 0 (the
 	// default) for none, 1 for a SYNC_MASTER. A wait that needs replicas
 	// fails with ErrReplicaNotAvailable when fewer are connected within
 	// MaxReplicaGap of the message, and with ErrReplicaTimeout after
-	// SyncFlushTimeout.
+	// SyncFlushTimeout. It applies while the store is a master: a replica
+	// (Replica, or SetReplica(true)) keeps it for when it is promoted, and
+	// meanwhile its own durability is its flush alone (see SetReplica).
 	SyncReplicas int
 	// MaxReplicaGap is how far (in commit-log bytes) behind a message a
 	// replica may be and still count as in sync for its wait (RocketMQ's
@@ -153,9 +157,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SyncReplicas < 0 {
 		return o, fmt.Errorf("store: SyncReplicas %d is negative", o.SyncReplicas)
-	}
-	if o.Replica && o.SyncReplicas > 0 {
-		return o, errors.New("store: a replica cannot require replicas of its own (SyncReplicas)")
 	}
 	if o.MaxReplicaGap <= 0 {
 		o.MaxReplicaGap = 256 << 20

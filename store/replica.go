@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/commitlog"
+	"github.com/apogeemq/apogee/consumequeue"
 )
 
 // Replication, the store's side (package ha runs the stream over TCP).
@@ -19,8 +20,8 @@ import (
 // that many replicas acknowledged it, and the durability waits (WaitDurable,
 // OnDurable) fail with ErrReplicaNotAvailable or ErrReplicaTimeout otherwise.
 //
-// A replica's store (Options.Replica) refuses Put and appends the master's
-// bytes instead (AppendReplicated): at the same offsets, every record
+// A replica's store (Options.Replica, or SetReplica(true)) refuses Put and
+// appends the master's bytes instead (AppendReplicated): at the same offsets, every record
 // validated, then flushed, dispatched to its consume queues and index and
 // retained exactly as its own would be. When the master no longer holds what
 // the replica needs next, ResetReplica starts its log over at the master's
@@ -63,8 +64,85 @@ func NotDurable(err error) bool {
 	return errors.Is(err, ErrFlushTimeout) || errors.Is(err, ErrReplicaTimeout) || errors.Is(err, ErrReplicaNotAvailable)
 }
 
-// IsReplica reports whether the store was opened as a replica.
-func (s *Store) IsReplica() bool { return s.opts.Replica }
+// IsReplica reports whether the store is a replica now (Options.Replica at
+// Open, then SetReplica).
+func (s *Store) IsReplica() bool { return s.replica.Load() }
+
+// SetReplica changes the store's mode in place, as a broker changes role
+// without a restart (RocketMQ's changeToSlave and changeToMaster).
+//
+// To a replica (true; a master's demotion): Put and PutBatch fail with
+// ErrReplica from the moment the call begins, and it returns once no Put
+// is appending any more (it takes the commit log's append lock once, and
+// the log refuses Append from then on), so everything Put stored before
+// is in the log. A Put that appended before still finishes its durability
+// wait as a master's (see WaitPutDurable). AppendReplicated,
+// ResetReplica and TruncateReplica work from then on, and durability is
+// the flush's alone (DurableWaits, DurableOffset, WaitDurable).
+//
+// To a master (false; a replica's promotion): the caller guarantees that
+// no AppendReplicated, ResetReplica or TruncateReplica runs meanwhile (its
+// replication is stopped first). It dispatches everything written, then
+// starts every queue-offset counter at its consume queue's MaxOffset (as
+// Open does), so the next message Put stores in a queue takes the queue
+// offset after the last replicated one; then Put works again. The
+// replicated offset (ReplicatedOffset) is lowered to the log's end if it
+// was beyond (a log cut back as a replica holds records no replica
+// acknowledged), and SyncReplicas or SetInSyncReplicas's requirement
+// applies again. It fails, leaving the store a replica, when dispatch
+// cannot reach the log's end (a full disk, a record it cannot read).
+//
+// A call that does not change the mode returns nil at once; calls are
+// serialised; after Close it returns ErrClosed.
+func (s *Store) SetReplica(replica bool) error {
+	s.roleMu.Lock()
+	defer s.roleMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.replica.Load() == replica {
+		return nil
+	}
+	if replica {
+		s.replica.Store(true)
+		// Once the append lock was taken with the refusal set, no Put
+		// that passed the check above before the flag changed can append.
+		s.log.RefuseAppends(true)
+		s.opts.Logger.Info("store: now a replica", "dir", s.opts.Dir, "logEnd", s.log.WrittenOffset())
+		return nil
+	}
+	// Everything written must be in the consume queues before the counters
+	// start from them.
+	s.dispatch.run()
+	if d, w := s.dispatched.Load(), s.log.WrittenOffset(); d < w {
+		return fmt.Errorf("store: promote: dispatch stopped at %d, the log ends at %d", d, w)
+	}
+	// No Append runs (the log refuses it) and no Assign with it; the
+	// counters' writes are published to the next appender by the append
+	// lock RefuseAppends(false) takes.
+	s.counters.m.Range(func(_ string, qs *[]*queueCounter) bool {
+		for _, c := range *qs {
+			if c != nil {
+				c.next = 0 // a queue no longer in the store starts over
+			}
+		}
+		return true
+	})
+	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
+		s.counter(topic, id).next = q.MaxOffset()
+		return true
+	})
+	end := s.log.WrittenOffset()
+	s.repl.mu.Lock()
+	if s.repl.replicated.Load() > end {
+		s.repl.replicated.Store(end)
+	}
+	s.repl.mu.Unlock()
+	s.log.RefuseAppends(false)
+	s.replica.Store(false)
+	s.opts.Logger.Info("store: now a master", "dir", s.opts.Dir, "logEnd", end)
+	return nil
+}
 
 // LogMinOffset is the commit log's first offset: the base of its oldest
 // segment (retention moves it up).
@@ -114,7 +192,7 @@ func (s *Store) LogWritten(off int64) <-chan struct{} { return s.log.WrittenAfte
 // ErrLogFailed, ErrClosed, and ErrNotReplica on a store that is not a
 // replica.
 func (s *Store) AppendReplicated(off int64, data []byte) (int, error) {
-	if !s.opts.Replica {
+	if !s.replica.Load() {
 		return 0, ErrNotReplica
 	}
 	if s.closed.Load() {
@@ -137,7 +215,8 @@ func (s *Store) AppendReplicated(off int64, data []byte) (int, error) {
 	return n, nil
 }
 
-// ErrNotReplica: a replica's operation on a store not opened as one.
+// ErrNotReplica: a replica's operation on a store that is not a replica
+// (IsReplica).
 var ErrNotReplica = errors.New("store: not a replica")
 
 // ResetReplica starts a replica's log over at base, a segment boundary
@@ -150,7 +229,7 @@ var ErrNotReplica = errors.New("store: not a replica")
 // of each queue starts it again at its own queue offset). Readers of the old
 // data see it gone.
 func (s *Store) ResetReplica(base int64) (string, error) {
-	if !s.opts.Replica {
+	if !s.replica.Load() {
 		return "", ErrNotReplica
 	}
 	if s.closed.Load() {
@@ -269,6 +348,9 @@ type replicaSet struct {
 	// members, when not nil, are the only replicas whose acknowledgements
 	// count (SetInSyncReplicas); nil: every connected replica. Under mu.
 	members map[string]bool
+	// explicit: SetInSyncReplicas was called, and SetSyncReplicas no
+	// longer changes need. Under mu.
+	explicit bool
 
 	mu   sync.Mutex
 	list []*Replica

@@ -54,6 +54,12 @@ type Store struct {
 
 	putPool sync.Pool // *putBatch
 
+	// replica is the current mode (Options.Replica at Open, then
+	// SetReplica): Put refuses while it is set. roleMu serialises
+	// SetReplica.
+	replica atomic.Bool
+	roleMu  sync.Mutex
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -111,6 +117,10 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 		s.closeParts()
 		lock.Close()
 		return nil, rep, err
+	}
+	if o.Replica {
+		s.replica.Store(true)
+		s.log.RefuseAppends(true)
 	}
 	s.dispatch.init(s)
 	s.lag.init(max(o.MaxDispatchLag, 0), s.log, &s.dispatched)
@@ -259,7 +269,7 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	if s.closed.Load() {
 		return res, ErrClosed
 	}
-	if s.opts.Replica {
+	if s.replica.Load() {
 		return res, ErrReplica
 	}
 	if len(msgs) == 0 {
@@ -296,6 +306,10 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 		b.sysflags = append(b.sysflags, rec.SysFlag)
 	}
 	if err := s.log.Append(b.buf, b, &b.res); err != nil {
+		if errors.Is(err, commitlog.ErrAppendsRefused) {
+			// SetReplica(true) began after the check above.
+			return res, ErrReplica
+		}
 		s.stats.putErrors.Add(1)
 		switch {
 		case errors.Is(err, commitlog.ErrDiskFull):
@@ -310,7 +324,7 @@ func (s *Store) PutBatch(msgs []Message, res []PutResult) ([]PutResult, error) {
 	}
 	status := StatusOK
 	if !msgs[0].NoWait {
-		if err := s.WaitDurable(b.res.End); err != nil {
+		if err := s.waitDurable(b.res.End, true); err != nil {
 			switch {
 			case errors.Is(err, ErrReplicaNotAvailable):
 				status = StatusSlaveNotAvailable

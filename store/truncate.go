@@ -35,7 +35,7 @@ type Truncation struct {
 // the store, whose recovery then cuts the queues and the index to what the
 // log holds.
 func (s *Store) TruncateReplica(off int64) (Truncation, error) {
-	if !s.opts.Replica {
+	if !s.replica.Load() {
 		return Truncation{}, ErrNotReplica
 	}
 	if s.closed.Load() {
