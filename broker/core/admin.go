@@ -352,7 +352,7 @@ func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
 		}
 		c.offsets.mu.Unlock()
 	}
-	if changed > 0 && !c.slave { // a slave creates no group: its tables follow its master's
+	if changed > 0 && !c.slave.Load() { // a slave creates no group: its tables follow its master's
 		if _, created, err := c.setGroup(protocol.DefaultSubscriptionGroupConfig(dst), true); err != nil {
 			return err
 		} else if created {
@@ -503,7 +503,7 @@ func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
 		"brokerName":                  o.BrokerName,
 		"brokerClusterName":           o.ClusterName,
 		"brokerId":                    i(o.BrokerID),
-		"brokerRole":                  o.Role.String(),
+		"brokerRole":                  c.Role().String(),
 		"brokerIP1":                   strings.Trim(host, "[]"),
 		"listenPort":                  port,
 		"storePathRootDir":            o.DataDir,

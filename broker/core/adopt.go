@@ -43,7 +43,7 @@ func (c *Core) AdoptStoredTopics() []string {
 		}
 		cfg := newTopicConfig(topic, queues, protocol.PermRead|protocol.PermWrite)
 		var created bool
-		if c.slave {
+		if c.slave.Load() {
 			_, created = c.topics.createIfAbsent(cfg)
 		} else {
 			var err error

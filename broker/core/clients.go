@@ -583,7 +583,7 @@ func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language s
 		src = sourceAddr(conn.RemoteAddr())
 	}
 	for i := range hb.ConsumerDataSet {
-		if c.slave {
+		if c.slave.Load() {
 			break // a slave creates nothing: its tables follow its master's (configlog.go)
 		}
 		name := hb.ConsumerDataSet[i].GroupName
@@ -617,7 +617,7 @@ func (c *Core) Heartbeat(conn ClientConn, hb *protocol.HeartbeatData, language s
 	changed, joined := c.clients.heartbeat(conn, hb, language, version, time.Now())
 	c.notify(changed)
 	for _, g := range joined {
-		c.tx.ProducerJoined(g)
+		c.features().tx.ProducerJoined(g)
 	}
 	return nil
 }

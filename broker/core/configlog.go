@@ -114,7 +114,7 @@ func groupKey(name string) string { return "g" + name }
 // record is durable, replicated and flushed, with any message stored after
 // it, which is all that needs it.
 func (c *Core) appendConfig(rec *configRecord) (int64, error) {
-	if c.slave {
+	if c.slave.Load() {
 		return 0, errSlaveAdmin // a slave's tables follow its master's
 	}
 	body, err := json.Marshal(rec)

@@ -12,7 +12,6 @@ import (
 	"github.com/apogeemq/apogee/broker/core/stats"
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/pop"
-	"github.com/apogeemq/apogee/broker/timerwheel"
 	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/message"
@@ -38,9 +37,15 @@ type Core struct {
 	memWindow int64 // commit-log bytes RocketMQ would deem still in memory
 
 	// waitDurable: answers wait until what they stored is durable (sync
-	// flush, or a SYNC_MASTER's replica: store.Store.DurableWaits).
-	waitDurable bool
-	slave       bool // Options.Role is RoleSlave
+	// flush, or a SYNC_MASTER's replica: store.Store.DurableWaits), set by
+	// New and SetRole (replica.go).
+	waitDurable atomic.Bool
+	// role is the current Role (Options.Role at New, then SetRole); slave
+	// is role == RoleSlave, read by every write. roleMu serialises SetRole
+	// (and Start and Shutdown with it).
+	role   atomic.Uint32
+	slave  atomic.Bool
+	roleMu sync.Mutex
 	// gate, when set, refuses every write with its error (SetWriteGate:
 	// controller mode's fencing and minInSyncReplicas).
 	gate atomic.Pointer[Error]
@@ -51,11 +56,15 @@ type Core struct {
 	offsets *offsetManager
 	clients *clientManager
 	locks   *lockManager
-	sched   *delay.Scheduler
-	timers  *timerwheel.Wheel
-	tx      *txn.Manager
-	pops    *pop.Manager
-	filters filterCache
+	// feat holds the features that write (features): New's, replaced by
+	// new instances on each promotion (SetRole).
+	feat   atomic.Pointer[features]
+	levels []time.Duration // the delay levels (Options.DelayLevels)
+	cfgDir string
+	// revivers are OnRevive's listeners, given to every POP state the
+	// features build. Under roleMu.
+	revivers []pop.VisibleFunc
+	filters  filterCache
 
 	sendPool sync.Pool // *sendScratch
 	waitPool sync.Pool // *durableWait
@@ -120,7 +129,7 @@ func New(opts Options) (*Core, error) {
 		host:      host,
 		start:     time.Now(),
 		memWindow: int64(float64(memoryWindow()) * o.AccessMessageInMemoryMaxRatio / 40),
-		slave:     o.Role == RoleSlave,
+		cfgDir:    cfgDir,
 		topics:    newTopicManager(o.FS, filepath.Join(cfgDir, TopicsFile), o.WriteConfigFile, o.Logger),
 		groups:    newGroupManager(o.FS, filepath.Join(cfgDir, SubscriptionGroupFile), o.WriteConfigFile, o.Logger),
 		offsets:   newOffsetManager(o.FS, filepath.Join(cfgDir, ConsumerOffsetFile), o.WriteConfigFile, o.Logger),
@@ -129,26 +138,19 @@ func New(opts Options) (*Core, error) {
 		stop:      make(chan struct{}),
 		rstats:    stats.New(stats.Options{BrokerKey: o.ClusterName}),
 	}
+	c.role.Store(uint32(o.Role))
+	c.slave.Store(o.Role == RoleSlave)
 	c.autoCreate = newAutoCreateLimiter(&c.opts)
-	levels, err := delay.ParseLevels(o.DelayLevels)
-	if err != nil {
-		return nil, err
-	}
-	if c.sched, err = delay.New(innerHost{c}, delay.Config{Levels: levels, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	if c.timers, err = timerwheel.New(innerHost{c}, timerwheel.Config{RollInterval: o.TimerRollInterval,
-		CheckpointInterval: o.ProgressFlushInterval / 2, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	c.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
-		CheckMax: o.TransactionCheckMax, BornHost: host, Logger: o.Logger}, &txnHost{c: c})
-	c.pops = newPopManager(c, cfgDir)
-	if err := c.pops.Load(); err != nil {
+	if c.levels, err = delay.ParseLevels(o.DelayLevels); err != nil {
 		return nil, err
 	}
 	began := time.Now()
-	for _, load := range []func() error{c.topics.load, c.groups.load, c.offsets.load, c.sched.Load, c.timers.Load, c.tx.Load} {
+	f, err := c.newFeatures()
+	if err != nil {
+		return nil, err
+	}
+	c.feat.Store(f)
+	for _, load := range []func() error{c.topics.load, c.groups.load, c.offsets.load} {
 		if err := load(); err != nil {
 			return nil, err
 		}
@@ -174,11 +176,11 @@ func New(opts Options) (*Core, error) {
 	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
 		switch topic {
 		case scheduleTopic:
-			c.sched.Arrived(queueID)
+			c.features().sched.Arrived(queueID)
 		case timerTopic:
-			c.timers.Arrived()
+			c.features().timers.Arrived()
 		case txn.HalfTopic, txn.OpHalfTopic:
-			c.tx.Arrived()
+			c.features().tx.Arrived()
 		case configTopic:
 			c.configArrived()
 		default:
@@ -196,9 +198,9 @@ func New(opts Options) (*Core, error) {
 	so.TagCode = func(v message.View) (int64, bool) {
 		switch string(v.Topic()) {
 		case scheduleTopic:
-			return c.sched.TagCode(v), true
+			return c.features().sched.TagCode(v), true
 		case timerTopic:
-			return c.timers.TagCode(v), true
+			return c.features().timers.TagCode(v), true
 		}
 		if userTagCode != nil {
 			return userTagCode(v)
@@ -210,7 +212,7 @@ func New(opts Options) (*Core, error) {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	c.store = st
-	c.waitDurable = st.DurableWaits()
+	c.waitDurable.Store(c.durableWaits(o.Role))
 	c.cfg.ready.Store(true)
 	opened := time.Now()
 	o.Logger.Info("broker: store opened", "dir", o.DataDir, "took", opened.Sub(loaded).Round(time.Millisecond),
@@ -246,6 +248,8 @@ func New(opts Options) (*Core, error) {
 // it once it is ready to be told of topic changes and arrivals. Calling it
 // twice does nothing.
 func (c *Core) Start() {
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
 	if c.started.Swap(true) {
 		return
 	}
@@ -254,13 +258,10 @@ func (c *Core) Start() {
 	go c.maintain()
 	go func() { defer c.wg.Done(); c.topicWriter.run(c.stop) }()
 	go func() { defer c.wg.Done(); c.groupWriter.run(c.stop) }()
-	if c.slave {
+	if c.slave.Load() {
 		return // the features write: their master runs them
 	}
-	c.sched.Start()
-	c.timers.Start()
-	c.tx.Start()
-	c.pops.Start()
+	c.features().start()
 }
 
 // Shutdown stops the background tasks and the features, persists offsets,
@@ -271,12 +272,14 @@ func (c *Core) Shutdown() error {
 	if c.closing.Swap(true) {
 		return ErrClosed
 	}
+	// A role change under way finishes first; later ones see closing.
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
 	var errs []error
 	close(c.stop)
 	c.wg.Wait()
-	c.tx.Stop()
-	c.sched.Stop()
-	c.timers.Stop() // publishes its last checkpoint for persistProgress
+	f := c.features()
+	f.stop()
 	if err := c.offsets.persist(true); err != nil {
 		errs = append(errs, err)
 	}
@@ -289,7 +292,7 @@ func (c *Core) Shutdown() error {
 	if err := c.persistProgress(true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.pops.Stop(); err != nil { // writes popState.json a last time
+	if err := f.pops.Stop(); err != nil { // writes popState.json a last time
 		errs = append(errs, err)
 	}
 	if err := c.store.Close(); err != nil {
@@ -307,7 +310,7 @@ func (c *Core) Shutdown() error {
 func (c *Core) Checkpoint() error {
 	var errs []error
 	for _, persist := range []func(bool) error{c.offsets.persist, c.topics.persist, c.groups.persist,
-		c.persistProgress, c.pops.Persist} {
+		c.persistProgress, c.features().pops.Persist} {
 		if err := persist(false); err != nil {
 			errs = append(errs, err)
 		}
@@ -351,7 +354,7 @@ func (c *Core) OnArrival(fn ArrivalFunc) {
 // persists the table afterwards.
 func (c *Core) ensureSystemTopics() {
 	for _, cfg := range []protocol.TopicConfig{
-		newTopicConfig(scheduleTopic, int32(c.sched.Levels()), protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(scheduleTopic, int32(len(c.levels)), protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
@@ -384,15 +387,17 @@ func (c *Core) persistAtStart(what string, persist func(force bool) error) {
 
 // persistProgress writes the delay scanners', the timer wheel's and the
 // transaction checker's progress (when it changed, or always with force).
-func (c *Core) persistProgress(force bool) error {
+func (c *Core) persistProgress(force bool) error { return c.features().persistProgress(c, force) }
+
+func (f *features) persistProgress(c *Core, force bool) error {
 	var errs []error
-	if err := c.sched.Persist(force); err != nil {
+	if err := f.sched.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.timers.Persist(force); err != nil {
+	if err := f.timers.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.tx.Persist(force); err != nil {
+	if err := f.tx.Persist(force); err != nil {
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)

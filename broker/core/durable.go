@@ -36,7 +36,7 @@ func (c *Core) WaitDurable(p Pending) error {
 	if !p.Waiting() {
 		return nil
 	}
-	err := c.store.WaitDurable(p.end)
+	err := c.store.WaitPutDurable(p.end)
 	c.inflight.Add(-p.held)
 	return durableError(err)
 }

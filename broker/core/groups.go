@@ -275,7 +275,7 @@ func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
 // enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
 // ...) and returns once subscriptionGroup.json holds it.
 func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlaveAdmin
 	}
 	if !validGroupName([]byte(cfg.GroupName)) {
@@ -313,7 +313,7 @@ func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig,
 // offsets of every topic. It returns once subscriptionGroup.json holds the
 // deletion.
 func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlaveAdmin
 	}
 	removed, err := c.deleteGroupConfig(name)
@@ -348,7 +348,7 @@ func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.Subscrip
 			return nil, newError(ReasonSubscriptionGroupNotExist,
 				"subscription group ["+string(name)+"] does not exist and its name is illegal, allowing only ^[%|a-zA-Z0-9_-]+$ up to 255 characters")
 		}
-		if c.slave {
+		if c.slave.Load() {
 			// A slave creates nothing (its tables follow its master's):
 			// it serves a group it does not know yet with the defaults.
 			def := protocol.DefaultSubscriptionGroupConfig(string(name))

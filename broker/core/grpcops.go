@@ -34,7 +34,7 @@ func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error
 	if isNotAllowedSendTopic([]byte(name)) {
 		return protocol.TopicConfig{}, newError(ReasonTopicSendForbidden, "Sending message to topic["+name+"] is forbidden.")
 	}
-	if c.slave {
+	if c.slave.Load() {
 		return protocol.TopicConfig{}, errSlaveCreateTopic(name)
 	}
 	t, err := c.autoCreateTopic(&SendRequest{Topic: []byte(name)})
@@ -75,7 +75,7 @@ func (c *Core) ForwardToDeadLetter(r *ForwardRequest) (Pending, error) {
 	// A change to the same invisible time is the cheapest check of the
 	// handle that leaves the delivery as it is; it returns the new pop time
 	// the ack must name.
-	popTime, err := c.pops.ChangeInvisible(string(r.Group), t.name, r.QueueID, r.Offset, r.Receipt.PopTime, forwardHold)
+	popTime, err := c.features().pops.ChangeInvisible(string(r.Group), t.name, r.QueueID, r.Offset, r.Receipt.PopTime, forwardHold)
 	if err != nil {
 		return Pending{}, popError(err)
 	}
@@ -83,7 +83,7 @@ func (c *Core) ForwardToDeadLetter(r *ForwardRequest) (Pending, error) {
 	if err != nil {
 		return Pending{}, err
 	}
-	if err := popError(c.pops.Ack(string(r.Group), t.name, r.QueueID, r.Offset, popTime)); err != nil {
+	if err := popError(c.features().pops.Ack(string(r.Group), t.name, r.QueueID, r.Offset, popTime)); err != nil {
 		c.releasePending(p)
 		return Pending{}, err
 	}

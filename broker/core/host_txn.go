@@ -45,7 +45,7 @@ func (h *txnHost) Put(msgs []store.Message, res []store.PutResult) ([]store.PutR
 	return res, err
 }
 
-func (h *txnHost) WaitDurable(end int64) error { return h.c.store.WaitDurable(end) }
+func (h *txnHost) WaitDurable(end int64) error { return h.c.store.WaitPutDurable(end) }
 
 func (h *txnHost) TopicName(name []byte) string { return h.c.topicName(name) }
 
@@ -66,7 +66,7 @@ func (h *txnHost) RouteDelay(m *store.Message, props []byte, start int) []byte {
 		return c.timerProps(props, m, deliver)
 	}
 	if level, _, ok := propInt(props[start:], message.PropDelay); ok && level > 0 {
-		lv := c.sched.ClampLevel(level)
+		lv := c.features().sched.ClampLevel(level)
 		props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 		props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1

@@ -55,9 +55,9 @@ func (c *Core) putInner(msgs []store.Message, res []store.PutResult) ([]store.Pu
 		return res, err
 	}
 	c.stats.innerPuts.Add(int64(len(msgs)))
-	if c.waitDurable {
+	if c.waitDurable.Load() {
 		last := &res[len(res)-1]
-		if err := c.store.WaitDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
+		if err := c.store.WaitPutDurable(last.CommitLogOffset + int64(last.Size)); err != nil &&
 			!store.NotDurable(err) {
 			return res[:n], err
 		}

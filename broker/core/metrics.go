@@ -58,17 +58,17 @@ func (c *Core) EngineStats() EngineStats {
 	e.SendRequests, e.SendMessages = c.stats.sendRequests.Load(), c.stats.sendMessages.Load()
 	e.SendErrors, e.BusyRejects, e.InFlightBytes = c.stats.sendErrors.Load(), c.stats.busyRejects.Load(), c.inflight.Load()
 	e.PullRequests, e.PullFound, e.PullMessages = c.stats.pullRequests.Load(), c.stats.pullFound.Load(), c.stats.pullMessages.Load()
-	ps := c.pops.Stats()
+	ps := c.features().pops.Stats()
 	e.SendBacks, e.DeadLetters = c.stats.sendBacks.Load(), c.stats.deadLetters.Load()+ps.DeadLetters
-	e.Delayed, e.DelayedDelivered = c.stats.delayed.Load(), c.sched.Stats().Delivered
+	e.Delayed, e.DelayedDelivered = c.stats.delayed.Load(), c.features().sched.Stats().Delivered
 	for level, next := range c.DelayOffsets() {
 		if mx := c.store.MaxOffset(scheduleTopic, level-1); mx > next {
 			e.DelayedPending += mx - max(next, 0)
 		}
 	}
-	ts := c.timers.Stats()
+	ts := c.features().timers.Stats()
 	e.Timers, e.TimersFired, e.TimersPending = c.stats.timers.Load(), ts.Fired, int64(ts.Pending)
-	tx := c.tx.Stats()
+	tx := c.features().tx.Stats()
 	e.HalfMessages, e.TxCommits, e.TxRollbacks, e.TxChecks = tx.HalfMessages, tx.Commits, tx.Rollbacks, tx.Checks
 	e.HalfPending, e.HalfWaiting = int64(tx.Pending), int64(tx.Waiting)
 	e.PopMessages, e.PopAcks, e.PopInFlight = ps.Popped, ps.Acks, int64(ps.InFlight)

@@ -259,7 +259,7 @@ func (c *Core) CommittedOffset(topic, group string, queueID int32) (int64, bool)
 // OffsetFlushInterval.
 func (c *Core) UpdateConsumerOffset(topic, group []byte, queueID int32, offset int64) error {
 	commit := c.offsets.commit
-	if c.slave {
+	if c.slave.Load() {
 		commit = c.offsets.commitLocal // kept for the master (SyncConsumerOffsets)
 	}
 	if !commit(topic, group, queueID, offset) {
@@ -320,7 +320,7 @@ type QueueOffset struct {
 // resume from there. It returns the new offsets, sorted by queue id, and
 // how many members were told.
 func (c *Core) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
-	if c.slave {
+	if c.slave.Load() {
 		return nil, 0, errSlaveReset
 	}
 	t := c.topics.lookup(topic)

@@ -175,7 +175,9 @@ type Options struct {
 	// (Store.SyncReplicas is set to 1 when it is 0); or RoleSlave, whose
 	// store opens as a replica (Store.Replica), which refuses writes, runs
 	// none of the features and follows its master's tables through the
-	// Sync* methods.
+	// Sync* methods. It is the role at New: SetRole changes it in place
+	// (Core.Role reads the current one), and a slave's Store.SyncReplicas
+	// applies once it is promoted.
 	Role Role
 	// BrokerID is the broker's id in its group: 0 for a master (the
 	// default; a master with another id is refused), 1 or more for a slave
@@ -309,9 +311,6 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	case RoleSlave:
 		if o.BrokerID <= 0 {
 			return o, host, fmt.Errorf("broker: a slave's broker id must be 1 or more, not %d", o.BrokerID)
-		}
-		if o.Store.SyncReplicas > 0 {
-			return o, host, errors.New("broker: a slave cannot require replicas of its own (Store.SyncReplicas)")
 		}
 	default:
 		return o, host, fmt.Errorf("broker: unknown role %v", o.Role)

@@ -70,7 +70,7 @@ func (r *PopResult) Topic() string { return r.req.Topic }
 // no error: res.Msgs is empty, and the caller may hold the pop and run it
 // again with PopAgain.
 func (c *Core) Pop(r *PopRequest, res *PopResult) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlavePop
 	}
 	if r.MaxMsgs <= 0 || r.MaxMsgs > pop.MaxMessages {
@@ -107,13 +107,13 @@ func (c *Core) Pop(r *PopRequest, res *PopResult) error {
 		res.req.Filter = f
 	}
 	res.Invisible, res.Orderly = res.req.Invisible, r.Orderly
-	return popError(c.pops.Pop(&res.req, &res.Result))
+	return popError(c.features().pops.Pop(&res.req, &res.Result))
 }
 
 // PopAgain runs the pop of an earlier Pop again (a held pop looking for
 // new messages), with res, that Pop's result.
 func (c *Core) PopAgain(res *PopResult) error {
-	return popError(c.pops.Pop(&res.req, &res.Result))
+	return popError(c.features().pops.Pop(&res.req, &res.Result))
 }
 
 // ReviveFunc is told that messages of group in (topic, queueID) become
@@ -128,10 +128,17 @@ type ReviveFunc func(group, topic string, queueID int32, at time.Time)
 // PopResult.NextVisible (package broker/pop's OnVisible): a front end
 // wakes the pops it holds for the group, or moves their wake-up time
 // earlier. Listeners may be added at any time and are never removed.
+//
+// The listeners outlive role changes: each promotion's new POP state
+// (SetRole) is given them too.
 func (c *Core) OnRevive(fn ReviveFunc) {
-	c.pops.OnVisible(func(group, topic string, queue int32, at int64) {
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
+	vf := func(group, topic string, queue int32, at int64) {
 		fn(group, topic, queue, time.UnixMilli(at))
-	})
+	}
+	c.revivers = append(c.revivers, vf)
+	c.features().pops.OnVisible(vf)
 }
 
 // NextVisibleTime is r.NextVisible as a time: when a held pop that found
@@ -156,14 +163,14 @@ type Receipt struct {
 // group. NO_MESSAGE (208) for a stale handle (the message was delivered
 // again since), a message not in flight, or one acked already.
 func (c *Core) Ack(group, topic []byte, queueID int32, offset int64, rc Receipt) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlavePop
 	}
 	t, err := c.receiptTopic(topic, queueID, rc)
 	if err != nil {
 		return err
 	}
-	return popError(c.pops.Ack(string(group), t.name, queueID, offset, rc.PopTime))
+	return popError(c.features().pops.Ack(string(group), t.name, queueID, offset, rc.PopTime))
 }
 
 // ChangeInvisible moves the time a popped message becomes visible again to
@@ -171,7 +178,7 @@ func (c *Core) Ack(group, topic []byte, queueID int32, offset int64, rc Receipt)
 // delivery's new pop time (the old receipt handle is void); refusals as
 // Ack's.
 func (c *Core) ChangeInvisible(group, topic []byte, queueID int32, offset int64, rc Receipt, invisibleMs int64) (int64, error) {
-	if c.slave {
+	if c.slave.Load() {
 		return 0, errSlavePop
 	}
 	if !validInvisibleTime(invisibleMs) {
@@ -181,7 +188,7 @@ func (c *Core) ChangeInvisible(group, topic []byte, queueID int32, offset int64,
 	if err != nil {
 		return 0, err
 	}
-	popTime, err := c.pops.ChangeInvisible(string(group), t.name, queueID, offset, rc.PopTime,
+	popTime, err := c.features().pops.ChangeInvisible(string(group), t.name, queueID, offset, rc.PopTime,
 		time.Duration(invisibleMs)*time.Millisecond)
 	return popTime, popError(err)
 }

@@ -107,7 +107,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 	res.Release()
 	res.Topic = ""
 	t := c.topics.get(r.Topic)
-	if t == nil && c.slave {
+	if t == nil && c.slave.Load() {
 		t = c.adoptOnSlave(string(r.Topic), r.QueueID)
 	}
 	if t == nil {
@@ -158,7 +158,7 @@ func (c *Core) Pull(r *PullRequest, res *PullResult) error {
 			f = nil
 		}
 	}
-	if r.HasCommitOffset && !c.slave { // a slave ignores it, as RocketMQ's does
+	if r.HasCommitOffset && !c.slave.Load() { // a slave ignores it, as RocketMQ's does
 		c.offsets.commit(r.Topic, r.Group, r.QueueID, r.CommitOffset)
 	}
 	res.Topic, res.QueueID = t.name, r.QueueID

@@ -43,7 +43,7 @@ func (c *Core) Recall(topic, msgID string, commitLogOffset int64) error {
 	if due <= time.Now().UnixMilli() {
 		return notFound("it was delivered already")
 	}
-	if err := c.timers.Recall(msgID, due); err != nil {
+	if err := c.features().timers.Recall(msgID, due); err != nil {
 		return wrapError(ReasonPersistFailed, "the recall could not be persisted: "+err.Error(), err)
 	}
 	return nil

@@ -3,9 +3,15 @@ package core
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/apogeemq/apogee/broker/delay"
+	"github.com/apogeemq/apogee/broker/pop"
+	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/broker/txn"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -59,6 +65,37 @@ import (
 //     while it is away (RocketMQ's offsetCheckInSlave=false answers
 //     PULL_RETRY_IMMEDIATELY with the same offset, and consumer and slave
 //     spin until the master returns).
+//
+// Role changes (SetRole; Role reads the current role, Options.Role is the
+// one at New) happen in place, as RocketMQ's BrokerController.changeToSlave
+// and changeToMaster: the store, the tables, the clients and the front
+// ends' connections stay; the front end swaps the HA side and the
+// registrations.
+//   - To SLAVE: the slave flag that every write checks is set first (sends
+//     are refused with errSlaveSend from then on; one already inside the
+//     store is stored or refused the same way, never half), then the
+//     features that write (delay scanners, timer wheel, transaction checker,
+//     POP's persister) stop, waiting for the puts they have in flight, and
+//     their progress and POP's state are persisted; then the store becomes
+//     a replica (store.Store.SetReplica), refusing any put still on its way.
+//   - To a master: the store becomes a master (its replication stopped
+//     first by the caller): it dispatches what it received and continues
+//     every queue's offsets. The features are built again and load their
+//     state files, as a newly opened master's would (the delay offsets the
+//     slave followed from its master with SyncDelayOffsets are persisted
+//     first), so nothing of an earlier term as master carries over, and
+//     start; only then are writes let in. Topics the store holds and the
+//     table lacks are adopted (AdoptStoredTopics).
+//   - The replica requirement: a SYNC_MASTER's store needs one replica (or
+//     Store.SyncReplicas when more), an ASYNC_MASTER's Store.SyncReplicas
+//     (store.Store.SetSyncReplicas), unless a SyncStateSet was set
+//     (store.Store.SetInSyncReplicas, controller mode): that one wins and
+//     SetRole leaves it alone. Answers wait for durability when the store's
+//     waits can block, and always on a SYNC_MASTER (whose requirement a
+//     controller may raise from 0 at any time).
+//   - Features are reached through an atomic pointer (Core.features): a
+//     request that holds an instance across a swap finds it stopped, never
+//     freed. Two role changes are serialised, with Start and Shutdown too.
 
 // Role is a broker's role in its group (RocketMQ's brokerRole).
 type Role uint8
@@ -100,8 +137,189 @@ func ParseRole(s string) (Role, error) {
 	return 0, fmt.Errorf("broker role %q: want ASYNC_MASTER, SYNC_MASTER or SLAVE", s)
 }
 
-// IsSlave reports whether the core runs as a slave.
-func (c *Core) IsSlave() bool { return c.slave }
+// IsSlave reports whether the core runs as a slave now.
+func (c *Core) IsSlave() bool { return c.slave.Load() }
+
+// Role returns the current role (Options.Role at New, then SetRole's).
+func (c *Core) Role() Role { return Role(c.role.Load()) }
+
+// features are the messaging features that write: the delay scheduler, the
+// timer wheel, the transaction checker and POP. New builds and loads them
+// from their state files; each promotion (SetRole) builds and loads new
+// ones, so nothing of an earlier term as master (the wheel's slots, the
+// checker's loaded halves) carries over. Every use reads them through
+// Core.features; a request holding an older instance across a swap only
+// finds it stopped.
+type features struct {
+	sched  *delay.Scheduler
+	timers *timerwheel.Wheel
+	tx     *txn.Manager
+	pops   *pop.Manager
+}
+
+// features returns the current instances.
+func (c *Core) features() *features { return c.feat.Load() }
+
+// newFeatures builds the features and loads their state files.
+func (c *Core) newFeatures() (*features, error) {
+	o := &c.opts
+	f := &features{}
+	var err error
+	if f.sched, err = delay.New(innerHost{c}, delay.Config{Levels: c.levels, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	if f.timers, err = timerwheel.New(innerHost{c}, timerwheel.Config{RollInterval: o.TimerRollInterval,
+		CheckpointInterval: o.ProgressFlushInterval / 2, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	f.tx = txn.New(txn.Config{Timeout: o.TransactionTimeout, CheckInterval: o.TransactionCheckInterval,
+		CheckMax: o.TransactionCheckMax, BornHost: c.host, Logger: o.Logger}, &txnHost{c: c})
+	f.pops = newPopManager(c, c.cfgDir)
+	for _, fn := range c.revivers {
+		f.pops.OnVisible(fn)
+	}
+	for _, load := range []func() error{f.pops.Load, f.sched.Load, f.timers.Load, f.tx.Load} {
+		if err := load(); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// start starts the features' goroutines (a master's, once the core started).
+func (f *features) start() {
+	f.sched.Start()
+	f.timers.Start()
+	f.tx.Start()
+	f.pops.Start()
+}
+
+// stop stops the features' goroutines, waiting for the puts they have in
+// flight; POP's persister is stopped by pops.Stop, which also persists.
+func (f *features) stop() {
+	f.tx.Stop()
+	f.sched.Stop()
+	f.timers.Stop() // publishes its last checkpoint for persistProgress
+}
+
+// durableWaits reports whether answers wait for durability in role r: when
+// the store's durability waits (sync flush; replicas required of a
+// master), and always on a SYNC_MASTER, whose store's requirement a
+// controller may raise from 0 at any time (SetInSyncReplicas).
+func (c *Core) durableWaits(r Role) bool {
+	return c.store.DurableWaits() || r == RoleSyncMaster
+}
+
+// SetRole changes the broker's role in place, as RocketMQ's
+// BrokerController.changeToMaster and changeToSlave do: the store, the
+// tables, the clients and the front ends' connections stay; see "Role
+// changes" at the top of this file. It returns nil at once when the role
+// does not change, ErrClosed once Shutdown began; role changes are
+// serialised. An error leaves the previous role in force. Failures to
+// persist the features' progress on a demotion are logged and counted, as
+// the background writes' are, and do not fail it.
+func (c *Core) SetRole(r Role) error {
+	switch r {
+	case RoleAsyncMaster, RoleSyncMaster, RoleSlave:
+	default:
+		return fmt.Errorf("broker: unknown role %v", r)
+	}
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
+	if c.closing.Load() {
+		return ErrClosed
+	}
+	cur := c.Role()
+	if cur == r {
+		return nil
+	}
+	began := time.Now()
+	var err error
+	switch {
+	case r == RoleSlave:
+		err = c.toSlave()
+	case cur == RoleSlave:
+		err = c.toMaster(r)
+	default: // between SYNC_MASTER and ASYNC_MASTER
+		c.setSyncReplicas(r)
+		c.waitDurable.Store(c.durableWaits(r))
+		c.role.Store(uint32(r))
+	}
+	if err != nil {
+		c.opts.Logger.Error("broker: role change failed", "from", cur, "to", r, "err", err)
+		return err
+	}
+	c.opts.Logger.Info("broker: role changed", "from", cur, "to", r, "took", time.Since(began))
+	return nil
+}
+
+// setSyncReplicas sets the store's replica requirement for master role r:
+// one replica (or Store.SyncReplicas, when more) for a SYNC_MASTER,
+// Store.SyncReplicas (0 by default) for an ASYNC_MASTER. The store ignores
+// it once a SyncStateSet was set (store.Store.SetInSyncReplicas: controller
+// mode decides the requirement itself).
+func (c *Core) setSyncReplicas(r Role) {
+	n := c.opts.Store.SyncReplicas
+	if r == RoleSyncMaster {
+		n = max(n, 1)
+	}
+	c.store.SetSyncReplicas(n)
+}
+
+// toSlave demotes a master: writes are refused first (the slave flag every
+// write checks, then the store), the features stop with their progress
+// persisted, then the store becomes a replica. Called with roleMu held.
+func (c *Core) toSlave() error {
+	c.slave.Store(true)
+	f := c.features()
+	f.stop()
+	if err := f.persistProgress(c, true); err != nil {
+		c.stats.persistErrors.Add(1)
+	}
+	if err := f.pops.Stop(); err != nil { // writes popState.json a last time
+		c.stats.persistErrors.Add(1)
+		c.opts.Logger.Error("broker: persist POP's state failed", "err", err)
+	}
+	if err := c.store.SetReplica(true); err != nil {
+		return fmt.Errorf("broker: demote the store: %w", err)
+	}
+	c.waitDurable.Store(c.durableWaits(RoleSlave))
+	c.role.Store(uint32(RoleSlave))
+	return nil
+}
+
+// toMaster promotes a slave to master role r: the store becomes a master
+// (its replication stopped by the caller), new features are built from
+// their state files (the delay offsets the slave followed from its master
+// are persisted first) and started, and writes are let in; then topics the
+// store holds and the table lacks are adopted. Called with roleMu held.
+func (c *Core) toMaster(r Role) error {
+	old := c.features()
+	if err := old.sched.Persist(true); err != nil {
+		c.stats.persistErrors.Add(1)
+		c.opts.Logger.Error("broker: persist the delay offsets followed from the master failed", "err", err)
+	}
+	c.setSyncReplicas(r)
+	if err := c.store.SetReplica(false); err != nil {
+		return fmt.Errorf("broker: promote the store: %w", err)
+	}
+	f, err := c.newFeatures()
+	if err != nil {
+		if rerr := c.store.SetReplica(true); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("broker: promote: load the features' state: %w", err)
+	}
+	c.feat.Store(f)
+	if c.started.Load() {
+		f.start()
+	}
+	c.waitDurable.Store(c.durableWaits(r))
+	c.role.Store(uint32(r))
+	c.slave.Store(false)
+	c.AdoptStoredTopics()
+	return nil
+}
 
 // The answers of a slave to writes (see the comment at the top).
 var (
@@ -144,7 +362,7 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 			res.SuggestBrokerID = res.okBrokerID
 		}
 	}
-	if !c.slave {
+	if !c.slave.Load() {
 		return
 	}
 	// A slave never moves a consumer's offset (RocketMQ's offsetCheckInSlave
@@ -187,7 +405,7 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 // follow it. topics.json is written soon after. It returns how many topics
 // changed. On a master it does nothing.
 func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
-	if !c.slave {
+	if !c.slave.Load() {
 		return 0
 	}
 	var changed []string
@@ -243,7 +461,7 @@ func (c *Core) pruneTombstones() {
 // soon after. It returns how many groups changed. On a master it does
 // nothing.
 func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
-	if !c.slave {
+	if !c.slave.Load() {
 		return 0
 	}
 	changed := 0
@@ -314,7 +532,7 @@ func (c *Core) AllConsumerOffsets() protocol.ConsumerOffsetSerializeWrapper {
 // too, and is returned: the caller sends each to the master and reports
 // it with OffsetForwarded. On a master it does nothing.
 func (c *Core) SyncConsumerOffsets(w protocol.ConsumerOffsetSerializeWrapper) []OffsetCommit {
-	if !c.slave {
+	if !c.slave.Load() {
 		return nil
 	}
 	return c.offsets.follow(w.OffsetTable)
@@ -329,10 +547,10 @@ func (c *Core) OffsetForwarded(oc OffsetCommit) { c.offsets.forwarded(oc) }
 // do not run on a slave; the progress is persisted with the others. On a
 // master it does nothing.
 func (c *Core) SyncDelayOffsets(table map[int32]int64) {
-	if !c.slave {
+	if !c.slave.Load() {
 		return
 	}
-	c.sched.SetOffsets(table)
+	c.features().sched.SetOffsets(table)
 }
 
 // pendingKey names a queue of a group's offsets.

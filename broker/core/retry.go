@@ -51,7 +51,7 @@ type SendBackRequest struct {
 // drops it (RocketMQ does too). In sync-flush mode the answer waits for
 // the returned Pending.
 func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
-	if c.slave {
+	if c.slave.Load() {
 		return Pending{}, errSlaveSend
 	}
 	if e := c.gate.Load(); e != nil {
@@ -146,7 +146,7 @@ func (c *Core) SendBack(r *SendBackRequest) (Pending, error) {
 // and REAL_QID are appended to props. It does not allocate beyond props'
 // growth.
 func (c *Core) scheduleProps(props []byte, m *store.Message, level int64) []byte {
-	lv := c.sched.ClampLevel(level)
+	lv := c.features().sched.ClampLevel(level)
 	props = appendPropInt(props, message.PropDelay, int64(lv))
 	props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 	props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))
@@ -167,7 +167,7 @@ func (c *Core) putOne(m *store.Message, s *sendScratch) (Pending, error) {
 		return Pending{}, storeError(err)
 	}
 	c.stats.innerPuts.Add(1)
-	if !c.waitDurable {
+	if !c.waitDurable.Load() {
 		return Pending{}, nil
 	}
 	r := &s.res[0]

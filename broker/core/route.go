@@ -69,7 +69,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 			if err := c.checkType(t, r, bodyLen); err != nil {
 				return err
 			}
-			s.props = c.tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
+			s.props = c.features().tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
 			m.Properties = s.props
 			return nil
 		}
@@ -102,7 +102,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 			return err
 		}
 		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
-		lv := c.sched.ClampLevel(level)
+		lv := c.features().sched.ClampLevel(level)
 		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
 		s.props = appendPropInt(s.props, message.PropRealQueueID, int64(m.QueueID))
 		m.Topic, m.QueueID = scheduleTopic, lv-1

@@ -15,9 +15,9 @@ func (c *Core) RuntimeInfo() map[string]string {
 	st := c.store.Stats()
 	conns, cgroups, pgroups := c.clients.counts()
 	up := time.Since(c.start)
-	delays, timers := c.sched.Stats(), c.timers.Stats()
-	txs := c.tx.Stats()
-	ps := c.pops.Stats()
+	delays, timers := c.features().sched.Stats(), c.features().timers.Stats()
+	txs := c.features().tx.Stats()
+	ps := c.features().pops.Stats()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	m := map[string]string{
 		"brokerVersionDesc": protocol.VersionDesc(protocol.DefaultVersion),
@@ -121,7 +121,7 @@ func lastScrubMs(t time.Time) int64 {
 // the next offset of each level's queue to deliver (GET_ALL_DELAY_OFFSET,
 // 45; config/delayOffset.json).
 func (c *Core) DelayOffsets() map[int32]int64 {
-	offs := c.sched.Offsets()
+	offs := c.features().sched.Offsets()
 	out := make(map[int32]int64, len(offs))
 	for i, off := range offs {
 		out[int32(i+1)] = off

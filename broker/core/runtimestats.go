@@ -128,7 +128,7 @@ func (c *Core) statsRuntimeInfo(m map[string]string, st store.Stats) {
 	for _, p := range []string{"send", "pull", "query", "litePull", "ack"} {
 		m[p+"ThreadPoolQueueHeadWaitTimeMills"] = "0"
 	}
-	tm := c.timers.Stats()
+	tm := c.features().timers.Stats()
 	m["timerReadBehind"] = "0"
 	m["timerOffsetBehind"] = "0"
 	m["timerCongestNum"] = strconv.Itoa(tm.Pending)

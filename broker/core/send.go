@@ -107,7 +107,7 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 	c.stats.sendRequests.Add(1)
 	res.MsgID = res.MsgID[:0]
 	res.TransactionID, res.Messages, res.FlushTimeout, res.Pending = nil, 0, false, Pending{}
-	if c.slave {
+	if c.slave.Load() {
 		c.stats.sendErrors.Add(1)
 		return errSlaveSend
 	}
@@ -182,12 +182,13 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	if v, ok := message.LookupProperty(r.Properties, message.PropWait); ok && string(v) == "false" {
 		noWait = true
 	}
+	waitDurable := c.waitDurable.Load() // once: SetRole may change it meanwhile
 
 	s := c.getSendScratch()
 	defer c.putSendScratch(s)
 	m := store.Message{
 		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
-		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || c.waitDurable,
+		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || waitDurable,
 	}
 	if r.Batch {
 		if err := c.checkType(t, sendRoute{}, len(r.Body)); err != nil {
@@ -217,6 +218,11 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	c.lastProgress.Store(c.sinceStart())
 	c.putsActive.Add(-1)
 	if err != nil {
+		if errors.Is(err, store.ErrReplica) {
+			// The broker became a slave after the check above (SetRole).
+			c.stats.sendErrors.Add(1)
+			return errSlaveSend
+		}
 		return storeError(err)
 	}
 	c.stats.sendMessages.Add(int64(len(s.res)))
@@ -233,7 +239,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
 	res.Messages = len(s.res)
 	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
-	if c.waitDurable && !noWait {
+	if waitDurable && !noWait {
 		last := &s.res[len(s.res)-1]
 		res.Pending = Pending{end: last.CommitLogOffset + int64(last.Size), held: n}
 	}
@@ -366,7 +372,7 @@ func (c *Core) autoCreateTopic(r *SendRequest) (*topicEntry, error) {
 			return nil, newError(ReasonTopicNotExist, "topic["+name+"] not exist, "+err.Error())
 		}
 	}
-	if c.slave {
+	if c.slave.Load() {
 		return nil, errSlaveCreateTopic(name)
 	}
 	t, created, err := c.setTopic(cfg, true)

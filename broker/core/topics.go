@@ -355,7 +355,7 @@ type TopicRequest struct {
 // once topics.json holds the change (a failed write is SYSTEM_ERROR: the
 // topic is in the table, not on disk).
 func (c *Core) CreateTopic(r *TopicRequest) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlaveAdmin
 	}
 	if remark, ok := checkTopicName([]byte(r.Topic)); !ok {
@@ -412,7 +412,7 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 // in the commit log until retention removes them). System topics are
 // refused.
 func (c *Core) DeleteTopic(name string) error {
-	if c.slave {
+	if c.slave.Load() {
 		return errSlaveAdmin
 	}
 	if remark, ok := checkTopicName([]byte(name)); !ok {
@@ -475,7 +475,7 @@ func (c *Core) ensureGroupTopic(name string, queues int32) (*topicEntry, error) 
 	if len(name) > message.MaxTopicLength {
 		return nil, fmt.Errorf("topic[%s] is longer than %d bytes", name, message.MaxTopicLength)
 	}
-	if c.slave {
+	if c.slave.Load() {
 		return nil, errSlaveCreateTopic(name)
 	}
 	e, created, err := c.setTopic(newTopicConfig(name, queues, protocol.PermRead|protocol.PermWrite), true)

@@ -32,7 +32,7 @@ type EndTransactionRequest struct {
 // transaction already ended stores nothing and succeeds). In sync-flush
 // mode the answer waits for the returned Pending.
 func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
-	if c.slave {
+	if c.slave.Load() {
 		return Pending{}, errSlaveEndTransaction
 	}
 	if e := c.gate.Load(); e != nil {
@@ -49,14 +49,14 @@ func (c *Core) EndTransaction(r *EndTransactionRequest) (Pending, error) {
 	default:
 		return Pending{}, newError(ReasonTransactionTypeIllegal, fmt.Sprintf("commitOrRollback %d is none of 0, 8, 12", r.CommitOrRollback))
 	}
-	end, err := c.tx.End(txn.EndRequest{
+	end, err := c.features().tx.End(txn.EndRequest{
 		ProducerGroup: r.ProducerGroup, TranStateTableOffset: r.TranStateTableOffset, CommitLogOffset: r.CommitLogOffset,
 		Commit: r.CommitOrRollback == protocol.TransactionCommitType,
 	})
 	if err != nil {
 		return Pending{}, endTransactionError(err)
 	}
-	if end == 0 || !c.waitDurable {
+	if end == 0 || !c.waitDurable.Load() {
 		return Pending{}, nil
 	}
 	return Pending{end: end}, nil
