@@ -60,7 +60,6 @@ func TestParseRoleAndOptions(t *testing.T) {
 		{func(o *Options) { o.Role = RoleSlave }, "a slave's broker id must be 1 or more"},
 		{func(o *Options) { o.BrokerID = 2 }, "a master is broker 0"},
 		{func(o *Options) { o.Store.Replica = true }, "a master's store cannot be a replica"},
-		{func(o *Options) { o.Role, o.BrokerID, o.Store.SyncReplicas = RoleSlave, 1, 1 }, "a slave cannot require replicas"},
 		{func(o *Options) { o.AccessMessageInMemoryMaxRatio = 101 }, "is not a percentage"},
 		{func(o *Options) { o.Role = Role(9) }, "unknown role"},
 	} {
