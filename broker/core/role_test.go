@@ -173,7 +173,8 @@ func TestTransactionCheckedAfterPromotion(t *testing.T) {
 	wait.Until(t, "a transaction check after the promotion", func() bool { return conn.checks.Load() > before })
 }
 
-// POP is refused on a slave and works again once it is a master.
+// POP is refused on a slave and works again once it is a master, and
+// the revive listeners hear the new master's POP state.
 func TestPopAfterPromotion(t *testing.T) {
 	c := newTestCore(t, nil)
 	createTopic(t, c, "P", 1)
@@ -184,6 +185,8 @@ func TestPopAfterPromotion(t *testing.T) {
 		}
 	}
 	waitDispatched(t, c, "P", 0, 4)
+	var revived atomic.Int64
+	c.OnRevive(func(string, string, int32, time.Time) { revived.Add(1) })
 	pop := func() (*PopResult, error) {
 		var pr PopResult
 		err := c.Pop(&PopRequest{Group: []byte("pg1"), Topic: []byte("P"), QueueID: -1, MaxMsgs: 2, InvisibleTime: 60000, FromFirst: true}, &pr)
@@ -205,6 +208,13 @@ func TestPopAfterPromotion(t *testing.T) {
 		Receipt{QueueID: pr.Msgs[0].QueueID, PopTime: pr.PopTime}); err != nil {
 		t.Fatalf("ack after the promotion: %v", err)
 	}
+	// OnRevive's listener, registered before the role changes, hears the
+	// new master's POP state.
+	if _, err := c.ChangeInvisible([]byte("pg1"), []byte("P"), pr.Msgs[1].QueueID, pr.Msgs[1].Offset,
+		Receipt{QueueID: pr.Msgs[1].QueueID, PopTime: pr.PopTime}, 1); err != nil {
+		t.Fatalf("change invisible after the promotion: %v", err)
+	}
+	wait.Until(t, "a revive told after the promotion", func() bool { return revived.Load() > 0 })
 }
 
 // Sends run on 4 goroutines while the core changes role back and forth:
