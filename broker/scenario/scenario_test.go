@@ -37,10 +37,13 @@ type scenario struct {
 	run   func(t *testing.T, d driver)
 }
 
-// TestScenarios runs every scenario on every driver (driver/scenario).
+// TestScenarios runs every scenario on every driver (driver/scenario): the
+// drivers side by side, each one's scenarios one after the other (most of
+// a scenario's time is waiting for a delay or a timer).
 func TestScenarios(t *testing.T) {
 	for _, dr := range drivers {
 		t.Run(dr.name, func(t *testing.T) {
+			t.Parallel()
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
 					for _, o := range sc.needs {
