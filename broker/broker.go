@@ -59,6 +59,10 @@ type Broker struct {
 
 	repl replication // the HA stream and a slave's following (replica.go)
 
+	roleMu       sync.Mutex   // serializes SetRole
+	id           atomic.Int64 // the broker id registered (SetRole changes it)
+	stateVersion atomic.Int64 // Options.StateVersion, then SetRole's
+
 	closing atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -73,12 +77,10 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{opts: o, stop: make(chan struct{})}
 	co := o.core()
 	co.TopicChanged = b.registerTopic
-	if co.Role == core.RoleSlave {
-		if len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
-			return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
-		}
-		co.MasterOnline = b.masterOnline
+	if co.Role == core.RoleSlave && len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
+		return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")
 	}
+	co.MasterOnline = b.masterOnline // consulted while a slave only
 	c, err := core.New(co)
 	if err != nil {
 		return nil, err
@@ -88,7 +90,9 @@ func New(opts Options) (*Broker, error) {
 
 	registry := namesrv.NewRegistry(namesrv.Options{Logger: b.copts.Logger})
 	var registrar *namesrv.Registrar
-	if len(o.NamesrvAddrs) > 0 || c.IsSlave() {
+	b.id.Store(b.copts.BrokerID)
+	b.stateVersion.Store(o.StateVersion)
+	if len(o.NamesrvAddrs) > 0 || c.IsSlave() || o.ControllerMode {
 		b.pool = remoting.NewPool(&remoting.ClientOptions{TLS: o.ClientTLS}) // the registrar's and a slave's connections
 	}
 	if len(o.NamesrvAddrs) > 0 {
@@ -100,7 +104,7 @@ func New(opts Options) (*Broker, error) {
 			registrar.OnResult = b.registered
 		}
 	}
-	if err := b.startReplication(o); err != nil {
+	if err := b.startReplication(); err != nil {
 		c.Shutdown()
 		if b.pool != nil {
 			b.pool.Close()
@@ -238,6 +242,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.closing.Swap(true) {
 		return ErrClosed
 	}
+	b.roleMu.Lock() // a role change in progress finishes first; later ones see closing
+	b.roleMu.Unlock()
 	var errs []error
 	b.holds.Stop()
 	if err := b.srv.Shutdown(ctx); err != nil {
@@ -259,7 +265,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.pool != nil {
 		b.pool.Close()
 	}
-	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, b.copts.BrokerID)
+	b.registry.UnregisterBroker(b.copts.ClusterName, b.copts.BrokerName, b.copts.AdvertiseAddr, b.brokerID())
 	if err := b.core.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
@@ -283,13 +289,13 @@ func (b *Broker) registration() namesrv.BrokerRegistration {
 		ClusterName:  b.copts.ClusterName,
 		BrokerName:   b.copts.BrokerName,
 		BrokerAddr:   b.copts.AdvertiseAddr,
-		BrokerID:     b.copts.BrokerID,
+		BrokerID:     b.brokerID(),
 		HAServerAddr: b.haServerAddr(),
 		Topics:       cfgs,
 		DataVersion:  v,
 	}
-	if b.opts.StateVersion != 0 {
-		reg.DataVersion.StateVersion = b.opts.StateVersion
+	if v := b.stateVersion.Load(); v != 0 {
+		reg.DataVersion.StateVersion = v
 	}
 	return reg
 }
@@ -318,7 +324,7 @@ func (b *Broker) registerEmbedded() {
 // The core calls it from New on (before the registry exists: the
 // registration that follows New covers those).
 func (b *Broker) registerTopic(name string) {
-	if b.copts.Role == core.RoleSlave {
+	if b.core.IsSlave() {
 		// A slave's topics follow its master's, whose registrations carry
 		// them; routes never take a slave's queues.
 		return

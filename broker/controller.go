@@ -9,7 +9,7 @@ import (
 )
 
 // Controller mode, the front end's part (docs/failover.md; package
-// broker/ctrlmode decides the role and reopens the broker when it changes).
+// broker/ctrlmode decides the role and changes it in place with SetRole).
 //
 //   - NOTIFY_BROKER_ROLE_CHANGED (1008), the controller's push after an
 //     election, goes to Options.ControllerNotify.
@@ -43,10 +43,11 @@ func (b *Broker) handleRoleChanged(req *protocol.Command, resp *remoting.Respons
 // tables it follows) and HA address haAddr. It does nothing on a master.
 func (b *Broker) FollowMaster(addr, haAddr string) {
 	r := &b.repl
-	if r.slave == nil {
+	s := b.haSlave()
+	if s == nil {
 		return
 	}
-	r.slave.SetMasterAddr(haAddr)
+	s.SetMasterAddr(haAddr)
 	r.mu.Lock()
 	changed := r.masterAddr != addr
 	r.masterAddr = addr

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
@@ -35,11 +36,14 @@ import (
 //     master (UPDATE_CONSUMER_OFFSET) once it is back. Its master counts as
 //     online while the HA connection is up (core.Options.MasterOnline).
 type replication struct {
-	master *ha.Master    // a master's; nil on a slave
-	slave  *ha.Slave     // a slave's; nil on a master
-	wake   chan struct{} // cap 1: a slave's master address became known
+	wake chan struct{} // cap 1: a slave's master address became known
 
 	mu         sync.Mutex
+	master     *ha.Master    // a master's; nil on a slave
+	slave      *ha.Slave     // a slave's; nil on a master
+	unfollow   chan struct{} // closed to end the current slave term's follow loop
+	followDone chan struct{} // closed when that loop returned
+	haLns      map[net.Listener]struct{}
 	haAddr     string // the HA address registered (a master's)
 	masterAddr string // a slave's: its master's remoting address, as last answered
 }
@@ -47,61 +51,182 @@ type replication struct {
 // slaveSyncTimeout bounds one round of a slave's following.
 const slaveSyncTimeout = 10 * time.Second
 
-// startReplication starts the HA stream of the role (New calls it once the
-// core is open).
-func (b *Broker) startReplication(o Options) error {
-	r := &b.repl
-	r.wake = make(chan struct{}, 1)
-	st := b.core.Store()
-	log := b.copts.Logger
+// startReplication starts the HA side of the core's role (New calls it
+// once the core is open; SetRole when the role changes).
+func (b *Broker) startReplication() error {
 	if b.core.IsSlave() {
-		s, err := ha.NewSlave(st, ha.SlaveOptions{MasterAddr: o.HAMasterAddr, Logger: log, Handshake: o.HASlaveHandshake, TLS: o.HATLS})
-		if err != nil {
-			return fmt.Errorf("broker: %w", err)
-		}
-		r.slave = s
-		s.Start()
-		b.wg.Add(1)
-		go b.follow()
-		log.Info("broker: running as a slave", "brokerId", b.copts.BrokerID, "haMasterAddr", o.HAMasterAddr)
-		return nil
+		return b.startSlave()
 	}
-	m, err := ha.NewMaster(st, ha.MasterOptions{Logger: log, Handshake: o.HAMasterHandshake, Secure: o.HASecure})
+	return b.startMaster()
+}
+
+// startMaster makes the HA stream's master side, which ServeHA's
+// listeners hand their connections to.
+func (b *Broker) startMaster() error {
+	m, err := ha.NewMaster(b.core.Store(), ha.MasterOptions{Logger: b.copts.Logger, Handshake: b.opts.HAMasterHandshake,
+		Secure: b.opts.HASecure})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	r := &b.repl
+	r.mu.Lock()
 	r.master = m
-	r.haAddr = o.HAAdvertiseAddr
+	if r.haAddr == "" {
+		r.haAddr = b.opts.HAAdvertiseAddr
+	}
+	r.mu.Unlock()
 	return nil
 }
 
-// ServeHA serves the commit-log stream to slaves (package ha) on ln until
-// Shutdown, which closes ln; it returns ha.ErrMasterClosed then. A slave
-// has no stream to serve: ServeHA closes ln and fails at once. Without
-// Options.HAAdvertiseAddr, the first listener's port with AdvertiseAddr's
-// host is registered as the HA address. A SYNC_MASTER none of whose slaves
-// can connect answers every send SLAVE_NOT_AVAILABLE.
+// stopMaster closes the master side: its slaves are disconnected (and stop
+// counting as replicas); the HA listeners stay open.
+func (b *Broker) stopMaster() {
+	r := &b.repl
+	r.mu.Lock()
+	m := r.master
+	r.master = nil
+	r.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
+}
+
+// startSlave starts an ha.Slave on the replica store and the loop that
+// follows the master's tables.
+func (b *Broker) startSlave() error {
+	log := b.copts.Logger
+	r := &b.repl
+	r.mu.Lock()
+	masterHA := b.opts.HAMasterAddr
+	if b.opts.ControllerMode {
+		masterHA = "" // FollowMaster names it
+	}
+	r.mu.Unlock()
+	s, err := ha.NewSlave(b.core.Store(), ha.SlaveOptions{MasterAddr: masterHA, Logger: log, Handshake: b.opts.HASlaveHandshake,
+		TLS: b.opts.HATLS})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	unfollow, done := make(chan struct{}), make(chan struct{})
+	r.mu.Lock()
+	r.slave, r.unfollow, r.followDone = s, unfollow, done
+	if b.opts.ControllerMode {
+		r.masterAddr = ""
+	}
+	r.mu.Unlock()
+	s.Start()
+	b.wg.Add(1)
+	go b.follow(unfollow, done)
+	log.Info("broker: running as a slave", "brokerId", b.brokerID(), "haMasterAddr", masterHA)
+	return nil
+}
+
+// stopSlave stops the HA slave and its following loop: once it returns
+// nothing appends to the replica store any more.
+func (b *Broker) stopSlave() {
+	r := &b.repl
+	r.mu.Lock()
+	s, unfollow, done := r.slave, r.unfollow, r.followDone
+	r.slave, r.unfollow, r.followDone = nil, nil, nil
+	r.mu.Unlock()
+	if s == nil {
+		return
+	}
+	close(unfollow)
+	s.Close()
+	<-done
+}
+
+// haMaster is the master side now (nil on a slave).
+func (b *Broker) haMaster() *ha.Master {
+	b.repl.mu.Lock()
+	defer b.repl.mu.Unlock()
+	return b.repl.master
+}
+
+// haSlave is the slave side now (nil on a master).
+func (b *Broker) haSlave() *ha.Slave {
+	b.repl.mu.Lock()
+	defer b.repl.mu.Unlock()
+	return b.repl.slave
+}
+
+// ServeHA accepts the HA stream's connections on ln until Shutdown, which
+// closes ln (it returns ha.ErrMasterClosed then). Each connection goes to
+// the master side of the moment; while the broker is a slave (in
+// controller mode it may become master at any time, on the same listener)
+// connections are closed at once. Without Options.HAAdvertiseAddr, the
+// first listener's port with AdvertiseAddr's host is registered as the HA
+// address. A SYNC_MASTER none of whose slaves can connect answers every
+// send SLAVE_NOT_AVAILABLE.
 func (b *Broker) ServeHA(ln net.Listener) error {
 	r := &b.repl
-	if r.master == nil {
-		ln.Close()
-		return errors.New("broker: a slave serves no HA stream")
-	}
 	r.mu.Lock()
+	if b.closing.Load() {
+		r.mu.Unlock()
+		ln.Close()
+		return ha.ErrMasterClosed
+	}
+	if r.haLns == nil {
+		r.haLns = map[net.Listener]struct{}{}
+	}
+	r.haLns[ln] = struct{}{}
 	set := r.haAddr == ""
 	if set {
 		r.haAddr = haAdvertiseAddr(b.copts.AdvertiseAddr, ln.Addr())
 	}
 	haAddr := r.haAddr
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.haLns, ln)
+		r.mu.Unlock()
+		ln.Close()
+	}()
 	if set {
 		b.registerEmbedded()
 		if b.registrar != nil {
 			b.registrar.Trigger()
 		}
 	}
-	b.copts.Logger.Info("broker: serving slaves", "role", b.copts.Role, "haListen", ln.Addr().String(), "haServerAddr", haAddr)
-	return r.master.Serve(ln)
+	b.copts.Logger.Info("broker: HA listener", "role", b.core.Role(), "haListen", ln.Addr().String(), "haServerAddr", haAddr)
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if b.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return ha.ErrMasterClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				b.copts.Logger.Warn("broker: HA accept failed; retrying", "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-b.stop:
+					return ha.ErrMasterClosed
+				}
+				continue
+			}
+			return fmt.Errorf("broker: HA accept: %w", err)
+		}
+		backoff = 0
+		if m := b.haMaster(); m != nil {
+			m.ServeConn(c)
+		} else {
+			c.Close() // a slave serves no stream
+		}
+	}
+}
+
+// closeHAListeners closes the listeners ServeHA serves (Shutdown).
+func (b *Broker) closeHAListeners() {
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ln := range r.haLns {
+		ln.Close()
+	}
 }
 
 // haAdvertiseAddr is the advertised host with the HA listener's port.
@@ -127,7 +252,7 @@ const drainTimeout = 5 * time.Second
 // (at most drainTimeout, or until ctx ends): a master stopped on purpose
 // leaves its slaves everything it acknowledged, also as an ASYNC_MASTER.
 func (b *Broker) drainSlaves(ctx context.Context) {
-	m := b.repl.master
+	m := b.haMaster()
 	if m == nil {
 		return
 	}
@@ -156,13 +281,9 @@ func (b *Broker) drainSlaves(ctx context.Context) {
 // stopReplication closes the HA stream (before the store closes: Shutdown
 // calls it before the core's).
 func (b *Broker) stopReplication() {
-	r := &b.repl
-	if r.master != nil {
-		r.master.Close()
-	}
-	if r.slave != nil {
-		r.slave.Close()
-	}
+	b.closeHAListeners()
+	b.stopMaster()
+	b.stopSlave()
 }
 
 // haServerAddr is the HA address a master registers ("" until known).
@@ -175,7 +296,7 @@ func (b *Broker) haServerAddr() string {
 // masterOnline is a slave's core.Options.MasterOnline: its HA connection
 // to the master is up.
 func (b *Broker) masterOnline() bool {
-	s := b.repl.slave
+	s := b.haSlave()
 	return s != nil && s.Status().Connected
 }
 
@@ -183,11 +304,12 @@ func (b *Broker) masterOnline() bool {
 // names the master's remoting and HA addresses (empty while the group has
 // no live master: the last known ones are kept).
 func (b *Broker) registered(_ string, resp protocol.RegisterBrokerResponse, err error) {
-	if err != nil || b.repl.slave == nil || b.opts.ControllerMode {
+	s := b.haSlave()
+	if err != nil || s == nil || b.opts.ControllerMode {
 		return
 	}
 	if resp.HAServerAddr != "" && b.opts.HAMasterAddr == "" {
-		b.repl.slave.SetMasterAddr(resp.HAServerAddr)
+		s.SetMasterAddr(resp.HAServerAddr)
 	}
 	if resp.MasterAddr != "" {
 		r := &b.repl
@@ -206,13 +328,16 @@ func (b *Broker) registered(_ string, resp protocol.RegisterBrokerResponse, err 
 
 // follow is a slave's loop: it applies the master's tables every
 // SlaveSyncInterval, and at once when the master's address becomes known.
-func (b *Broker) follow() {
+func (b *Broker) follow(unfollow, done chan struct{}) {
 	defer b.wg.Done()
+	defer close(done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
 		case <-b.stop:
+			cancel()
+		case <-unfollow:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -223,6 +348,8 @@ func (b *Broker) follow() {
 	for {
 		select {
 		case <-b.stop:
+			return
+		case <-unfollow:
 			return
 		case <-t.C:
 		case <-b.repl.wake:
@@ -351,11 +478,11 @@ func (b *Broker) registerReplication(t *handlerTable) {
 // master and position.
 func (b *Broker) replicationInfo(m map[string]string) {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	m["brokerRole"] = b.copts.Role.String()
-	m["brokerId"] = i(b.copts.BrokerID)
+	m["brokerRole"] = b.core.Role().String()
+	m["brokerId"] = i(b.brokerID())
 	r := &b.repl
-	if r.master != nil {
-		slaves := r.master.Slaves()
+	if master := b.haMaster(); master != nil {
+		slaves := master.Slaves()
 		end := b.core.Store().WrittenOffset()
 		var behind int64
 		for _, s := range slaves {
@@ -366,8 +493,8 @@ func (b *Broker) replicationInfo(m map[string]string) {
 		m["haSlaveBehindBytes"] = i(behind)
 		m["haReplicatedOffset"] = i(b.core.Store().ReplicatedOffset())
 	}
-	if r.slave != nil {
-		st := r.slave.Status()
+	if slave := b.haSlave(); slave != nil {
+		st := slave.Status()
 		r.mu.Lock()
 		m["masterAddr"] = r.masterAddr
 		r.mu.Unlock()

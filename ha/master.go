@@ -145,6 +145,11 @@ func (m *Master) Serve(ln net.Listener) error {
 	}
 }
 
+// ServeConn serves one slave's connection accepted elsewhere (a listener
+// whose connections go to whichever master side a broker has at the
+// moment). After Close it closes c.
+func (m *Master) ServeConn(c net.Conn) { m.start(c) }
+
 // start runs a connection's two goroutines, after MasterOptions.Secure
 // when there is one.
 func (m *Master) start(c net.Conn) {

@@ -67,6 +67,7 @@ type testBroker struct {
 	controller string
 	opts       func(*Options)
 	node       *Node
+	b          *broker.Broker
 }
 
 func newTestBroker(t *testing.T, name, ctl string, opts func(*Options)) *testBroker {
@@ -92,21 +93,32 @@ func (tb *testBroker) start(addr, ha string) {
 	t := tb.t
 	ln, hln := listen(t, addr), listen(t, ha)
 	tb.addr, tb.ha = ln.Addr().String(), hln.Addr().String()
+	log := testlog.New(t, "broker-"+tb.name)
 	o := Options{
-		Broker: broker.Options{DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1", AdvertiseAddr: tb.addr,
-			Store: store.Options{SegmentSize: 16 << 20}, Logger: testlog.New(t, "broker-"+tb.name)},
-		ControllerAddrs: []string{tb.controller}, Listener: ln, HAListener: hln,
+		DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1", AdvertiseAddr: tb.addr,
+		ControllerAddrs:      []string{tb.controller},
 		AllAckInSyncStateSet: true, MaxTimeSlaveNotCatchup: 2 * time.Second, SyncStateSetCheckInterval: 50 * time.Millisecond,
-		HeartbeatInterval: 100 * time.Millisecond, StartTimeout: 20 * time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, StartTimeout: 20 * time.Second, Logger: log,
 	}
 	if tb.opts != nil {
 		tb.opts(&o)
 	}
-	n, err := Start(o)
+	// As package node runs them: the node first, the broker with its
+	// options, served, then handed to the node.
+	n, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb.node = n
+	b, err := broker.New(n.BrokerOptions(broker.Options{DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1",
+		AdvertiseAddr: tb.addr, Store: store.Options{SegmentSize: 16 << 20}, Logger: log}))
+	if err != nil {
+		n.Shutdown(context.Background())
+		t.Fatal(err)
+	}
+	go b.Serve(ln)
+	go b.ServeHA(hln)
+	n.Start(b)
+	tb.node, tb.b = n, b
 }
 
 func (tb *testBroker) stop() {
@@ -118,7 +130,10 @@ func (tb *testBroker) stop() {
 	if err := tb.node.Shutdown(ctx); err != nil {
 		tb.t.Errorf("shutdown: %v", err)
 	}
-	tb.node = nil
+	if err := tb.b.Shutdown(ctx); err != nil {
+		tb.t.Errorf("broker shutdown: %v", err)
+	}
+	tb.node, tb.b = nil, nil
 }
 
 // send stores one message through the running broker's core and waits for

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,6 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/controller/client"
-	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
@@ -29,24 +29,30 @@ import (
 
 // Options configure a Node. Zero values mean the defaults given.
 type Options struct {
-	// Broker is the template of every broker instance the node opens: its
-	// Role, BrokerID, HAMasterAddr, HAAdvertiseAddr and controller-mode
-	// fields are the node's to set. Broker.Role SYNC_MASTER makes the
-	// master wait for its SyncStateSet like InSyncReplicas 2 would.
-	Broker broker.Options
+	// DataDir is the broker's data directory: the node keeps its identity
+	// (controllerIdentity.json) and the epoch file there. Required.
+	DataDir string
+	// FS is the file system of those files. Default vfs.Default.
+	FS vfs.FS
+	// ClusterName, BrokerName and AdvertiseAddr name the broker to the
+	// controller (its group, and the remoting address routes give).
+	// Required.
+	ClusterName, BrokerName, AdvertiseAddr string
+	// BrokerID is the id asked for at the first registration (brokerId);
+	// the controller's answer wins and is kept in the identity file.
+	BrokerID int64
+	// SyncMaster (brokerRole SYNC_MASTER) makes the master wait for its
+	// SyncStateSet like InSyncReplicas 2 would.
+	SyncMaster bool
 	// ControllerAddrs are the controllers' remoting addresses (RocketMQ's
 	// controllerAddr, split at ';'). Required.
 	ControllerAddrs []string
 	// ControllerTLS, when set, makes the connections to the controllers
 	// TLS (client.Options.TLS). Default: plain.
 	ControllerTLS *tls.Config
-	// Listener is the broker's remoting listener and HAListener its HA
-	// listener (every broker here may become master). Required; the node
-	// closes them at Shutdown.
-	Listener, HAListener net.Listener
-	// HAAdvertiseAddr is the HA address given to slaves. Default: the
-	// broker's advertised host with HAListener's port.
-	HAAdvertiseAddr string
+	// ClientTLS, when set, makes the node's connections to other brokers
+	// (a new master's GET_BROKER_CONFIG) TLS. Default: plain.
+	ClientTLS *tls.Config
 
 	// InSyncReplicas is how many copies (the master's included) a message
 	// needs before a send is answered SEND_OK (RocketMQ's inSyncReplicas);
@@ -70,16 +76,16 @@ type Options struct {
 	// HeartbeatInterval and HeartbeatTimeout are the controller client's
 	// (default 1 s; the controller's own timeout).
 	HeartbeatInterval, HeartbeatTimeout time.Duration
-	// StartTimeout bounds Start's registration with the controller.
+	// StartTimeout bounds New's registration with the controller.
 	// Default 60 s.
 	StartTimeout time.Duration
-	// Logger. Default Broker.Logger, else slog.Default().
+	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
 
 // Node is a broker in controller mode: it registers with the controller
-// group, heartbeats, and runs a broker.Broker in the role the controller
-// gives it, reopening it when that role changes (see the package doc).
+// group, heartbeats, and gives its broker.Broker the role the controller
+// names, in place (see the package doc).
 type Node struct {
 	opts   Options
 	log    *slog.Logger
@@ -87,8 +93,7 @@ type Node struct {
 	epochs *store.EpochFile
 	id     int64
 	pool   *remoting.Pool
-
-	ln, haln *handoff
+	b      *broker.Broker // set by Start
 
 	mu   sync.Mutex // guards inst
 	inst *instance
@@ -97,21 +102,27 @@ type Node struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	truncated atomic.Int64 // bytes the handshakes truncated
-	lastEnd   atomic.Int64 // the log's end as last seen (heartbeats between instances)
+	lastEnd   atomic.Int64 // the log's end as last seen (heartbeats before Start)
 	closing   atomic.Bool
 	closeOnce sync.Once
 
-	// The last failure to open the broker, logged again only when it
-	// changes or a minute later (run's goroutine).
+	// The last failure to change role, logged again only when it changes
+	// or a minute later (run's goroutine).
 	openErr   string
 	openErrAt time.Time
+
+	// Role changes measured (RoleChanges), from the controller's word
+	// (notifiedAt: the first unhandled one, Unix ns; 0 when none waits).
+	changes    roleStats
+	notifiedAt atomic.Int64
 
 	// The master's review of its SyncStateSet (run's goroutine).
 	cu     *caughtUp
 	cuInst *instance
 }
 
-// instance is one broker.Broker in one role.
+// instance is one term of the broker in one role: a new one begins with
+// each role change (the broker stays; its role changes in place).
 type instance struct {
 	b      *broker.Broker
 	master bool
@@ -119,7 +130,6 @@ type instance struct {
 	sset   int32        // the SyncStateSet epoch it applied (a master's; run's goroutine)
 	set    []int64      // the SyncStateSet it applied (a master's; run's goroutine)
 	addr   string       // a slave's master (remoting address; run's goroutine)
-	done   chan struct{}
 }
 
 // identity is what the node keeps in its data directory
@@ -132,14 +142,16 @@ type identity struct {
 
 const identityFile = "controllerIdentity.json"
 
-// Start registers with the controller, opens the broker in its role and
-// serves. The caller ends it with Shutdown.
-func Start(opts Options) (*Node, error) {
+// New registers with the controller (asking for an election when the
+// group has no master) and starts the heartbeats. The broker it runs is
+// opened next, with BrokerOptions, and handed to Start. The caller ends it
+// with Shutdown.
+func New(opts Options) (*Node, error) {
 	if len(opts.ControllerAddrs) == 0 {
 		return nil, errors.New("ctrlmode: no controller address (controllerAddr)")
 	}
-	if opts.Listener == nil || opts.HAListener == nil {
-		return nil, errors.New("ctrlmode: Listener and HAListener are required")
+	if opts.DataDir == "" || opts.AdvertiseAddr == "" || opts.BrokerName == "" {
+		return nil, errors.New("ctrlmode: DataDir, BrokerName and AdvertiseAddr are required")
 	}
 	if opts.InSyncReplicas <= 0 {
 		opts.InSyncReplicas = 1
@@ -157,49 +169,32 @@ func Start(opts Options) (*Node, error) {
 		opts.StartTimeout = time.Minute
 	}
 	if opts.Logger == nil {
-		opts.Logger = opts.Broker.Logger
-	}
-	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	bo := &opts.Broker
-	if bo.Logger == nil {
-		bo.Logger = opts.Logger
+	if opts.FS == nil {
+		opts.FS = vfs.Default
 	}
-	if bo.DataDir == "" {
-		return nil, errors.New("ctrlmode: Broker.DataDir is required")
-	}
-	if bo.AdvertiseAddr == "" {
-		bo.AdvertiseAddr = opts.Listener.Addr().String()
-	}
-	if opts.HAAdvertiseAddr == "" {
-		host, _, _ := net.SplitHostPort(bo.AdvertiseAddr)
-		_, port, _ := net.SplitHostPort(opts.HAListener.Addr().String())
-		opts.HAAdvertiseAddr = net.JoinHostPort(host, port)
-	}
-	if bo.FS == nil {
-		bo.FS = vfs.Default
-	}
-	if err := durable.MkdirAll(bo.FS, bo.DataDir, 0o755); err != nil {
+	if err := durable.MkdirAll(opts.FS, opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
-	ident, err := loadIdentity(bo.FS, bo.DataDir, bo.BrokerID, opts.Logger)
+	ident, err := loadIdentity(opts.FS, opts.DataDir, opts.BrokerID, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := store.OpenEpochFile(filepath.Join(bo.DataDir, store.EpochFileName), bo.FS, opts.Logger)
+	epochs, err := store.OpenEpochFile(filepath.Join(opts.DataDir, store.EpochFileName), opts.FS, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
-	n := &Node{opts: opts, log: opts.Logger.With("broker", bo.BrokerName), epochs: epochs,
-		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: bo.ClientTLS})}
+	n := &Node{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), epochs: epochs,
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: opts.ClientTLS})}
 	n.lastEnd.Store(-1)
 	n.ctl, err = client.New(client.Options{
-		Addrs: opts.ControllerAddrs, Cluster: bo.ClusterName, Broker: bo.BrokerName, Addr: bo.AdvertiseAddr,
+		Addrs: opts.ControllerAddrs, Cluster: opts.ClusterName, Broker: opts.BrokerName, Addr: opts.AdvertiseAddr,
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout,
-		Status: n.status, OnRoleChange: func(client.State) { n.wake() }, Logger: opts.Logger, TLS: opts.ControllerTLS,
+		Status: n.status, OnRoleChange: func(client.State) { n.notified(); n.wake() }, Logger: opts.Logger, TLS: opts.ControllerTLS,
 	})
 	if err != nil {
+		n.pool.Close()
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
@@ -207,13 +202,15 @@ func Start(opts Options) (*Node, error) {
 	reg, err := n.ctl.Register(ctx, ident.BrokerID, ident.Token)
 	if err != nil {
 		n.ctl.Close()
+		n.pool.Close()
 		return nil, fmt.Errorf("ctrlmode: register with the controller: %w", err)
 	}
 	n.id = reg.ID
 	if ident.BrokerID != reg.ID {
 		ident.BrokerID = reg.ID
-		if err := saveIdentity(bo.FS, bo.DataDir, ident); err != nil {
+		if err := saveIdentity(opts.FS, opts.DataDir, ident); err != nil {
 			n.ctl.Close()
+			n.pool.Close()
 			return nil, err
 		}
 	}
@@ -228,11 +225,44 @@ func Start(opts Options) (*Node, error) {
 		}
 	}
 	n.ctl.StartHeartbeats(n.id)
-	n.ln, n.haln = newHandoff(opts.Listener), newHandoff(opts.HAListener)
+	return n, nil
+}
+
+// BrokerOptions returns o made fit for the broker this node runs: every
+// member opens as a slave (a replica's store, writes refused) with the
+// node's broker id, and becomes master in place when the controller says
+// so; the HA stream's handshakes, the controller's pushes and the
+// following interval are the node's.
+func (n *Node) BrokerOptions(o broker.Options) broker.Options {
+	o.ControllerMode = true
+	o.Role = core.RoleSlave
+	o.BrokerID = n.id
+	o.HAMasterAddr = ""
+	o.ControllerNotify = n.ctl.HandleNotify
+	o.HAMasterHandshake = n.masterHandshake
+	o.HASlaveHandshake = n.slaveHandshake
+	if o.FS == nil {
+		o.FS = n.opts.FS
+	}
+	if o.SlaveSyncInterval <= 0 {
+		// A slave may be elected at any moment: it follows its master's
+		// topics and offsets every second, not every 10 s.
+		o.SlaveSyncInterval = time.Second
+	}
+	return o
+}
+
+// Start gives b (opened with BrokerOptions) the role the controller names
+// and keeps it in step from then on. The broker is its caller's: the node
+// changes its role, never closes it.
+func (n *Node) Start(b *broker.Broker) {
+	n.b = b
+	n.mu.Lock()
+	n.inst = &instance{b: b, sset: -1} // a slave of no master yet
+	n.mu.Unlock()
 	n.wg.Add(1)
 	go n.run()
 	n.wake()
-	return n, nil
 }
 
 // loadIdentity reads the identity file through fsys (falling back to its
@@ -285,15 +315,10 @@ func (n *Node) ID() int64 { return n.id }
 // Controller is the node's controller client.
 func (n *Node) Controller() *client.Client { return n.ctl }
 
-// Broker is the broker instance running now (nil between two).
-func (n *Node) Broker() *broker.Broker {
-	if i := n.current(); i != nil {
-		return i.b
-	}
-	return nil
-}
+// Broker is the broker the node runs (nil before Start).
+func (n *Node) Broker() *broker.Broker { return n.b }
 
-// IsMaster reports whether the running instance is the group's master.
+// IsMaster reports whether the broker is the group's master now.
 func (n *Node) IsMaster() bool {
 	i := n.current()
 	return i != nil && i.master
@@ -307,6 +332,25 @@ func (n *Node) current() *instance {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.inst
+}
+
+func (n *Node) setCurrent(i *instance) {
+	n.mu.Lock()
+	n.inst = i
+	n.mu.Unlock()
+}
+
+// notified records when the controller's state last changed (the first
+// change not yet acted on).
+func (n *Node) notified() { n.notifiedAt.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// since is how long ago the controller's word that began a role change
+// came (began, when none was recorded).
+func (n *Node) since(began time.Time) time.Duration {
+	if at := n.notifiedAt.Swap(0); at != 0 && at < began.UnixNano() {
+		return time.Since(time.Unix(0, at))
+	}
+	return time.Since(began)
 }
 
 func (n *Node) wake() {
@@ -366,7 +410,7 @@ func (n *Node) run() {
 			if i := n.current(); i != nil && i.master {
 				n.reviewSyncStateSet(i)
 			} else if i == nil || i.addr == "" {
-				n.apply() // a failed open, or a master not found yet, is retried
+				n.apply() // a failed change, or a master not found yet, is retried
 			}
 		}
 	}
@@ -381,11 +425,11 @@ func (n *Node) apply() {
 	cur := n.current()
 	switch {
 	case s.MasterID == n.id:
-		if cur != nil && cur.master && cur.epoch.Load() == s.MasterEpoch {
+		if cur.master && cur.epoch.Load() == s.MasterEpoch {
 			n.applySyncStateSet(cur, s)
 			return
 		}
-		if cur != nil && cur.master {
+		if cur.master {
 			// Elected again in a later epoch: a new epoch entry at the log's end.
 			end := cur.b.Store().WrittenOffset()
 			if err := n.appendEpoch(s.MasterEpoch, end); err != nil {
@@ -395,15 +439,14 @@ func (n *Node) apply() {
 			}
 			cur.epoch.Store(s.MasterEpoch)
 			cur.sset, cur.set = -1, nil
+			n.b.SetRole(broker.RoleChange{Role: n.masterRole(), BrokerID: 0, StateVersion: int64(s.MasterEpoch)})
 			n.applySyncStateSet(cur, s)
 			return
 		}
-		n.becomeMaster(cur, s)
+		n.becomeMaster(s)
 	default:
-		if cur != nil && cur.master {
+		if cur.master {
 			n.fence(fmt.Sprintf("master epoch %d elected broker %d", s.MasterEpoch, s.MasterID))
-			n.close(cur)
-			cur = nil
 		}
 		n.becomeSlave(cur, s)
 	}
@@ -418,143 +461,87 @@ func (n *Node) appendEpoch(epoch int32, end int64) error {
 	return n.epochs.Append(epoch, end)
 }
 
-// brokerOptions is the template for one role.
-func (n *Node) brokerOptions(master bool, epoch int32) broker.Options {
-	o := n.opts.Broker
-	o.ControllerMode = true
-	o.StateVersion = int64(epoch)
-	o.HAAdvertiseAddr = n.opts.HAAdvertiseAddr
-	o.HAMasterAddr = ""
-	o.ControllerNotify = n.ctl.HandleNotify
-	if o.SlaveSyncInterval <= 0 {
-		// A slave may be elected at any moment: it follows its master's
-		// topics and offsets every second, not every 10 s.
-		o.SlaveSyncInterval = time.Second
+// masterRole is the core's role as master: SYNC_MASTER when sends wait for
+// replicas.
+func (n *Node) masterRole() core.Role {
+	if n.syncWaits() {
+		return core.RoleSyncMaster
 	}
-	if master {
-		o.BrokerID = 0 // routes name the elected master 0, as RocketMQ's
-		o.Role = core.RoleAsyncMaster
-		if n.syncWaits() {
-			o.Role = core.RoleSyncMaster
-		}
-		o.HAMasterHandshake = n.masterHandshake
-		o.HASlaveHandshake = nil
-	} else {
-		o.BrokerID = n.id
-		o.Role = core.RoleSlave
-		o.HAMasterHandshake = nil
-		o.HASlaveHandshake = n.slaveHandshake
-	}
-	return o
+	return core.RoleAsyncMaster
 }
 
 // syncWaits reports whether a master's sends wait for replicas.
 func (n *Node) syncWaits() bool {
-	return n.allAck() || n.opts.InSyncReplicas > 1 || n.opts.Broker.Role == core.RoleSyncMaster
+	return n.allAck() || n.opts.InSyncReplicas > 1 || n.opts.SyncMaster
 }
 
-func (n *Node) open(master bool, epoch int32) (*instance, error) {
-	if n.closing.Load() {
-		return nil, errors.New("ctrlmode: shutting down")
-	}
-	b, err := broker.New(n.brokerOptions(master, epoch))
-	if err != nil {
-		return nil, err
-	}
-	inst := &instance{b: b, master: master, sset: -1, done: make(chan struct{})}
-	inst.epoch.Store(epoch)
-	return inst, nil
-}
-
-// serve starts serving inst on the shared listeners and makes it current.
-func (n *Node) serve(inst *instance) {
-	n.mu.Lock()
-	n.inst = inst
-	n.mu.Unlock()
-	ln := n.ln.sub()
-	go func() {
-		defer close(inst.done)
-		if err := inst.b.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrServerClosed) {
-			n.log.Debug("ctrlmode: broker server stopped", "err", err)
-		}
-	}()
-	if inst.master {
-		hl := n.haln.sub()
-		go func() {
-			if err := inst.b.ServeHA(hl); err != nil && !errors.Is(err, ha.ErrMasterClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Debug("ctrlmode: HA server stopped", "err", err)
-			}
-		}()
-	}
-}
-
-// close stops inst (writes already refused when it was a deposed master).
-// It returns the log's end once the instance is closed.
-func (n *Node) close(inst *instance) int64 {
-	n.mu.Lock()
-	if n.inst == inst {
-		n.inst = nil
-	}
-	n.mu.Unlock()
-	n.lastEnd.Store(inst.b.Store().WrittenOffset())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := inst.b.Shutdown(ctx); err != nil && !errors.Is(err, broker.ErrClosed) {
-		n.log.Warn("ctrlmode: stopping the broker instance", "err", err)
-	}
-	end := inst.b.Store().WrittenOffset() // nothing appends any more
-	n.lastEnd.Store(end)
-	return end
-}
-
-// becomeMaster opens the broker as the group's master of epoch s.MasterEpoch.
-func (n *Node) becomeMaster(cur *instance, s client.State) {
+// becomeMaster makes the broker the group's master of epoch s.MasterEpoch,
+// in place: the HA slave stops, the epoch's entry is written at the log's
+// end, then the store takes writes (broker.SetRole).
+func (n *Node) becomeMaster(s client.State) {
 	began := time.Now()
-	if cur == nil {
-		// The epoch must begin at the log's end as it is before a master
-		// instance opens: its features (delays, timers, transactions) write
-		// as soon as it does. A replica instance, which writes nothing,
-		// recovers the log and tells its end.
-		probe, err := n.open(false, s.MasterEpoch)
-		if err != nil {
-			n.openFailed("master", err)
-			return
-		}
-		cur = probe
-	}
-	end := n.close(cur)
-	if err := n.appendEpoch(s.MasterEpoch, end); err != nil {
-		n.log.Error("ctrlmode: epoch file; not taking office", "err", err)
+	if n.closing.Load() {
 		return
 	}
-	inst, err := n.open(true, s.MasterEpoch)
+	inst := &instance{b: n.b, master: true, sset: -1}
+	inst.epoch.Store(s.MasterEpoch)
+	prev := n.current()
+	var epochStart int64
+	err := n.b.SetRole(broker.RoleChange{Role: n.masterRole(), BrokerID: 0, StateVersion: int64(s.MasterEpoch),
+		BeforeMaster: func(end int64) error {
+			// The epoch must begin at the log's end as it is before the
+			// master takes a write: its features (delays, timers,
+			// transactions) write as soon as it does.
+			if err := n.appendEpoch(s.MasterEpoch, end); err != nil {
+				return fmt.Errorf("epoch file: %w", err)
+			}
+			epochStart = end
+			n.lastEnd.Store(end)
+			n.b.Core().SetWriteGate(0, "") // a fence from an earlier term as master
+			n.setCurrent(inst)             // handshakes of slaves now answer as master
+			return nil
+		}})
 	if err != nil {
-		n.openFailed("master", err)
+		n.setCurrent(prev)
+		n.changeFailed("master", err)
 		return
 	}
-	n.adoptStoredTopics(inst)
+	took := n.since(began) // serving writes as master from here (the set's policy below only narrows them)
 	n.applySyncStateSet(inst, s)
-	n.serve(inst)
-	n.log.Info("ctrlmode: master", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "epochStart", end,
-		"syncStateSet", s.SyncStateSet, "took", time.Since(began).Round(time.Millisecond))
+	n.changes.record(true, took)
+	n.log.Info("ctrlmode: master", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "epochStart", epochStart,
+		"syncStateSet", s.SyncStateSet, "took", took.Round(time.Microsecond))
 }
 
 // becomeSlave makes the node a slave of s's master (none: it waits).
 func (n *Node) becomeSlave(cur *instance, s client.State) {
-	if cur == nil || cur.master {
-		inst, err := n.open(false, s.MasterEpoch)
-		if err != nil {
-			n.openFailed("slave", err)
+	if cur.master {
+		began := time.Now()
+		inst := &instance{b: n.b, sset: -1}
+		inst.epoch.Store(s.MasterEpoch)
+		n.setCurrent(inst)
+		if err := n.b.SetRole(broker.RoleChange{Role: core.RoleSlave, BrokerID: n.id, StateVersion: int64(s.MasterEpoch)}); err != nil {
+			n.setCurrent(cur)
+			n.changeFailed("slave", err)
 			return
 		}
-		n.serve(inst)
+		n.lastEnd.Store(n.b.Store().WrittenOffset())
 		cur = inst
-		n.log.Info("ctrlmode: slave", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "master", s.MasterAddress)
+		took := n.since(began)
+		n.changes.record(false, took)
+		n.log.Info("ctrlmode: slave", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "master", s.MasterAddress,
+			"took", took.Round(time.Microsecond))
+	} else if int64(s.MasterEpoch) != n.b.StateVersion() {
+		// Registered as a slave of this epoch from now on.
+		if err := n.b.SetRole(broker.RoleChange{Role: core.RoleSlave, BrokerID: n.id, StateVersion: int64(s.MasterEpoch)}); err != nil {
+			n.changeFailed("slave", err)
+			return
+		}
 	}
 	if s.MasterID == 0 || s.MasterAddress == "" {
 		cur.epoch.Store(s.MasterEpoch)
 		cur.addr = ""
-		cur.b.FollowMaster("", "")
+		n.b.FollowMaster("", "")
 		return
 	}
 	if cur.addr == s.MasterAddress && cur.epoch.Load() == s.MasterEpoch {
@@ -570,9 +557,9 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 		return
 	}
 	if newEpoch {
-		cur.b.FollowMaster("", "") // a new connection, and with it a new handshake
+		n.b.FollowMaster("", "") // a new connection, and with it a new handshake
 	}
-	cur.b.FollowMaster(s.MasterAddress, haAddr)
+	n.b.FollowMaster(s.MasterAddress, haAddr)
 }
 
 // masterHAAddr asks the master (GET_BROKER_CONFIG) for its HA address.
@@ -611,44 +598,61 @@ func (n *Node) masterHAAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// Shutdown stops the heartbeats and the broker (flushing and persisting as
-// broker.Shutdown does), and closes the listeners.
+// Shutdown stops the role changes and the heartbeats, and leaves the
+// controller's connections. The broker is its owner's to shut down (after
+// this: a role change cannot begin meanwhile).
 func (n *Node) Shutdown(ctx context.Context) error {
-	var err error
 	n.closeOnce.Do(func() {
 		n.closing.Store(true)
 		close(n.stop)
 		n.wg.Wait()
 		n.ctl.Close()
-		if i := n.current(); i != nil {
-			n.mu.Lock()
-			n.inst = nil
-			n.mu.Unlock()
-			if e := i.b.Shutdown(ctx); e != nil && !errors.Is(e, broker.ErrClosed) {
-				err = e
-			}
-		}
-		n.ln.close()
-		n.haln.close()
 		n.pool.Close()
 	})
-	return err
+	return nil
 }
 
-// adoptStoredTopics creates, on a new master, the topics its log holds
-// messages of but its table lacks (a topic created on the old master less
-// than a slave-sync interval before it died): core.AdoptStoredTopics.
-func (n *Node) adoptStoredTopics(inst *instance) {
-	inst.b.Core().AdoptStoredTopics()
+// RoleChanges returns how long the role changes since Start took, from
+// the moment the node acted on the controller's state to the broker
+// serving in its new role: to master and to slave.
+func (n *Node) RoleChanges() (toMaster, toSlave []time.Duration) {
+	return n.changes.snapshot()
 }
 
-// openFailed logs a failed open (retried at every review tick) without
-// repeating the same error more than once a minute.
-func (n *Node) openFailed(role string, err error) {
+// roleStats records the role changes' durations.
+type roleStats struct {
+	mu                sync.Mutex
+	toMaster, toSlave []time.Duration
+}
+
+const roleStatsKept = 1024
+
+func (r *roleStats) record(master bool, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := &r.toSlave
+	if master {
+		l = &r.toMaster
+	}
+	if len(*l) >= roleStatsKept {
+		*l = (*l)[1:]
+	}
+	*l = append(*l, d)
+}
+
+func (r *roleStats) snapshot() (toMaster, toSlave []time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.toMaster), slices.Clone(r.toSlave)
+}
+
+// changeFailed logs a failed role change (retried at every review tick)
+// without repeating the same error more than once a minute.
+func (n *Node) changeFailed(role string, err error) {
 	msg := role + ": " + err.Error()
 	if msg == n.openErr && time.Since(n.openErrAt) < time.Minute {
 		return
 	}
 	n.openErr, n.openErrAt = msg, time.Now()
-	n.log.Error("ctrlmode: opening the broker as "+role+" failed; retrying", "err", err)
+	n.log.Error("ctrlmode: becoming "+role+" failed; retrying", "err", err)
 }

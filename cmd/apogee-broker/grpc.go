@@ -6,8 +6,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/apogeemq/apogee/broker"
-	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 )
 
@@ -37,37 +35,4 @@ func grpcAdvertise(advertise string, listen *net.TCPAddr) string {
 		host = advertise
 	}
 	return net.JoinHostPort(host, port)
-}
-
-// clusterRoutes gives the gRPC front end the other brokers of a topic that
-// registered with this broker's embedded name server: each at its master's
-// host with the gRPC port of this one (a cluster's brokers listen for gRPC
-// on the same port, as RocketMQ's proxies in local mode do).
-func clusterRoutes(b *broker.Broker, grpcPort int) func(topic string) []grpcfe.Route {
-	port := strconv.Itoa(grpcPort)
-	return func(topic string) []grpcfe.Route {
-		rd, ok := b.Registry().Route(topic)
-		if !ok {
-			return nil
-		}
-		var out []grpcfe.Route
-		for _, q := range rd.QueueDatas {
-			for _, bd := range rd.BrokerDatas {
-				if bd.BrokerName != q.BrokerName {
-					continue
-				}
-				addr, ok := bd.BrokerAddrs[0]
-				if !ok {
-					continue
-				}
-				host, _, err := net.SplitHostPort(addr)
-				if err != nil {
-					continue
-				}
-				out = append(out, grpcfe.Route{BrokerName: q.BrokerName, Addr: net.JoinHostPort(host, port),
-					ReadQueues: q.ReadQueueNums, WriteQueues: q.WriteQueueNums, Perm: q.Perm})
-			}
-		}
-		return out
-	}
 }

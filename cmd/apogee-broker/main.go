@@ -64,12 +64,12 @@ import (
 
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/ctrlmode"
 	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
-	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
-	"github.com/apogeemq/apogee/namesrv"
+	"github.com/apogeemq/apogee/node"
 	"github.com/apogeemq/apogee/remoting"
 	"github.com/apogeemq/apogee/store"
 )
@@ -167,16 +167,6 @@ func run(args []string) error {
 		haAdvertise = net.JoinHostPort(host, fmt.Sprint(haRes.Addr().Port))
 	}
 	var nsRes *reservation
-	if cfg.controllerMode && cfg.namesrvListen != "" {
-		logger.Info("controller mode: the embedded name server is not served; brokers register with --namesrv", "namesrvListen", cfg.namesrvListen)
-		cfg.namesrvListen = ""
-	}
-	if cfg.controllerMode && (cfg.grpcListen != "" || cfg.metricsListen != "") {
-		// Each role change replaces the core they stand on (docs/failover.md, "Not yet").
-		logger.Info("controller mode: the gRPC front end and the metrics listener are not served", "grpcListen", cfg.grpcListen,
-			"metricsListen", cfg.metricsListen)
-		cfg.grpcListen, cfg.metricsListen = "", ""
-	}
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
 			return namesrvListener.fail(cfg.namesrvListen, howChosen(cfg.namesrvListen, defaultNamesrvListen), err)
@@ -301,149 +291,116 @@ func run(args []string) error {
 		return err
 	}
 	ready.Advertise = advertise
-	if cfg.controllerMode {
-		return runControllerMode(cfg, bopts, ctlTLS, brokerRes, haRes, haAdvertise, ready, logger)
+
+	// Every listener is bound: hand them to the node (package node), which
+	// opens the broker and attaches the front ends and services.
+	ln, err := brokerRes.Listen()
+	if err != nil {
+		return err
 	}
-	b, err := broker.New(bopts)
+	nopts := node.Options{Broker: bopts, Listener: ln, Logger: logger}
+	closeAll := func() {
+		for _, l := range []net.Listener{nopts.Listener, nopts.HAListener} {
+			if l != nil {
+				l.Close()
+			}
+		}
+		if nopts.Namesrv != nil {
+			nopts.Namesrv.Listener.Close()
+		}
+		if nopts.GRPC != nil {
+			nopts.GRPC.Listener.Close()
+		}
+	}
+	if haRes != nil {
+		if nopts.HAListener, err = haRes.Listen(); err != nil {
+			closeAll()
+			return fmt.Errorf("--ha-listen: %w", err)
+		}
+	}
+	if nsRes != nil {
+		nsln, err := nsRes.Listen()
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--namesrv-listen: %w", err)
+		}
+		nopts.Namesrv = &node.Namesrv{Listener: nsln, Remoting: remotingOpts}
+	}
+	grpcShown := "disabled"
+	if grpcRes != nil {
+		grpcTLS, err := openGRPCTLS(cfg, logger)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		if grpcTLS != nil {
+			defer grpcTLS.Close()
+		}
+		gl, err := grpcRes.Listen()
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--grpc-listen: %w", err)
+		}
+		nopts.GRPC = &node.GRPC{Listener: gl, Options: grpcfe.Options{Addr: grpcAdvertise(advertise, grpcRes.Addr()),
+			Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat)}}
+		grpcShown = grpcRes.Addr().String()
+	}
+	if metricsLn != nil {
+		op := &node.Operator{Listener: metricsLn, Handler: func(n *node.Node) (http.Handler, error) {
+			return operatorHandler(n.Broker(), rpc, grpcLat, security != nil, logger)
+		}}
+		if tlsServer != nil {
+			// --tls-mode applies here too: permissive serves https and
+			// http on the one port (a scraper may keep plain http).
+			op.Wrap = tlsServer.Listener
+		}
+		nopts.Operator = op
+	}
+	mode := "classic"
+	if cfg.controllerMode {
+		if len(namesrvs) == 0 {
+			logger.Warn("controller mode without --namesrv: clients find no route to this group")
+		}
+		mode = "controller mode, controllers " + strings.Join(cfg.controllerAddrs, ";")
+		nopts.Controller = &ctrlmode.Options{
+			DataDir: cfg.dataDir, ClusterName: cfg.cluster, BrokerName: cfg.brokerName, AdvertiseAddr: advertise,
+			BrokerID: max(cfg.brokerID, 0), SyncMaster: cfg.role == roleSyncMaster,
+			ControllerAddrs: cfg.controllerAddrs, ControllerTLS: ctlTLS, ClientTLS: bopts.ClientTLS,
+			InSyncReplicas: cfg.inSyncReplicas, MinInSyncReplicas: cfg.minInSyncReplicas,
+			AllAckInSyncStateSet: cfg.allAckInSyncStateSet, MaxTimeSlaveNotCatchup: cfg.maxTimeSlaveNotCatchup,
+			HeartbeatInterval: cfg.controllerHeartbeatInterval, HeartbeatTimeout: cfg.controllerHeartbeatTimeout,
+			Logger: logger,
+		}
+	}
+	n, err := node.Start(nopts)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("data directory %s is in use by another running broker (%w)", cfg.dataDir, err)
 		}
 		return err
 	}
-
-	var gs *grpcfe.Server
-	grpcAddr := ""
-	if grpcRes != nil {
-		grpcAddr = grpcAdvertise(advertise, grpcRes.Addr())
-		grpcTLS, err := openGRPCTLS(cfg, logger)
-		if err == nil && grpcTLS != nil {
-			defer grpcTLS.Close()
-		}
-		if err == nil {
-			gs, err = grpcfe.New(b.Core(), grpcfe.Options{Addr: grpcAddr, Routes: clusterRoutes(b, grpcRes.Addr().Port),
-				Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat)})
-		}
-		if err != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			b.Shutdown(sctx)
-			cancel()
-			return err
-		}
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if gs != nil {
-			// Its calls answered first: the core goes with the broker.
-			if err := gs.Shutdown(sctx); err != nil {
-				logger.Warn("grpc front end shutdown", "err", err)
-			}
-		}
-		return b.Shutdown(sctx)
-	}
-	ln, err := brokerRes.Listen()
-	if err != nil {
-		shutdown()
-		return err
-	}
-	var nsln net.Listener
-	if nsRes != nil {
-		if nsln, err = nsRes.Listen(); err != nil {
-			ln.Close()
-			shutdown()
-			return fmt.Errorf("--namesrv-listen: %w", err)
-		}
-	}
-	var haln net.Listener
-	if haRes != nil {
-		if haln, err = haRes.Listen(); err != nil {
-			ln.Close()
-			if nsln != nil {
-				nsln.Close()
-			}
-			shutdown()
-			return fmt.Errorf("--ha-listen: %w", err)
-		}
-	}
-	serveErr := make(chan error, 4)
-	go func() { serveErr <- b.Serve(ln) }()
-	grpcShown := "disabled"
-	if gs != nil {
-		gl, err := grpcRes.Listen()
-		if err != nil {
-			ln.Close()
-			if nsln != nil {
-				nsln.Close()
-			}
-			if haln != nil {
-				haln.Close()
-			}
-			shutdown()
-			return fmt.Errorf("--grpc-listen: %w", err)
-		}
-		grpcShown = grpcRes.Addr().String()
-		go func() {
-			if err := gs.Serve(gl); err != nil {
-				serveErr <- fmt.Errorf("grpc: %w", err)
-			}
-		}()
-	}
-	if haln != nil {
-		go func() {
-			if err := b.ServeHA(haln); err != nil && !errors.Is(err, ha.ErrMasterClosed) {
-				serveErr <- fmt.Errorf("HA listener: %w", err)
-			}
-		}()
-	}
-	nsDone := make(chan struct{})
-	if nsln != nil {
-		go func() {
-			defer close(nsDone)
-			if err := namesrv.ServeHandler(ctx, nsln, b.NamesrvHandler(), b.Registry(), remotingOpts); err != nil {
-				serveErr <- fmt.Errorf("name server: %w", err)
-			}
-		}()
-	} else {
-		close(nsDone)
+		return n.Shutdown(sctx)
 	}
 	if metricsLn != nil {
-		srv, err := operatorServer(b, rpc, grpcLat, security != nil, logger)
-		if err != nil {
-			ln.Close()
-			shutdown()
-			return err
-		}
-		served := metricsLn
-		if tlsServer != nil {
-			// --tls-mode applies here too: permissive serves https and
-			// http on the one port (a scraper may keep plain http).
-			served = tlsServer.Listener(metricsLn)
-		}
-		go func() {
-			if err := srv.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("metrics listener stopped", "err", err)
-			}
-		}()
-		defer srv.Close()
 		logger.Info("metrics and dashboard", "addr", metricsLn.Addr().String())
 	}
 	ns := "disabled"
-	if nsln != nil {
+	if nsRes != nil {
 		ns = nsRes.Addr().String()
 	}
-	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, flush %s, version %s\n",
-		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, cfg.store.FlushMode, build.Short())
+	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, %s, flush %s, version %s\n",
+		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, mode, cfg.store.FlushMode, build.Short())
 	// Every listener is open: say where (the log line, and --ready-file).
 	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
 		stop()
 		if serr := shutdown(); serr != nil {
 			logger.Warn("shutdown", "err", serr)
 		}
-		<-nsDone
 		return err
 	}
 	if cfg.readyFile != "" {
@@ -453,13 +410,11 @@ func run(args []string) error {
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case err := <-serveErr:
+	case err := <-n.Err():
 		logger.Error("server stopped", "err", err)
 	}
 	stop()
-	err = shutdown()
-	<-nsDone
-	if err != nil {
+	if err := shutdown(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	logger.Info("stopped cleanly")
