@@ -14,6 +14,7 @@ import (
 
 	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/remoting"
@@ -105,15 +106,7 @@ func (t *brokerTarget) startEmbedded() error {
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Options{
-		Remoting:           &ro,
-		Security:           security,
-		DataDir:            t.dir,
-		Store:              store.Options{FlushMode: mode},
-		AdvertiseAddr:      l.Addr().String(),
-		DefaultTopicQueues: t.cfg.Queues,
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.dir, Store: store.Options{FlushMode: mode}, AdvertiseAddr: l.Addr().String(), DefaultTopicQueues: t.cfg.Queues, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Remoting: &ro, Security: security})
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("benchmark: embedded broker: %w", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -68,13 +69,7 @@ func serveChild(spec string, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Options{
-		DataDir:            f[0],
-		Store:              store.Options{FlushMode: mode},
-		AdvertiseAddr:      l.Addr().String(),
-		DefaultTopicQueues: queues,
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: f[0], Store: store.Options{FlushMode: mode}, AdvertiseAddr: l.Addr().String(), DefaultTopicQueues: queues, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("broker: %w", err)

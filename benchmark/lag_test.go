@@ -75,7 +75,7 @@ func TestLagProbeAgainstAGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.AdvertiseAddr, o.DataDir, o.Logger = l.Addr().String(), t.TempDir(), testlog.New(t, o.Role.String())
+		o.Core.AdvertiseAddr, o.Core.DataDir, o.Core.Logger = l.Addr().String(), t.TempDir(), testlog.New(t, o.Core.Role.String())
 		b, err := broker.New(o)
 		if err != nil {
 			l.Close()
@@ -91,14 +91,13 @@ func TestLagProbeAgainstAGroup(t *testing.T) {
 		})
 		return b, l.Addr().String()
 	}
-	m, maddr := serve(broker.Options{Role: core.RoleAsyncMaster})
+	m, maddr := serve(broker.Options{Core: core.Options{Role: core.RoleAsyncMaster}})
 	haln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go m.ServeHA(haln)
-	_, saddr := serve(broker.Options{Role: core.RoleSlave, BrokerID: 1, NamesrvAddrs: []string{maddr},
-		RegisterInterval: 200 * time.Millisecond, SlaveSyncInterval: 100 * time.Millisecond})
+	_, saddr := serve(broker.Options{Core: core.Options{Role: core.RoleSlave, BrokerID: 1}, NamesrvAddrs: []string{maddr}, RegisterInterval: 200 * time.Millisecond, SlaveSyncInterval: 100 * time.Millisecond})
 
 	var out bytes.Buffer
 	c := short(ModeProduce)

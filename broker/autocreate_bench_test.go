@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -142,10 +143,7 @@ func benchAutoCreate(b *testing.B, topics, senders int, newSender autoCreateSend
 			b.Fatal(err)
 		}
 		addr := l.Addr().String()
-		br, err := broker.New(broker.Options{
-			DataDir: b.TempDir(), AdvertiseAddr: addr, Logger: benchQuiet,
-			Store: store.Options{SegmentSize: 256 << 20, CleanInterval: -1},
-		})
+		br, err := broker.New(broker.Options{Core: core.Options{DataDir: b.TempDir(), AdvertiseAddr: addr, Logger: benchQuiet, Store: store.Options{SegmentSize: 256 << 20, CleanInterval: -1}}})
 		if err != nil {
 			b.Fatal(err)
 		}

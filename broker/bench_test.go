@@ -25,15 +25,15 @@ func benchBroker(tb testing.TB, dir string) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
 	if _, ok := tb.(*testing.B); ok {
-		opts.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
+		opts.Core.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
 		opts.Remoting = nil
 	}
-	opts.AdvertiseAddr = "127.0.0.1:10911"
-	opts.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
+	opts.Core.AdvertiseAddr = "127.0.0.1:10911"
+	opts.Core.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	if os.Getenv("APOGEE_BENCH_FLUSH") == "sync" {
-		opts.Store.FlushMode = commitlog.FlushSync
+		opts.Core.Store.FlushMode = commitlog.FlushSync
 	}
-	opts.MaxMessageSize = 4 << 20
+	opts.Core.MaxMessageSize = 4 << 20
 	b, err := New(opts)
 	if err != nil {
 		tb.Fatal(err)

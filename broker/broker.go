@@ -75,7 +75,7 @@ type Broker struct {
 func New(opts Options) (*Broker, error) {
 	o := opts.withDefaults()
 	b := &Broker{opts: o, stop: make(chan struct{})}
-	co := o.core()
+	co := o.Core
 	co.TopicChanged = b.registerTopic
 	if co.Role == core.RoleSlave && len(o.NamesrvAddrs) == 0 && o.HAMasterAddr == "" && !o.ControllerMode { // in controller mode FollowMaster names it
 		return nil, errors.New("broker: a slave learns its master from the name servers' answers to its registration: give NamesrvAddrs (or HAMasterAddr)")

@@ -89,7 +89,7 @@ func TestSendAndPull(t *testing.T) {
 		if string(v.Body()) != wantBodies[i] || v.QueueOffset() != int64(i) || v.QueueID() != 1 || string(v.Topic()) != topic {
 			t.Errorf("record %d: body %q offset %d queue %d topic %q", i, v.Body(), v.QueueOffset(), v.QueueID(), v.Topic())
 		}
-		if c, _ := v.Property(message.PropCluster); string(c) != DefaultClusterName {
+		if c, _ := v.Property(message.PropCluster); string(c) != core.DefaultClusterName {
 			t.Errorf("record %d: CLUSTER = %q", i, c)
 		}
 		if ids[i] != "" && string(v.AppendOffsetMsgID(nil)) != ids[i] {
@@ -194,7 +194,7 @@ func TestLongPollWokenBySend(t *testing.T) {
 	// holder has already been told of it.
 	queue1 := make(chan struct{}, 1)
 	h := newHarness(t, func(o *Options) {
-		o.Store.OnArrival = func(tp string, q int32, _ int64) {
+		o.Core.Store.OnArrival = func(tp string, q int32, _ int64) {
 			if tp == topic && q == 1 {
 				queue1 <- struct{}{}
 			}
@@ -278,7 +278,7 @@ func TestLongPollTimeout(t *testing.T) {
 		{"capped by LongPollMax", 120 * time.Millisecond, time.Hour.Milliseconds(), 115 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(o *Options) { o.LongPollMax = tc.longPollMax })
+			h := newHarness(t, func(o *Options) { o.Core.LongPollMax = tc.longPollMax })
 			cl := h.dial(nil)
 			invoke(t, cl, sendRequest(topic, 0, []byte("x"), ""))
 			h.waitMax(topic, 0, 1)
@@ -387,7 +387,7 @@ func TestHeartbeatConsumerListAndNotify(t *testing.T) {
 // A client silent for ClientTimeout is removed and its connection closed;
 // the group is empty then.
 func TestSilentClientExpires(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.ClientTimeout = 300 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.Core.ClientTimeout = 300 * time.Millisecond })
 	c1 := h.dial(nil)
 	if resp := invoke(t, c1, heartbeatRequest(t, "10.0.0.1@1", "cg", map[string]string{"T": "*"})); resp.Code != 0 {
 		t.Fatalf("heartbeat: code %d", resp.Code)

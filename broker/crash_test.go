@@ -39,12 +39,12 @@ const crashLog = "child.log"
 
 func crashOptionsOn(o Options, sync bool) Options {
 	if sync {
-		o.Store.FlushMode = store.FlushSync
+		o.Core.Store.FlushMode = store.FlushSync
 	}
-	o.DelayLevels = "200ms 400ms 600ms 800ms 1s 1200ms"
-	o.ProgressFlushInterval = 50 * time.Millisecond
-	o.TransactionTimeout = 300 * time.Millisecond
-	o.TransactionCheckInterval = 500 * time.Millisecond
+	o.Core.DelayLevels = "200ms 400ms 600ms 800ms 1s 1200ms"
+	o.Core.ProgressFlushInterval = 50 * time.Millisecond
+	o.Core.TransactionTimeout = 300 * time.Millisecond
+	o.Core.TransactionCheckInterval = 500 * time.Millisecond
 	return o
 }
 
@@ -67,7 +67,7 @@ func TestBrokerCrashChild(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := crashOptionsOn(loggedOptions(dir, log.With("logger", "broker"), log.With("logger", "remoting")), os.Getenv(brokerCrashEnv+"_SYNC") != "")
-	o.AdvertiseAddr = l.Addr().String()
+	o.Core.AdvertiseAddr = l.Addr().String()
 	b, err := New(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "new:", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -19,11 +20,7 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "apogee-example-")
 	defer os.RemoveAll(dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	b, err := broker.New(broker.Options{
-		DataDir:       dir,
-		AdvertiseAddr: l.Addr().String(),
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		panic(err)
 	}

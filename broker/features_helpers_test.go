@@ -34,10 +34,10 @@ func levelDelay(n int) time.Duration { return time.Duration(25*n) * time.Millise
 func featureHarness(t *testing.T, mutate func(*Options)) *harness {
 	t.Helper()
 	return newHarness(t, func(o *Options) {
-		o.DelayLevels = fastLevels
-		o.ProgressFlushInterval = 20 * time.Millisecond
-		o.TransactionTimeout = 200 * time.Millisecond
-		o.TransactionCheckInterval = 300 * time.Millisecond
+		o.Core.DelayLevels = fastLevels
+		o.Core.ProgressFlushInterval = 20 * time.Millisecond
+		o.Core.TransactionTimeout = 200 * time.Millisecond
+		o.Core.TransactionCheckInterval = 300 * time.Millisecond
 		if mutate != nil {
 			mutate(o)
 		}

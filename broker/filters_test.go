@@ -85,7 +85,7 @@ func TestSQL92Filtering(t *testing.T) {
 }
 
 func TestPropertyFilterDisabled(t *testing.T) {
-	h := featureHarness(t, func(o *Options) { o.DisablePropertyFilter = true })
+	h := featureHarness(t, func(o *Options) { o.Core.DisablePropertyFilter = true })
 	cl := h.dial(nil)
 	mustSend(t, cl, sendRequest("F", 0, []byte("x"), props("a", "1")))
 	resp := invoke(t, cl, pullRequest(pullArgs{group: "sqlp", topic: "F", sysFlag: protocol.PullFlagSubscription, sub: "a = 1", expr: "SQL92"}))

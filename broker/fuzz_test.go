@@ -54,7 +54,7 @@ func FuzzHandler(f *testing.F) {
 		f.Add(frame[4:])
 	}
 	opts := testOptions(f, f.TempDir())
-	opts.AdvertiseAddr = "127.0.0.1:10911"
+	opts.Core.AdvertiseAddr = "127.0.0.1:10911"
 	b, err := New(opts)
 	if err != nil {
 		f.Fatal(err)

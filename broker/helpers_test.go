@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
@@ -39,16 +40,10 @@ func testOptions(t testing.TB, dir string) Options {
 // loggedOptions are testOptions with the broker's and its remoting
 // server's loggers given.
 func loggedOptions(dir string, log, remotingLog *slog.Logger) Options {
-	return Options{
-		DataDir: dir,
-		Store: store.Options{
-			SegmentSize: 8 << 20, ConsumeQueueEntries: 4096,
-			IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1,
-		},
-		MaxMessageSize: 1 << 20,
-		Logger:         log,
-		Remoting:       &remoting.Options{Logger: remotingLog},
-	}
+	return Options{Core: core.Options{DataDir: dir, Store: store.Options{
+		SegmentSize: 8 << 20, ConsumeQueueEntries: 4096,
+		IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1,
+	}, MaxMessageSize: 1 << 20, Logger: log}, Remoting: &remoting.Options{Logger: remotingLog}}
 }
 
 func newHarness(t *testing.T, mutate func(*Options)) *harness {
@@ -62,7 +57,7 @@ func startHarness(t *testing.T, opts Options, mutate func(*Options)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.AdvertiseAddr = l.Addr().String()
+	opts.Core.AdvertiseAddr = l.Addr().String()
 	if mutate != nil {
 		mutate(&opts)
 	}

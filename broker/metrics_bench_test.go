@@ -21,16 +21,16 @@ func metricsBroker(tb testing.TB, dir string, on, timed bool) *Broker {
 	tb.Helper()
 	opts := testOptions(tb, dir)
 	if _, ok := tb.(*testing.B); ok {
-		opts.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
+		opts.Core.Logger = slog.New(slog.DiscardHandler) // benchmarks stay quiet
 		opts.Remoting = nil
 	}
 	if timed {
 		opts.SlowRequest = 500 * time.Millisecond
 	}
-	opts.AdvertiseAddr = "127.0.0.1:10911"
-	opts.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
+	opts.Core.AdvertiseAddr = "127.0.0.1:10911"
+	opts.Core.Store = store.Options{SegmentSize: 256 << 20, CleanInterval: -1, IndexSlots: 1 << 16, IndexMaxEntries: 1 << 20}
 	if os.Getenv("APOGEE_BENCH_FLUSH") == "sync" {
-		opts.Store.FlushMode = commitlog.FlushSync
+		opts.Core.Store.FlushMode = commitlog.FlushSync
 	}
 	if on {
 		opts.ObserveRequest = metrics.NewRPCLatency("remoting", nil).Observe

@@ -79,7 +79,7 @@ func TestSendValidation(t *testing.T) {
 }
 
 func TestAutoCreateAndRetryTopics(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.DisableAutoCreateTopic = true })
+	h := newHarness(t, func(o *Options) { o.Core.DisableAutoCreateTopic = true })
 	cl := h.dial(nil)
 	r := invoke(t, cl, sendRequest("Unknown", 0, []byte("x"), ""))
 	if r.Code != protocol.RespTopicNotExist || !strings.Contains(string(r.Remark), "not exist") {
@@ -458,7 +458,7 @@ func TestUnknownCodeAndGarbage(t *testing.T) {
 }
 
 func TestBackPressure(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.MaxInFlightBytes = 1000 })
+	h := newHarness(t, func(o *Options) { o.Core.MaxInFlightBytes = 1000 })
 	cl := h.dial(nil)
 	if r := invoke(t, cl, sendRequest("BP", 0, make([]byte, 900), "")); r.Code != 0 {
 		t.Fatalf("send under the limit: %d", r.Code)
@@ -473,7 +473,7 @@ func TestBackPressure(t *testing.T) {
 }
 
 func TestSyncFlushSends(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.Store.FlushMode = commitlog.FlushSync })
+	h := newHarness(t, func(o *Options) { o.Core.Store.FlushMode = commitlog.FlushSync })
 	cl := h.dial(nil)
 	const n = 200
 	var wg sync.WaitGroup
@@ -507,7 +507,7 @@ func TestConfigWriteFailures(t *testing.T) {
 	var fail atomic.Bool
 	errDisk := errors.New("injected: disk on fire")
 	h := newHarness(t, func(o *Options) {
-		o.WriteConfigFile = func(path string, data []byte) error {
+		o.Core.WriteConfigFile = func(path string, data []byte) error {
 			if fail.Load() {
 				return errDisk
 			}
@@ -574,7 +574,7 @@ func TestShutdownAnswersHeldPulls(t *testing.T) {
 // A handler on a remoting server of the caller's own, with ConnClosed wired.
 func TestHandlerOnOwnServer(t *testing.T) {
 	opts := testOptions(t, t.TempDir())
-	opts.AdvertiseAddr = "127.0.0.1:10911"
+	opts.Core.AdvertiseAddr = "127.0.0.1:10911"
 	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

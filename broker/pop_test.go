@@ -600,7 +600,7 @@ func TestPopBadRequests(t *testing.T) {
 }
 
 func TestPopShutdownAnswersHeldPops(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.LongPollMax = time.Hour })
+	h := newHarness(t, func(o *Options) { o.Core.LongPollMax = time.Hour })
 	cl := h.dial(nil)
 	popTopic(t, h, cl, "T", 1, nil, nil)
 	done := make(chan *protocol.Command, 1)
@@ -646,7 +646,7 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logCounter{}
-	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Core.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	if n := logs.count("state file damaged; using its previous version"); n != 1 {
 		t.Fatalf("%d fallback WARNs: %q", n, logs.lines)
 	}
@@ -665,7 +665,7 @@ func TestPopStateFileFallsBackToPrevious(t *testing.T) {
 		}
 	}
 	opts := testOptions(t, dir)
-	opts.AdvertiseAddr = "127.0.0.1:1"
+	opts.Core.AdvertiseAddr = "127.0.0.1:1"
 	b, err := New(opts)
 	if err == nil {
 		b.Shutdown(timeoutCtx(t))

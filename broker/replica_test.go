@@ -26,8 +26,8 @@ type group struct {
 func startGroup(t *testing.T, role core.Role, mutateMaster, mutateSlave func(*Options)) *group {
 	t.Helper()
 	m := newHarness(t, func(o *Options) {
-		o.Role = role
-		o.Store.SyncFlushTimeout = time.Second
+		o.Core.Role = role
+		o.Core.Store.SyncFlushTimeout = time.Second
 		if mutateMaster != nil {
 			mutateMaster(o)
 		}
@@ -38,7 +38,7 @@ func startGroup(t *testing.T, role core.Role, mutateMaster, mutateSlave func(*Op
 	}
 	go m.b.ServeHA(haln)
 	s := newHarness(t, func(o *Options) {
-		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.Core.Role, o.Core.BrokerID = core.RoleSlave, 1
 		o.NamesrvAddrs = []string{m.addr}
 		o.RegisterInterval = 200 * time.Millisecond
 		o.SlaveSyncInterval = 100 * time.Millisecond
@@ -63,7 +63,7 @@ func info(t *testing.T, h *harness) map[string]string {
 // waitInfo waits until h's runtime info says want for key.
 func waitInfo(t *testing.T, h *harness, key, want string) {
 	t.Helper()
-	wait.Equal(t, h.opts.AdvertiseAddr+"'s "+key, want, func() string { return h.b.RuntimeInfo()[key] })
+	wait.Equal(t, h.opts.Core.AdvertiseAddr+"'s "+key, want, func() string { return h.b.RuntimeInfo()[key] })
 }
 
 // A SYNC_MASTER answers SLAVE_NOT_AVAILABLE, with the send result's
@@ -77,8 +77,8 @@ func TestSyncMasterAndSlave(t *testing.T) {
 	// The replica timeout is internal/wait's bound: nothing here waits for
 	// it, and a loaded machine must not make a send time out.
 	m := newHarness(t, func(o *Options) {
-		o.Role = core.RoleSyncMaster
-		o.Store.SyncFlushTimeout = wait.DefaultTimeout
+		o.Core.Role = core.RoleSyncMaster
+		o.Core.Store.SyncFlushTimeout = wait.DefaultTimeout
 	})
 	mc := m.dial(nil)
 	resp := invoke(t, mc, sendRequest("Grp", 0, []byte("before the slave"), props("UNIQ_KEY", "U0")))
@@ -95,7 +95,7 @@ func TestSyncMasterAndSlave(t *testing.T) {
 	}
 	go m.b.ServeHA(haln)
 	s := newHarness(t, func(o *Options) {
-		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.Core.Role, o.Core.BrokerID = core.RoleSlave, 1
 		o.NamesrvAddrs = []string{m.addr}
 		o.SlaveSyncInterval = 100 * time.Millisecond
 	})

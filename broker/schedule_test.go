@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
@@ -20,7 +21,7 @@ import (
 // TestBadDelayLevels: New refuses delay levels that do not parse (the
 // syntax itself is package delay's, tested there).
 func TestBadDelayLevels(t *testing.T) {
-	if _, err := New(Options{DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:1", DelayLevels: "1s x"}); err == nil {
+	if _, err := New(Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: "127.0.0.1:1", DelayLevels: "1s x"}}); err == nil {
 		t.Fatal("New accepted bad delay levels")
 	}
 }
@@ -107,7 +108,7 @@ func TestDelayLevels(t *testing.T) {
 
 	// Progress is persisted.
 	wait.For(t, "delayOffset.json", func() error {
-		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", "delayOffset.json"))
+		data, err := os.ReadFile(filepath.Join(h.opts.Core.DataDir, "config", "delayOffset.json"))
 		if err != nil {
 			return err
 		}
@@ -141,8 +142,8 @@ func TestDelayLevels(t *testing.T) {
 func TestDelayedSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	mutate := func(o *Options) {
-		o.DelayLevels = "100ms 300ms 600ms"
-		o.ProgressFlushInterval = 20 * time.Millisecond
+		o.Core.DelayLevels = "100ms 300ms 600ms"
+		o.Core.ProgressFlushInterval = 20 * time.Millisecond
 	}
 	h := startHarness(t, testOptions(t, dir), mutate)
 	cl := h.dial(nil)

@@ -28,7 +28,7 @@ func TestTopicAndGroupCreationCoalesceWrites(t *testing.T) {
 	var topicWrites, groupWrites atomic.Int32
 	dir := t.TempDir()
 	h := startHarness(t, testOptions(t, dir), func(o *Options) {
-		o.WriteConfigFile = func(path string, data []byte) error {
+		o.Core.WriteConfigFile = func(path string, data []byte) error {
 			switch filepath.Base(path) {
 			case core.TopicsFile:
 				topicWrites.Add(1)
@@ -140,7 +140,7 @@ func TestDamagedStateFilesFallBackToPrevious(t *testing.T) {
 	}
 
 	logs := &logCounter{}
-	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h2 := startHarness(t, testOptions(t, dir), func(o *Options) { o.Core.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	if n := logs.count("state file damaged; using its previous version"); n != 2 {
 		t.Fatalf("%d fallback WARNs: %q", n, logs.lines)
 	}
@@ -171,7 +171,7 @@ func TestDamagedStateFilesFallBackToPrevious(t *testing.T) {
 		}
 	}
 	opts := testOptions(t, dir)
-	opts.AdvertiseAddr = "127.0.0.1:1"
+	opts.Core.AdvertiseAddr = "127.0.0.1:1"
 	b, err := New(opts)
 	if err == nil {
 		b.Shutdown(timeoutCtx(t))

@@ -78,7 +78,7 @@ func TestTimers(t *testing.T) {
 		t.Fatal("timer message not found by its tag")
 	}
 	wait.For(t, "timer checkpoint", func() error {
-		data, err := os.ReadFile(filepath.Join(h.opts.DataDir, "config", timerwheel.StateFile))
+		data, err := os.ReadFile(filepath.Join(h.opts.Core.DataDir, "config", timerwheel.StateFile))
 		if err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func TestTimers(t *testing.T) {
 // TestTimerRoll: a timer that would outlive the roll interval is written
 // again to the timer topic, and delivered once at its time.
 func TestTimerRoll(t *testing.T) {
-	h := featureHarness(t, func(o *Options) { o.TimerRollInterval = 300 * time.Millisecond })
+	h := featureHarness(t, func(o *Options) { o.Core.TimerRollInterval = 300 * time.Millisecond })
 	cl := h.dial(nil)
 	due := time.Now().Add(1500 * time.Millisecond)
 	mustSend(t, cl, timerSend("L", "long", "TIMER_DELIVER_MS", strconv.FormatInt(due.UnixMilli(), 10)))
@@ -138,7 +138,7 @@ func TestTimerRoll(t *testing.T) {
 // restart each is delivered once, at its time.
 func TestTimersSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	mutate := func(o *Options) { o.ProgressFlushInterval = 20 * time.Millisecond }
+	mutate := func(o *Options) { o.Core.ProgressFlushInterval = 20 * time.Millisecond }
 	h := startHarness(t, testOptions(t, dir), mutate)
 	cl := h.dial(nil)
 	start := time.Now()

@@ -28,7 +28,7 @@ func createTopicReq(topic string, perm int32, attributes string) *protocol.Comma
 }
 
 func TestTopicMessageTypes(t *testing.T) {
-	h := featureHarness(t, func(o *Options) { o.TransactionTimeout = time.Hour })
+	h := featureHarness(t, func(o *Options) { o.Core.TransactionTimeout = time.Hour })
 	cl := h.dial(nil)
 	for topic, typ := range map[string]string{"TN": "NORMAL", "TF": "FIFO", "TD": "DELAY", "TT": "TRANSACTION", "TX": "mixed"} {
 		if r := invoke(t, cl, createTopicReq(topic, 6, "+message.type="+typ)); r.Code != 0 {
@@ -76,7 +76,7 @@ func TestTopicMessageTypes(t *testing.T) {
 	if e := lookupTopic(h.b, "TD"); e.Attributes["message.type"] != "DELAY" {
 		t.Fatalf("attributes %v", e.Attributes)
 	}
-	data, _ := os.ReadFile(filepath.Join(h.opts.DataDir, "config", "topics.json"))
+	data, _ := os.ReadFile(filepath.Join(h.opts.Core.DataDir, "config", "topics.json"))
 	if !bytes.Contains(data, []byte(`"message.type":"DELAY"`)) {
 		t.Fatalf("topics.json lacks the attribute:\n%s", data)
 	}
@@ -129,7 +129,7 @@ func groupReq(t testing.TB, cfg protocol.SubscriptionGroupConfig) *protocol.Comm
 
 func TestSubscriptionGroupSettings(t *testing.T) {
 	dir := t.TempDir()
-	mutate := func(o *Options) { o.DelayLevels = fastLevels }
+	mutate := func(o *Options) { o.Core.DelayLevels = fastLevels }
 	h := startHarness(t, testOptions(t, dir), mutate)
 	cl := h.dial(nil)
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "gs", map[string]string{"S": "*"}))
@@ -228,7 +228,7 @@ func (l *logCounter) count(text string) int {
 
 func TestGroupConsistency(t *testing.T) {
 	logs := &logCounter{}
-	h := featureHarness(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h := featureHarness(t, func(o *Options) { o.Core.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	a, b := h.dial(nil), h.dial(nil)
 	beat := func(cl *remoting.Client, id string, subs map[string]string) {
 		if r := invoke(t, cl, heartbeatRequest(t, id, "gc", subs)); r.Code != 0 {

@@ -77,7 +77,7 @@ func endTxAt(group string, qoff, off int64, uniq string, state int32, fromCheck 
 }
 
 func TestTransactionCommitAndRollback(t *testing.T) {
-	h := featureHarness(t, func(o *Options) { o.TransactionTimeout = time.Hour })
+	h := featureHarness(t, func(o *Options) { o.Core.TransactionTimeout = time.Hour })
 	cl := h.dial(nil)
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@9", "", nil))
 
@@ -204,7 +204,7 @@ func TestTransactionCheckBack(t *testing.T) {
 	c := rec.wait(t)
 	// The broker times from the half's store timestamp, in milliseconds:
 	// up to 1 ms before sent.
-	if d := time.Since(sent); d < h.opts.TransactionTimeout-time.Millisecond {
+	if d := time.Since(sent); d < h.opts.Core.TransactionTimeout-time.Millisecond {
 		t.Errorf("checked after %v, before the transaction timeout", d)
 	}
 	_, halfOff, _ := message.ParseOffsetMsgID(ext(r, "msgId"))
@@ -234,7 +234,7 @@ func TestTransactionCheckBack(t *testing.T) {
 		t.Fatalf("checked again after the commit: %+v", c.hdr)
 	case c := <-other.ch:
 		t.Fatalf("another producer group was checked: %+v", c.hdr)
-	case <-time.After(2 * h.opts.TransactionCheckInterval):
+	case <-time.After(2 * h.opts.Core.TransactionCheckInterval):
 	}
 }
 
@@ -242,9 +242,9 @@ func TestTransactionCheckBack(t *testing.T) {
 // TransactionCheckMax times, then moved to TRANS_CHECK_MAX_TIME_TOPIC.
 func TestTransactionCheckMax(t *testing.T) {
 	h := featureHarness(t, func(o *Options) {
-		o.TransactionTimeout = 50 * time.Millisecond
-		o.TransactionCheckInterval = 100 * time.Millisecond
-		o.TransactionCheckMax = 3
+		o.Core.TransactionTimeout = 50 * time.Millisecond
+		o.Core.TransactionCheckInterval = 100 * time.Millisecond
+		o.Core.TransactionCheckMax = 3
 	})
 	rec := newCheckRecorder()
 	cl := h.dial(rec)
@@ -266,7 +266,7 @@ func TestTransactionCheckMax(t *testing.T) {
 	select {
 	case <-rec.ch:
 		t.Fatal("checked after the give-up")
-	case <-time.After(3 * h.opts.TransactionCheckInterval):
+	case <-time.After(3 * h.opts.Core.TransactionCheckInterval):
 	}
 	if n := h.b.Store().MaxOffset("TM", 0); n != 0 {
 		t.Fatalf("late commit stored %d messages", n)
@@ -278,9 +278,9 @@ func TestTransactionCheckMax(t *testing.T) {
 func TestTransactionSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	mutate := func(o *Options) {
-		o.ProgressFlushInterval = 20 * time.Millisecond
-		o.TransactionTimeout = 100 * time.Millisecond
-		o.TransactionCheckInterval = 200 * time.Millisecond
+		o.Core.ProgressFlushInterval = 20 * time.Millisecond
+		o.Core.TransactionTimeout = 100 * time.Millisecond
+		o.Core.TransactionCheckInterval = 200 * time.Millisecond
 	}
 	h := startHarness(t, testOptions(t, dir), mutate)
 	rec := newCheckRecorder()
@@ -313,7 +313,7 @@ func TestTransactionSurvivesRestart(t *testing.T) {
 // TestTransactionWithDelay: a committed transactional message that asked
 // for a delay level is delayed from the commit on.
 func TestTransactionWithDelay(t *testing.T) {
-	h := featureHarness(t, func(o *Options) { o.TransactionTimeout = time.Hour })
+	h := featureHarness(t, func(o *Options) { o.Core.TransactionTimeout = time.Hour })
 	cl := h.dial(nil)
 	req := sendRequest("TD", 0, []byte("later"), props("UNIQ_KEY", "U", "TRAN_MSG", "true", "PGROUP", "pg", "DELAY", "8"))
 	req.Ext.SetString("sysFlag", strconv.Itoa(int(message.TxPreparedType)))
@@ -342,8 +342,8 @@ func TestTransactionWithDelay(t *testing.T) {
 // as a producer of the group sends its heartbeat.
 func TestTransactionCheckWaitsForProducer(t *testing.T) {
 	h := featureHarness(t, func(o *Options) {
-		o.TransactionTimeout = 50 * time.Millisecond
-		o.TransactionCheckInterval = time.Hour
+		o.Core.TransactionTimeout = 50 * time.Millisecond
+		o.Core.TransactionCheckInterval = time.Hour
 	})
 	cl := h.dial(nil)
 	mustSend(t, cl, halfSend("TW", 0, "orphan", "UNIQW", "pg"))
@@ -362,8 +362,8 @@ func TestTransactionCheckWaitsForProducer(t *testing.T) {
 // connection's goroutine, and everything arrives.
 func TestFeaturesSyncFlush(t *testing.T) {
 	h := featureHarness(t, func(o *Options) {
-		o.Store.FlushMode = store.FlushSync
-		o.TransactionTimeout = time.Hour
+		o.Core.Store.FlushMode = store.FlushSync
+		o.Core.TransactionTimeout = time.Hour
 	})
 	cl := h.dial(nil)
 	invoke(t, cl, heartbeatRequest(t, "127.0.0.1@1", "cg", map[string]string{"SF": "*"}))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 )
 
@@ -23,7 +24,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func exampleBroker() (string, func()) {
 	dir, _ := os.MkdirTemp("", "apogee-client-example-")
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	b, err := broker.New(broker.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet}})
 	if err != nil {
 		panic(err)
 	}
@@ -131,7 +132,7 @@ func Example_pullConsumer() {
 
 	p, _ := client.NewProducer(client.NameServer(addr), client.Selector(client.ManualSelector()), client.Logger(quiet))
 	defer p.Close(ctx)
-	q := client.MessageQueue{Topic: "Logs", BrokerName: broker.DefaultBrokerName, QueueID: 0}
+	q := client.MessageQueue{Topic: "Logs", BrokerName: core.DefaultBrokerName, QueueID: 0}
 	for i := 0; i < 3; i++ {
 		p.SendSync(ctx, &client.Message{Topic: "Logs", Queue: &q, Body: []byte(fmt.Sprint("line ", i))})
 	}

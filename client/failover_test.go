@@ -27,13 +27,8 @@ func startMemberIn(t *testing.T, ns, name string, role core.Role, id int64, dir 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{
-		DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, logName),
-		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
-			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
-		BrokerName: name, Role: role, BrokerID: id, NamesrvAddrs: []string{ns},
-		RegisterInterval: 200 * time.Millisecond, SlaveSyncInterval: 100 * time.Millisecond,
-	})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, logName), Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
+		IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1}, BrokerName: name, Role: role, BrokerID: id}, NamesrvAddrs: []string{ns}, RegisterInterval: 200 * time.Millisecond, SlaveSyncInterval: 100 * time.Millisecond})
 	if err != nil {
 		l.Close()
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
@@ -26,13 +27,8 @@ func startBroker(t testing.TB, mutate ...func(*broker.Options)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := broker.Options{
-		DataDir:       t.TempDir(),
-		AdvertiseAddr: l.Addr().String(),
-		Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
-			IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1},
-		Logger: testlog.New(t, "broker"),
-	}
+	opts := broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Store: store.Options{SegmentSize: 64 << 20, ConsumeQueueEntries: 1 << 16,
+		IndexSlots: 1 << 14, IndexMaxEntries: 1 << 16, CleanInterval: -1}, Logger: testlog.New(t, "broker")}}
 	for _, fn := range mutate {
 		fn(&opts)
 	}
@@ -382,7 +378,7 @@ func TestBrokerPullConsumer(t *testing.T) {
 const fastDelays = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
 func TestBrokerRetryThenDLQ(t *testing.T) {
-	addr := startBroker(t, func(o *broker.Options) { o.DelayLevels = fastDelays })
+	addr := startBroker(t, func(o *broker.Options) { o.Core.DelayLevels = fastDelays })
 	p := realProducer(t, addr)
 	sendN(t, p, "RTY", 0, 1, nil) // the topic exists
 	var mu sync.Mutex
@@ -442,8 +438,8 @@ func (l brokerTx) CheckLocalTransaction(m *client.MessageExt) client.Transaction
 
 func TestBrokerTransactions(t *testing.T) {
 	addr := startBroker(t, func(o *broker.Options) {
-		o.TransactionTimeout = 100 * time.Millisecond
-		o.TransactionCheckInterval = 200 * time.Millisecond
+		o.Core.TransactionTimeout = 100 * time.Millisecond
+		o.Core.TransactionCheckInterval = 200 * time.Millisecond
 	})
 	l := brokerTx{checks: make(chan string, 4)}
 	p := realProducer(t, addr, client.ProducerGroup("tx-broker"), client.WithTransactionListener(l))

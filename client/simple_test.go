@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
@@ -296,8 +297,7 @@ func TestSimpleAcrossBrokerRestart(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	start := func(l net.Listener) (*broker.Broker, chan struct{}) {
-		b, err := broker.New(broker.Options{DataDir: dir, AdvertiseAddr: addr, Logger: testlog.New(t, "broker"),
-			Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}})
+		b, err := broker.New(broker.Options{Core: core.Options{DataDir: dir, AdvertiseAddr: addr, Logger: testlog.New(t, "broker"), Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,13 +121,13 @@ func Start(opts Options) (n *Node, err error) {
 		return nil, errors.New("node: Listener is required")
 	}
 	if opts.Logger == nil {
-		opts.Logger = opts.Broker.Logger
+		opts.Logger = opts.Broker.Core.Logger
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Broker.Logger == nil {
-		opts.Broker.Logger = opts.Logger
+	if opts.Broker.Core.Logger == nil {
+		opts.Broker.Core.Logger = opts.Logger
 	}
 	n = &Node{opts: opts, log: opts.Logger, errc: make(chan error, 8)}
 	defer func() {

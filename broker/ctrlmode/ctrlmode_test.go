@@ -109,8 +109,7 @@ func (tb *testBroker) start(addr, ha string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(n.BrokerOptions(broker.Options{DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1",
-		AdvertiseAddr: tb.addr, Store: store.Options{SegmentSize: 16 << 20}, Logger: log}))
+	b, err := broker.New(n.BrokerOptions(broker.Options{Core: core.Options{DataDir: tb.dir, BrokerName: "g1", ClusterName: "c1", AdvertiseAddr: tb.addr, Store: store.Options{SegmentSize: 16 << 20}, Logger: log}}))
 	if err != nil {
 		n.Shutdown(context.Background())
 		t.Fatal(err)

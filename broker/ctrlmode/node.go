@@ -235,14 +235,14 @@ func New(opts Options) (*Node, error) {
 // following interval are the node's.
 func (n *Node) BrokerOptions(o broker.Options) broker.Options {
 	o.ControllerMode = true
-	o.Role = core.RoleSlave
-	o.BrokerID = n.id
+	o.Core.Role = core.RoleSlave
+	o.Core.BrokerID = n.id
 	o.HAMasterAddr = ""
 	o.ControllerNotify = n.ctl.HandleNotify
 	o.HAMasterHandshake = n.masterHandshake
 	o.HASlaveHandshake = n.slaveHandshake
-	if o.FS == nil {
-		o.FS = n.opts.FS
+	if o.Core.FS == nil {
+		o.Core.FS = n.opts.FS
 	}
 	if o.SlaveSyncInterval <= 0 {
 		// A slave may be elected at any moment: it follows its master's

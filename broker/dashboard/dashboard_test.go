@@ -33,8 +33,7 @@ func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"),
-		Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"), Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +140,7 @@ func TestPagesAndActions(t *testing.T) {
 	defer prod.Close(context.Background())
 	var ids []string
 	for i := range 12 {
-		q := client.MessageQueue{Topic: "DashTopic", BrokerName: broker.DefaultBrokerName, QueueID: int32(i % 4)}
+		q := client.MessageQueue{Topic: "DashTopic", BrokerName: core.DefaultBrokerName, QueueID: int32(i % 4)}
 		res, err := prod.SendSync(ctx, &client.Message{Topic: "DashTopic", Queue: &q, Keys: []string{"order-" + string(rune('a'+i))}, Tags: "T", Body: []byte("hello")})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +154,7 @@ func TestPagesAndActions(t *testing.T) {
 	}
 
 	// Pages load and say what the core says.
-	if p := br.get("/", 200); !strings.Contains(p, broker.DefaultBrokerName) || !strings.Contains(p, `id="brokers"`) {
+	if p := br.get("/", 200); !strings.Contains(p, core.DefaultBrokerName) || !strings.Contains(p, `id="brokers"`) {
 		t.Fatalf("overview:\n%s", p)
 	}
 	if p := br.get("/topics", 200); !regexp.MustCompile(`data-key="DashTopic">.*\n.*data-k="messages">12<`).MatchString(p) {

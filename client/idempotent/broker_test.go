@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
 	"github.com/apogeemq/apogee/client/idempotent/storetest"
@@ -25,7 +26,7 @@ func startBroker(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker")})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/client/idempotent"
 )
@@ -60,7 +61,7 @@ func exampleBroker() (addr string, stop func()) {
 	dir, _ := os.MkdirTemp("", "apogee-idempotent-example-")
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.New(broker.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: dir, AdvertiseAddr: l.Addr().String(), Logger: quiet}})
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
@@ -54,7 +54,7 @@ func sendIntegrity(t *testing.T, addr string, from, n int) {
 	}
 	defer prod.Close(context.Background())
 	for i := from; i < from+n; i++ {
-		q := client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: int32(i % 4)}
+		q := client.MessageQueue{Topic: integrityTopic, BrokerName: core.DefaultBrokerName, QueueID: int32(i % 4)}
 		if _, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Keys: []string{fmt.Sprint("key-", i)}, Body: []byte(integrityBody(i))}); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
@@ -79,7 +79,7 @@ func pullIntegrity(t *testing.T, addr string, want [4]int) [4][]string {
 	defer cons.Close(context.Background())
 	var qs []client.MessageQueue
 	for i := int32(0); i < 4; i++ {
-		qs = append(qs, client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: i})
+		qs = append(qs, client.MessageQueue{Topic: integrityTopic, BrokerName: core.DefaultBrokerName, QueueID: i})
 	}
 	if err := cons.Assign(ctx, qs); err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestDiskFullIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close(context.Background())
-	q := client.MessageQueue{Topic: integrityTopic, BrokerName: broker.DefaultBrokerName, QueueID: 0}
+	q := client.MessageQueue{Topic: integrityTopic, BrokerName: core.DefaultBrokerName, QueueID: 0}
 	// Sends, back to back (the load that fills the segment, so that the next
 	// one cannot be allocated), until the full disk refuses one.
 	send := func() error {

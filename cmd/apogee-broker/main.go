@@ -250,42 +250,7 @@ func run(args []string) error {
 		ready.Pprof = pl.Addr().String()
 		logger.Info("pprof", "addr", ready.Pprof)
 	}
-	bopts := broker.Options{
-		DataDir:                  cfg.dataDir,
-		Store:                    cfg.store,
-		BrokerName:               cfg.brokerName,
-		ClusterName:              cfg.cluster,
-		AdvertiseAddr:            advertise,
-		NamesrvAddrs:             namesrvs,
-		DisableAutoCreateTopic:   !cfg.autoCreate,
-		DefaultTopicQueues:       cfg.defaultQueues,
-		MaxMessageSize:           cfg.maxMessageSize,
-		OffsetFlushInterval:      cfg.offsetFlush,
-		RegisterInterval:         cfg.registerInterval,
-		BusyTimeout:              cfg.busyTimeout,
-		DelayLevels:              cfg.delayLevels,
-		TransactionTimeout:       cfg.txTimeout,
-		TransactionCheckInterval: cfg.txCheckInterval,
-		TransactionCheckMax:      cfg.txCheckMax,
-		DisablePropertyFilter:    !cfg.propertyFilter,
-		TimerMaxDelay:            cfg.timerMaxDelay,
-		Remoting:                 remotingOpts,
-		Logger:                   logger,
-		SlowRequest:              cfg.slowRequest,
-		Security:                 security,
-		MaxAutoCreateTopics:      cfg.sec.autoTopics,
-		MaxAutoCreateGroups:      cfg.sec.autoGroups,
-		MaxAutoCreatePerSource:   cfg.sec.autoPerSource,
-		NamesrvSign:              namesrvSigner(cfg),
-		Role:                     role,
-		BrokerID:                 cfg.brokerID,
-		SlaveReadEnable:          cfg.slaveReadEnable,
-		HAAdvertiseAddr:          haAdvertise,
-		HAMasterAddr:             cfg.haMasterAddr,
-
-		AccessMessageInMemoryMaxRatio: cfg.memoryRatio,
-		ObserveRequest:                observeRequest(rpc),
-	}
+	bopts := broker.Options{Core: core.Options{DataDir: cfg.dataDir, Store: cfg.store, BrokerName: cfg.brokerName, ClusterName: cfg.cluster, AdvertiseAddr: advertise, DisableAutoCreateTopic: !cfg.autoCreate, DefaultTopicQueues: cfg.defaultQueues, MaxMessageSize: cfg.maxMessageSize, OffsetFlushInterval: cfg.offsetFlush, BusyTimeout: cfg.busyTimeout, DelayLevels: cfg.delayLevels, TransactionTimeout: cfg.txTimeout, TransactionCheckInterval: cfg.txCheckInterval, TransactionCheckMax: cfg.txCheckMax, DisablePropertyFilter: !cfg.propertyFilter, TimerMaxDelay: cfg.timerMaxDelay, Logger: logger, MaxAutoCreateTopics: cfg.sec.autoTopics, MaxAutoCreateGroups: cfg.sec.autoGroups, MaxAutoCreatePerSource: cfg.sec.autoPerSource, Role: role, BrokerID: cfg.brokerID, SlaveReadEnable: cfg.slaveReadEnable, AccessMessageInMemoryMaxRatio: cfg.memoryRatio}, NamesrvAddrs: namesrvs, RegisterInterval: cfg.registerInterval, Remoting: remotingOpts, SlowRequest: cfg.slowRequest, Security: security, NamesrvSign: namesrvSigner(cfg), HAAdvertiseAddr: haAdvertise, HAMasterAddr: cfg.haMasterAddr, ObserveRequest: observeRequest(rpc)}
 	ctlTLS, err := clientTLS(cfg, tlsServer, &bopts, logger)
 	if err != nil {
 		return err

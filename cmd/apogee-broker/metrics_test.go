@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
@@ -113,7 +113,7 @@ func TestMetricsCountSendsAndPulls(t *testing.T) {
 	}
 	defer prod.Close(context.Background())
 	for i := range n {
-		q := client.MessageQueue{Topic: topic, BrokerName: broker.DefaultBrokerName, QueueID: int32(i % 4)}
+		q := client.MessageQueue{Topic: topic, BrokerName: core.DefaultBrokerName, QueueID: int32(i % 4)}
 		if _, err := prod.SendSync(ctx, &client.Message{Topic: topic, Queue: &q, Body: []byte(body)}); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
@@ -130,7 +130,7 @@ func TestMetricsCountSendsAndPulls(t *testing.T) {
 	defer cons.Close(context.Background())
 	var qs []client.MessageQueue
 	for i := int32(0); i < 4; i++ {
-		qs = append(qs, client.MessageQueue{Topic: topic, BrokerName: broker.DefaultBrokerName, QueueID: i})
+		qs = append(qs, client.MessageQueue{Topic: topic, BrokerName: core.DefaultBrokerName, QueueID: i})
 	}
 	if err := cons.Assign(ctx, qs); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestMetricsCountSendsAndPulls(t *testing.T) {
 		t.Errorf("rocketmq_consumer_lag_latency = %v, want > 0 with a backlog", v)
 	}
 	// Every series carries the broker's constant labels.
-	check("rocketmq_messages_in_total", map[string]string{"topic": topic, "cluster": "MetricsCluster", "node_type": "broker", "node_id": broker.DefaultBrokerName}, n)
+	check("rocketmq_messages_in_total", map[string]string{"topic": topic, "cluster": "MetricsCluster", "node_type": "broker", "node_id": core.DefaultBrokerName}, n)
 	// The send requests were timed: SEND_MESSAGE (10) or its V2 (310).
 	sends := 0.0
 	for _, code := range []string{"10", "310"} {

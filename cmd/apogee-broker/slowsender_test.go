@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apogeemq/apogee/broker"
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
@@ -115,7 +115,7 @@ func TestHalfFramesKeepMemoryBounded(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
-	q := client.MessageQueue{Topic: "Normal", BrokerName: broker.DefaultBrokerName, QueueID: 0}
+	q := client.MessageQueue{Topic: "Normal", BrokerName: core.DefaultBrokerName, QueueID: 0}
 	prod, err := client.NewProducer(client.NameServer(p.addr), client.Selector(client.ManualSelector()), client.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
