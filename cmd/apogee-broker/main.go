@@ -321,12 +321,10 @@ func run(args []string) error {
 		}
 		nopts.Operator = op
 	}
-	mode := "classic"
 	if cfg.controllerMode {
 		if len(namesrvs) == 0 {
 			logger.Warn("controller mode without --namesrv: clients find no route to this group")
 		}
-		mode = "controller mode, controllers " + strings.Join(cfg.controllerAddrs, ";")
 		nopts.Controller = &ctrlmode.Options{
 			DataDir: cfg.dataDir, ClusterName: cfg.cluster, BrokerName: cfg.brokerName, AdvertiseAddr: advertise,
 			BrokerID: max(cfg.brokerID, 0), SyncMaster: cfg.role == roleSyncMaster,
@@ -358,8 +356,16 @@ func run(args []string) error {
 	if nsRes != nil {
 		ns = nsRes.Addr().String()
 	}
-	fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, %s, flush %s, version %s\n",
-		cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, mode, cfg.store.FlushMode, build.Short())
+	if cfg.controllerMode {
+		// Scripts and tests read the broker id and the HA address here.
+		// (The name server's and gRPC's addresses are in the ready file.)
+		fmt.Printf("apogee-broker %s listening on %s (advertised %s), controller mode (broker id %d, controllers %s), HA %s, data %s, flush %s, version %s\n",
+			cfg.brokerName, brokerRes.Addr(), advertise, n.Controller().ID(), strings.Join(cfg.controllerAddrs, ";"), haAdvertise,
+			cfg.dataDir, cfg.store.FlushMode, build.Short())
+	} else {
+		fmt.Printf("apogee-broker %s listening on %s (advertised %s), name server on %s, data %s, grpc on %s, flush %s, version %s\n",
+			cfg.brokerName, brokerRes.Addr(), advertise, ns, cfg.dataDir, grpcShown, cfg.store.FlushMode, build.Short())
+	}
 	// Every listener is open: say where (the log line, and --ready-file).
 	if err := readyfile.Publish(cfg.readyFile, ready, logger); err != nil {
 		stop()
