@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll", "ha"},
 	"broker/longpoll":             {}, // a feature unit: it sees only its host interface
 	"client":                      {"remoting", "protocol", "message", "auth"},
-	"benchmark":                   {"client", "broker", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting", "auth", "acl", "internal/tlsconf"},
+	"benchmark":                   {"client", "broker", "broker/core", "broker/grpcfe", "rmqpb", "store", "message", "protocol", "namesrv", "remoting", "auth", "acl", "internal/tlsconf"},
 
 	// The messaging core under broker (the remoting front end and the
 	// process wiring): every operation of the broker on plain Go types,
@@ -87,7 +87,11 @@ var allowed = map[string][]string{
 	// doc), run against the core and both front ends.
 	"broker/scenario": {},
 
-	"cmd/apogee-broker":  {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
+	// The composition root: the broker and every front end and service
+	// attached to its one core.
+	"node": {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "remoting"},
+
+	"cmd/apogee-broker":  {"node", "broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
 	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf"},
