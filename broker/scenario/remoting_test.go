@@ -38,12 +38,7 @@ type remotingDriver struct {
 
 // brokerOptions are the remoting front end's options for the core's.
 func brokerOptions(t testing.TB, co core.Options) broker.Options {
-	return broker.Options{
-		DataDir: co.DataDir, Store: co.Store, MaxMessageSize: co.MaxMessageSize, Logger: co.Logger,
-		DelayLevels: co.DelayLevels, ProgressFlushInterval: co.ProgressFlushInterval,
-		TransactionTimeout: co.TransactionTimeout, TransactionCheckInterval: co.TransactionCheckInterval,
-		Remoting: &remoting.Options{Logger: testlog.New(t, "remoting")},
-	}
+	return broker.Options{Core: core.Options{DataDir: co.DataDir, Store: co.Store, MaxMessageSize: co.MaxMessageSize, Logger: co.Logger, DelayLevels: co.DelayLevels, ProgressFlushInterval: co.ProgressFlushInterval, TransactionTimeout: co.TransactionTimeout, TransactionCheckInterval: co.TransactionCheckInterval}, Remoting: &remoting.Options{Logger: testlog.New(t, "remoting")}}
 }
 
 func newRemotingDriver(t *testing.T) driver {
@@ -61,7 +56,7 @@ func startRemoting(t *testing.T) (*remotingDriver, *broker.Broker) {
 		t.Fatal(err)
 	}
 	opts := brokerOptions(t, coreOptions(t))
-	opts.AdvertiseAddr = l.Addr().String()
+	opts.Core.AdvertiseAddr = l.Addr().String()
 	b, err := broker.New(opts)
 	if err != nil {
 		l.Close()
