@@ -88,6 +88,9 @@ func (b *Broker) BrokerConfig() (map[string]string, protocol.DataVersion) {
 	m["namesrvAddr"] = strings.Join(b.opts.NamesrvAddrs, ";")
 	m["registerNameServerPeriod"] = fmt.Sprint(b.opts.RegisterInterval.Milliseconds())
 	b.haConfig(m)
+	if b.opts.GRPCAdvertiseAddr != "" {
+		m["grpcAdvertiseAddr"] = b.opts.GRPCAdvertiseAddr
+	}
 	return m, v
 }
 

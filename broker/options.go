@@ -88,6 +88,12 @@ type Options struct {
 	// (ha.SlaveOptions.TLS). Default: plain TCP both.
 	HASecure func(context.Context, net.Conn) (net.Conn, error)
 	HATLS    *tls.Config
+	// GRPCAdvertiseAddr is the address of the gRPC front end on this
+	// broker's core, reported by GET_BROKER_CONFIG as grpcAdvertiseAddr:
+	// in controller mode a group's members find each other's there (to
+	// forward to the master, and to name every member in routes). Default
+	// "": none reported.
+	GRPCAdvertiseAddr string
 	// ClientTLS, when set, makes the broker's own remoting connections TLS:
 	// its registrations with the name servers and a slave's requests to
 	// its master (the tables it follows). Default: plain.

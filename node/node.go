@@ -136,10 +136,23 @@ func Start(opts Options) (n *Node, err error) {
 		}
 	}()
 	bo := opts.Broker
+	if opts.GRPC != nil && bo.GRPCAdvertiseAddr == "" {
+		bo.GRPCAdvertiseAddr = grpcAddr(opts.GRPC)
+	}
 	if opts.Controller != nil {
 		co := *opts.Controller
 		if co.Logger == nil {
 			co.Logger = opts.Logger
+		}
+		if opts.GRPC != nil {
+			// Every member is a gRPC endpoint: it forwards to the master
+			// what only the master serves, and routes name every member.
+			co.GRPCAddr = bo.GRPCAdvertiseAddr
+			co.OnMasterChange = func() {
+				if gs := n.grpcServer(); gs != nil {
+					gs.MasterChanged()
+				}
+			}
 		}
 		if n.ctl, err = ctrlmode.New(co); err != nil {
 			return nil, err
@@ -241,15 +254,23 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	if o.Logger == nil {
 		o.Logger = n.log
 	}
+	if o.Addr == "" {
+		o.Addr = grpcAddr(g)
+	}
 	if o.Routes == nil {
 		o.Routes = ClusterRoutes(n.b, g.Listener.Addr())
+	}
+	if n.ctl != nil {
+		o.Master, o.Members = n.ctl.GRPCMaster, n.ctl.GRPCMembers
 	}
 	gs, err := grpcfe.New(n.b.Core(), o)
 	if err != nil {
 		g.Listener.Close()
 		return fmt.Errorf("node: gRPC front end: %w", err)
 	}
+	n.mu.Lock()
 	n.grpc = gs
+	n.mu.Unlock()
 	n.serve("gRPC front end", func() error { return gs.Serve(g.Listener) })
 	n.attach("gRPC front end", gs.Shutdown)
 	return nil
@@ -303,7 +324,22 @@ func (n *Node) closeListeners() {
 func (n *Node) Broker() *broker.Broker { return n.b }
 
 // GRPC is the gRPC front end (nil when not attached).
-func (n *Node) GRPC() *grpcfe.Server { return n.grpc }
+func (n *Node) GRPC() *grpcfe.Server { return n.grpcServer() }
+
+func (n *Node) grpcServer() *grpcfe.Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.grpc
+}
+
+// grpcAddr is the gRPC address put in routes: Options.Addr, else the
+// listener's.
+func grpcAddr(g *GRPC) string {
+	if g.Options.Addr != "" {
+		return g.Options.Addr
+	}
+	return g.Listener.Addr().String()
+}
 
 // Controller is the controller-mode client (nil outside controller mode).
 func (n *Node) Controller() *ctrlmode.Node { return n.ctl }

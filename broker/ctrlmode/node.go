@@ -53,6 +53,12 @@ type Options struct {
 	// ClientTLS, when set, makes the node's connections to other brokers
 	// (a new master's GET_BROKER_CONFIG) TLS. Default: plain.
 	ClientTLS *tls.Config
+	// GRPCAddr is this member's gRPC address when it runs the gRPC front
+	// end: the node then tracks every member's (GRPCMaster, GRPCMembers).
+	GRPCAddr string
+	// OnMasterChange, when set, is called when the master's gRPC endpoint
+	// changes (grpcfe.Server.MasterChanged).
+	OnMasterChange func()
 
 	// InSyncReplicas is how many copies (the master's included) a message
 	// needs before a send is answered SEND_OK (RocketMQ's inSyncReplicas);
@@ -119,6 +125,8 @@ type Node struct {
 	// The master's review of its SyncStateSet (run's goroutine).
 	cu     *caughtUp
 	cuInst *instance
+
+	ep endpoints // the members' gRPC endpoints (endpoints.go)
 }
 
 // instance is one term of the broker in one role: a new one begins with
@@ -188,6 +196,7 @@ func New(opts Options) (*Node, error) {
 	n := &Node{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), epochs: epochs,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: opts.ClientTLS})}
 	n.lastEnd.Store(-1)
+	n.ep.own = opts.GRPCAddr
 	n.ctl, err = client.New(client.Options{
 		Addrs: opts.ControllerAddrs, Cluster: opts.ClusterName, Broker: opts.BrokerName, Addr: opts.AdvertiseAddr,
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout,
@@ -406,7 +415,9 @@ func (n *Node) run() {
 			return
 		case <-n.changed:
 			n.apply()
+			n.refreshEndpoints(true)
 		case <-t.C:
+			n.refreshEndpoints(false)
 			if i := n.current(); i != nil && i.master {
 				n.reviewSyncStateSet(i)
 			} else if i == nil || i.addr == "" {
@@ -507,6 +518,7 @@ func (n *Node) becomeMaster(s client.State) {
 		return
 	}
 	took := n.since(began) // serving writes as master from here (the set's policy below only narrows them)
+	n.setMaster(n.ep.own, true)
 	n.applySyncStateSet(inst, s)
 	n.changes.record(true, took)
 	n.log.Info("ctrlmode: master", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "epochStart", epochStart,
@@ -520,6 +532,7 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 		inst := &instance{b: n.b, sset: -1}
 		inst.epoch.Store(s.MasterEpoch)
 		n.setCurrent(inst)
+		n.setMaster("", false) // until the new master's is read
 		if err := n.b.SetRole(broker.RoleChange{Role: core.RoleSlave, BrokerID: n.id, StateVersion: int64(s.MasterEpoch)}); err != nil {
 			n.setCurrent(cur)
 			n.changeFailed("slave", err)
@@ -564,28 +577,11 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 
 // masterHAAddr asks the master (GET_BROKER_CONFIG) for its HA address.
 func (n *Node) masterHAAddr(addr string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var req protocol.Command
-	req.InitRequest(protocol.ReqGetBrokerConfig, 0)
-	resp, err := n.pool.Invoke(ctx, addr, &req)
+	cfg, err := n.brokerConfig(addr)
 	if err != nil {
 		return "", err
 	}
-	if resp.Code != protocol.RespSuccess {
-		return "", fmt.Errorf("GET_BROKER_CONFIG answered %d (%s)", resp.Code, resp.Remark)
-	}
-	var host, port string
-	for _, line := range splitLines(string(resp.Body)) {
-		k, v, ok := cut(line, '=')
-		switch {
-		case !ok:
-		case k == "haListenPort":
-			port = v
-		case k == "brokerIP2":
-			host = v
-		}
-	}
+	port, host := cfg["haListenPort"], cfg["brokerIP2"]
 	if port == "" {
 		return "", errors.New("the master reports no haListenPort")
 	}
@@ -596,6 +592,29 @@ func (n *Node) masterHAAddr(addr string) (string, error) {
 		host, _, _ = net.SplitHostPort(addr)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// brokerConfig asks the broker at addr for its configuration
+// (GET_BROKER_CONFIG).
+func (n *Node) brokerConfig(addr string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var req protocol.Command
+	req.InitRequest(protocol.ReqGetBrokerConfig, 0)
+	resp, err := n.pool.Invoke(ctx, addr, &req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != protocol.RespSuccess {
+		return nil, fmt.Errorf("GET_BROKER_CONFIG answered %d (%s)", resp.Code, resp.Remark)
+	}
+	m := map[string]string{}
+	for _, line := range splitLines(string(resp.Body)) {
+		if k, v, ok := cut(line, '='); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
 }
 
 // Shutdown stops the role changes and the heartbeats, and leaves the
