@@ -232,7 +232,7 @@ func (s *Slave) run() {
 	defer s.wg.Done()
 	log := s.opts.Logger
 	wait := s.opts.RetryInterval
-	var lastErr string
+	var lastFailed bool // the previous session ended without progress
 	var lastLogged time.Time
 	for !s.stopped() {
 		addr := s.MasterAddr()
@@ -256,15 +256,18 @@ func (s *Slave) run() {
 		} else {
 			wait = min(2*wait, s.opts.MaxRetryInterval)
 		}
-		// The same failure again is logged at most once a minute.
-		if msg := err.Error(); msg != lastErr || time.Since(lastLogged) >= time.Minute {
+		// Failures in a row (sessions that made no progress) are logged at
+		// most once a minute; the first after a session that made progress
+		// at once.
+		if progressed || !lastFailed || time.Since(lastLogged) >= time.Minute {
 			lvl := slog.LevelWarn
 			if errors.Is(err, store.ErrReplicaData) || errors.Is(err, errOffsetMismatch) {
 				lvl = slog.LevelError
 			}
 			log.Log(context.Background(), lvl, "ha: replication from the master stopped; reconnecting", "master", addr, "err", err, "retryIn", wait)
-			lastErr, lastLogged = msg, time.Now()
+			lastLogged = time.Now()
 		}
+		lastFailed = !progressed
 		t := time.NewTimer(wait)
 		select {
 		case <-s.stop:

@@ -112,10 +112,10 @@ type Node struct {
 	closing   atomic.Bool
 	closeOnce sync.Once
 
-	// The last failure to change role, logged again only when it changes
-	// or a minute later (run's goroutine).
-	openErr   string
-	openErrAt time.Time
+	// The last failed role change, logged again only for another role or
+	// a minute later (run's goroutine).
+	failedRole string
+	failedAt   time.Time
 
 	// Role changes measured (RoleChanges), from the controller's word
 	// (notifiedAt: the first unhandled one, Unix ns; 0 when none waits).
@@ -666,12 +666,12 @@ func (r *roleStats) snapshot() (toMaster, toSlave []time.Duration) {
 }
 
 // changeFailed logs a failed role change (retried at every review tick)
-// without repeating the same error more than once a minute.
+// once a minute at most per role (the retries in between at DEBUG).
 func (n *Node) changeFailed(role string, err error) {
-	msg := role + ": " + err.Error()
-	if msg == n.openErr && time.Since(n.openErrAt) < time.Minute {
+	if role == n.failedRole && time.Since(n.failedAt) < time.Minute {
+		n.log.Debug("ctrlmode: becoming "+role+" failed again; retrying", "err", err)
 		return
 	}
-	n.openErr, n.openErrAt = msg, time.Now()
-	n.log.Error("ctrlmode: becoming "+role+" failed; retrying", "err", err)
+	n.failedRole, n.failedAt = role, time.Now()
+	n.log.Error("ctrlmode: becoming "+role+" failed; retrying (failures logged again after a minute)", "err", err)
 }
