@@ -26,7 +26,7 @@ func TestTopicConfigurationFollowsTheHAStream(t *testing.T) {
 	}
 	go m.b.ServeHA(haln)
 	s := newHarness(t, func(o *Options) {
-		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.Core.Role, o.Core.BrokerID = core.RoleSlave, 1
 		o.HAMasterAddr = haln.Addr().String()
 		o.SlaveSyncInterval = time.Hour
 	})
@@ -55,7 +55,7 @@ func TestTopicConfigurationFollowsTheHAStream(t *testing.T) {
 	// lost its state files.
 	m.close()
 	s.close()
-	dir := s.opts.DataDir
+	dir := s.opts.Core.DataDir
 	for _, f := range []string{core.TopicsFile, core.SubscriptionGroupFile} {
 		os.Remove(filepath.Join(dir, core.ConfigDir, f))
 		os.Remove(filepath.Join(dir, core.ConfigDir, f+core.BakSuffix))
@@ -84,7 +84,7 @@ func TestSlaveCreatesNothingOverRemoting(t *testing.T) {
 	}
 	gone.Close() // the master's HA address: nobody there
 	s := newHarness(t, func(o *Options) {
-		o.Role, o.BrokerID = core.RoleSlave, 1
+		o.Core.Role, o.Core.BrokerID = core.RoleSlave, 1
 		o.HAMasterAddr = gone.Addr().String()
 		o.SlaveSyncInterval = time.Hour
 	})
