@@ -314,6 +314,10 @@ func (c *Core) toMaster(r Role) error {
 	if c.started.Load() {
 		f.start()
 	}
+	// Configuration records dispatched but not applied yet are applied
+	// before the first write (a send must not auto-create a topic whose
+	// record is pending); topics without records are adopted after.
+	c.catchUpConfig()
 	c.waitDurable.Store(c.durableWaits(r))
 	c.role.Store(uint32(r))
 	c.slave.Store(false)

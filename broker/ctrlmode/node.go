@@ -327,10 +327,11 @@ func (n *Node) Controller() *client.Client { return n.ctl }
 // Broker is the broker the node runs (nil before Start).
 func (n *Node) Broker() *broker.Broker { return n.b }
 
-// IsMaster reports whether the broker is the group's master now.
+// IsMaster reports whether the broker is the group's master now (its
+// core takes writes as master).
 func (n *Node) IsMaster() bool {
 	i := n.current()
-	return i != nil && i.master
+	return i != nil && i.master && n.b.Role() != core.RoleSlave
 }
 
 // TruncatedBytes is what the epoch handshakes cut from this replica's log
@@ -508,8 +509,11 @@ func (n *Node) becomeMaster(s client.State) {
 			}
 			epochStart = end
 			n.lastEnd.Store(end)
-			n.b.Core().SetWriteGate(0, "") // a fence from an earlier term as master
-			n.setCurrent(inst)             // handshakes of slaves now answer as master
+			n.b.Core().SetWriteGate(core.ReasonNone, "") // a fence from an earlier term as master
+			n.setCurrent(inst)                           // handshakes of slaves now answer as master
+			// The SyncStateSet's policy (the store's count, the write
+			// gate) before the first write is taken.
+			n.applySyncStateSet(inst, s)
 			return nil
 		}})
 	if err != nil {
@@ -517,9 +521,8 @@ func (n *Node) becomeMaster(s client.State) {
 		n.changeFailed("master", err)
 		return
 	}
-	took := n.since(began) // serving writes as master from here (the set's policy below only narrows them)
+	took := n.since(began) // serving writes as master from here
 	n.setMaster(n.ep.own, true)
-	n.applySyncStateSet(inst, s)
 	n.changes.record(true, took)
 	n.log.Info("ctrlmode: master", "brokerId", n.id, "masterEpoch", s.MasterEpoch, "epochStart", epochStart,
 		"syncStateSet", s.SyncStateSet, "took", took.Round(time.Microsecond))
