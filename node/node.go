@@ -116,7 +116,7 @@ type attachment struct {
 // Start opens the broker and attaches what opts asks for (see the
 // package doc's invariants for the order). On an error every listener in
 // opts is closed.
-func Start(opts Options) (n *Node, err error) {
+func Start(opts Options) (_ *Node, err error) {
 	if opts.Listener == nil {
 		return nil, errors.New("node: Listener is required")
 	}
@@ -129,7 +129,7 @@ func Start(opts Options) (n *Node, err error) {
 	if opts.Broker.Core.Logger == nil {
 		opts.Broker.Core.Logger = opts.Logger
 	}
-	n = &Node{opts: opts, log: opts.Logger, errc: make(chan error, 8)}
+	n := &Node{opts: opts, log: opts.Logger, errc: make(chan error, 8)}
 	defer func() {
 		if err != nil {
 			n.closeListeners()
