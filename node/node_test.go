@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -307,4 +308,61 @@ func BenchmarkRoleChange(b *testing.B) {
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(float64(len(all)), "changes")
+}
+
+// An attachment that fails stops the start: the error names it, what was
+// attached stops, and every listener the options gave is closed.
+func TestStartFailureClosesEverything(t *testing.T) {
+	ln, hln, gln, nsln, opln := listen(t), listen(t), listen(t), listen(t), listen(t)
+	addrs := []string{ln.Addr().String(), hln.Addr().String(), gln.Addr().String(), nsln.Addr().String(), opln.Addr().String()}
+	broken := errors.New("no handler today")
+	_, err := Start(Options{
+		Broker:   broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: ln.Addr().String(), Logger: testlog.New(t, "broker")}},
+		Listener: ln, HAListener: hln, Namesrv: &Namesrv{Listener: nsln}, GRPC: &GRPC{Listener: gln},
+		Operator: &Operator{Listener: opln, Handler: func(*Node) (http.Handler, error) { return nil, broken }},
+	})
+	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "operator port") {
+		t.Fatalf("Start: %v, want the operator port's error", err)
+	}
+	for _, a := range addrs {
+		wait.For(t, "listener "+a+" closed", func() error {
+			c, err := net.Dial("tcp", a)
+			if err != nil {
+				return nil
+			}
+			c.Close()
+			return fmt.Errorf("%s still accepts", a)
+		})
+	}
+}
+
+// Each attachment serves on its own in classic mode too, and Shutdown
+// stops them all: a second Shutdown says the node is closed.
+func TestClassicNodeServesAndStops(t *testing.T) {
+	ln, gln := listen(t), listen(t)
+	n, err := Start(Options{
+		Broker:   broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: ln.Addr().String(), Logger: testlog.New(t, "broker")}},
+		Listener: ln, GRPC: &GRPC{Listener: gln},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &member{name: "classic", n: n, grpc: gln.Addr().String()}
+	cc, err := grpc.NewClient(m.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	m.grpcCli = rmqpb.NewMessagingServiceClient(cc)
+	if err := m.sendGRPC("TClassic", "one"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := n.Shutdown(ctx); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("second Shutdown: %v, want ErrClosed", err)
+	}
 }
