@@ -14,20 +14,27 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	"google.golang.org/grpc"
 
 	"github.com/apogeemq/apogee/internal/proctest"
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
 // brokerBin is the apogee-broker under test, built once by TestMain (or
-// given by APOGEE_BROKER_BIN).
+// given by APOGEE_BROKER_BIN). The failover test also runs apogee-namesrv
+// and apogee-controller (binFor builds them on first use).
 var brokerBin string
+
+// binDir holds the binaries TestMain and binFor build.
+var binDir string
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
@@ -50,23 +57,85 @@ func runMain(m *testing.M) int {
 	if os.Getenv(childEnv) != "" {
 		return runChild()
 	}
+	observeClients()
+	binDir, err = os.MkdirTemp("", "apogee-interop-grpc-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
 	brokerBin = os.Getenv("APOGEE_BROKER_BIN")
 	if brokerBin == "" {
-		dir, err := os.MkdirTemp("", "apogee-interop-grpc-")
-		if err != nil {
+		if brokerBin, err = buildBin("apogee-broker"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		brokerBin = filepath.Join(dir, "apogee-broker")
-		cmd := exec.Command("go", "build", "-o", brokerBin, "./cmd/apogee-broker")
-		cmd.Dir = ".." // the main module
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build ./cmd/apogee-broker: %v\n%s", err, out)
 			return 1
 		}
 	}
 	return m.Run()
+}
+
+// buildBin builds ./cmd/name of the main module into binDir.
+func buildBin(name string) (string, error) {
+	bin := filepath.Join(binDir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = ".." // the main module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	return bin, nil
+}
+
+var (
+	binsMu sync.Mutex
+	bins   = map[string]string{}
+)
+
+// binFor is the binary of the main module's command name: the one env
+// names (APOGEE_NAMESRV_BIN, APOGEE_CONTROLLER_BIN), or one built on first
+// use.
+func binFor(t *testing.T, name, env string) string {
+	t.Helper()
+	if b := os.Getenv(env); b != "" {
+		return b
+	}
+	binsMu.Lock()
+	defer binsMu.Unlock()
+	if b, ok := bins[name]; ok {
+		return b
+	}
+	b, err := buildBin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins[name] = b
+	return b
+}
+
+// clientObserver, when set, sees every unary call the 5.x clients of this
+// process make, with its outcome and when it began (observeUnary): the
+// failover test watches the PushConsumer's acks there, which the SDK sends
+// itself after the listener returns.
+var clientObserver atomic.Pointer[func(method string, req, resp any, err error, began time.Time)]
+
+func observeUnary(ctx context.Context, method string, req, resp any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker,
+	opts ...grpc.CallOption) error {
+	began := time.Now()
+	err := invoker(ctx, method, req, resp, cc, opts...)
+	if f := clientObserver.Load(); f != nil {
+		(*f)(method, req, resp, err, began)
+	}
+	return err
+}
+
+// observeClients adds observeUnary to every connection the 5.x SDK makes
+// from now on (the SDK dials through its package variable NewRpcClient and
+// takes no dial options from a client's configuration).
+func observeClients() {
+	newRPC := rmq.NewRpcClient
+	rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
+		opts = append(opts, rmq.WithRpcClientConnOption(rmq.WithDialOptions(grpc.WithChainUnaryInterceptor(observeUnary))))
+		return newRPC(target, opts...)
+	}
 }
 
 var startLine = regexp.MustCompile(`^apogee-broker (\S+) listening on (\S+) \(advertised (\S+)\), name server on (\S+), data (.+), grpc on (\S+), flush (\S+), version (.+)$`)
@@ -213,42 +282,63 @@ func receiveFor(t *testing.T, c rmq.SimpleConsumer, n int, invisible, d time.Dur
 // client has no API for.
 func remoting(t *testing.T, addr string, code int, ext map[string]string, body []byte) (int, string) {
 	t.Helper()
+	r, err := remotingCall(addr, code, ext, body, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Code, r.Remark
+}
+
+// reply is a remoting response: its header's code, remark and extFields,
+// and its body.
+type reply struct {
+	Code   int               `json:"code"`
+	Remark string            `json:"remark"`
+	Ext    map[string]string `json:"extFields"`
+	Body   []byte            `json:"-"`
+}
+
+// remotingCall sends one request over RocketMQ's remoting protocol to addr
+// and returns the response, or an error when addr does not answer within d
+// (a process of the failover test may be dead or paused).
+func remotingCall(addr string, code int, ext map[string]string, body []byte, d time.Duration) (reply, error) {
+	var r reply
 	hdr, err := json.Marshal(map[string]any{"code": code, "language": "GO", "version": 317, "opaque": 1, "flag": 0,
 		"extFields": ext})
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	frame := make([]byte, 8, 8+len(hdr)+len(body))
 	binary.BigEndian.PutUint32(frame, uint32(4+len(hdr)+len(body)))
 	binary.BigEndian.PutUint32(frame[4:], uint32(len(hdr)))
 	frame = append(append(frame, hdr...), body...)
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	conn, err := net.DialTimeout("tcp", addr, d)
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(time.Now().Add(d))
 	if _, err := conn.Write(frame); err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	var head [8]byte
 	if _, err := io.ReadFull(conn, head[:]); err != nil {
-		t.Fatal(err)
+		return r, fmt.Errorf("request %d to %s: %w", code, addr, err)
 	}
 	total := binary.BigEndian.Uint32(head[:])
 	hlen := binary.BigEndian.Uint32(head[4:]) & 0xFFFFFF
+	if total < 4+hlen {
+		return r, fmt.Errorf("request %d to %s: a frame of %d bytes with a header of %d", code, addr, total, hlen)
+	}
 	rest := make([]byte, total-4)
 	if _, err := io.ReadFull(conn, rest); err != nil {
-		t.Fatal(err)
+		return r, fmt.Errorf("request %d to %s: %w", code, addr, err)
 	}
-	var resp struct {
-		Code   int    `json:"code"`
-		Remark string `json:"remark"`
+	if err := json.Unmarshal(rest[:hlen], &r); err != nil {
+		return r, fmt.Errorf("request %d to %s: header: %w", code, addr, err)
 	}
-	if err := json.Unmarshal(rest[:hlen], &resp); err != nil {
-		t.Fatal(err)
-	}
-	return resp.Code, resp.Remark
+	r.Body = rest[hlen:]
+	return r, nil
 }
 
 // createTopic creates a topic with queues queues (and a message.type
