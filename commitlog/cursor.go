@@ -63,6 +63,11 @@ func (c *Cursor) Next() ([]byte, int64, error) {
 	}
 }
 
+// Back moves the cursor back to off, the offset of a record Next returned
+// last (a reader that stops before a record it read: Next returns it
+// again).
+func (c *Cursor) Back(off int64) { c.pos = off }
+
 // AtSegmentEnd reports whether the next call to Next would leave the pinned
 // segment (or has none pinned yet), which ends the validity of the views it
 // returned so far. A caller that keeps several views at once stops there.

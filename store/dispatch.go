@@ -87,6 +87,8 @@ func (d *dispatcher) loop() {
 			return
 		case <-appended:
 			d.run()
+		case <-d.s.repl.confirmed: // the confirm offset moved (dispatchLimit)
+			d.run()
 		case <-d.retry:
 			d.mu.Lock()
 			d.retryArmed = false
@@ -209,9 +211,20 @@ func (d *dispatcher) fill() (batch []pendingRecord, stop, broken bool) {
 	s := d.s
 	batch = d.batch[:0]
 	d.hashes = d.hashes[:0]
+	limit := s.dispatchLimit()
 	for len(batch) < cap(batch) && (len(batch) == 0 || !d.cursor.AtSegmentEnd()) {
+		if d.cursor.Offset() >= limit {
+			stop = true
+			break
+		}
 		rec, off, err := d.cursor.Next()
 		if errors.Is(err, commitlog.ErrOffsetNotWritten) {
+			stop = true
+			break
+		}
+		if err == nil && off+int64(len(rec)) > limit {
+			// Not confirmed yet: dispatched once the replicas have it.
+			d.cursor.Back(off)
 			stop = true
 			break
 		}

@@ -21,6 +21,8 @@ func (s *Store) SetInSyncReplicas(need int, members []string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.explicit = true
+	rs.confirm.Store(true)
+	defer rs.confirmMoved()
 	if members == nil {
 		rs.members = nil
 	} else {
@@ -103,3 +105,26 @@ func (rs *replicaSet) countingLocked() int {
 	}
 	return n
 }
+
+// dispatchLimit is where dispatch stops: the log's written position, or, on
+// a master whose replica requirement a SyncStateSet sets (controller mode:
+// SetInSyncReplicas), the confirm offset: what the SyncStateSet's members
+// the policy requires acknowledged (ReplicatedOffset), or the log's end
+// when the store became master, whichever is higher. As RocketMQ's
+// ReputMessageService stops at the commit log's confirm offset, a message
+// reaches the consume queues, and so consumers, only once a new master
+// elected from the SyncStateSet is sure to hold it: a consumer never reads
+// (and commits an offset past) a message a failover may take back. With
+// no replica required (need 0) it is the written position.
+func (s *Store) dispatchLimit() int64 {
+	w := s.log.WrittenOffset()
+	rs := &s.repl
+	if s.replica.Load() || !rs.confirm.Load() || rs.need.Load() == 0 {
+		return w
+	}
+	return min(w, max(rs.replicated.Load(), rs.confirmFloor.Load()))
+}
+
+// ConfirmOffset is the offset dispatch stops at (dispatchLimit): the
+// written position unless a SyncStateSet's replicas are required.
+func (s *Store) ConfirmOffset() int64 { return s.dispatchLimit() }

@@ -137,6 +137,9 @@ func (s *Store) SetReplica(replica bool) error {
 	if s.repl.replicated.Load() > end {
 		s.repl.replicated.Store(end)
 	}
+	// Everything the new master holds is the group's log now: dispatched
+	// above, and confirmed for the dispatch limit from here on.
+	s.repl.confirmFloor.Store(end)
 	s.repl.mu.Unlock()
 	s.log.RefuseAppends(false)
 	s.replica.Store(false)
@@ -351,6 +354,15 @@ type replicaSet struct {
 	// explicit: SetInSyncReplicas was called, and SetSyncReplicas no
 	// longer changes need. Under mu.
 	explicit bool
+	// confirm: dispatch stops at the confirm offset (set with explicit,
+	// read by the dispatcher without mu); confirmFloor is the log's end
+	// when the store last became a master: what it held then is
+	// confirmed (dispatchLimit).
+	confirm      atomic.Bool
+	confirmFloor atomic.Int64
+	// confirmed wakes the dispatcher when replicated moves or the policy
+	// changes (cap 1, sent without blocking).
+	confirmed chan struct{}
 
 	mu   sync.Mutex
 	list []*Replica
@@ -391,6 +403,15 @@ func (rs *replicaSet) updateLocked() {
 	if v > rs.replicated.Load() {
 		rs.replicated.Store(v)
 		rs.wakeLocked()
+		rs.confirmMoved()
+	}
+}
+
+// confirmMoved wakes the dispatcher, which may dispatch further.
+func (rs *replicaSet) confirmMoved() {
+	select {
+	case rs.confirmed <- struct{}{}:
+	default:
 	}
 }
 

@@ -110,6 +110,7 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 	}
 	s := &Store{opts: o, lock: lock, stop: make(chan struct{})}
 	s.repl.need.Store(int64(o.SyncReplicas))
+	s.repl.confirmed = make(chan struct{}, 1)
 	s.repl.maxGap = o.MaxReplicaGap
 	s.counters.init()
 	rep, err := s.recover()
