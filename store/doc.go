@@ -78,6 +78,14 @@
 // (OnDurable, WaitPutDurable, Put's own) still need the replicas after a
 // demotion.
 //
+// The confirm offset (ConfirmOffset): on a master whose replicas a
+// SyncStateSet requires (SetInSyncReplicas with need > 0), the dispatcher
+// stops where the required replicas acknowledged (or at the log's end when
+// the store last became master, if that is higher), and the replicas'
+// acknowledgements wake it: a message reaches the consume queues only once
+// a failover cannot take it back. Elsewhere it dispatches to the written
+// position.
+//
 // Lock order: roleMu → the dispatcher's mu → the commit log's locks
 // (SetReplica, ResetReplica); replicaSet.mu is taken alone (Ack, Remove,
 // waits, SetReplica's clamp).
