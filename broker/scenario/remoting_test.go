@@ -36,9 +36,10 @@ type remotingDriver struct {
 	checks  chan Check       // the producer's checks (watchChecks)
 }
 
-// brokerOptions are the remoting front end's options for the core's.
+// brokerOptions are the remoting front end's options on a core of options
+// co: the same core options as every other driver's.
 func brokerOptions(t testing.TB, co core.Options) broker.Options {
-	return broker.Options{Core: core.Options{DataDir: co.DataDir, Store: co.Store, MaxMessageSize: co.MaxMessageSize, Logger: co.Logger, DelayLevels: co.DelayLevels, ProgressFlushInterval: co.ProgressFlushInterval, TransactionTimeout: co.TransactionTimeout, TransactionCheckInterval: co.TransactionCheckInterval}, Remoting: &remoting.Options{Logger: testlog.New(t, "remoting")}}
+	return broker.Options{Core: co, Remoting: &remoting.Options{Logger: testlog.New(t, "remoting")}}
 }
 
 func newRemotingDriver(t *testing.T) driver {
