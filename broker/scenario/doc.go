@@ -5,8 +5,9 @@
 // drivers: the messaging core's Go methods (broker/core), the remoting
 // front end (package broker, over TCP with RocketMQ's remoting frames) and
 // the gRPC front end (broker/grpcfe, with the generated MessagingService
-// client of rmqpb); and across the protocols, on one broker with both
-// front ends, sending through one and consuming through the other. A
+// client of rmqpb); and across the protocols, on one node (package node)
+// with both front ends attached, sending through one and consuming through
+// the other. A
 // scenario passes on every driver or shows where the front ends disagree.
 // Refusals are compared by reason: the core's core.Reason, answered with
 // the remoting code and the gRPC status code broker/core/errors.json gives

@@ -50,8 +50,7 @@ func newGRPCDriver(t *testing.T) driver {
 }
 
 // startGRPC starts a gRPC front end on c and returns a driver connected to
-// it; the front end stops before c does (c's cleanup must have been
-// registered first).
+// it; the front end stops before c does (c's cleanup is registered first).
 func startGRPC(t *testing.T, c *core.Core) *grpcDriver {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,12 +63,7 @@ func startGRPC(t *testing.T, c *core.Core) *grpcDriver {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
-	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		cc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
@@ -79,6 +73,19 @@ func startGRPC(t *testing.T, c *core.Core) *grpcDriver {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	return dialGRPC(t, l.Addr().String(), c)
+}
+
+// dialGRPC returns a driver connected to the gRPC front end at addr on core
+// c (its admin operations'); the connection closes when the test ends,
+// before what was started earlier stops.
+func dialGRPC(t *testing.T, addr string, c *core.Core) *grpcDriver {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
 	return &grpcDriver{admin: &coreDriver{c: c, queues: map[string]int32{}, orderly: map[string]bool{}},
 		cli: rmqpb.NewMessagingServiceClient(cc)}
 }

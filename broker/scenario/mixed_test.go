@@ -1,15 +1,22 @@
 package scenario
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/apogeemq/apogee/broker/grpcfe"
+	"github.com/apogeemq/apogee/internal/testlog"
+	"github.com/apogeemq/apogee/node"
 )
 
-// mixedDriver runs the scenarios across the protocols, on one broker with
-// both front ends: messages are sent (and transactions ended and checked)
-// through one, and consumed (pulled, popped, acked, their offsets kept,
-// sent back, dead-lettered) through the other. A message stored by either
-// protocol must read the same through the other (grpcfe's "messages across
+// mixedDriver runs the scenarios across the protocols, on one node (package
+// node, the broker process's composition root) with both front ends
+// attached: messages are sent (and transactions ended and checked) through
+// one, and consumed (pulled, popped, acked, their offsets kept, sent back,
+// dead-lettered) through the other. A message stored by either protocol
+// must read the same through the other (grpcfe's "messages across
 // protocols"). Topics and groups are made with remoting's admin requests.
 type mixedDriver struct {
 	producer, consumer driver
@@ -21,13 +28,42 @@ type mixedDriver struct {
 func newMixedDriver(sendGRPC bool) func(t *testing.T) driver {
 	return func(t *testing.T) driver {
 		t.Helper()
-		r, b := startRemoting(t)
-		g := startGRPC(t, b.Core())
+		r, g := startNode(t)
 		if sendGRPC {
 			return &mixedDriver{producer: g, consumer: r, admin: r}
 		}
 		return &mixedDriver{producer: r, consumer: g, admin: r}
 	}
+}
+
+// startNode starts a node with the remoting and gRPC front ends on
+// loopback listeners and returns a driver of each, connected to it.
+func startNode(t *testing.T) (*remotingDriver, *grpcDriver) {
+	t.Helper()
+	lr, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		lr.Close()
+		t.Fatal(err)
+	}
+	bo := brokerOptions(t, coreOptions(t))
+	bo.Core.AdvertiseAddr = lr.Addr().String()
+	n, err := node.Start(node.Options{Broker: bo, Listener: lr,
+		GRPC: &node.GRPC{Listener: lg, Options: grpcfe.Options{Logger: testlog.New(t, "grpc")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			t.Errorf("node Shutdown: %v", err)
+		}
+	})
+	return dialRemoting(t, lr.Addr().String()), dialGRPC(t, lg.Addr().String(), n.Broker().Core())
 }
 
 // mixedLacks is what a mixed driver lacks: the producer's protocol's

@@ -42,15 +42,9 @@ func brokerOptions(t testing.TB, co core.Options) broker.Options {
 	return broker.Options{Core: co, Remoting: &remoting.Options{Logger: testlog.New(t, "remoting")}}
 }
 
+// newRemotingDriver starts a broker (the core and its remoting front end)
+// and returns a driver connected to it.
 func newRemotingDriver(t *testing.T) driver {
-	t.Helper()
-	d, _ := startRemoting(t)
-	return d
-}
-
-// startRemoting starts a broker (the core and its remoting front end) and
-// returns a driver connected to it, and the broker.
-func startRemoting(t *testing.T) (*remotingDriver, *broker.Broker) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,17 +70,24 @@ func startRemoting(t *testing.T) (*remotingDriver, *broker.Broker) {
 		}
 		<-served
 	})
+	return dialRemoting(t, l.Addr().String())
+}
+
+// dialRemoting returns a driver connected to the remoting front end at
+// addr (closed when the test ends, before what was started earlier stops).
+func dialRemoting(t *testing.T, addr string) *remotingDriver {
+	t.Helper()
 	d := &remotingDriver{queues: map[string]int32{}, next: map[string]int32{}, orderly: map[string]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, l.Addr().String(), &remoting.ClientOptions{Handler: d,
+	cl, err := remoting.Dial(ctx, addr, &remoting.ClientOptions{Handler: d,
 		Options: remoting.Options{Logger: testlog.New(t, "client")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	d.cl = cl
-	return d, b
+	return d
 }
 
 // ServeRemoting serves what the broker pushes: CHECK_TRANSACTION_STATE goes

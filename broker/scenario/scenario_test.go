@@ -23,8 +23,8 @@ var drivers = []struct {
 	{"core", newCoreDriver, (*coreDriver)(nil).lacks},
 	{"remoting", newRemotingDriver, (*remotingDriver)(nil).lacks},
 	{"grpc", newGRPCDriver, (*grpcDriver)(nil).lacks},
-	// Across the protocols, on one broker with both front ends: sent
-	// through the first, consumed through the second.
+	// Across the protocols, on one node with both front ends attached:
+	// sent through the first, consumed through the second.
 	{"remoting-grpc", newMixedDriver(false), mixedLacks(false)},
 	{"grpc-remoting", newMixedDriver(true), mixedLacks(true)},
 }
