@@ -227,6 +227,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	if b.opts.Security != nil {
 		b.opts.Security.AddRuntimeInfo(m)
 	}
+	if b.opts.ControllerInfo != nil {
+		b.opts.ControllerInfo(m)
+	}
 	return m
 }
 

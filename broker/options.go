@@ -98,6 +98,10 @@ type Options struct {
 	// its registrations with the name servers and a slave's requests to
 	// its master (the tables it follows). Default: plain.
 	ClientTLS *tls.Config
+	// ControllerInfo, when set, adds controller mode's figures (the master
+	// epoch, the SyncStateSet) to GET_BROKER_RUNTIME_INFO's table
+	// (broker/ctrlmode sets it).
+	ControllerInfo func(m map[string]string)
 	// ControllerNotify, when set, takes NOTIFY_BROKER_ROLE_CHANGED (1008)
 	// requests from the controller (controller/client.Client.HandleNotify).
 	// Default: the code is not served.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,6 +249,7 @@ func (n *Node) BrokerOptions(o broker.Options) broker.Options {
 	o.Core.BrokerID = n.id
 	o.HAMasterAddr = ""
 	o.ControllerNotify = n.ctl.HandleNotify
+	o.ControllerInfo = n.runtimeInfo
 	o.HAMasterHandshake = n.masterHandshake
 	o.HASlaveHandshake = n.slaveHandshake
 	if o.Core.FS == nil {
@@ -632,6 +634,26 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.pool.Close()
 	})
 	return nil
+}
+
+// runtimeInfo adds controller mode's figures to the broker's runtime info:
+// the broker id the controller gave it, the group's master and epoch as
+// this node last heard them, and, on the master, the SyncStateSet it
+// applied (ids, comma-separated) and its epoch.
+func (n *Node) runtimeInfo(m map[string]string) {
+	m["controllerMode"] = "true"
+	m["controllerBrokerId"] = strconv.FormatInt(n.id, 10)
+	m["controllerLeader"] = n.ctl.Leader()
+	if s, ok := n.ctl.State(); ok {
+		m["masterBrokerId"] = strconv.FormatInt(s.MasterID, 10)
+		m["masterEpoch"] = strconv.Itoa(int(s.MasterEpoch))
+		set := make([]string, len(s.SyncStateSet))
+		for i, id := range s.SyncStateSet {
+			set[i] = strconv.FormatInt(id, 10)
+		}
+		m["syncStateSet"] = strings.Join(set, ",")
+		m["syncStateSetEpoch"] = strconv.Itoa(int(s.SyncStateSetEpoch))
+	}
 }
 
 // RoleChanges returns how long the role changes since Start took, from
