@@ -31,9 +31,13 @@ func Example_simpleConsumer() {
 	}
 	defer s.Close(ctx)
 
+	// Each message received stays invisible to the rest of the group for a
+	// minute (RocketMQ's default for POP consumers): the time a worker has to
+	// process it and ack it before the group receives it again.
+	const invisible = time.Minute
 	var got []*client.MessageExt
 	for len(got) < 2 {
-		msgs, err := s.Receive(ctx, 16, 200*time.Millisecond)
+		msgs, err := s.Receive(ctx, 16, invisible)
 		if err != nil {
 			panic(err)
 		}
@@ -43,23 +47,29 @@ func Example_simpleConsumer() {
 	if string(first.Body) != "first" {
 		first, second = second, first
 	}
-	// "first" is done; "second" is not acked: it comes back after 200 ms.
+	// "first" is done.
 	if err := s.Ack(ctx, first); err != nil {
 		panic(err)
 	}
 	fmt.Println("acked:", string(first.Body))
+	// "second" cannot be processed now: hand it back to the group at once
+	// rather than let its minute run out.
+	if err := s.ChangeInvisibleDuration(ctx, second, time.Millisecond); err != nil {
+		panic(err)
+	}
 	for {
-		msgs, err := s.Receive(ctx, 16, time.Minute)
+		msgs, err := s.Receive(ctx, 16, invisible)
 		if err != nil {
 			panic(err)
 		}
 		if len(msgs) > 0 {
 			fmt.Println("again:", string(msgs[0].Body), "reconsumeTimes", msgs[0].ReconsumeTimes)
-			_ = s.Ack(ctx, msgs[0])
+			if err := s.Ack(ctx, msgs[0]); err != nil {
+				panic(err)
+			}
 			break
 		}
 	}
-	_ = second
 	// Output:
 	// acked: first
 	// again: second reconsumeTimes 1
