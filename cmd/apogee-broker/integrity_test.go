@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
+	"github.com/apogeemq/apogee/protocol"
 )
 
 // Damage after a clean stop, through the broker binary (issue 14's defects
@@ -266,6 +268,18 @@ func TestRestartAfterFlippedBytesInNewestSegment(t *testing.T) {
 // WARN line, the cleaner deletes old segments early with a WARN line each
 // naming the range, and writes are accepted again with one WARN line.
 // Needs permission to mount a tmpfs (root); skipped otherwise.
+//
+// Deterministic at any speed. The cleaner runs every 10 s whatever the
+// sends' pace; on a loaded machine it used to free segments (early, for the
+// full disk) faster than the sends filled them, so a segment could always
+// be allocated and no send was ever refused. Now the disk is topped up to
+// full before every send until one is refused: what the cleaner frees
+// meanwhile is taken back at once, and the next segment allocation fails.
+// The top-up is then removed, handing the broker what the cleaner freed
+// by then (on a fast machine nothing: the cleaner's next pass makes the
+// room). The bodies are 32 KiB: a few hundred sends fill a segment, and the
+// consume queue never needs another block, so dispatch never pauses and
+// every segment but the newest is the cleaner's to delete.
 func TestDiskFullIsLogged(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -281,59 +295,102 @@ func TestDiskFullIsLogged(t *testing.T) {
 	os.WriteFile(conf, []byte("defaultTopicQueueNums=4\nmapedFileSizeCommitLog=8388608\nmaxMessageSize=65536\ndiskMaxUsedSpaceRatio=75\n"), 0o644)
 	p := start(t, bin, "--namesrv-listen", "", "--data-dir", data, "--config", conf)
 	defer p.stop(t, syscall.SIGTERM)
-	sendIntegrity(t, p.addr, 0, 50000) // about 18 MiB: two sealed segments
-
-	// Fill the rest of the disk; free it before the broker stops (deferred
-	// calls run last in, first out), or its shutdown cannot write its state.
-	ballast, err := os.Create(filepath.Join(mnt, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(ballast.Name())
-	chunk := make([]byte, 1<<16)
-	for {
-		if _, err := ballast.Write(chunk); err != nil {
-			break
-		}
-	}
-	ballast.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait.DefaultTimeout) // a bound on a hung test only
 	defer cancel()
+	// Uncompressed 32 KiB bodies: a few hundred sends fill a segment. No
+	// retries, and timeouts that only a hung broker reaches: a send that
+	// fails is a refusal, or the test fails.
 	prod, err := client.NewProducer(client.NameServer(p.addr), client.Selector(client.ManualSelector()),
-		client.Logger(quietLogger()), client.SendRetries(0))
+		client.Logger(quietLogger()), client.SendRetries(0), client.CompressOver(-1),
+		client.SendTimeout(wait.DefaultTimeout), client.RequestTimeout(wait.DefaultTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prod.Close(context.Background())
 	q := client.MessageQueue{Topic: integrityTopic, BrokerName: core.DefaultBrokerName, QueueID: 0}
-	// Sends, back to back (the load that fills the segment, so that the next
-	// one cannot be allocated), until the full disk refuses one.
-	send := func() error {
-		_, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Body: []byte(integrityBody(0))})
-		if ctx.Err() != nil {
+	body := bytes.Repeat([]byte("d"), 32<<10)
+	// send reports whether the broker stored the message (false: it refused
+	// it for lack of space, SERVICE_NOT_AVAILABLE); any other failure fails
+	// the test.
+	send := func() bool {
+		_, err := prod.SendSync(ctx, &client.Message{Topic: integrityTopic, Queue: &q, Body: body})
+		var be *client.BrokerError
+		switch {
+		case err == nil:
+			return true
+		case errors.As(err, &be) && be.Code == protocol.RespServiceNotAvailable:
+			return false
+		case ctx.Err() != nil:
 			t.Fatalf("the test's bound passed: %v", ctx.Err())
+		default:
+			t.Fatalf("send: %v", err)
 		}
-		return err
+		return false
 	}
+	for range 18 << 20 / len(body) { // about 18 MiB: two sealed segments
+		if !send() {
+			t.Fatal("a send refused before the disk is full")
+		}
+	}
+
+	// Fill the rest of the disk; free it before the broker stops (deferred
+	// calls run last in, first out), or its shutdown cannot write its state.
+	chunk := make([]byte, 1<<16)
+	fill := func(f *os.File) {
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				if !errors.Is(err, unix.ENOSPC) {
+					t.Fatalf("fill %s: %v", f.Name(), err)
+				}
+				return
+			}
+		}
+	}
+	create := func(name string) *os.File {
+		f, err := os.Create(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	ballast := create("ballast")
+	defer os.Remove(ballast.Name())
+	fill(ballast)
+	ballast.Close()
+	topUp := create("top-up")
+	defer os.Remove(topUp.Name())
+	defer topUp.Close()
+
+	// Sends, back to back (the load that fills the segment, so that the next
+	// one cannot be allocated), each after the disk is topped up to full,
+	// until one is refused.
 	refused := 0
 	for refused == 0 {
-		if send() != nil {
+		fill(topUp)
+		if !send() {
 			refused++
 		}
+	}
+	// Hand back what the cleaner freed before the refusal, if it ran by then.
+	topUp.Close()
+	if err := os.Remove(topUp.Name()); err != nil {
+		t.Fatal(err)
 	}
 	// Refused while the disk is full, until the cleaner's early deletions
 	// make room; then one is accepted.
 	wait.For(t, "a send accepted again", func() error {
-		if err := send(); err != nil {
+		if !send() {
 			refused++
-			return fmt.Errorf("%d sends refused, the last: %w", refused, err)
+			return fmt.Errorf("%d sends refused", refused)
 		}
 		return nil
 	})
 	// The broker logs before it answers: the last line expected is in its
-	// log by now, or about to be.
-	logs := p.AwaitLog("accepting writes again")
+	// log by now, or about to be. The cleaner logs its deletions after the
+	// files are gone: a send may be accepted before that line is written.
+	p.AwaitLog("accepting writes again")
+	logs := p.AwaitLog("deleted before its retention time")
 	if c := strings.Count(logs, "refusing writes"); c != 1 {
 		t.Fatalf("%d 'refusing writes' lines for %d refused sends, want 1:\n%s", c, refused, logs)
 	}
