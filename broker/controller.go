@@ -39,6 +39,18 @@ func (b *Broker) handleRoleChanged(req *protocol.Command, resp *remoting.Respons
 	return remoting.Reply
 }
 
+// MasterAddr is a slave's master's remoting address as last known (from
+// the name servers' answers, or FollowMaster); "" on a master or before
+// it is known.
+func (b *Broker) MasterAddr() string {
+	if b.haSlave() == nil {
+		return ""
+	}
+	b.repl.mu.Lock()
+	defer b.repl.mu.Unlock()
+	return b.repl.masterAddr
+}
+
 // FollowMaster points a slave at its master: remoting address addr (whose
 // tables it follows) and HA address haAddr. It does nothing on a master.
 func (b *Broker) FollowMaster(addr, haAddr string) {

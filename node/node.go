@@ -97,8 +97,9 @@ type Node struct {
 	log  *slog.Logger
 
 	b    *broker.Broker
-	ctl  *ctrlmode.Node
-	grpc *grpcfe.Server
+	ctl     *ctrlmode.Node
+	grpc    *grpcfe.Server
+	classic classicEndpoints // a classic member's gRPC endpoints (classic.go)
 
 	mu       sync.Mutex
 	attached []attachment // in start order
@@ -262,6 +263,10 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	}
 	if n.ctl != nil {
 		o.Master, o.Members = n.ctl.GRPCMaster, n.ctl.GRPCMembers
+	} else if o.Master == nil {
+		// A classic group: a slave forwards to its master.
+		n.classic.own = o.Addr
+		o.Master, o.Members = n.grpcMaster, n.grpcMembers
 	}
 	gs, err := grpcfe.New(n.b.Core(), o)
 	if err != nil {
@@ -273,6 +278,10 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	n.mu.Unlock()
 	n.serve("gRPC front end", func() error { return gs.Serve(g.Listener) })
 	n.attach("gRPC front end", gs.Shutdown)
+	if n.ctl == nil && n.b.Core().IsSlave() {
+		n.followClassicMaster(&remoting.ClientOptions{TLS: n.opts.Broker.ClientTLS})
+		n.attach("classic master's gRPC address", n.stopClassic)
+	}
 	return nil
 }
 

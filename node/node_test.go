@@ -366,3 +366,48 @@ func TestClassicNodeServesAndStops(t *testing.T) {
 		t.Fatalf("second Shutdown: %v, want ErrClosed", err)
 	}
 }
+
+// A classic slave's gRPC front end forwards a send to its master's, whose
+// address it reads from the master (GET_BROKER_CONFIG's
+// grpcAdvertiseAddr, at the remoting address the name server gave it).
+func TestClassicSlaveForwardsToMaster(t *testing.T) {
+	mln, mgln, mnsln := listen(t), listen(t), listen(t)
+	master, err := Start(Options{
+		Broker: broker.Options{Core: core.Options{DataDir: t.TempDir(), BrokerName: "g1", AdvertiseAddr: mln.Addr().String(),
+			Logger: testlog.New(t, "master")}, RegisterInterval: time.Second},
+		Listener: mln, HAListener: listen(t), GRPC: &GRPC{Listener: mgln}, Namesrv: &Namesrv{Listener: mnsln},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Shutdown(context.Background())
+	sln, sgln := listen(t), listen(t)
+	slave, err := Start(Options{
+		Broker: broker.Options{Core: core.Options{DataDir: t.TempDir(), BrokerName: "g1", AdvertiseAddr: sln.Addr().String(),
+			Role: core.RoleSlave, BrokerID: 1, Logger: testlog.New(t, "slave")},
+			NamesrvAddrs: []string{mnsln.Addr().String()}, RegisterInterval: time.Second},
+		Listener: sln, GRPC: &GRPC{Listener: sgln},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Shutdown(context.Background())
+	m := &member{name: "slave", n: slave, grpc: sgln.Addr().String()}
+	cc, err := grpc.NewClient(m.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	m.grpcCli = rmqpb.NewMessagingServiceClient(cc)
+	wait.For(t, "a gRPC send through the slave acknowledged", func() error { return m.sendGRPC("TClassicFwd", "x") })
+	wait.For(t, "the message on the master", func() error {
+		if got := master.Broker().Store().MaxOffset("TClassicFwd", 0) + master.Broker().Store().MaxOffset("TClassicFwd", 1) +
+			master.Broker().Store().MaxOffset("TClassicFwd", 2) + master.Broker().Store().MaxOffset("TClassicFwd", 3); got < 1 {
+			return fmt.Errorf("%d messages on the master", got)
+		}
+		return nil
+	})
+	if addrs := slave.grpcMembers(); len(addrs) != 2 || addrs[0] != mgln.Addr().String() {
+		t.Fatalf("the slave's route endpoints %v, want the master's first", addrs)
+	}
+}

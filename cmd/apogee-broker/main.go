@@ -308,6 +308,12 @@ func run(args []string) error {
 		}
 		nopts.GRPC = &node.GRPC{Listener: gl, Options: grpcfe.Options{Addr: grpcAdvertise(advertise, grpcRes.Addr()),
 			Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat)}}
+		if bopts.ClientTLS != nil {
+			// A member forwards to its master's gRPC port (node): with the
+			// broker's own client TLS (--tls-enable), as its other
+			// connections to brokers.
+			nopts.GRPC.Options.ForwardTLS = bopts.ClientTLS.Clone()
+		}
 		grpcShown = grpcRes.Addr().String()
 	}
 	if metricsLn != nil {
