@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sort"
 	"sync"
@@ -78,9 +79,10 @@ func TestSimpleReceiveAckRedeliver(t *testing.T) {
 	s := newSimple(t, addr, client.ConsumerGroup("sg"), client.Subscribe("S1", "*"))
 	ctx := ctxT(t)
 
-	// Invisible for a second: long enough for the ack of a to come in time
-	// on a loaded machine, short for b and c to come back.
-	got := receiveAll(t, s, 3, time.Second)
+	// Invisible for a minute (RocketMQ's default), so that the ack of a
+	// comes in time however loaded the machine; b and c are then made
+	// invisible for a second only, and come back when it passes.
+	got := receiveAll(t, s, 3, time.Minute)
 	if fmt.Sprint(bodiesOf(got)) != "[a b c]" {
 		t.Fatalf("received %v", bodiesOf(got))
 	}
@@ -90,12 +92,19 @@ func TestSimpleReceiveAckRedeliver(t *testing.T) {
 	if err := s.Ack(ctx, got[0]); err != nil {
 		t.Fatal(err)
 	}
+	stale := *got[1] // b with the handle of its first delivery
+	stale.Properties = maps.Clone(got[1].Properties)
+	for _, m := range got[1:] {
+		if err := s.ChangeInvisibleDuration(ctx, m, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// b and c come back once their invisible time has passed.
 	again := receiveAll(t, s, 2, 10*time.Second)
 	if fmt.Sprint(bodiesOf(again)) != "[b c]" || again[0].ReconsumeTimes != 1 {
 		t.Fatalf("redelivered %v", bodiesOf(again))
 	}
-	if err := s.Ack(ctx, got[1]); !errors.Is(err, client.ErrInvalidReceipt) {
+	if err := s.Ack(ctx, &stale); !errors.Is(err, client.ErrInvalidReceipt) {
 		t.Fatalf("ack with the first delivery's handle: %v", err)
 	}
 	for _, m := range again {
@@ -315,18 +324,24 @@ func TestSimpleAcrossBrokerRestart(t *testing.T) {
 	p := realProducer(t, addr, client.DefaultTopicQueueNums(1))
 	sendBodies(t, p, "S5", []string{"a", "b", "c"})
 	s := newSimple(t, addr, client.ConsumerGroup("rs"), client.Subscribe("S5", "*"), client.RequestTimeout(time.Second))
-	// The broker pops them no sooner than this, so none may be received
-	// again before beforePop plus their invisible time (the time an answer
-	// arrives, not the time a request was made: a long poll made while they
-	// are invisible is answered when they come back).
-	beforePop := time.Now()
-	const invisible = 1500 * time.Millisecond
-	got := receiveAll(t, s, 3, invisible)
+	// Received invisible for a minute (the ack of a comes in time however
+	// loaded the machine), then b and c made invisible for 1.5 s from the
+	// change: none may be received again before beforePop plus that (the
+	// time an answer arrives, not the time a request was made: a long poll
+	// made while they are invisible is answered when they come back).
+	got := receiveAll(t, s, 3, time.Minute)
 	if len(got) != 3 {
 		t.Fatalf("received %d", len(got))
 	}
 	if err := s.Ack(ctxT(t), got[0]); err != nil {
 		t.Fatal(err)
+	}
+	beforePop := time.Now()
+	const invisible = 1500 * time.Millisecond
+	for _, m := range got[1:] {
+		if err := s.ChangeInvisibleDuration(ctxT(t), m, invisible); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stop(b1, done1)
 
