@@ -43,14 +43,16 @@ func (b *Broker) handleDeleteTopic(req *protocol.Command, resp *remoting.Respons
 
 // handleAllTopicConfig serves GET_ALL_TOPIC_CONFIG (21).
 func (b *Broker) handleAllTopicConfig(resp *remoting.Response) remoting.Action {
-	w := b.core.TopicTable()
+	t := b.core.TopicTable()
+	w := protocol.TopicConfigSerializeWrapper{TopicConfigTable: t.Topics, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)
 }
 
 // handleAllGroups serves GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 func (b *Broker) handleAllGroups(resp *remoting.Response) remoting.Action {
-	w := b.core.SubscriptionGroupTable()
+	t := b.core.SubscriptionGroupTable()
+	w := protocol.SubscriptionGroupWrapper{SubscriptionGroupTable: t.Groups, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)
 }

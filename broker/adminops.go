@@ -240,9 +240,14 @@ func (b *Broker) handleQueryConsumeQueue(req *protocol.Command, resp *remoting.R
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	body, err := b.core.QueryConsumeQueue(h.Topic, h.QueueID, h.Index, h.Count, h.ConsumerGroup)
+	v, err := b.core.QueryConsumeQueue(h.Topic, h.QueueID, h.Index, h.Count, h.ConsumerGroup)
 	if err != nil {
 		return fail(resp, err)
+	}
+	body := protocol.QueryConsumeQueueResponseBody{MinQueueIndex: v.MinIndex, MaxQueueIndex: v.MaxIndex,
+		QueueData: v.Entries, SubscriptionData: v.Subscription}
+	if body.QueueData == nil {
+		body.QueueData = []protocol.ConsumeQueueData{}
 	}
 	return jsonBody(resp, &body)
 }

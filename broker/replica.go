@@ -399,7 +399,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		var w protocol.TopicConfigSerializeWrapper
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
-		} else if n := b.core.SyncTopics(w); n > 0 {
+		} else if n := b.core.SyncTopics(core.TopicTable{Topics: w.TopicConfigTable, Version: w.DataVersion}); n > 0 {
 			b.copts.Logger.Info("broker: topics follow the master's", "changed", n)
 		}
 	}
@@ -409,7 +409,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		var w protocol.SubscriptionGroupWrapper
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
-		} else if n := b.core.SyncSubscriptionGroups(w); n > 0 {
+		} else if n := b.core.SyncSubscriptionGroups(core.GroupTable{Groups: w.SubscriptionGroupTable, Version: w.DataVersion}); n > 0 {
 			b.copts.Logger.Info("broker: subscription groups follow the master's", "changed", n)
 		}
 	}
@@ -420,7 +420,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
 		} else {
-			for _, oc := range b.core.SyncConsumerOffsets(w) {
+			for _, oc := range b.core.SyncConsumerOffsets(core.OffsetTable{Offsets: w.OffsetTable, Version: w.DataVersion}) {
 				if err := b.forwardOffset(ctx, addr, oc); err != nil {
 					errs = append(errs, err)
 					break
@@ -462,7 +462,8 @@ func (b *Broker) forwardOffset(ctx context.Context, addr string, oc core.OffsetC
 // committed offset, as config/consumerOffset.json holds them (what a
 // slave follows).
 func (b *Broker) handleAllConsumerOffsets(resp *remoting.Response) remoting.Action {
-	w := b.core.AllConsumerOffsets()
+	t := b.core.AllConsumerOffsets()
+	w := protocol.ConsumerOffsetSerializeWrapper{OffsetTable: t.Offsets, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)
 }

@@ -392,29 +392,29 @@ func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 
 // QueryConsumeQueue is QUERY_CONSUME_QUEUE (321): count entries of a queue
 // from index on, with the group's subscription of the topic when it has one.
-func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32, group string) (protocol.QueryConsumeQueueResponseBody, error) {
+func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32, group string) (ConsumeQueueEntries, error) {
 	e := c.topics.lookup(topic)
 	if e == nil || q < 0 || q >= max(e.cfg.ReadQueueNums, e.cfg.WriteQueueNums) {
-		return protocol.QueryConsumeQueueResponseBody{}, newError(ReasonStatsNotFound,
+		return ConsumeQueueEntries{}, newError(ReasonStatsNotFound,
 			fmt.Sprintf("%d of %s is not exist!", q, topic))
 	}
-	body := protocol.QueryConsumeQueueResponseBody{MinQueueIndex: c.store.MinOffset(topic, q), MaxQueueIndex: c.store.MaxOffset(topic, q),
-		QueueData: []protocol.ConsumeQueueData{}}
+	body := ConsumeQueueEntries{MinIndex: c.store.MinOffset(topic, q), MaxIndex: c.store.MaxOffset(topic, q),
+		Entries: []protocol.ConsumeQueueData{}}
 	if group != "" {
 		if sd, ok := c.Subscription(group, topic); ok {
-			body.SubscriptionData = &sd
+			body.Subscription = &sd
 		}
 	}
 	count = min(max(count, 0), 1000)
 	if count == 0 {
 		return body, nil
 	}
-	es, err := c.store.ReadEntries(topic, q, max(index, body.MinQueueIndex), make([]store.QueueEntry, 0, count))
+	es, err := c.store.ReadEntries(topic, q, max(index, body.MinIndex), make([]store.QueueEntry, 0, count))
 	if err != nil {
 		return body, wrapError(ReasonSystemError, err.Error(), err)
 	}
 	for _, en := range es {
-		body.QueueData = append(body.QueueData, protocol.ConsumeQueueData{PhysicOffset: en.CommitLogOffset,
+		body.Entries = append(body.Entries, protocol.ConsumeQueueData{PhysicOffset: en.CommitLogOffset,
 			PhysicSize: en.Size, TagsCode: en.TagCode})
 	}
 	return body, nil

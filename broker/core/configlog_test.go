@@ -142,7 +142,7 @@ func TestConfigurationAfterACutLog(t *testing.T) {
 		t.Fatalf("an entry set by a record the log holds is not the log's: %v", e)
 	}
 	// The periodic sync now decides for Cut: the master it follows lacks it.
-	s.SyncTopics(protocol.TopicConfigSerializeWrapper{TopicConfigTable: map[string]*protocol.TopicConfig{}})
+	s.SyncTopics(TopicTable{Topics: map[string]*protocol.TopicConfig{}})
 	if _, ok := s.TopicConfig("Cut"); ok {
 		t.Fatal("the periodic sync did not delete a topic no record holds")
 	}

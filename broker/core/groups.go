@@ -331,10 +331,12 @@ func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
 	return nil
 }
 
-// SubscriptionGroupTable returns the subscription-group table as
-// subscriptionGroup.json holds it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body).
-// O(groups).
-func (c *Core) SubscriptionGroupTable() protocol.SubscriptionGroupWrapper { return c.groups.wrapper() }
+// SubscriptionGroupTable returns the subscription-group table and its
+// version (what GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers). O(groups).
+func (c *Core) SubscriptionGroupTable() GroupTable {
+	w := c.groups.wrapper()
+	return GroupTable{Groups: w.SubscriptionGroupTable, Version: w.DataVersion}
+}
 
 // groupForConsumer returns a consuming group's configuration, creating it
 // with RocketMQ's defaults on first use (a pull or pop of a group no

@@ -13,9 +13,18 @@ import (
 // TestNoWireFormat keeps the core free of the remoting wire: it imports
 // neither remoting (nor namesrv, which serves remoting) and names none of
 // protocol's header types (the typed request and response headers, the
-// ExtFields they are encoded in, the Command frame). protocol's codes,
-// constants and JSON body types are allowed. The import-graph test checks
-// packages; this one checks the types used from protocol.
+// ExtFields they are encoded in, the Command frame), and none of the
+// JSON bodies of the remoting protocol (the types of protocol's body files
+// with an Encode method) but those listed in bodiesAllowed: the remoting
+// front end builds and decodes the bodies from the core's own types
+// (TopicTable, GroupTable, OffsetTable, ConsumeQueueEntries). The
+// configuration tables' state files (topics.json, subscriptionGroup.json,
+// consumerOffset.json) have the shape of the tables' bodies, so the
+// managers that read and write them (topicManager, groupManager,
+// offsetManager) may use those three wrappers as the files' codec, and
+// nothing else in the core may. protocol's codes, constants and value
+// types (TopicConfig, MessageQueue, ...) are allowed. The import-graph test
+// checks packages; this one checks the types used from protocol.
 func TestNoWireFormat(t *testing.T) {
 	const module = "github.com/apogeemq/apogee/"
 	wire := map[string]bool{"ExtFields": true, "Command": true}
@@ -43,6 +52,38 @@ func TestNoWireFormat(t *testing.T) {
 	if !wire["SendMessageRequest"] || !wire["PullMessageResponse"] {
 		t.Fatalf("the header types were not found: %v", wire)
 	}
+
+	bodies := map[string]bool{}
+	bodyFiles, err := filepath.Glob("../../protocol/bodies*.go")
+	if err != nil || len(bodyFiles) == 0 {
+		t.Fatalf("protocol's body files: %v", err)
+	}
+	for _, path := range bodyFiles {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Encode" && fd.Recv != nil {
+				if name := recvTypeName(fd); name != "" {
+					bodies[name] = true
+				}
+			}
+		}
+	}
+	if !bodies["TopicConfigSerializeWrapper"] || !bodies["ConsumerOffsetSerializeWrapper"] {
+		t.Fatalf("the body types were not found: %v", bodies)
+	}
+	// The bodies the core still names: the heartbeat it reads the clients'
+	// subscriptions from, and the admin statistics reports it builds (the
+	// dashboard reads them too).
+	bodiesAllowed := map[string]bool{"HeartbeatData": true, "ConsumeStats": true, "ConsumeStatsList": true, "TopicStatsTable": true}
+	// The state files' codecs, allowed in their managers' methods only.
+	stateFiles := map[string]bool{"TopicConfigSerializeWrapper": true, "SubscriptionGroupWrapper": true, "ConsumerOffsetSerializeWrapper": true}
+	managers := map[string]bool{"topicManager": true, "groupManager": true, "offsetManager": true}
 
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -74,18 +115,48 @@ func TestNoWireFormat(t *testing.T) {
 		if protocolName == "" {
 			continue
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
+		for _, d := range f.Decls {
+			inManager := false
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil {
+				inManager = managers[recvTypeName(fd)]
+			}
+			ast.Inspect(d, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				id, ok := sel.X.(*ast.Ident)
+				if !ok || id.Name != protocolName {
+					return true
+				}
+				name := sel.Sel.Name
+				switch {
+				case wire[name]:
+					t.Errorf("%s: uses protocol.%s, a wire header type", fset.Position(sel.Pos()), name)
+				case bodies[name] && !bodiesAllowed[name] && !(stateFiles[name] && inManager):
+					t.Errorf("%s: uses protocol.%s, a remoting JSON body (the front end builds it from the core's types)", fset.Position(sel.Pos()), name)
+				}
 				return true
-			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == protocolName && wire[sel.Sel.Name] {
-				t.Errorf("%s: uses protocol.%s, a wire header type", fset.Position(sel.Pos()), sel.Sel.Name)
-			}
-			return true
-		})
+			})
+		}
 	}
 	if checked == 0 {
 		t.Fatal("no source file checked")
 	}
+}
+
+// recvTypeName returns the name of a method's receiver type ("" for a
+// function).
+func recvTypeName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return ""
+	}
+	x := fd.Recv.List[0].Type
+	if st, ok := x.(*ast.StarExpr); ok {
+		x = st.X
+	}
+	if id, ok := x.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
 }

@@ -408,13 +408,13 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 // the master lacks it; a topic a record set is left to the records that
 // follow it. topics.json is written soon after. It returns how many topics
 // changed. On a master it does nothing.
-func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
+func (c *Core) SyncTopics(t TopicTable) int {
 	if !c.slave.Load() {
 		return 0
 	}
 	var changed []string
 	c.cfg.mu.Lock()
-	for name, cfg := range w.TopicConfigTable {
+	for name, cfg := range t.Topics {
 		if cfg == nil {
 			continue
 		}
@@ -432,7 +432,7 @@ func (c *Core) SyncTopics(w protocol.TopicConfigSerializeWrapper) int {
 	cur, _ := c.topics.snapshot()
 	for i := range cur {
 		name := cur[i].TopicName
-		if _, ok := w.TopicConfigTable[name]; ok {
+		if _, ok := t.Topics[name]; ok {
 			continue
 		}
 		if e := c.topics.lookup(name); e != nil && e.logOff.Load() < 0 && c.topics.remove(name) {
@@ -464,13 +464,13 @@ func (c *Core) pruneTombstones() {
 // configuration records of the log win. subscriptionGroup.json is written
 // soon after. It returns how many groups changed. On a master it does
 // nothing.
-func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
+func (c *Core) SyncSubscriptionGroups(t GroupTable) int {
 	if !c.slave.Load() {
 		return 0
 	}
 	changed := 0
 	c.cfg.mu.Lock()
-	for name, cfg := range w.SubscriptionGroupTable {
+	for name, cfg := range t.Groups {
 		if cfg == nil {
 			continue
 		}
@@ -491,7 +491,7 @@ func (c *Core) SyncSubscriptionGroups(w protocol.SubscriptionGroupWrapper) int {
 		}
 	}
 	for _, name := range c.groups.names() {
-		if _, ok := w.SubscriptionGroupTable[name]; !ok && c.groups.logOff(name) < 0 && c.groups.remove(name) {
+		if _, ok := t.Groups[name]; !ok && c.groups.logOff(name) < 0 && c.groups.remove(name) {
 			changed++
 		}
 	}
@@ -517,16 +517,15 @@ type OffsetCommit struct {
 	Offset       int64
 }
 
-// AllConsumerOffsets returns every committed consumer offset in
-// consumerOffset.json's shape (GET_ALL_CONSUMER_OFFSET, 43: what a slave
+// AllConsumerOffsets returns every committed consumer offset and the
+// table's version (what GET_ALL_CONSUMER_OFFSET, 43, answers and a slave
 // follows).
-func (c *Core) AllConsumerOffsets() protocol.ConsumerOffsetSerializeWrapper {
+func (c *Core) AllConsumerOffsets() OffsetTable {
 	o := c.offsets
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	w := o.tableLocked()
-	w.DataVersion = o.version
-	return w
+	return OffsetTable{Offsets: w.OffsetTable, Version: o.version}
 }
 
 // SyncConsumerOffsets applies the master's committed offsets
@@ -535,11 +534,11 @@ func (c *Core) AllConsumerOffsets() protocol.ConsumerOffsetSerializeWrapper {
 // this slave (UpdateConsumerOffset) and the master has not reached stays
 // too, and is returned: the caller sends each to the master and reports
 // it with OffsetForwarded. On a master it does nothing.
-func (c *Core) SyncConsumerOffsets(w protocol.ConsumerOffsetSerializeWrapper) []OffsetCommit {
+func (c *Core) SyncConsumerOffsets(t OffsetTable) []OffsetCommit {
 	if !c.slave.Load() {
 		return nil
 	}
-	return c.offsets.follow(w.OffsetTable)
+	return c.offsets.follow(t.Offsets)
 }
 
 // OffsetForwarded records that the master accepted an offset

@@ -335,7 +335,7 @@ func TestSlaveFollowsTables(t *testing.T) {
 		t.Fatalf("the slave's delay offsets: %v", got)
 	}
 	// A master ignores the Sync calls.
-	if m.SyncTopics(protocol.TopicConfigSerializeWrapper{}) != 0 || m.SyncConsumerOffsets(protocol.ConsumerOffsetSerializeWrapper{}) != nil {
+	if m.SyncTopics(TopicTable{}) != 0 || m.SyncConsumerOffsets(OffsetTable{}) != nil {
 		t.Fatal("a master followed a table")
 	}
 	if _, ok := m.TopicConfig("TBW102"); !ok {

@@ -460,9 +460,12 @@ func (c *Core) TopicConfig(name string) (protocol.TopicConfig, bool) {
 // (GET_ALL_TOPIC_CONFIG, a full registration), never per topic.
 func (c *Core) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return c.topics.snapshot() }
 
-// TopicTable returns the topic table as topics.json holds it
-// (GET_ALL_TOPIC_CONFIG's body). O(topics).
-func (c *Core) TopicTable() protocol.TopicConfigSerializeWrapper { return c.topics.wrapper() }
+// TopicTable returns the topic table and its version (what
+// GET_ALL_TOPIC_CONFIG answers). O(topics).
+func (c *Core) TopicTable() TopicTable {
+	w := c.topics.wrapper()
+	return TopicTable{Topics: w.TopicConfigTable, Version: w.DataVersion}
+}
 
 // ensureGroupTopic returns the entry of a group's %RETRY% or %DLQ% topic,
 // creating it with one read-write queue (RocketMQ's
