@@ -89,7 +89,7 @@ var allowed = map[string][]string{
 
 	// The composition root: the broker and every front end and service
 	// attached to its one core.
-	"node": {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "remoting"},
+	"node": {"broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "remoting", "protocol"},
 
 	"cmd/apogee-broker":  {"node", "broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
