@@ -43,7 +43,7 @@ func (b *Broker) handleDeleteTopic(req *protocol.Command, resp *remoting.Respons
 
 // handleAllTopicConfig serves GET_ALL_TOPIC_CONFIG (21).
 func (b *Broker) handleAllTopicConfig(resp *remoting.Response) remoting.Action {
-	t := b.core.TopicTable()
+	t := b.core.Replication().TopicTable()
 	w := protocol.TopicConfigSerializeWrapper{TopicConfigTable: t.Topics, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)
@@ -51,7 +51,7 @@ func (b *Broker) handleAllTopicConfig(resp *remoting.Response) remoting.Action {
 
 // handleAllGroups serves GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 func (b *Broker) handleAllGroups(resp *remoting.Response) remoting.Action {
-	t := b.core.SubscriptionGroupTable()
+	t := b.core.Replication().SubscriptionGroupTable()
 	w := protocol.SubscriptionGroupWrapper{SubscriptionGroupTable: t.Groups, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)

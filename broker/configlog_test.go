@@ -104,7 +104,7 @@ func TestSlaveCreatesNothingOverRemoting(t *testing.T) {
 			t.Fatalf("the slave created %s", topic)
 		}
 	}
-	if st := c.ConfigLogStats(); st.Appended != 0 {
+	if st := c.Replication().ConfigLogStats(); st.Appended != 0 {
 		t.Fatalf("the slave appended %d configuration records", st.Appended)
 	}
 }

@@ -399,7 +399,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		var w protocol.TopicConfigSerializeWrapper
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
-		} else if n := b.core.SyncTopics(core.TopicTable{Topics: w.TopicConfigTable, Version: w.DataVersion}); n > 0 {
+		} else if n := b.core.Replication().SyncTopics(core.TopicTable{Topics: w.TopicConfigTable, Version: w.DataVersion}); n > 0 {
 			b.copts.Logger.Info("broker: topics follow the master's", "changed", n)
 		}
 	}
@@ -409,7 +409,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		var w protocol.SubscriptionGroupWrapper
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
-		} else if n := b.core.SyncSubscriptionGroups(core.GroupTable{Groups: w.SubscriptionGroupTable, Version: w.DataVersion}); n > 0 {
+		} else if n := b.core.Replication().SyncSubscriptionGroups(core.GroupTable{Groups: w.SubscriptionGroupTable, Version: w.DataVersion}); n > 0 {
 			b.copts.Logger.Info("broker: subscription groups follow the master's", "changed", n)
 		}
 	}
@@ -420,12 +420,12 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
 		} else {
-			for _, oc := range b.core.SyncConsumerOffsets(core.OffsetTable{Offsets: w.OffsetTable, Version: w.DataVersion}) {
+			for _, oc := range b.core.Replication().SyncConsumerOffsets(core.OffsetTable{Offsets: w.OffsetTable, Version: w.DataVersion}) {
 				if err := b.forwardOffset(ctx, addr, oc); err != nil {
 					errs = append(errs, err)
 					break
 				}
-				b.core.OffsetForwarded(oc)
+				b.core.Replication().OffsetForwarded(oc)
 			}
 		}
 	}
@@ -436,7 +436,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 		if err := w.Decode(body); err != nil {
 			errs = append(errs, err)
 		} else {
-			b.core.SyncDelayOffsets(w.OffsetTable)
+			b.core.Replication().SyncDelayOffsets(w.OffsetTable)
 		}
 	}
 	return errors.Join(errs...)
@@ -462,7 +462,7 @@ func (b *Broker) forwardOffset(ctx context.Context, addr string, oc core.OffsetC
 // committed offset, as config/consumerOffset.json holds them (what a
 // slave follows).
 func (b *Broker) handleAllConsumerOffsets(resp *remoting.Response) remoting.Action {
-	t := b.core.AllConsumerOffsets()
+	t := b.core.Replication().AllConsumerOffsets()
 	w := protocol.ConsumerOffsetSerializeWrapper{OffsetTable: t.Offsets, DataVersion: t.Version}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)

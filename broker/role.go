@@ -65,7 +65,7 @@ func (b *Broker) SetRole(ch RoleChange) error {
 	toSlave := ch.Role == core.RoleSlave
 	switch {
 	case toSlave && cur != core.RoleSlave:
-		if err := b.core.SetRole(ch.Role); err != nil {
+		if err := b.core.Replication().SetRole(ch.Role); err != nil {
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
 		b.stopMaster()
@@ -80,7 +80,7 @@ func (b *Broker) SetRole(ch RoleChange) error {
 				return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 			}
 		}
-		if err := b.core.SetRole(ch.Role); err != nil {
+		if err := b.core.Replication().SetRole(ch.Role); err != nil {
 			b.restartSlave()
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
@@ -88,7 +88,7 @@ func (b *Broker) SetRole(ch RoleChange) error {
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
 	case cur != ch.Role:
-		if err := b.core.SetRole(ch.Role); err != nil {
+		if err := b.core.Replication().SetRole(ch.Role); err != nil {
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
 	}

@@ -217,8 +217,8 @@ func waitSet(t testing.TB, master, slave *member) {
 			return fmt.Errorf("%s master: %v, %s master: %v", master.name, master.isMaster(), slave.name, slave.isMaster())
 		case len(s.SyncStateSet) != 2:
 			return fmt.Errorf("SyncStateSet %v", s.SyncStateSet)
-		case master.n.Broker().Core().WriteGate() != nil:
-			return fmt.Errorf("writes gated: %v", master.n.Broker().Core().WriteGate())
+		case master.n.Broker().Core().Replication().WriteGate() != nil:
+			return fmt.Errorf("writes gated: %v", master.n.Broker().Core().Replication().WriteGate())
 		}
 		return nil
 	})

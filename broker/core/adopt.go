@@ -24,7 +24,8 @@ import (
 // left alone (New puts them in the table itself). On a master an adopted
 // topic is recorded in the log like any other change, so that its slaves
 // have it too; a slave only adds it to its own table.
-func (c *Core) AdoptStoredTopics() []string {
+func (rp Replication) AdoptStoredTopics() []string {
+	c := rp.c
 	c.catchUpConfig()
 	c.cfg.mu.Lock()
 	used := map[string]int32{}
@@ -77,6 +78,6 @@ func (c *Core) adoptOnSlave(topic string, queueID int32) *topicEntry {
 	if c.store.MaxOffset(topic, queueID) <= 0 {
 		return nil
 	}
-	c.AdoptStoredTopics()
+	c.Replication().AdoptStoredTopics()
 	return c.topics.lookup(topic)
 }

@@ -119,7 +119,7 @@ func TestAdoptionTakesTheStoresQueueCount(t *testing.T) {
 	}
 	waitDispatched(t, c, "Kept", 5, 1)
 	waitDispatched(t, c, "Legacy", 2, 1)
-	adopted := c.AdoptStoredTopics()
+	adopted := c.Replication().AdoptStoredTopics()
 	if len(adopted) != 1 || adopted[0] != "Legacy" {
 		t.Fatalf("adopted %v, want [Legacy]", adopted)
 	}

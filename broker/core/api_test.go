@@ -377,7 +377,7 @@ func TestSubscriptionGroups(t *testing.T) {
 	if err != nil || got.RetryMaxTimes != 3 {
 		t.Fatalf("group: %+v %v", got, err)
 	}
-	if _, ok := c.SubscriptionGroupTable().Groups["sg"]; !ok {
+	if _, ok := c.Replication().SubscriptionGroupTable().Groups["sg"]; !ok {
 		t.Fatal("the table lacks the group")
 	}
 	bad := protocol.DefaultSubscriptionGroupConfig("bad name")

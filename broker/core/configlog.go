@@ -468,6 +468,7 @@ func (c *Core) noteGroups() {
 type ConfigLogStats struct{ Appended, Applied int64 }
 
 // ConfigLogStats returns the counters of the configuration records.
-func (c *Core) ConfigLogStats() ConfigLogStats {
+func (rp Replication) ConfigLogStats() ConfigLogStats {
+	c := rp.c
 	return ConfigLogStats{Appended: c.cfg.appended.Load(), Applied: c.cfg.applied.Load()}
 }

@@ -51,7 +51,7 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 		t.Fatal("the configuration topic is in a table")
 	}
 	// A master reading its own records back changes nothing.
-	if st := m.ConfigLogStats(); st.Applied != 0 || st.Appended < 3 {
+	if st := m.Replication().ConfigLogStats(); st.Applied != 0 || st.Appended < 3 {
 		t.Fatalf("the master's record counters: %+v", st)
 	}
 
@@ -65,7 +65,7 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 	if err := m.DeleteSubscriptionGroup("CfgGroup", false); err != nil {
 		t.Fatal(err)
 	}
-	before := m.TopicTable() // a snapshot the periodic sync could still be applying
+	before := m.Replication().TopicTable() // a snapshot the periodic sync could still be applying
 	if err := m.CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 	}
 	// The log wins over an older table from the periodic sync: neither
 	// the 6 queues nor the deleted topic come back.
-	s.SyncTopics(before)
+	s.Replication().SyncTopics(before)
 	if cfg, _ := s.TopicConfig("Cfg"); cfg.ReadQueueNums != 4 {
 		t.Fatalf("the periodic sync undid a record: Cfg has %d queues", cfg.ReadQueueNums)
 	}
@@ -142,7 +142,7 @@ func TestConfigurationAfterACutLog(t *testing.T) {
 		t.Fatalf("an entry set by a record the log holds is not the log's: %v", e)
 	}
 	// The periodic sync now decides for Cut: the master it follows lacks it.
-	s.SyncTopics(TopicTable{Topics: map[string]*protocol.TopicConfig{}})
+	s.Replication().SyncTopics(TopicTable{Topics: map[string]*protocol.TopicConfig{}})
 	if _, ok := s.TopicConfig("Cut"); ok {
 		t.Fatal("the periodic sync did not delete a topic no record holds")
 	}
@@ -201,7 +201,7 @@ func TestSlaveCreatesNothing(t *testing.T) {
 	if _, err := s.SubscriptionGroup([]byte("PullGroup")); err == nil {
 		t.Fatal("a pull created a group on the slave")
 	}
-	if st := s.ConfigLogStats(); st.Appended != 0 {
+	if st := s.Replication().ConfigLogStats(); st.Appended != 0 {
 		t.Fatalf("the slave appended %d configuration records", st.Appended)
 	}
 

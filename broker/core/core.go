@@ -221,7 +221,7 @@ func New(opts Options) (*Core, error) {
 	c.ensureAutoCreateKey()
 	c.ensureSystemTopics()
 	c.catchUpConfig() // every configuration record of the log: they win over the files (configlog.go)
-	c.AdoptStoredTopics()
+	c.Replication().AdoptStoredTopics()
 	// Written now when the table changed at start (system topics, TBW102)
 	// or was read from its previous version.
 	c.persistAtStart("topics", c.topics.persist)

@@ -11,7 +11,8 @@ package core
 // SetWriteGate closes the gate with a reason (its response code is the
 // one clients see; ReasonInSyncReplicasNotEnough and ReasonFenced are the
 // controller mode's) and the remark, or opens it with ReasonNone.
-func (c *Core) SetWriteGate(reason Reason, remark string) {
+func (rp Replication) SetWriteGate(reason Reason, remark string) {
+	c := rp.c
 	if reason == ReasonNone {
 		c.gate.Store(nil)
 		return
@@ -21,4 +22,4 @@ func (c *Core) SetWriteGate(reason Reason, remark string) {
 
 // WriteGate returns the gate's answer (nil while writes are taken): its
 // Reason says why it is closed.
-func (c *Core) WriteGate() *Error { return c.gate.Load() }
+func (rp Replication) WriteGate() *Error { return rp.c.gate.Load() }

@@ -333,7 +333,8 @@ func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
 
 // SubscriptionGroupTable returns the subscription-group table and its
 // version (what GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers). O(groups).
-func (c *Core) SubscriptionGroupTable() GroupTable {
+func (rp Replication) SubscriptionGroupTable() GroupTable {
+	c := rp.c
 	w := c.groups.wrapper()
 	return GroupTable{Groups: w.SubscriptionGroupTable, Version: w.DataVersion}
 }

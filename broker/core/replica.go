@@ -218,7 +218,8 @@ func (c *Core) durableWaits(r Role) bool {
 // serialised. An error leaves the previous role in force. Failures to
 // persist the features' progress on a demotion are logged and counted, as
 // the background writes' are, and do not fail it.
-func (c *Core) SetRole(r Role) error {
+func (rp Replication) SetRole(r Role) error {
+	c := rp.c
 	switch r {
 	case RoleAsyncMaster, RoleSyncMaster, RoleSlave:
 	default:
@@ -321,7 +322,7 @@ func (c *Core) toMaster(r Role) error {
 	c.waitDurable.Store(c.durableWaits(r))
 	c.role.Store(uint32(r))
 	c.slave.Store(false)
-	c.AdoptStoredTopics()
+	c.Replication().AdoptStoredTopics()
 	return nil
 }
 
@@ -408,7 +409,8 @@ func (c *Core) suggestBroker(res *PullResult, offset int64) {
 // the master lacks it; a topic a record set is left to the records that
 // follow it. topics.json is written soon after. It returns how many topics
 // changed. On a master it does nothing.
-func (c *Core) SyncTopics(t TopicTable) int {
+func (rp Replication) SyncTopics(t TopicTable) int {
+	c := rp.c
 	if !c.slave.Load() {
 		return 0
 	}
@@ -464,7 +466,8 @@ func (c *Core) pruneTombstones() {
 // configuration records of the log win. subscriptionGroup.json is written
 // soon after. It returns how many groups changed. On a master it does
 // nothing.
-func (c *Core) SyncSubscriptionGroups(t GroupTable) int {
+func (rp Replication) SyncSubscriptionGroups(t GroupTable) int {
+	c := rp.c
 	if !c.slave.Load() {
 		return 0
 	}
@@ -520,7 +523,8 @@ type OffsetCommit struct {
 // AllConsumerOffsets returns every committed consumer offset and the
 // table's version (what GET_ALL_CONSUMER_OFFSET, 43, answers and a slave
 // follows).
-func (c *Core) AllConsumerOffsets() OffsetTable {
+func (rp Replication) AllConsumerOffsets() OffsetTable {
+	c := rp.c
 	o := c.offsets
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -534,7 +538,8 @@ func (c *Core) AllConsumerOffsets() OffsetTable {
 // this slave (UpdateConsumerOffset) and the master has not reached stays
 // too, and is returned: the caller sends each to the master and reports
 // it with OffsetForwarded. On a master it does nothing.
-func (c *Core) SyncConsumerOffsets(t OffsetTable) []OffsetCommit {
+func (rp Replication) SyncConsumerOffsets(t OffsetTable) []OffsetCommit {
+	c := rp.c
 	if !c.slave.Load() {
 		return nil
 	}
@@ -543,13 +548,14 @@ func (c *Core) SyncConsumerOffsets(t OffsetTable) []OffsetCommit {
 
 // OffsetForwarded records that the master accepted an offset
 // SyncConsumerOffsets returned: it is no longer this slave's to keep.
-func (c *Core) OffsetForwarded(oc OffsetCommit) { c.offsets.forwarded(oc) }
+func (rp Replication) OffsetForwarded(oc OffsetCommit) { rp.c.offsets.forwarded(oc) }
 
 // SyncDelayOffsets applies the master's delay-level progress
 // (GET_ALL_DELAY_OFFSET's table, level → next queue offset): the scanners
 // do not run on a slave; the progress is persisted with the others. On a
 // master it does nothing.
-func (c *Core) SyncDelayOffsets(table map[int32]int64) {
+func (rp Replication) SyncDelayOffsets(table map[int32]int64) {
+	c := rp.c
 	if !c.slave.Load() {
 		return
 	}

@@ -209,7 +209,7 @@ func TestSlaveRefusesWritesServesReads(t *testing.T) {
 		}
 	}
 	replicate(t, m, s)
-	s.SyncTopics(m.TopicTable())
+	s.Replication().SyncTopics(m.Replication().TopicTable())
 
 	for _, tc := range []struct {
 		what   string
@@ -260,10 +260,10 @@ func TestSlaveFollowsTables(t *testing.T) {
 	if err := m.UpdateSubscriptionGroup(g); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.SyncTopics(m.TopicTable()); n == 0 {
+	if n := s.Replication().SyncTopics(m.Replication().TopicTable()); n == 0 {
 		t.Fatal("no topic changed")
 	}
-	if n := s.SyncSubscriptionGroups(m.SubscriptionGroupTable()); n == 0 {
+	if n := s.Replication().SyncSubscriptionGroups(m.Replication().SubscriptionGroupTable()); n == 0 {
 		t.Fatal("no group changed")
 	}
 	if cfg, ok := s.TopicConfig("Followed"); !ok || cfg.WriteQueueNums != 4 {
@@ -272,7 +272,7 @@ func TestSlaveFollowsTables(t *testing.T) {
 	if sg, err := s.SubscriptionGroup([]byte("FollowedGroup")); err != nil || sg.RetryMaxTimes != 3 {
 		t.Fatalf("the slave's group: %+v %v", sg, err)
 	}
-	if n := s.SyncTopics(m.TopicTable()) + s.SyncSubscriptionGroups(m.SubscriptionGroupTable()); n != 0 {
+	if n := s.Replication().SyncTopics(m.Replication().TopicTable()) + s.Replication().SyncSubscriptionGroups(m.Replication().SubscriptionGroupTable()); n != 0 {
 		t.Fatalf("a second sync changed %d", n)
 	}
 	if err := m.DeleteTopic("Followed"); err != nil {
@@ -281,8 +281,8 @@ func TestSlaveFollowsTables(t *testing.T) {
 	if err := m.DeleteSubscriptionGroup("FollowedGroup", true); err != nil {
 		t.Fatal(err)
 	}
-	s.SyncTopics(m.TopicTable())
-	s.SyncSubscriptionGroups(m.SubscriptionGroupTable())
+	s.Replication().SyncTopics(m.Replication().TopicTable())
+	s.Replication().SyncSubscriptionGroups(m.Replication().SubscriptionGroupTable())
 	if _, ok := s.TopicConfig("Followed"); ok {
 		t.Fatal("a topic deleted on the master stays on the slave")
 	}
@@ -294,7 +294,7 @@ func TestSlaveFollowsTables(t *testing.T) {
 	tp, grp := []byte("T"), []byte("G")
 	m.UpdateConsumerOffset(tp, grp, 0, 10)
 	m.UpdateConsumerOffset(tp, grp, 1, 20)
-	if fwd := s.SyncConsumerOffsets(m.AllConsumerOffsets()); len(fwd) != 0 {
+	if fwd := s.Replication().SyncConsumerOffsets(m.Replication().AllConsumerOffsets()); len(fwd) != 0 {
 		t.Fatalf("forwarded %v with nothing committed on the slave", fwd)
 	}
 	if off, _ := s.CommittedOffset("T", "G", 1); off != 20 {
@@ -304,7 +304,7 @@ func TestSlaveFollowsTables(t *testing.T) {
 	// returned for the master, until the master has it.
 	s.UpdateConsumerOffset(tp, grp, 0, 15)
 	s.UpdateConsumerOffset(tp, grp, 1, 18) // behind the master: the master's wins
-	fwd := s.SyncConsumerOffsets(m.AllConsumerOffsets())
+	fwd := s.Replication().SyncConsumerOffsets(m.Replication().AllConsumerOffsets())
 	if len(fwd) != 1 || fwd[0] != (OffsetCommit{Topic: "T", Group: "G", QueueID: 0, Offset: 15}) {
 		t.Fatalf("to forward: %v", fwd)
 	}
@@ -314,28 +314,28 @@ func TestSlaveFollowsTables(t *testing.T) {
 	if off, _ := s.CommittedOffset("T", "G", 1); off != 20 {
 		t.Fatalf("queue 1: %d, want the master's 20", off)
 	}
-	if fwd := s.SyncConsumerOffsets(m.AllConsumerOffsets()); len(fwd) != 1 {
+	if fwd := s.Replication().SyncConsumerOffsets(m.Replication().AllConsumerOffsets()); len(fwd) != 1 {
 		t.Fatalf("a commit not forwarded yet is not returned again: %v", fwd)
 	}
 	m.UpdateConsumerOffset(tp, grp, 0, 15) // what the front end's forward does
-	s.OffsetForwarded(fwd[0])
-	if fwd := s.SyncConsumerOffsets(m.AllConsumerOffsets()); len(fwd) != 0 {
+	s.Replication().OffsetForwarded(fwd[0])
+	if fwd := s.Replication().SyncConsumerOffsets(m.Replication().AllConsumerOffsets()); len(fwd) != 0 {
 		t.Fatalf("forwarded again: %v", fwd)
 	}
 	// A reset on the master (backwards) now reaches the slave.
 	m.UpdateConsumerOffset(tp, grp, 0, 2)
-	s.SyncConsumerOffsets(m.AllConsumerOffsets())
+	s.Replication().SyncConsumerOffsets(m.Replication().AllConsumerOffsets())
 	if off, _ := s.CommittedOffset("T", "G", 0); off != 2 {
 		t.Fatalf("slave's offset %d after the master's reset to 2", off)
 	}
 
 	// Delay offsets.
-	s.SyncDelayOffsets(map[int32]int64{1: 7, 3: 9, 99: 1})
+	s.Replication().SyncDelayOffsets(map[int32]int64{1: 7, 3: 9, 99: 1})
 	if got := s.DelayOffsets(); got[1] != 7 || got[3] != 9 || got[2] != 0 {
 		t.Fatalf("the slave's delay offsets: %v", got)
 	}
 	// A master ignores the Sync calls.
-	if m.SyncTopics(TopicTable{}) != 0 || m.SyncConsumerOffsets(OffsetTable{}) != nil {
+	if m.Replication().SyncTopics(TopicTable{}) != 0 || m.Replication().SyncConsumerOffsets(OffsetTable{}) != nil {
 		t.Fatal("a master followed a table")
 	}
 	if _, ok := m.TopicConfig("TBW102"); !ok {
@@ -393,7 +393,7 @@ func TestPullSuggestions(t *testing.T) {
 	}
 
 	replicate(t, m, s)
-	s.SyncTopics(m.TopicTable())
+	s.Replication().SyncTopics(m.Replication().TopicTable())
 	if pr := pull(s, 0); pr.Status != PullFound || pr.SuggestBrokerID != 1 {
 		t.Fatalf("slave, far behind: status %d suggest %d", pr.Status, pr.SuggestBrokerID)
 	}
@@ -453,7 +453,7 @@ func TestSlavePullBelowItsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	replicate(t, m, s)
-	s.SyncTopics(m.TopicTable())
+	s.Replication().SyncTopics(m.Replication().TopicTable())
 	minOff := s.MinOffset("Below", 0)
 	if minOff <= 0 || minOff >= s.MaxOffset("Below", 0) {
 		t.Fatalf("slave's queue [%d, %d): want it to start after 0", minOff, s.MaxOffset("Below", 0))

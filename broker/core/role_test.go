@@ -33,7 +33,7 @@ func createTopic(t testing.TB, c *Core, name string, queues int32) {
 
 func setRole(t testing.TB, c *Core, r Role) {
 	t.Helper()
-	if err := c.SetRole(r); err != nil {
+	if err := c.Replication().SetRole(r); err != nil {
 		t.Fatalf("SetRole(%v): %v", r, err)
 	}
 	if c.Role() != r || c.IsSlave() != (r == RoleSlave) || c.Store().IsReplica() != (r == RoleSlave) {
@@ -58,7 +58,7 @@ func TestSetRoleMasterSlaveMaster(t *testing.T) {
 	if err := c.Send(sendReq("R", 0, 100), &res); err != errSlaveSend {
 		t.Fatalf("send to a slave: %v", err)
 	}
-	if err := c.SetRole(RoleSlave); err != nil {
+	if err := c.Replication().SetRole(RoleSlave); err != nil {
 		t.Fatalf("a no-op role change: %v", err)
 	}
 	waitDispatched(t, c, "R", 0, 5) // the slave serves what it stored as master
@@ -85,13 +85,13 @@ func TestSetRoleMasterSlaveMaster(t *testing.T) {
 	if err := c.Send(sendReq("R", 1, 100), &res); err != nil || res.Pending.Waiting() || res.QueueOffset != 1 {
 		t.Fatalf("send to an ASYNC_MASTER: offset %d, pending %v, %v", res.QueueOffset, res.Pending.Waiting(), err)
 	}
-	if err := c.SetRole(Role(9)); err == nil {
+	if err := c.Replication().SetRole(Role(9)); err == nil {
 		t.Fatal("an unknown role was accepted")
 	}
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetRole(RoleSlave); err != ErrClosed {
+	if err := c.Replication().SetRole(RoleSlave); err != ErrClosed {
 		t.Fatalf("SetRole after Shutdown: %v", err)
 	}
 }
@@ -291,11 +291,11 @@ func BenchmarkSetRole(b *testing.B) {
 	var promote time.Duration
 	n := 0
 	for b.Loop() {
-		if err := c.SetRole(RoleSlave); err != nil {
+		if err := c.Replication().SetRole(RoleSlave); err != nil {
 			b.Fatal(err)
 		}
 		began := time.Now()
-		if err := c.SetRole(RoleAsyncMaster); err != nil {
+		if err := c.Replication().SetRole(RoleAsyncMaster); err != nil {
 			b.Fatal(err)
 		}
 		promote += time.Since(began)

@@ -42,7 +42,7 @@ func TestRuntimeInfoTodayCountsClientTraffic(t *testing.T) {
 	for k, want := range map[string]string{
 		"msgPutTotalTodayNow": "3", "msgGetTotalTodayNow": "3",
 		"msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
-		"storePutMessages": strconv.FormatInt(4+c.ConfigLogStats().Appended, 10),
+		"storePutMessages": strconv.FormatInt(4+c.Replication().ConfigLogStats().Appended, 10),
 	} {
 		if got := info[k]; got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)

@@ -462,7 +462,8 @@ func (c *Core) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return 
 
 // TopicTable returns the topic table and its version (what
 // GET_ALL_TOPIC_CONFIG answers). O(topics).
-func (c *Core) TopicTable() TopicTable {
+func (rp Replication) TopicTable() TopicTable {
+	c := rp.c
 	w := c.topics.wrapper()
 	return TopicTable{Topics: w.TopicConfigTable, Version: w.DataVersion}
 }

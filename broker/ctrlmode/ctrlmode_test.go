@@ -186,7 +186,7 @@ func TestFailoverInProcess(t *testing.T) {
 	}
 	b := newTestBroker(t, "b", ctl, minISR)
 	wait.For(t, "a SyncStateSet of two", func() error {
-		if n, gate := setSize(a.node), a.node.Broker().Core().WriteGate(); n != 2 || gate != nil {
+		if n, gate := setSize(a.node), a.node.Broker().Core().Replication().WriteGate(); n != 2 || gate != nil {
 			return fmt.Errorf("a set of %d, writes gated by %v", n, gate)
 		}
 		return nil
@@ -219,7 +219,7 @@ func TestFailoverInProcess(t *testing.T) {
 	// The old master comes back on its addresses: a slave of the new one.
 	a.start(aAddr, aHA)
 	wait.For(t, "the old master rejoined as slave, the set of two again", func() error {
-		if master, n, gate := a.node.IsMaster(), setSize(b.node), b.node.Broker().Core().WriteGate(); master || n != 2 || gate != nil {
+		if master, n, gate := a.node.IsMaster(), setSize(b.node), b.node.Broker().Core().Replication().WriteGate(); master || n != 2 || gate != nil {
 			return fmt.Errorf("old master is master: %v; a set of %d; writes gated by %v", master, n, gate)
 		}
 		return nil

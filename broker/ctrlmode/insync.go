@@ -83,16 +83,16 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 		need = inSet // the gate below refuses writes meanwhile
 	}
 	c := inst.b.Core()
-	fenced := c.WriteGate() != nil && c.WriteGate().Reason != core.ReasonInSyncReplicasNotEnough
+	fenced := c.Replication().WriteGate() != nil && c.Replication().WriteGate().Reason != core.ReasonInSyncReplicasNotEnough
 	switch {
 	case fenced:
 	case len(set) < n.opts.MinInSyncReplicas:
-		c.SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of minInSyncReplicas %d", len(set), n.opts.MinInSyncReplicas))
+		c.Replication().SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of minInSyncReplicas %d", len(set), n.opts.MinInSyncReplicas))
 	case n.opts.InSyncReplicas-1 > inSet:
-		c.SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of inSyncReplicas %d", len(set), n.opts.InSyncReplicas))
+		c.Replication().SetWriteGate(core.ReasonInSyncReplicasNotEnough, fmt.Sprintf("in-sync replicas not enough: the SyncStateSet has %d of inSyncReplicas %d", len(set), n.opts.InSyncReplicas))
 	default:
-		if g := c.WriteGate(); g != nil && g.Reason == core.ReasonInSyncReplicasNotEnough {
-			c.SetWriteGate(0, "")
+		if g := c.Replication().WriteGate(); g != nil && g.Reason == core.ReasonInSyncReplicasNotEnough {
+			c.Replication().SetWriteGate(0, "")
 		}
 	}
 	if members == nil {
@@ -103,7 +103,7 @@ func (n *Node) setPolicy(inst *instance, set []int64) {
 
 // reviewSyncStateSet grows or shrinks the master's set (run's goroutine).
 func (n *Node) reviewSyncStateSet(inst *instance) {
-	if inst.b.Core().WriteGate() != nil && inst.b.Core().WriteGate().Reason != core.ReasonInSyncReplicasNotEnough {
+	if inst.b.Core().Replication().WriteGate() != nil && inst.b.Core().Replication().WriteGate().Reason != core.ReasonInSyncReplicasNotEnough {
 		return // fenced
 	}
 	if inst.sset < 0 {

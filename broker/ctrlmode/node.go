@@ -400,10 +400,10 @@ func (n *Node) refresh() {
 // fence closes the running master's write gate at once.
 func (n *Node) fence(why string) {
 	if i := n.current(); i != nil && i.master {
-		if g := i.b.Core().WriteGate(); g == nil || g.Reason == core.ReasonInSyncReplicasNotEnough {
+		if g := i.b.Core().Replication().WriteGate(); g == nil || g.Reason == core.ReasonInSyncReplicasNotEnough {
 			n.log.Warn("ctrlmode: no longer master; refusing writes", "why", why)
 		}
-		i.b.Core().SetWriteGate(core.ReasonFenced, "this broker is no longer its group's master ("+why+"); the route will name the new one")
+		i.b.Core().Replication().SetWriteGate(core.ReasonFenced, "this broker is no longer its group's master ("+why+"); the route will name the new one")
 	}
 }
 
@@ -511,7 +511,7 @@ func (n *Node) becomeMaster(s client.State) {
 			}
 			epochStart = end
 			n.lastEnd.Store(end)
-			n.b.Core().SetWriteGate(core.ReasonNone, "") // a fence from an earlier term as master
+			n.b.Core().Replication().SetWriteGate(core.ReasonNone, "") // a fence from an earlier term as master
 			n.setCurrent(inst)                           // handshakes of slaves now answer as master
 			// The SyncStateSet's policy (the store's count, the write
 			// gate) before the first write is taken.

@@ -374,7 +374,7 @@ func TestRouteNamesTheMasterFirst(t *testing.T) {
 	// The slave follows the master's topics (SyncTopics, as replication's
 	// table sync does).
 	master.route("T")
-	if slave.core.SyncTopics(master.core.TopicTable()) == 0 {
+	if slave.core.Replication().SyncTopics(master.core.Replication().TopicTable()) == 0 {
 		t.Fatal("the slave followed no topic")
 	}
 	eps := func(ctx context.Context) string {

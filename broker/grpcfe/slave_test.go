@@ -14,7 +14,7 @@ import (
 func TestSlaveRouteCreatesNothing(t *testing.T) {
 	e := newEnv(t, func(o *core.Options) { o.Role, o.BrokerID = core.RoleSlave, 1 })
 	followed := protocol.TopicConfig{TopicName: "Followed", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
-	e.core.SyncTopics(core.TopicTable{Topics: map[string]*protocol.TopicConfig{"Followed": &followed}})
+	e.core.Replication().SyncTopics(core.TopicTable{Topics: map[string]*protocol.TopicConfig{"Followed": &followed}})
 
 	if r := e.route("Followed"); r.Status.Code != rmqpb.Code_OK || len(r.MessageQueues) != 4 {
 		t.Fatalf("the slave's route of a topic it follows: %v", r)
