@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/apogeemq/apogee/acl"
-	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/longpoll"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/rmqpb"
@@ -125,7 +124,7 @@ type Options struct {
 type Server struct {
 	rmqpb.UnimplementedMessagingServiceServer
 
-	core *core.Core
+	core Core
 	opts Options
 	log  *slog.Logger
 	srv  *grpc.Server
@@ -156,7 +155,7 @@ type Server struct {
 
 // New returns a Server for c. It registers its arrival listener with the
 // core (long polling); Serve serves it on a listener.
-func New(c *core.Core, opts Options) (*Server, error) {
+func New(c Core, opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		return nil, errors.New("grpcfe: Options.Addr is required")
 	}
