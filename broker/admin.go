@@ -19,7 +19,7 @@ func (b *Broker) handleCreateTopic(req *protocol.Command, resp *remoting.Respons
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	if err := b.core.CreateTopic(&core.TopicRequest{Topic: h.Topic, ReadQueueNums: h.ReadQueueNums,
+	if err := b.core.Admin().CreateTopic(&core.TopicRequest{Topic: h.Topic, ReadQueueNums: h.ReadQueueNums,
 		WriteQueueNums: h.WriteQueueNums, Perm: h.Perm, TopicFilterType: h.TopicFilterType,
 		TopicSysFlag: h.TopicSysFlag, Order: h.Order, Attributes: h.Attributes}); err != nil {
 		return fail(resp, err)
@@ -35,7 +35,7 @@ func (b *Broker) handleDeleteTopic(req *protocol.Command, resp *remoting.Respons
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	if err := b.core.DeleteTopic(h.Topic); err != nil {
+	if err := b.core.Admin().DeleteTopic(h.Topic); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -65,7 +65,7 @@ func (b *Broker) handleUpdateGroup(req *protocol.Command, resp *remoting.Respons
 	if err := json.Unmarshal(req.Body, &cfg); err != nil {
 		return fail(resp, fmt.Errorf("decode the subscription group config: %w", err))
 	}
-	if err := b.core.UpdateSubscriptionGroup(cfg); err != nil {
+	if err := b.core.Admin().UpdateSubscriptionGroup(cfg); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -92,7 +92,7 @@ func (b *Broker) handleDeleteGroup(req *protocol.Command, resp *remoting.Respons
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	if err := b.core.DeleteSubscriptionGroup(h.GroupName, h.CleanOffset); err != nil {
+	if err := b.core.Admin().DeleteSubscriptionGroup(h.GroupName, h.CleanOffset); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -108,7 +108,7 @@ func (b *Broker) handleRuntimeInfo(resp *remoting.Response) remoting.Action {
 // handleAllDelayOffsets serves GET_ALL_DELAY_OFFSET (45): the delay
 // scanners' progress, as config/delayOffset.json holds it.
 func (b *Broker) handleAllDelayOffsets(resp *remoting.Response) remoting.Action {
-	w := protocol.DelayOffsetSerializeWrapper{OffsetTable: b.core.DelayOffsets()}
+	w := protocol.DelayOffsetSerializeWrapper{OffsetTable: b.core.Admin().DelayOffsets()}
 	body, err := w.Encode()
 	return replyBody(resp, body, err)
 }

@@ -84,7 +84,7 @@ func (b *Broker) handleGetBrokerConfig(resp *remoting.Response) remoting.Action 
 // BrokerConfig is the configuration GET_BROKER_CONFIG reports: the core's
 // and the front end's (namesrvAddr, the remoting limits).
 func (b *Broker) BrokerConfig() (map[string]string, protocol.DataVersion) {
-	m, v := b.core.BrokerConfig()
+	m, v := b.core.Admin().BrokerConfig()
 	m["namesrvAddr"] = strings.Join(b.opts.NamesrvAddrs, ";")
 	m["registerNameServerPeriod"] = fmt.Sprint(b.opts.RegisterInterval.Milliseconds())
 	b.haConfig(m)
@@ -120,7 +120,7 @@ func (b *Broker) handleUpdateBrokerConfig(req *protocol.Command, resp *remoting.
 	if len(req.Body) == 0 {
 		return remoting.Reply
 	}
-	if err := b.core.UpdateBrokerConfig(parseProperties(req.Body)); err != nil {
+	if err := b.core.Admin().UpdateBrokerConfig(parseProperties(req.Body)); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -132,7 +132,7 @@ func (b *Broker) handleTopicStats(req *protocol.Command, resp *remoting.Response
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	ts, err := b.core.TopicStats(h.Topic)
+	ts, err := b.core.Admin().TopicStats(h.Topic)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -146,7 +146,7 @@ func (b *Broker) handleProducerConnections(req *protocol.Command, resp *remoting
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	pc, err := b.core.ProducerConnections(h.ProducerGroup)
+	pc, err := b.core.Admin().ProducerConnections(h.ProducerGroup)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -165,7 +165,7 @@ func (b *Broker) handleConsumeStats(req *protocol.Command, resp *remoting.Respon
 			topics = append(topics, t)
 		}
 	}
-	cs := b.core.ConsumeStats(h.ConsumerGroup, h.Topic, topics)
+	cs := b.core.Admin().ConsumeStats(h.ConsumerGroup, h.Topic, topics)
 	body, err := cs.Encode()
 	return replyBody(resp, body, err)
 }
@@ -176,7 +176,7 @@ func (b *Broker) handleTopicConsumeByWho(req *protocol.Command, resp *remoting.R
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	return jsonBody(resp, &protocol.GroupList{GroupList: b.core.TopicConsumeByWho(h.Topic)})
+	return jsonBody(resp, &protocol.GroupList{GroupList: b.core.Admin().TopicConsumeByWho(h.Topic)})
 }
 
 // handleConsumeTimeSpan serves QUERY_CONSUME_TIME_SPAN (303).
@@ -185,7 +185,7 @@ func (b *Broker) handleConsumeTimeSpan(req *protocol.Command, resp *remoting.Res
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	spans, err := b.core.ConsumeTimeSpan(h.Topic, h.Group)
+	spans, err := b.core.Admin().ConsumeTimeSpan(h.Topic, h.Group)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -194,7 +194,7 @@ func (b *Broker) handleConsumeTimeSpan(req *protocol.Command, resp *remoting.Res
 
 // handleSystemTopics serves GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
 func (b *Broker) handleSystemTopics(resp *remoting.Response) remoting.Action {
-	body, err := (&protocol.TopicList{TopicList: b.core.SystemTopics()}).Encode()
+	body, err := (&protocol.TopicList{TopicList: b.core.Admin().SystemTopics()}).Encode()
 	return replyBody(resp, body, err)
 }
 
@@ -204,7 +204,7 @@ func (b *Broker) handleCloneGroupOffset(req *protocol.Command, resp *remoting.Re
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	if err := b.core.CloneGroupOffset(h.SrcGroup, h.DestGroup, h.Topic, h.Offline); err != nil {
+	if err := b.core.Admin().CloneGroupOffset(h.SrcGroup, h.DestGroup, h.Topic, h.Offline); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -216,7 +216,7 @@ func (b *Broker) handleViewStats(req *protocol.Command, resp *remoting.Response)
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	d, err := b.core.StatsData(h.StatsName, h.StatsKey)
+	d, err := b.core.Admin().StatsData(h.StatsName, h.StatsKey)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -229,7 +229,7 @@ func (b *Broker) handleBrokerConsumeStats(req *protocol.Command, resp *remoting.
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	l := b.core.BrokerConsumeStats(h.IsOrder)
+	l := b.core.Admin().BrokerConsumeStats(h.IsOrder)
 	body, err := l.Encode()
 	return replyBody(resp, body, err)
 }
@@ -240,7 +240,7 @@ func (b *Broker) handleQueryConsumeQueue(req *protocol.Command, resp *remoting.R
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	v, err := b.core.QueryConsumeQueue(h.Topic, h.QueueID, h.Index, h.Count, h.ConsumerGroup)
+	v, err := b.core.Admin().QueryConsumeQueue(h.Topic, h.QueueID, h.Index, h.Count, h.ConsumerGroup)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -258,7 +258,7 @@ func (b *Broker) handleTopicsByConsumer(req *protocol.Command, resp *remoting.Re
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	body, err := (&protocol.TopicList{TopicList: b.core.TopicsByConsumer(h.Group), BrokerAddr: b.copts.AdvertiseAddr}).Encode()
+	body, err := (&protocol.TopicList{TopicList: b.core.Admin().TopicsByConsumer(h.Group), BrokerAddr: b.copts.AdvertiseAddr}).Encode()
 	return replyBody(resp, body, err)
 }
 
@@ -274,7 +274,7 @@ func (b *Broker) handleSubscriptionByConsumer(req *protocol.Command, resp *remot
 		SubscriptionData *protocol.SubscriptionData `json:"subscriptionData"`
 		Topic            string                     `json:"topic"`
 	}{Group: h.Group, Topic: h.Topic}
-	if sd, ok := b.core.Subscription(h.Group, h.Topic); ok {
+	if sd, ok := b.core.Admin().Subscription(h.Group, h.Topic); ok {
 		out.SubscriptionData = &sd
 	}
 	return jsonBody(resp, &out)
@@ -300,14 +300,14 @@ func (b *Broker) handleGetTopicConfig(req *protocol.Command, resp *remoting.Resp
 func (b *Broker) handleAllProducers(resp *remoting.Response) remoting.Action {
 	return jsonBody(resp, &struct {
 		Data map[string][]core.ProducerInfo `json:"data"`
-	}{b.core.AllProducers()})
+	}{b.core.Admin().AllProducers()})
 }
 
 // handleClean serves CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC
 // (316) and DELETE_EXPIRED_COMMITLOG (329): one pass of the store's
 // retention.
 func (b *Broker) handleClean(resp *remoting.Response) remoting.Action {
-	if _, err := b.core.CleanExpired(); err != nil {
+	if _, err := b.core.Admin().CleanExpired(); err != nil {
 		return fail(resp, err)
 	}
 	return remoting.Reply
@@ -318,7 +318,7 @@ func (b *Broker) handleClean(resp *remoting.Response) remoting.Action {
 // not held meanwhile), or CONSUME_MSG_TIMEOUT after ForwardTimeout, or
 // SYSTEM_ERROR when the consumer is gone (the Java broker's callConsumer).
 func (b *Broker) forward(c *remoting.Conn, req *protocol.Command, resp *remoting.Response, code int32, group, clientID string, body []byte) remoting.Action {
-	cc, err := b.core.ConsumerConn(group, clientID)
+	cc, err := b.core.Admin().ConsumerConn(group, clientID)
 	if err != nil {
 		return fail(resp, err)
 	}
@@ -388,7 +388,7 @@ func (b *Broker) handleConsumeMessageDirectly(c *remoting.Conn, req *protocol.Co
 			req.Ext.SetInt("topicSysFlag", int64(cfg.TopicSysFlag))
 		}
 	}
-	if f, ok := b.core.GroupSysFlag(h.ConsumerGroup); ok {
+	if f, ok := b.core.Admin().GroupSysFlag(h.ConsumerGroup); ok {
 		req.Ext.SetInt("groupSysFlag", int64(f))
 	}
 	return b.forward(c, req, resp, protocol.ReqConsumeMessageDirectly, h.ConsumerGroup, h.ClientID, body)
@@ -412,7 +412,7 @@ func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *protocol.Command, r
 		return fail(resp, err)
 	}
 	var members []core.MemberConn
-	for _, m := range b.core.ConsumerMembers(h.Group) {
+	for _, m := range b.core.Admin().ConsumerMembers(h.Group) {
 		if _, ok := m.Conn.(clientConn); ok && (h.ClientAddr == "" || h.ClientAddr == m.ClientID) {
 			members = append(members, m)
 		}

@@ -162,7 +162,7 @@ func (b *Broker) ConnClosed(c *remoting.Conn) {
 // subscriptions and whether they agree; ok is false for a group without
 // members.
 func (b *Broker) ConsumerGroupInfo(group string) (ConsumerGroupInfo, bool) {
-	info, err := b.core.ConsumerGroupInfo(group)
+	info, err := b.core.Admin().ConsumerGroupInfo(group)
 	return info, err == nil
 }
 
@@ -170,14 +170,14 @@ func (b *Broker) ConsumerGroupInfo(group string) (ConsumerGroupInfo, bool) {
 // (core.Core.ResetConsumerOffset) and pushes RESET_CONSUMER_CLIENT_OFFSET
 // (220) to the group's live members.
 func (b *Broker) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
-	return b.core.ResetConsumerOffset(topic, group, timestampMs, force, queueID, offset)
+	return b.core.Admin().ResetConsumerOffset(topic, group, timestampMs, force, queueID, offset)
 }
 
 // RuntimeInfo returns the broker's runtime numbers, as
 // GET_BROKER_RUNTIME_INFO reports them: the core's, and the front end's
 // (held pulls and pops, the remoting server's receive limits).
 func (b *Broker) RuntimeInfo() map[string]string {
-	m := b.core.RuntimeInfo()
+	m := b.core.Admin().RuntimeInfo()
 	hs := b.holds.Stats()
 	rs := b.srv.Stats()
 	i := func(v int64) string { return fmt.Sprint(v) }
@@ -280,7 +280,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // registration. It is O(topics): New, the RegisterInterval tick, a deleted
 // topic and the registrar's full rounds use it, never a created one.
 func (b *Broker) registration() namesrv.BrokerRegistration {
-	cfgs, v := b.core.Topics()
+	cfgs, v := b.core.Admin().Topics()
 	if perm := b.core.BrokerPermission(); perm&protocol.PermWrite == 0 {
 		// brokerPermission without write (wipeWritePerm-style): every topic
 		// is advertised read-only, as the Java broker registers it.

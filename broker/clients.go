@@ -58,7 +58,7 @@ func (b *Broker) handleConsumerConnections(req *protocol.Command, resp *remoting
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	info, err := b.core.ConsumerGroupInfo(h.ConsumerGroup)
+	info, err := b.core.Admin().ConsumerGroupInfo(h.ConsumerGroup)
 	if err != nil {
 		return fail(resp, err)
 	}

@@ -30,12 +30,12 @@ func TestTopicConfigurationFollowsTheHAStream(t *testing.T) {
 		o.HAMasterAddr = haln.Addr().String()
 		o.SlaveSyncInterval = time.Hour
 	})
-	if err := m.b.Core().CreateTopic(&core.TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+	if err := m.b.Core().Admin().CreateTopic(&core.TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	g := protocol.DefaultSubscriptionGroupConfig("CfgGroup")
 	g.RetryMaxTimes = 2
-	if err := m.b.Core().UpdateSubscriptionGroup(g); err != nil {
+	if err := m.b.Core().Admin().UpdateSubscriptionGroup(g); err != nil {
 		t.Fatal(err)
 	}
 	if resp := invoke(t, m.dial(nil), sendRequest("Cfg", 3, []byte("under 4 queues"), "")); resp.Code != protocol.RespSuccess {

@@ -54,7 +54,7 @@ func runtimeInt(tb testing.TB, b *Broker, key string) int64 {
 // mustCreateTopic creates a topic through the core, as an admin would.
 func mustCreateTopic(tb testing.TB, b *Broker, name string, queues int32) {
 	tb.Helper()
-	if err := b.core.CreateTopic(&core.TopicRequest{Topic: name, ReadQueueNums: queues, WriteQueueNums: queues,
+	if err := b.core.Admin().CreateTopic(&core.TopicRequest{Topic: name, ReadQueueNums: queues, WriteQueueNums: queues,
 		Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
 		tb.Fatal(err)
 	}

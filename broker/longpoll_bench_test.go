@@ -168,7 +168,7 @@ func BenchmarkPopRevive(b *testing.B) {
 	p := newPopBench(b, topic, 1)
 	g := protocol.DefaultSubscriptionGroupConfig("g")
 	g.RetryMaxTimes = 1 << 30 // no dead letter however many deliveries
-	if err := p.br.core.UpdateSubscriptionGroup(g); err != nil {
+	if err := p.br.core.Admin().UpdateSubscriptionGroup(g); err != nil {
 		b.Fatal(err)
 	}
 	fillQueue(b, p.br, topic, 1)

@@ -88,7 +88,7 @@ func (b *Broker) handleResetOffset(req *protocol.Command, resp *remoting.Respons
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	table, _, err := b.core.ResetConsumerOffset(h.Topic, h.Group, h.Timestamp, h.IsForce, h.QueueID, h.Offset)
+	table, _, err := b.core.Admin().ResetConsumerOffset(h.Topic, h.Group, h.Timestamp, h.IsForce, h.QueueID, h.Offset)
 	if err != nil {
 		return fail(resp, err) // core.ErrNoTopic's remark is the Java broker's
 	}

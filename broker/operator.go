@@ -32,7 +32,7 @@ func (b *Broker) ClusterInfo() protocol.ClusterInfo { return b.registry.ClusterI
 // waits until ctx ends.
 func (b *Broker) ConsumeMessageDirectly(ctx context.Context, group, clientID, msgID string) (protocol.ConsumeMessageDirectlyResult, error) {
 	var res protocol.ConsumeMessageDirectlyResult
-	cc, err := b.core.ConsumerConn(group, clientID)
+	cc, err := b.core.Admin().ConsumerConn(group, clientID)
 	if err != nil {
 		return res, err
 	}
@@ -50,7 +50,7 @@ func (b *Broker) ConsumeMessageDirectly(ctx context.Context, group, clientID, ms
 	req.InitRequest(protocol.ReqConsumeMessageDirectly, 0)
 	h := protocol.ConsumeMessageDirectlyRequest{ConsumerGroup: group, ClientID: clientID, MsgID: msgID, BrokerName: b.copts.BrokerName}
 	h.Encode(&req.Ext)
-	if f, ok := b.core.GroupSysFlag(group); ok {
+	if f, ok := b.core.Admin().GroupSysFlag(group); ok {
 		req.Ext.SetInt("groupSysFlag", int64(f))
 	}
 	req.Body = body
@@ -70,7 +70,7 @@ func (b *Broker) ConsumeMessageDirectly(ctx context.Context, group, clientID, ms
 // how a tool sees the clients' rebalance. It waits until ctx ends.
 func (b *Broker) ConsumerRunningInfo(ctx context.Context, group, clientID string) (protocol.ConsumerRunningInfo, error) {
 	var ri protocol.ConsumerRunningInfo
-	cc, err := b.core.ConsumerConn(group, clientID)
+	cc, err := b.core.Admin().ConsumerConn(group, clientID)
 	if err != nil {
 		return ri, err
 	}

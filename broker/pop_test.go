@@ -402,7 +402,7 @@ func TestPopDeadLetter(t *testing.T) {
 	popTopic(t, h, cl, "T", 1, []string{"poison"}, nil)
 	g := protocol.DefaultSubscriptionGroupConfig("G")
 	g.RetryMaxTimes = 2
-	if err := h.b.core.UpdateSubscriptionGroup(g); err != nil {
+	if err := h.b.core.Admin().UpdateSubscriptionGroup(g); err != nil {
 		t.Fatal(err)
 	}
 	a := popArgs{group: "G", topic: "T", queue: 0, max: 1, invisible: time.Millisecond}

@@ -152,7 +152,7 @@ func TestDelayedSurviveRestart(t *testing.T) {
 	}
 	// Stopped once the level-1 messages are delivered, the rest (300 and
 	// 600 ms) most likely pending.
-	wait.Equal(t, "level 1's progress", 10, func() int64 { return h.b.core.DelayOffsets()[1] })
+	wait.Equal(t, "level 1's progress", 10, func() int64 { return h.b.core.Admin().DelayOffsets()[1] })
 	h.close()
 	data, err := os.ReadFile(filepath.Join(dir, "config", "delayOffset.json"))
 	if err != nil {

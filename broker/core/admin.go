@@ -33,7 +33,7 @@ type adminState struct {
 
 // Stats returns the runtime statistics (per topic and group rates, today's
 // totals): the read API a metrics exporter builds on.
-func (c *Core) Stats() *stats.Stats { return c.rstats }
+func (a Admin) Stats() *stats.Stats { return a.c.rstats }
 
 // BrokerPermission is the broker's permission (brokerPermission: PermRead
 // and PermWrite bits, 6 by default); without PermWrite, sends are refused
@@ -130,7 +130,8 @@ func (c *Core) subscribed(group, topic string) (sub, any bool) {
 // when given, without the subscription check), with its consume TPS (the
 // messages it pulled per second over the last minute). A topic the group's
 // live members do not subscribe is left out, as the Java broker does.
-func (c *Core) ConsumeStats(group, topic string, topics []string) protocol.ConsumeStats {
+func (a Admin) ConsumeStats(group, topic string, topics []string) protocol.ConsumeStats {
+	c := a.c
 	cs := protocol.ConsumeStats{OffsetTable: map[protocol.MessageQueue]protocol.OffsetWrapper{}}
 	check := len(topics) == 0
 	if check {
@@ -179,7 +180,8 @@ func (c *Core) addConsumeStats(cs *protocol.ConsumeStats, group, topic string, w
 // group's ConsumeStats per topic it has offsets of (over write queues, as
 // the Java broker counts them), only ordered topics with isOrder, and the
 // lag summed over all of them.
-func (c *Core) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
+func (a Admin) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
+	c := a.c
 	l := protocol.ConsumeStatsList{BrokerAddr: c.opts.AdvertiseAddr}
 	for _, g := range c.groups.names() {
 		var list []protocol.ConsumeStats
@@ -207,7 +209,8 @@ func (c *Core) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
 // TopicStats is GET_TOPIC_STATS_INFO (202): every queue's min and max offset
 // and the store time of its last message, and the topic's put TPS over the
 // last minute.
-func (c *Core) TopicStats(topic string) (protocol.TopicStatsTable, error) {
+func (a Admin) TopicStats(topic string) (protocol.TopicStatsTable, error) {
+	c := a.c
 	e := c.topics.lookup(topic)
 	if e == nil {
 		return protocol.TopicStatsTable{}, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
@@ -227,7 +230,8 @@ func (c *Core) TopicStats(topic string) (protocol.TopicStatsTable, error) {
 // ProducerConnections is GET_PRODUCER_CONNECTION_LIST (204): the live
 // connections of a producer group; SYSTEM_ERROR when the group has none (as
 // the Java broker answers).
-func (c *Core) ProducerConnections(group string) (protocol.ProducerConnection, error) {
+func (a Admin) ProducerConnections(group string) (protocol.ProducerConnection, error) {
+	c := a.c
 	m := c.clients
 	m.mu.RLock()
 	g, ok := m.producers[group]
@@ -254,7 +258,8 @@ func (c *Core) ProducerConnections(group string) (protocol.ProducerConnection, e
 
 // TopicConsumeByWho is QUERY_TOPIC_CONSUME_BY_WHO (300): the groups whose
 // live members subscribe topic, and those with committed offsets of it.
-func (c *Core) TopicConsumeByWho(topic string) []string {
+func (a Admin) TopicConsumeByWho(topic string) []string {
+	c := a.c
 	set := map[string]bool{}
 	c.clients.mu.RLock()
 	for name, g := range c.clients.consumers {
@@ -276,11 +281,12 @@ func (c *Core) TopicConsumeByWho(topic string) []string {
 
 // TopicsByConsumer is QUERY_TOPICS_BY_CONSUMER (343): the topics a group has
 // committed offsets of.
-func (c *Core) TopicsByConsumer(group string) []string { return c.topicsOfGroup(group) }
+func (a Admin) TopicsByConsumer(group string) []string { return a.c.topicsOfGroup(group) }
 
 // Subscription is QUERY_SUBSCRIPTION_BY_CONSUMER (345): what a group's live
 // members subscribe of topic (ok false when nothing).
-func (c *Core) Subscription(group, topic string) (protocol.SubscriptionData, bool) {
+func (a Admin) Subscription(group, topic string) (protocol.SubscriptionData, bool) {
+	c := a.c
 	info, ok := c.clients.groupInfo(group)
 	if !ok {
 		return protocol.SubscriptionData{}, false
@@ -292,7 +298,8 @@ func (c *Core) Subscription(group, topic string) (protocol.SubscriptionData, boo
 // ConsumeTimeSpan is QUERY_CONSUME_TIME_SPAN (303): per write queue, the
 // store times of its first and last message and of the group's last
 // consumed one, and how long the next unconsumed one has waited.
-func (c *Core) ConsumeTimeSpan(topic, group string) ([]protocol.QueueTimeSpan, error) {
+func (a Admin) ConsumeTimeSpan(topic, group string) ([]protocol.QueueTimeSpan, error) {
+	c := a.c
 	e := c.topics.lookup(topic)
 	if e == nil {
 		return nil, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
@@ -323,7 +330,8 @@ func (c *Core) ConsumeTimeSpan(topic, group string) ([]protocol.QueueTimeSpan, e
 // CloneGroupOffset is CLONE_GROUP_OFFSET (314): dst gets src's committed
 // offsets of topic (of every topic src has offsets of, when topic is "");
 // unless offline, a topic src's live members no longer subscribe is skipped.
-func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
+func (a Admin) CloneGroupOffset(src, dst, topic string, offline bool) error {
+	c := a.c
 	if !validGroupName([]byte(dst)) {
 		return newError(ReasonGroupIllegal, "the destination group name ["+dst+"] is illegal")
 	}
@@ -365,7 +373,8 @@ func (c *Core) CloneGroupOffset(src, dst, topic string, offline bool) error {
 // StatsData is VIEW_BROKER_STATS_DATA (315): a statistic (stats.Names) of a
 // key over the last minute, hour and day. The key is written as RocketMQ
 // writes it: "topic", "topic@group", or the cluster name for BROKER_*.
-func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
+func (a Admin) StatsData(name, key string) (protocol.BrokerStatsData, error) {
+	c := a.c
 	set := c.rstats.Set(name)
 	if set == nil {
 		return protocol.BrokerStatsData{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
@@ -392,7 +401,8 @@ func (c *Core) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 
 // QueryConsumeQueue is QUERY_CONSUME_QUEUE (321): count entries of a queue
 // from index on, with the group's subscription of the topic when it has one.
-func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32, group string) (ConsumeQueueEntries, error) {
+func (a Admin) QueryConsumeQueue(topic string, q int32, index int64, count int32, group string) (ConsumeQueueEntries, error) {
+	c := a.c
 	e := c.topics.lookup(topic)
 	if e == nil || q < 0 || q >= max(e.cfg.ReadQueueNums, e.cfg.WriteQueueNums) {
 		return ConsumeQueueEntries{}, newError(ReasonStatsNotFound,
@@ -401,7 +411,7 @@ func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32
 	body := ConsumeQueueEntries{MinIndex: c.store.MinOffset(topic, q), MaxIndex: c.store.MaxOffset(topic, q),
 		Entries: []protocol.ConsumeQueueData{}}
 	if group != "" {
-		if sd, ok := c.Subscription(group, topic); ok {
+		if sd, ok := a.Subscription(group, topic); ok {
 			body.Subscription = &sd
 		}
 	}
@@ -422,7 +432,8 @@ func (c *Core) QueryConsumeQueue(topic string, q int32, index int64, count int32
 
 // SystemTopics is GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): the topics the
 // broker keeps for itself and its features.
-func (c *Core) SystemTopics() []string {
+func (a Admin) SystemTopics() []string {
+	c := a.c
 	out := []string{scheduleTopic, timerTopic, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
 		"TRANS_CHECK_MAX_TIME_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", topicAutoCreateKey,
 		c.opts.ClusterName, c.opts.BrokerName}
@@ -435,7 +446,8 @@ func (c *Core) SystemTopics() []string {
 // store removes expired segments, and consume-queue and index files below
 // the log's new minimum, in one pass; a deleted topic's queues go with
 // DELETE_TOPIC_IN_BROKER already). It returns the segments removed.
-func (c *Core) CleanExpired() (int, error) {
+func (a Admin) CleanExpired() (int, error) {
+	c := a.c
 	n, err := c.store.Clean()
 	if err != nil {
 		return n, wrapError(ReasonSystemError, err.Error(), err)
@@ -448,7 +460,8 @@ func (c *Core) CleanExpired() (int, error) {
 // (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, 307, 309). The
 // error is the Java broker's: SYSTEM_ERROR "The Consumer <g> <id> not
 // online".
-func (c *Core) ConsumerConn(group, clientID string) (ClientConn, error) {
+func (a Admin) ConsumerConn(group, clientID string) (ClientConn, error) {
+	c := a.c
 	c.clients.mu.RLock()
 	defer c.clients.mu.RUnlock()
 	if g := c.clients.consumers[group]; g != nil {
@@ -463,7 +476,8 @@ func (c *Core) ConsumerConn(group, clientID string) (ClientConn, error) {
 
 // GroupSysFlag is a group's groupSysFlag (0 for an unknown group), which the
 // Java broker adds to a CONSUME_MESSAGE_DIRECTLY it forwards.
-func (c *Core) GroupSysFlag(group string) (int32, bool) {
+func (a Admin) GroupSysFlag(group string) (int32, bool) {
+	c := a.c
 	g := c.groups.get([]byte(group))
 	if g == nil {
 		return 0, false
@@ -487,7 +501,8 @@ var liveConfigKeys = map[string]func(c *Core, v string) error{
 // BrokerConfig is GET_BROKER_CONFIG (26): the broker's configuration under
 // the Java broker's key names (those Apogee has a value for), the changes
 // UPDATE_BROKER_CONFIG made, and the configuration's data version.
-func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
+func (a Admin) BrokerConfig() (map[string]string, protocol.DataVersion) {
+	c := a.c
 	o := c.opts
 	b := strconv.FormatBool
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
@@ -537,7 +552,8 @@ func (c *Core) BrokerConfig() (map[string]string, protocol.DataVersion) {
 // it: set it in broker.conf and restart). A changed brokerPermission is
 // published to the name servers at once (Options.TopicChanged for every
 // topic, through the front end's registration).
-func (c *Core) UpdateBrokerConfig(kv map[string]string) error {
+func (a Admin) UpdateBrokerConfig(kv map[string]string) error {
+	c := a.c
 	keys := make([]string, 0, len(kv))
 	for k := range kv {
 		keys = append(keys, k)
@@ -597,7 +613,8 @@ type ProducerInfo struct {
 // AllProducers is GET_ALL_PRODUCER_INFO (328): every producer group's live
 // connections (Java's ProducerTableInfo's data), each with its last
 // heartbeat.
-func (c *Core) AllProducers() map[string][]ProducerInfo {
+func (a Admin) AllProducers() map[string][]ProducerInfo {
+	c := a.c
 	m := c.clients
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -630,7 +647,8 @@ type MemberConn struct {
 // ConsumerMembers lists a consumer group's live members (for a front end
 // that asks each of them something: INVOKE_BROKER_TO_GET_CONSUMER_STATUS),
 // sorted by client id.
-func (c *Core) ConsumerMembers(group string) []MemberConn {
+func (a Admin) ConsumerMembers(group string) []MemberConn {
+	c := a.c
 	c.clients.mu.RLock()
 	defer c.clients.mu.RUnlock()
 	g := c.clients.consumers[group]

@@ -105,7 +105,7 @@ func newTestCoreIn(t *testing.T, dir string) *Core {
 func TestAdoptionTakesTheStoresQueueCount(t *testing.T) {
 	dir := t.TempDir()
 	c := newTestCoreIn(t, dir)
-	if err := c.CreateTopic(&TopicRequest{Topic: "Kept", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
+	if err := c.Admin().CreateTopic(&TopicRequest{Topic: "Kept", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	// Messages stored as by a broker without configuration records.

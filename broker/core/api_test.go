@@ -101,7 +101,7 @@ func TestTopicSendPullOffsets(t *testing.T) {
 	})
 
 	// A topic made by an admin.
-	if err := c.CreateTopic(&core.TopicRequest{Topic: "Orders", ReadQueueNums: 2, WriteQueueNums: 2,
+	if err := c.Admin().CreateTopic(&core.TopicRequest{Topic: "Orders", ReadQueueNums: 2, WriteQueueNums: 2,
 		Perm: protocol.PermRead | protocol.PermWrite, Attributes: "+message.type=NORMAL"}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +114,10 @@ func TestTopicSendPullOffsets(t *testing.T) {
 		t.Fatalf("TopicChanged told %v", changed)
 	}
 	mu.Unlock()
-	if err := c.CreateTopic(&core.TopicRequest{Topic: "SCHEDULE_TOPIC_XXXX", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); !errors.Is(err, core.ErrSystem) {
+	if err := c.Admin().CreateTopic(&core.TopicRequest{Topic: "SCHEDULE_TOPIC_XXXX", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); !errors.Is(err, core.ErrSystem) {
 		t.Fatalf("a system topic: %v", err)
 	}
-	if err := c.CreateTopic(&core.TopicRequest{Topic: "Big", ReadQueueNums: core.MaxQueues + 1, WriteQueueNums: 1, Perm: 6}); !errors.Is(err, core.ErrInvalidParameter) {
+	if err := c.Admin().CreateTopic(&core.TopicRequest{Topic: "Big", ReadQueueNums: core.MaxQueues + 1, WriteQueueNums: 1, Perm: 6}); !errors.Is(err, core.ErrInvalidParameter) {
 		t.Fatalf("too many queues: %v", err)
 	}
 
@@ -268,16 +268,16 @@ func TestClientRegistryAndPushes(t *testing.T) {
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("members: %v %v", ids, err)
 	}
-	info, err := c.ConsumerGroupInfo("cg")
+	info, err := c.Admin().ConsumerGroupInfo("cg")
 	if err != nil || !info.Consistent || len(info.Connections) != 2 || info.Connections[1].ClientAddr != "10.0.0.2:2" {
 		t.Fatalf("group info: %+v %v", info, err)
 	}
-	if _, err := c.ConsumerGroupInfo("none"); !errors.Is(err, core.ErrConsumerNotOnline) {
+	if _, err := c.Admin().ConsumerGroupInfo("none"); !errors.Is(err, core.ErrConsumerNotOnline) {
 		t.Fatalf("an empty group: %v", err)
 	}
 
 	// A pull through the registered subscription.
-	if err := c.CreateTopic(&core.TopicRequest{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+	if err := c.Admin().CreateTopic(&core.TopicRequest{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	var sr core.SendResult
@@ -297,7 +297,7 @@ func TestClientRegistryAndPushes(t *testing.T) {
 	}
 
 	// A reset pushes the new offsets to the members.
-	table, told, err := c.ResetConsumerOffset("T", "cg", -1, true, -1, -1)
+	table, told, err := c.Admin().ResetConsumerOffset("T", "cg", -1, true, -1, -1)
 	if err != nil || told != 2 || len(table) != 1 || table[0].Offset != 3 {
 		t.Fatalf("reset: %v %d %v", table, told, err)
 	}
@@ -306,7 +306,7 @@ func TestClientRegistryAndPushes(t *testing.T) {
 		t.Fatalf("A's reset: %+v", a.resets)
 	}
 	a.mu.Unlock()
-	if _, _, err := c.ResetConsumerOffset("Nope", "cg", -1, true, -1, -1); !errors.Is(err, core.ErrNoTopic) {
+	if _, _, err := c.Admin().ResetConsumerOffset("Nope", "cg", -1, true, -1, -1); !errors.Is(err, core.ErrNoTopic) {
 		t.Fatalf("reset of an unknown topic: %v", err)
 	}
 
@@ -350,7 +350,7 @@ func TestSyncFlushPending(t *testing.T) {
 	case <-time.After(wait.DefaultTimeout):
 		t.Fatal("not durable")
 	}
-	if got := c.RuntimeInfo()["sendInFlightBytes"]; got != "0" {
+	if got := c.Admin().RuntimeInfo()["sendInFlightBytes"]; got != "0" {
 		t.Fatalf("in-flight bytes after the answer: %s", got)
 	}
 	// WAIT=false: answered at once.
@@ -370,7 +370,7 @@ func TestSubscriptionGroups(t *testing.T) {
 	c := openCore(t, nil)
 	cfg := protocol.DefaultSubscriptionGroupConfig("sg")
 	cfg.RetryMaxTimes = 3
-	if err := c.UpdateSubscriptionGroup(cfg); err != nil {
+	if err := c.Admin().UpdateSubscriptionGroup(cfg); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.SubscriptionGroup([]byte("sg"))
@@ -381,10 +381,10 @@ func TestSubscriptionGroups(t *testing.T) {
 		t.Fatal("the table lacks the group")
 	}
 	bad := protocol.DefaultSubscriptionGroupConfig("bad name")
-	if err := c.UpdateSubscriptionGroup(bad); !errors.Is(err, core.ErrInvalidParameter) {
+	if err := c.Admin().UpdateSubscriptionGroup(bad); !errors.Is(err, core.ErrInvalidParameter) {
 		t.Fatalf("a bad name: %v", err)
 	}
-	if err := c.DeleteSubscriptionGroup("sg", true); err != nil {
+	if err := c.Admin().DeleteSubscriptionGroup("sg", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SubscriptionGroup([]byte("sg")); !errors.Is(err, core.ErrSubscriptionGroupNotExist) {

@@ -40,7 +40,7 @@ func TestAutoCreateCaps(t *testing.T) {
 	if err := send("b0", b); err != nil {
 		t.Fatalf("another source: %v", err)
 	}
-	if got := c.RuntimeInfo()["autoCreateRefusedPerSource"]; got != "1" {
+	if got := c.Admin().RuntimeInfo()["autoCreateRefusedPerSource"]; got != "1" {
 		t.Fatalf("autoCreateRefusedPerSource = %s", got)
 	}
 
@@ -49,7 +49,7 @@ func TestAutoCreateCaps(t *testing.T) {
 func TestAutoCreateOverallCaps(t *testing.T) {
 	var n int
 	c := openCore(t, func(o *core.Options) { o.MaxAutoCreatePerSource = -1 })
-	fmt.Sscan(c.RuntimeInfo()["topics"], &n)
+	fmt.Sscan(c.Admin().RuntimeInfo()["topics"], &n)
 	c = openCore(t, func(o *core.Options) {
 		o.MaxAutoCreatePerSource = -1
 		o.MaxAutoCreateTopics = n + 3 // the system topics and three more
@@ -65,7 +65,7 @@ func TestAutoCreateOverallCaps(t *testing.T) {
 	if core.Code(err) != protocol.RespTopicNotExist || !strings.Contains(core.Remark(err), "maxAutoCreateTopics") {
 		t.Fatalf("over the topic cap: %v", err)
 	}
-	if err := c.CreateTopic(&core.TopicRequest{Topic: "admin-made", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+	if err := c.Admin().CreateTopic(&core.TopicRequest{Topic: "admin-made", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
 		t.Fatalf("the admin API over the cap: %v", err)
 	}
 	// Groups: heartbeats create two, then stop; a pull of a third is refused.
@@ -82,7 +82,7 @@ func TestAutoCreateOverallCaps(t *testing.T) {
 	if core.Code(err) != protocol.RespSubscriptionGroupNotExist || !strings.Contains(core.Remark(err), "maxAutoCreateGroups") {
 		t.Fatalf("a pull of a new group over the cap: %v", err)
 	}
-	info := c.RuntimeInfo()
+	info := c.Admin().RuntimeInfo()
 	if info["autoCreateRefusedTopics"] != "1" || info["autoCreateRefusedGroups"] != "2" {
 		t.Fatalf("counters %s %s", info["autoCreateRefusedTopics"], info["autoCreateRefusedGroups"])
 	}

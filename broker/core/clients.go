@@ -648,7 +648,8 @@ func (c *Core) ConsumerIDs(group string) ([]string, error) {
 // ConsumerGroupInfo returns the live members of a consumer group, their
 // subscriptions and whether they agree (GET_CONSUMER_CONNECTION_LIST, 203);
 // ErrConsumerNotOnline's code when the group has no member.
-func (c *Core) ConsumerGroupInfo(group string) (ConsumerGroupInfo, error) {
+func (a Admin) ConsumerGroupInfo(group string) (ConsumerGroupInfo, error) {
+	c := a.c
 	info, ok := c.clients.groupInfo(group)
 	if !ok {
 		return info, newError(ReasonConsumerNotOnline, "the consumer group["+group+"] not online")

@@ -19,12 +19,12 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 	sdir := t.TempDir()
 	s := newSlaveCore(t, func(o *Options) { o.DataDir = sdir })
 
-	if err := m.CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	g := protocol.DefaultSubscriptionGroupConfig("CfgGroup")
 	g.RetryMaxTimes = 3
-	if err := m.UpdateSubscriptionGroup(g); err != nil {
+	if err := m.Admin().UpdateSubscriptionGroup(g); err != nil {
 		t.Fatal(err)
 	}
 	var res SendResult
@@ -56,17 +56,17 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 	}
 
 	// Changes and deletions follow, in log order.
-	if err := m.CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 6, WriteQueueNums: 6, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 6, WriteQueueNums: 6, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteTopic("Auto"); err != nil {
+	if err := m.Admin().DeleteTopic("Auto"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteSubscriptionGroup("CfgGroup", false); err != nil {
+	if err := m.Admin().DeleteSubscriptionGroup("CfgGroup", false); err != nil {
 		t.Fatal(err)
 	}
 	before := m.Replication().TopicTable() // a snapshot the periodic sync could still be applying
-	if err := m.CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Cfg", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	replicate(t, m, s)
@@ -119,12 +119,12 @@ func TestConfigurationFollowsTheLog(t *testing.T) {
 func TestConfigurationAfterACutLog(t *testing.T) {
 	m := newTestCore(t, nil)
 	s := newSlaveCore(t, nil)
-	if err := m.CreateTopic(&TopicRequest{Topic: "Kept", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Kept", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	replicate(t, m, s)
 	cut := s.Store().WrittenOffset()
-	if err := m.CreateTopic(&TopicRequest{Topic: "Cut", ReadQueueNums: 3, WriteQueueNums: 3, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Cut", ReadQueueNums: 3, WriteQueueNums: 3, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	replicate(t, m, s)
@@ -158,7 +158,7 @@ func TestConfigurationAfterACutLog(t *testing.T) {
 func TestSlaveCreatesNothing(t *testing.T) {
 	m := newTestCore(t, nil)
 	s := newSlaveCore(t, nil)
-	if err := m.CreateTopic(&TopicRequest{Topic: "Known", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Known", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	var res SendResult
@@ -228,10 +228,10 @@ func TestConfigTopicIsClosedToClients(t *testing.T) {
 	if _, err := c.RouteTopic(configTopic, true); err == nil {
 		t.Fatalf("a route query of %s answered", configTopic)
 	}
-	if err := c.CreateTopic(&TopicRequest{Topic: configTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err == nil {
+	if err := c.Admin().CreateTopic(&TopicRequest{Topic: configTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err == nil {
 		t.Fatalf("an admin created %s", configTopic)
 	}
-	if err := c.CreateTopic(&TopicRequest{Topic: "Visible", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+	if err := c.Admin().CreateTopic(&TopicRequest{Topic: "Visible", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	waitDispatched(t, c, configTopic, 0, 1)
@@ -240,7 +240,7 @@ func TestConfigTopicIsClosedToClients(t *testing.T) {
 	if err := c.Pull(&PullRequest{Group: []byte("g"), Topic: []byte(configTopic), MaxMsgs: 32, OwnSubscription: true}, &pr); Code(err) != protocol.RespTopicNotExist {
 		t.Fatalf("a pull of %s: %v status %d", configTopic, err, pr.Status)
 	}
-	cfgs, _ := c.Topics()
+	cfgs, _ := c.Admin().Topics()
 	for _, cfg := range cfgs {
 		if cfg.TopicName == configTopic {
 			t.Fatalf("%s is listed", configTopic)

@@ -274,7 +274,8 @@ func (p *retryPolicy) delay(reconsumeTimes int32) time.Duration {
 // configuration (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 200: consume
 // enabled, retryMaxTimes, the 5.x groupRetryPolicy, consumeMessageOrderly,
 // ...) and returns once subscriptionGroup.json holds it.
-func (c *Core) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+func (a Admin) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) error {
+	c := a.c
 	if c.slave.Load() {
 		return errSlaveAdmin
 	}
@@ -312,7 +313,8 @@ func (c *Core) SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig,
 // (DELETE_SUBSCRIPTIONGROUP, 207) and, with cleanOffset, its committed
 // offsets of every topic. It returns once subscriptionGroup.json holds the
 // deletion.
-func (c *Core) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+func (a Admin) DeleteSubscriptionGroup(name string, cleanOffset bool) error {
+	c := a.c
 	if c.slave.Load() {
 		return errSlaveAdmin
 	}

@@ -53,7 +53,8 @@ type EngineStats struct {
 
 // EngineStats reads the counters. It takes the feature managers' locks
 // briefly (their pending counts are O(queues)) and calls statfs once.
-func (c *Core) EngineStats() EngineStats {
+func (a Admin) EngineStats() EngineStats {
+	c := a.c
 	e := EngineStats{Store: c.store.Stats()}
 	e.SendRequests, e.SendMessages = c.stats.sendRequests.Load(), c.stats.sendMessages.Load()
 	e.SendErrors, e.BusyRejects, e.InFlightBytes = c.stats.sendErrors.Load(), c.stats.busyRejects.Load(), c.inflight.Load()
@@ -61,7 +62,7 @@ func (c *Core) EngineStats() EngineStats {
 	ps := c.features().pops.Stats()
 	e.SendBacks, e.DeadLetters = c.stats.sendBacks.Load(), c.stats.deadLetters.Load()+ps.DeadLetters
 	e.Delayed, e.DelayedDelivered = c.stats.delayed.Load(), c.features().sched.Stats().Delivered
-	for level, next := range c.DelayOffsets() {
+	for level, next := range a.DelayOffsets() {
 		if mx := c.store.MaxOffset(scheduleTopic, level-1); mx > next {
 			e.DelayedPending += mx - max(next, 0)
 		}
@@ -117,7 +118,8 @@ type LagOptions struct {
 // table, as GET_BROKER_CONSUME_STATS does, over the topics' read queues)
 // and returns each (group, topic) pair's backlog, sorted by group then
 // topic. A topic no longer in the topic table is skipped.
-func (c *Core) ConsumerLags(o LagOptions) []Lag {
+func (a Admin) ConsumerLags(o LagOptions) []Lag {
+	c := a.c
 	type pair struct {
 		group, topic string
 		offs         []int64
@@ -167,7 +169,8 @@ func (c *Core) ConsumerLags(o LagOptions) []Lag {
 }
 
 // ConsumerGroupNames lists the consumer groups with live members, sorted.
-func (c *Core) ConsumerGroupNames() []string {
+func (a Admin) ConsumerGroupNames() []string {
+	c := a.c
 	c.clients.mu.RLock()
 	out := make([]string, 0, len(c.clients.consumers))
 	for g := range c.clients.consumers {
@@ -180,7 +183,8 @@ func (c *Core) ConsumerGroupNames() []string {
 
 // SubscriptionGroupNames lists the subscription groups of the group table,
 // sorted.
-func (c *Core) SubscriptionGroupNames() []string {
+func (a Admin) SubscriptionGroupNames() []string {
+	c := a.c
 	out := c.groups.names()
 	sort.Strings(out)
 	return out
@@ -188,9 +192,10 @@ func (c *Core) SubscriptionGroupNames() []string {
 
 // StoreTimeAt is the store time (ms) of a queue's message at offset, or 0
 // when there is none.
-func (c *Core) StoreTimeAt(topic string, q int32, offset int64) int64 {
+func (a Admin) StoreTimeAt(topic string, q int32, offset int64) int64 {
+	c := a.c
 	return c.storeTimeAt(topic, q, offset)
 }
 
 // Uptime is how long the core has run.
-func (c *Core) Uptime() time.Duration { return time.Since(c.start) }
+func (a Admin) Uptime() time.Duration { return time.Since(a.c.start) }

@@ -319,7 +319,8 @@ type QueueOffset struct {
 // group's live members, which drop what they hold of those queues and
 // resume from there. It returns the new offsets, sorted by queue id, and
 // how many members were told.
-func (c *Core) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
+func (a Admin) ResetConsumerOffset(topic, group string, timestampMs int64, force bool, queueID int32, offset int64) ([]QueueOffset, int, error) {
+	c := a.c
 	if c.slave.Load() {
 		return nil, 0, errSlaveReset
 	}

@@ -127,7 +127,7 @@ func powerLossOptions(t *testing.T, dir string) Options {
 // and acked. It runs until stop closes and returns the first error.
 func load(c *Core, stop <-chan struct{}) error {
 	for _, topic := range []string{"D", "P", "X"} {
-		if err := c.CreateTopic(&TopicRequest{Topic: topic, ReadQueueNums: 2, WriteQueueNums: 2, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
+		if err := c.Admin().CreateTopic(&TopicRequest{Topic: topic, ReadQueueNums: 2, WriteQueueNums: 2, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
 			return err
 		}
 	}
@@ -146,9 +146,9 @@ func load(c *Core, stop <-chan struct{}) error {
 		var err error
 		switch i % 7 {
 		case 0:
-			err = c.CreateTopic(&TopicRequest{Topic: fmt.Sprintf("T%04d", i), ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})
+			err = c.Admin().CreateTopic(&TopicRequest{Topic: fmt.Sprintf("T%04d", i), ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})
 		case 1:
-			err = c.UpdateSubscriptionGroup(protocol.SubscriptionGroupConfig{GroupName: fmt.Sprintf("G%04d", i), ConsumeEnable: true})
+			err = c.Admin().UpdateSubscriptionGroup(protocol.SubscriptionGroupConfig{GroupName: fmt.Sprintf("G%04d", i), ConsumeEnable: true})
 		case 2:
 			err = c.UpdateConsumerOffset([]byte("X"), []byte("cg"), int32(i/7%2), int64(i))
 		case 3:
@@ -356,11 +356,11 @@ func TestStateFilesFaults(t *testing.T) {
 		c.Start()
 		var created []string
 		for _, name := range []string{"A", "B"} {
-			if !injected("create "+name, c.CreateTopic(&TopicRequest{Topic: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})) {
+			if !injected("create "+name, c.Admin().CreateTopic(&TopicRequest{Topic: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})) {
 				created = append(created, name)
 			}
 		}
-		groupOK := !injected("group", c.UpdateSubscriptionGroup(protocol.SubscriptionGroupConfig{GroupName: "G", ConsumeEnable: true}))
+		groupOK := !injected("group", c.Admin().UpdateSubscriptionGroup(protocol.SubscriptionGroupConfig{GroupName: "G", ConsumeEnable: true}))
 		if err := c.UpdateConsumerOffset([]byte("A"), []byte("G"), 0, 7); err != nil {
 			t.Fatal(err)
 		}

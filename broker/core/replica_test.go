@@ -221,12 +221,12 @@ func TestSlaveRefusesWritesServesReads(t *testing.T) {
 		{"send back", second(s.SendBack(&SendBackRequest{Group: "g", Offset: 0})), protocol.RespSystemBusy, "[REJECTREQUEST]"},
 		{"end transaction", second(s.EndTransaction(&EndTransactionRequest{CommitOrRollback: protocol.TransactionCommitType})),
 			protocol.RespSlaveNotAvailable, "slave mode"},
-		{"create topic", s.CreateTopic(&TopicRequest{Topic: "New", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}),
+		{"create topic", s.Admin().CreateTopic(&TopicRequest{Topic: "New", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}),
 			protocol.RespSystemError, "Can't modify topic or subscription group from slave broker"},
-		{"delete topic", s.DeleteTopic("Repl"), protocol.RespSystemError, "from slave broker"},
-		{"update group", s.UpdateSubscriptionGroup(protocol.DefaultSubscriptionGroupConfig("g")), protocol.RespSystemError, "from slave broker"},
-		{"delete group", s.DeleteSubscriptionGroup("g", true), protocol.RespSystemError, "from slave broker"},
-		{"reset offsets", third(s.ResetConsumerOffset("Repl", "g", -1, true, -1, -1)), protocol.RespSystemError, "Can not reset offset in slave broker"},
+		{"delete topic", s.Admin().DeleteTopic("Repl"), protocol.RespSystemError, "from slave broker"},
+		{"update group", s.Admin().UpdateSubscriptionGroup(protocol.DefaultSubscriptionGroupConfig("g")), protocol.RespSystemError, "from slave broker"},
+		{"delete group", s.Admin().DeleteSubscriptionGroup("g", true), protocol.RespSystemError, "from slave broker"},
+		{"reset offsets", third(s.Admin().ResetConsumerOffset("Repl", "g", -1, true, -1, -1)), protocol.RespSystemError, "Can not reset offset in slave broker"},
 		{"pop", s.Pop(&PopRequest{Group: []byte("g"), Topic: []byte("Repl"), QueueID: -1, MaxMsgs: 1, InvisibleTime: 1000}, &PopResult{}),
 			protocol.RespServiceNotAvailable, "POP is served by the master"},
 	} {
@@ -252,12 +252,12 @@ func third[T, U any](_ T, _ U, err error) error { return err }
 func TestSlaveFollowsTables(t *testing.T) {
 	m := newTestCore(t, nil)
 	s := newSlaveCore(t, nil)
-	if err := m.CreateTopic(&TopicRequest{Topic: "Followed", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
+	if err := m.Admin().CreateTopic(&TopicRequest{Topic: "Followed", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	g := protocol.DefaultSubscriptionGroupConfig("FollowedGroup")
 	g.RetryMaxTimes = 3
-	if err := m.UpdateSubscriptionGroup(g); err != nil {
+	if err := m.Admin().UpdateSubscriptionGroup(g); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Replication().SyncTopics(m.Replication().TopicTable()); n == 0 {
@@ -275,10 +275,10 @@ func TestSlaveFollowsTables(t *testing.T) {
 	if n := s.Replication().SyncTopics(m.Replication().TopicTable()) + s.Replication().SyncSubscriptionGroups(m.Replication().SubscriptionGroupTable()); n != 0 {
 		t.Fatalf("a second sync changed %d", n)
 	}
-	if err := m.DeleteTopic("Followed"); err != nil {
+	if err := m.Admin().DeleteTopic("Followed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteSubscriptionGroup("FollowedGroup", true); err != nil {
+	if err := m.Admin().DeleteSubscriptionGroup("FollowedGroup", true); err != nil {
 		t.Fatal(err)
 	}
 	s.Replication().SyncTopics(m.Replication().TopicTable())
@@ -331,7 +331,7 @@ func TestSlaveFollowsTables(t *testing.T) {
 
 	// Delay offsets.
 	s.Replication().SyncDelayOffsets(map[int32]int64{1: 7, 3: 9, 99: 1})
-	if got := s.DelayOffsets(); got[1] != 7 || got[3] != 9 || got[2] != 0 {
+	if got := s.Admin().DelayOffsets(); got[1] != 7 || got[3] != 9 || got[2] != 0 {
 		t.Fatalf("the slave's delay offsets: %v", got)
 	}
 	// A master ignores the Sync calls.

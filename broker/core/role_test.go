@@ -25,7 +25,7 @@ func (r *roleConn) CheckTransaction(string, *TransactionCheck) error { r.checks.
 
 func createTopic(t testing.TB, c *Core, name string, queues int32) {
 	t.Helper()
-	if err := c.CreateTopic(&TopicRequest{Topic: name, ReadQueueNums: queues, WriteQueueNums: queues,
+	if err := c.Admin().CreateTopic(&TopicRequest{Topic: name, ReadQueueNums: queues, WriteQueueNums: queues,
 		Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 // (28) reports them (the Java broker's key names where one exists): the
 // store's, the send and pull counters, the client registry's, the
 // features'. A front end adds its own (held requests, its server's limits).
-func (c *Core) RuntimeInfo() map[string]string {
+func (a Admin) RuntimeInfo() map[string]string {
+	c := a.c
 	st := c.store.Stats()
 	conns, cgroups, pgroups := c.clients.counts()
 	up := time.Since(c.start)
@@ -120,7 +121,8 @@ func lastScrubMs(t time.Time) int64 {
 // DelayOffsets returns the delay scanners' progress by delay level (1..n):
 // the next offset of each level's queue to deliver (GET_ALL_DELAY_OFFSET,
 // 45; config/delayOffset.json).
-func (c *Core) DelayOffsets() map[int32]int64 {
+func (a Admin) DelayOffsets() map[int32]int64 {
+	c := a.c
 	offs := c.features().sched.Offsets()
 	out := make(map[int32]int64, len(offs))
 	for i, off := range offs {

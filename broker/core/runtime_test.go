@@ -36,7 +36,7 @@ func TestRuntimeInfoTodayCountsClientTraffic(t *testing.T) {
 	if _, err := c.SendBack(&SendBackRequest{Group: "g", Offset: first, DelayLevel: 1}); err != nil {
 		t.Fatal(err)
 	}
-	info := c.RuntimeInfo()
+	info := c.Admin().RuntimeInfo()
 	// The store also counts the configuration records (the topic, the
 	// group and its retry topic created on the way: configlog.go).
 	for k, want := range map[string]string{

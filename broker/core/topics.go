@@ -354,7 +354,8 @@ type TopicRequest struct {
 // refuses system topics and the cluster's and broker's names, and returns
 // once topics.json holds the change (a failed write is SYSTEM_ERROR: the
 // topic is in the table, not on disk).
-func (c *Core) CreateTopic(r *TopicRequest) error {
+func (a Admin) CreateTopic(r *TopicRequest) error {
+	c := a.c
 	if c.slave.Load() {
 		return errSlaveAdmin
 	}
@@ -411,7 +412,8 @@ func (c *Core) CreateTopic(r *TopicRequest) error {
 // configuration, consume queues and committed offsets go (its records stay
 // in the commit log until retention removes them). System topics are
 // refused.
-func (c *Core) DeleteTopic(name string) error {
+func (a Admin) DeleteTopic(name string) error {
+	c := a.c
 	if c.slave.Load() {
 		return errSlaveAdmin
 	}
@@ -458,7 +460,7 @@ func (c *Core) TopicConfig(name string) (protocol.TopicConfig, bool) {
 // Topics returns every topic's configuration, in no particular order, and
 // the table's data version. It is O(topics): for whole-table operations
 // (GET_ALL_TOPIC_CONFIG, a full registration), never per topic.
-func (c *Core) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return c.topics.snapshot() }
+func (a Admin) Topics() ([]protocol.TopicConfig, protocol.DataVersion) { return a.c.topics.snapshot() }
 
 // TopicTable returns the topic table and its version (what
 // GET_ALL_TOPIC_CONFIG answers). O(topics).

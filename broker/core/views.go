@@ -12,3 +12,13 @@ type Replication struct{ c *Core }
 
 // Replication returns the core's replication surface.
 func (c *Core) Replication() Replication { return Replication{c} }
+
+// Admin is the core's surface for administration and monitoring (see the
+// package doc, "Audiences"): topic and subscription-group administration,
+// offset resets and clones, the broker's configuration, runtime reports and
+// the statistics the admin protocol, the dashboard and the metrics exporter
+// read. It is a view of the core: it holds no state of its own.
+type Admin struct{ c *Core }
+
+// Admin returns the core's administration surface.
+func (c *Core) Admin() Admin { return Admin{c} }

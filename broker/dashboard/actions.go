@@ -50,7 +50,7 @@ var actions = map[string]action{
 			if err != nil {
 				return "", err
 			}
-			if err := d.b.Core().CreateTopic(&r); err != nil {
+			if err := d.b.Core().Admin().CreateTopic(&r); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("Topic %s has %d queues.", r.Topic, r.WriteQueueNums), nil
@@ -98,7 +98,7 @@ var actions = map[string]action{
 			if v.Get("group") == "" || v.Get("client") == "" || v.Get("msgid") == "" {
 				return "", errors.New("a resend needs the group, the client id and the message's offset id")
 			}
-			if _, err := d.b.Core().ConsumerConn(v.Get("group"), v.Get("client")); err != nil {
+			if _, err := d.b.Core().Admin().ConsumerConn(v.Get("group"), v.Get("client")); err != nil {
 				return "", errors.New(core.Remark(err))
 			}
 			vw, err := d.b.Core().ViewMessageByOffsetID(v.Get("msgid"))

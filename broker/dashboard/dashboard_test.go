@@ -179,7 +179,7 @@ func TestPagesAndActions(t *testing.T) {
 
 	// The retry trace: message 4 sent back once (waiting in the schedule
 	// topic for its delay level) and message 6 straight to the DLQ.
-	if err := b.Core().UpdateSubscriptionGroup(protocol.DefaultSubscriptionGroupConfig("dash-group")); err != nil {
+	if err := b.Core().Admin().UpdateSubscriptionGroup(protocol.DefaultSubscriptionGroupConfig("dash-group")); err != nil {
 		t.Fatal(err)
 	}
 	for i, level := range map[int]int32{4: 0, 6: -1} {

@@ -41,7 +41,7 @@ func (d *Dashboard) overview(*http.Request) (any, error) {
 		"commitLogDiskRatio", "commitLogDirCapacity", "topics", "consumerGroups", "producerGroups", "clientConnections"} {
 		out.Info = append(out.Info, kv{k, ri[k]})
 	}
-	e := c.EngineStats()
+	e := c.Admin().EngineStats()
 	st := e.Store
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	out.Engine = []kv{
@@ -102,7 +102,7 @@ func isSystemTopic(c *core.Core, t string) bool {
 		strings.HasPrefix(t, "RMQ_SYS_") || t == "TBW102" {
 		return true
 	}
-	for _, s := range c.SystemTopics() {
+	for _, s := range c.Admin().SystemTopics() {
 		if s == t {
 			return true
 		}
@@ -139,12 +139,12 @@ func (d *Dashboard) topics(r *http.Request) (any, error) {
 	out := topicsData{ShowSystem: r.URL.Query().Get("system") == "1"}
 	backlog := map[string]int64{}
 	groups := map[string]int{}
-	for _, l := range c.ConsumerLags(core.LagOptions{}) {
+	for _, l := range c.Admin().ConsumerLags(core.LagOptions{}) {
 		backlog[l.Topic] += l.Messages
 		groups[l.Topic]++
 	}
-	cfgs, _ := c.Topics()
-	rs := c.Stats()
+	cfgs, _ := c.Admin().Topics()
+	rs := c.Admin().Stats()
 	for _, t := range cfgs {
 		if !out.ShowSystem && isSystemTopic(c, t.TopicName) {
 			continue
@@ -192,7 +192,7 @@ func (d *Dashboard) topic(r *http.Request) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("topic %q does not exist", name)
 	}
-	ts, err := c.TopicStats(name)
+	ts, err := c.Admin().TopicStats(name)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +202,8 @@ func (d *Dashboard) topic(r *http.Request) (any, error) {
 		out.Messages += o.MaxOffset - o.MinOffset
 	}
 	sort.Slice(out.Queues, func(i, j int) bool { return out.Queues[i].Queue < out.Queues[j].Queue })
-	for _, g := range c.TopicConsumeByWho(name) {
-		cs := c.ConsumeStats(g, name, nil)
+	for _, g := range c.Admin().TopicConsumeByWho(name) {
+		cs := c.Admin().ConsumeStats(g, name, nil)
 		out.Groups = append(out.Groups, groupLagRow{Group: g, Lag: cs.TotalDiff()})
 	}
 	return out, nil
@@ -234,18 +234,18 @@ func (d *Dashboard) groups(*http.Request) (any, error) {
 		rows[g] = r
 		return r
 	}
-	for _, g := range c.SubscriptionGroupNames() {
+	for _, g := range c.Admin().SubscriptionGroupNames() {
 		get(g).HasState = true
 	}
-	for _, g := range c.ConsumerGroupNames() {
+	for _, g := range c.Admin().ConsumerGroupNames() {
 		r := get(g)
-		if info, err := c.ConsumerGroupInfo(g); err == nil {
+		if info, err := c.Admin().ConsumerGroupInfo(g); err == nil {
 			r.Members, r.ConsumeType, r.Model = len(info.Connections), info.ConsumeType, info.MessageModel
 		}
 	}
-	rs := c.Stats()
+	rs := c.Admin().Stats()
 	tps := map[string]float64{}
-	for _, l := range c.ConsumerLags(core.LagOptions{}) {
+	for _, l := range c.Admin().ConsumerLags(core.LagOptions{}) {
 		r := get(l.Group)
 		r.Lag += l.Messages
 		r.Topics++
@@ -309,7 +309,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 		return nil, errors.New("no group given")
 	}
 	out := groupData{Name: g, Consistent: true, MsgID: r.URL.Query().Get("msgid")}
-	if info, err := c.ConsumerGroupInfo(g); err == nil {
+	if info, err := c.Admin().ConsumerGroupInfo(g); err == nil {
 		out.ConsumeType, out.Model = info.ConsumeType, info.MessageModel
 		out.Consistent, out.Inconsistency = info.Consistent, info.Inconsistency
 		for _, m := range info.Connections {
@@ -324,7 +324,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 		}
 	}
 	holders := d.holders(g, &out)
-	cs := c.ConsumeStats(g, "", nil)
+	cs := c.Admin().ConsumeStats(g, "", nil)
 	byTopic := map[string]*groupTopic{}
 	for mq, w := range cs.OffsetTable {
 		gt := byTopic[mq.Topic]
@@ -338,7 +338,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 		gt.Lag += lag
 		out.Lag += lag
 	}
-	rs := c.Stats()
+	rs := c.Admin().Stats()
 	for _, gt := range byTopic {
 		sort.Slice(gt.Queues, func(i, j int) bool { return gt.Queues[i].Queue < gt.Queues[j].Queue })
 		gt.Tps = fmt.Sprintf("%.2f", rs.GroupGet.Window(stats.Key{Topic: gt.Topic, Group: g}, stats.Window1m).TPS)
@@ -539,7 +539,7 @@ func (d *Dashboard) trace(c *core.Core, m *msgRow) {
 	if rt, ok := propValue(m.Props, "RETRY_TOPIC"); ok && (m.Retry || m.DeadLetter) {
 		topic = rt
 	}
-	groups := c.TopicConsumeByWho(topic)
+	groups := c.Admin().TopicConsumeByWho(topic)
 	m.ConsumerGroups = groups
 	if m.UniqKey == "" {
 		m.TraceNote = "the message has no unique key: its retries cannot be looked up"

@@ -163,7 +163,7 @@ func TestReceiveLongPollingWakesOnRevive(t *testing.T) {
 	if ri := e.srv.RuntimeInfo(); ri["grpcHeldRevived"] != "1" || ri["grpcHeldReceives"] != "0" {
 		t.Fatalf("runtime info: %v", ri)
 	}
-	if n := e.core.RuntimeInfo()["popRequests"]; n != "3" {
+	if n := e.core.Admin().RuntimeInfo()["popRequests"]; n != "3" {
 		t.Fatalf("%s pop looks, want 3", n)
 	}
 }
@@ -199,7 +199,7 @@ func TestFIFOGroupsInOrder(t *testing.T) {
 	e := newEnv(t, nil)
 	cfg := protocol.DefaultSubscriptionGroupConfig("FG")
 	cfg.ConsumeMessageOrderly = true
-	if err := e.core.UpdateSubscriptionGroup(cfg); err != nil {
+	if err := e.core.Admin().UpdateSubscriptionGroup(cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"g1", "g2"} {
@@ -371,7 +371,7 @@ func TestBadRequests(t *testing.T) {
 	if r := e.route("bad topic"); r.Status.Code != rmqpb.Code_ILLEGAL_TOPIC {
 		t.Fatalf("illegal topic: %v", r)
 	}
-	if err := e.core.CreateTopic(&core.TopicRequest{Topic: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
+	if err := e.core.Admin().CreateTopic(&core.TopicRequest{Topic: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	big := msg("T", "big", "")
@@ -414,7 +414,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestPullAndOffsets(t *testing.T) {
 	e := newEnv(t, nil)
-	if err := e.core.CreateTopic(&core.TopicRequest{Topic: "P", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+	if err := e.core.Admin().CreateTopic(&core.TopicRequest{Topic: "P", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {

@@ -233,7 +233,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	e, d := c.e, c.e.d
 	co := e.o.Core
 	system := map[string]bool{}
-	for _, t := range co.SystemTopics() {
+	for _, t := range co.Admin().SystemTopics() {
 		system[t] = true
 	}
 	isSystem := func(t string) string {
@@ -250,7 +250,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 	// Messages and bytes in and out: the runtime statistics' cumulative
 	// counters (the same items VIEW_BROKER_STATS_DATA samples).
-	rs := co.Stats()
+	rs := co.Admin().Stats()
 	rs.TopicPut.Each(func(k stats.Key, t stats.Totals) { counter(d.msgIn, float64(t.Value), k.Topic, isSystem(k.Topic)) })
 	rs.TopicPutSize.Each(func(k stats.Key, t stats.Totals) { counter(d.bytesIn, float64(t.Value), k.Topic, isSystem(k.Topic)) })
 	rs.GroupGet.Each(func(k stats.Key, t stats.Totals) {
@@ -263,7 +263,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	// Connections.
 	type lv struct{ a, b, c, d string }
 	prod := map[lv]int{}
-	for _, infos := range co.AllProducers() {
+	for _, infos := range co.Admin().AllProducers() {
 		for _, p := range infos {
 			prod[lv{a: p.Language, b: versionLabel(p.Version)}]++
 		}
@@ -271,8 +271,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range prod {
 		gauge(d.prodConns, float64(n), k.a, k.b)
 	}
-	for _, g := range co.ConsumerGroupNames() {
-		info, err := co.ConsumerGroupInfo(g)
+	for _, g := range co.Admin().ConsumerGroupNames() {
+		info, err := co.Admin().ConsumerGroupInfo(g)
 		if err != nil {
 			continue
 		}
@@ -287,7 +287,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 	// Lag.
 	now := time.Now().UnixMilli()
-	for _, l := range co.ConsumerLags(core.LagOptions{Latency: true}) {
+	for _, l := range co.Admin().ConsumerLags(core.LagOptions{Latency: true}) {
 		lat := 0.0
 		if l.OldestMs > 0 {
 			lat = float64(max(now-l.OldestMs, 0))
@@ -300,7 +300,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	// The engine.
-	s := co.EngineStats()
+	s := co.Admin().EngineStats()
 	st := s.Store
 	counter(d.dlq, float64(s.DeadLetters))
 	counter(d.commits, float64(s.TxCommits))
@@ -344,7 +344,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.topics, float64(s.Topics))
 	gauge(d.groups, float64(s.ConsumerGroups), "consumer")
 	gauge(d.groups, float64(s.ProducerGroups), "producer")
-	gauge(d.uptime, co.Uptime().Seconds())
+	gauge(d.uptime, co.Admin().Uptime().Seconds())
 	gauge(d.lost, float64(st.LostMessages))
 	counter(d.scrubBad, float64(st.ScrubBadRecords))
 	gauge(d.replicas, float64(len(st.Replicas)))

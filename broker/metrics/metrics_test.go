@@ -82,7 +82,7 @@ func TestExporterReadsTheCore(t *testing.T) {
 }
 
 func mustTopics(c *core.Core) []string {
-	cfgs, _ := c.Topics()
+	cfgs, _ := c.Admin().Topics()
 	out := make([]string, len(cfgs))
 	for i, t := range cfgs {
 		out[i] = t.TopicName

@@ -56,7 +56,7 @@ func (d *coreDriver) createTopic(t *testing.T, topic string, queues int32, typ s
 	if typ != "" {
 		r.Attributes = "+message.type=" + typ
 	}
-	if err := d.c.CreateTopic(&r); err != nil {
+	if err := d.c.Admin().CreateTopic(&r); err != nil {
 		t.Fatalf("CreateTopic %s: %v", topic, err)
 	}
 	d.mu.Lock()
@@ -71,7 +71,7 @@ func (d *coreDriver) createGroup(t *testing.T, group string, g groupConfig) {
 		cfg.RetryMaxTimes = g.retryMax
 	}
 	cfg.ConsumeMessageOrderly = g.orderly
-	if err := d.c.UpdateSubscriptionGroup(cfg); err != nil {
+	if err := d.c.Admin().UpdateSubscriptionGroup(cfg); err != nil {
 		t.Fatalf("UpdateSubscriptionGroup %s: %v", group, err)
 	}
 	d.mu.Lock()
