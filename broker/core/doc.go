@@ -14,22 +14,53 @@
 // background tasks and the features' goroutines) and Shutdown (stop them,
 // persist everything, close the store).
 //
-// # Operations
+// # Audiences
 //
-//   - Send (send and send-batch): validation, back-pressure, topic lookup
-//     and auto-creation, the routing of retried, half, timer and delay
-//     messages (routeSend), the put. Pull, PullAgain: the filter (the
-//     request's own, or the group's registered subscription), the store's
-//     zero-copy views, the next/min/max offsets. Pop, PopAgain, Ack,
-//     ChangeInvisible. SendBack (retry and dead letters), EndTransaction.
-//   - QueryMessage, ViewMessage; QueryConsumerOffset, UpdateConsumerOffset,
-//     CommittedOffset, MaxOffset, MinOffset, SearchOffset,
-//     EarliestStoreTime, ResetConsumerOffset; LockQueues, UnlockQueues.
-//   - Heartbeat, UnregisterClient, ClientClosed, ConsumerIDs,
-//     ConsumerGroupInfo, CheckSubscription (the client registry); CreateTopic,
-//     DeleteTopic, TopicConfig, Topics, TopicTable, UpdateSubscriptionGroup,
-//     SubscriptionGroup, DeleteSubscriptionGroup, SubscriptionGroupTable;
-//     RuntimeInfo, DelayOffsets.
+// The core's surface is split by who calls it; each view holds only the
+// *Core (views.go), so a method lives in one place:
+//
+//   - Messaging, on *Core: what both front ends call per message. Send
+//     (send and send-batch): validation, back-pressure, topic lookup and
+//     auto-creation, the routing of retried, half, timer and delay messages
+//     (routeSend), the put. Pull, PullAgain: the filter (the request's own,
+//     or the group's registered subscription), the store's zero-copy views,
+//     the next/min/max offsets. Pop, PopAgain, Ack, ChangeInvisible,
+//     OnArrival, OnRevive. SendBack (retry and dead letters),
+//     ForwardToDeadLetter, EndTransaction, WaitDurable, WhenDurable, Recall.
+//     QueryMessage, ViewMessage, ViewMessageByOffsetID; QueryConsumerOffset,
+//     UpdateConsumerOffset, CommittedOffset, MaxOffset, MinOffset,
+//     SearchOffset, EarliestStoreTime; LockQueues, UnlockQueues. Heartbeat,
+//     UnregisterClient, ClientClosed, ConsumerIDs, CheckSubscription (the
+//     client registry); TopicConfig, RouteTopic, SubscriptionGroup,
+//     BrokerPermission, Role, IsSlave. The lifecycle (New, Start,
+//     Checkpoint, Shutdown, Closing) and Options, Store, StartTime.
+//   - Administration and monitoring, on Admin ((*Core).Admin()): what the
+//     admin protocol's handlers, the dashboard and the metrics exporter
+//     call. CreateTopic, DeleteTopic, Topics, SystemTopics,
+//     UpdateSubscriptionGroup, DeleteSubscriptionGroup,
+//     SubscriptionGroupNames; ResetConsumerOffset, CloneGroupOffset,
+//     CleanExpired; BrokerConfig, UpdateBrokerConfig, RuntimeInfo,
+//     DelayOffsets; ConsumerGroupInfo, ConsumerGroupNames, ConsumerConn,
+//     ConsumerMembers, GroupSysFlag, Subscription, TopicsByConsumer,
+//     TopicConsumeByWho, AllProducers, ProducerConnections; the reports
+//     (ConsumeStats, BrokerConsumeStats, TopicStats, ConsumeTimeSpan,
+//     QueryConsumeQueue, StatsData, ConsumerLags, StoreTimeAt) and the
+//     statistics (Stats, EngineStats, Uptime).
+//   - Replication and controller mode, on Replication
+//     ((*Core).Replication()): what a master serves its slaves
+//     (TopicTable, SubscriptionGroupTable, AllConsumerOffsets), what a slave
+//     follows its master with (SyncTopics, SyncSubscriptionGroups,
+//     SyncConsumerOffsets, OffsetForwarded, SyncDelayOffsets), role changes
+//     (SetRole, AdoptStoredTopics), the write gate controller mode closes
+//     (SetWriteGate, WriteGate) and ConfigLogStats.
+//
+// The core names no JSON body of the remoting protocol in what it takes
+// or returns: the tables a slave follows are TopicTable, GroupTable and
+// OffsetTable, a consume queue's view is ConsumeQueueEntries, and package
+// broker encodes and decodes the bodies (TestNoWireFormat keeps it so; the
+// heartbeat and the statistics reports ConsumeStats, ConsumeStatsList and
+// TopicStatsTable are the exceptions it lists, and the state files'
+// managers use the tables' wrappers as the files' codec).
 //
 // # Refusals
 //

@@ -512,7 +512,7 @@ func (n *Node) becomeMaster(s client.State) {
 			epochStart = end
 			n.lastEnd.Store(end)
 			n.b.Core().Replication().SetWriteGate(core.ReasonNone, "") // a fence from an earlier term as master
-			n.setCurrent(inst)                           // handshakes of slaves now answer as master
+			n.setCurrent(inst)                                         // handshakes of slaves now answer as master
 			// The SyncStateSet's policy (the store's count, the write
 			// gate) before the first write is taken.
 			n.applySyncStateSet(inst, s)
