@@ -132,10 +132,11 @@ func (b *Broker) handleTopicStats(req *protocol.Command, resp *remoting.Response
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	ts, err := b.core.Admin().TopicStats(h.Topic)
+	s, err := b.core.Admin().TopicStats(h.Topic)
 	if err != nil {
 		return fail(resp, err)
 	}
+	ts := protocol.TopicStatsTable{OffsetTable: s.Queues, TopicPutTps: s.PutTPS}
 	body, err := ts.Encode()
 	return replyBody(resp, body, err)
 }
@@ -146,10 +147,11 @@ func (b *Broker) handleProducerConnections(req *protocol.Command, resp *remoting
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	pc, err := b.core.Admin().ProducerConnections(h.ProducerGroup)
+	conns, err := b.core.Admin().ProducerConnections(h.ProducerGroup)
 	if err != nil {
 		return fail(resp, err)
 	}
+	pc := protocol.ProducerConnection{ConnectionSet: conns}
 	return jsonBody(resp, &pc)
 }
 
@@ -165,7 +167,8 @@ func (b *Broker) handleConsumeStats(req *protocol.Command, resp *remoting.Respon
 			topics = append(topics, t)
 		}
 	}
-	cs := b.core.Admin().ConsumeStats(h.ConsumerGroup, h.Topic, topics)
+	s := b.core.Admin().ConsumeStats(h.ConsumerGroup, h.Topic, topics)
+	cs := consumeStatsBody(s)
 	body, err := cs.Encode()
 	return replyBody(resp, body, err)
 }
@@ -216,10 +219,11 @@ func (b *Broker) handleViewStats(req *protocol.Command, resp *remoting.Response)
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	d, err := b.core.Admin().StatsData(h.StatsName, h.StatsKey)
+	w, err := b.core.Admin().StatsData(h.StatsName, h.StatsKey)
 	if err != nil {
 		return fail(resp, err)
 	}
+	d := protocol.BrokerStatsData{StatsMinute: w.Minute, StatsHour: w.Hour, StatsDay: w.Day}
 	return jsonBody(resp, &d)
 }
 
@@ -229,9 +233,22 @@ func (b *Broker) handleBrokerConsumeStats(req *protocol.Command, resp *remoting.
 	if err := h.Decode(&req.Ext); err != nil {
 		return fail(resp, err)
 	}
-	l := b.core.Admin().BrokerConsumeStats(h.IsOrder)
+	s := b.core.Admin().BrokerConsumeStats(h.IsOrder)
+	l := protocol.ConsumeStatsList{BrokerAddr: s.BrokerAddr, TotalDiff: s.TotalLag}
+	for _, g := range s.Groups {
+		list := make([]protocol.ConsumeStats, 0, len(g.Topics))
+		for _, t := range g.Topics {
+			list = append(list, consumeStatsBody(t))
+		}
+		l.ConsumeStatsList = append(l.ConsumeStatsList, map[string][]protocol.ConsumeStats{g.Group: list})
+	}
 	body, err := l.Encode()
 	return replyBody(resp, body, err)
+}
+
+// consumeStatsBody is GET_CONSUME_STATS's body of a group's statistics.
+func consumeStatsBody(s core.GroupStats) protocol.ConsumeStats {
+	return protocol.ConsumeStats{ConsumeTps: s.TPS, OffsetTable: s.Queues}
 }
 
 // handleQueryConsumeQueue serves QUERY_CONSUME_QUEUE (321).

@@ -130,9 +130,9 @@ func (c *Core) subscribed(group, topic string) (sub, any bool) {
 // when given, without the subscription check), with its consume TPS (the
 // messages it pulled per second over the last minute). A topic the group's
 // live members do not subscribe is left out, as the Java broker does.
-func (a Admin) ConsumeStats(group, topic string, topics []string) protocol.ConsumeStats {
+func (a Admin) ConsumeStats(group, topic string, topics []string) GroupStats {
 	c := a.c
-	cs := protocol.ConsumeStats{OffsetTable: map[protocol.MessageQueue]protocol.OffsetWrapper{}}
+	cs := GroupStats{Queues: map[protocol.MessageQueue]protocol.OffsetWrapper{}}
 	check := len(topics) == 0
 	if check {
 		if topic != "" {
@@ -154,7 +154,7 @@ func (a Admin) ConsumeStats(group, topic string, topics []string) protocol.Consu
 
 // addConsumeStats adds one topic's queues to cs; writeQueues selects the
 // write queue count (GET_BROKER_CONSUME_STATS) instead of the read one.
-func (c *Core) addConsumeStats(cs *protocol.ConsumeStats, group, topic string, writeQueues bool) bool {
+func (c *Core) addConsumeStats(cs *GroupStats, group, topic string, writeQueues bool) bool {
 	e := c.topics.lookup(topic)
 	if e == nil {
 		return false
@@ -170,9 +170,9 @@ func (c *Core) addConsumeStats(cs *protocol.ConsumeStats, group, topic string, w
 		if w.ConsumerOffset > 0 {
 			w.LastTimestamp = c.storeTimeAt(topic, q, w.ConsumerOffset-1)
 		}
-		cs.OffsetTable[protocol.MessageQueue{Topic: topic, BrokerName: c.opts.BrokerName, QueueID: q}] = w
+		cs.Queues[protocol.MessageQueue{Topic: topic, BrokerName: c.opts.BrokerName, QueueID: q}] = w
 	}
-	cs.ConsumeTps += c.rstats.GroupGet.Window(stats.Key{Topic: topic, Group: group}, stats.Window1m).TPS
+	cs.TPS += c.rstats.GroupGet.Window(stats.Key{Topic: topic, Group: group}, stats.Window1m).TPS
 	return true
 }
 
@@ -180,11 +180,11 @@ func (c *Core) addConsumeStats(cs *protocol.ConsumeStats, group, topic string, w
 // group's ConsumeStats per topic it has offsets of (over write queues, as
 // the Java broker counts them), only ordered topics with isOrder, and the
 // lag summed over all of them.
-func (a Admin) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
+func (a Admin) BrokerConsumeStats(isOrder bool) BrokerGroupStats {
 	c := a.c
-	l := protocol.ConsumeStatsList{BrokerAddr: c.opts.AdvertiseAddr}
+	l := BrokerGroupStats{BrokerAddr: c.opts.AdvertiseAddr}
 	for _, g := range c.groups.names() {
-		var list []protocol.ConsumeStats
+		var list []GroupStats
 		for _, t := range c.topicsOfGroup(g) {
 			e := c.topics.lookup(t)
 			if e == nil || (isOrder && !e.cfg.Order) {
@@ -193,15 +193,15 @@ func (a Admin) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
 			if sub, any := c.subscribed(g, t); any && !sub {
 				continue
 			}
-			cs := protocol.ConsumeStats{OffsetTable: map[protocol.MessageQueue]protocol.OffsetWrapper{}}
+			cs := GroupStats{Queues: map[protocol.MessageQueue]protocol.OffsetWrapper{}}
 			c.addConsumeStats(&cs, g, t, true)
-			l.TotalDiff += cs.TotalDiff()
+			l.TotalLag += cs.Lag()
 			list = append(list, cs)
 		}
 		if list == nil {
-			list = []protocol.ConsumeStats{}
+			list = []GroupStats{}
 		}
-		l.ConsumeStatsList = append(l.ConsumeStatsList, map[string][]protocol.ConsumeStats{g: list})
+		l.Groups = append(l.Groups, GroupTopicStats{Group: g, Topics: list})
 	}
 	return l
 }
@@ -209,33 +209,33 @@ func (a Admin) BrokerConsumeStats(isOrder bool) protocol.ConsumeStatsList {
 // TopicStats is GET_TOPIC_STATS_INFO (202): every queue's min and max offset
 // and the store time of its last message, and the topic's put TPS over the
 // last minute.
-func (a Admin) TopicStats(topic string) (protocol.TopicStatsTable, error) {
+func (a Admin) TopicStats(topic string) (TopicQueueStats, error) {
 	c := a.c
 	e := c.topics.lookup(topic)
 	if e == nil {
-		return protocol.TopicStatsTable{}, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
+		return TopicQueueStats{}, newError(ReasonTopicNotExist, "topic["+topic+"] not exist")
 	}
-	ts := protocol.TopicStatsTable{OffsetTable: map[protocol.MessageQueue]protocol.TopicOffset{}}
+	ts := TopicQueueStats{Queues: map[protocol.MessageQueue]protocol.TopicOffset{}}
 	for q := int32(0); q < max(e.cfg.WriteQueueNums, e.cfg.ReadQueueNums); q++ {
 		o := protocol.TopicOffset{MinOffset: max(c.store.MinOffset(topic, q), 0), MaxOffset: max(c.store.MaxOffset(topic, q), 0)}
 		if o.MaxOffset > 0 {
 			o.LastUpdateTimestamp = c.storeTimeAt(topic, q, o.MaxOffset-1)
 		}
-		ts.OffsetTable[protocol.MessageQueue{Topic: topic, BrokerName: c.opts.BrokerName, QueueID: q}] = o
+		ts.Queues[protocol.MessageQueue{Topic: topic, BrokerName: c.opts.BrokerName, QueueID: q}] = o
 	}
-	ts.TopicPutTps = c.rstats.TopicPut.Window(stats.Key{Topic: topic}, stats.Window1m).TPS
+	ts.PutTPS = c.rstats.TopicPut.Window(stats.Key{Topic: topic}, stats.Window1m).TPS
 	return ts, nil
 }
 
 // ProducerConnections is GET_PRODUCER_CONNECTION_LIST (204): the live
 // connections of a producer group; SYSTEM_ERROR when the group has none (as
 // the Java broker answers).
-func (a Admin) ProducerConnections(group string) (protocol.ProducerConnection, error) {
+func (a Admin) ProducerConnections(group string) ([]protocol.Connection, error) {
 	c := a.c
 	m := c.clients
 	m.mu.RLock()
 	g, ok := m.producers[group]
-	var out protocol.ProducerConnection
+	var out []protocol.Connection
 	for conn, mb := range g {
 		cn := protocol.Connection{ClientID: mb.clientID}
 		if conn != nil {
@@ -244,14 +244,14 @@ func (a Admin) ProducerConnections(group string) (protocol.ProducerConnection, e
 		if cc := m.conns[conn]; cc != nil {
 			cn.Language, cn.Version = cc.language, cc.version
 		}
-		out.ConnectionSet = append(out.ConnectionSet, cn)
+		out = append(out, cn)
 	}
 	m.mu.RUnlock()
-	if !ok || len(out.ConnectionSet) == 0 {
+	if !ok || len(out) == 0 {
 		return out, newError(ReasonProducerGroupNotExist, "the producer group["+group+"] not exist")
 	}
-	sort.Slice(out.ConnectionSet, func(i, j int) bool {
-		return out.ConnectionSet[i].ClientID+out.ConnectionSet[i].ClientAddr < out.ConnectionSet[j].ClientID+out.ConnectionSet[j].ClientAddr
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].ClientID+out[i].ClientAddr < out[j].ClientID+out[j].ClientAddr
 	})
 	return out, nil
 }
@@ -373,11 +373,11 @@ func (a Admin) CloneGroupOffset(src, dst, topic string, offline bool) error {
 // StatsData is VIEW_BROKER_STATS_DATA (315): a statistic (stats.Names) of a
 // key over the last minute, hour and day. The key is written as RocketMQ
 // writes it: "topic", "topic@group", or the cluster name for BROKER_*.
-func (a Admin) StatsData(name, key string) (protocol.BrokerStatsData, error) {
+func (a Admin) StatsData(name, key string) (StatsWindows, error) {
 	c := a.c
 	set := c.rstats.Set(name)
 	if set == nil {
-		return protocol.BrokerStatsData{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
+		return StatsWindows{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
 	}
 	k := stats.ParseKey(key)
 	if name == stats.GroupGetLatency {
@@ -390,13 +390,13 @@ func (a Admin) StatsData(name, key string) (protocol.BrokerStatsData, error) {
 		}
 	}
 	if _, ok := set.Lookup(k); !ok {
-		return protocol.BrokerStatsData{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
+		return StatsWindows{}, newError(ReasonStatsNotFound, fmt.Sprintf("The stats <%s> <%s> not exist", name, key))
 	}
 	item := func(w stats.Window) protocol.BrokerStatsItem {
 		s := set.Window(k, w)
 		return protocol.BrokerStatsItem{Sum: s.Sum, Tps: s.TPS, Avgpt: s.AvgPT}
 	}
-	return protocol.BrokerStatsData{StatsMinute: item(stats.Window1m), StatsHour: item(stats.Window1h), StatsDay: item(stats.Window1d)}, nil
+	return StatsWindows{Minute: item(stats.Window1m), Hour: item(stats.Window1h), Day: item(stats.Window1d)}, nil
 }
 
 // QueryConsumeQueue is QUERY_CONSUME_QUEUE (321): count entries of a queue

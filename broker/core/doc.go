@@ -56,11 +56,12 @@
 //
 // The core names no JSON body of the remoting protocol in what it takes
 // or returns: the tables a slave follows are TopicTable, GroupTable and
-// OffsetTable, a consume queue's view is ConsumeQueueEntries, and package
-// broker encodes and decodes the bodies (TestNoWireFormat keeps it so; the
-// heartbeat and the statistics reports ConsumeStats, ConsumeStatsList and
-// TopicStatsTable are the exceptions it lists, and the state files'
-// managers use the tables' wrappers as the files' codec).
+// OffsetTable; a consume queue's view is ConsumeQueueEntries; the reports
+// are GroupStats, BrokerGroupStats, TopicQueueStats and StatsWindows; and
+// package broker encodes and decodes the bodies. TestNoWireFormat keeps it
+// so: the heartbeat (HeartbeatData, which both front ends hand to
+// Heartbeat) is the one exception it lists, and the state files' managers
+// use the tables' wrappers as the files' codec.
 //
 // # Refusals
 //

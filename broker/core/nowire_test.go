@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,18 +14,20 @@ import (
 // TestNoWireFormat keeps the core free of the remoting wire: it imports
 // neither remoting (nor namesrv, which serves remoting) and names none of
 // protocol's header types (the typed request and response headers, the
-// ExtFields they are encoded in, the Command frame), and none of the
-// JSON bodies of the remoting protocol (the types of protocol's body files
-// with an Encode method) but those listed in bodiesAllowed: the remoting
-// front end builds and decodes the bodies from the core's own types
-// (TopicTable, GroupTable, OffsetTable, ConsumeQueueEntries). The
-// configuration tables' state files (topics.json, subscriptionGroup.json,
-// consumerOffset.json) have the shape of the tables' bodies, so the
-// managers that read and write them (topicManager, groupManager,
-// offsetManager) may use those three wrappers as the files' codec, and
-// nothing else in the core may. protocol's codes, constants and value
-// types (TopicConfig, MessageQueue, ...) are allowed. The import-graph test
-// checks packages; this one checks the types used from protocol.
+// ExtFields they are encoded in, the Command frame), and none of the JSON
+// bodies of the remoting protocol (the types of protocol's body files with
+// an Encode method or documented as a body) but those listed in
+// bodiesAllowed: the remoting front end builds and decodes the bodies from
+// the core's own types (TopicTable, GroupTable, OffsetTable,
+// ConsumeQueueEntries, GroupStats, BrokerGroupStats, TopicQueueStats,
+// StatsWindows, []protocol.Connection). The configuration tables' state
+// files (topics.json, subscriptionGroup.json, consumerOffset.json) have
+// the shape of the tables' bodies, so the managers that read and write
+// them (topicManager, groupManager, offsetManager) may use those three
+// wrappers as the files' codec, and nothing else in the core may.
+// protocol's codes, constants and value types (TopicConfig, MessageQueue,
+// OffsetWrapper, ...) are allowed. The import-graph test checks packages;
+// this one checks the types used from protocol.
 func TestNoWireFormat(t *testing.T) {
 	const module = "github.com/apogeemq/apogee/"
 	wire := map[string]bool{"ExtFields": true, "Command": true}
@@ -62,25 +65,52 @@ func TestNoWireFormat(t *testing.T) {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Encode" && fd.Recv != nil {
-				if name := recvTypeName(fd); name != "" {
-					bodies[name] = true
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Name.Name == "Encode" && d.Recv != nil {
+					if name := recvTypeName(d); name != "" {
+						bodies[name] = true
+					}
+				}
+			case *ast.GenDecl:
+				// A type documented as a body ("X is the body of ...",
+				// "X is GET_...'s (208) body"), not as one element of one.
+				if d.Tok != token.TYPE {
+					continue
+				}
+				for _, sp := range d.Specs {
+					ts := sp.(*ast.TypeSpec)
+					doc := ts.Doc
+					if doc == nil {
+						doc = d.Doc
+					}
+					if doc == nil {
+						continue
+					}
+					first, _, _ := strings.Cut(doc.Text(), "\n")
+					if bodyDoc.MatchString(first) && !strings.HasPrefix(first, ts.Name.Name+" is one ") {
+						bodies[ts.Name.Name] = true
+					}
 				}
 			}
 		}
 	}
-	if !bodies["TopicConfigSerializeWrapper"] || !bodies["ConsumerOffsetSerializeWrapper"] {
-		t.Fatalf("the body types were not found: %v", bodies)
+	for _, name := range []string{"TopicConfigSerializeWrapper", "ConsumerOffsetSerializeWrapper", "QueryConsumeQueueResponseBody", "ProducerConnection", "BrokerStatsData"} {
+		if !bodies[name] {
+			t.Fatalf("the body type %s was not found: %v", name, bodies)
+		}
 	}
-	// The bodies the core still names: the heartbeat it reads the clients'
-	// subscriptions from, and the admin statistics reports it builds (the
-	// dashboard reads them too).
-	bodiesAllowed := map[string]bool{"HeartbeatData": true, "ConsumeStats": true, "ConsumeStatsList": true, "TopicStatsTable": true}
+	if bodies["TopicConfig"] || bodies["MessageQueue"] || bodies["OffsetWrapper"] {
+		t.Fatalf("value types taken for bodies: %v", bodies)
+	}
+	// The one body the core still names: the heartbeat, which both front
+	// ends hand to Heartbeat (the gRPC one builds it from its own request).
+	bodiesAllowed := map[string]bool{"HeartbeatData": true}
 	// The state files' codecs, allowed in their managers' methods only.
 	stateFiles := map[string]bool{"TopicConfigSerializeWrapper": true, "SubscriptionGroupWrapper": true, "ConsumerOffsetSerializeWrapper": true}
 	managers := map[string]bool{"topicManager": true, "groupManager": true, "offsetManager": true}
@@ -144,6 +174,9 @@ func TestNoWireFormat(t *testing.T) {
 		t.Fatal("no source file checked")
 	}
 }
+
+// bodyDoc matches the first line of a body type's doc comment.
+var bodyDoc = regexp.MustCompile(`\bbody\b`)
 
 // recvTypeName returns the name of a method's receiver type ("" for a
 // function).

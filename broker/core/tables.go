@@ -33,3 +33,50 @@ type ConsumeQueueEntries struct {
 	Entries            []protocol.ConsumeQueueData // never nil
 	Subscription       *protocol.SubscriptionData
 }
+
+// GroupStats is a group's consumption (ConsumeStats): its offsets per
+// queue and its consume TPS (the messages it pulled per second over the
+// last minute).
+type GroupStats struct {
+	Queues map[protocol.MessageQueue]protocol.OffsetWrapper // never nil
+	TPS    float64
+}
+
+// Lag is the lag summed over the queues (what the Java broker's
+// ConsumeStats.computeTotalDiff computes).
+func (s *GroupStats) Lag() int64 {
+	var n int64
+	for _, w := range s.Queues {
+		n += w.BrokerOffset - w.ConsumerOffset
+	}
+	return n
+}
+
+// GroupTopicStats is one group's GroupStats per topic (BrokerConsumeStats).
+type GroupTopicStats struct {
+	Group  string
+	Topics []GroupStats // never nil
+}
+
+// BrokerGroupStats is every subscription group's consumption
+// (BrokerConsumeStats), in the group table's order, and the lag summed over
+// all of them.
+type BrokerGroupStats struct {
+	BrokerAddr string
+	Groups     []GroupTopicStats
+	TotalLag   int64
+}
+
+// TopicQueueStats is a topic's queues (TopicStats): every queue's min and
+// max offset and the store time of its last message, and the topic's put
+// TPS over the last minute.
+type TopicQueueStats struct {
+	Queues map[protocol.MessageQueue]protocol.TopicOffset // never nil
+	PutTPS float64
+}
+
+// StatsWindows is one statistic over the last minute, hour and day
+// (StatsData).
+type StatsWindows struct {
+	Minute, Hour, Day protocol.BrokerStatsItem
+}

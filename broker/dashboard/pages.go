@@ -196,15 +196,15 @@ func (d *Dashboard) topic(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := topicData{Name: name, Config: cfg, PutTps: fmt.Sprintf("%.2f", ts.TopicPutTps)}
-	for mq, o := range ts.OffsetTable {
+	out := topicData{Name: name, Config: cfg, PutTps: fmt.Sprintf("%.2f", ts.PutTPS)}
+	for mq, o := range ts.Queues {
 		out.Queues = append(out.Queues, queueRow{Queue: mq.QueueID, Min: o.MinOffset, Max: o.MaxOffset, LastUpdate: formatMs(o.LastUpdateTimestamp)})
 		out.Messages += o.MaxOffset - o.MinOffset
 	}
 	sort.Slice(out.Queues, func(i, j int) bool { return out.Queues[i].Queue < out.Queues[j].Queue })
 	for _, g := range c.Admin().TopicConsumeByWho(name) {
 		cs := c.Admin().ConsumeStats(g, name, nil)
-		out.Groups = append(out.Groups, groupLagRow{Group: g, Lag: cs.TotalDiff()})
+		out.Groups = append(out.Groups, groupLagRow{Group: g, Lag: cs.Lag()})
 	}
 	return out, nil
 }
@@ -326,7 +326,7 @@ func (d *Dashboard) group(r *http.Request) (any, error) {
 	holders := d.holders(g, &out)
 	cs := c.Admin().ConsumeStats(g, "", nil)
 	byTopic := map[string]*groupTopic{}
-	for mq, w := range cs.OffsetTable {
+	for mq, w := range cs.Queues {
 		gt := byTopic[mq.Topic]
 		if gt == nil {
 			gt = &groupTopic{Topic: mq.Topic}
