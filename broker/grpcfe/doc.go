@@ -4,7 +4,9 @@
 // RocketMQ 5 SDKs (Java, Go, C++, C#, Python, Node.js, Rust) need no proxy.
 // Like the remoting front end (package broker) it only translates: it
 // decodes a request into the messaging core's request struct, calls one
-// method of core.Core, and encodes the answer; refusals become statuses in
+// method of the core's messaging surface (through Core, core.go: the
+// interface of what it calls, which *core.Core implements; never the
+// core's Admin or Replication views), and encodes the answer; refusals become statuses in
 // one place (status.go: a core refusal's Reason through reasonCodes, which
 // go generate writes from broker/core/errors.json into status_gen.go; never
 // the remark's text). The naming, tag, key, message-group and message-type
