@@ -27,7 +27,7 @@ type endpoints struct {
 	master  atomic.Pointer[masterEndpoint]
 	members atomic.Pointer[[]string]
 
-	mu      sync.Mutex // guards running, last
+	mu      sync.Mutex // guards running, last and changes of master (a refresh's answer is checked and applied under it)
 	running bool       // a refresh is under way
 	last    time.Time  // when the last refresh began
 }
@@ -61,6 +61,12 @@ func (n *Node) GRPCMembers() []string {
 // setMaster records the master's gRPC endpoint and tells the front end
 // when it changed.
 func (n *Node) setMaster(addr string, self bool) {
+	n.ep.mu.Lock()
+	defer n.ep.mu.Unlock()
+	n.setMasterLocked(addr, self)
+}
+
+func (n *Node) setMasterLocked(addr string, self bool) {
 	old := n.ep.master.Load()
 	if old != nil && old.addr == addr && old.self == self {
 		return
@@ -132,10 +138,26 @@ func (n *Node) readEndpoints() {
 		}
 	}
 	n.ep.members.Store(&members)
+	var master string
 	if s.MasterID != n.id && s.MasterAddress != "" {
-		if g := n.grpcAddrOf(s.MasterAddress); g != "" {
-			n.setMaster(g, false)
+		master = n.grpcAddrOf(s.MasterAddress)
+	}
+	// The state may have changed while the members were asked (an
+	// election, this node's own promotion): a stale answer must not
+	// overwrite what the role change set; the change's own refresh
+	// follows.
+	n.ep.mu.Lock()
+	defer n.ep.mu.Unlock()
+	if now, ok := n.ctl.State(); !ok || now.MasterEpoch != s.MasterEpoch || now.MasterID != s.MasterID {
+		return
+	}
+	switch {
+	case s.MasterID == n.id:
+		if n.IsMaster() {
+			n.setMasterLocked(n.ep.own, true)
 		}
+	case master != "":
+		n.setMasterLocked(master, false)
 	}
 }
 
