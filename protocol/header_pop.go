@@ -25,7 +25,7 @@ type PopMessageRequest struct {
 	InvisibleTime int64  `rmq:"invisibleTime,required"` // ms
 	PollTime      int64  `rmq:"pollTime,required"`      // ms: how long the broker may hold the request
 	BornTime      int64  `rmq:"bornTime,required"`      // the client's clock, ms
-	InitMode      int32  `rmq:"initMode,required"`      // for a new group: 0 consume from last, 1 from first
+	InitMode      int32  `rmq:"initMode,required"`      // for a new group: 0 (ConsumeInitMode.MIN) from the first message, 1 (MAX) from the last
 	ExpType       []byte `rmq:"expType,omitempty"`      // "TAG", "SQL92" or ""
 	Exp           []byte `rmq:"exp,omitempty"`          // the filter expression ("" or "*": everything)
 	Order         bool   `rmq:"order"`                  // orderly pop

@@ -161,7 +161,9 @@ type Receipt struct {
 
 // Ack acknowledges a popped message (ACK_MESSAGE, 3443): it is done for the
 // group. NO_MESSAGE (208) for a stale handle (the message was delivered
-// again since), a message not in flight, or one acked already.
+// again since) or a message not in flight; the ack of a message acked
+// already with its handle succeeds again (acks are idempotent on every
+// front end: broker/scenario's pop-ack).
 func (c *Core) Ack(group, topic []byte, queueID int32, offset int64, rc Receipt) error {
 	if c.slave.Load() {
 		return errSlavePop
@@ -214,7 +216,8 @@ func (c *Core) receiptTopic(topic []byte, queueID int32, rc Receipt) (*topicEntr
 }
 
 // popError maps the POP manager's refusals: NO_MESSAGE for an ack or change
-// with a stale handle, of a message not in flight or already acked;
+// with a stale handle or of a message not in flight, and for a change of
+// one acked already (an ack of it succeeds);
 // INVALID_PARAMETER for arguments out of bounds.
 func popError(err error) error {
 	switch {
