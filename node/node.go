@@ -96,7 +96,7 @@ type Node struct {
 	opts Options
 	log  *slog.Logger
 
-	b    *broker.Broker
+	b       *broker.Broker
 	ctl     *ctrlmode.Node
 	grpc    *grpcfe.Server
 	classic classicEndpoints // a classic member's gRPC endpoints (classic.go)
