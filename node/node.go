@@ -77,7 +77,7 @@ type Namesrv struct {
 type GRPC struct {
 	Listener net.Listener
 	// Options are the front end's; Routes, when nil, gives the routes the
-	// embedded name server knows (ClusterRoutes).
+	// embedded name server knows (each other broker of the topic at its host, with this member's gRPC port).
 	Options grpcfe.Options
 }
 
@@ -259,7 +259,7 @@ func (n *Node) attachGRPC(g *GRPC) error {
 		o.Addr = grpcAddr(g)
 	}
 	if o.Routes == nil {
-		o.Routes = ClusterRoutes(n.b, g.Listener.Addr())
+		o.Routes = clusterRoutes(n.b, g.Listener.Addr())
 	}
 	if n.ctl != nil {
 		o.Master, o.Members = n.ctl.GRPCMaster, n.ctl.GRPCMembers
@@ -381,11 +381,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ClusterRoutes gives the gRPC front end the other brokers of a topic that
+// clusterRoutes gives the gRPC front end the other brokers of a topic that
 // registered with the node's embedded name server: each at its master's
 // host with the port of grpcAddr (a cluster's brokers listen for gRPC on
 // the same port, as RocketMQ's proxies in local mode do).
-func ClusterRoutes(b *broker.Broker, grpcAddr net.Addr) func(topic string) []grpcfe.Route {
+func clusterRoutes(b *broker.Broker, grpcAddr net.Addr) func(topic string) []grpcfe.Route {
 	port := ""
 	if ta, ok := grpcAddr.(*net.TCPAddr); ok {
 		port = strconv.Itoa(ta.Port)
