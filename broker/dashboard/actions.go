@@ -27,6 +27,23 @@ type action struct {
 	run      func(d *Dashboard, v url.Values) (string, error)
 	// back is the page to return to.
 	back func(v url.Values) string
+	// code is the remoting request code that makes the same change, and
+	// header its header fields from the form: under ACL a user may take
+	// the action when its policies allow that request (Users).
+	code   int32
+	header func(v url.Values) []string
+}
+
+// request is the remoting request that makes a's change with the values v
+// (for the ACL check; it is never sent).
+func (a *action) request(v url.Values) *protocol.Command {
+	req := new(protocol.Command)
+	req.InitRequest(a.code, 0)
+	h := a.header(v)
+	for i := 0; i+1 < len(h); i += 2 {
+		req.Ext.SetString(h[i], h[i+1])
+	}
+	return req
 }
 
 var actions = map[string]action{
@@ -56,6 +73,10 @@ var actions = map[string]action{
 			return fmt.Sprintf("Topic %s has %d queues.", r.Topic, r.WriteQueueNums), nil
 		},
 		back: func(v url.Values) string { return "/topic?t=" + url.QueryEscape(v.Get("topic")) },
+		code: protocol.ReqUpdateAndCreateTopic,
+		header: func(v url.Values) []string {
+			return []string{"topic", strings.TrimSpace(v.Get("topic"))}
+		},
 	},
 	"reset-offset": {
 		Title:  "Reset a consumer group's offsets",
@@ -86,10 +107,13 @@ var actions = map[string]action{
 			for _, o := range offs {
 				fmt.Fprintf(&sb, " queue %d → %d;", o.QueueID, o.Offset)
 			}
-			d.o.Logger.Info("dashboard: offsets reset", "group", v.Get("group"), "topic", v.Get("topic"), "time", v.Get("time"))
 			return strings.TrimSuffix(sb.String(), ";"), nil
 		},
 		back: func(v url.Values) string { return "/group?g=" + url.QueryEscape(v.Get("group")) },
+		code: protocol.ReqInvokeBrokerToResetOffset,
+		header: func(v url.Values) []string {
+			return []string{"group", v.Get("group"), "topic", v.Get("topic")}
+		},
 	},
 	"resend": {
 		Title:  "Resend a message to a consumer",
@@ -116,7 +140,6 @@ var actions = map[string]action{
 			if err != nil {
 				return "", err
 			}
-			d.o.Logger.Info("dashboard: message resent", "group", v.Get("group"), "client", v.Get("client"), "msgId", v.Get("msgid"), "result", res.ConsumeResult)
 			s := fmt.Sprintf("The consumer answered %s in %d ms.", res.ConsumeResult, res.SpentTimeMills)
 			if res.Remark != "" {
 				s += " " + res.Remark
@@ -124,6 +147,10 @@ var actions = map[string]action{
 			return s, nil
 		},
 		back: func(v url.Values) string { return "/group?g=" + url.QueryEscape(v.Get("group")) },
+		code: protocol.ReqConsumeMessageDirectly,
+		header: func(v url.Values) []string {
+			return []string{"consumerGroup", v.Get("group"), "clientId", v.Get("client"), "msgId", v.Get("msgid")}
+		},
 	},
 }
 
@@ -175,12 +202,25 @@ func resetTime(s string) (int64, string, error) {
 	return 0, "", fmt.Errorf("time %q: want now, earliest, ms since the epoch or 2006-01-02T15:04:05", s)
 }
 
-// errReadOnly is the answer to every action of a read-only dashboard.
-var errReadOnly = errors.New("actions are disabled: this broker checks its clients' credentials (ACLs) and the dashboard has no login; use apogee-admin with credentials")
-
 type confirmData struct {
 	Action, Title, What, Token, Back string
 	Fields                           []kv
+}
+
+// permit checks that r's login may take action a with the values v: with
+// Users, a login whose policies allow a's request; without, anyone.
+func (d *Dashboard) permit(r *http.Request, a *action, v url.Values) (user string, err error) {
+	if d.o.Users == nil {
+		return "", nil
+	}
+	_, user = d.login(r)
+	if user == "" {
+		return "", errLoginNeeded
+	}
+	if err := d.o.Users.AuthorizeRequest(user, remoteIP(r), a.request(v)); err != nil {
+		return user, refused("refused: user %s may not do this (it needs what %s needs): %v", user, protocol.RequestCodeName(a.code), err)
+	}
+	return user, nil
 }
 
 func (d *Dashboard) confirm(r *http.Request) (any, error) {
@@ -191,8 +231,8 @@ func (d *Dashboard) confirm(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("unknown action %q", name)
 	}
 	out := confirmData{Action: name, Title: a.Title, Back: a.back(q)}
-	if d.o.ReadOnly {
-		return out, errReadOnly
+	if _, err := d.permit(r, &a, q); err != nil {
+		return out, err
 	}
 	for _, f := range a.Fields {
 		out.Fields = append(out.Fields, kv{f, q.Get(f)})
@@ -201,7 +241,8 @@ func (d *Dashboard) confirm(r *http.Request) (any, error) {
 	if err != nil {
 		return out, err
 	}
-	out.What, out.Token = what, d.newToken(name)
+	sid, _ := d.login(r)
+	out.What, out.Token = what, d.newToken(name, sid, a.Fields, q)
 	return out, nil
 }
 
@@ -210,10 +251,11 @@ type resultData struct {
 	OK                bool
 }
 
-// do runs a confirmed action: a POST with a valid token from this host.
+// do runs a confirmed action: a POST from this site whose token was
+// minted for this action, these values and this login, by a user allowed
+// to take it.
 func (d *Dashboard) do(w http.ResponseWriter, r *http.Request) {
-	o := d.b.Core().Options()
-	v := view{Broker: o.BrokerName, Cluster: o.ClusterName, Page: "result", Now: time.Now()}
+	v := d.newView(r, "result")
 	if err := r.ParseForm(); err != nil {
 		v.Err = err.Error()
 		d.render(w, http.StatusBadRequest, "result", v)
@@ -221,28 +263,57 @@ func (d *Dashboard) do(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PostForm.Get("action")
 	a, ok := actions[name]
-	switch {
-	case d.o.ReadOnly:
-		v.Err = errReadOnly.Error()
-	case !ok:
+	if !ok {
 		v.Err = fmt.Sprintf("unknown action %q", name)
-	case !sameOrigin(r):
-		v.Err = "refused: the request came from another site (Origin " + r.Header.Get("Origin") + ")"
-	case !d.validToken(name, r.PostForm.Get("token")):
-		v.Err = "refused: the confirmation's token is missing, wrong or expired; confirm the action again"
+		d.render(w, http.StatusBadRequest, "result", v)
+		return
 	}
-	if v.Err != "" {
+	// The action sees its own fields only, each given once.
+	vals := url.Values{}
+	var dup string
+	for _, f := range a.Fields {
+		if len(r.PostForm[f]) > 1 {
+			dup = f
+		}
+		vals.Set(f, r.PostForm.Get(f))
+	}
+	sid, _ := d.login(r)
+	user, err := d.permit(r, &a, vals)
+	if err == nil {
+		if ok, why := sameOrigin(r); !ok {
+			err = errors.New(why)
+		}
+	}
+	if err == nil && dup != "" {
+		err = fmt.Errorf("refused: the field %s is given more than once", dup)
+	}
+	if err == nil {
+		err = d.checkToken(name, sid, a.Fields, vals, r.PostForm.Get("token"))
+	}
+	if err != nil {
+		v.Err = err.Error()
+		if user != "" {
+			// A logged-in user's refusals (anyone else's are not logged:
+			// they would let anyone fill the log).
+			d.o.Logger.Info("dashboard: action refused", "action", name, "user", user, "remote", r.RemoteAddr, "err", err)
+		}
 		d.render(w, http.StatusForbidden, "result", v)
 		return
 	}
-	res := resultData{Title: a.Title, Back: a.back(r.PostForm)}
-	done, err := a.run(d, r.PostForm)
+	res := resultData{Title: a.Title, Back: a.back(vals)}
+	attrs := []any{"action", name, "user", user, "remote", r.RemoteAddr}
+	for _, f := range a.Fields {
+		attrs = append(attrs, f, vals.Get(f))
+	}
+	done, err := a.run(d, vals)
 	if err != nil {
 		v.Err = a.Title + ": " + errText(err)
 		v.Data = res
+		d.o.Logger.Info("dashboard: action failed", append(attrs, "err", v.Err)...)
 		d.render(w, http.StatusUnprocessableEntity, "result", v)
 		return
 	}
+	d.o.Logger.Info("dashboard: action taken", append(attrs, "result", done)...)
 	res.Done, res.OK = done, true
 	v.Data = res
 	d.render(w, http.StatusOK, "result", v)

@@ -11,10 +11,31 @@
 //
 // Actions (create or update a topic, reset a group's offsets to a time,
 // resend a stored message to one consumer) take two steps: a GET of
-// /confirm renders what will happen and a form that POSTs to /do with a
-// CSRF token (an HMAC of the action under a per-process secret and the
-// hour, valid for two hours); /do refuses anything else, and a request
-// whose Origin header names another host. Nothing changes on a GET.
+// /confirm renders what will happen and a form that POSTs to /do. Nothing
+// changes on a GET.
+//
+// # Security (invariants)
+//
+//   - Host: every request's Host names this listener (an IP address of the
+//     machine, a localhost name, the machine's host name) or a name in
+//     Options.Hosts; any other is refused with 403 saying how to allow it.
+//     A page on another site that resolves its own name to this address
+//     (DNS rebinding) sends its name as Host, so it reads and does nothing.
+//   - A POST (/do, /login, /logout) whose Origin, or without one its
+//     Referer, names another host is refused.
+//   - A confirmation token authenticates, under a per-process secret
+//     (HMAC-SHA256), the action, the value of every field the confirmation
+//     page showed, the login it was shown to and its expiry (TokenTTL): /do
+//     runs the action with exactly those values, each field given once, or
+//     refuses it.
+//   - With Options.Users (the broker checks credentials: ACL), a request
+//     without a login is read-only; a login is an ACL user (name and
+//     secret key) and starts a session (a random id in an HttpOnly,
+//     SameSite=Strict cookie, Secure over TLS, ending after SessionTTL or
+//     at logout); each action is allowed by Users.AuthorizeRequest with
+//     the remoting request that makes the same change (its code and
+//     header fields), at confirmation and again at /do. Failed logins are
+//     limited per source address.
 //
 // Every number comes from the broker core's admin operations (the ones
 // GET_CONSUME_STATS, GET_TOPIC_STATS_INFO, QUERY_MESSAGE and the rest
@@ -25,16 +46,13 @@ package dashboard
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strconv"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -73,19 +91,40 @@ type Options struct {
 	// MemberTimeout bounds how long a group's page waits for its members
 	// to say which queues they hold. Default 2 s.
 	MemberTimeout time.Duration
-	// ReadOnly refuses every action (the pages stay): the dashboard has no
-	// login, so a broker that authenticates its clients (ACLs) must not
-	// let its HTTP listener change what they may not. Default false.
-	ReadOnly bool
+	// Users, when set (a broker that checks its clients' credentials),
+	// requires a login as one of its users for every action and allows
+	// each as that user's policies allow the remoting request that makes
+	// it; without a login the pages are read-only. Nil: no login, and
+	// whoever reaches the listener may act.
+	Users Users
+	// Hosts are names (or IP addresses) the dashboard answers under besides
+	// its own (an IP address of the machine, localhost names, the machine's
+	// host name): the names operators reach it by, a proxy's name. An
+	// entry "*.example.com" allows every name under example.com; "*" any
+	// name (turns the check off).
+	Hosts []string
+	// HostsHint tells the operator how to allow a refused name, in the
+	// 403 answer and the log ("NAME" is replaced by the name). Default
+	// "add NAME to the dashboard's Options.Hosts".
+	HostsHint string
+	// TokenTTL is how long a confirmation stays valid. Default 10 min.
+	TokenTTL time.Duration
+	// SessionTTL is how long a login lasts. Default 8 h.
+	SessionTTL time.Duration
+	// Now is the clock of tokens and sessions (tests). Default time.Now.
+	Now func() time.Time
 }
 
 // Dashboard serves the pages. It is an http.Handler; mount it at "/".
 type Dashboard struct {
-	b      Backend
-	o      Options
-	secret [32]byte
-	mux    *http.ServeMux
-	tmpl   *template.Template
+	b        Backend
+	o        Options
+	secret   [32]byte
+	mux      *http.ServeMux
+	tmpl     *template.Template
+	hosts    *hostCheck
+	sessions sessions
+	failures failures
 }
 
 // New returns a dashboard over b.
@@ -99,7 +138,24 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	if o.MemberTimeout <= 0 {
 		o.MemberTimeout = 2 * time.Second
 	}
-	d := &Dashboard{b: b, o: o, mux: http.NewServeMux()}
+	if o.TokenTTL <= 0 {
+		o.TokenTTL = 10 * time.Minute
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 8 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HostsHint == "" {
+		o.HostsHint = "add NAME to the dashboard's Options.Hosts"
+	}
+	hc, err := newHostCheck(o.Hosts)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{b: b, o: o, mux: http.NewServeMux(), hosts: hc,
+		sessions: sessions{m: map[string]session{}}, failures: failures{m: map[netip.Addr]failCount{}}}
 	if _, err := rand.Read(d.secret[:]); err != nil {
 		return nil, fmt.Errorf("dashboard: secret: %w", err)
 	}
@@ -116,6 +172,9 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET /messages", d.page("messages", d.messages))
 	d.mux.HandleFunc("GET /confirm", d.page("confirm", d.confirm))
 	d.mux.HandleFunc("POST /do", d.do)
+	d.mux.HandleFunc("GET /login", d.page("login", d.loginPage))
+	d.mux.HandleFunc("POST /login", d.doLogin)
+	d.mux.HandleFunc("POST /logout", d.doLogout)
 	return d, nil
 }
 
@@ -124,26 +183,47 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if !d.hosts.allowed(r) {
+		d.refuseHost(w, r)
+		return
+	}
 	d.mux.ServeHTTP(w, r)
 }
 
 // view is what every page's template gets: the broker's name, the page's
-// data, and an error to show instead when the page could not be built.
+// data, an error to show instead when the page could not be built, and
+// the login (Logins: the dashboard has them; User: who is logged in, with
+// the token of the logout form).
 type view struct {
 	Broker, Cluster, Page string
 	Now                   time.Time
 	Data                  any
 	Err                   string
+	Logins                bool
+	User, LogoutToken     string
+}
+
+func (d *Dashboard) newView(r *http.Request, name string) view {
+	o := d.b.Core().Options()
+	v := view{Broker: o.BrokerName, Cluster: o.ClusterName, Page: name, Now: time.Now(), Logins: d.o.Users != nil}
+	if sid, user := d.login(r); sid != "" {
+		v.User, v.LogoutToken = user, d.newToken("logout", sid, nil, nil)
+	}
+	return v
 }
 
 func (d *Dashboard) page(name string, build func(r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		o := d.b.Core().Options()
-		v := view{Broker: o.BrokerName, Cluster: o.ClusterName, Page: name, Now: time.Now()}
+		v := d.newView(r, name)
 		data, err := build(r)
 		v.Data = data
 		status := http.StatusOK
-		if err != nil {
+		var ref *refusal
+		switch {
+		case errors.As(err, &ref):
+			v.Err = err.Error()
+			status = http.StatusForbidden
+		case err != nil:
 			v.Err = err.Error()
 			status = http.StatusBadRequest
 		}
@@ -162,46 +242,6 @@ func (d *Dashboard) render(w http.ResponseWriter, status int, name string, v vie
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(sb.String()))
-}
-
-// The CSRF token: HMAC-SHA256 over the action and an hour number, so a
-// token is good for the hour it was made and the next.
-
-func (d *Dashboard) token(action string, hour int64) string {
-	m := hmac.New(sha256.New, d.secret[:])
-	fmt.Fprintf(m, "%s\x00%d", action, hour)
-	return strconv.FormatInt(hour, 10) + "." + hex.EncodeToString(m.Sum(nil))
-}
-
-func (d *Dashboard) newToken(action string) string {
-	return d.token(action, time.Now().Unix()/3600)
-}
-
-func (d *Dashboard) validToken(action, tok string) bool {
-	hs, _, ok := strings.Cut(tok, ".")
-	if !ok {
-		return false
-	}
-	hour, err := strconv.ParseInt(hs, 10, 64)
-	if err != nil {
-		return false
-	}
-	now := time.Now().Unix() / 3600
-	if hour != now && hour != now-1 {
-		return false
-	}
-	return hmac.Equal([]byte(d.token(action, hour)), []byte(tok))
-}
-
-// sameOrigin rejects a POST a browser sent from another site: its Origin
-// (when the browser sends one) must name this host.
-func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "" || o == "null" {
-		return o == ""
-	}
-	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
 }
 
 // formatMs prints a ms timestamp as local time (empty for 0).

@@ -30,13 +30,17 @@ label{display:flex;flex-direction:column;font-size:.85em;color:#4a5365}
 input,select{font:inherit;padding:.2em .4em} button{font:inherit;padding:.25em .9em;cursor:pointer}
 pre{background:#fff;border:1px solid #dde1e8;padding:.6em;white-space:pre-wrap;word-break:break-all;max-height:16em;overflow:auto}
 .muted{color:#6b7385} .lag{color:#b3261e;font-weight:600}
+header .login{margin-left:auto;color:#cfd6e4} header form{display:inline;margin:0} header button{padding:0 .6em}
 </style></head><body>
 <header><b>Apogee</b><span class="muted">{{.Cluster}} / {{.Broker}}</span>
 <a href="/" {{if eq .Page "overview"}}class="on"{{end}}>Cluster</a>
 <a href="/topics" {{if or (eq .Page "topics") (eq .Page "topic")}}class="on"{{end}}>Topics</a>
 <a href="/groups" {{if or (eq .Page "groups") (eq .Page "group")}}class="on"{{end}}>Groups</a>
 <a href="/messages" {{if eq .Page "messages"}}class="on"{{end}}>Messages</a>
-<a href="/metrics">Metrics</a></header><main>
+<a href="/metrics">Metrics</a>
+{{if .Logins}}<span class="login">{{if .User}}<span id="user">{{.User}}</span>
+<form method="post" action="/logout" id="logout"><input type="hidden" name="token" value="{{.LogoutToken}}"><button type="submit" id="logout-button">Log out</button></form>
+{{else}}read-only · <a href="/login" id="login-link">Log in</a>{{end}}</span>{{end}}</header><main>
 {{if .Err}}<div class="err" id="error">{{.Err}}</div>{{end}}
 {{end}}
 {{define "bottom"}}<p class="muted">Rendered {{.Now.Format "2006-01-02 15:04:05"}}. Reload for fresh numbers.</p></main></body></html>{{end}}
@@ -169,6 +173,17 @@ Total lag: <b data-k="lag-total" id="lag-total">{{.Lag}}</b></p>
 <table>{{range .Fields}}<tr><th>{{.K}}</th><td>{{.V}}<input type="hidden" name="{{.K}}" value="{{.V}}"></td></tr>{{end}}</table>
 <button type="submit" id="confirm-button">Confirm</button> <a href="{{.Back}}">Cancel</a></form>
 {{else}}<p><a href="{{.Back}}">Back</a></p>{{end}}
+{{end}}{{template "bottom" .}}{{end}}
+
+{{define "login"}}{{template "top" .}}{{with .Data}}
+<h1>Log in</h1>
+{{if .Enabled}}{{if .User}}<p>Logged in as {{.User}}.</p>{{end}}
+<form method="post" action="/login" id="login" class="inline">
+<input type="hidden" name="token" value="{{.Token}}">
+<label>user (access key)<input name="user" autocomplete="username" required></label>
+<label>password (secret key)<input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit" id="login-button">Log in</button></form>
+<p class="muted">A user of the broker's ACL: the dashboard allows the actions its policies allow, as the remoting requests that make the same changes.</p>{{end}}
 {{end}}{{template "bottom" .}}{{end}}
 
 {{define "result"}}{{template "top" .}}{{with .Data}}
