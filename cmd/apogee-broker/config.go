@@ -77,6 +77,8 @@ type config struct {
 	promType, promHost string
 	promPort           int
 	promPortSet        bool
+	// dashboardHosts are --dashboard-hosts (operator.go).
+	dashboardHosts []string
 }
 
 // note is one WARN line: a message and its attributes.
@@ -118,6 +120,7 @@ func parseConfig(args []string) (*config, error) {
 	ctrlMode := fs.Bool("enable-controller-mode", false, "controller mode (enableControllerMode): the controller group elects the master and fences the old one (docs/failover.md)")
 	ctrlAddr := fs.String("controller-addr", "", `the controllers' addresses (controllerAddr), "host:port;host:port"`)
 	metricsListen := fs.String("metrics-listen", "", `serve Prometheus metrics at /metrics and the dashboard at / on this address ("" disables)`)
+	dashHosts := addDashboardFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -160,6 +163,7 @@ func parseConfig(args []string) (*config, error) {
 	}
 	c.receiveBudget = *receiveBudget
 	c.metricsListen = *metricsListen
+	c.dashboardHosts = *dashHosts
 	if *configFile != "" {
 		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {

@@ -187,6 +187,6 @@ var javaKeys = []javaClass{
 	{"TlsSystemConfig (tls.properties)", []string{"tls.client.certPath", "tls.client.keyPath", "tls.client.trustCertPath", "tls.enable", "tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
 		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
-	{"Apogee", []string{"aclFile", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
+	{"Apogee", []string{"aclFile", "dashboardHosts", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
 		"maxConnections", "maxConnectionsPerSource", "responseBudget"}},
 }

@@ -33,6 +33,8 @@
 //	--slave-read-enable     suggest the slave to consumers that read far behind
 //	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
 //	                        at / (off by default)
+//	--dashboard-hosts LIST  names the dashboard answers under besides the
+//	                        machine's own (DNS rebinding: any other is refused)
 //	--ready-file PATH       once every listener is open, write their bound
 //	                        addresses there as one JSON object
 //
@@ -318,7 +320,7 @@ func run(args []string) error {
 	}
 	if metricsLn != nil {
 		op := &node.Operator{Listener: metricsLn, Handler: func(n *node.Node) (http.Handler, error) {
-			return operatorHandler(n.Broker(), rpc, grpcLat, security != nil, logger)
+			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr()}, logger)
 		}}
 		if tlsServer != nil {
 			// --tls-mode applies here too: permissive serves https and
