@@ -44,9 +44,9 @@ var metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
 
 // startBroker builds apogee-broker and runs it with every listener on a
 // loopback port from :0 (package proctest: the addresses from its ready
-// file, its log printed if the test fails); it returns the broker's and
-// the dashboard's addresses.
-func startBroker(t *testing.T) (addr, web string) {
+// file, its log printed if the test fails) and the flags extra; it
+// returns the broker's and the dashboard's addresses.
+func startBroker(t *testing.T, extra ...string) (addr, web string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "apogee-broker")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/apogee-broker")
@@ -56,8 +56,8 @@ func startBroker(t *testing.T) (addr, web string) {
 	}
 	p := proctest.New(t, "apogee-broker", bin)
 	t.Cleanup(p.StopClean)
-	p.Run("--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
-		"--data-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster")
+	p.Run(append([]string{"--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--data-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster"}, extra...)...)
 	// The log line names the dashboard too (logged before the ready file).
 	if m := metricsLine.FindStringSubmatch(p.RunLog()); m == nil || m[1] != p.Ready.Metrics {
 		t.Fatalf("ready file's metrics %q, log line %v", p.Ready.Metrics, m)
