@@ -394,11 +394,16 @@ type failCount struct {
 	since time.Time
 }
 
-// blocked reports whether ip has failed too often, and until when.
+// blocked reports whether ip has failed too often, and until when. A
+// source not counted on its own while the map is full is judged by the
+// shared count (see fail).
 func (f *failures) blocked(ip netip.Addr, now time.Time) (bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.m[ip]
+	if !ok && len(f.m) >= maxFailingIPs {
+		c, ok = f.m[netip.Addr{}]
+	}
 	if !ok || now.Sub(c.since) >= loginWindow {
 		return false, time.Time{}
 	}
@@ -488,6 +493,9 @@ func (d *Dashboard) doLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.failures.clear(ip)
+	if old, _ := d.login(r); old != "" {
+		d.sessions.remove(old) // a new login, a new session id
+	}
 	sid, err := d.sessions.add(user, now.Add(d.o.SessionTTL), now)
 	if err != nil {
 		fail(http.StatusInternalServerError, err.Error())
