@@ -4,7 +4,9 @@
 // The pages' numbers are checked against the admin protocol's answers
 // (Apogee's admin client), and the actions (create a topic, reset a
 // group's offsets, resend a message to a consumer) are clicked through
-// their confirmation and checked there too.
+// their confirmation and checked there too. Against a broker with
+// --acl-file, a login as an ACL user (login_test.go): an admin acts, a
+// user whose policies do not allow the action is refused.
 //
 // It is a module of its own so that the main module does not depend on
 // chromedp. scripts/test.sh runs it (installing chromium with apt-get when
