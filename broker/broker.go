@@ -93,7 +93,7 @@ func New(opts Options) (*Broker, error) {
 	b.id.Store(b.copts.BrokerID)
 	b.stateVersion.Store(o.StateVersion)
 	if len(o.NamesrvAddrs) > 0 || c.IsSlave() || o.ControllerMode {
-		b.pool = remoting.NewPool(&remoting.ClientOptions{TLS: o.ClientTLS}) // the registrar's and a slave's connections
+		b.pool = remoting.NewPool(&remoting.ClientOptions{TLS: o.ClientTLS, Signer: o.InnerSigner}) // the registrar's and a slave's connections
 	}
 	if len(o.NamesrvAddrs) > 0 {
 		registrar = namesrv.NewRegistrar(o.NamesrvAddrs, b.pool, b.registration, b.copts.Logger)

@@ -117,6 +117,14 @@ type Options struct {
 	// external name servers (registrations), for name servers with access
 	// control on. Default nil: unsigned.
 	NamesrvSign func(req *protocol.Command)
+	// InnerSigner, when set, signs every request the broker sends over its
+	// own remoting connections: registrations with the name servers, and
+	// a slave's requests to its master (the tables it follows, the offsets
+	// it forwards). cmd/apogee-broker sets it from
+	// innerClientAuthenticationCredentials, so that brokers under ACL
+	// authenticate to each other. Default nil: unsigned (a master under
+	// ACL refuses them, and the slave logs an ERROR naming the key).
+	InnerSigner remoting.Signer
 }
 
 // withDefaults fills in the front end's defaults (the core fills in its own).

@@ -344,7 +344,7 @@ func (b *Broker) follow(unfollow, done chan struct{}) {
 	}()
 	t := time.NewTicker(b.opts.SlaveSyncInterval)
 	defer t.Stop()
-	failing := false
+	failing, denied := false, false
 	for {
 		select {
 		case <-b.stop:
@@ -361,14 +361,24 @@ func (b *Broker) follow(unfollow, done chan struct{}) {
 			continue
 		}
 		err := b.syncFromMaster(ctx, addr)
+		var re *MasterRefusedError
+		refused := errors.As(err, &re) && re.Code == protocol.RespNoPermission
 		switch {
+		case refused && !denied:
+			b.copts.Logger.Error("broker: the master refuses this slave's requests (NO_PERMISSION): it runs with ACL and "+
+				b.innerHint()+"; retrying every "+b.opts.SlaveSyncInterval.String(), "master", addr, "request", protocol.RequestCodeName(re.Request), "remark", re.Remark)
+			failing, denied = true, true
+		case err != nil && !refused && denied:
+			denied = false
+			b.copts.Logger.Warn("broker: following the master's topics, groups and offsets failed; retrying every "+
+				b.opts.SlaveSyncInterval.String(), "master", addr, "err", err)
 		case err != nil && !failing:
 			b.copts.Logger.Warn("broker: following the master's topics, groups and offsets failed; retrying every "+
 				b.opts.SlaveSyncInterval.String(), "master", addr, "err", err)
 			failing = true
 		case err == nil && failing:
 			b.copts.Logger.Info("broker: following the master's topics, groups and offsets again", "master", addr)
-			failing = false
+			failing, denied = false, false
 		}
 	}
 }
@@ -388,7 +398,7 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 			return nil, err
 		}
 		if resp.Code != protocol.RespSuccess {
-			return nil, fmt.Errorf("%s answered %s with code %d (%s)", addr, protocol.RequestCodeName(code), resp.Code, resp.Remark)
+			return nil, &MasterRefusedError{Master: addr, Request: code, Code: resp.Code, Remark: string(resp.Remark)}
 		}
 		return resp.Body, nil
 	}
@@ -453,9 +463,34 @@ func (b *Broker) forwardOffset(ctx context.Context, addr string, oc core.OffsetC
 		return fmt.Errorf("forward the offset of %s@%s queue %d to %s: %w", oc.Topic, oc.Group, oc.QueueID, addr, err)
 	}
 	if resp.Code != protocol.RespSuccess {
-		return fmt.Errorf("forward the offset of %s@%s queue %d: %s answered code %d (%s)", oc.Topic, oc.Group, oc.QueueID, addr, resp.Code, resp.Remark)
+		return fmt.Errorf("forward the offset of %s@%s queue %d: %w", oc.Topic, oc.Group, oc.QueueID,
+			&MasterRefusedError{Master: addr, Request: req.Code, Code: resp.Code, Remark: string(resp.Remark)})
 	}
 	return nil
+}
+
+// MasterRefusedError is the master's answer other than SUCCESS to one of
+// a slave's requests (a table it follows, an offset it forwards).
+type MasterRefusedError struct {
+	Master  string
+	Request int32 // the request code
+	Code    int32 // the response code
+	Remark  string
+}
+
+func (e *MasterRefusedError) Error() string {
+	return fmt.Sprintf("%s answered %s with code %d (%s)", e.Master, protocol.RequestCodeName(e.Request), e.Code, e.Remark)
+}
+
+// innerHint tells an operator what to do about a peer refusing the
+// broker's own requests for want of permission.
+func (b *Broker) innerHint() string {
+	if b.opts.InnerSigner == nil {
+		return "this broker signs nothing: set innerClientAuthenticationCredentials in broker.conf " +
+			`({"accessKey":"...","secretKey":"..."}) to a user of the master's ACL with admin rights (a Super user)`
+	}
+	return "refuses this broker's innerClientAuthenticationCredentials: give that user admin rights (a Super user) " +
+		"in the master's ACL, or fix the keys in broker.conf"
 }
 
 // handleAllConsumerOffsets serves GET_ALL_CONSUMER_OFFSET (43): every

@@ -327,7 +327,14 @@ func (g *Registrar) sendFull(ctx context.Context, addr string, full *fullRegistr
 		if ctx.Err() != nil {
 			return // Close cancelled the round: not a failure to report
 		}
-		g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", full.h.BrokerName, "err", err)
+		var re *RefusedError
+		if errors.As(err, &re) && re.Code == protocol.RespNoPermission {
+			g.log.Error("namesrv: registration refused (NO_PERMISSION): the name server runs with access control; set "+
+				`innerClientAuthenticationCredentials in broker.conf ({"accessKey":"...","secretKey":"..."}) to a user with admin rights `+
+				"(a Super user) in its ACL, or fix that user", "namesrv", addr, "broker", full.h.BrokerName, "remark", re.Remark)
+		} else {
+			g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", full.h.BrokerName, "err", err)
+		}
 	} else {
 		g.log.Debug("namesrv: registered", "namesrv", addr, "broker", full.h.BrokerName, "topics", full.topics)
 	}
@@ -464,8 +471,7 @@ func (g *Registrar) invoke(ctx context.Context, addr string, req *protocol.Comma
 		return nil, errSingleUnsupported
 	}
 	if resp.Code != protocol.RespSuccess {
-		return nil, fmt.Errorf("namesrv: %s answered %s: code %d (%s)", addr,
-			protocol.RequestCodeName(req.Code), resp.Code, resp.Remark)
+		return nil, &RefusedError{Namesrv: addr, Request: req.Code, Code: resp.Code, Remark: string(resp.Remark)}
 	}
 	return resp, nil
 }
@@ -519,4 +525,17 @@ func encodeRegistration(reg *BrokerRegistration) ([]byte, error) {
 		return nil, fmt.Errorf("namesrv: encode registration: %w", err)
 	}
 	return b, nil
+}
+
+// RefusedError is a name server's answer other than SUCCESS to one of the
+// registrar's requests.
+type RefusedError struct {
+	Namesrv string
+	Request int32 // the request code
+	Code    int32 // the response code
+	Remark  string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("namesrv: %s answered %s: code %d (%s)", e.Namesrv, protocol.RequestCodeName(e.Request), e.Code, e.Remark)
 }

@@ -142,6 +142,11 @@ func Start(opts Options) (_ *Node, err error) {
 	}
 	if opts.Controller != nil {
 		co := *opts.Controller
+		if co.Signer == nil {
+			// The broker's own credentials sign its requests to the
+			// controllers and to its master too.
+			co.Signer = bo.InnerSigner
+		}
 		if co.Logger == nil {
 			co.Logger = opts.Logger
 		}
@@ -279,7 +284,7 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	n.serve("gRPC front end", func() error { return gs.Serve(g.Listener) })
 	n.attach("gRPC front end", gs.Shutdown)
 	if n.ctl == nil && n.b.Core().IsSlave() {
-		n.followClassicMaster(&remoting.ClientOptions{TLS: n.opts.Broker.ClientTLS})
+		n.followClassicMaster(&remoting.ClientOptions{TLS: n.opts.Broker.ClientTLS, Signer: n.opts.Broker.InnerSigner})
 		n.attach("classic master's gRPC address", n.stopClassic)
 	}
 	return nil

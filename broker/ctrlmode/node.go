@@ -54,6 +54,11 @@ type Options struct {
 	// ClientTLS, when set, makes the node's connections to other brokers
 	// (a new master's GET_BROKER_CONFIG) TLS. Default: plain.
 	ClientTLS *tls.Config
+	// Signer, when set, signs every request the node sends: to the
+	// controllers (client.Options.Signer) and to other brokers of its
+	// group. node.New sets it from broker.Options.InnerSigner
+	// (innerClientAuthenticationCredentials). Default nil: unsigned.
+	Signer remoting.Signer
 	// GRPCAddr is this member's gRPC address when it runs the gRPC front
 	// end: the node then tracks every member's (GRPCMaster, GRPCMembers).
 	GRPCAddr string
@@ -117,6 +122,9 @@ type Node struct {
 	// a minute later (run's goroutine).
 	failedRole string
 	failedAt   time.Time
+	// When a refusal for want of permission was last logged (run's
+	// goroutine).
+	deniedAt time.Time
 
 	// Role changes measured (RoleChanges), from the controller's word
 	// (notifiedAt: the first unhandled one, Unix ns; 0 when none waits).
@@ -195,13 +203,13 @@ func New(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("ctrlmode: %w", err)
 	}
 	n := &Node{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), epochs: epochs,
-		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: opts.ClientTLS})}
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), pool: remoting.NewPool(&remoting.ClientOptions{TLS: opts.ClientTLS, Signer: opts.Signer})}
 	n.lastEnd.Store(-1)
 	n.ep.own = opts.GRPCAddr
 	n.ctl, err = client.New(client.Options{
 		Addrs: opts.ControllerAddrs, Cluster: opts.ClusterName, Broker: opts.BrokerName, Addr: opts.AdvertiseAddr,
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout,
-		Status: n.status, OnRoleChange: func(client.State) { n.notified(); n.wake() }, Logger: opts.Logger, TLS: opts.ControllerTLS,
+		Status: n.status, OnRoleChange: func(client.State) { n.notified(); n.wake() }, Logger: opts.Logger, TLS: opts.ControllerTLS, Signer: opts.Signer,
 	})
 	if err != nil {
 		n.pool.Close()
@@ -213,6 +221,9 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		n.ctl.Close()
 		n.pool.Close()
+		if client.Code(err) == protocol.RespNoPermission {
+			return nil, fmt.Errorf("ctrlmode: register with the controller: %w: the controller runs with access control and %s", err, n.innerHint())
+		}
 		return nil, fmt.Errorf("ctrlmode: register with the controller: %w", err)
 	}
 	n.id = reg.ID
@@ -569,8 +580,18 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 	cur.epoch.Store(s.MasterEpoch)
 	cur.addr = s.MasterAddress
 	haAddr, err := n.masterHAAddr(s.MasterAddress)
-	if err != nil {
+	var re *refusedError
+	switch {
+	case errors.As(err, &re) && re.code == protocol.RespNoPermission:
+		if time.Since(n.deniedAt) >= time.Minute {
+			n.deniedAt = time.Now()
+			n.log.Error("ctrlmode: the master refuses this broker's requests (NO_PERMISSION): it runs with ACL and "+n.innerHint()+
+				"; retrying (logged again after a minute)", "master", s.MasterAddress, "remark", re.remark)
+		}
+	case err != nil:
 		n.log.Warn("ctrlmode: the master's HA address is unknown yet; retrying", "master", s.MasterAddress, "err", err)
+	}
+	if err != nil {
 		cur.addr = "" // ask again at the next tick
 		return
 	}
@@ -611,7 +632,7 @@ func (n *Node) brokerConfig(addr string) (map[string]string, error) {
 		return nil, err
 	}
 	if resp.Code != protocol.RespSuccess {
-		return nil, fmt.Errorf("GET_BROKER_CONFIG answered %d (%s)", resp.Code, resp.Remark)
+		return nil, &refusedError{code: resp.Code, remark: string(resp.Remark)}
 	}
 	m := map[string]string{}
 	for _, line := range splitLines(string(resp.Body)) {
@@ -699,4 +720,26 @@ func (n *Node) changeFailed(role string, err error) {
 	}
 	n.failedRole, n.failedAt = role, time.Now()
 	n.log.Error("ctrlmode: becoming "+role+" failed; retrying (failures logged again after a minute)", "err", err)
+}
+
+// refusedError is another broker's answer other than SUCCESS to
+// GET_BROKER_CONFIG.
+type refusedError struct {
+	code   int32
+	remark string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("GET_BROKER_CONFIG answered %d (%s)", e.code, e.remark)
+}
+
+// innerHint tells an operator what to do about a peer refusing the
+// broker's own requests for want of permission.
+func (n *Node) innerHint() string {
+	if n.opts.Signer == nil {
+		return "this broker signs nothing: set innerClientAuthenticationCredentials in broker.conf " +
+			`({"accessKey":"...","secretKey":"..."}) to a user with admin rights (a Super user) in the ACL of every broker and controller`
+	}
+	return "refuses this broker's innerClientAuthenticationCredentials: give their user admin rights (a Super user) " +
+		"in the ACL of every broker and controller, or fix the keys in broker.conf"
 }

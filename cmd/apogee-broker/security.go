@@ -44,8 +44,9 @@ type securityConfig struct {
 	// --max-auto-create-per-source (0: default, negative: no cap)
 	autoTopics, autoGroups, autoPerSource int
 
-	// innerCreds sign the broker's requests to external name servers
-	// (innerClientAuthenticationCredentials); empty: unsigned.
+	// innerCreds sign the broker's own requests: to external name
+	// servers, its master, the controllers and its group
+	// (innerClientAuthenticationCredentials; innerauth.go); empty: unsigned.
 	innerCreds auth.Credentials
 }
 
@@ -151,7 +152,7 @@ func init() {
 	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
 	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
 	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
-	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its registrations with external name servers (`--namesrv`) with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format), for name servers with access control on", func(c *config, v string) error {
+	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its own requests with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format): registrations with external name servers, a slave's requests to its master, and in controller mode its requests to the controllers and to its group; under ACL give them a Super user of every broker's, name server's and controller's ACL", func(c *config, v string) error {
 		var creds struct {
 			AccessKey string `json:"accessKey"`
 			SecretKey string `json:"secretKey"`

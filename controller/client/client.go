@@ -142,6 +142,10 @@ type Options struct {
 	// refuses plain ones). Without a ServerName the controller's
 	// certificate is verified for the host of its address. Default: plain.
 	TLS *tls.Config
+	// Signer, when set, signs every request (RocketMQ's AccessKey and
+	// Signature): a controller with access control on refuses unsigned
+	// ones with NO_PERMISSION. Default nil: unsigned.
+	Signer remoting.Signer
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -188,7 +192,7 @@ func New(opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{opts: opts, log: opts.Logger.With("broker", opts.Broker), changed: make(chan struct{}, 1), stop: make(chan struct{}),
-		pool: remoting.NewPool(&remoting.ClientOptions{DialTimeout: opts.RequestTimeout, TLS: opts.TLS, Options: remoting.Options{Logger: opts.Logger}})}
+		pool: remoting.NewPool(&remoting.ClientOptions{DialTimeout: opts.RequestTimeout, TLS: opts.TLS, Signer: opts.Signer, Options: remoting.Options{Logger: opts.Logger}})}
 	c.state.MasterEpoch, c.state.SyncStateSetEpoch = -1, -1
 	c.wg.Add(1)
 	go c.deliver()
@@ -598,6 +602,7 @@ func (c *Client) heartbeatLoop(addr string) {
 	t := time.NewTicker(c.opts.HeartbeatInterval)
 	defer t.Stop()
 	var resp protocol.Command
+	denied := false // the last answer was NO_PERMISSION (logged once per run of them)
 	for {
 		var lost <-chan struct{}
 		ctx, cancel := context.WithTimeout(context.Background(), min(c.opts.RequestTimeout, c.opts.HeartbeatInterval*3))
@@ -607,7 +612,16 @@ func (c *Client) heartbeatLoop(addr string) {
 			var req protocol.Command
 			c.heartbeatRequest().Encode(&req)
 			if err = cl.InvokeInto(ctx, &req, &resp); err == nil {
-				c.heartbeatAnswer(addr, &resp)
+				switch {
+				case resp.Code == protocol.RespNoPermission && !denied:
+					denied = true
+					c.log.Error("controller client: the controller refuses this broker's heartbeats (NO_PERMISSION): it runs with access control; "+
+						c.signHint(), "controller", addr, "remark", string(resp.Remark))
+				case resp.Code == protocol.RespNoPermission:
+				default:
+					denied = false
+					c.heartbeatAnswer(addr, &resp)
+				}
 			}
 		}
 		cancel()
@@ -628,6 +642,16 @@ func (c *Client) heartbeatLoop(addr string) {
 			}
 		}
 	}
+}
+
+// signHint tells an operator what to do about a controller refusing the
+// broker's requests for want of permission.
+func (c *Client) signHint() string {
+	if c.opts.Signer == nil {
+		return "the broker signs nothing: set innerClientAuthenticationCredentials in broker.conf " +
+			`({"accessKey":"...","secretKey":"..."}) to a user with admin rights (a Super user) in the controllers' ACL file`
+	}
+	return "give the user of the broker's innerClientAuthenticationCredentials admin rights (a Super user) in the controllers' ACL file, or fix the keys in broker.conf"
 }
 
 func (c *Client) heartbeatRequest() *wire.HeartbeatRequest {
