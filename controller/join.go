@@ -77,7 +77,7 @@ func (n *Node) Join(ctx context.Context, addrs []string, tlsConfig *tls.Config) 
 	if len(addrs) == 0 {
 		return "", errors.New("controller: join: no controller address")
 	}
-	pool := remoting.NewPool(&remoting.ClientOptions{DialTimeout: 2 * time.Second, TLS: tlsConfig,
+	pool := remoting.NewPool(&remoting.ClientOptions{DialTimeout: 2 * time.Second, TLS: tlsConfig, Signer: n.opts.Signer,
 		Options: remoting.Options{Logger: n.opts.Logger}})
 	defer pool.Close()
 	pause := 100 * time.Millisecond

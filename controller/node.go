@@ -25,6 +25,7 @@ import (
 	"github.com/apogeemq/apogee/controller/wire"
 	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -155,6 +156,23 @@ type Options struct {
 	// (RaftTLS describes it). Every member of the group must use it or
 	// none. Default: plain TCP.
 	RaftTLS *RaftTLS
+	// Authorize, when set, decides every request Serve receives before
+	// anything else looks at it: a refused request is answered with the
+	// code and remark it gives (NO_PERMISSION) and changes nothing.
+	// cmd/apogee-controller passes its ACL guard's Check (acl.Guard), so
+	// that under --acl only signed requests of users with admin rights on
+	// the cluster (or Super users) are obeyed. Default: every request.
+	Authorize func(remote net.Addr, req *protocol.Command) (ok bool, code int32, remark string)
+	// Signer, when set, signs the requests this node sends: the
+	// NOTIFY_BROKER_ROLE_CHANGED pushes (brokers under ACL refuse unsigned
+	// ones) and Join's requests. Default: unsigned.
+	Signer remoting.Signer
+	// RaftAuth, when set, makes every Raft connection between controllers
+	// begin with a signed preamble (RaftAuth describes it): peers that are
+	// not authenticated are dropped before Raft reads them. Every member
+	// must use it or none. Default: none (RaftTLS with client
+	// certificates is the other way to keep strangers out).
+	RaftAuth *RaftAuth
 	// Logger receives the controller's events. Default slog.Default().
 	Logger *slog.Logger
 	// RaftLogOutput and RaftLogLevel are for the Raft library's own log
@@ -267,7 +285,7 @@ func New(opts Options) (*Node, error) {
 	n := &Node{opts: o, log: o.Logger.With("controller", o.ID), fsm: newFSM(), stop: make(chan struct{}),
 		notifyCh: make(chan bool, 16)}
 	n.live.init()
-	n.pool = remoting.NewPool(&remoting.ClientOptions{DialTimeout: time.Second, TLS: o.NotifyTLS, Options: remoting.Options{Logger: o.Logger}})
+	n.pool = remoting.NewPool(&remoting.ClientOptions{DialTimeout: time.Second, TLS: o.NotifyTLS, Signer: o.Signer, Options: remoting.Options{Logger: o.Logger}})
 	if err := n.startRaft(); err != nil {
 		n.closeParts()
 		return nil, err
@@ -322,6 +340,12 @@ func (n *Node) startRaft() error {
 	var stream raft.StreamLayer = &streamLayer{Listener: ln, adv: adv}
 	if o.RaftTLS != nil {
 		if stream, err = newTLSStreamLayer(ln, adv, *o.RaftTLS); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	if o.RaftAuth != nil {
+		if stream, err = newAuthStreamLayer(stream, *o.RaftAuth, o.ID, n.log); err != nil {
 			ln.Close()
 			return err
 		}

@@ -18,6 +18,13 @@ import (
 // needs the leader (others answer CONTROLLER_NOT_LEADER naming it) and runs
 // on a goroutine of its own, since it waits for a Raft round.
 func (n *Node) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+	if a := n.opts.Authorize; a != nil {
+		if ok, code, remark := a(c.RemoteAddr(), req); !ok {
+			resp.Cmd.Code = code
+			resp.Cmd.SetRemark(remark)
+			return remoting.Reply
+		}
+	}
 	switch req.Code {
 	case wire.ReqBrokerHeartbeat:
 		n.handleHeartbeat(c, req, resp.Cmd)

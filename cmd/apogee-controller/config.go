@@ -26,6 +26,7 @@ type config struct {
 	snapshotThreshold, trailingLogs                                                  uint64
 	snapshotInterval                                                                 time.Duration
 	tls                                                                              tlsSettings
+	sec                                                                              securitySettings
 	notes                                                                            []note
 }
 
@@ -63,6 +64,7 @@ func parseConfig(args []string) (*config, error) {
 	readyFile := fs.String("ready-file", "", "once listening, write the bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
+	secF := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func parseConfig(args []string) (*config, error) {
 		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
 		closeGrace: *grace, unclean: *unclean, notify: *notify, showVersion: *showVersion,
 		raft:              controller.RaftTiming{HeartbeatTimeout: *rHB, ElectionTimeout: *rEl, LeaderLeaseTimeout: *rLease, CommitTimeout: *rCommit},
-		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings()}
+		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings(), sec: secF.settings()}
 	if c.showVersion {
 		return c, nil
 	}

@@ -24,6 +24,8 @@
 //	--raft-tls              Raft between controllers over TLS (mutual with
 //	                        --tls-client-ca, --tls-ca, --tls-client-cert/-key)
 //	--notify-tls            role-change pushes to brokers over TLS
+//	--acl, --acl-file FILE  obey only signed requests of admin users of the
+//	                        file, and only authenticated Raft peers
 //	-c, --config FILE       RocketMQ controller properties; flags win
 //	--ready-file PATH       once listening, write the bound addresses there (JSON)
 //	--version
@@ -152,6 +154,12 @@ func run(args []string) error {
 	if tlsParts.remoting != nil {
 		nodeOpts.Handshake = tlsParts.remoting.Handshake
 	}
+	sec, err := openSecurity(cfg, &nodeOpts, cfg.tls.raft && cfg.tls.clientCA != "", logger)
+	if err != nil {
+		raftLn.Close()
+		return err
+	}
+	defer sec.close()
 	node, err := controller.New(nodeOpts)
 	if err != nil {
 		return err
