@@ -29,6 +29,12 @@
 //     every acknowledged write.
 //  4. Liveness is local to each node and never replicated: each node records
 //     the heartbeats it receives; the leader decides with its own record.
+//  5. With Options.Authorize, no request reaches a handler (not even a
+//     heartbeat or a metadata read) unless it allows it: a refused request
+//     is answered with its code and changes nothing. With
+//     Options.RaftAuth, no byte of an accepted Raft connection reaches Raft
+//     before its peer answered this connection's nonce with a signature
+//     Authorize allows (raftauth.go); a connection that fails is closed.
 //
 // # Concurrency
 //
