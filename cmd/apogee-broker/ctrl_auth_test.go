@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/controller/client"
+	"github.com/apogeemq/apogee/controller/wire"
 	"github.com/apogeemq/apogee/internal/proctest"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
@@ -32,8 +34,9 @@ users:
 // its own innerClientAuthenticationCredentials: the brokers register, one
 // is elected, the other follows it (its GET_BROKER_CONFIG to the master
 // signed) and joins the SyncStateSet, and signed sends are answered
-// SEND_OK. A broker without the key is refused by the controller and exits
-// naming the key.
+// SEND_OK. A stranger without credentials is refused an id, an election
+// and a SyncStateSet (NO_PERMISSION) and the master keeps writing. A broker
+// without the key is refused by the controller and exits naming the key.
 func TestControllerModeUnderACL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker and controller binaries")
@@ -113,6 +116,36 @@ func TestControllerModeUnderACL(t *testing.T) {
 		}
 		return nil
 	})
+	// A stranger without credentials asks the controller for the group:
+	// an id, an election of itself, a SyncStateSet of its own. Each is
+	// refused, and the master keeps its role and its writes.
+	stranger, err := client.New(client.Options{Addrs: []string{ctls[0].Addr}, Cluster: "DefaultCluster", Broker: "g1",
+		Addr: "127.0.0.1:1", RequestTimeout: 2 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
+	defer scancel()
+	_, err = stranger.Register(sctx, 9, "stranger")
+	refusedNP := func(what string, err error) {
+		t.Helper()
+		if client.Code(err) != protocol.RespNoPermission {
+			t.Errorf("a stranger's %s: %v, want NO_PERMISSION", what, err)
+		}
+	}
+	refusedNP("broker id", err)
+	_, err = stranger.ElectMaster(sctx, 9, true)
+	refusedNP("election", err)
+	_, err = stranger.AlterSyncStateSet(sctx, 9, 1, wire.SyncStateSet{Set: []int64{9}, Epoch: 1})
+	refusedNP("SyncStateSet", err)
+	if r := info(master)["brokerRole"]; r == "SLAVE" {
+		t.Fatalf("the master became %s", r)
+	}
+	if resp := signedCall(t, master.Ready.Listen, root, sendRequest("CtlP", "CtlACL", 0, []byte("after"))); resp.Code != protocol.RespSuccess {
+		t.Fatalf("a send after the stranger: %d %s", resp.Code, resp.Remark)
+	}
+
 	for _, p := range members {
 		if logs := p.RunLog(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "NO_PERMISSION") {
 			t.Errorf("a member with credentials logged an ERROR or a refusal:\n%s", logs)

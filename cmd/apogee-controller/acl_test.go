@@ -259,3 +259,59 @@ func strangerOnRaft(addr string, s *auth.Signer) error {
 	}
 	return nil
 }
+
+// TestACLConfig: the properties keys set the controller's access control,
+// and what cannot work is refused at start with what to set.
+func TestACLConfig(t *testing.T) {
+	flags := aclFlags(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	parse := func(args ...string) *config {
+		t.Helper()
+		c, err := parseConfig(append([]string{"--id", "c1", "--peers", "c1=127.0.0.1:0"}, args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := parse(flags...)
+	if !c.sec.acl || c.sec.aclFile != flags[1] || c.sec.inner.AccessKey != "ctl" {
+		t.Fatalf("--acl-file and the properties' credentials: %+v", c.sec)
+	}
+	var o controller.Options
+	sec, err := openSecurity(c, &o, false, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sec.close()
+	if o.Authorize == nil || o.Signer == nil || o.RaftAuth == nil {
+		t.Fatalf("options under --acl-file: authorize %v, signer %v, raft preamble %v", o.Authorize != nil, o.Signer != nil, o.RaftAuth != nil)
+	}
+	o = controller.Options{}
+	sec2, err := openSecurity(c, &o, true, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sec2.close()
+	if o.RaftAuth != nil || o.Authorize == nil {
+		t.Fatalf("with mutual Raft TLS the preamble is not added: %+v", o.RaftAuth)
+	}
+
+	dir := t.TempDir()
+	props := filepath.Join(dir, "c.properties")
+	if err := os.WriteFile(props, []byte("authenticationEnabled=true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openSecurity(parse("-c", props), &controller.Options{}, false, logger); err == nil || !strings.Contains(err.Error(), "--acl-file") {
+		t.Errorf("authenticationEnabled without a file: %v", err)
+	}
+	if _, err := openSecurity(parse("--acl-file", flags[1]), &controller.Options{}, false, logger); err == nil ||
+		!strings.Contains(err.Error(), "innerClientAuthenticationCredentials") {
+		t.Errorf("--acl-file without the controller's credentials: %v", err)
+	}
+	if err := os.WriteFile(props, []byte(`innerClientAuthenticationCredentials={"accessKey":"ctl"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseConfig([]string{"--id", "c1", "--peers", "c1=127.0.0.1:0", "-c", props}); err == nil {
+		t.Error("credentials without a secret key accepted")
+	}
+}
