@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/proctest"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -133,5 +135,41 @@ func TestClassicSlaveUnderACL(t *testing.T) {
 	line := lone.AwaitLog("innerClientAuthenticationCredentials")
 	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "NO_PERMISSION") {
 		t.Errorf("the slave without credentials should log an ERROR naming the key: %s", line)
+	}
+}
+
+// TestClassicSlaveRefusedByMaster: a name server without access control
+// (apogee-namesrv) takes every registration, so a slave without
+// innerClientAuthenticationCredentials learns its master; the master, under
+// ACL, refuses the slave's syncs, and the slave logs an ERROR naming the
+// key.
+func TestClassicSlaveRefusedByMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker and name server binaries")
+	}
+	bin := buildBinary(t)
+	nsBin := filepath.Join(t.TempDir(), "apogee-namesrv")
+	if out, err := exec.Command("go", "build", "-o", nsBin, "../apogee-namesrv").CombinedOutput(); err != nil {
+		t.Fatalf("go build apogee-namesrv: %v\n%s", err, out)
+	}
+	ns := proctest.Start(t, "apogee-namesrv", nsBin, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	dir := t.TempDir()
+	aclFile := filepath.Join(dir, "acl.yml")
+	if err := os.WriteFile(aclFile, []byte(innerACLFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"brokerClusterName=DefaultCluster", "brokerName=broker-b", "flushDiskType=ASYNC_FLUSH", "aclFile=" + aclFile}
+	m := start(t, bin, "-c", writeConf(t, append(slices.Clone(common), "brokerId=0", "brokerRole=ASYNC_MASTER", innerCredsLine)...),
+		"--namesrv-listen", "", "--namesrv", ns.Ready.Listen, "--data-dir", filepath.Join(dir, "master"))
+	defer m.stop(t, syscall.SIGTERM)
+	sl := start(t, bin, "-c", writeConf(t, append(slices.Clone(common), "brokerId=1", "brokerRole=SLAVE")...),
+		"--namesrv-listen", "", "--namesrv", ns.Ready.Listen, "--data-dir", filepath.Join(dir, "slave"))
+	defer sl.stop(t, syscall.SIGTERM)
+	line := sl.AwaitLog("the master refuses this slave's requests")
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "innerClientAuthenticationCredentials") {
+		t.Errorf("the refused slave's line: %s", line)
+	}
+	if logs := sl.RunLog(); strings.Count(logs, "the master refuses this slave's requests") != 1 {
+		t.Errorf("the refusal should be logged once:\n%s", logs)
 	}
 }
