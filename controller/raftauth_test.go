@@ -124,3 +124,37 @@ func raftStranger(addr string, rawRaft bool) error {
 		return nil
 	}
 }
+
+// TestRaftAuthOverTLS: the preamble runs inside Raft's TLS (a group that
+// has --raft-tls and the preamble both): the group elects a leader and,
+// the leader stopped, another.
+func TestRaftAuthOverTLS(t *testing.T) {
+	p := newTLSPKI(t)
+	creds := auth.Credentials{AccessKey: "ctl", SecretKey: "ctl-secret"}
+	key := auth.NewKey(creds.SecretKey)
+	var allowed atomic.Int64
+	authorize := func(_ net.Addr, req *protocol.Command) (bool, int32, string) {
+		if ak, ok := auth.AccessKey(req); !ok || string(ak) != creds.AccessKey || key.Verify(req) != nil {
+			return false, protocol.RespNoPermission, "not the controllers' user"
+		}
+		allowed.Add(1)
+		return true, 0, ""
+	}
+	c := newCluster(t, 3, func(o *controller.Options) {
+		p.tweak(o)
+		o.RaftAuth = &controller.RaftAuth{Signer: auth.NewSigner(creds), Authorize: authorize}
+	})
+	old := c.leader()
+	if allowed.Load() == 0 {
+		t.Fatal("a leader was elected without a preamble allowed")
+	}
+	old.stop()
+	wait.Until(t, "a new leader among the others", func() bool {
+		for _, tn := range c.nodes {
+			if tn != old && tn.node != nil && tn.node.Status().Leader {
+				return true
+			}
+		}
+		return false
+	})
+}
