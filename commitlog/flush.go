@@ -71,7 +71,7 @@ func (f *flusher) fail(err error) {
 }
 
 // wait blocks until flushed ≥ end, the deadline passes, or the log fails.
-func (f *flusher) wait(end int64) error {
+func (f *flusher) wait(end int64, deadline time.Time) error {
 	if f.l.flushed.Load() >= end {
 		return nil
 	}
@@ -99,17 +99,21 @@ func (f *flusher) wait(end int64) error {
 		default:
 		}
 		if t == nil {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return fmt.Errorf("%w: offset %d not flushed by its deadline (flushed %d)", ErrFlushTimeout, end, f.l.flushed.Load())
+			}
 			if v := f.timers.Get(); v != nil {
 				t = v.(*time.Timer)
-				t.Reset(f.l.opts.SyncFlushTimeout)
+				t.Reset(left)
 			} else {
-				t = time.NewTimer(f.l.opts.SyncFlushTimeout)
+				t = time.NewTimer(left)
 			}
 		}
 		select {
 		case <-done:
 		case <-t.C:
-			return fmt.Errorf("%w: offset %d not flushed after %v (flushed %d)", ErrFlushTimeout, end, f.l.opts.SyncFlushTimeout, f.l.flushed.Load())
+			return fmt.Errorf("%w: offset %d not flushed by its deadline (flushed %d)", ErrFlushTimeout, end, f.l.flushed.Load())
 		case <-f.l.stop:
 			// Close flushes everything before it returns; wait for that round.
 			<-done

@@ -303,10 +303,18 @@ func checkBatch(recs []byte) (int, error) {
 // returns ErrFlushTimeout after Options.SyncFlushTimeout, and the sticky
 // ErrLogFailed error after a failed sync.
 func (l *Log) WaitFlushed(end int64) error {
+	return l.WaitFlushedUntil(end, time.Now().Add(l.opts.SyncFlushTimeout))
+}
+
+// WaitFlushedUntil is WaitFlushed bounded by deadline rather than by
+// Options.SyncFlushTimeout from now: a caller that queued a wait earlier
+// (the store's durability notifier) gives each waiter its own bound. A
+// deadline already past still returns nil when end is flushed.
+func (l *Log) WaitFlushedUntil(end int64, deadline time.Time) error {
 	if l.readOnly {
 		return ErrReadOnly
 	}
-	return l.fl.wait(end)
+	return l.fl.wait(end, deadline)
 }
 
 // Flush syncs everything written so far and waits for it.

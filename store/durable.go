@@ -106,16 +106,24 @@ func (s *Store) WaitDurable(end int64) error { return s.waitDurable(end, false) 
 func (s *Store) WaitPutDurable(end int64) error { return s.waitDurable(end, true) }
 
 func (s *Store) waitDurable(end int64, put bool) error {
+	return s.waitDurableUntil(end, put, time.Now().Add(s.opts.SyncFlushTimeout))
+}
+
+// waitDurableUntil is waitDurable bounded by deadline: both the flush and
+// the replicas' acknowledgement must come by then (the bound of the whole
+// wait, as Options.SyncFlushTimeout documents).
+func (s *Store) waitDurableUntil(end int64, put bool, deadline time.Time) error {
+	if h := s.testWaitHook.Load(); h != nil {
+		(*h)(end, deadline)
+	}
 	repl := s.replicasNeeded(put) && s.repl.replicated.Load() < end
 	var rerr error
-	var start time.Time
 	if repl {
-		start = time.Now()
 		rerr = s.repl.available(end)
 	}
 	var ferr error
 	if s.log.FlushMode() == FlushSync {
-		if ferr = s.log.WaitFlushed(end); ferr != nil && !errors.Is(ferr, ErrFlushTimeout) {
+		if ferr = s.log.WaitFlushedUntil(end, deadline); ferr != nil && !errors.Is(ferr, ErrFlushTimeout) {
 			if errors.Is(ferr, commitlog.ErrClosed) {
 				ferr = fmt.Errorf("%w: %w", ErrClosed, ferr)
 			}
@@ -123,7 +131,7 @@ func (s *Store) waitDurable(end int64, put bool) error {
 		}
 	}
 	if repl && rerr == nil {
-		rerr = s.repl.wait(end, start.Add(s.opts.SyncFlushTimeout), s.stop)
+		rerr = s.repl.wait(end, deadline, s.stop)
 	}
 	if rerr != nil {
 		return rerr
@@ -146,22 +154,29 @@ type DurableWaiter interface {
 // synced offset covers, in the order they were added (one sync serves them
 // all, as the commit log's group commit does). When end is durable already
 // (always in async mode without replicas) w is told at once, on the
-// caller's goroutine. A wait that fails fails for every waiter pending at
-// that moment (one wait serves them all). After Close it is told ErrClosed.
-// It is for what Put stored: as WaitPutDurable, it needs the replicas the
-// store required as a master even after a demotion.
+// caller's goroutine. After Close it is told ErrClosed. It is for what Put
+// stored: as WaitPutDurable, it needs the replicas the store required as a
+// master even after a demotion.
+//
+// Each call's bound is its own: Options.SyncFlushTimeout from the call,
+// whatever the waits of the calls before it (a waiter added while the
+// goroutine waits for earlier ones is told ErrFlushTimeout or
+// ErrReplicaTimeout at its own deadline, not one wait later). A wait that
+// fails otherwise (ErrReplicaNotAvailable, ErrLogFailed, ErrClosed) fails
+// every waiter pending at that moment.
 func (s *Store) OnDurable(end int64, w DurableWaiter) {
 	if s.durableOffset(true) >= end {
 		w.Durable(nil)
 		return
 	}
-	s.durable.add(end, w)
+	s.durable.add(end, time.Now().Add(s.opts.SyncFlushTimeout), w)
 }
 
-// durableWaiter is one OnDurable call.
+// durableWaiter is one OnDurable call: what it waits for, and until when.
 type durableWaiter struct {
-	end int64
-	w   DurableWaiter
+	end      int64
+	deadline time.Time
+	w        DurableWaiter
 }
 
 // durableNotifier runs OnDurable's waits: one goroutine (loop), woken by
@@ -180,14 +195,14 @@ func (n *durableNotifier) init(s *Store) {
 	n.wake = make(chan struct{}, 1)
 }
 
-func (n *durableNotifier) add(end int64, w DurableWaiter) {
+func (n *durableNotifier) add(end int64, deadline time.Time, w DurableWaiter) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		w.Durable(ErrClosed)
 		return
 	}
-	n.queue = append(n.queue, durableWaiter{end, w})
+	n.queue = append(n.queue, durableWaiter{end, deadline, w})
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -228,20 +243,33 @@ func (n *durableNotifier) loop() {
 	}
 }
 
-// tellDurable waits until the earliest-ending pending waiter is durable and
-// tells every waiter the durable offset covers by then; it returns the
-// rest, which wait for a later sync. Waiting for the earliest rather than
-// the latest end tells each waiter after the first sync that covers it, not
-// one sync later.
+// tellDurable waits until the earliest-ending pending waiter is durable,
+// or until the earliest deadline among them, and then tells every waiter
+// the durable offset covers (nil) and every one whose deadline has passed
+// (its timeout); it returns the rest, which wait on. Waiting for the
+// earliest end rather than the latest tells each waiter after the first
+// sync that covers it, not one sync later; waiting no longer than the
+// earliest deadline tells each waiter its timeout at its own deadline,
+// not at the end of a wait that began before it was added.
 func (n *durableNotifier) tellDurable(pending []durableWaiter) []durableWaiter {
 	if len(pending) == 0 {
 		return pending
 	}
-	first := pending[0].end
+	first, deadline := pending[0].end, pending[0].deadline
 	for _, p := range pending {
 		first = min(first, p.end)
+		if p.deadline.Before(deadline) {
+			deadline = p.deadline
+		}
 	}
-	if err := n.s.waitDurable(first, true); err != nil {
+	err := n.s.waitDurableUntil(first, true, deadline)
+	stopping := false
+	select {
+	case <-n.s.stop: // the replicas' wait ends at Close: nobody waits on
+		stopping = true
+	default:
+	}
+	if err != nil && (stopping || !errors.Is(err, ErrFlushTimeout) && !errors.Is(err, ErrReplicaTimeout)) {
 		if errors.Is(err, commitlog.ErrClosed) {
 			err = ErrClosed
 		}
@@ -250,16 +278,37 @@ func (n *durableNotifier) tellDurable(pending []durableWaiter) []durableWaiter {
 		return pending[:0]
 	}
 	durable := n.s.durableOffset(true)
+	now := time.Now()
 	rest := pending[:0]
 	for _, p := range pending {
-		if p.end <= durable {
+		switch {
+		case p.end <= durable:
 			p.w.Durable(nil)
-		} else {
+		case !now.Before(p.deadline):
+			p.w.Durable(n.s.timeoutError(p.end, err))
+		default:
 			rest = append(rest, p)
 		}
 	}
 	clear(pending[len(rest):])
 	return rest
+}
+
+// timeoutError is what a waiter for end whose deadline passed is told:
+// the wait's own timeout when it was for end's shortfall, else the one
+// that describes it (a replica's wins over the flush's, as in
+// WaitDurable).
+func (s *Store) timeoutError(end int64, waitErr error) error {
+	if s.replicasNeeded(true) && s.repl.replicated.Load() < end {
+		if errors.Is(waitErr, ErrReplicaTimeout) {
+			return waitErr
+		}
+		return fmt.Errorf("%w: offset %d acknowledged by replicas up to %d by its deadline", ErrReplicaTimeout, end, s.repl.replicated.Load())
+	}
+	if errors.Is(waitErr, ErrFlushTimeout) {
+		return waitErr
+	}
+	return fmt.Errorf("%w: offset %d not flushed by its deadline (flushed %d)", ErrFlushTimeout, end, s.log.FlushedOffset())
 }
 
 func tell(ws []durableWaiter, err error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apogeemq/apogee/internal/wait"
@@ -95,8 +96,83 @@ func TestOnDurableAfterCloseIsToldClosed(t *testing.T) {
 	s := openStore(t, o)
 	s.Close()
 	w := newWaiter()
-	s.durable.add(1<<40, w)
+	s.durable.add(1<<40, time.Now().Add(time.Minute), w)
 	if err := w.wait(t); !errors.Is(err, ErrClosed) {
 		t.Fatalf("told %v after Close, want ErrClosed", err)
+	}
+}
+
+// TestOnDurableOwnDeadline (issue 29, case 7): a SYNC_MASTER's waiter added
+// while the notifier waits for an earlier one is told FLUSH_SLAVE_TIMEOUT
+// at its own deadline (SyncFlushTimeout from its call), not at the end of a
+// wait that began before it: the second send of a stalled replica used to
+// be answered after twice the timeout. Virtual time (testing/synctest):
+// the times are exact.
+func TestOnDurableOwnDeadline(t *testing.T) {
+	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := replicatedOptions(t.TempDir())
+				o.FlushMode = mode
+				o.SyncFlushTimeout = 5 * time.Second
+				s := openStore(t, o)
+				defer s.Close()
+				var mu sync.Mutex
+				deadlines := map[int64][]time.Time{} // the deadlines each end was waited for with
+				hook := func(end int64, deadline time.Time) {
+					mu.Lock()
+					deadlines[end] = append(deadlines[end], deadline)
+					mu.Unlock()
+				}
+				s.testWaitHook.Store(&hook)
+				r := s.AddReplica("stalled", 0) // connected, never acknowledges
+				type sent struct {
+					end   int64
+					start time.Time
+					w     *recordingWaiter
+					told  time.Time
+				}
+				send := func(body string) *sent {
+					x := &sent{end: putNoWait(t, s, body), start: time.Now(), w: newWaiter()}
+					s.OnDurable(x.end, x.w)
+					return x
+				}
+				a := send("a")
+				time.Sleep(2 * time.Second) // the notifier is waiting for a
+				synctest.Wait()
+				b := send("b")
+				time.Sleep(time.Second)
+				c := send("c")
+				for _, x := range []*sent{a, b, c} {
+					err := x.w.wait(t)
+					x.told = time.Now()
+					if !errors.Is(err, ErrReplicaTimeout) {
+						t.Fatalf("told %v, want ErrReplicaTimeout", err)
+					}
+					if took := x.told.Sub(x.start); took != o.SyncFlushTimeout {
+						t.Errorf("a send waited %v, its bound is %v", took, o.SyncFlushTimeout)
+					}
+				}
+				// The waits' deadlines were each send's own.
+				mu.Lock()
+				for _, x := range []*sent{a, b, c} {
+					ds := deadlines[x.end]
+					if len(ds) == 0 || !ds[len(ds)-1].Equal(x.start.Add(o.SyncFlushTimeout)) {
+						t.Errorf("the wait for %d had deadlines %v, want %v", x.end, ds, x.start.Add(o.SyncFlushTimeout))
+					}
+				}
+				mu.Unlock()
+				// An acknowledgement still releases what comes after.
+				d := send("d")
+				time.Sleep(time.Second)
+				r.Ack(d.end)
+				if err := d.w.wait(t); err != nil {
+					t.Fatalf("an acknowledged send: %v", err)
+				}
+				if took := time.Since(d.start); took != time.Second {
+					t.Errorf("an acknowledged send was told after %v, its ack came after 1s", took)
+				}
+			})
+		})
 	}
 }

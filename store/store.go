@@ -64,6 +64,10 @@ type Store struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
+	// testWaitHook, when set (tests), sees the end and the deadline of
+	// every durability wait as it begins.
+	testWaitHook atomic.Pointer[func(end int64, deadline time.Time)]
+
 	stats          counters
 	badEntryLogged atomic.Int64 // unix nanos of the last bad-entry report
 	diskFull       atomic.Bool  // the last append failed for lack of space
