@@ -88,6 +88,15 @@ type Options struct {
 	// (ha.SlaveOptions.TLS). Default: plain TCP both.
 	HASecure func(context.Context, net.Conn) (net.Conn, error)
 	HATLS    *tls.Config
+	// HAVerify, on a master, makes the HA port require authentication
+	// (ha.MasterOptions.Verify: a slave's credentials or a verified client
+	// certificate); cmd/apogee-broker sets it from its ACL when access
+	// control is on. HASign, on a slave, signs the HA handshake with the
+	// broker's inner credentials (ha.SlaveOptions.Sign). The HA handshake
+	// always names the broker's cluster, broker name and id (a master
+	// refuses a slave of another group). Default: neither.
+	HAVerify func(remote net.Addr, accessKey string, content, signature []byte) (user string, err error)
+	HASign   func(content []byte) (accessKey string, signature []byte)
 	// GRPCAdvertiseAddr is the address of the gRPC front end on this
 	// broker's core, reported by GET_BROKER_CONFIG as grpcAdvertiseAddr:
 	// in controller mode a group's members find each other's there (to

@@ -64,7 +64,7 @@ func (b *Broker) startReplication() error {
 // listeners hand their connections to.
 func (b *Broker) startMaster() error {
 	m, err := ha.NewMaster(b.core.Store(), ha.MasterOptions{Logger: b.copts.Logger, Handshake: b.opts.HAMasterHandshake,
-		Secure: b.opts.HASecure})
+		Secure: b.opts.HASecure, Cluster: b.copts.ClusterName, BrokerName: b.copts.BrokerName, Verify: b.opts.HAVerify})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -103,7 +103,7 @@ func (b *Broker) startSlave() error {
 	}
 	r.mu.Unlock()
 	s, err := ha.NewSlave(b.core.Store(), ha.SlaveOptions{MasterAddr: masterHA, Logger: log, Handshake: b.opts.HASlaveHandshake,
-		TLS: b.opts.HATLS})
+		TLS: b.opts.HATLS, Cluster: b.copts.ClusterName, BrokerName: b.copts.BrokerName, BrokerID: b.brokerID(), Sign: b.opts.HASign})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

@@ -1,8 +1,10 @@
 package ha
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -254,8 +256,10 @@ func TestSlaveRejectsCorruptStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	br := bufio.NewReader(c)
+	acceptIdentity(t, c, br)
 	var rep [ReportSize]byte
-	if _, err := c.Read(rep[:]); err != nil {
+	if _, err := io.ReadFull(br, rep[:]); err != nil {
 		t.Fatal(err)
 	}
 	var hdr [HeaderSize]byte

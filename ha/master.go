@@ -50,6 +50,23 @@ type MasterOptions struct {
 	// gets each frame's header and the start of its body copied into one
 	// Write (one TLS record for a small frame). Default: none (plain TCP).
 	Secure func(ctx context.Context, c net.Conn) (net.Conn, error)
+	// Cluster and BrokerName name the master's broker group: a slave whose
+	// identity handshake names another cluster or broker name is refused
+	// (an ERROR names both sides) and never counts as a replica. Empty: not
+	// checked. Default: empty (a broker sets its own).
+	Cluster, BrokerName string
+	// Verify, when set, makes authentication required on every connection
+	// (the broker sets it when access control is on): a slave is taken
+	// only when it comes over TLS with a client certificate that verified
+	// against the server's client CAs (mutual TLS, MasterOptions.Secure),
+	// or when Verify accepts its credentials: the access key and the
+	// signature of content (the identity handshake's fields and this
+	// connection's nonce) it presented. Verify returns the user's name, or
+	// an error to refuse it; remote is the peer's address. It runs on the
+	// connection's goroutine. A peer that sends no identity handshake (a
+	// RocketMQ slave, an earlier Apogee) is refused unless its certificate
+	// verified. Default: nil (no authentication, as RocketMQ's HA port).
+	Verify func(remote net.Addr, accessKey string, content, signature []byte) (user string, err error)
 }
 
 // HandshakeTimeout bounds MasterOptions.Secure on one connection.
@@ -84,6 +101,8 @@ type Master struct {
 	conns  map[*masterConn]struct{}
 	closed bool
 	wg     sync.WaitGroup // Serve loops and connection goroutines
+
+	refusals refusalLog
 }
 
 // NewMaster returns a Master for st, which must not be a replica.
@@ -260,6 +279,7 @@ type masterConn struct {
 	raw   net.Conn // as accepted; close closes it
 	c     net.Conn // what the loops read and write: raw, or what Secure made of it
 	name  string
+	peer  string // what its identity handshake named ("" without one); set by readLoop before the first report
 	since time.Time
 	start chan int64    // the offset to stream from, sent once by readLoop
 	done  chan struct{} // closed by close
@@ -309,9 +329,12 @@ func (c *masterConn) readLoop() {
 	// caught up with it (the stream's catch-up rate).
 	var backlogFrom, backlogEnd int64
 	var began time.Time
+	if !c.identify(br) {
+		return
+	}
 	if hs := c.m.opts.Handshake; hs != nil {
 		c.c.SetDeadline(time.Now().Add(c.m.opts.HousekeepingInterval))
-		name, err := hs(c.c)
+		name, err := hs(bufConn{c.c, br})
 		c.c.SetDeadline(time.Time{})
 		if err != nil {
 			log.Warn("ha: handshake refused", "slave", c.name, "err", err)
@@ -345,17 +368,28 @@ func (c *masterConn) readLoop() {
 			br.Read(b[:])
 		}
 		off := int64(binary.BigEndian.Uint64(b[:]))
-		c.acked.Store(off)
 		if first {
 			first = false
 			start, ok := c.begin(off)
 			if !ok {
 				return
 			}
+			c.acked.Store(off)
 			c.start <- start
 			backlogFrom, backlogEnd, began = start, c.m.st.WrittenOffset(), time.Now()
 			continue
 		}
+		// The master never sends a byte beyond its written position, so a
+		// slave cannot hold one: an acknowledgement beyond it is a peer
+		// faking replication, and must never count.
+		if end := c.m.st.WrittenOffset(); off > end || off < 0 {
+			log.Error("ha: a slave acknowledged an offset beyond the master's log end, which it cannot hold: "+
+				"closing its connection, the acknowledgement not counted (a peer that is not this master's slave? "+
+				"turn on access control or mutual TLS to keep strangers off the HA port)",
+				"slave", c.name, "acked", off, "masterEnd", end)
+			return
+		}
+		c.acked.Store(off)
 		c.repMu.Lock()
 		c.rep.Ack(off)
 		c.repMu.Unlock()
@@ -368,6 +402,14 @@ func (c *masterConn) readLoop() {
 		}
 	}
 }
+
+// bufConn reads through r, which buffers c's first bytes.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // begin decides where the stream to a slave that reported off starts, and
 // registers the slave as a replica. It refuses (false) a slave whose log is
@@ -389,7 +431,7 @@ func (c *masterConn) begin(off int64) (int64, bool) {
 			"slave", c.name, "slaveOffset", off, "masterMin", min, "masterEnd", end)
 		start = min
 	default:
-		log.Info("ha: slave connected", "slave", c.name, "from", off, "masterEnd", end)
+		log.Info("ha: slave connected", "slave", c.name, "peer", c.peer, "from", off, "masterEnd", end)
 	}
 	rep := st.AddReplica(c.name, off)
 	c.repMu.Lock()

@@ -55,6 +55,16 @@ type SlaveOptions struct {
 	// master whose broker runs --tls-mode enforcing refuses a slave without
 	// it; one in permissive mode takes either. Default: nil (plain TCP).
 	TLS *tls.Config
+	// Cluster, BrokerName and BrokerID are the slave's names, sent in the
+	// identity handshake on every connection: a master of another cluster
+	// or broker group refuses the slave (RefusedError). Default: empty.
+	Cluster, BrokerName string
+	BrokerID            int64
+	// Sign, when set, signs the identity handshake's content (its fields
+	// and the master's nonce) with the slave's credentials and returns the
+	// access key and the signature, which a master under access control
+	// verifies (MasterOptions.Verify). Default: nil (no credentials).
+	Sign func(content []byte) (accessKey string, signature []byte)
 }
 
 func (o SlaveOptions) withDefaults() SlaveOptions {
@@ -261,10 +271,22 @@ func (s *Slave) run() {
 		// at once.
 		if progressed || !lastFailed || time.Since(lastLogged) >= time.Minute {
 			lvl := slog.LevelWarn
-			if errors.Is(err, store.ErrReplicaData) || errors.Is(err, errOffsetMismatch) {
+			msg := "ha: replication from the master stopped; reconnecting"
+			attrs := []any{"master", addr, "err", err, "retryIn", wait}
+			var refused *RefusedError
+			switch {
+			case errors.As(err, &refused):
+				lvl = slog.LevelError
+				msg = "ha: the master refused this slave; it copies nothing until the master's or this slave's configuration changes: " +
+					"a slave of another group must be pointed at its own group's master, and under access control it needs " +
+					"innerClientAuthenticationCredentials (or mutual TLS)"
+				attrs = []any{"master", addr, "reason", refused.Reason.String(),
+					"masterCluster", refused.MasterCluster, "masterBrokerName", refused.MasterBrokerName,
+					"slaveCluster", s.opts.Cluster, "slaveBrokerName", s.opts.BrokerName, "slaveBrokerId", s.opts.BrokerID, "retryIn", wait}
+			case errors.Is(err, store.ErrReplicaData) || errors.Is(err, errOffsetMismatch):
 				lvl = slog.LevelError
 			}
-			log.Log(context.Background(), lvl, "ha: replication from the master stopped; reconnecting", "master", addr, "err", err, "retryIn", wait)
+			log.Log(context.Background(), lvl, msg, attrs...)
 			lastLogged = time.Now()
 		}
 		lastFailed = !progressed
@@ -336,6 +358,12 @@ func (s *Slave) session(addr string) (progressed bool, err error) {
 			return false, err
 		}
 		c = tc
+	}
+	c.SetDeadline(time.Now().Add(s.opts.HousekeepingInterval))
+	err = s.identifySlave(c)
+	c.SetDeadline(time.Time{})
+	if err != nil {
+		return false, err
 	}
 	if hs := s.opts.Handshake; hs != nil {
 		c.SetDeadline(time.Now().Add(s.opts.HousekeepingInterval))

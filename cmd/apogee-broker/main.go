@@ -257,6 +257,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	haAuth(cfg, guard, &bopts)
 	ready.Advertise = advertise
 
 	// Every listener is bound: hand them to the node (package node), which
