@@ -14,10 +14,25 @@
 // Big-endian throughout; no other message. The connection is plain TCP or
 // TLS (MasterOptions.Secure on the master, for a broker its tlsconf server's
 // handshake: TLS, plain, or either by the first byte; SlaveOptions.TLS on
-// the slave); the stream inside is the same. In controller mode the two sides
-// first run a handshake their owner supplies (MasterOptions.Handshake,
-// SlaveOptions.Handshake: the epoch exchange of docs/failover.md); without
-// it the stream starts with the first report, as RocketMQ's classic one.
+// the slave); the stream inside is the same. Every connection a Slave makes
+// starts with the identity handshake (identity.go; docs/replication.md):
+//
+//	slave → master  hello:     "AHI1", cluster, broker name, broker id (8)
+//	master → slave  challenge: status (1), cluster, broker name, nonce (16)
+//	slave → master  proof:     access key, signature
+//	master → slave  verdict:   status (1)
+//
+// (strings: a length byte and the bytes). The master refuses a slave that
+// names another cluster or broker name than MasterOptions.Cluster and
+// BrokerName (an ERROR naming both sides), and, with MasterOptions.Verify,
+// one that has neither a verified client certificate (mutual TLS) nor
+// credentials Verify accepts: SlaveOptions.Sign's signature of the hello
+// and the nonce. A connection whose first bytes are not the hello's magic
+// is a slave without the handshake (RocketMQ's, an earlier Apogee's): it
+// is served as it is unless Verify is set. In controller mode the two sides
+// then run a handshake their owner supplies (MasterOptions.Handshake,
+// SlaveOptions.Handshake: the epoch exchange of docs/failover.md); then the
+// stream starts with the first report, as RocketMQ's classic one:
 //
 //	slave → master  report: offset (8)
 //	master → slave  frame:  offset (8), length (4), body (length bytes)
@@ -68,14 +83,20 @@
 //     sync flush, what it flushed. The first report is made durable first.
 //  4. A connection counts as a replica for sync replication (store.Replica)
 //     from its accepted first report until it closes; a refused slave never
-//     counts.
+//     counts. No slave of another group, and under MasterOptions.Verify no
+//     unauthenticated peer, gets a byte of the log or counts.
+//  5. An acknowledgement never counts beyond the master's written position:
+//     a report beyond it (no slave can hold what was never sent) closes the
+//     connection with an ERROR before it reaches the store.
 //
 // # Goroutines
 //
 // Master: one per Serve call (accept), and two per connection (with
 // MasterOptions.Secure, the writer's goroutine runs it first, so that a
 // slow handshake never holds up the accept loop): readLoop
-// (reports; the first decides the start, the rest are acknowledgements) and
+// (the identity handshake, bounded by HandshakeTimeout, and the owner's;
+// then reports: the first decides the start, the rest are
+// acknowledgements) and
 // writeLoop (frames; it waits on store.LogWritten when caught up and, once
 // woken, yields while producers are still appending so that one frame
 // carries them all). Either one's end closes the connection, which ends the
@@ -86,7 +107,8 @@
 //
 // # Lock order
 //
-// Master.mu is held only to change the set of listeners and connections;
+// Master.mu is held only to change the set of listeners and connections
+// (and to rename one); the refusal log's lock is a leaf;
 // masterConn.repMu (the connection's store.Replica) → the store's replica
 // set. Slave.mu guards the address and the current connection and is never
 // held across I/O; reporter.mu serialises a connection's reports.
@@ -94,14 +116,16 @@
 // # For the broker
 //
 // A master (ASYNC_MASTER, or SYNC_MASTER with store.Options.SyncReplicas =
-// 1) creates a Master on its store, listens on its HA address (haListenPort,
+// 1) creates a Master on its store (with its cluster and broker name, and
+// under access control a Verify from its ACL), listens on its HA address (haListenPort,
 // default the remoting port + 1) and runs Serve; it closes the Master before
 // its store. It waits for durability when store.Store.DurableWaits says so,
 // and maps store.ErrReplicaNotAvailable (StatusSlaveNotAvailable) to
 // SLAVE_NOT_AVAILABLE (11), store.ErrReplicaTimeout (StatusFlushSlaveTimeout)
 // to FLUSH_SLAVE_TIMEOUT (12), both with the send result's fields, as for
 // FLUSH_DISK_TIMEOUT; its own re-puts treat store.NotDurable errors as stored.
-// A slave opens its store with store.Options.Replica, creates a Slave, calls
+// A slave opens its store with store.Options.Replica, creates a Slave (with
+// its names, and a Sign with its inner credentials when it has some), calls
 // Start, and SetMasterAddr whenever it learns the master's HA address (the
 // name server's answer to its registration carries it, haServerAddr), and
 // closes the Slave before its store; Put on

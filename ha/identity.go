@@ -2,12 +2,14 @@ package ha
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -273,9 +275,14 @@ func (c *masterConn) handshakeFailed(err error) {
 		return
 	default:
 	}
-	if c.m.refusals.allow("handshake", c.host()) {
-		c.m.opts.Logger.Warn("ha: a peer on the HA port failed the identity handshake; closing its connection", "peer", c.name, "err", err)
+	if !c.m.refusals.allow("handshake", c.host()) {
+		return
 	}
+	lvl := slog.LevelWarn
+	if errors.Is(err, io.EOF) {
+		lvl = slog.LevelInfo // a connection closed before it said anything (a port check)
+	}
+	c.m.opts.Logger.Log(context.Background(), lvl, "ha: a peer on the HA port failed the identity handshake; closing its connection", "peer", c.name, "err", err)
 }
 
 // host is the peer's address without its port (the refusal log's key).
