@@ -153,9 +153,10 @@ func TestHASlaveOfAnotherGroupRefused(t *testing.T) {
 // replicate (neither a super user nor allowed every action on the
 // cluster); a slave with innerClientAuthenticationCredentials of a super
 // user replicates, and the sends are SEND_OK once it holds them. The slave
-// is given the master's HA address: this tests the HA stream (the slave's
-// remoting requests to its master, signed with the same credentials, are
-// the 'ctl' part of issue 29).
+// is given the master's HA address: this tests the HA stream alone
+// (TestClassicSlaveUnderACL runs the whole classic path under ACL: the
+// registrations and the slave's requests to its master, signed with the
+// same credentials, and this stream).
 func TestHASlaveUnderACL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker binary")
