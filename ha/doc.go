@@ -11,7 +11,7 @@
 //
 // # Wire format
 //
-// Big-endian throughout; no other message. The connection is plain TCP or
+// Big-endian throughout. The connection is plain TCP or
 // TLS (MasterOptions.Secure on the master, for a broker its tlsconf server's
 // handshake: TLS, plain, or either by the first byte; SlaveOptions.TLS on
 // the slave); the stream inside is the same. Every connection a Slave makes
@@ -29,7 +29,8 @@
 // credentials Verify accepts: SlaveOptions.Sign's signature of the hello
 // and the nonce. A connection whose first bytes are not the hello's magic
 // is a slave without the handshake (RocketMQ's, an earlier Apogee's): it
-// is served as it is unless Verify is set. In controller mode the two sides
+// is served as it is unless Verify is set and no client certificate
+// verified. In controller mode the two sides
 // then run a handshake their owner supplies (MasterOptions.Handshake,
 // SlaveOptions.Handshake: the epoch exchange of docs/failover.md); then the
 // stream starts with the first report, as RocketMQ's classic one:
