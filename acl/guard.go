@@ -3,6 +3,7 @@ package acl
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/logthrottle"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -40,6 +42,10 @@ type Options struct {
 	// ReloadInterval is how often File is checked for a change. Default
 	// DefaultReloadInterval (2 s).
 	ReloadInterval time.Duration
+	// ReloadErrorLogInterval: a version of File that does not load is
+	// logged once per this interval, with the count of the failed checks
+	// in between. Default logthrottle.DefaultInterval (1 min).
+	ReloadErrorLogInterval time.Duration
 	// MaxSkew bounds a gRPC request's x-mq-date-time. Default
 	// auth.DefaultMaxSkew (15 min).
 	MaxSkew time.Duration
@@ -51,6 +57,15 @@ type Options struct {
 	// FS is the file system File is read through and Dir's files are
 	// read and written through. Default vfs.Default; tests wrap it.
 	FS vfs.FS
+	// InitUsers are created at Open as super users (whatever their Type
+	// says), each only when no user of its name exists, in the file or in
+	// the store: RocketMQ 5.3's initAuthenticationUser and
+	// innerClientAuthenticationCredentials. They are kept in the store
+	// like users the admin codes create (changed or deleted there later);
+	// one that exists is left as it is (a different password is logged,
+	// never the password). How a first user comes to exist when the
+	// broker starts with access control on and no file.
+	InitUsers []User
 }
 
 // Stats are a Guard's counters.
@@ -136,11 +151,16 @@ func Open(opts Options) (*Guard, error) {
 			return nil, err
 		}
 	}
+	if err := g.initUsersLocked(); err != nil {
+		g.mu.Unlock()
+		return nil, err
+	}
 	g.publishLocked()
 	g.mu.Unlock()
 	s := g.snap.Load()
 	if s.nUsers == 0 && len(s.white) == 0 {
-		g.log.Warn("acl: access control is on and no user is defined: every request is refused until one is (in the ACL file)", "file", opts.File)
+		g.log.Warn("acl: access control is on and no user is defined: every request is refused until one is; "+
+			"define one in the ACL file, or give the first super user in broker.conf's initAuthenticationUser (docs/security.md)", "file", opts.File)
 	}
 	if opts.File != "" {
 		if fi, err := opts.FS.Stat(opts.File); err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -150,6 +170,59 @@ func Open(opts Options) (*Guard, error) {
 		go g.watch()
 	}
 	return g, nil
+}
+
+// initUsersLocked creates Options.InitUsers that do not exist (see there).
+func (g *Guard) initUsersLocked() error {
+	var created []string
+	for _, u := range g.opts.InitUsers {
+		u.Type, u.WhiteAddrs = Super, nil
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("acl: initial user: %w", err)
+		}
+		old, where := g.userLocked(u.Name)
+		if where != "" {
+			if subtle.ConstantTimeCompare([]byte(old.Password), []byte(u.Password)) != 1 {
+				g.log.Warn("acl: the initial user exists already with another password; the one in force stays "+
+					"(the initial user is created only when absent: change the password with apogee-admin updateUser, or in the ACL file)",
+					"user", u.Name, "defined_in", where)
+			}
+			continue
+		}
+		g.store.users[u.Name] = u
+		created = append(created, u.Name)
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := g.store.save(); err != nil {
+		for _, n := range created {
+			delete(g.store.users, n)
+		}
+		return fmt.Errorf("acl: creating the initial users: %w", err)
+	}
+	kept := "memory (no data directory)"
+	if g.opts.Dir != "" {
+		kept = g.store.path(StoreFile)
+	}
+	g.log.Info("acl: created the initial super users", "users", created, "kept_in", kept)
+	return nil
+}
+
+// userLocked finds a user by name in the file, then the store; where is
+// "" when there is none.
+func (g *Guard) userLocked(name string) (User, string) {
+	if g.file != nil {
+		for _, u := range g.file.Users {
+			if u.Name == name {
+				return u, "the ACL file"
+			}
+		}
+	}
+	if u, ok := g.store.users[name]; ok {
+		return u, StoreFile
+	}
+	return User{}, ""
 }
 
 // Close stops watching the file.
@@ -163,21 +236,50 @@ func (g *Guard) Close() error {
 	return nil
 }
 
-// watch reloads the file when it changes.
+// watch reloads the file when it changes. A version of the file that
+// does not load is logged once (WARN) and then once per
+// ReloadErrorLogInterval with the count of failed checks in between; a
+// new version is logged at once, and the first check that loads again
+// says how many failures were not logged.
 func (g *Guard) watch() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.opts.ReloadInterval)
 	defer t.Stop()
+	logs := logthrottle.New(g.opts.ReloadErrorLogInterval, logthrottle.MaxCauses(4))
+	failing := "" // the version of the file that failed last
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
-			if _, err := g.Reload(); err != nil {
-				g.log.Error("acl: the ACL file does not load; the rules in force stay", "file", g.opts.File, "err", err)
+			_, err := g.Reload()
+			if err == nil {
+				if failing != "" {
+					g.log.Info("acl: the ACL file loads again", "file", g.opts.File, "failed_checks_not_logged", logs.Clear(failing))
+					failing = ""
+				}
+				continue
 			}
+			v := g.fileVersion()
+			var earlier uint64
+			if v != failing && failing != "" {
+				earlier = logs.Clear(failing)
+			}
+			failing = v
+			logs.Warn(g.log, v, "acl: the ACL file does not load; the rules in force stay: fix the file (write it elsewhere and mv it into place)",
+				"file", g.opts.File, "err", err, "failed_checks_of_earlier_versions", earlier)
 		}
 	}
+}
+
+// fileVersion identifies the ACL file's current version (size and time)
+// for the throttle of its errors.
+func (g *Guard) fileVersion() string {
+	fi, err := g.opts.FS.Stat(g.opts.File)
+	if err != nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%d|%d", fi.Size(), fi.ModTime().UnixNano())
 }
 
 // Reload reads the ACL file if it changed (size, time or content) and puts

@@ -189,12 +189,12 @@ func (c *config) applyFile(props []javaprops.Property, fs *pflag.FlagSet) error 
 				continue
 			}
 			if err := k.apply(c, p.Value); err != nil {
-				return fmt.Errorf("line %d: %s=%s: %w", p.Line, p.Key, p.Value, err)
+				return fmt.Errorf("line %d: %s=%s: %w", p.Line, p.Key, confShown(p.Key, p.Value), err)
 			}
 			continue
 		}
 		if _, ok := javaKeyClass[p.Key]; ok {
-			c.notes = append(c.notes, note{"broker.conf: key ignored", []any{"key", p.Key, "value", p.Value, "why", ignoredReason(p.Key)}})
+			c.notes = append(c.notes, note{"broker.conf: key ignored", []any{"key", p.Key, "value", confShown(p.Key, p.Value), "why", ignoredReason(p.Key)}})
 			continue
 		}
 		msg := fmt.Sprintf("line %d: unknown key %q", p.Line, p.Key)

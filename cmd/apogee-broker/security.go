@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -46,8 +47,44 @@ type securityConfig struct {
 
 	// innerCreds sign the broker's own requests: to external name
 	// servers, its master, the controllers and its group
-	// (innerClientAuthenticationCredentials; innerauth.go); empty: unsigned.
+	// (innerClientAuthenticationCredentials; innerauth.go); empty: unsigned. With
+	// access control on they are also a super user of this broker, created
+	// at start when absent (RocketMQ 5.3 does the same), so that the
+	// group's other brokers, which sign with them, are served.
 	innerCreds auth.Credentials
+
+	// initUser is initAuthenticationUser: the first super user, created
+	// at start when absent. Its password is never logged.
+	initUser *acl.User
+}
+
+// secretConfKeys are the broker.conf keys whose values hold secrets: no
+// log line or error message shows them (confShown).
+var secretConfKeys = map[string]bool{"initAuthenticationUser": true, "innerClientAuthenticationCredentials": true}
+
+// confShown is how a broker.conf value is shown in logs and errors: as it
+// is, or for a key that may hold a secret, its length only.
+func confShown(key, value string) string {
+	k := strings.ToLower(key)
+	if secretConfKeys[key] || strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "credential") {
+		return fmt.Sprintf("(hidden: %d bytes)", len(value))
+	}
+	return value
+}
+
+// jsonShape is a JSON error without any of the text it was reading (a
+// syntax error names a character of it): where it failed, or the field
+// of the wrong type.
+func jsonShape(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Errorf("field %q is not a %s", te.Field, te.Type)
+	}
+	return errors.New("not valid JSON")
 }
 
 // securityFlags are the flags of securityConfig.
@@ -152,18 +189,33 @@ func init() {
 	honoured["maxAutoCreateTopics"] = confKey{"max-auto-create-topics", "`--max-auto-create-topics`: a send to an unknown topic does not create it once the broker holds this many topics (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoTopics = n })}
 	honoured["maxAutoCreateGroups"] = confKey{"max-auto-create-groups", "`--max-auto-create-groups`: a consumer of an unknown group does not create it once the broker holds this many groups (default 10000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoGroups = n })}
 	honoured["maxAutoCreatePerSource"] = confKey{"max-auto-create-per-source", "`--max-auto-create-per-source`: topics and groups one source address may create on demand per hour (default 1000; negative: no cap)", signed(func(s *securityConfig, n int) { s.autoPerSource = n })}
-	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its own requests with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format): registrations with external name servers, a slave's requests to its master, and in controller mode its requests to the controllers and to its group; under ACL give them a Super user of every broker's, name server's and controller's ACL", func(c *config, v string) error {
+	honoured["innerClientAuthenticationCredentials"] = confKey{"", "the broker signs its own requests with these credentials, `{\"accessKey\":\"...\",\"secretKey\":\"...\"}` (RocketMQ 5.3's format): registrations with external name servers, a slave's requests to its master, and in controller mode its requests to the controllers and to its group; under ACL give them a Super user of every name server's and controller's ACL (a broker with access control on creates it as a super user of its own at start when absent, as RocketMQ 5.3 does)", func(c *config, v string) error {
 		var creds struct {
 			AccessKey string `json:"accessKey"`
 			SecretKey string `json:"secretKey"`
 		}
 		if err := json.Unmarshal([]byte(v), &creds); err != nil {
-			return fmt.Errorf("want {\"accessKey\":\"...\",\"secretKey\":\"...\"}: %w", err)
+			return fmt.Errorf("want {\"accessKey\":\"...\",\"secretKey\":\"...\"}: %w", jsonShape(err))
 		}
 		c.sec.innerCreds = auth.Credentials{AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
 		if c.sec.innerCreds.IsEmpty() {
 			return fmt.Errorf("want both accessKey and secretKey")
 		}
+		return nil
+	}}
+	honoured["initAuthenticationUser"] = confKey{"", "with access control on, the first super user, created at start when no user of its name exists (RocketMQ 5.3's format: `{\"username\":\"...\",\"password\":\"...\"}`; kept in the data directory's `config/acl.json`, its password encrypted; never logged): how the first user comes to exist without an ACL file (docs/security.md)", func(c *config, v string) error {
+		var u acl.UserInfo
+		if err := json.Unmarshal([]byte(v), &u); err != nil {
+			return fmt.Errorf("want {\"username\":\"...\",\"password\":\"...\"}: %w", jsonShape(err))
+		}
+		if u.Username == "" || u.Password == "" {
+			return fmt.Errorf("want both username and password")
+		}
+		user := acl.User{Name: u.Username, Password: u.Password, Type: acl.Super}
+		if err := user.Validate(); err != nil {
+			return err
+		}
+		c.sec.initUser = &user
 		return nil
 	}}
 	honoured["aclFile"] = confKey{"acl-file", "`--acl-file`: the ACL file (Apogee's format or RocketMQ 4's `plain_acl.yml`), reloaded when it changes; implies `aclEnable=true`", func(c *config, v string) error {
@@ -263,11 +315,19 @@ func openGuard(c *config, logger *slog.Logger) (*acl.Guard, error) {
 	if !c.sec.acl {
 		return nil, nil
 	}
+	var init []acl.User
+	if c.sec.initUser != nil {
+		init = append(init, *c.sec.initUser)
+	}
+	if !c.sec.innerCreds.IsEmpty() {
+		init = append(init, acl.User{Name: c.sec.innerCreds.AccessKey, Password: c.sec.innerCreds.SecretKey, Type: acl.Super})
+	}
 	g, err := acl.Open(acl.Options{
 		File:        c.sec.aclFile,
 		Dir:         filepath.Join(c.dataDir, "config"),
 		ClusterName: c.cluster,
 		Logger:      logger,
+		InitUsers:   init,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--acl-file: %w", err)
