@@ -114,6 +114,10 @@ var allowed = map[string][]string{
 	// The processes tests start (their ready files, logs and waits): a
 	// test-only helper on the other test-only ones.
 	"internal/proctest": {"internal/readyfile", "internal/wait", "internal/testlog"},
+	// The throttle of log lines repeated in loops: a leaf; TLS's file
+	// watcher uses it.
+	"internal/logthrottle": {},
+	"internal/tlsconf":     {"internal/logthrottle"},
 	// Java's hashCode and number parsing, shared by the layers above: a leaf.
 	"internal/javacompat": {},
 	// The java.util.Properties reader of the -c files: a leaf.

@@ -28,6 +28,19 @@
 // match its certificate, a file written halfway) is logged and the
 // material in force stays; the next check tries again.
 //
+// # Validity
+//
+// A certificate chain outside its validity period (expired, or not valid
+// yet) is refused, as a verifying client would refuse it: NewServer and
+// ClientConfig.Load return a *CertError naming the file and the dates
+// (and NewServer logs it at ERROR), and a reload to one keeps the pair in
+// force with an ERROR. Every check of the files also looks at the
+// certificate in force: within ExpiryWarning (14 days) of its end it is
+// logged at WARN, and once past it at ERROR, each at most once a day per
+// certificate. A reload that keeps failing is logged once per file
+// version and minute (package logthrottle), with the count of the
+// failures in between.
+//
 // # Mutual TLS
 //
 // With ClientCAFile, a client certificate is requested and, when one is
@@ -52,6 +65,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/logthrottle"
 )
 
 // Mode is RocketMQ's tls.server.mode.
@@ -112,6 +127,80 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Logger receives reloads and failed reloads. Default slog.Default().
 	Logger *slog.Logger
+	// ExpiryWarning: a certificate in force this close to its end is
+	// logged at WARN (once a day). Default DefaultExpiryWarning (14
+	// days); negative: never.
+	ExpiryWarning time.Duration
+	// Now is the clock validity is checked against (tests). Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// DefaultExpiryWarning is Config.ExpiryWarning's default.
+const DefaultExpiryWarning = 14 * 24 * time.Hour
+
+// Errors a *CertError wraps.
+var (
+	ErrCertExpired     = errors.New("tlsconf: certificate expired")
+	ErrCertNotYetValid = errors.New("tlsconf: certificate not valid yet")
+)
+
+// CertError is a certificate outside its validity period. It wraps
+// ErrCertExpired or ErrCertNotYetValid.
+type CertError struct {
+	File                string // the PEM file that holds it
+	Subject             string // its subject
+	NotBefore, NotAfter time.Time
+	Now                 time.Time // when it was checked
+	Reason              error     // ErrCertExpired or ErrCertNotYetValid
+}
+
+func (e *CertError) Error() string {
+	if errors.Is(e.Reason, ErrCertNotYetValid) {
+		return fmt.Sprintf("tlsconf: %s: the certificate %q is not valid before %s (valid %s to %s; now %s): fix the clock or the certificate",
+			e.File, e.Subject, dateOf(e.NotBefore), dateOf(e.NotBefore), dateOf(e.NotAfter), dateOf(e.Now))
+	}
+	return fmt.Sprintf("tlsconf: %s: the certificate %q expired at %s (valid %s to %s; now %s): replace it",
+		e.File, e.Subject, dateOf(e.NotAfter), dateOf(e.NotBefore), dateOf(e.NotAfter), dateOf(e.Now))
+}
+
+func (e *CertError) Unwrap() error { return e.Reason }
+
+// logAttrs are the error's fields as log attributes.
+func (e *CertError) logAttrs() []any {
+	return []any{"file", e.File, "subject", e.Subject, "not_before", dateOf(e.NotBefore), "not_after", dateOf(e.NotAfter), "now", dateOf(e.Now)}
+}
+
+// dateOf is how the package writes a certificate's dates: RFC 3339, UTC.
+func dateOf(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// checkValidity checks every certificate of cert's chain (read from file)
+// against now; the leaf is returned.
+func checkValidity(file string, cert *tls.Certificate, now time.Time) (*x509.Certificate, error) {
+	var leaf *x509.Certificate
+	for i, der := range cert.Certificate {
+		c := cert.Leaf
+		if i > 0 || c == nil {
+			var err error
+			if c, err = x509.ParseCertificate(der); err != nil {
+				return nil, fmt.Errorf("tlsconf: %s: certificate %d of the chain: %w", file, i, err)
+			}
+		}
+		if i == 0 {
+			leaf = c
+		}
+		var reason error
+		switch {
+		case now.Before(c.NotBefore):
+			reason = ErrCertNotYetValid
+		case now.After(c.NotAfter):
+			reason = ErrCertExpired
+		default:
+			continue
+		}
+		return leaf, &CertError{File: file, Subject: c.Subject.String(), NotBefore: c.NotBefore, NotAfter: c.NotAfter, Now: now, Reason: reason}
+	}
+	return leaf, nil
 }
 
 // Server is a loaded Config: the TLS configuration every handshake uses,
@@ -125,6 +214,10 @@ type Server struct {
 	mu    sync.Mutex // serialises reloads
 	stamp string     // the files' identity when last loaded
 
+	// Throttles of the watcher's lines: failed reloads (by the files'
+	// version), expiry (by certificate, once a day).
+	reloadLogs, expiryLogs *logthrottle.Throttle
+
 	reloads, reloadErrs, handshakeErrs, tlsConns, plainConns atomic.Uint64
 
 	stop chan struct{}
@@ -134,6 +227,7 @@ type Server struct {
 // material is what one load of the files gives.
 type material struct {
 	cert     *tls.Certificate
+	leaf     *x509.Certificate
 	clientCA *x509.CertPool
 	conf     *tls.Config // per-handshake configuration built from both
 }
@@ -150,7 +244,15 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MinVersion == 0 {
 		cfg.MinVersion = tls.VersionTLS12
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
+	if cfg.ExpiryWarning == 0 {
+		cfg.ExpiryWarning = DefaultExpiryWarning
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}),
+		reloadLogs: logthrottle.New(time.Minute, logthrottle.MaxCauses(8)),
+		expiryLogs: logthrottle.New(24*time.Hour, logthrottle.MaxCauses(64), logthrottle.Clock(cfg.Now))}
 	if cfg.Mode == Disabled {
 		return s, nil
 	}
@@ -168,8 +270,13 @@ func NewServer(cfg Config) (*Server, error) {
 		},
 	}
 	if _, err := s.Reload(); err != nil {
+		var ce *CertError
+		if errors.As(err, &ce) {
+			s.log.Error("tls: the certificate is not valid now; not starting: replace it (or fix the clock)", ce.logAttrs()...)
+		}
 		return nil, err
 	}
+	s.checkExpiry()
 	if cfg.ReloadInterval > 0 {
 		s.wg.Add(1)
 		go s.watch()
@@ -202,9 +309,35 @@ func (s *Server) watch() {
 		case <-t.C:
 			if _, err := s.Reload(); err != nil {
 				s.reloadErrs.Add(1)
-				s.log.Error("tls: the certificate files do not load; the ones in force stay", "cert", s.cfg.CertFile, "err", err)
+				stamp := s.versionOf()
+				attrs := []any{"cert", s.cfg.CertFile, "err", err}
+				var ce *CertError
+				if errors.As(err, &ce) {
+					attrs = append(attrs, "not_before", dateOf(ce.NotBefore), "not_after", dateOf(ce.NotAfter))
+				}
+				s.reloadLogs.Error(s.log, stamp, "tls: the certificate files do not load; the ones in force stay: fix them", attrs...)
 			}
+			s.checkExpiry()
 		}
+	}
+}
+
+// checkExpiry logs the certificate in force when it is within
+// ExpiryWarning of its end (WARN) or past it (ERROR), once a day each.
+func (s *Server) checkExpiry() {
+	m := s.cur.Load()
+	if m == nil || m.leaf == nil || s.cfg.ExpiryWarning < 0 {
+		return
+	}
+	now, leaf := s.cfg.Now(), m.leaf
+	key := leaf.SerialNumber.String() + "|" + leaf.Issuer.String()
+	attrs := []any{"cert", s.cfg.CertFile, "subject", leaf.Subject.String(), "not_after", dateOf(leaf.NotAfter)}
+	switch left := leaf.NotAfter.Sub(now); {
+	case left < 0:
+		s.expiryLogs.Error(s.log, "expired|"+key, "tls: the certificate in force has expired: clients that verify it refuse the connection; replace the files (they are reloaded without a restart)", attrs...)
+	case left <= s.cfg.ExpiryWarning:
+		s.expiryLogs.Warn(s.log, "expiring|"+key, "tls: the certificate in force expires soon: replace the files before then (they are reloaded without a restart)",
+			append(attrs, "left", left.Round(time.Minute).String())...)
 	}
 }
 
@@ -233,6 +366,20 @@ func (s *Server) stampOf() (string, error) {
 	return b.String(), nil
 }
 
+// versionOf identifies the files' current versions by size and time
+// only (the key of a failed reload's log line).
+func (s *Server) versionOf() string {
+	var b strings.Builder
+	for _, f := range []string{s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile} {
+		if fi, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%d|%d;", fi.Size(), fi.ModTime().UnixNano())
+		} else {
+			b.WriteString("missing;")
+		}
+	}
+	return b.String()
+}
+
 // Reload loads the files if they changed since the last load; changed
 // reports whether new material is in force.
 func (s *Server) Reload() (changed bool, err error) {
@@ -252,7 +399,11 @@ func (s *Server) Reload() (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("tlsconf: %s and %s: %w", s.cfg.CertFile, s.cfg.KeyFile, err)
 	}
-	m := &material{cert: &cert}
+	leaf, err := checkValidity(s.cfg.CertFile, &cert, s.cfg.Now())
+	if err != nil {
+		return false, err
+	}
+	m := &material{cert: &cert, leaf: leaf}
 	if s.cfg.ClientCAFile != "" {
 		pem, err := os.ReadFile(s.cfg.ClientCAFile)
 		if err != nil {
@@ -482,6 +633,9 @@ func (c ClientConfig) Load() (*tls.Config, error) {
 		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("tlsconf: client certificate: %w", err)
+		}
+		if _, err := checkValidity(c.CertFile, &cert, time.Now()); err != nil {
+			return nil, err
 		}
 		t.Certificates = []tls.Certificate{cert}
 	}

@@ -1,4 +1,5 @@
-// Package tlstest writes certificates for tests: a CA, a server
+// Package tlstest writes certificates for tests (valid from an hour ago
+// for a year, unless ReissueValid says otherwise): a CA, a server
 // certificate for 127.0.0.1, ::1 and localhost signed by it, and a client
 // certificate signed by it (for mutual TLS). Test code only.
 package tlstest
@@ -40,7 +41,7 @@ func Write(t testing.TB, dir string) Files {
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: "apogee test CA"},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
+		NotAfter:              now.Add(365 * 24 * time.Hour),
 		IsCA:                  true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -71,6 +72,15 @@ func Write(t testing.TB, dir string) Files {
 // CA (a rotation clients trusting the CA accept), replacing f's files.
 func Reissue(t testing.TB, f Files) {
 	t.Helper()
+	now := time.Now()
+	ReissueValid(t, f, now.Add(-time.Hour), now.Add(365*24*time.Hour))
+}
+
+// ReissueValid is Reissue with a certificate valid from notBefore to
+// notAfter (an expired one, or one not valid yet, for the checks of
+// package tlsconf).
+func ReissueValid(t testing.TB, f Files, notBefore, notAfter time.Time) {
+	t.Helper()
 	caPEM, err := os.ReadFile(f.CA)
 	if err != nil {
 		t.Fatal(err)
@@ -89,12 +99,17 @@ func Reissue(t testing.TB, f Files) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue(t, ca, k.(*ecdsa.PrivateKey), "apogee test server", x509.ExtKeyUsageServerAuth, f.ServerCert, f.ServerKey)
+	issueValid(t, ca, k.(*ecdsa.PrivateKey), "apogee test server", x509.ExtKeyUsageServerAuth, f.ServerCert, f.ServerKey, notBefore, notAfter)
 }
 
 func issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) {
 	t.Helper()
 	now := time.Now()
+	issueValid(t, ca, caKey, cn, usage, certPath, keyPath, now.Add(-time.Hour), now.Add(365*24*time.Hour))
+}
+
+func issueValid(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage, certPath, keyPath string, notBefore, notAfter time.Time) {
+	t.Helper()
 	{
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -103,8 +118,8 @@ func issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn strin
 		tmpl := &x509.Certificate{
 			SerialNumber: serial(t),
 			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(24 * time.Hour),
+			NotBefore:    notBefore,
+			NotAfter:     notAfter,
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 			DNSNames:     []string{"localhost"},
