@@ -106,6 +106,9 @@ func (a *Admin) TopicRoute(ctx context.Context, topic string) (*protocol.TopicRo
 // DeleteTopicInNameServers removes a topic's route from every name server
 // (DELETE_TOPIC_IN_NAMESRV, 216).
 func (a *Admin) DeleteTopicInNameServers(ctx context.Context, topic string) error {
+	if len(a.cfg.nameServers) == 0 {
+		return ErrNoNameServer // DirectOnly
+	}
 	var errs []error
 	for _, ns := range a.cfg.nameServers {
 		if _, err := a.call(ctx, ns, protocol.ReqDeleteTopicInNameSrv, &protocol.DeleteTopicRequest{Topic: topic}, nil); err != nil {
@@ -118,6 +121,9 @@ func (a *Admin) DeleteTopicInNameServers(ctx context.Context, topic string) erro
 // setWritePerm sends WIPE_ or ADD_WRITE_PERM_OF_BROKER to every name server
 // and returns the topics changed per name server.
 func (a *Admin) setWritePerm(ctx context.Context, brokerName string, code int32) (map[string]int32, error) {
+	if len(a.cfg.nameServers) == 0 {
+		return nil, ErrNoNameServer // DirectOnly
+	}
 	out := map[string]int32{}
 	var errs []error
 	for _, ns := range a.cfg.nameServers {

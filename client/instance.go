@@ -195,6 +195,9 @@ func (in *instance) invoke(ctx context.Context, addr string, req *protocol.Comma
 // round robin, moving on only when one cannot be reached.
 func (in *instance) invokeNameServer(ctx context.Context, req *protocol.Command) (*protocol.Command, string, error) {
 	ns := in.cfg.nameServers
+	if len(ns) == 0 {
+		return nil, "", ErrNoNameServer // DirectOnly
+	}
 	start := int(in.nsNext.Add(1))
 	var lastErr error
 	for i := range ns {

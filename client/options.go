@@ -95,6 +95,7 @@ type clientConfig struct {
 	logger          *slog.Logger
 	errs            []string
 	nameServerGiven bool
+	direct          bool             // DirectOnly: no name server needed
 	creds           auth.Credentials // (instance) security.go
 	tls             *tls.Config      // (instance) security.go
 }
@@ -121,7 +122,7 @@ func (c *clientConfig) validate() {
 			c.nameServers = splitAddrs(env)
 		}
 	}
-	if len(c.nameServers) == 0 {
+	if len(c.nameServers) == 0 && !c.direct {
 		c.errs = append(c.errs, ErrNoNameServer.Error())
 	}
 	for _, a := range c.nameServers {
@@ -202,6 +203,18 @@ func NameServer(addrs ...string) Opt {
 		for _, a := range addrs {
 			c.nameServers = append(c.nameServers, splitAddrs(a)...)
 		}
+	}}
+}
+
+// DirectOnly lets a client be created without a name server (NameServer
+// or NAMESRV_ADDR): it reaches only the broker addresses its calls are
+// given, as mqadmin does with -b (an Admin's ...At methods, AuthRequest,
+// BrokerRuntimeInfo, BrokerConfig). Calls that need a name server (routes,
+// the cluster table) fail with ErrNoNameServer. NameServer given after it
+// gives one back.
+func DirectOnly() Opt {
+	return opt{func(c *clientConfig) {
+		c.nameServerGiven, c.nameServers, c.direct = true, nil, true
 	}}
 }
 

@@ -10,7 +10,11 @@
 // updateBrokerConfig, wipeWritePerm, addWritePerm, sendMessage,
 // consumeMessage, statsAll, and RocketMQ 5.3's createUser, updateUser,
 // deleteUser, getUser, listUser, createAcl, updateAcl, deleteAcl, getAcl,
-// listAcl. With access control on, --access-key and --secret-key (or
+// listAcl. A command aimed at one broker by its address (-b ADDR:
+// updateTopic, updateSubGroup, deleteSubGroup, consumerConnection,
+// consumerStatus, brokerStatus, getBrokerConfig, updateBrokerConfig and
+// the user and ACL commands) needs no name server, as with mqadmin. With
+// access control on, --access-key and --secret-key (or
 // $APOGEE_ADMIN_ACCESS_KEY, $APOGEE_ADMIN_SECRET_KEY) sign every request;
 // --tls, --tls-ca, --tls-cert/--tls-key, --tls-server-name and
 // --tls-insecure reach a TLS broker. Each prints an aligned table, or with --json one
@@ -61,7 +65,8 @@ import (
 const usageHead = `usage: apogee-admin <command> [flags] [args]
        apogee-admin --version
 
-online commands (mqadmin's names and flags; -n NAMESRV or $NAMESRV_ADDR; --json):
+online commands (mqadmin's names and flags; -n NAMESRV or $NAMESRV_ADDR, or -b BROKER_ADDR
+alone for a command aimed at one broker; --json):
 `
 
 const usageTail = `

@@ -20,7 +20,9 @@ import (
 )
 
 // The online commands: mqadmin's names and flags, against a running
-// cluster through its name server (-n/--namesrv, or NAMESRV_ADDR). Each
+// cluster through its name server (-n/--namesrv, or NAMESRV_ADDR); a
+// command aimed at one broker by its address (-b ADDR, flag brokerAddr)
+// needs none and talks to that broker alone. Each
 // prints an aligned table (text/tabwriter), or with --json one JSON
 // document on the last line of standard output. Exit status: 0 success, 1
 // when the cluster refused or failed the operation, 2 on a usage error.
@@ -34,6 +36,28 @@ type command struct {
 	summary string
 	flags   func(fs *pflag.FlagSet)
 	run     func(x *cmdCtx) error
+}
+
+// brokerAddrFlag is the long name of -b where it is a broker's address
+// (elsewhere -b is a broker name, or a time): a command that has it can
+// run without a name server when it is given.
+const brokerAddrFlag = "brokerAddr"
+
+// targetsBroker reports whether the command takes -b BROKER_ADDR.
+func (c *command) targetsBroker() bool {
+	if c.flags == nil {
+		return false
+	}
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	c.flags(fs)
+	return fs.Lookup(brokerAddrFlag) != nil
+}
+
+// direct reports whether the parsed command line aims at one broker by its
+// address (-b ADDR), so that no name server is needed.
+func (c *command) direct(fs *pflag.FlagSet) bool {
+	f := fs.Lookup(brokerAddrFlag)
+	return f != nil && strings.TrimSpace(f.Value.String()) != ""
 }
 
 // cmdCtx is what a command runs with.
@@ -116,6 +140,9 @@ type broker struct {
 // -c, or (all) every master when neither is given and all is set.
 func (x *cmdCtx) brokers(all bool) ([]broker, error) {
 	if addr := x.flagString("b"); addr != "" {
+		if x.nsList == "" {
+			return []broker{{Addr: addr}}, nil // no name server to name it
+		}
 		ci, err := x.admin.ClusterInfo(x.ctx)
 		if err == nil {
 			for _, bd := range ci.BrokerAddrTable {
@@ -231,9 +258,19 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 	if ns == "" {
 		ns = os.Getenv("NAMESRV_ADDR")
 	}
+	nsOpt := client.NameServer(ns)
 	if ns == "" {
-		fmt.Fprintln(stderr, "apogee-admin: no name server: give -n host:port or set NAMESRV_ADDR")
-		return 2, true
+		// A command aimed at one broker (-b ADDR) talks to it directly, as
+		// mqadmin does: no name server needed.
+		if !c.direct(fs) {
+			hint := ""
+			if c.targetsBroker() {
+				hint = ", or -b BROKER_ADDR to talk to one broker directly"
+			}
+			fmt.Fprintf(stderr, "apogee-admin: no name server: give -n host:port or set NAMESRV_ADDR%s\n", hint)
+			return 2, true
+		}
+		nsOpt = client.DirectOnly()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -242,7 +279,7 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 		fmt.Fprintln(stderr, "apogee-admin:", err)
 		return 2, true
 	}
-	admin, err := client.NewAdmin(append([]client.AdminOpt{client.NameServer(ns), client.InstanceName(fmt.Sprintf("apogee-admin-%d", os.Getpid()))}, secOpts...)...)
+	admin, err := client.NewAdmin(append([]client.AdminOpt{nsOpt, client.InstanceName(fmt.Sprintf("apogee-admin-%d", os.Getpid()))}, secOpts...)...)
 	if err != nil {
 		fmt.Fprintln(stderr, "apogee-admin:", err)
 		return 2, true
