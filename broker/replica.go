@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/ha"
 	"github.com/apogeemq/apogee/protocol"
@@ -200,7 +202,7 @@ func (b *Broker) ServeHA(ln net.Listener) error {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				b.copts.Logger.Warn("broker: HA accept failed; retrying", "err", err, "in", backoff)
+				acceptLogs.Warn(b.copts.Logger, ln.Addr().String(), "broker: HA accept failed (out of file descriptors?); retrying", "err", err, "in", backoff)
 				select {
 				case <-time.After(backoff):
 				case <-b.stop:
@@ -382,6 +384,10 @@ func (b *Broker) follow(unfollow, done chan struct{}) {
 		}
 	}
 }
+
+// acceptLogs throttles the HA listener's accept failures (one per retry,
+// up to one a second, while file descriptors run out).
+var acceptLogs = logthrottle.New(time.Minute)
 
 // syncFromMaster fetches the master's topic, subscription-group,
 // consumer-offset and delay-offset tables and applies them (RocketMQ's

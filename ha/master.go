@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -71,6 +73,10 @@ type MasterOptions struct {
 
 // HandshakeTimeout bounds MasterOptions.Secure on one connection.
 const HandshakeTimeout = 10 * time.Second
+
+// acceptLogs throttles accept failures (one per retry, up to one a
+// second, while file descriptors run out).
+var acceptLogs = logthrottle.New(time.Minute)
 
 func (o MasterOptions) withDefaults() MasterOptions {
 	if o.BatchSize <= 0 {
@@ -153,7 +159,7 @@ func (m *Master) Serve(ln net.Listener) error {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				m.opts.Logger.Warn("ha: accept failed; retrying", "err", err, "in", backoff)
+				acceptLogs.Warn(m.opts.Logger, ln.Addr().String(), "ha: accept failed (out of file descriptors?); retrying", "err", err, "in", backoff)
 				time.Sleep(backoff)
 				continue
 			}

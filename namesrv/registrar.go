@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -312,6 +314,11 @@ func (g *Registrar) registerAll(ctx context.Context) {
 	wg.Wait()
 }
 
+// registrationLogs throttles failed registrations (one a round per name
+// server, for as long as it is down): one line per registrar and name
+// server every 5 minutes, with the count of the ones held back.
+var registrationLogs = logthrottle.New(5 * time.Minute)
+
 // sendFull sends a full registration to addr and reports the result.
 func (g *Registrar) sendFull(ctx context.Context, addr string, full *fullRegistration) {
 	var req protocol.Command
@@ -328,14 +335,20 @@ func (g *Registrar) sendFull(ctx context.Context, addr string, full *fullRegistr
 			return // Close cancelled the round: not a failure to report
 		}
 		var re *RefusedError
+		key := fmt.Sprintf("%p|%s", g, addr)
 		if errors.As(err, &re) && re.Code == protocol.RespNoPermission {
-			g.log.Error("namesrv: registration refused (NO_PERMISSION): the name server runs with access control; set "+
+			registrationLogs.Error(g.log, key+"|refused", "namesrv: registration refused (NO_PERMISSION): the name server runs with access control; set "+
 				`innerClientAuthenticationCredentials in broker.conf ({"accessKey":"...","secretKey":"..."}) to a user with admin rights `+
 				"(a Super user) in its ACL, or fix that user", "namesrv", addr, "broker", full.h.BrokerName, "remark", re.Remark)
 		} else {
-			g.log.Warn("namesrv: registration failed", "namesrv", addr, "broker", full.h.BrokerName, "err", err)
+			registrationLogs.Warn(g.log, key, "namesrv: registration failed; retried every round",
+				"namesrv", addr, "broker", full.h.BrokerName, "err", err)
 		}
 	} else {
+		key := fmt.Sprintf("%p|%s", g, addr)
+		if missed := registrationLogs.Clear(key) + registrationLogs.Clear(key+"|refused"); missed > 0 {
+			g.log.Info("namesrv: registered again", "namesrv", addr, "broker", full.h.BrokerName, "failures_not_logged", missed)
+		}
 		g.log.Debug("namesrv: registered", "namesrv", addr, "broker", full.h.BrokerName, "topics", full.topics)
 	}
 	if g.OnResult != nil {

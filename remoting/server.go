@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/apogeemq/apogee/internal/logthrottle"
 )
 
 // Server accepts connections and serves their requests with one Handler.
@@ -58,6 +60,10 @@ type ServerStats struct {
 	// an enforcing TLS listener, ...).
 	HandshakeFailures uint64
 }
+
+// acceptLogs throttles accept failures (one per retry, up to one a
+// second, while file descriptors run out).
+var acceptLogs = logthrottle.New(time.Minute)
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
@@ -141,7 +147,7 @@ func (s *Server) Serve(l net.Listener) error {
 				return err
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			s.cfg.log.Warn("remoting: accept", "addr", l.Addr().String(), "err", err, "retry_in", pause)
+			acceptLogs.Warn(s.cfg.log, l.Addr().String(), "remoting: accept failed (out of file descriptors?); retrying", "addr", l.Addr().String(), "err", err, "retry_in", pause)
 			time.Sleep(pause)
 			continue
 		}

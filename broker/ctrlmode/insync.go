@@ -169,7 +169,7 @@ func (n *Node) reviewSyncStateSet(inst *instance) {
 		}
 	}
 	if len(keep) < len(inst.set) {
-		n.log.Warn("ctrlmode: SyncStateSet members have not caught up; removing them", "from", inst.set, "to", keep,
+		loopLogs.Warn(n.log, n.opts.AdvertiseAddr+"|shrink", "ctrlmode: SyncStateSet members have not caught up; removing them", "from", inst.set, "to", keep,
 			"maxTimeSlaveNotCatchup", n.opts.MaxTimeSlaveNotCatchup)
 		if !n.alterSet(inst, keep) {
 			return
@@ -201,7 +201,7 @@ func (n *Node) alterSet(inst *instance, set []int64) bool {
 			n.log.Warn("ctrlmode: the controller refused a SyncStateSet change as stale; reading the group's state", "err", err)
 			n.refresh()
 		} else {
-			n.log.Warn("ctrlmode: changing the SyncStateSet failed", "set", set, "err", err)
+			loopLogs.Warn(n.log, n.opts.AdvertiseAddr+"|alter", "ctrlmode: changing the SyncStateSet failed (is the controller reachable?); retried at the next review", "set", set, "err", err)
 		}
 		return false
 	}

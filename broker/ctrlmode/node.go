@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/controller/client"
@@ -581,6 +583,7 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 	cur.addr = s.MasterAddress
 	haAddr, err := n.masterHAAddr(s.MasterAddress)
 	var re *refusedError
+	haKey := n.opts.AdvertiseAddr + "|master HA address|" + s.MasterAddress
 	switch {
 	case errors.As(err, &re) && re.code == protocol.RespNoPermission:
 		if time.Since(n.deniedAt) >= time.Minute {
@@ -589,17 +592,26 @@ func (n *Node) becomeSlave(cur *instance, s client.State) {
 				"; retrying (logged again after a minute)", "master", s.MasterAddress, "remark", re.remark)
 		}
 	case err != nil:
-		n.log.Warn("ctrlmode: the master's HA address is unknown yet; retrying", "master", s.MasterAddress, "err", err)
+		// Asked again at every review tick (200 ms): logged once a minute.
+		loopLogs.Warn(n.log, haKey, "ctrlmode: the master's HA address is unknown yet (is the master reachable?); retrying",
+			"master", s.MasterAddress, "err", err)
 	}
 	if err != nil {
 		cur.addr = "" // ask again at the next tick
 		return
+	}
+	if missed := loopLogs.Clear(haKey); missed > 0 {
+		n.log.Info("ctrlmode: the master's HA address is known now", "master", s.MasterAddress, "haAddr", haAddr, "failures_not_logged", missed)
 	}
 	if newEpoch {
 		n.b.FollowMaster("", "") // a new connection, and with it a new handshake
 	}
 	n.b.FollowMaster(s.MasterAddress, haAddr)
 }
+
+// loopLogs throttles the WARNs of the review loop (one per cause a
+// minute, with the count of the ones held back).
+var loopLogs = logthrottle.New(time.Minute)
 
 // masterHAAddr asks the master (GET_BROKER_CONFIG) for its HA address.
 func (n *Node) masterHAAddr(addr string) (string, error) {

@@ -42,6 +42,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/controller/wire"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -664,9 +666,15 @@ func (c *Client) heartbeatRequest() *wire.HeartbeatRequest {
 		HeartbeatTimeoutMillis: c.opts.HeartbeatTimeout.Milliseconds(), ElectionPriority: c.opts.ElectionPriority}
 }
 
+// heartbeatLogs throttles refused heartbeats (one a second per
+// controller): one line per client, controller and code a minute, with
+// the count of the ones held back.
+var heartbeatLogs = logthrottle.New(time.Minute)
+
 func (c *Client) heartbeatAnswer(addr string, resp *protocol.Command) {
 	if resp.Code != protocol.RespSuccess {
-		c.log.Warn("controller client: heartbeat refused", "controller", addr, "code", wire.RespName(resp.Code), "remark", string(resp.Remark))
+		heartbeatLogs.Warn(c.log, fmt.Sprintf("%p|%s|%d", c, addr, resp.Code), "controller client: heartbeat refused", "controller", addr,
+			"code", wire.RespName(resp.Code), "remark", string(resp.Remark))
 		return
 	}
 	if _, ok := resp.Ext.Get("masterEpoch"); ok {
