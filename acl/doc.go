@@ -28,8 +28,15 @@
 //     users and acls shaped as RocketMQ 5.3's UserInfo and AclInfo bodies)
 //     or RocketMQ 4's plain_acl.yml (accounts), told apart by their keys
 //     (ParseFile). It is checked every ReloadInterval and reloaded when it
-//     changed; a change that does not parse is logged and the rules in
-//     force stay. Users and ACLs it defines are the file's own.
+//     changed; a change that does not parse is logged (once per version
+//     of the file and ReloadErrorLogInterval, the failed checks counted)
+//     and the rules in force stay. Users and ACLs it defines are the
+//     file's own.
+//   - The initial users (Options.InitUsers: RocketMQ 5.3's
+//     initAuthenticationUser and innerClientAuthenticationCredentials):
+//     created in the store as super users at Open when no user of their
+//     name exists, never changed afterwards by Open; their passwords are
+//     never logged.
 //   - The admin codes (ServeAdmin, RocketMQ 5.3's 3001-3010): users and
 //     ACLs kept in Options.Dir/acl.json, their secrets encrypted with the
 //     key in acl.key (see store.go); a name the file defines cannot be
