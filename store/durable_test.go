@@ -7,7 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/wait"
+	"github.com/apogeemq/apogee/mmap"
 )
 
 // recordingWaiter collects what OnDurable tells it.
@@ -175,4 +177,79 @@ func TestOnDurableOwnDeadline(t *testing.T) {
 			})
 		})
 	}
+}
+
+// stallFS holds every msync (the commit log's sync) while its gate is set:
+// a disk that stopped answering.
+type stallFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	gate chan struct{} // nil: syncs pass
+}
+
+func (f *stallFS) MSync(name string, m *mmap.Mapping, off, n int) error {
+	f.mu.Lock()
+	g := f.gate
+	f.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	return f.FS.MSync(name, m, off, n)
+}
+
+func (f *stallFS) stall(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case on && f.gate == nil:
+		f.gate = make(chan struct{})
+	case !on && f.gate != nil:
+		close(f.gate)
+		f.gate = nil
+	}
+}
+
+// TestOnDurableOwnDeadlineFlush: case 7's rule for the disk: in sync flush
+// mode with a stalled sync, a waiter added during the wait for an earlier
+// one is told FLUSH_DISK_TIMEOUT at its own deadline. Virtual time.
+func TestOnDurableOwnDeadlineFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &stallFS{FS: vfs.Default}
+		o := testOptions(t.TempDir())
+		o.FlushMode = FlushSync
+		o.SyncFlushTimeout = 5 * time.Second
+		o.FS = fs
+		s := openStore(t, o)
+		defer s.Close()
+		defer fs.stall(false) // before Close: its final sync must pass
+		fs.stall(true)
+		type sent struct {
+			start time.Time
+			w     *recordingWaiter
+		}
+		send := func(body string) sent {
+			x := sent{w: newWaiter()}
+			end := putNoWait(t, s, body)
+			x.start = time.Now()
+			s.OnDurable(end, x.w)
+			return x
+		}
+		a := send("a")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		b := send("b")
+		for _, x := range []sent{a, b} {
+			if err := x.w.wait(t); !errors.Is(err, ErrFlushTimeout) {
+				t.Fatalf("told %v, want ErrFlushTimeout", err)
+			}
+			if took := time.Since(x.start); took != o.SyncFlushTimeout {
+				t.Errorf("a send waited %v for a stalled disk, its bound is %v", took, o.SyncFlushTimeout)
+			}
+		}
+		fs.stall(false)
+		c := send("c")
+		if err := c.w.wait(t); err != nil {
+			t.Fatalf("after the disk came back: %v", err)
+		}
+	})
 }
