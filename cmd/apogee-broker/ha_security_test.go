@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
@@ -235,5 +237,60 @@ func TestHASlaveUnderACL(t *testing.T) {
 	}
 	if line := logLine(m.RunLog(), "ha: slave connected"); !strings.Contains(line, "as root") {
 		t.Errorf("the master's connect line does not name the user: %s", line)
+	}
+}
+
+// TestHASlaveMutualTLSUnderACL: under --acl-file, a slave without inner
+// credentials that comes over mutual TLS (a client certificate of the
+// master's --tls-client-ca) replicates: the certificate authenticates it
+// on the HA port.
+func TestHASlaveMutualTLSUnderACL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "acl.yml")
+	if err := os.WriteFile(file, []byte(secACLFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pki := tlstest.Write(t, t.TempDir())
+	server := []string{"--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey,
+		"--tls-client-ca", pki.CA, "--tls-client-auth", "require"}
+	m := start(t, bin, append([]string{"-c", syncMasterConf, "--namesrv-listen", "", "--data-dir", filepath.Join(dir, "master"),
+		"--acl-file", file}, server...)...)
+	defer m.stop(t, syscall.SIGTERM)
+	good, err := tlsconf.ClientConfig{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, m.addr, &remoting.ClientOptions{Options: remoting.Options{Logger: quiet}, TLS: good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	app := auth.NewSigner(auth.Credentials{AccessKey: "app", SecretKey: "app-secret"})
+	root := auth.NewSigner(auth.Credentials{AccessKey: "root", SecretKey: "root-secret"})
+	for i := range 5 {
+		req := sendRequest("pg", "SecTLS", 0, []byte(fmt.Sprintf("over-tls-%d", i)))
+		app.Sign(req)
+		if resp, err := cl.Invoke(ctx, req); err != nil || resp.Code != protocol.RespSlaveNotAvailable {
+			t.Fatalf("send %d without a slave: %v %v", i, err, resp)
+		}
+	}
+	sl := start(t, bin, "-c", slaveConf, "--namesrv-listen", "", "--ha-master-addr", m.Ready.HA, "--data-dir", filepath.Join(dir, "slave"),
+		"--ha-tls", "--tls-ca", pki.CA, "--tls-client-cert", pki.ClientCert, "--tls-client-key", pki.ClientKey)
+	defer sl.stop(t, syscall.SIGTERM)
+	wait.For(t, "the slave with a client certificate to hold the master's log", func() error {
+		mi, si := runtimeInfoAs(t, cl, root), runtimeInfo(t, sl.addr)
+		if mi["haConnectedSlaves"] == "1" && mi["commitLogMaxOffset"] == si["commitLogMaxOffset"] && si["commitLogMaxOffset"] != "0" {
+			return nil
+		}
+		return fmt.Errorf("master at %s with %s slaves, slave at %s", mi["commitLogMaxOffset"], mi["haConnectedSlaves"], si["commitLogMaxOffset"])
+	})
+	if line := logLine(m.RunLog(), "ha: slave connected"); !strings.Contains(line, "client certificate") {
+		t.Errorf("the master's connect line does not say how the slave authenticated: %s", line)
 	}
 }
