@@ -252,6 +252,9 @@ func (g *Guard) watch() {
 		case <-g.stop:
 			return
 		case <-t.C:
+			// The version before the read: a file replaced during the
+			// check is the next check's.
+			v := g.fileVersion()
 			_, err := g.Reload()
 			if err == nil {
 				if failing != "" {
@@ -260,7 +263,6 @@ func (g *Guard) watch() {
 				}
 				continue
 			}
-			v := g.fileVersion()
 			var earlier uint64
 			if v != failing && failing != "" {
 				earlier = logs.Clear(failing)
