@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/index"
@@ -466,16 +468,23 @@ func (s *Store) maintain() {
 				err = s.flushDirty()
 			}
 			if err != nil {
-				s.opts.Logger.Error("store: flush of consume queues and index failed", "err", err)
+				flushLogs.Error(s.opts.Logger, fmt.Sprintf("%p|flush", s), "store: flush of consume queues and index failed (disk full or failing?); retried at the next flush", "err", err)
+			} else {
+				flushLogs.Clear(fmt.Sprintf("%p|flush", s))
 			}
 			s.cqs.Sweep(now)
 		case <-clean:
 			if _, err := s.Clean(); err != nil {
-				s.opts.Logger.Error("store: cleanup failed", "err", err)
+				flushLogs.Error(s.opts.Logger, fmt.Sprintf("%p|clean", s), "store: cleanup failed; retried at the next one", "err", err)
 			}
 		}
 	}
 }
+
+// flushLogs throttles the background flusher's and cleaner's failures
+// (one per tick, for as long as the disk fails): one line per store and
+// task a minute, with the count of the ones held back.
+var flushLogs = logthrottle.New(time.Minute)
 
 // Clean deletes expired commit-log segments, then consume-queue files and
 // index files wholly below the log's new minimum offset. It returns the number

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/logthrottle"
+
 	"github.com/apogeemq/apogee/broker/core/stats"
 	"github.com/apogeemq/apogee/broker/delay"
 	"github.com/apogeemq/apogee/broker/pop"
@@ -401,12 +403,20 @@ func (f *features) persistProgress(c *Core, force bool) error {
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
+	key := fmt.Sprintf("%p|progress", c)
 	if err != nil {
 		c.stats.persistErrors.Add(1)
-		c.opts.Logger.Error("broker: persist the progress of delays, timers or transactions failed", "err", err)
+		persistLogs.Error(c.opts.Logger, key, "broker: persist the progress of delays, timers or transactions failed (disk full or failing?); retried at the next flush", "err", err)
+	} else {
+		persistLogs.Clear(key)
 	}
 	return err
 }
+
+// persistLogs throttles the background writer's failures (one per flush
+// interval, for as long as the disk fails): one line per core and table
+// a minute, with the count of the ones held back.
+var persistLogs = logthrottle.New(time.Minute)
 
 // topicChanged publishes a topic created, changed or deleted in the table:
 // to Options.TopicChanged and to topics.json, which the background writer
@@ -451,9 +461,12 @@ func (c *Core) maintain() {
 		case <-progress.C:
 			c.persistProgress(false)
 		case <-offsets.C:
+			key := fmt.Sprintf("%p|offsets", c)
 			if err := c.offsets.persist(false); err != nil {
 				c.stats.persistErrors.Add(1)
-				c.opts.Logger.Error("broker: persist consumer offsets failed", "err", err)
+				persistLogs.Error(c.opts.Logger, key, "broker: persist consumer offsets failed (disk full or failing?); retried at the next flush", "err", err)
+			} else {
+				persistLogs.Clear(key)
 			}
 		case now := <-scan.C:
 			conns, changed := c.clients.expire(now.Add(-c.opts.ClientTimeout))
