@@ -10,9 +10,10 @@ import (
 	"github.com/apogeemq/apogee/protocol"
 )
 
-// What the broker's dashboard needs: a login with a user's name and
-// password (its secret key), and the check of an action by the request
-// code that makes the same change on the remoting port.
+// What the broker's dashboard and the operator's HTTP endpoints (/metrics,
+// pprof: package opauth) need: a login with a user's name and password
+// (its secret key), the check of an action by the request code that makes
+// the same change on the remoting port, and the check of a Super user.
 
 // ErrBadPassword is Login's error for a known, enabled user whose password
 // does not match.
@@ -57,4 +58,18 @@ func (g *Guard) AuthorizeRequest(user string, ip netip.Addr, req *protocol.Comma
 		return fmt.Errorf("%w: cannot tell what the request needs: %w", ErrDenied, err)
 	}
 	return g.Authorize(user, ip, cs...)
+}
+
+// RequireSuper checks that user is an enabled Super user: what an operator
+// endpoint that shows the process's memory (pprof) needs. Its error wraps
+// ErrDenied.
+func (g *Guard) RequireSuper(user string) error {
+	p := g.snap.Load().users[user]
+	switch {
+	case p == nil || p.user.Disabled:
+		return fmt.Errorf("%w: %w: %q", ErrDenied, ErrUnknownUser, user)
+	case p.user.Type != Super:
+		return fmt.Errorf("%w: the User:%s is not a Super user (pprof shows the process's memory: only Super users may read it)", ErrDenied, user)
+	}
+	return nil
 }

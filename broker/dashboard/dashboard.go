@@ -52,11 +52,11 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -111,6 +111,10 @@ type Options struct {
 	TokenTTL time.Duration
 	// SessionTTL is how long a login lasts. Default 8 h.
 	SessionTTL time.Duration
+	// Failures counts failed logins per source; a caller shares it with
+	// its other logins (the broker's basic authentication of /metrics) so
+	// that they are limited together. Default: the dashboard's own.
+	Failures *opauth.Failures
 	// Now is the clock of tokens and sessions (tests). Default time.Now.
 	Now func() time.Time
 }
@@ -124,7 +128,7 @@ type Dashboard struct {
 	tmpl     *template.Template
 	hosts    *hostCheck
 	sessions sessions
-	failures failures
+	failures *opauth.Failures
 }
 
 // New returns a dashboard over b.
@@ -147,6 +151,9 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Failures == nil {
+		o.Failures = opauth.NewFailures()
+	}
 	if o.HostsHint == "" {
 		o.HostsHint = "add NAME to the dashboard's Options.Hosts"
 	}
@@ -155,7 +162,7 @@ func New(b Backend, o Options) (*Dashboard, error) {
 		return nil, err
 	}
 	d := &Dashboard{b: b, o: o, mux: http.NewServeMux(), hosts: hc,
-		sessions: sessions{m: map[string]session{}}, failures: failures{m: map[netip.Addr]failCount{}}}
+		sessions: sessions{m: map[string]session{}}, failures: o.Failures}
 	if _, err := rand.Read(d.secret[:]); err != nil {
 		return nil, fmt.Errorf("dashboard: secret: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -376,68 +377,10 @@ func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, value stri
 
 // ---- Failed logins ----
 
-// Failed logins are limited per source address: loginFailures within
-// loginWindow, then every login from it is refused until the window ends.
-const (
-	loginFailures = 10
-	loginWindow   = 10 * time.Minute
-	maxFailingIPs = 4096
-)
-
-type failures struct {
-	mu sync.Mutex
-	m  map[netip.Addr]failCount
-}
-
-type failCount struct {
-	n     int
-	since time.Time
-}
-
-// blocked reports whether ip has failed too often, and until when. A
-// source not counted on its own while the map is full is judged by the
-// shared count (see fail).
-func (f *failures) blocked(ip netip.Addr, now time.Time) (bool, time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.m[ip]
-	if !ok && len(f.m) >= maxFailingIPs {
-		c, ok = f.m[netip.Addr{}]
-	}
-	if !ok || now.Sub(c.since) >= loginWindow {
-		return false, time.Time{}
-	}
-	return c.n >= loginFailures, c.since.Add(loginWindow)
-}
-
-func (f *failures) fail(ip netip.Addr, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.m) >= maxFailingIPs {
-		for k, v := range f.m {
-			if now.Sub(v.since) >= loginWindow {
-				delete(f.m, k)
-			}
-		}
-		if len(f.m) >= maxFailingIPs {
-			// Many sources failing at once: they share one count (the
-			// unspecified address), so the map stays bounded.
-			ip = netip.Addr{}
-		}
-	}
-	c := f.m[ip]
-	if c.n == 0 || now.Sub(c.since) >= loginWindow {
-		c = failCount{since: now}
-	}
-	c.n++
-	f.m[ip] = c
-}
-
-func (f *failures) clear(ip netip.Addr) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.m, ip)
-}
+// Failed logins are limited per source address (package opauth's
+// Failures, which the broker's basic authentication of /metrics shares
+// the rules of): opauth.MaxFailures within opauth.Window, then every login
+// from it is refused until the window ends.
 
 // ---- Login and logout pages ----
 
@@ -480,19 +423,19 @@ func (d *Dashboard) doLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip, now := remoteIP(r), d.o.Now()
-	if b, until := d.failures.blocked(ip, now); b {
+	if b, until := d.failures.Blocked(ip, now); b {
 		w.Header().Set("Retry-After", strconv.Itoa(int(until.Sub(now).Seconds())+1))
-		fail(http.StatusTooManyRequests, fmt.Sprintf("refused: %d failed logins from %s; try again after %s", loginFailures, ip, until.Format("15:04:05")))
+		fail(http.StatusTooManyRequests, fmt.Sprintf("refused: %d failed logins from %s; try again after %s", opauth.MaxFailures, ip, until.Format("15:04:05")))
 		return
 	}
 	user := r.PostForm.Get("user")
 	if err := d.o.Users.Login(user, r.PostForm.Get("password")); err != nil {
-		d.failures.fail(ip, now)
+		d.failures.Fail(ip, now)
 		d.o.Logger.Warn("dashboard: login refused", "user", user, "remote", r.RemoteAddr, "err", err)
 		fail(http.StatusForbidden, "wrong user name or password (the ACL user's access key and secret key)")
 		return
 	}
-	d.failures.clear(ip)
+	d.failures.Clear(ip)
 	if old, _ := d.login(r); old != "" {
 		d.sessions.remove(old) // a new login, a new session id
 	}

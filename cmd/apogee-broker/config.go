@@ -79,6 +79,8 @@ type config struct {
 	promPortSet        bool
 	// dashboardHosts are --dashboard-hosts (operator.go).
 	dashboardHosts []string
+	// op is --metrics-auth and --pprof-allow-remote (operator.go).
+	op operatorConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -121,6 +123,7 @@ func parseConfig(args []string) (*config, error) {
 	ctrlAddr := fs.String("controller-addr", "", `the controllers' addresses (controllerAddr), "host:port;host:port"`)
 	metricsListen := fs.String("metrics-listen", "", `serve Prometheus metrics at /metrics and the dashboard at / on this address ("" disables)`)
 	dashHosts := addDashboardFlags(fs)
+	opF := addOperatorFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -164,6 +167,7 @@ func parseConfig(args []string) (*config, error) {
 	c.receiveBudget = *receiveBudget
 	c.metricsListen = *metricsListen
 	c.dashboardHosts = *dashHosts
+	c.op = opF.config()
 	if *configFile != "" {
 		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {

@@ -188,5 +188,5 @@ var javaKeys = []javaClass{
 		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
 	{"Apogee", []string{"aclFile", "dashboardHosts", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
-		"maxConnections", "maxConnectionsPerSource", "responseBudget"}},
+		"maxConnections", "maxConnectionsPerSource", "metricsAuthEnable", "responseBudget"}},
 }

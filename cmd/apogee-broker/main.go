@@ -54,7 +54,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -69,6 +68,7 @@ import (
 	"github.com/apogeemq/apogee/broker/ctrlmode"
 	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
+	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/node"
@@ -248,7 +248,13 @@ func run(args []string) error {
 			return pprofListener.fail(cfg.pprof, "as configured", err)
 		}
 		defer pl.Close()
-		go http.Serve(pl, nil)
+		var supers opauth.Supers // nil without access control
+		if guard != nil {
+			supers = guard
+		}
+		if err := opauth.ServePprof(pl, cfg.op.pprofAllowRemote, supers, logger); err != nil {
+			return err
+		}
 		ready.Pprof = pl.Addr().String()
 		logger.Info("pprof", "addr", ready.Pprof)
 	}
@@ -321,7 +327,7 @@ func run(args []string) error {
 	}
 	if metricsLn != nil {
 		op := &node.Operator{Listener: metricsLn, Handler: func(n *node.Node) (http.Handler, error) {
-			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr()}, logger)
+			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr(), metricsAuth: cfg.op.metricsAuth}, logger)
 		}}
 		if tlsServer != nil {
 			// --tls-mode applies here too: permissive serves https and

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/apogeemq/apogee/broker"
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/broker/metrics"
+	"github.com/apogeemq/apogee/internal/opauth"
+	"github.com/apogeemq/apogee/protocol"
 )
 
 // observeRequest is the broker's per-request hook for the request latency
@@ -55,7 +59,39 @@ func splitHosts(v string) []string {
 	return out
 }
 
+// operatorConfig is how the operator's HTTP endpoints are guarded under
+// access control.
+type operatorConfig struct {
+	// metricsAuth is --metrics-auth (metricsAuthEnable): under ACL,
+	// /metrics needs basic authentication with an ACL user (default on).
+	metricsAuth bool
+	// pprofAllowRemote is --pprof-allow-remote: pprof may listen on an
+	// address that is not loopback.
+	pprofAllowRemote bool
+}
+
+type operatorFlags struct {
+	metricsAuth, pprofAllowRemote *bool
+}
+
+// addOperatorFlags registers --metrics-auth and --pprof-allow-remote.
+func addOperatorFlags(fs *pflag.FlagSet) operatorFlags {
+	return operatorFlags{
+		metricsAuth: fs.Bool("metrics-auth", true, "under access control (--acl, --acl-file), /metrics on --metrics-listen needs HTTP basic authentication with an ACL user "+
+			"(access key and secret key) that may read runtime info (Get on the Cluster resource) or is Super; --metrics-auth=false leaves it open (a WARN at start)"),
+		pprofAllowRemote: fs.Bool("pprof-allow-remote", false, "serve --pprof on an address that is not loopback (refused otherwise); under access control it needs a Super user"),
+	}
+}
+
+func (f operatorFlags) config() operatorConfig {
+	return operatorConfig{metricsAuth: *f.metricsAuth, pprofAllowRemote: *f.pprofAllowRemote}
+}
+
 func init() {
+	honoured["metricsAuthEnable"] = confKey{"metrics-auth", "`--metrics-auth`: under access control (`aclEnable`, `aclFile`), `/metrics` needs HTTP basic authentication with an ACL user allowed to read runtime info (`true`, the default); `false` leaves it open, with a WARN at start (docs/metrics.md). Apogee's own key", func(c *config, v string) (err error) {
+		c.op.metricsAuth, err = strconv.ParseBool(v)
+		return err
+	}}
 	honoured["dashboardHosts"] = confKey{"dashboard-hosts", "`--dashboard-hosts`: names the dashboard answers under besides the machine's own (its IP addresses, `localhost`, its host name), comma-separated; `*.domain` allows every name under it. Any other `Host` is refused (DNS rebinding; docs/metrics.md). Apogee's own key", func(c *config, v string) error {
 		c.dashboardHosts = splitHosts(v)
 		return nil
@@ -74,12 +110,17 @@ type dashboardConfig struct {
 	plain bool
 	// addr is the listener's address.
 	addr net.Addr
+	// metricsAuth: /metrics needs basic authentication when guard is not
+	// nil (--metrics-auth).
+	metricsAuth bool
 }
 
 // operatorHandler is what the --metrics-listen port serves: Prometheus
 // text at /metrics, the dashboard at /.
 // With access control on, the dashboard's actions need a login as an ACL
-// user.
+// user, and /metrics HTTP basic authentication with an ACL user who may
+// read runtime info (unless --metrics-auth=false); the two count failed
+// logins per source together.
 func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics.GRPCLatency, dc dashboardConfig, logger *slog.Logger) (http.Handler, error) {
 	exp, err := metrics.New(metrics.Options{Core: b.Core(), RPC: rpc, Remoting: b.RemotingStats})
 	if err != nil {
@@ -90,11 +131,20 @@ func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics
 			return nil, err
 		}
 	}
-	do := dashboard.Options{Logger: logger, Hosts: dc.hosts, HostsHint: dashboardHostsHint}
+	failures := opauth.NewFailures()
+	do := dashboard.Options{Logger: logger, Hosts: dc.hosts, HostsHint: dashboardHostsHint, Failures: failures}
+	var metricsH http.Handler = exp.Handler()
 	if dc.guard != nil {
 		do.Users = dc.guard
-		if dc.plain && !isLoopback(dc.addr) {
-			logger.Warn("dashboard: logins (ACL users' secret keys) travel in clear text on the metrics listener; serve it over TLS (--tls-mode) or bind it to loopback or a management network",
+		if dc.plain && !opauth.IsLoopback(dc.addr) {
+			logger.Warn("dashboard and /metrics: logins (ACL users' secret keys) travel in clear text on the metrics listener; serve it over TLS (--tls-mode) or bind it to loopback or a management network",
+				"addr", dc.addr.String())
+		}
+		if dc.metricsAuth {
+			metricsH = opauth.Require(metricsH, opauth.Options{Users: dc.guard, Permit: readsRuntimeInfo(dc.guard), Op: "metrics", Failures: failures})
+		} else {
+			logger.Warn("/metrics is open to anyone under access control (--metrics-auth=false, metricsAuthEnable=false): it shows the names and traffic of every topic and group; "+
+				"remove the setting and give Prometheus basic_auth with an ACL user (docs/metrics.md), or bind --metrics-listen to loopback or a management network",
 				"addr", dc.addr.String())
 		}
 	}
@@ -103,13 +153,16 @@ func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics
 		return nil, fmt.Errorf("--dashboard-hosts: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", exp.Handler())
+	mux.Handle("/metrics", metricsH)
 	mux.Handle("/", dash)
 	return mux, nil
 }
 
-// isLoopback reports whether a listener's address is a loopback one.
-func isLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
+// readsRuntimeInfo is /metrics's permission: what GET_BROKER_RUNTIME_INFO
+// needs on the remoting port (Get on the Cluster resource; a Super user
+// passes).
+func readsRuntimeInfo(g *acl.Guard) func(user string, ip netip.Addr) error {
+	return func(user string, ip netip.Addr) error {
+		return g.AuthorizeRequest(user, ip, &protocol.Command{Code: protocol.ReqGetBrokerRuntimeInfo})
+	}
 }

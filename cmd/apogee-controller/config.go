@@ -22,6 +22,7 @@ type config struct {
 	join                                                                             []string // --join: members' remoting addresses
 	heartbeatTimeout, scanInterval, closeGrace                                       time.Duration
 	unclean, notify, showVersion                                                     bool
+	pprofAllowRemote                                                                 bool // --pprof-allow-remote
 	raft                                                                             controller.RaftTiming
 	snapshotThreshold, trailingLogs                                                  uint64
 	snapshotInterval                                                                 time.Duration
@@ -60,7 +61,8 @@ func parseConfig(args []string) (*config, error) {
 	configFile := fs.StringP("config", "c", "", "RocketMQ controller properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	raftLogLevel := fs.String("raft-log-level", "warn", "the Raft library's log level: trace, debug, info, warn or error")
-	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
+	pprof := fs.String("pprof", "", "serve net/http/pprof on this address (loopback unless --pprof-allow-remote; under --acl a Super user only)")
+	pprofRemote := fs.Bool("pprof-allow-remote", false, "serve --pprof on an address that is not loopback (refused otherwise)")
 	readyFile := fs.String("ready-file", "", "once listening, write the bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
@@ -72,7 +74,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{id: *id, listen: *listen, advertise: *advertise, raftListen: *raftListen, dataDir: *dataDir, group: *group,
-		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
+		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, pprofAllowRemote: *pprofRemote, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
 		closeGrace: *grace, unclean: *unclean, notify: *notify, showVersion: *showVersion,
 		raft:              controller.RaftTiming{HeartbeatTimeout: *rHB, ElectionTimeout: *rEl, LeaderLeaseTimeout: *rLease, CommitTimeout: *rCommit},
 		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings(), sec: secF.settings()}

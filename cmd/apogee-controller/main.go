@@ -46,8 +46,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -55,6 +53,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/controller"
+	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 )
@@ -132,6 +131,7 @@ func run(args []string) error {
 		return fmt.Errorf("advertise address: %w", err)
 	}
 	ready.Advertise = adv
+	var pprofLn net.Listener
 	if cfg.pprof != "" {
 		pl, err := net.Listen("tcp", cfg.pprof)
 		if err != nil {
@@ -139,9 +139,12 @@ func run(args []string) error {
 			return fmt.Errorf("listen %s: %w (move it with --pprof)", cfg.pprof, err)
 		}
 		defer pl.Close()
-		go http.Serve(pl, nil)
+		if err := opauth.CheckPprofAddr(pl.Addr(), cfg.pprofAllowRemote); err != nil {
+			raftLn.Close()
+			return err
+		}
+		pprofLn = pl // served once the access control is open
 		ready.Pprof = pl.Addr().String()
-		logger.Info("pprof", "addr", ready.Pprof)
 	}
 	nodeOpts := controller.Options{
 		ID: cfg.id, Peers: cfg.peers, Join: len(cfg.join) > 0, DataDir: cfg.dataDir, RaftListener: raftLn, Advertise: adv, Group: cfg.group,
@@ -160,6 +163,17 @@ func run(args []string) error {
 		return err
 	}
 	defer sec.close()
+	if pprofLn != nil {
+		var supers opauth.Supers // nil without access control
+		if sec.guard != nil {
+			supers = sec.guard
+		}
+		if err := opauth.ServePprof(pprofLn, cfg.pprofAllowRemote, supers, logger); err != nil {
+			raftLn.Close()
+			return err
+		}
+		logger.Info("pprof", "addr", ready.Pprof)
+	}
 	node, err := controller.New(nodeOpts)
 	if err != nil {
 		return err

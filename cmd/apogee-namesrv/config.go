@@ -18,6 +18,8 @@ import (
 // config is the name server's configuration after the file and the flags.
 type config struct {
 	listen, dataDir, pprof, logLevel string
+	// pprofAllowRemote is --pprof-allow-remote.
+	pprofAllowRemote bool
 	// readyFile is --ready-file: where the bound addresses are written
 	// once the listeners are open ("" none).
 	readyFile string
@@ -54,7 +56,8 @@ func parseConfig(args []string) (*config, error) {
 	brokerTimeout := fs.Duration("broker-timeout", namesrv.DefaultBrokerTimeout,
 		"a broker that has not registered for this long is dropped from routes (a registration's own heartbeatTimeoutMillis wins)")
 	scanInterval := fs.Duration("scan-interval", namesrv.DefaultScanInterval, "how often silent brokers are looked for")
-	pprof := fs.String("pprof", "", "serve net/http/pprof on this address")
+	pprof := fs.String("pprof", "", "serve net/http/pprof on this address (loopback unless --pprof-allow-remote; under --acl a Super user only)")
+	pprofRemote := fs.Bool("pprof-allow-remote", false, "serve --pprof on an address that is not loopback (refused otherwise)")
 	readyFile := fs.String("ready-file", "", "once listening, write the bound addresses here as one JSON object (written atomically; removed when the process exits)")
 	configFile := fs.StringP("config", "c", "", "RocketMQ namesrv.properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -68,7 +71,7 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, readyFile: *readyFile, logLevel: *logLevel, logFormat: *logFormat,
+	c := &config{listen: *listen, dataDir: *dataDir, pprof: *pprof, pprofAllowRemote: *pprofRemote, readyFile: *readyFile, logLevel: *logLevel, logFormat: *logFormat,
 		showVersion: *showVersion, brokerTimeout: *brokerTimeout, scanInterval: *scanInterval, tls: tlsF.config(),
 		acl: aclF.config()}
 	if c.showVersion {

@@ -35,14 +35,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
+	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
 	"github.com/apogeemq/apogee/namesrv"
@@ -117,17 +116,6 @@ func run(args []string) error {
 		return fmt.Errorf("listen %s: %w (the name server's address: move it with --listen, or namesrv.properties' listenPort and bindAddress)", cfg.listen, err)
 	}
 	ready := readyfile.File{Command: "apogee-namesrv", PID: os.Getpid(), Listen: ln.Addr().String()}
-	if cfg.pprof != "" {
-		pl, err := net.Listen("tcp", cfg.pprof)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("listen %s: %w (move it with --pprof)", cfg.pprof, err)
-		}
-		defer pl.Close()
-		go http.Serve(pl, nil)
-		ready.Pprof = pl.Addr().String()
-		logger.Info("pprof", "addr", ready.Pprof)
-	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -150,6 +138,25 @@ func run(args []string) error {
 	if guard != nil {
 		defer guard.Close()
 		handler = guarded{g: guard, reg: reg}
+	}
+	if cfg.pprof != "" {
+		// After the guard: under access control pprof needs a Super user.
+		pl, err := net.Listen("tcp", cfg.pprof)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen %s: %w (move it with --pprof)", cfg.pprof, err)
+		}
+		defer pl.Close()
+		var supers opauth.Supers // nil without access control
+		if guard != nil {
+			supers = guard
+		}
+		if err := opauth.ServePprof(pl, cfg.pprofAllowRemote, supers, logger); err != nil {
+			ln.Close()
+			return err
+		}
+		ready.Pprof = pl.Addr().String()
+		logger.Info("pprof", "addr", ready.Pprof)
 	}
 	served := make(chan error, 1)
 	go func() {

@@ -122,6 +122,10 @@ var allowed = map[string][]string{
 	"internal/javacompat": {},
 	// The java.util.Properties reader of the -c files: a leaf.
 	"internal/javaprops": {},
+	// Basic authentication of the operator's HTTP endpoints (/metrics,
+	// pprof) and the failed-login limit the dashboard shares: a leaf
+	// (package acl's Guard is its Users through an interface).
+	"internal/opauth": {},
 	// The file-system seam below the storage packages (on mmap for File.Map),
 	// the durable-file primitives on it, and the seam's fault injector, which
 	// only tests import (see testOnly).
