@@ -11,7 +11,8 @@
 //	--data-dir DIR          default ./apogee-data
 //	--flush async|sync      default async
 //	--broker-name, --cluster
-//	--pprof ADDR            serve net/http/pprof
+//	--pprof ADDR            serve net/http/pprof (loopback only unless
+//	                        --pprof-allow-remote; under ACL a Super user)
 //	-c, --config FILE       a RocketMQ broker.conf; flags win over the file
 //	--log-level LEVEL       debug, info, warn or error
 //	--log-format FORMAT     text (default) or json: one structured line per event
@@ -33,6 +34,8 @@
 //	--slave-read-enable     suggest the slave to consumers that read far behind
 //	--metrics-listen ADDR   serve Prometheus metrics at /metrics and the dashboard
 //	                        at / (off by default)
+//	--metrics-auth          under ACL /metrics needs basic authentication with
+//	                        an ACL user (default true; false opens it, WARN)
 //	--dashboard-hosts LIST  names the dashboard answers under besides the
 //	                        machine's own (DNS rebinding: any other is refused)
 //	--ready-file PATH       once every listener is open, write their bound

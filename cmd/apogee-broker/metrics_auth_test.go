@@ -187,3 +187,29 @@ func TestOperatorPortAuth(t *testing.T) {
 		}
 	})
 }
+
+// TestMetricsAuthKey: --metrics-auth is on by default; broker.conf's
+// metricsAuthEnable=false turns it off unless the flag is given.
+func TestMetricsAuthKey(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(conf, []byte("metricsAuthEnable=false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--metrics-auth=false"}, false},
+		{[]string{"-c", conf}, false},
+		{[]string{"-c", conf, "--metrics-auth=true"}, true},
+	} {
+		cfg, err := parseConfig(c.args)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if cfg.op.metricsAuth != c.want {
+			t.Errorf("%v: metricsAuth %v, want %v", c.args, cfg.op.metricsAuth, c.want)
+		}
+	}
+}

@@ -27,6 +27,8 @@
 //	--acl, --acl-file FILE  obey only signed requests of admin users of the
 //	                        file, and only authenticated Raft peers
 //	-c, --config FILE       RocketMQ controller properties; flags win
+//	--pprof ADDR            serve net/http/pprof (loopback only unless
+//	                        --pprof-allow-remote; under --acl a Super user)
 //	--ready-file PATH       once listening, write the bound addresses there (JSON)
 //	--version
 //

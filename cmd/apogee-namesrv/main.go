@@ -12,7 +12,8 @@
 //	-c, --config FILE       a RocketMQ namesrv.properties; flags win over the file
 //	--log-level LEVEL       debug, info, warn or error
 //	--log-format FORMAT     text (default) or json
-//	--pprof ADDR            serve net/http/pprof
+//	--pprof ADDR            serve net/http/pprof (loopback only unless
+//	                        --pprof-allow-remote; under --acl a Super user)
 //	--ready-file PATH       once listening, write the bound addresses there (JSON)
 //	--version               print the version and the commit, and exit
 //	--tls-mode MODE         disabled (default), permissive or enforcing; with
