@@ -62,14 +62,18 @@ func (g *Guard) AuthorizeRequest(user string, ip netip.Addr, req *protocol.Comma
 
 // RequireSuper checks that user is an enabled Super user: what an operator
 // endpoint that shows the process's memory (pprof) needs. Its error wraps
-// ErrDenied.
+// ErrDenied; it counts as Authorize does.
 func (g *Guard) RequireSuper(user string) error {
 	p := g.snap.Load().users[user]
 	switch {
 	case p == nil || p.user.Disabled:
+		g.denied.Add(1)
 		return fmt.Errorf("%w: %w: %q", ErrDenied, ErrUnknownUser, user)
 	case p.user.Type != Super:
+		g.denied.Add(1)
+		g.noPerm.Add(1)
 		return fmt.Errorf("%w: the User:%s is not a Super user (pprof shows the process's memory: only Super users may read it)", ErrDenied, user)
 	}
+	g.allowed.Add(1)
 	return nil
 }
