@@ -255,3 +255,24 @@ func (b *ReceiveBudget) checkRecoveredLocked() func() {
 			"after", d.Round(time.Millisecond), "waited", waits, "timed_out", timeouts, "in_use", used)
 	}
 }
+
+// TryReserve takes n bytes if they fit now, without waiting (and never ahead of a
+// reservation that waits); it reports whether it took them. It is how another front
+// end of the process (the gRPC one) charges this budget where it cannot wait: the
+// caller answers a refusal itself, and gives the bytes back with Release.
+func (b *ReceiveBudget) TryReserve(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) > 0 || !b.fitsLocked(n) {
+		return false
+	}
+	b.takeLocked(n)
+	return true
+}
+
+// Release gives back n bytes taken by TryReserve, granting the waiting reservations
+// that now fit.
+func (b *ReceiveBudget) Release(n int64) { b.release(n) }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -167,10 +168,10 @@ func TestSlaveCreatesNothing(t *testing.T) {
 	}
 	replicate(t, m, s)
 
-	if cfg, err := s.RouteTopic("Known", true); err != nil || cfg.WriteQueueNums != 4 {
+	if cfg, err := s.RouteTopic("Known", true, netip.AddrPort{}); err != nil || cfg.WriteQueueNums != 4 {
 		t.Fatalf("the slave's route of a topic it follows: %+v %v", cfg, err)
 	}
-	_, err := s.RouteTopic("Unknown", true)
+	_, err := s.RouteTopic("Unknown", true, netip.AddrPort{})
 	if Code(err) != protocol.RespTopicNotExist || ReasonOf(err) != ReasonSlaveCreate {
 		t.Fatalf("the slave's route of an unknown topic: code %d %v", Code(err), err)
 	}
@@ -225,7 +226,7 @@ func TestConfigTopicIsClosedToClients(t *testing.T) {
 	if err := c.Send(sendReq(configTopic, 0, 64), &res); Code(err) != protocol.RespNoPermission {
 		t.Fatalf("a send to %s: %v", configTopic, err)
 	}
-	if _, err := c.RouteTopic(configTopic, true); err == nil {
+	if _, err := c.RouteTopic(configTopic, true, netip.AddrPort{}); err == nil {
 		t.Fatalf("a route query of %s answered", configTopic)
 	}
 	if err := c.Admin().CreateTopic(&TopicRequest{Topic: configTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err == nil {

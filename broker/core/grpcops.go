@@ -1,6 +1,7 @@
 package core
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/apogeemq/apogee/protocol"
@@ -21,7 +22,11 @@ import (
 // for the others. Refusals: an illegal name (SYSTEM_ERROR), a system topic
 // (NO_PERMISSION), an unknown topic that may not be created
 // (TOPIC_NOT_EXIST).
-func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error) {
+//
+// src is the address of the client asking (zero: unknown): a topic it
+// creates counts against the auto-creation caps as a send's does
+// (autocreate.go), MaxAutoCreatePerSource included.
+func (c *Core) RouteTopic(name string, create bool, src netip.AddrPort) (protocol.TopicConfig, error) {
 	if t := c.topics.lookup(name); t != nil {
 		return t.cfg, nil
 	}
@@ -37,7 +42,7 @@ func (c *Core) RouteTopic(name string, create bool) (protocol.TopicConfig, error
 	if c.slave.Load() {
 		return protocol.TopicConfig{}, errSlaveCreateTopic(name)
 	}
-	t, err := c.autoCreateTopic(&SendRequest{Topic: []byte(name)})
+	t, err := c.autoCreateTopic(&SendRequest{Topic: []byte(name), BornHost: src})
 	if err != nil {
 		return protocol.TopicConfig{}, err
 	}

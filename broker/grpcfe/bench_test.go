@@ -65,7 +65,7 @@ func BenchmarkSendMessageFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := grpc.NewServer(serverOptions(Options{MaxRecvMsgSize: DefaultMaxRecvMsgSize, MaxConcurrentStreams: DefaultMaxConcurrentStreams})...)
+	srv := grpc.NewServer(serverOptions(Options{MaxRecvMsgSize: 4<<20 + MsgSizeHeadroom, MaxSendMsgSize: 4<<20 + MsgSizeHeadroom, MaxConcurrentStreams: DefaultMaxConcurrentStreams})...)
 	rmqpb.RegisterMessagingServiceServer(srv, &floorServer{resp: &rmqpb.SendMessageResponse{Status: okStatus,
 		Entries: []*rmqpb.SendResultEntry{{Status: okStatus, MessageId: "ID1", Offset: 1}}}})
 	go srv.Serve(l)

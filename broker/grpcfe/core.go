@@ -1,6 +1,8 @@
 package grpcfe
 
 import (
+	"net/netip"
+
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -37,7 +39,7 @@ type Core interface {
 
 	Heartbeat(conn core.ClientConn, hb *protocol.HeartbeatData, language string, version int32) error
 	ClientClosed(conn core.ClientConn)
-	RouteTopic(name string, create bool) (protocol.TopicConfig, error)
+	RouteTopic(name string, create bool, src netip.AddrPort) (protocol.TopicConfig, error)
 	SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig, error)
 }
 

@@ -32,7 +32,7 @@ func TestGuardAllocs(t *testing.T) {
 	resp := &rmqpb.SendMessageResponse{Status: okStatus}
 	handler := func(context.Context, any) (any, error) { return resp, nil }
 	allocs := testing.AllocsPerRun(200, func() {
-		if r, _ := s.unaryGuard(ctx, req, info, handler); r != resp {
+		if r, _ := s.unaryEntry(ctx, req, info, handler); r != resp {
 			t.Fatalf("refused: %v", r)
 		}
 	})

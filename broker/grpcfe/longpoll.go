@@ -39,10 +39,11 @@ type pollHost struct{ s *Server }
 
 // newHolder returns the server's long-poll holder, wired to the core's
 // arrivals and revives, and started. At most MaxHeldReceives calls wait at
-// once, at most MaxConcurrentStreams of one connection.
+// once, at most MaxHeldPerClient of one connection (Wait.Owner) and of one
+// client id over all its connections (Wait.Client).
 func newHolder(s *Server) *longpoll.Holder[*heldCall] {
 	h := longpoll.New[*heldCall](pollHost{s}, longpoll.Options{
-		MaxParked: s.opts.MaxHeldReceives, MaxPerOwner: int(s.opts.MaxConcurrentStreams)})
+		MaxParked: s.opts.MaxHeldReceives, MaxPerOwner: s.opts.MaxHeldPerClient, MaxPerClient: s.opts.MaxHeldPerClient})
 	s.core.OnArrival(h.Arrived)
 	s.core.OnRevive(h.Revived)
 	h.Start()
@@ -87,15 +88,19 @@ func (h pollHost) MaxOffset(topic string, queue int32) int64 { return h.s.core.M
 
 // hold parks c on w for at most wait and blocks the call's goroutine until
 // the holder lets it answer or ctx ends (then it takes c back, or waits for
-// the holder's answer in progress). It returns c's error, errHeldFull when
-// the holder refuses more calls, nil otherwise (found, or time up).
+// the holder's answer in progress). w's Owner and Client are set here
+// (the call's connection and client id). It returns c's error,
+// errHeldFull when the holder refuses more calls (counted by cause and
+// logged, throttled), nil otherwise (found, or time up).
 func (s *Server) hold(ctx context.Context, w longpoll.Wait, wait time.Duration, c *heldCall) error {
 	c.done = make(chan struct{})
+	w.Owner, w.Client = connKey(ctx), clientKey(ctx)
 	hd, err := s.polls.Park(w, time.Now().Add(wait), c)
 	switch {
 	case errors.Is(err, longpoll.ErrStopped):
 		return nil // Expire closed done: answered with nothing
 	case err != nil:
+		s.heldRefused(ctx, err, &w)
 		return errHeldFull
 	}
 	select {
@@ -106,4 +111,23 @@ func (s *Server) hold(ctx context.Context, w longpoll.Wait, wait time.Duration, 
 		}
 	}
 	return c.err
+}
+
+// heldRefused counts and logs (throttled) a long poll the holder refused.
+func (s *Server) heldRefused(ctx context.Context, err error, w *longpoll.Wait) {
+	cause, t := "the broker's bound (MaxHeldReceives)", &s.throttle.held[0]
+	switch {
+	case errors.Is(err, longpoll.ErrOwnerFull):
+		s.stats.heldConnFull.Add(1)
+		cause, t = "the connection's bound (MaxHeldPerClient)", &s.throttle.held[1]
+	case errors.Is(err, longpoll.ErrClientFull):
+		s.stats.heldClientFull.Add(1)
+		cause, t = "the client's bound (MaxHeldPerClient)", &s.throttle.held[2]
+	default:
+		s.stats.heldFull.Add(1)
+	}
+	client, _ := w.Client.(string)
+	s.warn(t, "grpc: a receive or pull was refused (TOO_MANY_REQUESTS): too many are waiting for messages; "+
+		"a client holding many receives it does not read should be fixed, or the bound raised",
+		"cause", cause, "client", client, "peer", peerOf(ctx), "topic", w.Topic, "group", w.Group)
 }

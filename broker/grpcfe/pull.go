@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ func (s *Server) PullMessage(r *rmqpb.PullMessageRequest, stream rmqpb.Messaging
 		wait = min(wait, time.Until(dl)-longPollReserve)
 	}
 	if res.Status == core.PullNoNewMessage && wait > 0 {
-		err := s.hold(ctx, longpoll.Wait{Topic: res.Topic, Queue: qid, Offset: res.NextOffset, Owner: peerAddr(ctx)},
+		err := s.hold(ctx, longpoll.Wait{Topic: res.Topic, Queue: qid, Offset: res.NextOffset},
 			wait, &heldCall{pull: res})
 		if errors.Is(err, errHeldFull) {
 			res.Release()
@@ -152,7 +153,7 @@ func (s *Server) QueryOffset(ctx context.Context, r *rmqpb.QueryOffsetRequest) (
 	if err := core.CheckClientTopic(topic); err != nil {
 		return fail(err)
 	}
-	cfg, err := s.core.RouteTopic(topic, false)
+	cfg, err := s.core.RouteTopic(topic, false, netip.AddrPort{})
 	if err != nil {
 		return fail(err)
 	}
@@ -188,7 +189,7 @@ func (s *Server) groupQueue(g *rmqpb.Resource, mq *rmqpb.MessageQueue) (group, t
 	if err = core.CheckClientTopic(topic); err != nil {
 		return
 	}
-	cfg, e := s.core.RouteTopic(topic, false)
+	cfg, e := s.core.RouteTopic(topic, false, netip.AddrPort{})
 	if e != nil {
 		err = e
 		return

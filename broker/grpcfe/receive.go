@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 	}
 	if len(res.Msgs) == 0 && wait > 0 {
 		err := s.hold(ctx, longpoll.Wait{Topic: res.Topic(), Queue: longpoll.AnyQueue, Group: res.Group(),
-			WakeAt: res.NextVisibleTime(), Ticket: ticket, Owner: peerAddr(ctx)}, wait, &heldCall{pop: res})
+			WakeAt: res.NextVisibleTime(), Ticket: ticket}, wait, &heldCall{pop: res})
 		if errors.Is(err, errHeldFull) {
 			return status(rmqpb.Code_TOO_MANY_REQUESTS, "too many receives are waiting for messages")
 		}
@@ -299,7 +300,7 @@ func (s *Server) initGroup(group, topic string) {
 	if _, done := s.inited.Load(k); done {
 		return
 	}
-	cfg, err := s.core.RouteTopic(topic, false)
+	cfg, err := s.core.RouteTopic(topic, false, netip.AddrPort{})
 	if err != nil {
 		return
 	}

@@ -28,7 +28,7 @@ func (s *Server) QueryRoute(ctx context.Context, r *rmqpb.QueryRouteRequest) (*r
 	if err := core.CheckClientTopic(topic); err != nil {
 		return &rmqpb.QueryRouteResponse{Status: errStatus(err)}, nil
 	}
-	routes, err := s.routes(topic, true)
+	routes, err := s.routes(topic, true, peerAddr(ctx))
 	if err != nil {
 		if errors.Is(err, core.ErrTopicNotExist) {
 			if resp, fwd, err := s.forwardRoute(ctx, r); fwd {
@@ -66,7 +66,7 @@ func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRe
 	if err := core.CheckClientGroup(r.GetGroup().GetName()); err != nil {
 		return &rmqpb.QueryAssignmentResponse{Status: errStatus(err)}, nil
 	}
-	routes, err := s.routes(topic, false)
+	routes, err := s.routes(topic, false, netip.AddrPort{})
 	if err != nil {
 		if errors.Is(err, core.ErrTopicNotExist) {
 			if resp, fwd, err := s.forwardAssignment(ctx, r); fwd {
@@ -92,9 +92,10 @@ func (s *Server) QueryAssignment(ctx context.Context, r *rmqpb.QueryAssignmentRe
 }
 
 // routes returns the brokers of a topic: this one first, then the others
-// Options.Routes knows.
-func (s *Server) routes(topic string, create bool) ([]Route, error) {
-	cfg, err := s.core.RouteTopic(topic, create)
+// Options.Routes knows. A topic created for the query counts against the
+// auto-creation caps with src, the client's address.
+func (s *Server) routes(topic string, create bool, src netip.AddrPort) ([]Route, error) {
+	cfg, err := s.core.RouteTopic(topic, create, src)
 	if err != nil {
 		return nil, err
 	}

@@ -22,25 +22,30 @@ import (
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
-// Access control of the gRPC front end (Options.Guard). Two interceptors,
-// unary and stream, run before every method:
+// Access control of the gRPC front end (Options.Guard):
 //
-//   - Authentication: the call's "authorization" and "x-mq-date-time"
-//     metadata (RocketMQ 5's MQv2-HMAC-SHA1, within the clock skew) name
-//     an enabled user whose secret signed them (acl.Guard.AuthenticateV2).
-//     A call from a global white address passes unchecked. A stream is
-//     authenticated once, when it opens.
+//   - Authentication, in the tap (admit.go), from the stream's headers
+//     before it exists and before a byte of its request is read: the
+//     "authorization" and "x-mq-date-time" metadata (RocketMQ 5's
+//     MQv2-HMAC-SHA1, within the clock skew) name an enabled user whose
+//     secret signed them (acl.Guard.AuthenticateV2). A call from a global
+//     white address passes unchecked. A refusal is gRPC's
+//     Unauthenticated status, whose message carries RocketMQ's
+//     "UNAUTHORIZED (40100): authentication failed: ..." (RocketMQ's proxy
+//     answers 40100 in the response, after reading the request; a status
+//     is all a refusal can carry before it).
 //   - Authorization: the checks RocketMQ 5's proxy makes for the request
 //     (checksOf; acl.Guard.Authorize): a unary call's request, a server
 //     stream's one request and every command of a Telemetry stream, as
 //     they are received.
 //
-// A refusal is answered in the method's own response, as every outcome
-// is: Status UNAUTHORIZED (40100) or FORBIDDEN (40300) with a message
-// naming what was refused, and the method is not called. A Telemetry
-// stream whose authentication fails gets a command with that status and
-// ends; one whose settings are refused ends with gRPC's PermissionDenied
-// carrying the same text (its method sends on another goroutine). Every
+// An authorization refusal is answered in the method's own response, as
+// every outcome is: Status FORBIDDEN (40300) with a message naming what
+// was refused, and the method is not called; a Telemetry stream whose
+// settings are refused ends with gRPC's PermissionDenied carrying the
+// same text (its method sends on another goroutine). (Without the tap,
+// as in tests that call unaryEntry directly, authentication is made by
+// the interceptors and refused with UNAUTHORIZED in the response.) Every
 // refusal is counted and logged by the guard (rate-limited, never a
 // secret or a signature).
 //
@@ -116,9 +121,24 @@ func addrIP(a net.Addr) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-// unaryGuard is the unary interceptor of Options.Guard.
-func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	c, st := s.authenticate(ctx, info.FullMethod)
+// unaryEntry is the server's first unary interceptor (installed with
+// Options.Guard or Options.Budget): the request has been read, so the
+// tap's reservation goes back (admit.go); then, with Options.Guard, the
+// call is authorized (its authentication was the tap's; a call that
+// reached the server without the tap is authenticated here).
+func (s *Server) unaryEntry(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	a := admissionOf(ctx)
+	a.received()
+	if s.opts.Guard == nil {
+		return handler(ctx, req)
+	}
+	var c callCtx
+	var st *rmqpb.Status
+	if a != nil && a.authed {
+		c = a.call
+	} else {
+		c, st = s.authenticate(ctx, info.FullMethod)
+	}
 	if st == nil {
 		st = s.authorize(c, info.FullMethod, req)
 	}
@@ -128,22 +148,40 @@ func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServer
 	return handler(ctx, req)
 }
 
-// streamGuard is the stream interceptor of Options.Guard: it
-// authenticates the stream as it opens and authorizes each request
-// received on it.
-func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	c, st := s.authenticate(ss.Context(), info.FullMethod)
-	if st != nil {
-		return sendRefusal(ss, info.FullMethod, st)
+// streamEntry is the server's first stream interceptor (installed with
+// Options.Guard or Options.Budget): the tap's reservation goes back once
+// the stream's first request has been read (admit.go); with
+// Options.Guard every request received is authorized (the stream's
+// authentication was the tap's; without the tap it is done here, as the
+// stream opens).
+func (s *Server) streamEntry(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	a := admissionOf(ss.Context())
+	if s.opts.Guard == nil {
+		if a == nil {
+			return handler(srv, ss)
+		}
+		return handler(srv, &guardedStream{ServerStream: ss, s: s, a: a, method: info.FullMethod})
 	}
-	err := handler(srv, &guardedStream{ServerStream: ss, s: s, c: c, method: info.FullMethod})
+	var c callCtx
+	if a != nil && a.authed {
+		c = a.call
+	} else {
+		var st *rmqpb.Status
+		if c, st = s.authenticate(ss.Context(), info.FullMethod); st != nil {
+			a.received()
+			return sendRefusal(ss, info.FullMethod, st)
+		}
+	}
+	err := handler(srv, &guardedStream{ServerStream: ss, s: s, c: c, a: a, guard: true, method: info.FullMethod})
 	if errors.Is(err, errRefused) {
 		return nil
 	}
 	return err
 }
 
-// guardedStream authorizes every message received on a stream. A refused
+// guardedStream gives the tap's reservation back after the first
+// message received on a stream and, with Options.Guard, authorizes every
+// message received. A refused
 // request of a server stream (received before its method starts) is
 // answered on the stream, and RecvMsg returns errRefused, which the
 // method returns; a refused Telemetry command ends the stream with
@@ -152,11 +190,18 @@ type guardedStream struct {
 	grpc.ServerStream
 	s      *Server
 	c      callCtx
+	a      *admission // given back after the first RecvMsg
+	guard  bool       // authorize each request
 	method string
 }
 
 func (g *guardedStream) RecvMsg(m any) error {
-	if err := g.ServerStream.RecvMsg(m); err != nil {
+	err := g.ServerStream.RecvMsg(m)
+	if g.a != nil {
+		g.a.received()
+		g.a = nil
+	}
+	if err != nil || !g.guard {
 		return err
 	}
 	if st := g.s.authorize(g.c, g.method, m); st != nil {
@@ -173,7 +218,7 @@ func (g *guardedStream) RecvMsg(m any) error {
 	return nil
 }
 
-// errRefused ends a stream whose refusal was sent; streamGuard turns it
+// errRefused ends a stream whose refusal was sent; streamEntry turns it
 // into a normal end (the refusal is the answer).
 var errRefused = errors.New("grpcfe: refused")
 

@@ -155,12 +155,25 @@ func TestGuardUnary(t *testing.T) {
 	expect("group not granted", ar.GetStatus(), rmqpb.Code_FORBIDDEN, "Group:payroll", "Sub")
 
 	// Authentication: unsigned, another secret, an unknown user, a stale
-	// date; each UNAUTHORIZED.
-	expect("unsigned", send(e.client(plain), "orders-1"), rmqpb.Code_UNAUTHORIZED, "no authorization header")
-	expect("wrong secret", send(e.client(plain, signedBy("app", "guess")), "orders-1"), rmqpb.Code_UNAUTHORIZED, "signature")
-	expect("unknown user", send(e.client(plain, signedBy("nobody", "x")), "orders-1"), rmqpb.Code_UNAUTHORIZED, "not found")
+	// date; each refused from its headers (the tap) with Unauthenticated
+	// carrying UNAUTHORIZED (40100).
+	unauth := func(what string, cli rmqpb.MessagingServiceClient, words ...string) {
+		t.Helper()
+		_, err := cli.SendMessage(e.ctx("producer-1", callTimeout), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{msg("orders-1", "id-x", "body")}})
+		if grpcstatus.Code(err) != codes.Unauthenticated {
+			t.Fatalf("%s: %v, want Unauthenticated", what, err)
+		}
+		for _, w := range append(words, "UNAUTHORIZED (40100)") {
+			if !strings.Contains(grpcstatus.Convert(err).Message(), w) {
+				t.Errorf("%s: %q does not name %q", what, err, w)
+			}
+		}
+	}
+	unauth("unsigned", e.client(plain), "no authorization header")
+	unauth("wrong secret", e.client(plain, signedBy("app", "guess")), "signature")
+	unauth("unknown user", e.client(plain, signedBy("nobody", "x")), "not found")
 	stale := grpc.WithPerRPCCredentials(staleSigner{signer{ak: "app", key: auth.NewKey("app-secret")}})
-	expect("stale date", send(e.client(plain, stale), "orders-1"), rmqpb.Code_UNAUTHORIZED, "x-mq-date-time")
+	unauth("stale date", e.client(plain, stale), "x-mq-date-time")
 
 	// A super user may do anything.
 	expect("super user", send(e.client(plain, signedBy("ops", "ops-secret")), "billing"), rmqpb.Code_OK)
@@ -231,8 +244,14 @@ func TestGuardStreams(t *testing.T) {
 	if st := recv(e.cli, "billing", "invoices"); st.GetCode() != rmqpb.Code_FORBIDDEN || !strings.Contains(st.GetMessage(), "Topic:invoices") {
 		t.Errorf("receive of a topic not granted: %v", st)
 	}
-	if st := recv(e.client(plain), "billing", "orders-1"); st.GetCode() != rmqpb.Code_UNAUTHORIZED {
-		t.Errorf("unsigned receive: %v", st)
+	// An unsigned receive is refused from its headers: Unauthenticated.
+	if s, err := e.client(plain).ReceiveMessage(e.ctx("consumer-1", callTimeout), &rmqpb.ReceiveMessageRequest{Group: res("billing"),
+		MessageQueue: &rmqpb.MessageQueue{Topic: res("orders-1"), Id: -1}, BatchSize: 1}); err == nil {
+		if _, err := s.Recv(); grpcstatus.Code(err) != codes.Unauthenticated {
+			t.Errorf("unsigned receive: %v, want Unauthenticated", err)
+		}
+	} else if grpcstatus.Code(err) != codes.Unauthenticated {
+		t.Errorf("unsigned receive: %v, want Unauthenticated", err)
 	}
 
 	// Telemetry: settings publishing to a topic not granted end the stream
@@ -259,8 +278,8 @@ func TestGuardStreams(t *testing.T) {
 	if grpcstatus.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "Topic:billing") || !strings.Contains(err.Error(), "40300") {
 		t.Errorf("settings for a topic not granted: %v", err)
 	}
-	if r, err := tel(e.client(plain), "orders-1"); err != nil || r.GetStatus().GetCode() != rmqpb.Code_UNAUTHORIZED {
-		t.Errorf("unsigned telemetry: %v, %v", r, err)
+	if r, err := tel(e.client(plain), "orders-1"); grpcstatus.Code(err) != codes.Unauthenticated {
+		t.Errorf("unsigned telemetry: %v, %v; want Unauthenticated", r, err)
 	}
 }
 
@@ -418,7 +437,7 @@ func BenchmarkGuard(b *testing.B) {
 	b.Run("on", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if r, _ := s.unaryGuard(ctx, req, info, handler); r != resp {
+			if r, _ := s.unaryEntry(ctx, req, info, handler); r != resp {
 				b.Fatalf("refused: %v", r)
 			}
 		}

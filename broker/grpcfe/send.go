@@ -81,7 +81,7 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 		Properties: j.o.props, Body: j.o.body, BornHost: born,
 	}
 	if j.o.group != "" {
-		cfg, err := s.core.RouteTopic(j.o.topic, true)
+		cfg, err := s.core.RouteTopic(j.o.topic, true, born)
 		if err != nil {
 			return fail(err)
 		}

@@ -32,9 +32,23 @@ const (
 	// DefaultLongPollingTimeout is the long polling a push consumer is told
 	// to ask for in its settings.
 	DefaultLongPollingTimeout = 20 * time.Second
-	// DefaultMaxRecvMsgSize bounds one request (a SendMessage with its
-	// messages): 4 MiB of bodies and their properties for each of a batch.
-	DefaultMaxRecvMsgSize = 130 << 20
+	// MsgSizeHeadroom is what the default message size caps add to the
+	// broker's maximum message size (core Options.MaxMessageSize, 4 MiB by
+	// default): protobuf's framing of a request or answer (field tags and
+	// lengths, system properties, the other fields of a batch's messages).
+	// A batch's bodies and properties together must fit the maximum
+	// message size, as a remoting batch's body must.
+	MsgSizeHeadroom = 256 << 10
+	// DefaultMaxHeldPerClient bounds the receives and pulls one client
+	// holds at once, on one connection and over all its connections (by
+	// its x-mq-client-id): a sixteenth of DefaultMaxHeldReceives, as
+	// remoting's per-connection bound is of its broker-wide one. Beyond,
+	// TOO_MANY_REQUESTS; other clients keep the rest.
+	DefaultMaxHeldPerClient = DefaultMaxHeldReceives / 16
+	// DefaultRequestTimeout bounds the time from a call's headers to the
+	// end of its request message, with Options.Budget (admit.go): a call
+	// whose request has not arrived by then is ended.
+	DefaultRequestTimeout = 10 * time.Second
 	// DefaultMaxConcurrentStreams bounds the calls in progress on one
 	// client connection.
 	DefaultMaxConcurrentStreams = 1024
@@ -76,12 +90,26 @@ type Options struct {
 	// transport.go: TLS and plaintext are both accepted on the port);
 	// nil: a self-signed certificate made at New.
 	TLS *tls.Config
-	// MaxHeldReceives, LongPollingTimeout, MaxRecvMsgSize,
-	// MaxConcurrentStreams: see their Default constants.
+	// MaxHeldReceives, MaxHeldPerClient, LongPollingTimeout,
+	// MaxConcurrentStreams, RequestTimeout: see their Default constants.
 	MaxHeldReceives      int
+	MaxHeldPerClient     int
 	LongPollingTimeout   time.Duration
-	MaxRecvMsgSize       int
 	MaxConcurrentStreams uint32
+	RequestTimeout       time.Duration
+	// MaxRecvMsgSize and MaxSendMsgSize cap one request and one answer
+	// message (grpc-go refuses larger ones with ResourceExhausted; a
+	// request from its length prefix, before reading it). Default: the
+	// core's MaxMessageSize plus MsgSizeHeadroom (MaxSendMsgSize: the
+	// receive cap).
+	MaxRecvMsgSize int
+	MaxSendMsgSize int
+	// Budget, when set, is the process's receive budget (remoting's shared
+	// one, passed by the node): each call reserves MaxRecvMsgSize in it
+	// from its headers until its request has been read, and is refused
+	// with ResourceExhausted when there is no room (admit.go). Nil: calls
+	// reserve nothing.
+	Budget Budget
 	// Logger defaults to the core's.
 	Logger *slog.Logger
 	// Guard, when set, authenticates every call (RocketMQ 5's
@@ -150,6 +178,19 @@ type Server struct {
 	stats struct {
 		sends, sendErrors, receives, received, acks, pulls atomic.Int64
 		forwarded, forwardFailures, forwardRetries         atomic.Int64
+		// Admission (admit.go): streams the tap saw, refused for their
+		// authentication and for the budget, ended for a late request,
+		// and calls grpc-go ended for a message beyond the size caps.
+		streams, authRefused, budgetRefused, requestTimeouts, sizeRefused atomic.Int64
+		// Long polls refused: the broker's bound, a connection's, a
+		// client's.
+		heldFull, heldConnFull, heldClientFull atomic.Int64
+	}
+	// throttle: one log line per cause per interval (admit.go's warn).
+	// held: the broker's, a connection's and a client's bound.
+	throttle struct {
+		budget, timeout, size throttled
+		held                  [3]throttled
 	}
 }
 
@@ -174,7 +215,16 @@ func New(c Core, opts Options) (*Server, error) {
 		opts.LongPollingTimeout = DefaultLongPollingTimeout
 	}
 	if opts.MaxRecvMsgSize <= 0 {
-		opts.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+		opts.MaxRecvMsgSize = c.Options().MaxMessageSize + MsgSizeHeadroom
+	}
+	if opts.MaxSendMsgSize <= 0 {
+		opts.MaxSendMsgSize = opts.MaxRecvMsgSize
+	}
+	if opts.MaxHeldPerClient <= 0 {
+		opts.MaxHeldPerClient = DefaultMaxHeldPerClient
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
@@ -211,9 +261,10 @@ func New(c Core, opts Options) (*Server, error) {
 	} else if creds, err = newPermissive(opts.TLS, []string{host}); err != nil {
 		return nil, err
 	}
-	so := append([]grpc.ServerOption{grpc.Creds(creds)}, serverOptions(opts)...)
-	if opts.Guard != nil {
-		so = append(so, grpc.ChainUnaryInterceptor(s.unaryGuard), grpc.ChainStreamInterceptor(s.streamGuard))
+	so := append([]grpc.ServerOption{grpc.Creds(creds), grpc.StatsHandler(sizeStats{s})}, serverOptions(opts)...)
+	if opts.Guard != nil || opts.Budget != nil {
+		so = append(so, grpc.InTapHandle(s.tap),
+			grpc.ChainUnaryInterceptor(s.unaryEntry), grpc.ChainStreamInterceptor(s.streamEntry))
 	}
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
@@ -226,6 +277,7 @@ func New(c Core, opts Options) (*Server, error) {
 func serverOptions(opts Options) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(opts.MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		// Calls run on a pool of goroutines (grpc-go starts more when all
 		// are busy, as with held receives) rather than one new goroutine
@@ -308,5 +360,49 @@ func (s *Server) RuntimeInfo() map[string]string {
 		// Forwarded calls sent again to a new master after the old one
 		// went out of reach.
 		"grpcForwardRetries": strconv.FormatInt(s.stats.forwardRetries.Load(), 10),
+		// Admission and limits (admit.go, longpoll.go).
+		"grpcStreams":           strconv.FormatInt(s.stats.streams.Load(), 10),
+		"grpcAuthRefused":       strconv.FormatInt(s.stats.authRefused.Load(), 10),
+		"grpcBudgetRefused":     strconv.FormatInt(s.stats.budgetRefused.Load(), 10),
+		"grpcRequestTimeouts":   strconv.FormatInt(s.stats.requestTimeouts.Load(), 10),
+		"grpcSizeRefused":       strconv.FormatInt(s.stats.sizeRefused.Load(), 10),
+		"grpcHeldRefusedBroker": strconv.FormatInt(s.stats.heldFull.Load(), 10),
+		"grpcHeldRefusedConn":   strconv.FormatInt(s.stats.heldConnFull.Load(), 10),
+		"grpcHeldRefusedClient": strconv.FormatInt(s.stats.heldClientFull.Load(), 10),
+		"grpcMaxRecvMsgSize":    strconv.Itoa(s.opts.MaxRecvMsgSize),
+		"grpcMaxHeldPerClient":  strconv.Itoa(s.opts.MaxHeldPerClient),
+	}
+}
+
+// Stats are the front end's counters, for the metrics (broker/metrics's
+// GRPCStats, which the broker binary fills from them).
+type Stats struct {
+	// Streams the tap admitted or refused (every call with Guard or
+	// Budget set), and its refusals: authentication, receive budget.
+	Streams, AuthRefused, BudgetRefused int64
+	// RequestTimeouts: calls ended because their request did not arrive
+	// within RequestTimeout. SizeRefused: calls grpc-go ended for a
+	// message beyond MaxRecvMsgSize or MaxSendMsgSize.
+	RequestTimeouts, SizeRefused int64
+	// Held: receives and pulls waiting now; HeldTotal: parked in all;
+	// HeldRefused*: refused by the broker's, a connection's and a client's
+	// bound.
+	Held                                                  int
+	HeldTotal                                             int64
+	HeldRefusedBroker, HeldRefusedConn, HeldRefusedClient int64
+	// Clients registered now; sends and receives in all.
+	Clients         int
+	Sends, Receives int64
+}
+
+// Stats returns the front end's counters.
+func (s *Server) Stats() Stats {
+	hs := s.polls.Stats()
+	return Stats{
+		Streams: s.stats.streams.Load(), AuthRefused: s.stats.authRefused.Load(), BudgetRefused: s.stats.budgetRefused.Load(),
+		RequestTimeouts: s.stats.requestTimeouts.Load(), SizeRefused: s.stats.sizeRefused.Load(),
+		Held: hs.Held, HeldTotal: hs.Parked,
+		HeldRefusedBroker: s.stats.heldFull.Load(), HeldRefusedConn: s.stats.heldConnFull.Load(), HeldRefusedClient: s.stats.heldClientFull.Load(),
+		Clients: s.clients.count(), Sends: s.stats.sends.Load(), Receives: s.stats.receives.Load(),
 	}
 }

@@ -43,10 +43,11 @@
 //     Host.MaxOffset (a quick read). A parked request therefore never
 //     blocks the connection it came from. No goroutine is started per
 //     request.
-//   - Bounds: at most Options.MaxParked items are held at once and at most
-//     Options.MaxPerOwner of one Wait.Owner (a connection, a client); Park
-//     refuses more with ErrFull or ErrOwnerFull, without taking the item,
-//     and counts the refusal. An item counts from Park until the loop takes
+//   - Bounds: at most Options.MaxParked items are held at once, at most
+//     Options.MaxPerOwner of one Wait.Owner (a connection) and at most
+//     Options.MaxPerClient of one Wait.Client (a client over all its
+//     connections); Park refuses more with ErrFull, ErrOwnerFull or
+//     ErrClientFull, without taking the item, and counts the refusal. An item counts from Park until the loop takes
 //     it to run or expire (again when Run asks it to wait).
 //   - Every parked item is handed back exactly once in the end: by
 //     Expire, by a Run that does not ask to wait again, or to the caller by

@@ -20,6 +20,9 @@ const (
 	// client) has parked at once: the remoting server's default cap of
 	// deferred requests per connection (remoting.DefaultMaxInFlight).
 	DefaultMaxPerOwner = 4096
+	// DefaultMaxPerClient bounds the requests one client (Wait.Client)
+	// has parked at once, over all its connections.
+	DefaultMaxPerClient = 4096
 )
 
 // Refusals of Park. The item is not taken: the caller answers it.
@@ -28,6 +31,8 @@ var (
 	ErrFull = errors.New("longpoll: too many requests are parked")
 	// ErrOwnerFull: the request's owner has Options.MaxPerOwner parked.
 	ErrOwnerFull = errors.New("longpoll: too many requests of this owner are parked")
+	// ErrClientFull: the request's client has Options.MaxPerClient parked.
+	ErrClientFull = errors.New("longpoll: too many requests of this client are parked")
 	// ErrStopped: the holder is stopped. Unlike the two above, Park has
 	// answered the item through Host.Expire already.
 	ErrStopped = errors.New("longpoll: stopped")
@@ -62,6 +67,11 @@ type Wait struct {
 	// against Options.MaxPerOwner: any comparable value, kept while the
 	// request is parked; nil counts against no owner.
 	Owner any
+	// Client is the client the request came from, over all its
+	// connections (a gRPC client's id), counted against
+	// Options.MaxPerClient apart from Owner: any comparable value, kept
+	// while the request is parked; nil counts against no client.
+	Client any
 }
 
 // isPop reports whether w is a POP's wait.
@@ -99,6 +109,9 @@ type Options struct {
 	// MaxPerOwner bounds the items one Wait.Owner has parked at once; Park
 	// refuses more with ErrOwnerFull. Default DefaultMaxPerOwner.
 	MaxPerOwner int
+	// MaxPerClient bounds the items one Wait.Client has parked at once;
+	// Park refuses more with ErrClientFull. Default DefaultMaxPerClient.
+	MaxPerClient int
 }
 
 // Counts are a holder's counters since New.
@@ -109,7 +122,7 @@ type Counts struct {
 	Reparked  int64 // woken items parked again because Run asked to wait
 	Expired   int64 // items handed to Expire: deadline passed, holder stopping or stopped
 	Cancelled int64 // items taken back by Cancel
-	Refused   int64 // Parks refused with ErrFull or ErrOwnerFull
+	Refused   int64 // Parks refused with ErrFull, ErrOwnerFull or ErrClientFull
 	Held      int   // items parked now and not yet answered (being run included)
 }
 
@@ -147,6 +160,7 @@ type Holder[T any] struct {
 	heap    entryHeap[T]
 	ready   []*entry[T] // woken, to be run by the loop
 	owners  map[any]int // parked items per owner (absent: none)
+	clients map[any]int // parked items per client (absent: none)
 	held    [2]int      // parked and not yet answered: all, POPs
 	gen     uint64      // last Handle generation given
 	started bool
@@ -202,13 +216,17 @@ func New[T any](host Host[T], opts Options) *Holder[T] {
 	if opts.MaxPerOwner <= 0 {
 		opts.MaxPerOwner = DefaultMaxPerOwner
 	}
+	if opts.MaxPerClient <= 0 {
+		opts.MaxPerClient = DefaultMaxPerClient
+	}
 	return &Holder[T]{
-		host:   host,
-		opts:   opts,
-		wake:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		topics: make(map[string]*topicWaits[T]),
-		owners: make(map[any]int),
+		host:    host,
+		opts:    opts,
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		topics:  make(map[string]*topicWaits[T]),
+		owners:  make(map[any]int),
+		clients: make(map[any]int),
 	}
 }
 
@@ -253,7 +271,8 @@ func (h *Holder[T]) Ticket() uint64 { return h.seq.Load() }
 
 // Park holds item until what w names wakes it (then Host.Run) or until
 // deadline (then Host.Expire). The holder owns item from now on, unless
-// Park refuses it with ErrFull or ErrOwnerFull (the caller answers it).
+// Park refuses it with ErrFull, ErrOwnerFull or ErrClientFull (the caller
+// answers it).
 // When the holder is stopped, Park calls Host.Expire at once, on the
 // caller's goroutine, and returns ErrStopped. For a pull, Park reads
 // Host.MaxOffset once the item is linked and wakes it when the queue is
@@ -281,6 +300,8 @@ func (h *Holder[T]) Park(w Wait, deadline time.Time, item T) (Handle[T], error) 
 		err = ErrFull
 	case w.Owner != nil && h.owners[w.Owner] >= h.opts.MaxPerOwner:
 		err = ErrOwnerFull
+	case w.Client != nil && h.clients[w.Client] >= h.opts.MaxPerClient:
+		err = ErrClientFull
 	}
 	if err != nil {
 		h.mu.Unlock()
@@ -419,6 +440,9 @@ func (h *Holder[T]) acquireLocked(e *entry[T]) {
 	if e.w.Owner != nil {
 		h.owners[e.w.Owner]++
 	}
+	if e.w.Client != nil {
+		h.clients[e.w.Client]++
+	}
 }
 
 // releaseLocked stops counting e as held (h.mu held): when the loop takes
@@ -432,6 +456,13 @@ func (h *Holder[T]) releaseLocked(e *entry[T]) {
 			h.owners[o] = n
 		} else {
 			delete(h.owners, o)
+		}
+	}
+	if c := e.w.Client; c != nil {
+		if n := h.clients[c] - 1; n > 0 {
+			h.clients[c] = n
+		} else {
+			delete(h.clients, c)
 		}
 	}
 }

@@ -322,6 +322,45 @@ func TestParkBounds(t *testing.T) {
 	})
 }
 
+// Park refuses beyond MaxPerClient per client, over the client's owners
+// (connections), apart from the owner's bound; an answered item makes room.
+func TestParkClientBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newPopFake()
+		f.set(1, true, time.Time{})
+		h := New[item](f, Options{MaxParked: 10, MaxPerOwner: 2, MaxPerClient: 3})
+		h.Start()
+		defer h.Stop()
+		deadline := time.Now().Add(time.Minute)
+		park := func(id int, owner, client any) error {
+			w := popWait("T", int32(id), "G")
+			w.Owner, w.Client = owner, client
+			_, err := h.Park(w, deadline, item{id})
+			return err
+		}
+		c1, c2 := "client-1", "client-2"
+		for i, tc := range []struct {
+			owner, client any
+			want          error
+		}{{1, c1, nil}, {1, c1, nil}, {1, c1, ErrOwnerFull}, {2, c1, nil}, {2, c1, ErrClientFull}, {3, c1, ErrClientFull},
+			{3, c2, nil}, {3, nil, nil}} {
+			if err := park(i+1, tc.owner, tc.client); !errors.Is(err, tc.want) {
+				t.Fatalf("park %d: %v, want %v", i+1, err, tc.want)
+			}
+		}
+		if st := h.Stats(); st.Held != 5 || st.Refused != 3 {
+			t.Fatalf("stats %+v", st)
+		}
+		// Item 1 (client 1) is answered: client 1 may park again.
+		h.Revived("G", "T", 1, time.Now())
+		synctest.Wait()
+		f.took()
+		if err := park(20, 4, c1); err != nil {
+			t.Fatalf("after an answer: %v", err)
+		}
+	})
+}
+
 // Cancel takes back a waiting item, or a woken one not yet run (no host
 // call, no longer held); it reports false for an item being run, answered
 // or reused since.

@@ -12,6 +12,25 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// GRPCStats are the gRPC front end's counters the exporter reads at
+// scrape time (Options.GRPC; the broker binary fills them from
+// grpcfe.Server.Stats, which this package does not import).
+type GRPCStats struct {
+	// Streams the front end admitted or refused from their headers.
+	Streams int64
+	// Calls refused before their method ran: authentication failed (from
+	// the headers), no room in the receive budget, the request did not
+	// arrive within the request timeout, a message beyond the size caps.
+	AuthRefused, BudgetRefused, RequestTimeouts, SizeRefused int64
+	// Clients registered now.
+	Clients int
+	// Held: receives and pulls waiting now; HeldTotal: held since start;
+	// refused by the broker's, a connection's and a client's bound.
+	Held                                                  int
+	HeldTotal                                             int64
+	HeldRefusedBroker, HeldRefusedConn, HeldRefusedClient int64
+}
+
 // GRPCLatency is rocketmq_rpc_latency for the gRPC front end
 // (protocol_type "grpc"): request_code is the method's name
 // (SendMessage, ReceiveMessage, ...), as RocketMQ's proxy labels it, and

@@ -49,6 +49,9 @@ type Options struct {
 	// Remoting reads the remoting server's counters (receive limits); nil
 	// leaves the apogee_remoting_* series out.
 	Remoting func() remoting.ServerStats
+	// GRPC reads the gRPC front end's counters (admission, size caps,
+	// long polls); nil leaves the apogee_grpc_* series out.
+	GRPC func() GRPCStats
 	// NoProcessMetrics leaves out the Go runtime's and the process's
 	// collectors (go_*, process_*), which are on by default.
 	NoProcessMetrics bool
@@ -77,7 +80,7 @@ func ConstLabels(c *core.Core) prometheus.Labels {
 // New builds the exporter and registers its collectors.
 func New(o Options) (*Exporter, error) {
 	e := &Exporter{o: o, reg: prometheus.NewRegistry(), flushBase: o.Core.Store().Stats().Log.FlushedOffset}
-	e.d = newDescs(ConstLabels(o.Core), o.Remoting != nil)
+	e.d = newDescs(ConstLabels(o.Core), o.Remoting != nil, o.GRPC != nil)
 	if err := e.reg.Register(collector{e}); err != nil {
 		return nil, err
 	}
@@ -127,9 +130,11 @@ type descs struct {
 	replicas, replicaLag, replicaInSync, replicated, resets  *prometheus.Desc
 	rmConns, rmFrameTimeouts, rmSlow, rmBudgetCloses, rmBusy *prometheus.Desc
 	rmInUse, rmWaits                                         *prometheus.Desc
+	grpcStreams, grpcRefused, grpcClients                    *prometheus.Desc
+	grpcHeld, grpcHeldTotal, grpcHeldRefused                 *prometheus.Desc
 }
 
-func newDescs(cl prometheus.Labels, withRemoting bool) descs {
+func newDescs(cl prometheus.Labels, withRemoting, withGRPC bool) descs {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, cl)
 	}
@@ -204,6 +209,14 @@ func newDescs(cl prometheus.Labels, withRemoting bool) descs {
 		out.rmInUse = d("apogee_remoting_budget_in_use_bytes", "Bytes reserved in the receive budget now.")
 		out.rmWaits = d("apogee_remoting_budget_waits_total", "Frames that waited for room in the receive budget.")
 	}
+	if withGRPC {
+		out.grpcStreams = d("apogee_grpc_streams_total", "gRPC calls (streams) whose headers the front end admitted or refused.")
+		out.grpcRefused = d("apogee_grpc_refused_total", "gRPC calls refused before their method ran, by reason: authentication (from the headers), budget (no room in the receive budget), request_timeout (the request did not arrive in time), message_size (a request or answer beyond the size caps).", "reason")
+		out.grpcClients = d("apogee_grpc_clients", "RocketMQ 5 clients registered with the gRPC front end now.")
+		out.grpcHeld = d("apogee_grpc_long_polls", "gRPC receives and pulls held waiting for messages now.")
+		out.grpcHeldTotal = d("apogee_grpc_long_polls_total", "gRPC receives and pulls held since start.")
+		out.grpcHeldRefused = d("apogee_grpc_long_polls_refused_total", "gRPC receives and pulls refused (TOO_MANY_REQUESTS), by the bound they met: broker, connection, client.", "bound")
+	}
 	return out
 }
 
@@ -221,7 +234,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		d.delayed, d.delayedDelivered, d.delayedPending, d.timers, d.timersFired, d.timersPending,
 		d.halfWaiting, d.popMsgs, d.popAcks, d.popInflight, d.conns, d.topics, d.groups, d.uptime, d.lost, d.scrubBad,
 		d.replicas, d.replicaLag, d.replicaInSync, d.replicated, d.resets,
-		d.rmConns, d.rmFrameTimeouts, d.rmSlow, d.rmBudgetCloses, d.rmBusy, d.rmInUse, d.rmWaits} {
+		d.rmConns, d.rmFrameTimeouts, d.rmSlow, d.rmBudgetCloses, d.rmBusy, d.rmInUse, d.rmWaits,
+		d.grpcStreams, d.grpcRefused, d.grpcClients, d.grpcHeld, d.grpcHeldTotal, d.grpcHeldRefused} {
 		if x != nil {
 			ch <- x
 		}
@@ -364,6 +378,20 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.rmBusy, float64(r.Budget.Exhaustions))
 		gauge(d.rmInUse, float64(r.Budget.InUse))
 		counter(d.rmWaits, float64(r.Budget.Waits))
+	}
+	if e.o.GRPC != nil {
+		g := e.o.GRPC()
+		counter(d.grpcStreams, float64(g.Streams))
+		counter(d.grpcRefused, float64(g.AuthRefused), "authentication")
+		counter(d.grpcRefused, float64(g.BudgetRefused), "budget")
+		counter(d.grpcRefused, float64(g.RequestTimeouts), "request_timeout")
+		counter(d.grpcRefused, float64(g.SizeRefused), "message_size")
+		gauge(d.grpcClients, float64(g.Clients))
+		gauge(d.grpcHeld, float64(g.Held))
+		counter(d.grpcHeldTotal, float64(g.HeldTotal))
+		counter(d.grpcHeldRefused, float64(g.HeldRefusedBroker), "broker")
+		counter(d.grpcHeldRefused, float64(g.HeldRefusedConn), "connection")
+		counter(d.grpcHeldRefused, float64(g.HeldRefusedClient), "client")
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/apogeemq/apogee/broker/metrics"
 	"github.com/apogeemq/apogee/internal/tlsconf"
+	"github.com/apogeemq/apogee/node"
 )
 
 // openGRPCTLS is the gRPC port's TLS: the broker's --tls-* settings (the
@@ -35,4 +37,19 @@ func grpcAdvertise(advertise string, listen *net.TCPAddr) string {
 		host = advertise
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// grpcMetrics feeds the metrics' apogee_grpc_* series from the node's
+// gRPC front end; nil when the node serves none.
+func grpcMetrics(n *node.Node) func() metrics.GRPCStats {
+	gs := n.GRPC()
+	if gs == nil {
+		return nil
+	}
+	return func() metrics.GRPCStats {
+		s := gs.Stats()
+		return metrics.GRPCStats{Streams: s.Streams, AuthRefused: s.AuthRefused, BudgetRefused: s.BudgetRefused,
+			RequestTimeouts: s.RequestTimeouts, SizeRefused: s.SizeRefused, Clients: s.Clients, Held: s.Held, HeldTotal: s.HeldTotal,
+			HeldRefusedBroker: s.HeldRefusedBroker, HeldRefusedConn: s.HeldRefusedConn, HeldRefusedClient: s.HeldRefusedClient}
+	}
 }

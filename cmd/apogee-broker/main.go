@@ -319,7 +319,8 @@ func run(args []string) error {
 			return fmt.Errorf("--grpc-listen: %w", err)
 		}
 		nopts.GRPC = &node.GRPC{Listener: gl, Options: grpcfe.Options{Addr: grpcAdvertise(advertise, grpcRes.Addr()),
-			Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat)}}
+			Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat),
+			Budget: remoting.SharedReceiveBudget()}}
 		if bopts.ClientTLS != nil {
 			// A member forwards to its master's gRPC port (node): with the
 			// broker's own client TLS (--tls-enable), as its other
@@ -330,7 +331,7 @@ func run(args []string) error {
 	}
 	if metricsLn != nil {
 		op := &node.Operator{Listener: metricsLn, Handler: func(n *node.Node) (http.Handler, error) {
-			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr(), metricsAuth: cfg.op.metricsAuth}, logger)
+			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr(), metricsAuth: cfg.op.metricsAuth}, logger, grpcMetrics(n))
 		}}
 		if tlsServer != nil {
 			// --tls-mode applies here too: permissive serves https and

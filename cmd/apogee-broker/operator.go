@@ -120,9 +120,10 @@ type dashboardConfig struct {
 // With access control on, the dashboard's actions need a login as an ACL
 // user, and /metrics HTTP basic authentication with an ACL user who may
 // read runtime info (unless --metrics-auth=false); the two count failed
-// logins per source together.
-func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics.GRPCLatency, dc dashboardConfig, logger *slog.Logger) (http.Handler, error) {
-	exp, err := metrics.New(metrics.Options{Core: b.Core(), RPC: rpc, Remoting: b.RemotingStats})
+// logins per source together. grpcStats (nil without the gRPC front end)
+// feeds the apogee_grpc_* series.
+func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics.GRPCLatency, dc dashboardConfig, logger *slog.Logger, grpcStats func() metrics.GRPCStats) (http.Handler, error) {
+	exp, err := metrics.New(metrics.Options{Core: b.Core(), RPC: rpc, Remoting: b.RemotingStats, GRPC: grpcStats})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,274 @@
+package grpcfe
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/apogeemq/apogee/auth"
+	"github.com/apogeemq/apogee/rmqpb"
+)
+
+// Admission: what a stream may cost before its request is read.
+//
+// grpc-go reads a call's request message before any interceptor runs: a
+// unary interceptor gets the decoded request, and for every call the
+// server grants the client flow-control window for the whole message as
+// soon as its 5-byte length prefix arrives (up to the server's maximum
+// receive size). What a stream holds while its request arrives is decided
+// before that, by three things, all set in New:
+//
+//   - The message size caps (Options.MaxRecvMsgSize, MaxSendMsgSize):
+//     the broker's maximum message size plus MsgSizeHeadroom by default,
+//     not RocketMQ's proxy's 130 MiB. A request that declares more is
+//     refused from its length prefix, before a byte of it is held
+//     (ResourceExhausted); an answer larger than the cap is not sent.
+//   - The tap (grpc.InTapHandle), which runs on the connection's reader
+//     goroutine when a stream's headers arrive and before the stream
+//     exists: with Options.Guard it authenticates the "authorization"
+//     header (a refusal: codes.Unauthenticated, the stream never
+//     created, nothing of its body read); with Options.Budget it reserves
+//     MaxRecvMsgSize bytes of the process's receive budget for the
+//     request (no room: codes.ResourceExhausted at once, counted and
+//     logged; the tap may not wait: it runs under the transport's lock).
+//     The interceptors (unaryEntry, streamEntry) give the reservation back
+//     as soon as the request has been read, or the end of the stream does;
+//     a request that has not arrived within Options.RequestTimeout of its
+//     headers ends its stream (a stalled or slow sender holds the budget no
+//     longer than that).
+//   - A stats handler (sizeStats) that counts the calls grpc-go ended with
+//     ResourceExhausted (a message larger than the cap, either way) and
+//     logs them, throttled.
+//
+// Why not grpc-go's buffer pool (experimental.BufferPool): its Get is
+// called for each HTTP/2 DATA frame on the connection's reader goroutine
+// and must return a buffer. It can count, but not refuse; waiting there
+// stops every stream of the connection, including those whose messages
+// would release the bytes it waits for (a budget full of half-received
+// messages deadlocks, or must overcommit); frames under 1 KiB bypass it,
+// and the decoded copy comes from the process-wide default pool. The tap
+// is grpc-go's one seam before a stream can be granted window, so the
+// reservation is made there, for the largest request the stream may send.
+//
+// What is not charged: the decoded request while its method runs (the
+// core copies what it stores, and the sends' bytes are bounded by the
+// core's MaxInFlightBytes), and a Telemetry stream's commands after its
+// first (a few small ones per session; each within the cap).
+
+// Budget is the process's receive budget the front end charges for the
+// requests being received (remoting's ReceiveBudget implements it:
+// grpcfe does not import remoting, the node passes the shared one). Both
+// methods must be safe for concurrent use and quick: TryReserve runs
+// under grpc-go's transport lock, and never waits.
+type Budget interface {
+	// TryReserve takes n bytes if they fit now; it reports whether it did.
+	TryReserve(n int64) bool
+	// Release gives back n bytes taken by TryReserve.
+	Release(n int64)
+}
+
+// admission is what the tap decided for one stream. The reservation is
+// given back once, by whichever comes first: the interceptor that got the
+// request, the request timeout (which then ends the stream), or the
+// stream's end.
+type admission struct {
+	s      *Server
+	call   callCtx // authentication's result, when authed
+	authed bool
+	n      int64 // bytes reserved in Options.Budget
+	done   atomic.Bool
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+type admissionKey struct{}
+
+// admissionOf returns the tap's admission of a call, nil when there was
+// none (no tap installed, or a call made directly in a test).
+func admissionOf(ctx context.Context) *admission {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	return a
+}
+
+// received gives the reservation back and stops the request timer: the
+// request was read (or the stream ended). It reports whether this call
+// gave it back. It runs after the tap returned (the timer is set).
+func (a *admission) received() bool {
+	if !a.release() {
+		return false
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	return true
+}
+
+// release gives the reservation back, once; it reports whether this call
+// did (the request timer's callback calls it, not received).
+func (a *admission) release() bool {
+	if a == nil || !a.done.CompareAndSwap(false, true) {
+		return false
+	}
+	if a.n > 0 {
+		a.s.opts.Budget.Release(a.n)
+	}
+	return true
+}
+
+// errRequestTimeout ends a stream whose request did not arrive within
+// Options.RequestTimeout.
+var errRequestTimeout = errors.New("grpcfe: the request did not arrive in time")
+
+// tap is the server's grpc.InTapHandle (see Admission above).
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	s.stats.streams.Add(1)
+	a := &admission{s: s}
+	if s.opts.Guard != nil {
+		c, st := s.authenticateMD(ctx, info.FullMethodName, info.Header)
+		if st != nil {
+			s.stats.authRefused.Add(1)
+			return nil, grpcstatus.Error(codes.Unauthenticated, st.GetCode().String()+" ("+strconv.Itoa(int(st.GetCode()))+"): "+st.GetMessage())
+		}
+		a.call, a.authed = c, true
+	}
+	if b := s.opts.Budget; b != nil {
+		n := int64(s.opts.MaxRecvMsgSize)
+		if !b.TryReserve(n) {
+			s.stats.budgetRefused.Add(1)
+			s.warn(&s.throttle.budget, "grpc: receive budget full: a call was refused (RESOURCE_EXHAUSTED) before its request was read; "+
+				"raise --receive-budget if the load is legitimate, or find the clients holding half-sent requests",
+				"method", info.FullMethodName, "peer", peerOf(ctx), "reserve", n)
+			return nil, grpcstatus.Error(codes.ResourceExhausted, "the broker's receive budget is full: retry later")
+		}
+		a.n = n
+		ctx, a.cancel = context.WithCancelCause(ctx)
+		a.timer = time.AfterFunc(s.opts.RequestTimeout, func() {
+			if a.release() {
+				s.stats.requestTimeouts.Add(1)
+				s.warn(&s.throttle.timeout, "grpc: a call's request did not arrive within the request timeout: stream ended",
+					"method", info.FullMethodName, "peer", peerOf(ctx), "timeout", s.opts.RequestTimeout)
+				a.cancel(errRequestTimeout)
+			}
+		})
+		context.AfterFunc(ctx, func() { a.received() })
+	}
+	return context.WithValue(ctx, admissionKey{}, a), nil
+}
+
+// peerOf is a call's remote address for a log line.
+func peerOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// authenticateMD authenticates the metadata md of a stream from ctx's
+// peer (the tap's: the metadata is not yet in ctx); a refusal is a
+// Status.
+func (s *Server) authenticateMD(ctx context.Context, method string, md metadata.MD) (callCtx, *rmqpb.Status) {
+	var c callCtx
+	if p, ok := peer.FromContext(ctx); ok {
+		c.ip = addrIP(p.Addr)
+	}
+	g := s.opts.Guard
+	if g.AllowWhite(c.ip) {
+		c.white = true
+		return c, nil
+	}
+	authz, dt := firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDateTime)
+	user, err := g.AuthenticateV2(authz, dt)
+	if err != nil {
+		claimed, _ := auth.ParseV2(authz, dt) // the access key the log names, if any
+		g.Refused(method, claimed.AccessKey, c.ip, err)
+		return c, status(rmqpb.Code_UNAUTHORIZED, "authentication failed: "+err.Error())
+	}
+	c.user = user
+	return c, nil
+}
+
+func firstMD(md metadata.MD, key string) string {
+	if v := md[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// sizeStats is the server's stats handler: it counts (and logs,
+// throttled) the calls grpc-go ended with ResourceExhausted, which only
+// its message size caps produce (the tap's refusals create no stream;
+// the methods answer RocketMQ statuses in their responses).
+type sizeStats struct{ s *Server }
+
+func (h sizeStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h sizeStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (h sizeStats) HandleConn(context.Context, stats.ConnStats) {}
+
+func (h sizeStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	end, ok := st.(*stats.End)
+	if !ok || end.Error == nil || grpcstatus.Code(end.Error) != codes.ResourceExhausted {
+		return
+	}
+	s := h.s
+	s.stats.sizeRefused.Add(1)
+	method, _ := grpc.Method(ctx)
+	s.warn(&s.throttle.size, "grpc: a call was refused for a message larger than the maximum (RESOURCE_EXHAUSTED); "+
+		"clients must keep a request, batch included, within the broker's maxMessageSize",
+		"method", method, "peer", peerOf(ctx), "max_bytes", s.opts.MaxRecvMsgSize, "err", end.Error)
+}
+
+// throttled is one cause's log throttle: a line at most once per
+// throttleEvery, naming how many were suppressed since the last one.
+type throttled struct {
+	last       atomic.Int64 // unix ns of the last line
+	suppressed atomic.Int64
+}
+
+// throttleEvery is how often one cause is logged.
+const throttleEvery = time.Minute
+
+// warn logs msg for cause t, unless it logged within throttleEvery (then it
+// counts the line as suppressed, named by the next one).
+func (s *Server) warn(t *throttled, msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := t.last.Load()
+	if last != 0 && now-last < int64(throttleEvery) || !t.last.CompareAndSwap(last, now) {
+		t.suppressed.Add(1)
+		return
+	}
+	n := t.suppressed.Swap(0)
+	s.log.Log(context.Background(), slog.LevelWarn, msg, append(args, "suppressed_since_last", n, "interval", throttleEvery)...)
+}
+
+// clientKey is what a call's long polls are counted under as a client
+// (longpoll.Wait.Client): its x-mq-client-id, or nil without one.
+func clientKey(ctx context.Context) any {
+	if v := metadata.ValueFromIncomingContext(ctx, metaClientID); len(v) > 0 && v[0] != "" {
+		return v[0]
+	}
+	return nil
+}
+
+// connKey is what a call's long polls are counted under as a connection
+// (longpoll.Wait.Owner): its remote address.
+func connKey(ctx context.Context) any {
+	ap := peerAddr(ctx)
+	if !ap.IsValid() || ap.Addr() == netip.IPv4Unspecified() {
+		return nil
+	}
+	return ap
+}
