@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -145,7 +146,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	}
 	if b := s.opts.Budget; b != nil {
 		n := int64(s.opts.MaxRecvMsgSize)
-		if !b.TryReserve(n) {
+		if !reserve(b, n) {
 			s.stats.budgetRefused.Add(1)
 			s.warn(&s.throttle.budget, "grpc: receive budget full: a call was refused (RESOURCE_EXHAUSTED) before its request was read; "+
 				"raise --receive-budget if the load is legitimate, or find the clients holding half-sent requests",
@@ -165,6 +166,32 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		context.AfterFunc(ctx, func() { a.received() })
 	}
 	return context.WithValue(ctx, admissionKey{}, a), nil
+}
+
+// tapWait bounds how long the tap retries a reservation that does not fit
+// (see reserve).
+const tapWait = 5 * time.Millisecond
+
+// reserve takes n bytes of b. When they do not fit it yields to the
+// calls whose requests are being read (they give their reservations back
+// as soon as the interceptors run) and tries again, for at most tapWait:
+// a client that opens hundreds of calls at once (a consumer starting its
+// receives) would otherwise outrun the goroutines that read their
+// requests and have most refused. It holds the connection's reader (and
+// its transport's lock) meanwhile, so it never waits longer: under a
+// budget full of stalled requests each new call costs its connection
+// tapWait and is refused.
+func reserve(b Budget, n int64) bool {
+	if b.TryReserve(n) {
+		return true
+	}
+	for start := time.Now(); time.Since(start) < tapWait; {
+		runtime.Gosched()
+		if b.TryReserve(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // peerOf is a call's remote address for a log line.

@@ -80,8 +80,9 @@
 // handler must not return before its answer) until the holder lets it
 // answer, its long-polling timeout or deadline less a reserve passes, or
 // its client cancels it (Cancel takes it back). At most MaxHeldReceives
-// wait at once, at most MaxConcurrentStreams from one connection
-// (TOO_MANY_REQUESTS beyond). A telemetry stream has two goroutines
+// wait at once, at most MaxHeldPerClient from one connection and from one
+// client id over all its connections (TOO_MANY_REQUESTS beyond, counted
+// and logged once per cause per minute). A telemetry stream has two goroutines
 // (receive, send) while it is open; a relayed one (forward.go) has the
 // call's, one receiving from the client and one ending it at Shutdown.
 // Shutdown stops the holder, which
@@ -96,10 +97,23 @@
 // unless told otherwise. With Options.TLSServer (the broker's --tls-*
 // settings), the port serves its mode: TLS only, or TLS and plaintext by
 // the first byte, with the operator's certificate reloaded on change.
-// With Options.Guard, two interceptors authenticate every call's
-// "authorization" header and authorize each request as RocketMQ 5's proxy
-// does, before the method runs (security.go). Options.ServerOptions adds
-// further interceptors, which run after the guard's.
+// With Options.Guard, grpc-go's tap authenticates every call's
+// "authorization" header from its headers, before the stream exists and
+// before a byte of its request is read (admit.go), and two interceptors
+// authorize each request as RocketMQ 5's proxy does, before the method
+// runs (security.go). Options.ServerOptions adds further interceptors,
+// which run after these.
+//
+// # What a call may hold
+//
+// Invariants (admit.go): no request or answer message is larger than
+// MaxRecvMsgSize / MaxSendMsgSize (the core's MaxMessageSize plus
+// MsgSizeHeadroom by default; grpc-go refuses a larger request from its
+// length prefix); with Options.Budget, every call holds a reservation of
+// MaxRecvMsgSize in the process's receive budget from its headers until
+// its first request has been read (or its stream ends, or RequestTimeout
+// ends it), so the bytes held for requests being received never exceed
+// the budget; a call that finds no room is refused from its headers.
 //
 // # Lock order
 //
