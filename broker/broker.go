@@ -63,10 +63,19 @@ type Broker struct {
 	id           atomic.Int64 // the broker id registered (SetRole changes it)
 	stateVersion atomic.Int64 // Options.StateVersion, then SetRole's
 
+	// frontInfo, when set, adds another front end's figures (the gRPC
+	// one's) to GET_BROKER_RUNTIME_INFO (SetFrontEndInfo).
+	frontInfo atomic.Pointer[func() map[string]string]
+
 	closing atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
+
+// SetFrontEndInfo makes GET_BROKER_RUNTIME_INFO include f's figures: the
+// node sets the gRPC front end's (its grpc* keys), which is made after
+// the broker. f must be safe for concurrent use.
+func (b *Broker) SetFrontEndInfo(f func() map[string]string) { b.frontInfo.Store(&f) }
 
 // New opens the messaging core (the store, recovered, and the state files),
 // registers the broker with the embedded registry (and starts registering
@@ -229,6 +238,11 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	}
 	if b.opts.ControllerInfo != nil {
 		b.opts.ControllerInfo(m)
+	}
+	if f := b.frontInfo.Load(); f != nil {
+		for k, v := range (*f)() {
+			m[k] = v
+		}
 	}
 	return m
 }

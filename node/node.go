@@ -281,6 +281,7 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	n.mu.Lock()
 	n.grpc = gs
 	n.mu.Unlock()
+	n.b.SetFrontEndInfo(gs.RuntimeInfo)
 	n.serve("gRPC front end", func() error { return gs.Serve(g.Listener) })
 	n.attach("gRPC front end", gs.Shutdown)
 	if n.ctl == nil && n.b.Core().IsSlave() {

@@ -45,10 +45,11 @@ import (
 //     request (no room: codes.ResourceExhausted at once, counted and
 //     logged; the tap may not wait: it runs under the transport's lock).
 //     The interceptors (unaryEntry, streamEntry) give the reservation back
-//     as soon as the request has been read, or the end of the stream does;
-//     a request that has not arrived within Options.RequestTimeout of its
-//     headers ends its stream (a stalled or slow sender holds the budget no
-//     longer than that).
+//     as soon as the request has been read, or the sweeper (admitSweeper)
+//     does once the stream ended; a request that has not arrived within
+//     Options.RequestTimeout of its headers (within sweepEvery) ends its
+//     stream (a stalled or slow sender holds the budget no longer than
+//     that).
 //   - A stats handler (sizeStats) that counts the calls grpc-go ended with
 //     ResourceExhausted (a message larger than the cap, either way) and
 //     logs them, throttled.
@@ -82,16 +83,22 @@ type Budget interface {
 
 // admission is what the tap decided for one stream. The reservation is
 // given back once, by whichever comes first: the interceptor that got the
-// request, the request timeout (which then ends the stream), or the
-// stream's end.
+// request, or the sweeper (admitSweeper), which finds the stream ended
+// or its request timed out (and then ends the stream).
 type admission struct {
 	s      *Server
 	call   callCtx // authentication's result, when authed
 	authed bool
 	n      int64 // bytes reserved in Options.Budget
 	done   atomic.Bool
-	timer  *time.Timer
-	cancel context.CancelCauseFunc
+
+	// With a reservation: the stream's context, its cancel, when its
+	// request is due, and the sweeper's list.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	deadline time.Time
+	method   string
+	next     *admission
 }
 
 type admissionKey struct{}
@@ -103,22 +110,9 @@ func admissionOf(ctx context.Context) *admission {
 	return a
 }
 
-// received gives the reservation back and stops the request timer: the
-// request was read (or the stream ended). It reports whether this call
-// gave it back. It runs after the tap returned (the timer is set).
+// received gives the reservation back, once: the request was read (or
+// the stream ended). It reports whether this call gave it back.
 func (a *admission) received() bool {
-	if !a.release() {
-		return false
-	}
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	return true
-}
-
-// release gives the reservation back, once; it reports whether this call
-// did (the request timer's callback calls it, not received).
-func (a *admission) release() bool {
 	if a == nil || !a.done.CompareAndSwap(false, true) {
 		return false
 	}
@@ -131,6 +125,97 @@ func (a *admission) release() bool {
 // errRequestTimeout ends a stream whose request did not arrive within
 // Options.RequestTimeout.
 var errRequestTimeout = errors.New("grpcfe: the request did not arrive in time")
+
+// sweepEvery is how often the sweeper looks at the streams whose request
+// is being received (only while there are some): the precision of
+// RequestTimeout.
+const sweepEvery = 100 * time.Millisecond
+
+// admitSweeper holds the admissions with a reservation not yet known to
+// be given back, in a lock-free stack the tap pushes on; its goroutine
+// (run, while the server runs) takes the stack every sweepEvery while it
+// is not empty, drops the admissions given back, gives back those whose
+// stream ended, ends (and gives back) those whose request is late, and
+// pushes the rest back. No timer and no goroutine per call.
+type admitSweeper struct {
+	head atomic.Pointer[admission]
+	wake chan struct{} // one slot: the stack became non-empty
+}
+
+func (w *admitSweeper) push(a *admission) {
+	for {
+		old := w.head.Load()
+		a.next = old
+		if w.head.CompareAndSwap(old, a) {
+			if old == nil {
+				select {
+				case w.wake <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+	}
+}
+
+// run sweeps until stop is closed.
+func (w *admitSweeper) run(stop <-chan struct{}) {
+	t := time.NewTimer(sweepEvery)
+	t.Stop()
+	for {
+		if w.head.Load() == nil {
+			select {
+			case <-w.wake:
+			case <-stop:
+				return
+			}
+		}
+		t.Reset(sweepEvery)
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		}
+		w.sweep(time.Now())
+	}
+}
+
+// sweep handles the stack once (see admitSweeper).
+func (w *admitSweeper) sweep(now time.Time) {
+	var keep []*admission
+	for a := w.head.Swap(nil); a != nil; {
+		next := a.next
+		a.next = nil
+		switch {
+		case a.done.Load():
+		case a.ctx.Err() != nil:
+			a.received()
+		case now.After(a.deadline):
+			if a.received() {
+				s := a.s
+				s.stats.requestTimeouts.Add(1)
+				s.warn(&s.throttle.timeout, "grpc: a call's request did not arrive within the request timeout: stream ended; "+
+					"a client this slow should be fixed, or RequestTimeout raised",
+					"method", a.method, "peer", peerOf(a.ctx), "timeout", s.opts.RequestTimeout)
+				a.cancel(errRequestTimeout)
+			}
+		default:
+			keep = append(keep, a)
+		}
+		a = next
+	}
+	for _, a := range keep {
+		w.push(a)
+	}
+}
+
+// releaseAll gives back every reservation still held (Shutdown, once the
+// streams have ended).
+func (w *admitSweeper) releaseAll() {
+	for a := w.head.Swap(nil); a != nil; a = a.next {
+		a.received()
+	}
+}
 
 // tap is the server's grpc.InTapHandle (see Admission above).
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
@@ -153,17 +238,10 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 				"method", info.FullMethodName, "peer", peerOf(ctx), "reserve", n)
 			return nil, grpcstatus.Error(codes.ResourceExhausted, "the broker's receive budget is full: retry later")
 		}
-		a.n = n
-		ctx, a.cancel = context.WithCancelCause(ctx)
-		a.timer = time.AfterFunc(s.opts.RequestTimeout, func() {
-			if a.release() {
-				s.stats.requestTimeouts.Add(1)
-				s.warn(&s.throttle.timeout, "grpc: a call's request did not arrive within the request timeout: stream ended",
-					"method", info.FullMethodName, "peer", peerOf(ctx), "timeout", s.opts.RequestTimeout)
-				a.cancel(errRequestTimeout)
-			}
-		})
-		context.AfterFunc(ctx, func() { a.received() })
+		a.n, a.method, a.deadline = n, info.FullMethodName, time.Now().Add(s.opts.RequestTimeout)
+		a.ctx, a.cancel = context.WithCancelCause(ctx)
+		ctx = a.ctx
+		s.sweeper.push(a)
 	}
 	return context.WithValue(ctx, admissionKey{}, a), nil
 }

@@ -21,8 +21,16 @@ import (
 // parallel callers (b.RunParallel: GOMAXPROCS × -cpu goroutines). The
 // allocations are the whole process's: the client's and grpc-go's
 // included.
-func BenchmarkSendMessage(b *testing.B) {
-	e := newEnvB(b)
+func BenchmarkSendMessage(b *testing.B) { benchSend(b, newEnvB(b)) }
+
+// BenchmarkSendMessageAdmitted is BenchmarkSendMessage with the receive
+// budget on (as in the broker binary): the tap reserves each call's
+// request cap from its headers and the interceptor gives it back.
+func BenchmarkSendMessageAdmitted(b *testing.B) {
+	benchSend(b, newEnvWith(b, nil, func(o *Options) { o.Budget = &testBudget{limit: 128 << 20} }, nil))
+}
+
+func benchSend(b *testing.B, e *env) {
 	body := make([]byte, 1024)
 	e.route("Bench")
 	var seq atomic.Int64

@@ -186,6 +186,8 @@ type Server struct {
 		// client's.
 		heldFull, heldConnFull, heldClientFull atomic.Int64
 	}
+	// sweeper: the admissions whose request is being received (admit.go).
+	sweeper admitSweeper
 	// throttle: one log line per cause per interval (admit.go's warn).
 	// held: the broker's, a connection's and a client's bound.
 	throttle struct {
@@ -254,6 +256,7 @@ func New(c Core, opts Options) (*Server, error) {
 	}
 	s.clients.init()
 	s.polls = newHolder(s)
+	s.sweeper.wake = make(chan struct{}, 1)
 
 	var creds credentials.TransportCredentials
 	if opts.TLSServer != nil && opts.TLSServer.Mode() != tlsconf.Disabled {
@@ -269,6 +272,9 @@ func New(c Core, opts Options) (*Server, error) {
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
 	rmqpb.RegisterMessagingServiceServer(s.srv, s)
+	if opts.Budget != nil {
+		go s.sweeper.run(s.shutdown)
+	}
 	return s, nil
 }
 
@@ -324,6 +330,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(done)
 	}()
 	defer s.fwd.close()
+	// Every stream has ended by then: give back what the sweeper, stopped,
+	// did not.
+	defer s.sweeper.releaseAll()
 	select {
 	case <-done:
 		return nil

@@ -654,8 +654,14 @@ func TestGRPCLimits(t *testing.T) {
 	if v := grpcScrape(t, m, "apogee_grpc_long_polls_refused_total", `bound="connection"`); v != 44 {
 		t.Errorf("metrics: %v long polls refused by the connection's bound, want 44", v)
 	}
-	if v := atoi(runtimeInfo(t, p.addr)["autoCreateRefusedPerSource"]); v != 14 {
+	info := runtimeInfo(t, p.addr)
+	if v := atoi(info["autoCreateRefusedPerSource"]); v != 14 {
 		t.Errorf("runtime info: %d auto-creations refused per source, want 14", v)
+	}
+	// The gRPC front end's figures are in the broker's runtime info too.
+	if info["grpcHeldRefusedConn"] != "44" || info["grpcSizeRefused"] != "4" || info["grpcMaxHeldPerClient"] != "256" {
+		t.Errorf("runtime info: grpcHeldRefusedConn %q grpcSizeRefused %q grpcMaxHeldPerClient %q; want 44, 4, 256",
+			info["grpcHeldRefusedConn"], info["grpcSizeRefused"], info["grpcMaxHeldPerClient"])
 	}
 	logs := p.RunLog()
 	if n := strings.Count(logs, "grpc: a call was refused for a message larger than the maximum"); n != 1 {
