@@ -194,7 +194,7 @@ func (w *admitSweeper) sweep(now time.Time) {
 			if a.received() {
 				s := a.s
 				s.stats.requestTimeouts.Add(1)
-				s.warn(&s.throttle.timeout, "grpc: a call's request did not arrive within the request timeout: stream ended; "+
+				s.warn("request-timeout", "grpc: a call's request did not arrive within the request timeout: stream ended; "+
 					"a client this slow should be fixed, or RequestTimeout raised",
 					"method", a.method, "peer", peerOf(a.ctx), "timeout", s.opts.RequestTimeout)
 				a.cancel(errRequestTimeout)
@@ -233,7 +233,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		n := int64(s.opts.MaxRecvMsgSize)
 		if !reserve(b, n) {
 			s.stats.budgetRefused.Add(1)
-			s.warn(&s.throttle.budget, "grpc: receive budget full: a call was refused (RESOURCE_EXHAUSTED) before its request was read; "+
+			s.warn("budget", "grpc: receive budget full: a call was refused (RESOURCE_EXHAUSTED) before its request was read; "+
 				"raise --receive-budget if the load is legitimate, or find the clients holding half-sent requests",
 				"method", info.FullMethodName, "peer", peerOf(ctx), "reserve", n)
 			return nil, grpcstatus.Error(codes.ResourceExhausted, "the broker's receive budget is full: retry later")
@@ -331,32 +331,19 @@ func (h sizeStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	s := h.s
 	s.stats.sizeRefused.Add(1)
 	method, _ := grpc.Method(ctx)
-	s.warn(&s.throttle.size, "grpc: a call was refused for a message larger than the maximum (RESOURCE_EXHAUSTED); "+
+	s.warn("message-size", "grpc: a call was refused for a message larger than the maximum (RESOURCE_EXHAUSTED); "+
 		"clients must keep a request, batch included, within the broker's maxMessageSize",
 		"method", method, "peer", peerOf(ctx), "max_bytes", s.opts.MaxRecvMsgSize, "err", end.Error)
 }
 
-// throttled is one cause's log throttle: a line at most once per
-// throttleEvery, naming how many were suppressed since the last one.
-type throttled struct {
-	last       atomic.Int64 // unix ns of the last line
-	suppressed atomic.Int64
-}
-
-// throttleEvery is how often one cause is logged.
+// throttleEvery is how often one cause of refusal is logged.
 const throttleEvery = time.Minute
 
-// warn logs msg for cause t, unless it logged within throttleEvery (then it
-// counts the line as suppressed, named by the next one).
-func (s *Server) warn(t *throttled, msg string, args ...any) {
-	now := time.Now().UnixNano()
-	last := t.last.Load()
-	if last != 0 && now-last < int64(throttleEvery) || !t.last.CompareAndSwap(last, now) {
-		t.suppressed.Add(1)
-		return
-	}
-	n := t.suppressed.Swap(0)
-	s.log.Log(context.Background(), slog.LevelWarn, msg, append(args, "suppressed_since_last", n, "interval", throttleEvery)...)
+// warn logs msg at WARN for cause through the server's throttle: once per
+// cause per throttleEvery, with the count held back since
+// (internal/logthrottle).
+func (s *Server) warn(cause, msg string, args ...any) {
+	s.throttle.Log(s.log, slog.LevelWarn, cause, msg, args...)
 }
 
 // clientKey is what a call's long polls are counted under as a client

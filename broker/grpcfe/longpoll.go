@@ -115,19 +115,19 @@ func (s *Server) hold(ctx context.Context, w longpoll.Wait, wait time.Duration, 
 
 // heldRefused counts and logs (throttled) a long poll the holder refused.
 func (s *Server) heldRefused(ctx context.Context, err error, w *longpoll.Wait) {
-	cause, t := "the broker's bound (MaxHeldReceives)", &s.throttle.held[0]
+	cause, key := "the broker's bound (MaxHeldReceives)", "held-broker"
 	switch {
 	case errors.Is(err, longpoll.ErrOwnerFull):
 		s.stats.heldConnFull.Add(1)
-		cause, t = "the connection's bound (MaxHeldPerClient)", &s.throttle.held[1]
+		cause, key = "the connection's bound (MaxHeldPerClient)", "held-connection"
 	case errors.Is(err, longpoll.ErrClientFull):
 		s.stats.heldClientFull.Add(1)
-		cause, t = "the client's bound (MaxHeldPerClient)", &s.throttle.held[2]
+		cause, key = "the client's bound (MaxHeldPerClient)", "held-client"
 	default:
 		s.stats.heldFull.Add(1)
 	}
 	client, _ := w.Client.(string)
-	s.warn(t, "grpc: a receive or pull was refused (TOO_MANY_REQUESTS): too many are waiting for messages; "+
+	s.warn(key, "grpc: a receive or pull was refused (TOO_MANY_REQUESTS): too many are waiting for messages; "+
 		"a client holding many receives it does not read should be fixed, or the bound raised",
 		"cause", cause, "client", client, "peer", peerOf(ctx), "topic", w.Topic, "group", w.Group)
 }

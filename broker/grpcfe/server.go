@@ -20,6 +20,7 @@ import (
 
 	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker/longpoll"
+	"github.com/apogeemq/apogee/internal/logthrottle"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/rmqpb"
 )
@@ -188,12 +189,9 @@ type Server struct {
 	}
 	// sweeper: the admissions whose request is being received (admit.go).
 	sweeper admitSweeper
-	// throttle: one log line per cause per interval (admit.go's warn).
-	// held: the broker's, a connection's and a client's bound.
-	throttle struct {
-		budget, timeout, size throttled
-		held                  [3]throttled
-	}
+	// throttle: one log line per cause of refusal per interval (admit.go's
+	// warn).
+	throttle *logthrottle.Throttle
 }
 
 // New returns a Server for c. It registers its arrival listener with the
@@ -257,6 +255,7 @@ func New(c Core, opts Options) (*Server, error) {
 	s.clients.init()
 	s.polls = newHolder(s)
 	s.sweeper.wake = make(chan struct{}, 1)
+	s.throttle = logthrottle.New(throttleEvery)
 
 	var creds credentials.TransportCredentials
 	if opts.TLSServer != nil && opts.TLSServer.Mode() != tlsconf.Disabled {

@@ -82,7 +82,7 @@ var allowed = map[string][]string{
 	// The gRPC front end: on the messaging core, like the remoting front
 	// end, but never remoting or namesrv (and of protocol only codes and
 	// JSON bodies, as broker/core).
-	"broker/grpcfe": {"broker/core", "broker/longpoll", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf"},
+	"broker/grpcfe": {"broker/core", "broker/longpoll", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf", "internal/logthrottle"},
 	// The scenario suite: tests only (its one non-test file is the package
 	// doc), run against the core and both front ends.
 	"broker/scenario": {},
