@@ -253,7 +253,8 @@ func (c *h2conn) ended(id uint32) (string, string) {
 
 // grpcScrape returns the value of the first series of the broker's metrics at
 // addr whose line starts with name and contains each of labels (0 when
-// none).
+// none). addr may be user:password@host:port (basic authentication, as
+// /metrics needs under ACL).
 func grpcScrape(t *testing.T, addr, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -261,6 +262,9 @@ func grpcScrape(t *testing.T, addr, name string, labels ...string) float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
 	text, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -481,8 +485,9 @@ func TestGRPCUnauthenticatedMemory(t *testing.T) {
 	}
 	sendGood("after the held streams")
 
-	// The counters, in the metrics.
-	m := p.Ready.Metrics
+	// The counters, in the metrics (as the super user: /metrics needs an
+	// ACL user under ACL).
+	m := "root:root-secret@" + p.Ready.Metrics
 	authN, size := grpcScrape(t, m, "apogee_grpc_refused_total", `reason="authentication"`), grpcScrape(t, m, "apogee_grpc_refused_total", `reason="message_size"`)
 	budget, timeouts := grpcScrape(t, m, "apogee_grpc_refused_total", `reason="budget"`), grpcScrape(t, m, "apogee_grpc_refused_total", `reason="request_timeout"`)
 	if authN != 24 || size < 24 || budget != float64(budgetRefused.Load()) || timeouts != float64(admitted.Load()) {
