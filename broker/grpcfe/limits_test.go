@@ -323,3 +323,41 @@ func TestSendCap(t *testing.T) {
 
 // testLogger logs text lines into w.
 func testLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// A receive a member forwarded counts against its client's bound, not the
+// member's connection's (which carries every client of the member).
+func TestHeldForwardedSkipsConnBound(t *testing.T) {
+	e := newEnvWith(t, func(o *core.Options) { o.LongPollMax = time.Minute }, func(o *Options) { o.MaxHeldPerClient = 2 }, nil)
+	e.route("quiet")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answers := make(chan *rmqpb.Status, 8)
+	held := func(n int) {
+		t.Helper()
+		wait.For(t, fmt.Sprintf("%d receives held", n), func() error {
+			if h := e.srv.Stats().Held; h != n {
+				return fmt.Errorf("%d held", h)
+			}
+			return nil
+		})
+	}
+	receiveHeld(ctx, e.cli, "a", "g", "quiet", answers)
+	receiveHeld(ctx, e.cli, "a2", "g", "quiet", answers)
+	held(2) // the connection's bound is reached
+	fwd := metadata.AppendToOutgoingContext(ctx, metaForwarded, "127.0.0.1:1")
+	receiveHeld(fwd, e.cli, "b", "g", "quiet", answers)
+	receiveHeld(fwd, e.cli, "b", "g", "quiet", answers)
+	held(4)
+	receiveHeld(fwd, e.cli, "b", "g", "quiet", answers)
+	select {
+	case st := <-answers:
+		if st.GetCode() != rmqpb.Code_TOO_MANY_REQUESTS {
+			t.Fatalf("a third forwarded receive of client b: %v, want TOO_MANY_REQUESTS (its client's bound)", st)
+		}
+	case <-time.After(callTimeout):
+		t.Fatal("not refused")
+	}
+	if st := e.srv.Stats(); st.HeldRefusedClient != 1 || st.HeldRefusedConn != 0 {
+		t.Fatalf("stats %+v: want one refusal by the client's bound", st)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/longpoll"
+	"google.golang.org/grpc/metadata"
 )
 
 // Long polling: a receive or pull that found nothing is parked in the
@@ -89,12 +90,18 @@ func (h pollHost) MaxOffset(topic string, queue int32) int64 { return h.s.core.M
 // hold parks c on w for at most wait and blocks the call's goroutine until
 // the holder lets it answer or ctx ends (then it takes c back, or waits for
 // the holder's answer in progress). w's Owner and Client are set here
-// (the call's connection and client id). It returns c's error,
+// (the call's connection, unless a member forwarded it, and client id). It returns c's error,
 // errHeldFull when the holder refuses more calls (counted by cause and
 // logged, throttled), nil otherwise (found, or time up).
 func (s *Server) hold(ctx context.Context, w longpoll.Wait, wait time.Duration, c *heldCall) error {
 	c.done = make(chan struct{})
-	w.Owner, w.Client = connKey(ctx), clientKey(ctx)
+	w.Client = clientKey(ctx)
+	if len(metadata.ValueFromIncomingContext(ctx, metaForwarded)) == 0 {
+		// A call a member forwarded counts against its client's bound and
+		// the broker's, not the member's one connection, which carries
+		// every client of the member (forward.go).
+		w.Owner = connKey(ctx)
+	}
 	hd, err := s.polls.Park(w, time.Now().Add(wait), c)
 	switch {
 	case errors.Is(err, longpoll.ErrStopped):
