@@ -225,11 +225,19 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"remotingConnectionSources":           fmt.Sprint(rs.Conns.Sources),
 		"remotingConnectionsRefused":          u(rs.Conns.RefusedTotal),
 		"remotingConnectionsRefusedPerSource": u(rs.Conns.RefusedSource),
-		"remotingHandshakeFailures":           u(rs.HandshakeFailures),
-		"remotingResponseBudgetLimit":         i(rs.Responses.Limit),
-		"remotingResponseBudgetInUse":         i(rs.Responses.InUse),
-		"remotingResponseBudgetPeak":          i(rs.Responses.Peak),
-		"remotingResponseBudgetStalls":        u(rs.Responses.Stalls),
+		// The process-wide limit counts every listener's connections (gRPC,
+		// HA, the operator port too); its bound in all is the smaller of
+		// --max-connections and what the file descriptors leave.
+		"remotingConnectionsBound":      fmt.Sprint(rs.Conns.Bound()),
+		"remotingConnectionsRefusedFD":  u(rs.Conns.RefusedFD),
+		"remotingConnectionsFDLimit":    fmt.Sprint(rs.Conns.FDLimit),
+		"remotingConnectionsFDHeld":     fmt.Sprint(rs.Conns.FDHeld),
+		"remotingConnectionsFDHeadroom": fmt.Sprint(rs.Conns.FDHeadroom),
+		"remotingHandshakeFailures":     u(rs.HandshakeFailures),
+		"remotingResponseBudgetLimit":   i(rs.Responses.Limit),
+		"remotingResponseBudgetInUse":   i(rs.Responses.InUse),
+		"remotingResponseBudgetPeak":    i(rs.Responses.Peak),
+		"remotingResponseBudgetStalls":  u(rs.Responses.Stalls),
 	} {
 		m[k] = v
 	}

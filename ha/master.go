@@ -48,7 +48,8 @@ type MasterOptions struct {
 	// mode, and an error (the connection is closed) for a plain one in
 	// enforcing mode. It runs on the connection's own goroutine, bounded by
 	// ctx (HandshakeTimeout) and the connection's deadline; a *net.TCPConn
-	// it returns keeps the vectored zero-copy writes, any other connection
+	// it returns (or a connection that passes one through, plainTCP)
+	// keeps the vectored zero-copy writes, any other connection
 	// gets each frame's header and the start of its body copied into one
 	// Write (one TLS record for a small frame). Default: none (plain TCP).
 	Secure func(ctx context.Context, c net.Conn) (net.Conn, error)
@@ -193,12 +194,30 @@ func (m *Master) start(c net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	if m.opts.Secure == nil {
+		if tc, ok := plainTCP(c); ok {
+			mc.c = tc // writes go out with writev; Close stays c's (mc.raw)
+		}
 		mc.vectored = true
 		go mc.readLoop()
 		go mc.writeLoop()
 		return
 	}
 	go mc.secure()
+}
+
+// plainTCP is the TCP connection under c when c passes its bytes through
+// unchanged: c itself, or a wrapper that says so with a TCPConn method
+// (remoting.LimitListener's connections, which count against the
+// process's connection limit and give their count back on Close).
+func plainTCP(c net.Conn) (*net.TCPConn, bool) {
+	switch t := c.(type) {
+	case *net.TCPConn:
+		return t, true
+	case interface{ TCPConn() *net.TCPConn }:
+		tc := t.TCPConn()
+		return tc, tc != nil
+	}
+	return nil, false
 }
 
 // secure runs MasterOptions.Secure, then the connection's two loops (this
@@ -221,7 +240,9 @@ func (c *masterConn) secure() {
 	}
 	c.raw.SetDeadline(time.Time{})
 	c.c = sc // before the loops start: they are the only readers of c.c
-	_, c.vectored = sc.(*net.TCPConn)
+	if tc, ok := plainTCP(sc); ok {
+		c.c, c.vectored = tc, true
+	}
 	go c.readLoop()
 	c.writeLoop()
 }

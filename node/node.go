@@ -21,6 +21,13 @@
 //  3. Shutdown stops the attachments in reverse order (the controller client
 //     first: no role change begins after it), then the broker; it returns
 //     every error met, each wrapped with its attachment's name.
+//  4. Every connection any listener of the node accepts counts against the
+//     process's connection limit (remoting.SharedConnLimit: in all, per
+//     source, and the file-descriptor reserve once the owner called its
+//     ReserveFDs) before anything is read from it: the remoting and the
+//     embedded name server's servers count their own, and the node wraps
+//     the HA, gRPC and operator listeners with remoting.LimitListener (so
+//     their Accept also backs off when descriptors run out).
 package node
 
 import (
@@ -231,7 +238,14 @@ func (n *Node) serve(name string, fn func() error) {
 	}()
 }
 
+// limit wraps a listener the node serves without a remoting server
+// (invariant 4).
+func (n *Node) limit(ln net.Listener, name string) net.Listener {
+	return remoting.LimitListener(ln, name, nil, n.log)
+}
+
 func (n *Node) attachHA(ln net.Listener) {
+	ln = n.limit(ln, "HA")
 	n.serve("HA listener", func() error { return n.b.ServeHA(ln) })
 	// The broker's Shutdown closes it.
 }
@@ -282,7 +296,8 @@ func (n *Node) attachGRPC(g *GRPC) error {
 	n.grpc = gs
 	n.mu.Unlock()
 	n.b.SetFrontEndInfo(gs.RuntimeInfo)
-	n.serve("gRPC front end", func() error { return gs.Serve(g.Listener) })
+	ln := n.limit(g.Listener, "gRPC")
+	n.serve("gRPC front end", func() error { return gs.Serve(ln) })
 	n.attach("gRPC front end", gs.Shutdown)
 	if n.ctl == nil && n.b.Core().IsSlave() {
 		n.followClassicMaster(&remoting.ClientOptions{TLS: n.opts.Broker.ClientTLS, Signer: n.opts.Broker.InnerSigner})
@@ -299,7 +314,7 @@ func (n *Node) attachOperator(op *Operator) error {
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
-	ln := op.Listener
+	ln := n.limit(op.Listener, "operator")
 	if op.Wrap != nil {
 		ln = op.Wrap(ln)
 	}

@@ -26,11 +26,14 @@ const (
 	responseFloor = 256 << 10
 )
 
-// ConnLimit bounds the connections of the servers that share it: in all,
-// and per source address (IPv4 by address, IPv6 by /64). A connection over
-// either bound is closed as soon as it is accepted, before anything is
-// read from it, with a Warn line (one per minute, the rest counted). Its
-// methods are safe for concurrent use.
+// ConnLimit bounds the connections of the servers and listeners that share
+// it (a process's, with SharedConnLimit: every remoting Server and every
+// LimitListener): in all, per source address (IPv4 by address, IPv6 by
+// /64) and, once ReserveFDs is called, by the file descriptors the process
+// has left. A connection over a bound is closed as soon as it is accepted,
+// before anything is read from it, with a Warn line (one per minute for
+// each of the three bounds, the rest counted). Its methods are safe for
+// concurrent use.
 type ConnLimit struct {
 	max, perSource atomic.Int64
 
@@ -38,10 +41,20 @@ type ConnLimit struct {
 	total   int
 	sources map[netip.Addr]int
 
-	refusedTotal, refusedSource atomic.Uint64
-	lastLog                     atomic.Int64
-	unlogged                    atomic.Uint64
+	fd fdReserve // the bound from file descriptors (fdreserve.go)
+
+	refusedTotal, refusedSource, refusedFD atomic.Uint64
+	// One Warn line a minute per reason (refusal's values), the rest counted.
+	lastLog  [3]atomic.Int64
+	unlogged [3]atomic.Uint64
 }
+
+// The reasons a ConnLimit refuses a connection, each logged on its own.
+const (
+	refusalTotal = iota
+	refusalFD
+	refusalSource
+)
 
 // NewConnLimit returns a limit of max connections in all and perSource
 // from one source (<= 0: unlimited).
@@ -77,14 +90,38 @@ type ConnLimitStats struct {
 	Sources        int    // distinct sources among them
 	RefusedTotal   uint64 // connections closed for the overall bound
 	RefusedSource  uint64 // connections closed for the per-source bound
+	// The file-descriptor reserve (ReserveFDs; all 0 without it): the bound
+	// in all it gives now, the soft RLIMIT_NOFILE and the descriptors held
+	// for other things than counted connections at the last count, the
+	// headroom kept beyond them, and the connections closed for it.
+	FDBound, FDLimit, FDHeld, FDHeadroom int
+	RefusedFD                            uint64
 }
 
 // Stats returns the limit's numbers.
 func (l *ConnLimit) Stats() ConnLimitStats {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return ConnLimitStats{Max: int(max(l.max.Load(), 0)), PerSource: int(max(l.perSource.Load(), 0)), Open: l.total,
-		Sources: len(l.sources), RefusedTotal: l.refusedTotal.Load(), RefusedSource: l.refusedSource.Load()}
+	st := ConnLimitStats{Max: int(max(l.max.Load(), 0)), PerSource: int(max(l.perSource.Load(), 0)), Open: l.total,
+		Sources: len(l.sources), RefusedTotal: l.refusedTotal.Load(), RefusedSource: l.refusedSource.Load(),
+		RefusedFD: l.refusedFD.Load()}
+	l.mu.Unlock()
+	if l.fd.on.Load() {
+		st.FDBound, st.FDLimit = int(l.fd.bound.Load()), int(l.fd.soft.Load())
+		st.FDHeld, st.FDHeadroom = int(l.fd.held.Load()), int(l.fd.headroom.Load())
+	}
+	return st
+}
+
+// Bound is the number of connections the limit admits in all now: the
+// smaller of Max and FDBound (0: unlimited).
+func (s ConnLimitStats) Bound() int {
+	switch {
+	case s.FDLimit == 0:
+		return s.Max
+	case s.Max == 0:
+		return max(s.FDBound, 0)
+	}
+	return max(min(s.Max, s.FDBound), 0)
 }
 
 // sourceOf is the key a connection counts under: its address, an IPv6
@@ -111,22 +148,35 @@ func sourceOf(a net.Addr) netip.Addr {
 	return ip
 }
 
-// acquire counts a new connection from src; false: it is over a bound
-// (counted, and logged at most once a minute), and must be closed.
-func (l *ConnLimit) acquire(src netip.Addr, log *slog.Logger) bool {
+// acquire counts a new connection from src, accepted by the listener
+// named name; false: it is over a bound (counted, and logged at most once
+// a minute), and must be closed.
+func (l *ConnLimit) acquire(src netip.Addr, log *slog.Logger, name string) bool {
 	max, per := l.max.Load(), l.perSource.Load()
+	fdOn := l.fd.on.Load()
+	if fdOn {
+		l.fd.refresh(l)
+	}
+	fdBound := l.fd.bound.Load()
 	l.mu.Lock()
 	n := l.sources[src]
 	switch {
 	case max > 0 && int64(l.total) >= max:
 		l.mu.Unlock()
 		l.refusedTotal.Add(1)
-		l.logRefusal(log, "connections in all", max, src)
+		l.logRefusal(log, name, refusalTotal, "too many connections in all", max, src)
+		return false
+	case fdOn && int64(l.total) >= fdBound:
+		l.mu.Unlock()
+		l.refusedFD.Add(1)
+		l.logRefusal(log, name, refusalFD, "too many connections for the file descriptors the process has left "+
+			"(raise its RLIMIT_NOFILE: ulimit -n, systemd LimitNOFILE=)", fdBound, src,
+			"rlimit_nofile", l.fd.soft.Load(), "fds_held_otherwise", l.fd.held.Load(), "fds_headroom", l.fd.headroom.Load())
 		return false
 	case per > 0 && int64(n) >= per:
 		l.mu.Unlock()
 		l.refusedSource.Add(1)
-		l.logRefusal(log, "connections from one source", per, src)
+		l.logRefusal(log, name, refusalSource, "too many connections from one source", per, src)
 		return false
 	}
 	l.total++
@@ -146,16 +196,17 @@ func (l *ConnLimit) release(src netip.Addr) {
 	l.mu.Unlock()
 }
 
-func (l *ConnLimit) logRefusal(log *slog.Logger, what string, bound int64, src netip.Addr) {
+func (l *ConnLimit) logRefusal(log *slog.Logger, listener string, reason int, why string, bound int64, src netip.Addr, attrs ...any) {
 	now := time.Now().UnixNano()
-	last := l.lastLog.Load()
-	if last != 0 && now-last < int64(limitLogEvery) || !l.lastLog.CompareAndSwap(last, now) {
-		l.unlogged.Add(1)
+	last := l.lastLog[reason].Load()
+	if last != 0 && now-last < int64(limitLogEvery) || !l.lastLog[reason].CompareAndSwap(last, now) {
+		l.unlogged[reason].Add(1)
 		return
 	}
-	log.Warn("remoting: connection refused: too many "+what+" (further refusals within a minute are only counted)",
-		"bound", bound, "source", src.String(), "refused_unlogged_since_last_line", l.unlogged.Swap(0),
-		"refused_total", l.refusedTotal.Load(), "refused_per_source", l.refusedSource.Load())
+	log.Warn("connection refused: "+why+" (further refusals for this reason within a minute, on any listener, are only counted)",
+		append([]any{"listener", listener, "bound", bound, "source", src.String(), "refused_unlogged_since_last_line", l.unlogged[reason].Swap(0),
+			"refused_total", l.refusedTotal.Load(), "refused_per_source", l.refusedSource.Load(), "refused_fd_reserve", l.refusedFD.Load()},
+			attrs...)...)
 }
 
 // ResponseBudget bounds the bytes of answers that the servers sharing it

@@ -23,6 +23,7 @@ type Server struct {
 	shaking   map[net.Conn]struct{} // accepted, in Options.Handshake
 	onClose   []func(*Conn)
 	closed    bool
+	done      chan struct{} // closed when the server is (wakes an accept loop's pause)
 
 	limits        limitCounters
 	handshakeErrs atomic.Uint64
@@ -62,7 +63,8 @@ type ServerStats struct {
 }
 
 // acceptLogs throttles accept failures (one per retry, up to one a
-// second, while file descriptors run out).
+// second, while file descriptors run out): one line a minute per listener
+// (acceptBackoff).
 var acceptLogs = logthrottle.New(time.Minute)
 
 // Stats returns the server's counters.
@@ -95,6 +97,7 @@ func NewServer(h Handler, opts *Options) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),
 		shaking:   make(map[net.Conn]struct{}),
+		done:      make(chan struct{}),
 	}
 	if s.cfg.budget == nil {
 		s.cfg.budget = SharedReceiveBudget()
@@ -118,8 +121,9 @@ func (s *Server) OnClose(fn func(*Conn)) {
 }
 
 // Serve accepts connections on l until the server is closed, then returns
-// ErrServerClosed. Transient accept errors (too many open files, ...) are logged and
-// retried with a growing pause, as net/http does. Serve closes l when it returns.
+// ErrServerClosed. Accept errors that pass (too many open files, ...) are retried
+// after a pause that grows from 5 ms to 1 s, with a Warn line a minute (as
+// LimitListener's). Serve closes l when it returns.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -136,24 +140,24 @@ func (s *Server) Serve(l net.Listener) error {
 		_ = l.Close()
 	}()
 
-	var pause time.Duration
+	var backoff acceptBackoff
 	for {
 		nc, err := l.Accept()
 		if err != nil {
 			if s.isClosed() {
 				return ErrServerClosed
 			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
+			if backoff.pause(err, s.done, s.cfg.log, "remoting", l.Addr()) {
+				continue
 			}
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			acceptLogs.Warn(s.cfg.log, l.Addr().String(), "remoting: accept failed (out of file descriptors?); retrying", "addr", l.Addr().String(), "err", err, "retry_in", pause)
-			time.Sleep(pause)
-			continue
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			return err
 		}
-		pause = 0
+		backoff.reset()
 		src := sourceOf(nc.RemoteAddr())
-		if !s.cfg.connLimit.acquire(src, s.cfg.log) {
+		if !s.cfg.connLimit.acquire(src, s.cfg.log, "remoting") {
 			_ = nc.Close()
 			continue
 		}
@@ -258,6 +262,9 @@ func (s *Server) Range(fn func(*Conn) bool) {
 func (s *Server) stop() []*Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for l := range s.listeners {
 		_ = l.Close()
