@@ -81,6 +81,13 @@ type config struct {
 	dashboardHosts []string
 	// op is --metrics-auth and --pprof-allow-remote (operator.go).
 	op operatorConfig
+	// defaultNamesrv and defaultGRPC are the default addresses of the
+	// embedded name server and the gRPC front end once finish gave them the
+	// listen host (inheritHosts), for the error that names how an address
+	// was chosen.
+	defaultNamesrv, defaultGRPC string
+	// fdHeadroom is --fd-headroom (0: remoting.DefaultFDHeadroom).
+	fdHeadroom int
 }
 
 // note is one WARN line: a message and its attributes.
@@ -124,8 +131,18 @@ func parseConfig(args []string) (*config, error) {
 	metricsListen := fs.String("metrics-listen", "", `serve Prometheus metrics at /metrics and the dashboard at / on this address ("" disables)`)
 	dashHosts := addDashboardFlags(fs)
 	opF := addOperatorFlags(fs)
+	fdHeadroom := fs.Int("fd-headroom", 0, "file descriptors kept free beyond those the store and the rest of the process hold: connections are refused before they would take them (default: a quarter of RLIMIT_NOFILE, 64 to 1024)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	// A listener not given an address of its own takes the listen host
+	// (--listen's, or broker.conf's bindAddress): its default is kept
+	// without a host here, and finish gives it one (inheritHosts).
+	if !fs.Changed("namesrv-listen") {
+		*nsListen = withoutHost(defaultNamesrvListen)
+	}
+	if !fs.Changed("grpc-listen") {
+		*grpcListen = withoutHost(defaultGRPCListen)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -168,6 +185,10 @@ func parseConfig(args []string) (*config, error) {
 	c.metricsListen = *metricsListen
 	c.dashboardHosts = *dashHosts
 	c.op = opF.config()
+	if *fdHeadroom < 0 {
+		return nil, fmt.Errorf("--fd-headroom: want 0 (the default) or more descriptors")
+	}
+	c.fdHeadroom = *fdHeadroom
 	if *configFile != "" {
 		props, err := javaprops.ReadFile(*configFile)
 		if err != nil {
@@ -187,11 +208,14 @@ func parseConfig(args []string) (*config, error) {
 // WARN; any other key is an error, so a typo does not fall back to a default
 // silently.
 func (c *config) applyFile(props []javaprops.Property, fs *pflag.FlagSet) error {
+	var opts optionsSet
 	for _, p := range props {
+		c.noteRepeats(p)
 		if k, ok := honoured[p.Key]; ok {
 			if k.flag != "" && fs.Changed(k.flag) {
 				continue
 			}
+			c.noteConflict(&opts, p)
 			if err := k.apply(c, p.Value); err != nil {
 				return fmt.Errorf("line %d: %s=%s: %w", p.Line, p.Key, confShown(p.Key, p.Value), err)
 			}
@@ -220,16 +244,17 @@ const (
 // finish checks the keys that depend on each other once the whole file is
 // read.
 func (c *config) finish() error {
+	if err := c.checkNames(); err != nil {
+		return err
+	}
 	if c.promType == "PROM" {
-		host, port := c.promHost, c.promPort
-		if host == "" {
-			host = "0.0.0.0"
-		}
+		host, port := c.promHost, c.promPort // no host: the listen host (inheritHosts)
 		if !c.promPortSet {
 			port = 5557
 		}
 		c.metricsListen = net.JoinHostPort(host, strconv.Itoa(port))
 	}
+	c.inheritHosts()
 	if c.controllerMode {
 		return c.finishControllerMode()
 	}
@@ -316,7 +341,7 @@ var honoured = map[string]confKey{
 		c.listen = net.JoinHostPort(host, strconv.Itoa(port))
 		return nil
 	}},
-	"bindAddress": {"listen", "the host of `--listen` (default `0.0.0.0`); `listenPort` gives its port", func(c *config, v string) error {
+	"bindAddress": {"listen", "the host of `--listen` (default `0.0.0.0`); `listenPort` gives its port. Every listener not given an address of its own takes this host too: the embedded name server, gRPC, HA and the metrics listener", func(c *config, v string) error {
 		if v == "" || strings.ContainsAny(v, " /") {
 			return fmt.Errorf("want a host or an IP address")
 		}
@@ -327,7 +352,7 @@ var honoured = map[string]confKey{
 		c.listen = net.JoinHostPort(v, port)
 		return nil
 	}},
-	"grpcListen": {"grpc-listen", "`--grpc-listen`: the address of RocketMQ 5's gRPC MessagingService (default `0.0.0.0:8081`; empty disables it). Apogee's own key", func(c *config, v string) error {
+	"grpcListen": {"grpc-listen", "`--grpc-listen`: the address of RocketMQ 5's gRPC MessagingService (default: the listen host, port 8081; empty disables it; `:PORT` takes the listen host). Apogee's own key", func(c *config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {
 				return fmt.Errorf("want host:port or nothing: %w", err)
@@ -336,12 +361,12 @@ var honoured = map[string]confKey{
 		c.grpcListen = v
 		return nil
 	}},
-	"grpcServerPort": {"grpc-listen", "the port of `--grpc-listen` (RocketMQ's proxy's key, `rmq-proxy.json`'s `grpcServerPort`); the host stays that of `--grpc-listen`'s default (`0.0.0.0`)", func(c *config, v string) error {
+	"grpcServerPort": {"grpc-listen", "the port of `--grpc-listen` (RocketMQ's proxy's key, `rmq-proxy.json`'s `grpcServerPort`); the host stays that of `grpcListen`, else the listen host (`bindAddress`). With `grpcListen` in the same file the later line wins (a WARN names both)", func(c *config, v string) error {
 		port, err := strconv.Atoi(v)
 		if err != nil || port < 0 || port > 65535 {
 			return fmt.Errorf("want a port number")
 		}
-		host := "0.0.0.0"
+		host := ""
 		if h, _, e := net.SplitHostPort(c.grpcListen); e == nil {
 			host = h
 		}
@@ -522,7 +547,7 @@ var honoured = map[string]confKey{
 			}
 			return fmt.Errorf("want PROM or DISABLE: Apogee exports metrics to Prometheus only")
 		}},
-	"metricsPromExporterHost": {"metrics-listen", "the host of the metrics listener with `metricsExporterType=PROM` (default `0.0.0.0`)", func(c *config, v string) error {
+	"metricsPromExporterHost": {"metrics-listen", "the host of the metrics listener with `metricsExporterType=PROM` (default: the listen host, `bindAddress`)", func(c *config, v string) error {
 		c.promHost = strings.TrimSpace(v)
 		return nil
 	}},

@@ -38,6 +38,8 @@
 //	                        an ACL user (default true; false opens it, WARN)
 //	--dashboard-hosts LIST  names the dashboard answers under besides the
 //	                        machine's own (DNS rebinding: any other is refused)
+//	--fd-headroom N         file descriptors kept free for the store beyond those
+//	                        the process holds (default: RLIMIT_NOFILE/4, 64 to 1024)
 //	--ready-file PATH       once every listener is open, write their bound
 //	                        addresses there as one JSON object
 //
@@ -46,7 +48,11 @@
 // "ready" log line with every listener's bound address (and --ready-file):
 // until the store is open, connections are refused. Each listener accepts
 // port 0; one that cannot be bound stops the start with an error naming the
-// flag and the broker.conf key that move it. SIGINT or SIGTERM stops accepting,
+// flag and the broker.conf key that move it. A listener not given an
+// address of its own takes the listen host (--listen's, or bindAddress).
+// Every listener's connections count against one process-wide limit (in
+// all, per source, and below RLIMIT_NOFILE less what the store holds and a
+// headroom; see limits.go). SIGINT or SIGTERM stops accepting,
 // finishes in-flight requests, flushes, persists offsets and exits 0.
 package main
 
@@ -174,7 +180,7 @@ func run(args []string) error {
 	var nsRes *reservation
 	if cfg.namesrvListen != "" {
 		if nsRes, err = reserve(cfg.namesrvListen); err != nil {
-			return namesrvListener.fail(cfg.namesrvListen, howChosen(cfg.namesrvListen, defaultNamesrvListen), err)
+			return namesrvListener.fail(cfg.namesrvListen, howChosen(cfg.namesrvListen, cfg.defaultNamesrv), err)
 		}
 		defer nsRes.Close()
 		ready.Namesrv = nsRes.Addr().String()
@@ -182,7 +188,7 @@ func run(args []string) error {
 	var grpcRes *reservation
 	if cfg.grpcListen != "" {
 		if grpcRes, err = reserve(cfg.grpcListen); err != nil {
-			return grpcListener.fail(cfg.grpcListen, howChosen(cfg.grpcListen, defaultGRPCListen), err)
+			return grpcListener.fail(cfg.grpcListen, howChosen(cfg.grpcListen, cfg.defaultGRPC), err)
 		}
 		defer grpcRes.Close()
 		ready.GRPC = grpcRes.Addr().String()
@@ -204,6 +210,7 @@ func run(args []string) error {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
 	}
 	applyLimits(cfg)
+	reserveFDs(cfg, logger)
 	tlsServer, err := openTLS(cfg, logger)
 	if err != nil {
 		return err
@@ -255,7 +262,7 @@ func run(args []string) error {
 		if guard != nil {
 			supers = guard
 		}
-		if err := opauth.ServePprof(pl, cfg.op.pprofAllowRemote, supers, logger); err != nil {
+		if err := opauth.ServePprof(remoting.LimitListener(pl, "pprof", nil, logger), cfg.op.pprofAllowRemote, supers, logger); err != nil {
 			return err
 		}
 		ready.Pprof = pl.Addr().String()

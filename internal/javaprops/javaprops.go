@@ -15,6 +15,9 @@ import (
 type Property struct {
 	Key, Value string
 	Line       int
+	// Replaced are the earlier lines of the same key, first to last, whose
+	// values this one replaced (nil: the key is given once).
+	Replaced []Property
 }
 
 // Parse reads text in the format of java.util.Properties, which is
@@ -32,10 +35,13 @@ type Property struct {
 //
 // Unlike Java, trailing blanks are trimmed from values (the Java broker
 // trims string values, and a number with a trailing blank is a mistake
-// nobody means). When a key repeats, the last value wins, as in Java; the
-// result keeps the order of each key's first appearance.
+// nobody means). When a key repeats, the last line wins, as in Java: the
+// result has one Property per key, at the place of its last line (the
+// result is in the order of the lines that count), with the lines it
+// replaced in Replaced, for a caller to warn about.
 func Parse(text string) ([]Property, error) {
 	var out []Property
+	var dropped []bool
 	index := map[string]int{}
 	lines := splitLines(text)
 	for i := 0; i < len(lines); i++ {
@@ -61,14 +67,23 @@ func Parse(text string) ([]Property, error) {
 			return nil, fmt.Errorf("line %d: %w", start, err)
 		}
 		value = strings.TrimRight(value, " \t\f")
+		p := Property{Key: key, Value: value, Line: start}
 		if j, ok := index[key]; ok {
-			out[j].Value, out[j].Line = value, start
-			continue
+			prev := out[j]
+			p.Replaced = append(prev.Replaced, Property{Key: key, Value: prev.Value, Line: prev.Line})
+			dropped[j] = true // the last line's place counts
 		}
 		index[key] = len(out)
-		out = append(out, Property{Key: key, Value: value, Line: start})
+		out = append(out, p)
+		dropped = append(dropped, false)
 	}
-	return out, nil
+	kept := out[:0]
+	for i, p := range out {
+		if !dropped[i] {
+			kept = append(kept, p)
+		}
+	}
+	return kept, nil
 }
 
 // splitLines splits at \n, \r\n and \r.

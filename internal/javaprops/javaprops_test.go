@@ -27,14 +27,15 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Property{
-		{"brokerClusterName", "DefaultCluster", 4},
-		{"brokerName", "broker-a", 5},
-		{"brokerId", "1", 12}, // the last value wins, in the first one's place
-		{"deleteWhen", "04", 7},
-		{"messageDelayLevel", "1s 5s 10s", 8},
-		{"key=with:escapes", "a\tbA", 10},
-		{"empty", "", 11},
-		{"trailing", "x", 13}, // a continuation at the end of the file
+		{Key: "brokerClusterName", Value: "DefaultCluster", Line: 4},
+		{Key: "brokerName", Value: "broker-a", Line: 5},
+		{Key: "deleteWhen", Value: "04", Line: 7},
+		{Key: "messageDelayLevel", Value: "1s 5s 10s", Line: 8},
+		{Key: "key=with:escapes", Value: "a\tbA", Line: 10},
+		{Key: "empty", Value: "", Line: 11},
+		// The last line wins, in its own place, and names the one it replaced.
+		{Key: "brokerId", Value: "1", Line: 12, Replaced: []Property{{Key: "brokerId", Value: "0", Line: 6}}},
+		{Key: "trailing", Value: "x", Line: 13}, // a continuation at the end of the file
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse:\n got %+v\nwant %+v", got, want)
