@@ -29,6 +29,7 @@ type config struct {
 	tls                                                                              tlsSettings
 	sec                                                                              securitySettings
 	notes                                                                            []note
+	limits                                                                           limitConfig // limits.go
 }
 
 type note struct {
@@ -67,6 +68,7 @@ func parseConfig(args []string) (*config, error) {
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
 	secF := addSecurityFlags(fs)
+	limF := addLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -80,6 +82,10 @@ func parseConfig(args []string) (*config, error) {
 		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings(), sec: secF.settings()}
 	if c.showVersion {
 		return c, nil
+	}
+	var err error
+	if c.limits, err = limF.config(); err != nil {
+		return nil, err
 	}
 	peerText := *peers
 	if *configFile != "" {

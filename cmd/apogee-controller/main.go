@@ -58,6 +58,7 @@ import (
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
+	"github.com/apogeemq/apogee/remoting"
 )
 
 func main() {
@@ -109,6 +110,7 @@ func run(args []string) error {
 		return err
 	}
 	defer tlsParts.close()
+	cfg.limits.apply(logger)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w (the controller's remoting address: move it with --listen, or the properties' listenPort)", cfg.listen, err)
@@ -145,11 +147,11 @@ func run(args []string) error {
 			raftLn.Close()
 			return err
 		}
-		pprofLn = pl // served once the access control is open
+		pprofLn = remoting.LimitListener(pl, "pprof", nil, logger) // served once the access control is open
 		ready.Pprof = pl.Addr().String()
 	}
 	nodeOpts := controller.Options{
-		ID: cfg.id, Peers: cfg.peers, Join: len(cfg.join) > 0, DataDir: cfg.dataDir, RaftListener: raftLn, Advertise: adv, Group: cfg.group,
+		ID: cfg.id, Peers: cfg.peers, Join: len(cfg.join) > 0, DataDir: cfg.dataDir, RaftListener: remoting.LimitListener(raftLn, "Raft", nil, logger), Advertise: adv, Group: cfg.group,
 		HeartbeatTimeout: cfg.heartbeatTimeout, ScanInterval: cfg.scanInterval, CloseGrace: cfg.closeGrace,
 		ElectUncleanMaster: cfg.unclean, DisableNotify: !cfg.notify, Raft: cfg.raft,
 		SnapshotThreshold: cfg.snapshotThreshold, SnapshotInterval: cfg.snapshotInterval, TrailingLogs: cfg.trailingLogs,

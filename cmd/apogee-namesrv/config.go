@@ -39,6 +39,8 @@ type config struct {
 	tls tlsConfig
 	// acl is the access control (acl.go).
 	acl aclConfig
+	// limits are the connection limits (limits.go).
+	limits limitConfig
 }
 
 // note is one WARN line: a message and its attributes.
@@ -65,6 +67,7 @@ func parseConfig(args []string) (*config, error) {
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
 	aclF := addACLFlags(fs)
+	limF := addLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -76,6 +79,10 @@ func parseConfig(args []string) (*config, error) {
 		acl: aclF.config()}
 	if c.showVersion {
 		return c, nil
+	}
+	var err error
+	if c.limits, err = limF.config(); err != nil {
+		return nil, err
 	}
 	if c.brokerTimeout <= 0 {
 		return nil, fmt.Errorf("--broker-timeout: want a positive duration")
@@ -105,6 +112,10 @@ func parseConfig(args []string) (*config, error) {
 // a default silently.
 func (c *config) applyFile(props []javaprops.Property, fs *pflag.FlagSet) error {
 	for _, p := range props {
+		for _, r := range p.Replaced {
+			c.notes = append(c.notes, note{"namesrv.properties: a key given twice; the last line wins (as Java's Properties): remove the other line",
+				[]any{"key", p.Key, "line", r.Line, "value", r.Value, "winning_line", p.Line, "winning_value", p.Value}})
+		}
 		if k, ok := honoured[p.Key]; ok {
 			if k.flag != "" && fs.Changed(k.flag) {
 				continue

@@ -20,6 +20,11 @@
 //	--tls-cert, --tls-key   the certificate and key (PEM, reloaded on change),
 //	--tls-client-ca FILE    and for mutual TLS the CAs of client certificates
 //	--tls-client-auth WHAT  none, optional or require a client certificate
+//	--max-connections N     connections accepted in all (default 10000)
+//	--max-connections-per-source N   from one source address (default 1000)
+//	--fd-headroom N         file descriptors kept free beyond those the process
+//	                        holds (default: RLIMIT_NOFILE/4, 64 to 1024): the
+//	                        connection bound stays below RLIMIT_NOFILE
 //
 // Routes live in memory: brokers register every 30 s and after a restart of
 // the name server. The KV config (PUT/DELETE_KV_CONFIG) is kept in
@@ -112,6 +117,7 @@ func run(args []string) error {
 	}
 	defer reg.Close()
 
+	cfg.limits.apply(logger)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w (the name server's address: move it with --listen, or namesrv.properties' listenPort and bindAddress)", cfg.listen, err)
@@ -152,7 +158,7 @@ func run(args []string) error {
 		if guard != nil {
 			supers = guard
 		}
-		if err := opauth.ServePprof(pl, cfg.pprofAllowRemote, supers, logger); err != nil {
+		if err := opauth.ServePprof(remoting.LimitListener(pl, "pprof", nil, logger), cfg.pprofAllowRemote, supers, logger); err != nil {
 			ln.Close()
 			return err
 		}
