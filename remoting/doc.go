@@ -151,6 +151,22 @@
 // remotingReceiveBudgetCloses and remotingReceiveBudget{Limit, InUse, Peak, Waiting,
 // Exhausted, Reserves, Waits, Timeouts, Refused, Exhaustions}.
 //
+// # Connections: one limit per process
+//
+// A ConnLimit counts the connections of every server and listener that share it;
+// SharedConnLimit() is the process's, the default of every Server. A listener whose
+// connections some other server handles (gRPC, the HA stream, HTTP, Raft) counts
+// against it through LimitListener, which also gives a connection's count back on its
+// first Close. A connection over a bound (in all, per source address, or the
+// file-descriptor reserve of ReserveFDs: the soft RLIMIT_NOFILE less the descriptors
+// the process holds for anything else, less a headroom) is closed as accepted, before
+// a byte is read; each bound logs one Warn a minute. Accept errors on an open listener
+// (EMFILE, ...) are retried after a pause growing from 5 ms to 1 s, on a Server's and
+// on a LimitListener's loop alike, with one Warn a minute. Invariant: Open is the
+// number of accepted connections not yet closed, over every sharer; a Server's are
+// released when the connection is removed, a LimitListener's on Close. ConnLimit.mu
+// is taken with no other lock held.
+//
 // # Failures
 //
 // A malformed frame (length over the limit or under 4, a header that does not decode,
