@@ -105,7 +105,7 @@ var allowed = map[string][]string{
 	"controller/wire":       {"protocol"},
 	"controller":            {"controller/wire", "remoting", "protocol"},
 	"controller/client":     {"controller/wire", "remoting", "protocol"},
-	"cmd/apogee-controller": {"controller", "internal/version", "internal/javaprops", "acl", "auth"},
+	"cmd/apogee-controller": {"controller", "remoting", "internal/version", "internal/javaprops", "acl", "auth"},
 	// A broker in controller mode: the broker run in the controller's
 	// role, through the controller's client.
 	"broker/ctrlmode": {"broker", "broker/core", "store", "ha", "controller/client", "controller/wire", "remoting", "protocol"},
