@@ -10,9 +10,15 @@ import (
 
 // peekTCP reads nc's first byte without consuming it (recv with MSG_PEEK,
 // waiting in the runtime's poller, so nc's read deadline applies). ok is
-// false when nc is not a TCP connection.
+// false when nc is not a TCP connection, nor one that passes a TCP
+// connection's bytes through and says so with a TCPConn method
+// (remoting.LimitListener's).
 func peekTCP(nc net.Conn) (b byte, ok bool, err error) {
 	tc, isTCP := nc.(*net.TCPConn)
+	if w, wraps := nc.(interface{ TCPConn() *net.TCPConn }); !isTCP && wraps {
+		tc = w.TCPConn()
+		isTCP = tc != nil
+	}
 	if !isTCP {
 		return 0, false, nil
 	}
