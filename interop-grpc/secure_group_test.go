@@ -501,11 +501,36 @@ func (s *secure) strangersRefused(master, slave *proctest.Proc) {
 		}
 	}
 
-	// The operator port: the dashboard acts for nobody without a login,
-	// and nothing is served in plaintext.
+	// The operator port: metrics only for an ACL user with cluster rights,
+	// the dashboard acts for nobody without a login, and nothing is served
+	// in plaintext.
 	for _, b := range []*proctest.Proc{master, slave} {
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots}}}
-		resp, err := hc.PostForm("https://"+b.Ready.Metrics+"/topics/create", map[string][]string{"topic": {"StrangerTopic"}})
+		get := func(user, pass string) int {
+			req, err := http.NewRequest(http.MethodGet, "https://"+b.Ready.Metrics+"/metrics", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if user != "" {
+				req.SetBasicAuth(user, pass)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("metrics of %s: %v", b.Ready.Metrics, err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if code := get("", ""); code != http.StatusUnauthorized {
+			t.Errorf("operator port %s: /metrics without credentials answered %d, want 401", b.Ready.Metrics, code)
+		}
+		if code := get("app", "app-secret"); code != http.StatusForbidden {
+			t.Errorf("operator port %s: /metrics for a user without cluster rights answered %d, want 403", b.Ready.Metrics, code)
+		}
+		if code := get("inner", "inner-secret"); code != http.StatusOK {
+			t.Errorf("operator port %s: /metrics for the super user answered %d, want 200", b.Ready.Metrics, code)
+		}
+		resp, err := hc.PostForm("https://"+b.Ready.Metrics+"/do", map[string][]string{"action": {"createTopic"}, "topic": {"StrangerTopic"}})
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode < 400 {
