@@ -139,6 +139,10 @@ func parseConfig(args []string) (*config, error) {
 // anything else is an error.
 func (c *config) applyFile(props []javaprops.Property, fs *pflag.FlagSet, peers *string) error {
 	for _, p := range props {
+		for _, r := range p.Replaced {
+			c.notes = append(c.notes, note{"controller properties: a key given twice; the last line wins (as Java's Properties): remove the other line",
+				[]any{"key", p.Key, "line", r.Line, "value", r.Value, "winning_line", p.Line, "winning_value", p.Value}})
+		}
 		k, ok := honoured[p.Key]
 		if ok {
 			if fs.Changed(k.flag) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -51,4 +53,25 @@ func TestRaftListenerConnectionLimit(t *testing.T) {
 	// The members, from another source, keep their group.
 	leader(t, ms, nil, nil)
 	waitMembers(t, ms, 2, nil)
+}
+
+// A key given twice in the controller's properties: the last line wins,
+// with a WARN naming both lines.
+func TestRepeatedKeyNoted(t *testing.T) {
+	path := t.TempDir() + "/controller.properties"
+	if err := os.WriteFile(path, []byte("controllerDLegerSelfId=n0\ncontrollerDLegerSelfId=n1\ncontrollerDLegerPeers=n0-127.0.0.1:9880;n1-127.0.0.1:9881\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseConfig([]string{"-c", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range c.notes {
+		got = append(got, fmt.Sprint(n.msg, n.attrs))
+	}
+	want := "controller properties: a key given twice; the last line wins (as Java's Properties): remove the other line[key controllerDLegerSelfId line 1 value n0 winning_line 2 winning_value n1]"
+	if c.id != "n1" || len(got) != 1 || got[0] != want {
+		t.Fatalf("id %q, notes %q", c.id, got)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -130,5 +131,22 @@ func TestConnectionLimits(t *testing.T) {
 		if n := strings.Count(logs, want); n != 1 {
 			t.Errorf("%d lines with %q, want 1", n, want)
 		}
+	}
+}
+
+// A key given twice in namesrv.properties: the last line wins, with a WARN
+// naming both lines.
+func TestRepeatedKeyNoted(t *testing.T) {
+	path := t.TempDir() + "/namesrv.properties"
+	if err := os.WriteFile(path, []byte("listenPort=9877\nlistenPort=9878\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseConfig([]string{"-c", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(c.listen, ":9878") || len(c.notes) != 1 ||
+		fmt.Sprint(c.notes[0].msg, c.notes[0].attrs) != "namesrv.properties: a key given twice; the last line wins (as Java's Properties): remove the other line[key listenPort line 1 value 9877 winning_line 2 winning_value 9878]" {
+		t.Fatalf("listen %q, notes %+v", c.listen, c.notes)
 	}
 }
