@@ -164,8 +164,9 @@ func (c *limitsClient) served(when string) {
 // remoting's) while a well-behaved remoting and gRPC client keeps being
 // served:
 //
-//   - 60 from one source, half to each port: 40 are kept, 20 closed by the
-//     broker at once (the per-source bound counts both ports together);
+//   - 60 from one source, spread over the gRPC, HA, embedded name server
+//     and operator ports: 40 are kept, 20 closed by the broker at once (the
+//     per-source bound counts every port together);
 //   - then, 40 a source from more sources, until well past what the file
 //     descriptors leave (512 less what the process holds, less 128, a
 //     quarter of the limit): every one past the bound is closed, counted
@@ -185,7 +186,7 @@ func TestConnectionLimitsOnEveryListener(t *testing.T) {
 	)
 	bin := buildBinary(t)
 	pp := proctest.New(t, "apogee-broker", bin)
-	if err := pp.Launch(withListeners([]string{"--namesrv-listen", "", "--data-dir", t.TempDir(),
+	if err := pp.Launch(withListeners([]string{"--metrics-listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 		"--max-connections-per-source", strconv.Itoa(perSource)})...); err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +213,12 @@ func TestConnectionLimitsOnEveryListener(t *testing.T) {
 	t.Cleanup(attack.close)
 	ports := []string{pp.Ready.GRPC, pp.Ready.HA}
 
-	// One source, both ports.
+	// One source, every port but the broker's remoting one (the per-source bound
+	// counts them together): gRPC, HA, the embedded name server, the
+	// operator port.
+	onePorts := []string{pp.Ready.GRPC, pp.Ready.HA, pp.Ready.Namesrv, pp.Ready.Metrics}
 	for i := range 60 {
-		attack.open(t, "127.0.0.2", ports[i%2])
+		attack.open(t, "127.0.0.2", onePorts[i%len(onePorts)])
 	}
 	wait.Until(t, "20 of one source's connections closed", func() bool { return attack.closed.Load() >= 20 })
 	info = good.info()
