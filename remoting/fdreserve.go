@@ -42,12 +42,12 @@ func DefaultFDHeadroom(soft int) int {
 // most once a second, on an accept.
 type fdReserve struct {
 	on                    atomic.Bool
-	asked                 int64 // the headroom asked for (<= 0: DefaultFDHeadroom)
+	asked                 atomic.Int64 // the headroom asked for (<= 0: DefaultFDHeadroom)
 	soft, held, headroom  atomic.Int64
 	bound                 atomic.Int64 // soft - held - headroom
 	lastCount             atomic.Int64 // unix nanos of the last count
 	counting              sync.Mutex   // one count at a time (TryLock)
-	log                   *slog.Logger
+	log                   atomic.Pointer[slog.Logger]
 	loggedSoft, countFail atomic.Int64
 }
 
@@ -70,8 +70,8 @@ func (l *ConnLimit) ReserveFDs(headroom int, log *slog.Logger) error {
 		return err
 	}
 	f := &l.fd
-	f.log = log
-	f.asked = int64(headroom)
+	f.log.Store(log)
+	f.asked.Store(int64(headroom))
 	f.soft.Store(soft)
 	f.loggedSoft.Store(soft)
 	f.lastCount.Store(0)
@@ -105,20 +105,20 @@ func (f *fdReserve) refresh(l *ConnLimit) {
 			l.mu.Unlock()
 			f.held.Store(max(int64(open-conns), 0))
 		} else if f.countFail.Add(1) == 1 {
-			f.log.Warn("cannot count the process's file descriptors; the connection bound keeps only the headroom below RLIMIT_NOFILE", "err", err)
+			f.log.Load().Warn("cannot count the process's file descriptors; the connection bound keeps only the headroom below RLIMIT_NOFILE", "err", err)
 		}
 		f.lastCount.Store(now)
 		f.counting.Unlock()
 	}
 	soft = f.soft.Load()
-	h := f.asked
+	h := f.asked.Load()
 	if h <= 0 {
 		h = int64(DefaultFDHeadroom(int(min(soft, 1<<30))))
 	}
 	f.headroom.Store(h)
 	f.bound.Store(soft - f.held.Load() - h)
 	if prev := f.loggedSoft.Load(); soft != prev && f.loggedSoft.CompareAndSwap(prev, soft) {
-		f.log.Info("RLIMIT_NOFILE changed: the connection bound follows", "rlimit_nofile", soft, "was", prev,
+		f.log.Load().Info("RLIMIT_NOFILE changed: the connection bound follows", "rlimit_nofile", soft, "was", prev,
 			"fds_held_otherwise", f.held.Load(), "fds_headroom", h, "connections_bound", f.bound.Load())
 	}
 }

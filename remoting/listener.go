@@ -104,10 +104,10 @@ func (c *limitedConn) TCPConn() *net.TCPConn {
 // acceptBackoff paces the retries of an accept loop whose Accept fails
 // while its listener is open; its Warn lines go through acceptLogs (one a
 // minute per listener, with the count held back). Its zero value is
-// ready; one accept loop uses it (not safe for concurrent use, except that
-// its counter is atomic).
+// ready; it is safe for concurrent use (Accepts called at once share the
+// pause).
 type acceptBackoff struct {
-	delay    time.Duration
+	delay    atomic.Int64 // the last pause (a time.Duration); 0 after a success
 	failures atomic.Uint64
 }
 
@@ -136,11 +136,12 @@ func (b *acceptBackoff) pause(err error, closed <-chan struct{}, log *slog.Logge
 	default:
 	}
 	b.failures.Add(1)
-	b.delay = min(max(2*b.delay, acceptPauseMin), acceptPauseMax)
+	delay := min(max(2*time.Duration(b.delay.Load()), acceptPauseMin), acceptPauseMax)
+	b.delay.Store(int64(delay))
 	acceptLogs.Warn(log, name+" "+addrString(addr), "accept failed; retrying after a pause (further failures within a minute are only counted): "+
 		"if the process is out of file descriptors (EMFILE), raise its RLIMIT_NOFILE (ulimit -n, systemd LimitNOFILE=) or lower --max-connections",
-		"listener", name, "addr", addrString(addr), "err", err, "retry_in", b.delay, "failures", b.failures.Load())
-	t := time.NewTimer(b.delay)
+		"listener", name, "addr", addrString(addr), "err", err, "retry_in", delay, "failures", b.failures.Load())
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -151,7 +152,11 @@ func (b *acceptBackoff) pause(err error, closed <-chan struct{}, log *slog.Logge
 }
 
 // reset ends a run of failures: the next pause starts short again.
-func (b *acceptBackoff) reset() { b.delay = 0 }
+func (b *acceptBackoff) reset() {
+	if b.delay.Load() != 0 {
+		b.delay.Store(0)
+	}
+}
 
 func addrString(a net.Addr) string {
 	if a == nil {
