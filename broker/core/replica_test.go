@@ -42,6 +42,13 @@ func replicate(tb testing.TB, master, slave *Core) {
 		off += int64(n)
 	}
 	wait.Equal(tb, "the slave's dispatch lag", 0, func() int64 { return ss.Stats().DispatchLag })
+	// The configuration records are applied by the store's arrival hook,
+	// after the dispatch that made the lag 0.
+	wait.Until(tb, "the slave applied every configuration record", func() bool {
+		slave.cfg.mu.Lock()
+		defer slave.cfgUnlock()
+		return slave.cfg.next >= ss.MaxOffset(configTopic, 0)
+	})
 }
 
 func TestParseRoleAndOptions(t *testing.T) {
