@@ -32,7 +32,9 @@ type PopRequest struct {
 	// FromFirst starts a group new to a queue at its first message (Java's
 	// ConsumeInitMode.MIN), otherwise at its last.
 	FromFirst bool
-	// Orderly pops one message per message group at a time (FIFO).
+	// Orderly pops FIFO: a message group's messages in order, a batch of
+	// consecutive ones per answer, none while one is in flight from an
+	// earlier pop (package broker/pop).
 	Orderly bool
 	// ExpressionType and Expression filter the messages ("" or "*": all).
 	ExpressionType, Expression []byte

@@ -23,7 +23,7 @@ import (
 // its invisible duration passes: the core's POP operations. A receive
 // holds (long polling) until messages come, its long-polling timeout or
 // its deadline; FIFO (the group configured consumeMessageOrderly) hands out
-// one message of a message group at a time.
+// a message group's messages in order, a batch at a time (broker/pop).
 
 // Receipt handles are the front end's own (clients treat them as opaque):
 // "queueId offset popTime commitLogOffset brokerName", decimal, separated

@@ -29,10 +29,13 @@
 //     message delivered 1 + RetryMax times that becomes visible once more
 //     is stored in %DLQ%<group> instead (Host.Put, no flush wait) and is
 //     done, whether or not that put succeeds.
-//   - FIFO: an orderly pop hands out one message of a message group
-//     (SHARDING_KEY or __SHARDINGKEY) at a time; a message whose group has
-//     an earlier message in flight is kept as a waiting entry (popTime 0)
-//     until that one is done.
+//   - FIFO: an orderly pop hands out the messages of a message group
+//     (SHARDING_KEY or __SHARDINGKEY) in order, consecutive ones in one
+//     answer (a batch, as RocketMQ's orderly pop returns consecutive
+//     messages of a queue, up to the pop's max); a message whose group has
+//     an earlier message in flight from an earlier pop (or one that could
+//     not join this answer) is kept as a waiting entry (popTime 0) until
+//     that one is done. Groups do not block each other.
 //   - A receipt handle names a delivery by its popTime. Ack and
 //     ChangeInvisible with the popTime of an older delivery fail with
 //     ErrStaleHandle; ChangeInvisible gives the delivery a new popTime

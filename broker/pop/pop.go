@@ -156,8 +156,9 @@ type Request struct {
 	// offset) at the queue's first message; otherwise at its last one (the
 	// Java broker's initMode MIN and MAX).
 	FromFirst bool
-	// Orderly hands out one message of a message group (SHARDING_KEY or
-	// __SHARDINGKEY) at a time.
+	// Orderly hands out the messages of a message group (SHARDING_KEY or
+	// __SHARDINGKEY) in order: consecutive ones together in one answer, and
+	// none while an earlier one is in flight from an earlier pop.
 	Orderly bool
 	// Filter selects the messages (nil: all); the rejected ones are done for
 	// the group. It must be safe for concurrent use and immutable.
@@ -305,9 +306,11 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 		q.next = minOff // retention removed them
 		changed = true
 	}
-	var blocked map[string]bool // message groups with a message in flight (orderly pops)
+	// Orderly pops: the state of each message group met so far in this
+	// queue (see fifoState).
+	var groups map[string]fifoState
 	if r.Orderly {
-		blocked = make(map[string]bool)
+		groups = make(map[string]fifoState)
 	}
 
 	// Redeliveries (and FIFO messages waiting for their group), in offset order.
@@ -319,23 +322,28 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 		slices.Sort(offs)
 		for _, off := range offs {
 			e := q.inflight[off]
-			if r.Orderly && e.Key != "" {
-				if blocked[e.Key] {
-					continue
-				}
-				blocked[e.Key] = true
+			fifo := r.Orderly && e.Key != ""
+			if fifo && groups[e.Key] == fifoBlocked {
+				continue // an earlier message of its group stays in flight
 			}
 			if e.VisibleAt > now {
 				if res.NextVisible == 0 || e.VisibleAt < res.NextVisible {
 					res.NextVisible = e.VisibleAt
 				}
+				if fifo {
+					groups[e.Key] = fifoBlocked
+				}
 				continue
 			}
 			if len(res.Msgs) >= r.Max {
+				if fifo {
+					groups[e.Key] = fifoBlocked
+				}
 				continue
 			}
 			// A message past its last retry is copied out for its dead
-			// letter; any other goes to the answer.
+			// letter; any other goes to the answer. Either way the state
+			// of its message group is what it was before it.
 			dead := e.Attempts > r.RetryMax
 			var dlq []byte
 			found := false
@@ -353,19 +361,16 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 			if err != nil || status != store.Found || !found {
 				delete(q.inflight, off) // gone (retention)
 				changed = true
-				if r.Orderly && e.Key != "" {
-					delete(blocked, e.Key)
-				}
 				continue
 			}
 			if dead {
 				m.deadLetterLocked(r.Group, dlq)
 				delete(q.inflight, off)
 				changed = true
-				if r.Orderly && e.Key != "" {
-					delete(blocked, e.Key)
-				}
 				continue
+			}
+			if fifo {
+				groups[e.Key] = fifoTaking
 			}
 			if e.PopTime != 0 {
 				m.stats.redelivered.Add(1)
@@ -380,7 +385,7 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 	for reads := 0; len(res.Msgs) < r.Max && len(q.inflight) < MaxInflight && reads < maxReads; reads++ {
 		want := min(r.Max-len(res.Msgs), MaxInflight-len(q.inflight))
 		status, next, err := h.Read(r.Topic, qid, q.next, want, maxReadBytes, r.Filter, func(rec []byte) {
-			m.takeNewLocked(r, q, qid, now, invisible, rec, blocked, res)
+			m.takeNewLocked(r, q, qid, now, invisible, rec, groups, res)
 		})
 		if err != nil {
 			break
@@ -404,10 +409,24 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 	return max(h.MaxOffset(r.Topic, qid)-q.next, 0)
 }
 
+// fifoState is what an orderly pop knows of a message group of the queue
+// it pops from: nothing yet (no message of it met), taking (every message
+// of it met so far is in this answer, so the next may join them: a batch
+// in order, as RocketMQ's orderly pop returns consecutive messages), or
+// blocked (one is in flight from an earlier pop, or could not join this
+// answer: the rest wait for it).
+type fifoState uint8
+
+const (
+	fifoNone fifoState = iota
+	fifoTaking
+	fifoBlocked
+)
+
 // takeNewLocked hands out one new message (or, in an orderly pop, makes it
 // wait for its group). m.mu is held.
 func (m *Manager) takeNewLocked(r *Request, q *queueState, qid int32, now, invisible int64, rec []byte,
-	blocked map[string]bool, res *Result) {
+	groups map[string]fifoState, res *Result) {
 	v, err := message.Decode(rec, false)
 	if err != nil {
 		return
@@ -420,11 +439,11 @@ func (m *Manager) takeNewLocked(r *Request, q *queueState, qid int32, now, invis
 		group = string(kb)
 	}
 	if r.Orderly && group != "" {
-		if blocked[group] {
+		if groups[group] == fifoBlocked {
 			q.inflight[off] = &entry{Key: group} // waits for its group
 			return
 		}
-		blocked[group] = true
+		groups[group] = fifoTaking
 	}
 	q.inflight[off] = &entry{PopTime: now, VisibleAt: now + invisible, Attempts: 1, Key: group}
 	m.appendRecord(res, qid, off, rec, 1)

@@ -317,7 +317,7 @@ func TestDeadLetterFailureStillEndsTheMessage(t *testing.T) {
 	}
 }
 
-func TestOrderlyPopOneMessageOfAGroupAtATime(t *testing.T) {
+func TestOrderlyPopBatchesAGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newFakeHost(t)
 		h.send("T", 0, "A1", message.PropShardingKey, "A")
@@ -327,26 +327,43 @@ func TestOrderlyPopOneMessageOfAGroupAtATime(t *testing.T) {
 		h.send("T", 0, "B2", message.PropJavaShardingKey, "B")
 		h.send("T", 0, "free")
 		m := newManager(h)
-		r := req(-1, 10, 5*time.Second)
+		r := req(-1, 3, 5*time.Second)
 		r.Orderly = true
+		// Consecutive messages of a group come in one answer, in order.
 		ps := doPop(t, m, r)
-		if bodiesOf(ps) != "[A1 B1 free]" {
+		if bodiesOf(ps) != "[A1 B1 A2]" {
 			t.Fatalf("first orderly pop: %s", bodiesOf(ps))
 		}
-		if again := doPop(t, m, r); len(again) != 0 {
-			t.Fatalf("next of a group handed out before the previous was acked: %s", bodiesOf(again))
+		// A and B are in flight: their next messages wait; the message
+		// without a group does not.
+		again := doPop(t, m, r)
+		if bodiesOf(again) != "[free]" {
+			t.Fatalf("second orderly pop: %s", bodiesOf(again))
 		}
-		// A1 is not acked in time: it comes back before A2, which still waits.
-		time.Sleep(5 * time.Second)
-		re := doPop(t, m, r)
-		if bodiesOf(re) != "[A1 B1 free]" || re[0].attempts != 2 || re[0].reconsum != 1 {
-			t.Fatalf("orderly redelivery: %+v", re)
-		}
-		if err := ack(m, re[0]); err != nil {
+		if err := ack(m, again[0]); err != nil {
 			t.Fatal(err)
 		}
-		if a2 := doPop(t, m, r); bodiesOf(a2) != "[A2]" || a2[0].attempts != 1 {
-			t.Fatalf("after the ack of A1: %+v", a2)
+		// Not acked in time: the batch comes again, before A3 and B2 (the
+		// answer is full: they wait).
+		time.Sleep(5 * time.Second)
+		re := doPop(t, m, r)
+		if bodiesOf(re) != "[A1 B1 A2]" || re[0].attempts != 2 || re[0].reconsum != 1 || re[2].attempts != 2 {
+			t.Fatalf("orderly redelivery: %+v", re)
+		}
+		for _, g := range []got{re[0], re[2]} {
+			if err := ack(m, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A is done up to A2: A3 comes; B1 is still in flight: B2 waits.
+		if a3 := doPop(t, m, r); bodiesOf(a3) != "[A3]" || a3[0].attempts != 1 {
+			t.Fatalf("after the acks of A1 and A2: %+v", a3)
+		}
+		// B1 comes again with B2 behind it in the same answer (and A3,
+		// not acked either).
+		time.Sleep(5 * time.Second)
+		if b := doPop(t, m, r); bodiesOf(b) != "[B1 A3 B2]" || b[0].attempts != 3 || b[1].attempts != 2 || b[2].attempts != 1 {
+			t.Fatalf("B1's redelivery with B2: %+v", b)
 		}
 		// A group popping without order gets everything at once.
 		all := doPop(t, m, Request{Group: "H", Topic: "T", QueueID: -1, Queues: 1, Max: 10, Invisible: time.Second, FromFirst: true})
@@ -839,9 +856,9 @@ func TestNextVisibleAndVisibleEvents(t *testing.T) {
 		// with nothing waiting behind it, reports nothing.
 		events = nil
 		h.send("T", 1, "A1", message.PropShardingKey, "A")
-		h.send("T", 1, "A2", message.PropShardingKey, "A")
 		h.send("T", 1, "B1", message.PropShardingKey, "B")
-		o := req(1, 10, time.Minute)
+		h.send("T", 1, "A2", message.PropShardingKey, "A")
+		o := req(1, 2, time.Minute)
 		o.Orderly = true
 		fifo := doPop(t, m, o)
 		if bodiesOf(fifo) != "[A1 B1]" {

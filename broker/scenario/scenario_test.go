@@ -636,9 +636,10 @@ func sqlFilterScenario(t *testing.T, d driver) {
 	}
 }
 
-// fifo: an orderly group gets one message of a message group at a time, in
-// order; the next comes once the one in flight is acked, and a message not
-// acked comes again before its successors.
+// fifo: an orderly group gets a message group's messages in order,
+// consecutive ones in one answer (a batch, as RocketMQ's orderly pop);
+// while any is in flight the group's next wait (other groups do not), and
+// a message not acked comes again before its successors, which join it.
 func fifo(t *testing.T, d driver) {
 	d.createTopic(t, "FF", 1, "FIFO")
 	d.createGroup(t, "ff-group", groupConfig{retryMax: -1, orderly: true})
@@ -654,29 +655,25 @@ func fifo(t *testing.T, d driver) {
 			t.Fatalf("%q stored at offset %d", msgs[i].Body, s.Offset)
 		}
 	}
-	first := popN(t, d, "ff-group", "FF", 2, held, Filter{})
-	if !slices.Equal(bodies(first), []string{"a1", "b1"}) {
-		t.Fatalf("first pop: %v, want the head of each message group", bodies(first))
+	pullN(t, d, "ff-probe", "FF", 0, 0, len(sent), Filter{}) // all five are in the queue: the pop sees them at once
+	first := popN(t, d, "ff-group", "FF", 3, held, Filter{})
+	if !slices.Equal(bodies(first), []string{"a1", "a2", "b1"}) {
+		t.Fatalf("first pop: %v, want the first three in order (a batch of A, and B's head)", bodies(first))
 	}
 	checkGot(t, first[0], sent[0], msgs[0])
 	popNone(t, d, "ff-group", "FF", Filter{})
-	mustAck(t, d, "ff-group", first[0])
-	a2 := popN(t, d, "ff-group", "FF", 1, held, Filter{})
-	if a2[0].Body != "a2" {
-		t.Fatalf("after a1's ack: %q, want a2", a2[0].Body)
+	mustAck(t, d, "ff-group", first[0], first[1])
+	a3 := popN(t, d, "ff-group", "FF", 1, held, Filter{})
+	if a3[0].Body != "a3" {
+		t.Fatalf("after the acks of a1 and a2: %q, want a3", a3[0].Body)
 	}
-	// b1 not acked: it comes again before b2.
-	mustChange(t, d, "ff-group", first[1], time.Millisecond)
-	b1 := popN(t, d, "ff-group", "FF", 1, held, Filter{})
-	if b1[0].Body != "b1" || b1[0].Reconsume != 1 {
-		t.Fatalf("after b1's nack: %q (reconsume count %d), want b1 again", b1[0].Body, b1[0].Reconsume)
+	// b1 not acked: it comes again, b2 with it.
+	mustChange(t, d, "ff-group", first[2], time.Millisecond)
+	b := popN(t, d, "ff-group", "FF", 2, held, Filter{})
+	if !slices.Equal(bodies(b), []string{"b1", "b2"}) || b[0].Reconsume != 1 || b[1].Reconsume != 0 {
+		t.Fatalf("after b1's nack: %v (reconsume counts %d, %d), want b1 again, then b2", bodies(b), b[0].Reconsume, b[1].Reconsume)
 	}
-	mustAck(t, d, "ff-group", a2[0], b1[0])
-	rest := popN(t, d, "ff-group", "FF", 2, held, Filter{})
-	if !slices.Equal(bodies(rest), []string{"a3", "b2"}) {
-		t.Fatalf("last pop: %v", bodies(rest))
-	}
-	mustAck(t, d, "ff-group", rest...)
+	mustAck(t, d, "ff-group", a3[0], b[0], b[1])
 	popNone(t, d, "ff-group", "FF", Filter{})
 }
 
