@@ -319,24 +319,30 @@ func TestPopFIFO(t *testing.T) {
 	popTopic(t, h, cl, "T", 1, []string{"A1", "B1", "A2", "A3", "B2", "free"},
 		[]string{props(message.PropShardingKey, "A"), props(message.PropJavaShardingKey, "B"), props(message.PropShardingKey, "A"),
 			props(message.PropShardingKey, "A"), props(message.PropJavaShardingKey, "B"), ""})
-	a := popArgs{group: "G", topic: "T", queue: -1, max: 10, invisible: time.Hour, order: true}
+	a := popArgs{group: "G", topic: "T", queue: -1, max: 3, invisible: time.Hour, order: true}
+	// Consecutive messages of a group come in one answer (a batch, as
+	// RocketMQ's orderly pop), each with its orderCountInfo.
 	ps := doPop(t, cl, a)
-	if got := fmt.Sprint(bodies(ps)); got != "[A1 B1 free]" {
+	if got := fmt.Sprint(bodies(ps)); got != "[A1 B1 A2]" {
 		t.Fatalf("first orderly pop: %s", got)
 	}
-	if again := doPop(t, cl, a); len(again) != 0 {
-		t.Fatalf("next of a group handed out before the previous was acked: %v", bodies(again))
+	again := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(again)); got != "[free]" {
+		t.Fatalf("second orderly pop: %s (A and B are in flight)", got)
 	}
 	mustCode(t, cl, ackRequest("G", "T", ps[0]), protocol.RespSuccess)
-	a2 := doPop(t, cl, a)
-	if got := fmt.Sprint(bodies(a2)); got != "[A2]" {
-		t.Fatalf("after ack of A1: %s", got)
+	if more := doPop(t, cl, a); len(more) != 0 {
+		t.Fatalf("A3 handed out while A2 is in flight: %v", bodies(more))
+	}
+	mustCode(t, cl, ackRequest("G", "T", ps[2]), protocol.RespSuccess)
+	a3 := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(a3)); got != "[A3]" {
+		t.Fatalf("after acks of A1 and A2: %s", got)
 	}
 	mustCode(t, cl, ackRequest("G", "T", ps[1]), protocol.RespSuccess)
-	mustCode(t, cl, ackRequest("G", "T", a2[0]), protocol.RespSuccess)
-	rest := doPop(t, cl, a)
-	if got := fmt.Sprint(bodies(rest)); got != "[A3 B2]" {
-		t.Fatalf("after acks of B1 and A2: %s", got)
+	b2 := doPop(t, cl, a)
+	if got := fmt.Sprint(bodies(b2)); got != "[B2]" {
+		t.Fatalf("after the ack of B1: %s", got)
 	}
 	// A group without order gets everything at once.
 	all := doPop(t, cl, popArgs{group: "H", topic: "T", queue: -1, max: 10, invisible: time.Hour})
@@ -351,11 +357,11 @@ func TestPopFIFORedeliversInOrder(t *testing.T) {
 	popTopic(t, h, cl, "T", 1, []string{"A1", "A2"}, []string{props(message.PropShardingKey, "A"), props(message.PropShardingKey, "A")})
 	a := popArgs{group: "G", topic: "T", queue: 0, max: 10, invisible: time.Minute, order: true}
 	first := doPop(t, cl, a)
-	if got := fmt.Sprint(bodies(first)); got != "[A1]" {
+	if got := fmt.Sprint(bodies(first)); got != "[A1 A2]" {
 		t.Fatalf("first: %s", got)
 	}
 	changeTo(t, cl, "G", "T", first[0], time.Millisecond)
-	again := popUntil(t, cl, a) // A1 not acked in time: it comes back, A2 still waits
+	again := popUntil(t, cl, a) // A1 not acked in time: it comes back; A2 is still invisible
 	if got := fmt.Sprint(bodies(again)); got != "[A1]" || again[0].v.ReconsumeTimes() != 1 {
 		t.Fatalf("redelivery: %s", got)
 	}
