@@ -34,6 +34,7 @@ const (
 	kindView                           // VIEW_MESSAGE_BY_ID: the topic when sent, else the cluster
 	kindUnregister                     // UNREGISTER_CLIENT: the consumer or producer group
 	kindRoute                          // GET_ROUTEINFO_BY_TOPIC: the topic, but TBW102's route is open
+	kindBatchAck                       // BATCH_ACK_MESSAGE: each ack's group and topic (of the body)
 )
 
 // autoCreateKey is the template topic a producer reads the route of before
@@ -124,6 +125,8 @@ var rules = map[int32]rule{
 	protocol.ReqChangeMessageInvisibleTime:   fields(Sub, group("consumerGroup"), topic("topic")),
 	protocol.ReqNotification:                 fields(Sub, group("consumerGroup"), topic("topic")),
 	protocol.ReqPollingInfo:                  fields(Get, group("consumerGroup"), topic("topic")),
+	protocol.ReqRecallMessage:                fields(Pub, topic("topic")),
+	protocol.ReqBatchAckMessage:              {kind: kindBatchAck, actions: Sub, note: "Sub on each ack's group (c) and topic (t) of the body; RocketMQ 5.3 checks nothing (no header class): stricter"},
 
 	// Lists of every topic or group: List (or Get) on Type:*.
 	protocol.ReqGetAllTopicConfig:            fields(Get|List, all(TypeTopic)),
@@ -290,6 +293,18 @@ func checks(req *protocol.Command, clusterName string, out []Check) ([]Check, er
 		for _, mq := range body.MQSet {
 			if !IsRetryTopic(mq.Topic) && !slices.ContainsFunc(out, func(c Check) bool { return c.Resource.Type == TypeTopic && c.Resource.Name == mq.Topic }) {
 				out = append(out, Check{Resource: lit(TypeTopic, mq.Topic), Actions: Sub})
+			}
+		}
+	case kindBatchAck:
+		var body protocol.BatchAckMessageRequestBody
+		if err := body.Decode(req.Body); err != nil {
+			return out, fmt.Errorf("batch ack body: %w", err)
+		}
+		for _, a := range body.Acks {
+			for _, c := range []Check{{Resource: lit(TypeGroup, a.ConsumerGroup), Actions: Sub}, {Resource: lit(TypeTopic, a.Topic), Actions: Sub}} {
+				if !slices.Contains(out, c) {
+					out = append(out, c)
+				}
 			}
 		}
 	case kindGroupBody:

@@ -50,6 +50,7 @@ type Broker struct {
 
 	handlers handlerTable              // request code → handler, built by New
 	holds    *longpoll.Holder[heldReq] // long-polling pulls and pops (host_longpoll.go)
+	polls    pollCounts                // the pops holds holds, for POLLING_INFO
 	acks     ackPool                   // requests waiting for their messages to be durable
 
 	sendPool sync.Pool // *core.SendResult

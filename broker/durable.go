@@ -20,6 +20,7 @@ type pendingAck struct {
 	queueID     int32
 	queueOffset int64
 	msgID, txID []byte
+	recall      []byte // a timer message's recall handle, or empty
 	plain       bool // answer with the code only (not a send: send-back, end transaction)
 	// cmd is the answer, built in place so that its header fields' storage
 	// is reused from one request to the next (Reply copies it out).
@@ -41,6 +42,7 @@ func (a *ackPool) get(b *Broker) *pendingAck {
 func (a *ackPool) put(p *pendingAck) {
 	p.resp = remoting.Responder{}
 	p.plain = false
+	p.recall = p.recall[:0]
 	a.p.Put(p)
 }
 
@@ -94,6 +96,6 @@ func (a *pendingAck) fill(cmd *protocol.Command, err error) {
 		cmd.SetRemark(remark)
 	}
 	if !a.plain && (code == protocol.RespSuccess || core.NotDurable(err)) {
-		setSendResponse(&cmd.Ext, a.msgID, a.queueID, a.queueOffset, a.txID)
+		setSendResponse(&cmd.Ext, a.msgID, a.queueID, a.queueOffset, a.txID, a.recall)
 	}
 }

@@ -11,14 +11,19 @@ import (
 
 // heldReq is what the broker's long-poll holder parks: a long-polling pull
 // (its pooled pull job, whose core.PullResult remembers the queue, the
-// filter and the cap; the holder's Wait has its topic, queue and offset)
-// or a POP that found nothing (its core.PopResult, which PopAgain runs
-// again), with the Responder that answers it. Nothing in it aliases the
-// request.
+// filter and the cap; the holder's Wait has its topic, queue and offset),
+// a POP that found nothing (its core.PopResult, which PopAgain runs
+// again) or a NOTIFICATION that found nothing (its core.PopLook, which
+// LookAgain runs again), with the Responder that answers it. Nothing in it
+// aliases the request.
 type heldReq struct {
-	resp remoting.Responder
-	pull *pullJob        // a pull, or nil
-	pop  *core.PopResult // a POP, or nil
+	resp   remoting.Responder
+	pull   *pullJob        // a pull, or nil
+	pop    *core.PopResult // a POP, or nil
+	notify *core.PopLook   // a NOTIFICATION, or nil
+	// polled is the POP's key in the broker's count of held pops
+	// (POLLING_INFO), released when it is answered.
+	polled pollKey
 }
 
 // pollHost is the holder's host: it re-runs held pulls (core.PullAgain)
@@ -47,8 +52,21 @@ func newHolder(b *Broker) *longpoll.Holder[heldReq] {
 // offset the scan reached; a POP that found nothing waits again until the
 // next of its group's messages becomes visible.
 func (h *pollHost) Run(p *heldReq, w *longpoll.Wait) bool {
+	if p.notify != nil {
+		if gone(p) {
+			p.resp.Cancel()
+			return false
+		}
+		if !h.b.core.LookAgain(p.notify) {
+			w.WakeAt = p.notify.NextVisibleTime()
+			return true
+		}
+		h.answerNotify(p, true)
+		return false
+	}
 	if p.pop != nil {
 		if gone(p) {
+			h.b.polls.release(p.polled)
 			p.resp.Cancel() // nothing to answer, and nothing popped for nobody
 			return false
 		}
@@ -75,8 +93,17 @@ func (h *pollHost) Run(p *heldReq, w *longpoll.Wait) bool {
 // Expire re-runs a held request whose deadline passed (or that the
 // broker's shutdown drops) once more and answers it with whatever it finds.
 func (h *pollHost) Expire(p *heldReq, w *longpoll.Wait) {
+	if p.notify != nil {
+		if gone(p) {
+			p.resp.Cancel()
+			return
+		}
+		h.answerNotify(p, h.b.core.LookAgain(p.notify))
+		return
+	}
 	if p.pop != nil {
 		if gone(p) {
+			h.b.polls.release(p.polled)
 			p.resp.Cancel()
 			return
 		}
@@ -126,6 +153,7 @@ func (h *pollHost) answerPull(p *heldReq, err error) {
 
 // answerPop writes a held pop's response through its Responder.
 func (h *pollHost) answerPop(p *heldReq) {
+	h.b.polls.release(p.polled)
 	cmd := h.command()
 	defer h.cmds.Put(cmd)
 	p.resp.InitResponse(cmd, protocol.RespSuccess)
@@ -147,4 +175,57 @@ func refuse(rsp remoting.Responder, j *pullJob, code int32, remark string) {
 		j.Release()
 	}
 	_ = rsp.Reply(&remoting.Response{Cmd: &cmd})
+}
+
+// answerNotify writes a held notification's response: SUCCESS with hasMsg.
+func (h *pollHost) answerNotify(p *heldReq, has bool) {
+	cmd := h.command()
+	defer h.cmds.Put(cmd)
+	p.resp.InitResponse(cmd, protocol.RespSuccess)
+	(&protocol.NotificationResponse{HasMsg: has}).Encode(&cmd.Ext)
+	_ = p.resp.Reply(&remoting.Response{Cmd: cmd})
+}
+
+// pollKey names the held pops POLLING_INFO counts, as RocketMQ's polling
+// map keys them: topic, group and the pop's queue id (-1 for a pop of
+// any queue).
+type pollKey struct {
+	topic, group string
+	queue        int32
+}
+
+// pollCounts counts the pops the holder holds, per pollKey (POLLING_INFO,
+// 3447). A pop is counted from just before it is parked until it is
+// answered or dropped; the zero key is never counted.
+type pollCounts struct {
+	mu sync.Mutex
+	n  map[pollKey]int32 // guarded by mu; no zero counts
+}
+
+func (pc *pollCounts) hold(k pollKey) {
+	pc.mu.Lock()
+	if pc.n == nil {
+		pc.n = make(map[pollKey]int32)
+	}
+	pc.n[k]++
+	pc.mu.Unlock()
+}
+
+func (pc *pollCounts) release(k pollKey) {
+	if k == (pollKey{}) {
+		return
+	}
+	pc.mu.Lock()
+	if pc.n[k] <= 1 {
+		delete(pc.n, k)
+	} else {
+		pc.n[k]--
+	}
+	pc.mu.Unlock()
+}
+
+func (pc *pollCounts) count(k pollKey) int32 {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.n[k]
 }

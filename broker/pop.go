@@ -51,10 +51,13 @@ func (b *Broker) handlePop(c *remoting.Conn, req *protocol.Command, resp *remoti
 			q = longpoll.AnyQueue
 		}
 		rsp := c.Defer(req)
+		pk := pollKey{topic: res.Topic(), group: res.Group(), queue: max(h.QueueID, -1)}
+		b.polls.hold(pk) // released when answered (POLLING_INFO counts it meanwhile)
 		// Once the holder is stopped, Park answers at once (Expire).
 		_, err := b.holds.Park(longpoll.Wait{Topic: res.Topic(), Queue: q, Group: res.Group(), WakeAt: res.NextVisibleTime(),
-			Ticket: ticket, Owner: c}, time.Now().Add(hold), heldReq{resp: rsp, pop: res})
+			Ticket: ticket, Owner: c}, time.Now().Add(hold), heldReq{resp: rsp, pop: res, polled: pk})
 		if errors.Is(err, longpoll.ErrFull) || errors.Is(err, longpoll.ErrOwnerFull) {
+			b.polls.release(pk)
 			refuse(rsp, nil, protocol.RespPollingFull, "the broker holds too many pops: "+err.Error())
 		}
 		return remoting.Deferred
@@ -179,9 +182,16 @@ func (b *Broker) handleChangeInvisible(req *protocol.Command, resp *remoting.Res
 	return remoting.Reply
 }
 
-// registerPop registers POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME.
+// registerPop registers POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME,
+// and PEEK_MESSAGE, NOTIFICATION, POLLING_INFO, BATCH_ACK_MESSAGE
+// (popextras.go).
 func (b *Broker) registerPop(t *handlerTable) {
 	t.add(b.handlePop, protocol.ReqPopMessage)
 	t.add(noConn(b.handleAck), protocol.ReqAckMessage)
 	t.add(noConn(b.handleChangeInvisible), protocol.ReqChangeMessageInvisibleTime)
+	t.add(noConn(b.handlePeek), protocol.ReqPeekMessage)
+	t.add(b.handleNotification, protocol.ReqNotification)
+	t.add(noConn(b.handlePollingInfo), protocol.ReqPollingInfo)
+	t.add(noConn(b.handleBatchAck), protocol.ReqBatchAckMessage)
+	t.add(noConn(b.handleRecall), protocol.ReqRecallMessage)
 }

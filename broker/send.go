@@ -37,12 +37,13 @@ func (b *Broker) handleSend(c *remoting.Conn, req *protocol.Command, resp *remot
 		a.queueID, a.queueOffset = res.QueueID, res.QueueOffset
 		a.msgID = append(a.msgID[:0], res.MsgID...)
 		a.txID = append(a.txID[:0], res.TransactionID...)
+		a.recall = append(a.recall[:0], res.RecallHandle...)
 		return b.answerWhenDurable(c, req, resp, a, res.Pending)
 	}
 	if res.FlushTimeout {
 		resp.Cmd.Code = protocol.RespFlushDiskTimeout
 	}
-	setSendResponse(&resp.Cmd.Ext, res.MsgID, res.QueueID, res.QueueOffset, res.TransactionID)
+	setSendResponse(&resp.Cmd.Ext, res.MsgID, res.QueueID, res.QueueOffset, res.TransactionID, res.RecallHandle)
 	return remoting.Reply
 }
 
@@ -52,10 +53,11 @@ var defaultRegion = []byte("DefaultRegion")
 
 // setSendResponse writes the ext fields the Go client reads from a send
 // response (TRACE_ON is true and MSG_REGION the default, as the Java
-// broker's defaults give them).
-func setSendResponse(ext *protocol.ExtFields, msgID []byte, queueID int32, queueOffset int64, uniq []byte) {
+// broker's defaults give them), and a timer message's recallHandle
+// (RECALL_MESSAGE, 370).
+func setSendResponse(ext *protocol.ExtFields, msgID []byte, queueID int32, queueOffset int64, uniq, recall []byte) {
 	h := protocol.SendMessageResponse{MsgID: msgID, QueueID: queueID, QueueOffset: queueOffset,
-		TransactionID: uniq, Region: defaultRegion, TraceOn: true}
+		TransactionID: uniq, Region: defaultRegion, TraceOn: true, RecallHandle: recall}
 	h.Encode(ext)
 }
 

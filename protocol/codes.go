@@ -99,6 +99,7 @@ const (
 	ReqGetTopicConfig               int32 = 351
 	ReqGetSubscriptionGroupConfig   int32 = 352
 	ReqLitePullMessage              int32 = 361
+	ReqRecallMessage                int32 = 370 // 5.3.1+
 	ReqQueryAssignment              int32 = 400
 	ReqSetMessageRequestMode        int32 = 401
 	ReqGetAllMessageRequestMode     int32 = 402
@@ -213,7 +214,7 @@ var requestCodeNames = map[int32]string{
 	ReqGetAllMessageRequestMode: "GET_ALL_MESSAGE_REQUEST_MODE", ReqBrokerHeartbeat: "BROKER_HEARTBEAT",
 	ReqPopMessage: "POP_MESSAGE", ReqAckMessage: "ACK_MESSAGE", ReqPeekMessage: "PEEK_MESSAGE",
 	ReqChangeMessageInvisibleTime: "CHANGE_MESSAGE_INVISIBLETIME", ReqNotification: "NOTIFICATION",
-	ReqPollingInfo: "POLLING_INFO", ReqBatchAckMessage: "BATCH_ACK_MESSAGE",
+	ReqPollingInfo: "POLLING_INFO", ReqBatchAckMessage: "BATCH_ACK_MESSAGE", ReqRecallMessage: "RECALL_MESSAGE",
 }
 
 var responseCodeNames = map[int32]string{

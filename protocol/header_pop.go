@@ -73,6 +73,61 @@ type ChangeInvisibleTimeResponse struct {
 	ReviveQid     int32 `rmq:"reviveQid,required"`
 }
 
+// PeekMessageRequest is the header of PEEK_MESSAGE (3444): the messages a
+// group's next pops would read, without popping them. The answer is a
+// PopMessageResponse (restNum; the rest zero) with the records as body.
+type PeekMessageRequest struct {
+	ConsumerGroup []byte `rmq:"consumerGroup,required"`
+	Topic         []byte `rmq:"topic,required"`
+	QueueID       int32  `rmq:"queueId,required"` // negative: every queue
+	MaxMsgNums    int32  `rmq:"maxMsgNums,required"`
+}
+
+// NotificationRequest is the header of NOTIFICATION (3446): whether a pop
+// of the group would find a message, held up to pollTime until one comes.
+type NotificationRequest struct {
+	ConsumerGroup []byte `rmq:"consumerGroup,required"`
+	Topic         []byte `rmq:"topic,required"`
+	QueueID       int32  `rmq:"queueId,required"`  // negative: every queue
+	PollTime      int64  `rmq:"pollTime,required"` // ms
+	BornTime      int64  `rmq:"bornTime,required"` // the client's clock, ms
+	Order         bool   `rmq:"order"`             // for an orderly pop
+	AttemptID     []byte `rmq:"attemptId,omitempty"`
+}
+
+// NotificationResponse is the header of a NOTIFICATION answer.
+type NotificationResponse struct {
+	HasMsg bool `rmq:"hasMsg,required"`
+}
+
+// PollingInfoRequest is the header of POLLING_INFO (3447): how many pops
+// of the group are held for (topic, queue).
+type PollingInfoRequest struct {
+	ConsumerGroup []byte `rmq:"consumerGroup,required"`
+	Topic         []byte `rmq:"topic,required"`
+	QueueID       int32  `rmq:"queueId,required"` // negative: the pops of any queue
+}
+
+// PollingInfoResponse is the header of a POLLING_INFO answer.
+type PollingInfoResponse struct {
+	PollingNum int32 `rmq:"pollingNum,required"`
+}
+
+// RecallMessageRequest is the header of RECALL_MESSAGE (370, RocketMQ
+// 5.3.1+): cancel a timer message before its delivery time by the recall
+// handle its send answer carried.
+type RecallMessageRequest struct {
+	ProducerGroup []byte `rmq:"producerGroup,omitempty"`
+	Topic         []byte `rmq:"topic,required"`
+	RecallHandle  []byte `rmq:"recallHandle,required"`
+}
+
+// RecallMessageResponse is the header of a RECALL_MESSAGE answer: the
+// recalled message's id (UNIQ_KEY).
+type RecallMessageResponse struct {
+	MsgID []byte `rmq:"msgId,required"`
+}
+
 // ExtraInfo is a popped message's receipt handle (the POP_CK property and the
 // extraInfo header of ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME): Java's
 // ExtraInfoUtil format, fields separated by one space:

@@ -33,4 +33,7 @@ type SendMessageResponse struct {
 	TransactionID []byte `rmq:"transactionId,omitempty"` // the message's UNIQ_KEY for transactional sends
 	Region        []byte `rmq:"MSG_REGION,omitempty"`    // rocketmq-client-go uses "DefaultRegion" when empty
 	TraceOn       bool   `rmq:"TRACE_ON"`
+	// RecallHandle names a timer message for RECALL_MESSAGE (370; RocketMQ
+	// 5.3.1+ sends it for timer messages only).
+	RecallHandle []byte `rmq:"recallHandle,omitempty"`
 }

@@ -1921,6 +1921,262 @@ func (h *ChangeInvisibleTimeResponse) Encode(ext *ExtFields) {
 	w.int("reviveQid", int64(h.ReviveQid))
 }
 
+// peekMessageRequestRequired names PeekMessageRequest's required keys, by bit of the decoder's seen mask.
+var peekMessageRequestRequired = [...]string{"consumerGroup", "topic", "queueId", "maxMsgNums"}
+
+// Decode resets h and reads it from ext as the rmq tags of PeekMessageRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *PeekMessageRequest) Decode(ext *ExtFields) error {
+	*h = PeekMessageRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "consumerGroup":
+			h.ConsumerGroup = v
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = v
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "queueId":
+			h.QueueID, ok = decInt32(v, 0)
+			seen = seen&^(1<<2) | nonEmpty(v, 1<<2)
+		case "maxMsgNums":
+			h.MaxMsgNums, ok = decInt32(v, 0)
+			seen = seen&^(1<<3) | nonEmpty(v, 1<<3)
+		}
+		if !ok {
+			return badField("PeekMessageRequest", k, v)
+		}
+	}
+	return checkRequired("PeekMessageRequest", seen, 0xf, peekMessageRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of PeekMessageRequest's fields describe.
+func (h *PeekMessageRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bytes("consumerGroup", h.ConsumerGroup)
+	w.bytes("topic", h.Topic)
+	w.int("queueId", int64(h.QueueID))
+	w.int("maxMsgNums", int64(h.MaxMsgNums))
+}
+
+// notificationRequestRequired names NotificationRequest's required keys, by bit of the decoder's seen mask.
+var notificationRequestRequired = [...]string{"consumerGroup", "topic", "queueId", "pollTime", "bornTime"}
+
+// Decode resets h and reads it from ext as the rmq tags of NotificationRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *NotificationRequest) Decode(ext *ExtFields) error {
+	*h = NotificationRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "consumerGroup":
+			h.ConsumerGroup = v
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = v
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "queueId":
+			h.QueueID, ok = decInt32(v, 0)
+			seen = seen&^(1<<2) | nonEmpty(v, 1<<2)
+		case "pollTime":
+			h.PollTime, ok = decInt64(v, 0)
+			seen = seen&^(1<<3) | nonEmpty(v, 1<<3)
+		case "bornTime":
+			h.BornTime, ok = decInt64(v, 0)
+			seen = seen&^(1<<4) | nonEmpty(v, 1<<4)
+		case "order":
+			h.Order, ok = parseBool(v)
+		case "attemptId":
+			h.AttemptID = v
+		}
+		if !ok {
+			return badField("NotificationRequest", k, v)
+		}
+	}
+	return checkRequired("NotificationRequest", seen, 0x1f, notificationRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of NotificationRequest's fields describe.
+func (h *NotificationRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bytes("consumerGroup", h.ConsumerGroup)
+	w.bytes("topic", h.Topic)
+	w.int("queueId", int64(h.QueueID))
+	w.int("pollTime", h.PollTime)
+	w.int("bornTime", h.BornTime)
+	w.bool("order", h.Order)
+	if len(h.AttemptID) > 0 {
+		w.bytes("attemptId", h.AttemptID)
+	}
+}
+
+// notificationResponseRequired names NotificationResponse's required keys, by bit of the decoder's seen mask.
+var notificationResponseRequired = [...]string{"hasMsg"}
+
+// Decode resets h and reads it from ext as the rmq tags of NotificationResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *NotificationResponse) Decode(ext *ExtFields) error {
+	*h = NotificationResponse{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "hasMsg":
+			h.HasMsg, ok = parseBool(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("NotificationResponse", k, v)
+		}
+	}
+	return checkRequired("NotificationResponse", seen, 0x1, notificationResponseRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of NotificationResponse's fields describe.
+func (h *NotificationResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bool("hasMsg", h.HasMsg)
+}
+
+// pollingInfoRequestRequired names PollingInfoRequest's required keys, by bit of the decoder's seen mask.
+var pollingInfoRequestRequired = [...]string{"consumerGroup", "topic", "queueId"}
+
+// Decode resets h and reads it from ext as the rmq tags of PollingInfoRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *PollingInfoRequest) Decode(ext *ExtFields) error {
+	*h = PollingInfoRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "consumerGroup":
+			h.ConsumerGroup = v
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = v
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "queueId":
+			h.QueueID, ok = decInt32(v, 0)
+			seen = seen&^(1<<2) | nonEmpty(v, 1<<2)
+		}
+		if !ok {
+			return badField("PollingInfoRequest", k, v)
+		}
+	}
+	return checkRequired("PollingInfoRequest", seen, 0x7, pollingInfoRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of PollingInfoRequest's fields describe.
+func (h *PollingInfoRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bytes("consumerGroup", h.ConsumerGroup)
+	w.bytes("topic", h.Topic)
+	w.int("queueId", int64(h.QueueID))
+}
+
+// pollingInfoResponseRequired names PollingInfoResponse's required keys, by bit of the decoder's seen mask.
+var pollingInfoResponseRequired = [...]string{"pollingNum"}
+
+// Decode resets h and reads it from ext as the rmq tags of PollingInfoResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *PollingInfoResponse) Decode(ext *ExtFields) error {
+	*h = PollingInfoResponse{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "pollingNum":
+			h.PollingNum, ok = decInt32(v, 0)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("PollingInfoResponse", k, v)
+		}
+	}
+	return checkRequired("PollingInfoResponse", seen, 0x1, pollingInfoResponseRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of PollingInfoResponse's fields describe.
+func (h *PollingInfoResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.int("pollingNum", int64(h.PollingNum))
+}
+
+// recallMessageRequestRequired names RecallMessageRequest's required keys, by bit of the decoder's seen mask.
+var recallMessageRequestRequired = [...]string{"topic", "recallHandle"}
+
+// Decode resets h and reads it from ext as the rmq tags of RecallMessageRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *RecallMessageRequest) Decode(ext *ExtFields) error {
+	*h = RecallMessageRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "producerGroup":
+			h.ProducerGroup = v
+		case "topic":
+			h.Topic = v
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "recallHandle":
+			h.RecallHandle = v
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		}
+		if !ok {
+			return badField("RecallMessageRequest", k, v)
+		}
+	}
+	return checkRequired("RecallMessageRequest", seen, 0x3, recallMessageRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of RecallMessageRequest's fields describe.
+func (h *RecallMessageRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	if len(h.ProducerGroup) > 0 {
+		w.bytes("producerGroup", h.ProducerGroup)
+	}
+	w.bytes("topic", h.Topic)
+	w.bytes("recallHandle", h.RecallHandle)
+}
+
+// recallMessageResponseRequired names RecallMessageResponse's required keys, by bit of the decoder's seen mask.
+var recallMessageResponseRequired = [...]string{"msgId"}
+
+// Decode resets h and reads it from ext as the rmq tags of RecallMessageResponse's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *RecallMessageResponse) Decode(ext *ExtFields) error {
+	*h = RecallMessageResponse{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "msgId":
+			h.MsgID = v
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		}
+		if !ok {
+			return badField("RecallMessageResponse", k, v)
+		}
+	}
+	return checkRequired("RecallMessageResponse", seen, 0x1, recallMessageResponseRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of RecallMessageResponse's fields describe.
+func (h *RecallMessageResponse) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.bytes("msgId", h.MsgID)
+}
+
 // pullMessageRequestRequired names PullMessageRequest's required keys, by bit of the decoder's seen mask.
 var pullMessageRequestRequired = [...]string{"consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion"}
 
@@ -2168,6 +2424,8 @@ func (h *SendMessageResponse) Decode(ext *ExtFields) error {
 			h.Region = v
 		case "TRACE_ON":
 			h.TraceOn, ok = parseBool(v)
+		case "recallHandle":
+			h.RecallHandle = v
 		}
 		if !ok {
 			return badField("SendMessageResponse", k, v)
@@ -2189,4 +2447,7 @@ func (h *SendMessageResponse) Encode(ext *ExtFields) {
 		w.bytes("MSG_REGION", h.Region)
 	}
 	w.bool("TRACE_ON", h.TraceOn)
+	if len(h.RecallHandle) > 0 {
+		w.bytes("recallHandle", h.RecallHandle)
+	}
 }

@@ -57,6 +57,9 @@ type SendResult struct {
 	TransactionID []byte
 	// Messages is the number of messages stored.
 	Messages int
+	// RecallHandle names a timer message for Recall (AppendRecallHandle);
+	// empty for any other send, and for a timer message without UNIQ_KEY.
+	RecallHandle []byte
 	// FlushTimeout: the messages are stored, but the store's flush did not
 	// cover them in time (FLUSH_DISK_TIMEOUT, a success to clients).
 	FlushTimeout bool
@@ -105,7 +108,7 @@ func (c *Core) putSendScratch(s *sendScratch) {
 // hands it to WaitDurable or WhenDurable.
 func (c *Core) Send(r *SendRequest, res *SendResult) error {
 	c.stats.sendRequests.Add(1)
-	res.MsgID = res.MsgID[:0]
+	res.MsgID, res.RecallHandle = res.MsgID[:0], res.RecallHandle[:0]
 	res.TransactionID, res.Messages, res.FlushTimeout, res.Pending = nil, 0, false, Pending{}
 	if c.slave.Load() {
 		c.stats.sendErrors.Add(1)
@@ -238,6 +241,9 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	res.QueueID, res.QueueOffset = qid, first.QueueOffset
 	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
 	res.Messages = len(s.res)
+	if !r.Batch && s.msgs[0].Topic == timerTopic && len(res.TransactionID) > 0 {
+		res.RecallHandle = AppendRecallHandle(res.RecallHandle[:0], t.name, res.TransactionID, first.CommitLogOffset)
+	}
 	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
 	if waitDurable && !noWait {
 		last := &s.res[len(s.res)-1]

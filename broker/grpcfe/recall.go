@@ -2,34 +2,20 @@ package grpcfe
 
 import (
 	"context"
-	"encoding/base64"
-	"strconv"
-	"strings"
 
+	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
-// recallHandle names a scheduled message for RecallMessage: its topic, its
-// message id and its commit-log offset, base64url-encoded.
+// recallHandle names a scheduled message for RecallMessage: the core's
+// handle, which the remoting front end's RECALL_MESSAGE accepts too.
 func recallHandle(topic, msgID string, commitLogOffset int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(topic + " " + msgID + " " + strconv.FormatInt(commitLogOffset, 10)))
+	return string(core.AppendRecallHandle(nil, topic, []byte(msgID), commitLogOffset))
 }
 
 // parseRecallHandle undoes recallHandle.
 func parseRecallHandle(h string) (topic, msgID string, commitLogOffset int64, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil {
-		return "", "", 0, false
-	}
-	f := strings.Split(string(b), " ")
-	if len(f) != 3 {
-		return "", "", 0, false
-	}
-	off, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || off < 0 {
-		return "", "", 0, false
-	}
-	return f[0], f[1], off, true
+	return core.ParseRecallHandle([]byte(h))
 }
 
 // RecallMessage cancels a scheduled message before its delivery time.
