@@ -21,7 +21,7 @@ type pendingAck struct {
 	queueOffset int64
 	msgID, txID []byte
 	recall      []byte // a timer message's recall handle, or empty
-	plain       bool // answer with the code only (not a send: send-back, end transaction)
+	plain       bool   // answer with the code only (not a send: send-back, end transaction)
 	// cmd is the answer, built in place so that its header fields' storage
 	// is reused from one request to the next (Reply copies it out).
 	cmd protocol.Command
