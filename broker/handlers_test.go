@@ -27,6 +27,8 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
 		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
 		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
+		protocol.ReqPeekMessage, protocol.ReqNotification, protocol.ReqPollingInfo, protocol.ReqBatchAckMessage,
+		protocol.ReqRecallMessage,
 		// The admin protocol (adminops.go).
 		protocol.ReqUpdateBrokerConfig, protocol.ReqGetBrokerConfig,
 		protocol.ReqGetTopicStatsInfo, protocol.ReqGetProducerConnectionList, protocol.ReqGetConsumeStats,
