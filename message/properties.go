@@ -49,6 +49,7 @@ const (
 	PropTimerDelaySec              = "TIMER_DELAY_SEC"                // 5.x timer wheel: relative delay in s
 	PropShardingKey                = "SHARDING_KEY"                   // the Go client's sharding key
 	PropJavaShardingKey            = "__SHARDINGKEY"                  // the Java client's sharding key
+	PropPriority                   = "_SYS_MSG_PRIORITY_"             // 5.4 priority messages (RIP-80): 0 and up, higher first
 	PropCorrelationID              = "CORRELATION_ID"                 // request/reply
 	PropReplyToClient              = "REPLY_TO_CLIENT"                // request/reply
 	PropTTL                        = "TTL"                            // request/reply

@@ -212,12 +212,16 @@ const (
 	MessageFIFO
 	MessageDelay
 	MessageTransaction
+	// MessagePriority (RocketMQ 5.4, RIP-80): a message with a priority
+	// (message.PropPriority), stored in the queue of that priority; a
+	// PRIORITY topic's pops take the higher queues first (priority.go).
+	MessagePriority
 )
 
 // msgType is the message type's name in the topic table (topics.go).
 type msgType = MessageType
 
-var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
+var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY"}
 
 // String returns the type's name as RocketMQ spells it.
 func (t MessageType) String() string {
@@ -248,7 +252,7 @@ func InferMessageType(hasGroup, hasDelivery bool) MessageType {
 func CheckMessageType(t MessageType, hasGroup, hasDelivery bool) error {
 	var what string
 	switch t {
-	case MessageNormal, MessageTransaction:
+	case MessageNormal, MessageTransaction, MessagePriority:
 		if hasGroup || hasDelivery {
 			what = "has a message group or a delivery time"
 		}
@@ -277,13 +281,15 @@ func CheckMessageType(t MessageType, hasGroup, hasDelivery bool) error {
 
 // AcceptedMessageTypes returns the message types a topic of this
 // configuration accepts (for a route's answer): every type when its
-// message.type attribute is absent or MIXED, else that type (and NORMAL
-// for a FIFO topic: the send's check).
+// message.type attribute is absent or MIXED (RocketMQ's MIXED: NORMAL,
+// FIFO, DELAY and TRANSACTION), else that type (and NORMAL for a FIFO or
+// PRIORITY topic: the send's check).
 func AcceptedMessageTypes(cfg protocol.TopicConfig) []MessageType {
 	e := newTopicEntry(cfg)
+	tt, typed := e.msgType()
 	var out []MessageType
-	for t := MessageNormal; t <= MessageTransaction; t++ {
-		if tt, ok := e.msgType(); !ok || typeAccepted(tt, t) {
+	for t := MessageNormal; t <= MessagePriority; t++ {
+		if (!typed && t != MessagePriority) || (typed && typeAccepted(tt, t)) {
 			out = append(out, t)
 		}
 	}

@@ -105,6 +105,11 @@ func (c *Core) Pop(r *PopRequest, res *PopResult) error {
 	res.req = pop.Request{Group: g.GroupName, Topic: t.name, QueueID: max(r.QueueID, -1), Queues: t.cfg.ReadQueueNums,
 		Max: int(r.MaxMsgs), Invisible: time.Duration(r.InvisibleTime) * time.Millisecond,
 		FromFirst: r.FromFirst, Orderly: r.Orderly, RetryMax: g.RetryMaxTimes}
+	if tt, ok := t.msgType(); ok && tt == MessagePriority && r.QueueID < 0 && !r.Orderly {
+		// RocketMQ 5.4's priority mode (RIP-80): a PRIORITY topic's
+		// queues from the highest id down, retries after the backlog.
+		res.req.Priority = true
+	}
 	if f != nil {
 		res.req.Filter = f
 	}

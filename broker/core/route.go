@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -26,7 +27,12 @@ type sendRoute struct {
 //     goes to RMQ_SYS_TRANS_HALF_TOPIC;
 //   - TIMER_DELIVER_MS, TIMER_DELAY_SEC or TIMER_DELAY_MS in the future: the
 //     timer topic;
-//   - DELAY > 0: SCHEDULE_TOPIC_XXXX.
+//   - DELAY > 0: SCHEDULE_TOPIC_XXXX;
+//   - a priority (PropPriority, 0 and up) on a message none of the above
+//     took and without a message group: the queue of that priority,
+//     min(priority, writeQueueNums-1), whatever queue the producer chose
+//     (RocketMQ 5.4's SendMessageProcessor); on the others the property is
+//     dropped.
 //
 // The topic's message type and the per-type size limits are checked too. It
 // does not allocate on the common paths.
@@ -69,6 +75,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 			if err := c.checkType(t, r, bodyLen); err != nil {
 				return err
 			}
+			c.dropPriority(s, props)
 			s.props = c.features().tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
 			m.Properties = s.props
 			return nil
@@ -87,6 +94,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		if err := c.checkType(t, r, bodyLen); err != nil {
 			return err
 		}
+		c.dropPriority(s, props)
 		s.props = c.timerProps(s.props, m, deliver)
 		m.Properties = s.props
 		return nil
@@ -101,6 +109,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		if err := c.checkType(t, r, bodyLen); err != nil {
 			return err
 		}
+		c.dropPriority(s, props)
 		// DELAY is in s.props already: only REAL_TOPIC and REAL_QID are added.
 		lv := c.features().sched.ClampLevel(level)
 		s.props = message.AppendProperty(s.props, message.PropRealTopic, m.Topic)
@@ -112,8 +121,41 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 	}
 	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
 		r.typ = MessageFIFO
+		c.dropPriority(s, props)
+		m.Properties = s.props
+	} else if p, ok := messagePriority(props); ok {
+		r.typ = MessagePriority
+		if n := t.cfg.WriteQueueNums; n > 0 {
+			m.QueueID = min(p, n-1)
+		}
 	}
 	return c.checkType(t, r, bodyLen)
+}
+
+// messagePriority returns a message's priority (RocketMQ 5.4, RIP-80):
+// its PropPriority property when that is a number in 0..MaxInt32 (Java's
+// NumberUtils.toInt). Any other value makes no priority message: the
+// message is stored as a NORMAL one, the property as it came (what
+// RocketMQ's broker does; the gRPC front end refuses a negative priority
+// before).
+func messagePriority(props []byte) (int32, bool) {
+	v, _, ok := propInt(props, message.PropPriority)
+	if !ok || v < 0 || v > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// dropPriority removes the priority property from the stored properties of
+// a message that is not a PRIORITY one (TRANSACTION, DELAY or FIFO come
+// first, as RocketMQ's TopicMessageType.parseFromMessageProperty has them;
+// its broker clears the property too). s.props is props plus CLUSTER.
+func (c *Core) dropPriority(s *sendScratch, props []byte) {
+	if _, ok := message.LookupProperty(props, message.PropPriority); !ok {
+		return
+	}
+	s.props = appendPropsExcept(s.props[:0], props, message.PropPriority)
+	s.props = message.AppendProperty(s.props, message.PropCluster, c.opts.ClusterName)
 }
 
 // hasDelay reports whether props ask for a delay level.
@@ -158,7 +200,8 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 // typeAccepted reports whether a topic of message type topic accepts a
 // message of type msg. A FIFO topic accepts NORMAL messages too: order comes
 // from the producer's queue selection, which the Go client does not mark on
-// the message.
+// the message. A PRIORITY topic does too: a message without a priority is
+// spread over its queues as on any topic (RocketMQ's broker stores it).
 func typeAccepted(topic, msg MessageType) bool {
-	return topic == msg || (topic == MessageFIFO && msg == MessageNormal)
+	return topic == msg || ((topic == MessageFIFO || topic == MessagePriority) && msg == MessageNormal)
 }

@@ -209,6 +209,9 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 		if err := c.routeSend(s, r, t, &m, len(r.Body)); err != nil {
 			return err
 		}
+		if m.Topic == t.name {
+			qid = m.QueueID // a priority message's queue (route.go)
+		}
 		s.msgs = append(s.msgs, m)
 	}
 

@@ -505,7 +505,7 @@ func (c *Core) topicName(t []byte) string {
 
 // applyTopicAttributes applies RocketMQ 5's attribute changes ("+key=value"
 // adds or replaces, "-key" removes, comma-separated) to a topic's current
-// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY,
+// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY, PRIORITY,
 // TRANSACTION or MIXED).
 func applyTopicAttributes(cur map[string]string, change string) (map[string]string, error) {
 	out := make(map[string]string, len(cur)+1)
@@ -527,7 +527,7 @@ func applyTopicAttributes(cur map[string]string, change string) (map[string]stri
 				return nil, fmt.Errorf("unsupported topic attribute %q", k)
 			}
 			if _, ok := parseMsgType(v); !ok && !strings.EqualFold(v, "MIXED") {
-				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION or MIXED", v)
+				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY or MIXED", v)
 			}
 			out[k] = strings.ToUpper(v)
 		case '-':

@@ -44,7 +44,7 @@ func init() {
 		message.PropCluster, message.PropOriginMessageID, message.PropReconsumeTime, message.PropMaxReconsumeTimes,
 		message.PropConsumeStartTime, message.PropTranPreparedQueueOffset, message.PropTransactionCheckTimes,
 		message.PropCheckImmunityTimeInSeconds, message.PropMsgRegion, message.PropTraceOn,
-		message.PropTimerDeliverMS, message.PropTimerDelayMS, message.PropTimerDelaySec, message.PropJavaShardingKey,
+		message.PropTimerDeliverMS, message.PropTimerDelayMS, message.PropTimerDelaySec, message.PropJavaShardingKey, message.PropPriority,
 		message.PropCorrelationID, message.PropReplyToClient, message.PropTTL, message.PropMsgType, message.PropArriveTime,
 		message.PropBuyerID, message.PropTransferFlag, message.PropCorrectionFlag, propTimerOutMS, propTraceContext,
 		"POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TIMER_ROLL_TIMES", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
@@ -59,6 +59,7 @@ func init() {
 var protoTypes = [...]rmqpb.MessageType{
 	core.MessageNormal: rmqpb.MessageType_NORMAL, core.MessageFIFO: rmqpb.MessageType_FIFO,
 	core.MessageDelay: rmqpb.MessageType_DELAY, core.MessageTransaction: rmqpb.MessageType_TRANSACTION,
+	core.MessagePriority: rmqpb.MessageType_PRIORITY,
 }
 
 // outgoing is one message of a SendMessage, translated for core.Send.
@@ -175,6 +176,9 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 	switch typ {
 	case rmqpb.MessageType_MESSAGE_TYPE_UNSPECIFIED:
 		ct = core.InferMessageType(hasGroup, hasDelivery)
+		if ct == core.MessageNormal && sp.Priority != nil {
+			ct = core.MessagePriority
+		}
 		typ = protoTypes[ct]
 	case rmqpb.MessageType_NORMAL:
 		ct = core.MessageNormal
@@ -184,6 +188,8 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		ct = core.MessageDelay
 	case rmqpb.MessageType_TRANSACTION:
 		ct = core.MessageTransaction
+	case rmqpb.MessageType_PRIORITY:
+		ct = core.MessagePriority
 	default:
 		return badRequest(rmqpb.Code_UNSUPPORTED, "message type "+typ.String()+" is not supported")
 	}
@@ -193,6 +199,17 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 	}
 	if hasGroup {
 		p = message.AppendProperty(p, message.PropJavaShardingKey, o.group)
+	}
+	if sp.Priority != nil {
+		// RocketMQ's proxy sets the priority on its Message, whose setter
+		// throws for a negative one: INTERNAL_SERVER_ERROR. The core routes
+		// the message by it, or drops it from a FIFO, DELAY or
+		// TRANSACTION message (broker/core/route.go).
+		pr := sp.GetPriority()
+		if pr < 0 {
+			return badRequest(rmqpb.Code_INTERNAL_SERVER_ERROR, fmt.Sprintf("the priority %d is negative: a message's priority must be greater than or equal to 0", pr))
+		}
+		p = message.AppendProperty(p, message.PropPriority, strconv.FormatInt(int64(pr), 10))
 	}
 	if hasDelivery {
 		ts := sp.GetDeliveryTimestamp()
@@ -285,8 +302,14 @@ func toMessage(v message.View, topic, storeHost string, d *delivery) *rmqpb.Mess
 	sp.QueueOffset = &qo
 
 	var uniq, retryTopic, originID []byte
+	var priority *int32
 	message.ForEachProperty(v.Properties(), func(k, val []byte) bool {
 		switch string(k) {
+		case message.PropPriority:
+			if pr, err := strconv.ParseInt(string(val), 10, 32); err == nil && pr >= 0 {
+				p := int32(pr)
+				priority = &p
+			}
 		case message.PropUniqKey:
 			uniq = val
 		case message.PropTags:
@@ -326,6 +349,12 @@ func toMessage(v message.View, topic, storeHost string, d *delivery) *rmqpb.Mess
 	})
 	if message.TxType(v.SysFlag()) != message.TxNotType {
 		sp.MessageType = rmqpb.MessageType_TRANSACTION
+	}
+	if priority != nil {
+		sp.Priority = priority
+		if sp.MessageType == rmqpb.MessageType_NORMAL {
+			sp.MessageType = rmqpb.MessageType_PRIORITY
+		}
 	}
 	if len(uniq) > 0 {
 		sp.MessageId = string(uniq)

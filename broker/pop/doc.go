@@ -25,7 +25,9 @@
 //     offsets below next only. A popped message is invisible until
 //     visibleAt (wall clock, unix ms); once that passes without an ack, the
 //     next pop of the group hands it out again (attempts + 1, the copy's
-//     reconsumeTimes raised to attempts - 1) before any new message. A
+//     reconsumeTimes raised to attempts - 1) before any new message of
+//     its queue; a priority pop (Request.Priority) takes it after the new
+//     messages of every queue instead. A
 //     message delivered 1 + RetryMax times that becomes visible once more
 //     is stored in %DLQ%<group> instead (Host.Put, no flush wait) and is
 //     done, whether or not that put succeeds.

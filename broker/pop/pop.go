@@ -166,6 +166,13 @@ type Request struct {
 	// RetryMax is the group's retryMaxTimes: a message delivered 1 +
 	// RetryMax times that becomes visible once more is dead-lettered.
 	RetryMax int32
+	// Priority pops a PRIORITY topic (RocketMQ 5.4, RIP-80; QueueID -1 and
+	// not Orderly): the queue id is the priority, so the queues are taken
+	// from the highest id down, new messages of every queue first and the
+	// redeliveries (RocketMQ's retries) after them, again from the highest
+	// queue down: a retry waits for the backlog of new messages, as
+	// RocketMQ's default popFromRetryProbabilityForPriority=0 has it.
+	Priority bool
 }
 
 // Popped is one message a pop handed out.
@@ -184,7 +191,8 @@ type Popped struct {
 type Result struct {
 	// Body holds the records, copied back to back in Msgs' order: queue by
 	// queue, and within a queue the redeliveries (in offset order) before
-	// the new messages.
+	// the new messages; a Priority pop's: the new messages queue by queue
+	// from the highest, then the redeliveries likewise.
 	Body []byte
 	Msgs []Popped
 	// PopTime is the pop's time (unix ms): a receipt handle names the
@@ -232,9 +240,21 @@ func (m *Manager) Pop(r *Request, res *Result) error {
 	invisible := r.Invisible.Milliseconds()
 	var rest int64
 	m.mu.Lock()
-	if r.QueueID >= 0 {
-		rest += m.popQueueLocked(r, r.QueueID, now, invisible, res)
-	} else {
+	switch {
+	case r.QueueID >= 0:
+		rest += m.popQueueLocked(r, r.QueueID, now, invisible, res, takeAll)
+	case r.Priority && !r.Orderly:
+		for qid := r.Queues - 1; qid >= 0 && len(res.Msgs) < r.Max; qid-- {
+			m.popQueueLocked(r, qid, now, invisible, res, takeNew)
+		}
+		for qid := r.Queues - 1; qid >= 0; qid-- {
+			if len(res.Msgs) >= r.Max {
+				rest += max(m.host.MaxOffset(r.Topic, qid)-m.nextLocked(r, qid), 0)
+				continue
+			}
+			rest += m.popQueueLocked(r, qid, now, invisible, res, takeRedelivered)
+		}
+	default:
 		first := m.rr.Add(1)
 		for i := int32(0); i < r.Queues; i++ {
 			qid := int32((first + uint32(i)) % uint32(r.Queues))
@@ -242,7 +262,7 @@ func (m *Manager) Pop(r *Request, res *Result) error {
 				rest += max(m.host.MaxOffset(r.Topic, qid)-m.nextLocked(r, qid), 0)
 				continue
 			}
-			rest += m.popQueueLocked(r, qid, now, invisible, res)
+			rest += m.popQueueLocked(r, qid, now, invisible, res, takeAll)
 		}
 	}
 	m.mu.Unlock()
@@ -295,9 +315,16 @@ func (m *Manager) changedLocked(k key, q *queueState) {
 	m.host.CommitOffset(k.group, k.topic, k.queue, low)
 }
 
-// popQueueLocked pops from one queue into res and returns the queue's rest
-// (messages not yet handed out). m.mu is held.
-func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, res *Result) int64 {
+// What popQueueLocked takes of a queue.
+const (
+	takeRedelivered = 1 << iota // in-flight messages visible again (and dead letters)
+	takeNew                     // messages never handed out
+	takeAll         = takeRedelivered | takeNew
+)
+
+// popQueueLocked pops from one queue into res, what take says, and returns
+// the queue's rest (messages not yet handed out). m.mu is held.
+func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, res *Result, take int) int64 {
 	k := key{r.Group, r.Topic, qid}
 	q := m.queueLocked(k, r.FromFirst)
 	h := m.host
@@ -314,7 +341,7 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 	}
 
 	// Redeliveries (and FIFO messages waiting for their group), in offset order.
-	if len(q.inflight) > 0 {
+	if take&takeRedelivered != 0 && len(q.inflight) > 0 {
 		offs := make([]int64, 0, len(q.inflight))
 		for off := range q.inflight {
 			offs = append(offs, off)
@@ -382,7 +409,7 @@ func (m *Manager) popQueueLocked(r *Request, qid int32, now, invisible int64, re
 	}
 
 	// New messages.
-	for reads := 0; len(res.Msgs) < r.Max && len(q.inflight) < MaxInflight && reads < maxReads; reads++ {
+	for reads := 0; take&takeNew != 0 && len(res.Msgs) < r.Max && len(q.inflight) < MaxInflight && reads < maxReads; reads++ {
 		want := min(r.Max-len(res.Msgs), MaxInflight-len(q.inflight))
 		status, next, err := h.Read(r.Topic, qid, q.next, want, maxReadBytes, r.Filter, func(rec []byte) {
 			m.takeNewLocked(r, q, qid, now, invisible, rec, groups, res)
