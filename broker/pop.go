@@ -16,6 +16,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,16 +88,29 @@ func fillPopResponse(cmd *protocol.Command, resp *remoting.Response, res *core.P
 // <first offset>" per queue), msgOffsetInfo ("0 <queueId> <o1>,<o2>,..."
 // per queue) and, for an orderly pop, orderCountInfo ("0
 // qo<queueId>%<offset> <earlier deliveries>" per message), each
-// ';'-separated, from the popped messages (queue by queue, as core.PopResult
-// lists them). All three are nil without messages.
+// ';'-separated, from the popped messages. Each queue has one entry, in the
+// order the queues first appear: a priority pop lists a queue's new
+// messages and, after other queues', its redeliveries. RocketMQ's Java
+// client refuses a queue named twice and matches a queue's offsets with its
+// messages in the order they come, so a queue's offsets are listed in the
+// messages' order. All three are nil without messages.
 func appendPopInfo(msgs []core.Popped, orderly bool) (start, offs, counts []byte) {
-	for i := 0; i < len(msgs); {
+	var seen []int32
+	for i := range msgs {
 		qid := msgs[i].QueueID
-		j := i
-		low := msgs[i].Offset
-		for j < len(msgs) && msgs[j].QueueID == qid {
-			low = min(low, msgs[j].Offset)
-			j++
+		if slices.Contains(seen, qid) {
+			continue
+		}
+		seen = append(seen, qid)
+		var mine []core.Popped
+		for _, p := range msgs[i:] {
+			if p.QueueID == qid {
+				mine = append(mine, p)
+			}
+		}
+		low := mine[0].Offset
+		for _, p := range mine {
+			low = min(low, p.Offset)
 		}
 		start = appendInfoSep(start)
 		start = append(start, "0 "...)
@@ -107,14 +121,14 @@ func appendPopInfo(msgs []core.Popped, orderly bool) (start, offs, counts []byte
 		offs = append(offs, "0 "...)
 		offs = strconv.AppendInt(offs, int64(qid), 10)
 		offs = append(offs, ' ')
-		for k, p := range msgs[i:j] {
+		for k, p := range mine {
 			if k > 0 {
 				offs = append(offs, ',')
 			}
 			offs = strconv.AppendInt(offs, p.Offset, 10)
 		}
 		if orderly {
-			for _, p := range msgs[i:j] {
+			for _, p := range mine {
 				counts = appendInfoSep(counts)
 				counts = append(counts, "0 qo"...)
 				counts = strconv.AppendInt(counts, int64(qid), 10)
@@ -124,7 +138,6 @@ func appendPopInfo(msgs []core.Popped, orderly bool) (start, offs, counts []byte
 				counts = strconv.AppendInt(counts, int64(p.Attempts-1), 10)
 			}
 		}
-		i = j
 	}
 	return start, offs, counts
 }

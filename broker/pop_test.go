@@ -705,4 +705,19 @@ func TestAppendPopInfo(t *testing.T) {
 	if s, o, c := appendPopInfo(nil, true); s != nil || o != nil || c != nil {
 		t.Error("info for an empty pop")
 	}
+
+	// A priority pop: the new messages of queues 3 and 1, then the
+	// redeliveries of both. Each queue is named once (the Java client
+	// refuses a duplicate), its offsets in the messages' order.
+	prio := []pop.Popped{
+		{QueueID: 3, Offset: 10, Attempts: 1}, {QueueID: 1, Offset: 4, Attempts: 1},
+		{QueueID: 3, Offset: 2, Attempts: 2}, {QueueID: 1, Offset: 0, Attempts: 3},
+	}
+	start, offs, _ = appendPopInfo(prio, false)
+	if got, want := string(start), "0 3 2;0 1 0"; got != want {
+		t.Errorf("priority pop's startOffsetInfo %q, want %q", got, want)
+	}
+	if got, want := string(offs), "0 3 10,2;0 1 4,0"; got != want {
+		t.Errorf("priority pop's msgOffsetInfo %q, want %q", got, want)
+	}
 }
