@@ -26,8 +26,9 @@ import (
 // There is no rebalance: every consumer of the group pops from every queue, and the
 // broker hands each message to one of them at a time, so several simple consumers
 // share even a single queue message by message. With ReceiveOrderly, messages of
-// one message group (ShardingKey) are received one at a time and in order: the next
-// stays invisible until the previous is acked.
+// one message group (ShardingKey) are received in order, consecutive ones together
+// in one Receive (a batch, as RocketMQ's orderly pop): the next receive gets none of
+// the group until those are acked.
 //
 // Each received message carries its receipt handle in the POP_CK property; Ack and
 // ChangeInvisibleDuration use it (ChangeInvisibleDuration replaces it with the new
@@ -97,9 +98,9 @@ func AwaitDuration(d time.Duration) SimpleConsumerOpt {
 }
 
 // ReceiveOrderly makes Receive pop orderly: messages of one message group
-// (ShardingKey) are handed out one at a time, in queue order; the next one of a
-// group stays invisible until the previous is acked (or dead-lettered). Messages
-// without a sharding key are not ordered. Default off.
+// (ShardingKey) are handed out in queue order, consecutive ones together in one
+// Receive; the group's next stay invisible until those are acked (or
+// dead-lettered). Messages without a sharding key are not ordered. Default off.
 func ReceiveOrderly(on bool) SimpleConsumerOpt {
 	return simpleOpt{"ReceiveOrderly", func(c *simpleConfig) { c.orderly = on }}
 }
