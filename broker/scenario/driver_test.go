@@ -36,6 +36,9 @@ type Msg struct {
 	// Group is the message group (FIFO): the queue is chosen by its hash,
 	// and an orderly consumer gets one message of a group at a time.
 	Group string
+	// Priority, when set, is the message's priority (RocketMQ 5.4,
+	// RIP-80): remoting's _SYS_MSG_PRIORITY_ property, gRPC's priority.
+	Priority *int32
 }
 
 // Sent is what a send stored.
@@ -284,6 +287,9 @@ func msgProps(m Msg, id string) []byte {
 	}
 	if m.Group != "" {
 		p = message.AppendProperty(p, message.PropJavaShardingKey, m.Group)
+	}
+	if m.Priority != nil {
+		p = message.AppendProperty(p, message.PropPriority, strconv.Itoa(int(*m.Priority)))
 	}
 	return p
 }

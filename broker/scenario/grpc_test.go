@@ -134,6 +134,7 @@ func grpcMessage(m Msg, id string, typ rmqpb.MessageType) *rmqpb.Message {
 	if m.Group != "" {
 		sp.MessageGroup = &m.Group
 	}
+	sp.Priority = m.Priority
 	if !m.DeliverAt.IsZero() {
 		sp.DeliveryTimestamp = timestamppb.New(m.DeliverAt)
 	}

@@ -79,6 +79,7 @@ var scenarios = []scenario{
 	{name: "registered-subscription", needs: []op{opSubscribe}, run: registeredSubscription},
 	{name: "fifo", run: fifo},
 	{name: "message-type", run: messageType},
+	{name: "priority", run: priority},
 	{name: "refusals", run: refusals},
 	{name: "long-poll-pull", needs: []op{opHold}, run: longPollPull},
 	{name: "long-poll-pop", needs: []op{opHold}, run: longPollPop},
@@ -698,6 +699,58 @@ func messageType(t *testing.T, d driver) {
 	got, _ := pullN(t, d, "mt-group", "MF", 0, 0, 2, Filter{})
 	if !slices.Equal(bodies(got), []string{"plain", "grouped"}) {
 		t.Errorf("pulled %v", bodies(got))
+	}
+}
+
+// priority: RocketMQ 5.4's priority messages (RIP-80). A message's
+// priority is its queue (beyond the queues: the highest), a PRIORITY
+// topic's pops take the highest queue first, and a message that becomes
+// visible again comes after the backlog of new messages.
+func priority(t *testing.T, d driver) {
+	prio := func(p int32) *int32 { return &p }
+	d.createTopic(t, "PR", 4, "PRIORITY")
+	d.createGroup(t, "pr-group", groupConfig{retryMax: -1})
+	for _, p := range []int32{0, 1, 2, 3, 9} {
+		mustSend(t, d, Msg{Topic: "PR", Body: fmt.Sprintf("p%d", p), Priority: prio(p)})
+	}
+	for q, want := range [][]string{{"p0"}, {"p1"}, {"p2"}, {"p3", "p9"}} {
+		if got, _ := pullN(t, d, "pr-puller", "PR", int32(q), 0, len(want), Filter{}); !slices.Equal(bodies(got), want) {
+			t.Fatalf("queue %d holds %v, want %v", q, bodies(got), want)
+		}
+	}
+	var order []string
+	for range 5 {
+		got := popN(t, d, "pr-group", "PR", 1, time.Minute, Filter{})
+		order = append(order, got[0].Body)
+		mustAck(t, d, "pr-group", got...)
+	}
+	if want := []string{"p3", "p9", "p2", "p1", "p0"}; !slices.Equal(order, want) {
+		t.Fatalf("popped %v, want %v", order, want)
+	}
+
+	// A retry after the backlog.
+	mustSend(t, d, Msg{Topic: "PR", Body: "r3", Priority: prio(3)})
+	first := popN(t, d, "pr-group", "PR", 1, time.Minute, Filter{})
+	if first[0].Body != "r3" {
+		t.Fatalf("popped %q, want r3", first[0].Body)
+	}
+	mustSend(t, d, Msg{Topic: "PR", Body: "n3", Priority: prio(3)})
+	mustSend(t, d, Msg{Topic: "PR", Body: "n0", Priority: prio(0)})
+	pullN(t, d, "pr-puller", "PR", 3, 2, 2, Filter{})
+	pullN(t, d, "pr-puller", "PR", 0, 1, 1, Filter{})
+	visible := time.Now().Add(time.Millisecond)
+	if _, ok := d.changeInvisible(t, "pr-group", first[0], time.Millisecond); !ok {
+		t.Fatal("change of invisibility refused")
+	}
+	wait.Until(t, "r3 visible again", func() bool { return time.Now().After(visible) })
+	order = order[:0]
+	for range 3 {
+		got := popN(t, d, "pr-group", "PR", 1, time.Minute, Filter{})
+		order = append(order, got[0].Body)
+		mustAck(t, d, "pr-group", got...)
+	}
+	if want := []string{"n3", "n0", "r3"}; !slices.Equal(order, want) {
+		t.Fatalf("popped %v, want %v (the retry last)", order, want)
 	}
 }
 
