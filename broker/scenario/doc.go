@@ -1,9 +1,8 @@
 // Package scenario is the broker's scenario suite: one table of messaging
 // scenarios (send and pull, POP and ack, invisibility, offsets, retries,
 // dead letters, delays and timers, transactions, filters, FIFO, priority
-// messages), each
-// written once against a small driver interface and run against three
-// drivers: the messaging core's Go methods (broker/core), the remoting
+// messages), each written once against a small driver interface and run
+// against three drivers: the messaging core's Go methods (broker/core), the remoting
 // front end (package broker, over TCP with RocketMQ's remoting frames) and
 // the gRPC front end (broker/grpcfe, with the generated MessagingService
 // client of rmqpb); and across the protocols, on one node (package node)
