@@ -41,4 +41,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 )
 
-require go.yaml.in/yaml/v3 v3.0.6
+require (
+	github.com/pierrec/lz4/v4 v4.1.33
+	go.yaml.in/yaml/v3 v3.0.6
+)

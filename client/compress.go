@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/apogeemq/apogee/message"
 )
@@ -87,20 +88,29 @@ func (c *compressor) close() {
 
 var (
 	zlibReaders sync.Pool // io.ReadCloser implementing zlib.Resetter
+	lz4Readers  sync.Pool // *lz4.Reader
 	zstdOnce    sync.Once
 	zstdDec     *zstd.Decoder
 	zstdErr     error
 )
 
-// errUnsupportedCodec: the body's compression type is not one this client reads (LZ4).
+// errUnsupportedCodec: the body's compression type is none of the three RocketMQ 5
+// defines (sysflag bits 8-10: 1 LZ4, 2 ZSTD, 3 ZLIB; 0 is zlib too).
 var errUnsupportedCodec = errors.New("client: unsupported compression type")
 
-// decompress inflates a stored body according to its sysflag: compression type 0 or
-// ZLIB is zlib, ZSTD is zstd; LZ4 is not supported. The result is a new slice.
+// errInflatedTooLarge: a compressed body inflates to more than maxInflated bytes.
+var errInflatedTooLarge = fmt.Errorf("client: inflated body over %d bytes", maxInflated)
+
+// decompress inflates a stored body according to its sysflag, as RocketMQ 5's
+// CompressionType reads the bits: type 0 or ZLIB is zlib, ZSTD is zstd, LZ4 is an
+// LZ4 frame (what the Java client's Lz4Compressor, lz4-java's LZ4FrameOutputStream,
+// writes). The result is a new slice.
 func decompress(body []byte, sysFlag int32) ([]byte, error) {
 	switch sysFlag & message.CompressionMask {
 	case 0, message.CompressionZLIB:
 		return inflateZlib(body)
+	case message.CompressionLZ4:
+		return inflateLZ4(body)
 	case message.CompressionZSTD:
 		zstdOnce.Do(func() {
 			zstdDec, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxInflated))
@@ -132,7 +142,7 @@ func inflateZlib(body []byte) ([]byte, error) {
 	for {
 		if len(out) == cap(out) {
 			if len(out) >= maxInflated {
-				return nil, fmt.Errorf("client: inflated body over %d bytes", maxInflated)
+				return nil, errInflatedTooLarge
 			}
 			out = append(out, 0)[:len(out)]
 		}
@@ -146,5 +156,38 @@ func inflateZlib(body []byte) ([]byte, error) {
 		}
 	}
 	zlibReaders.Put(zr)
+	return out, nil
+}
+
+// inflateLZ4 reads one LZ4 frame (or several concatenated, as the frame format
+// allows), bounded by maxInflated. Readers are pooled: a frame with 4 MiB blocks
+// (lz4-java's default) costs its block buffers once per reader, not per message.
+func inflateLZ4(body []byte) ([]byte, error) {
+	br := bytes.NewReader(body)
+	zr, _ := lz4Readers.Get().(*lz4.Reader)
+	if zr == nil {
+		zr = lz4.NewReader(br)
+	} else {
+		zr.Reset(br)
+	}
+	out := make([]byte, 0, 4*len(body)+64)
+	for {
+		if len(out) == cap(out) {
+			if len(out) >= maxInflated {
+				return nil, errInflatedTooLarge
+			}
+			out = append(out, 0)[:len(out)]
+		}
+		n, err := zr.Read(out[len(out):cap(out)])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	zr.Reset(nil)
+	lz4Readers.Put(zr)
 	return out, nil
 }

@@ -3,8 +3,9 @@
 // (clustering or broadcasting, concurrent or orderly) and a pull consumer. It talks
 // to Apogee brokers and to Java RocketMQ 4.x/5.x brokers and name servers.
 //
-// It imports only the module's remoting, protocol and message packages (and zlib/zstd
-// from github.com/klauspost/compress); never broker or store.
+// It imports only the module's remoting, protocol and message packages (zlib/zstd
+// from github.com/klauspost/compress, the LZ4 reader from github.com/pierrec/lz4/v4);
+// never broker or store.
 //
 // # Configuration
 //
@@ -68,7 +69,7 @@
 // (1,000 messages, 100 MiB) or, for concurrent consumption, spans more than MaxSpan
 // (2,000) offsets. Pull bodies are walked with message.ForEachRecord; each message's
 // Body aliases its response, which gets an array of its own for that (one copy per
-// pull, none per message), compressed bodies are inflated (zlib or zstd), and tags
+// pull, none per message), compressed bodies are inflated (zlib, zstd or LZ4, as the sysflag's compression type says), and tags
 // are checked again by exact string.
 //
 // A concurrent listener runs on at most ConsumeGoroutines (20) goroutines that exist
