@@ -111,6 +111,12 @@ func TestCheck(t *testing.T) {
 		{"reset offset", signed(req(protocol.ReqInvokeBrokerToResetOffset, "group", "billing", "topic", "orders"), "alice", "alice-secret"), local, false, "(Update)"},
 		{"super user", signed(req(protocol.ReqUpdateBrokerConfig), "admin", "admin-secret"), local, true, ""},
 		{"list topics needs Topic:*", signed(req(protocol.ReqGetAllTopicConfig), "alice", "alice-secret"), local, false, "Topic:* (Get|List)"},
+		// Request-reply: a reply's send needs Pub on its topic, as a send does.
+		{"reply allowed", signed(req(protocol.ReqSendReplyMessage, "producerGroup", "pg", "topic", "orders-reply", "queueId", "0"), "alice", "alice-secret"), local, true, ""},
+		{"reply not granted", signed(req(protocol.ReqSendReplyMessage, "producerGroup", "pg", "topic", "payments", "queueId", "0"), "alice", "alice-secret"), local, false, "Topic:payments (Pub)"},
+		{"reply V2 allowed", signed(req(protocol.ReqSendReplyMessageV2, "a", "pg", "b", "orders-reply", "e", "0"), "alice", "alice-secret"), local, true, ""},
+		{"reply V2 not granted", signed(req(protocol.ReqSendReplyMessageV2, "a", "pg", "b", "payments", "e", "0"), "alice", "alice-secret"), local, false, "Topic:payments (Pub)"},
+		{"unsigned reply", req(protocol.ReqSendReplyMessageV2, "a", "pg", "b", "orders", "e", "0"), local, false, "no AccessKey"},
 	} {
 		ok, code, remark := g.Check(tc.remote, tc.req)
 		if ok != tc.ok || !ok && (code != protocol.RespNoPermission || !strings.Contains(remark, tc.remark)) {
@@ -121,7 +127,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	st := g.Stats()
-	if st.Users != 3 || st.ACLs != 1 || st.Denied == 0 || st.Allowed == 0 || st.Unsigned != 1 || st.BadSignature != 1 {
+	if st.Users != 3 || st.ACLs != 1 || st.Denied == 0 || st.Allowed == 0 || st.Unsigned != 2 || st.BadSignature != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }

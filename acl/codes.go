@@ -78,8 +78,8 @@ var rules = map[int32]rule{
 	protocol.ReqSendMessage:        {kind: kindSend, actions: Pub, note: "Pub on Topic:topic; a %RETRY% topic: Sub on its group"},
 	protocol.ReqSendMessageV2:      {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE (fields b and a)"},
 	protocol.ReqSendBatchMessage:   {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE (fields b and a)"},
-	protocol.ReqSendReplyMessage:   {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE"},
-	protocol.ReqSendReplyMessageV2: {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE_V2"},
+	protocol.ReqSendReplyMessage:   {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE (RocketMQ 5.3: authentication only; see below)"},
+	protocol.ReqSendReplyMessageV2: {kind: kindSend, actions: Pub, note: "as SEND_MESSAGE_V2 (RocketMQ 5.3: authentication only; see below)"},
 	protocol.ReqPullMessage:        {kind: kindPull, actions: Sub, note: "Sub on Topic:topic (unless a %RETRY% topic) and Sub on Group:consumerGroup"},
 	protocol.ReqLitePullMessage:    {kind: kindPull, actions: Sub, note: "as PULL_MESSAGE"},
 	protocol.ReqHeartBeat:          {kind: kindHeartbeat, actions: Sub, note: "Sub on each consumer group of the body and on each topic they subscribe (producers: authentication only)"},
@@ -91,7 +91,10 @@ var rules = map[int32]rule{
 
 	protocol.ReqUpdateAndCreateSubscription: {kind: kindGroupBody, actions: Create | Update, note: "Create or Update on Group:groupName (of the body)"},
 
-	protocol.ReqQueryMessage:                 fields(Sub|Get, topic("topic")),
+	protocol.ReqQueryMessage: fields(Sub|Get, topic("topic")),
+	// Pushed by brokers to clients, never served by a broker: as
+	// ReplyMessageRequestHeader's annotation says.
+	protocol.ReqPushReplyMessageToClient:     fields(Sub, group("producerGroup"), topic("topic")),
 	protocol.ReqQueryConsumerOffset:          fields(Sub|Get, topicNoRetry("topic"), group("consumerGroup")),
 	protocol.ReqUpdateConsumerOffset:         fields(Sub|Update, topicNoRetry("topic"), group("consumerGroup")),
 	protocol.ReqSearchOffsetByTimestamp:      fields(Sub|Get, topic("topic")),

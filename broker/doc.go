@@ -33,6 +33,14 @@
 //     between deferring and, without a connection, core.WaitDurable).
 //     CONSUMER_SEND_MSG_BACK (36) and END_TRANSACTION (37) answer the same
 //     way, with the code alone.
+//   - SEND_REPLY_MESSAGE (324, 325; reply.go): core.Send stores the reply
+//     (in the cluster's reply topic, or wherever the replier sends it), then
+//     the request is deferred while PUSH_REPLY_MESSAGE_TO_CLIENT (326) goes,
+//     with InvokeAsync and a 10 s bound, to the connection core.ReplyConn
+//     names for the reply's REPLY_TO_CLIENT; the requester's answer, or its
+//     absence, decides the replier's code (SUCCESS, or SYSTEM_ERROR with
+//     RocketMQ's remark), the stored reply's send fields go with it. A sync
+//     flush's wait runs on a goroutine of its own before the push.
 //   - Pull (11): core.Pull into a pooled pullJob's core.PullResult. Its
 //     records are views of the commit log and become the response body as
 //     they are: the connection writes them with the header in one writev

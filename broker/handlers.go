@@ -66,7 +66,7 @@ func (t *handlerTable) codes() []int32 {
 // buildHandlers collects every unit's request codes.
 func (b *Broker) buildHandlers() {
 	for _, register := range []func(*handlerTable){
-		b.registerSend, b.registerPull, b.registerClients, b.registerOffsets, b.registerMessages,
+		b.registerSend, b.registerReply, b.registerPull, b.registerClients, b.registerOffsets, b.registerMessages,
 		b.registerTopicsAndGroups, b.registerLocks, b.registerRetry, b.registerTransactions,
 		b.registerDelay, b.registerPop, b.registerRuntimeInfo,
 		b.registerAdminOps,

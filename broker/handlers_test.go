@@ -26,6 +26,7 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqGetConsumerConnectionList, protocol.ReqDeleteTopicInBroker,
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,
 		protocol.ReqSendMessageV2, protocol.ReqSendBatchMessage, protocol.ReqGetSubscriptionGroupConfig,
+		protocol.ReqSendReplyMessage, protocol.ReqSendReplyMessageV2, // reply.go
 		protocol.ReqPopMessage, protocol.ReqAckMessage, protocol.ReqChangeMessageInvisibleTime,
 		protocol.ReqPeekMessage, protocol.ReqNotification, protocol.ReqPollingInfo, protocol.ReqBatchAckMessage,
 		protocol.ReqRecallMessage,

@@ -51,6 +51,10 @@ type instance struct {
 	stop      chan struct{}
 	done      chan struct{}
 	kick      chan struct{} // heartbeat now (a new member or a new broker)
+
+	// replies are the Requests waiting, by correlation id (request.go).
+	replyMu sync.Mutex
+	replies map[string]chan *MessageExt
 }
 
 // member is a consumer as the instance sees it.
@@ -669,6 +673,8 @@ func (in *instance) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp 
 	case protocol.ReqCheckTransactionState:
 		in.checkTransaction(c, req)
 		return remoting.NoReply
+	case protocol.ReqPushReplyMessageToClient:
+		return in.servePushReply(c, req, resp)
 	case protocol.ReqGetConsumerRunningInfo:
 		return in.serveRunningInfo(c, req)
 	case protocol.ReqConsumeMessageDirectly:

@@ -53,6 +53,7 @@ const (
 	DefaultHeartbeatInterval    = 30 * time.Second
 	DefaultProducerGroup        = "DEFAULT_PRODUCER"
 	DefaultSendTimeout          = 3 * time.Second
+	DefaultReplyTimeout         = 3 * time.Second
 	DefaultSendRetries          = 2
 	DefaultBusyBackoff          = 50 * time.Millisecond
 	DefaultMaxBusyBackoff       = time.Second
@@ -303,6 +304,7 @@ type producerConfig struct {
 	createTopicKey string
 	topicQueueNums int
 	txListener     TransactionListener
+	replyTimeout   time.Duration
 }
 
 func defaultProducerConfig() producerConfig {
@@ -320,6 +322,7 @@ func defaultProducerConfig() producerConfig {
 		faultTolerance: true,
 		createTopicKey: DefaultCreateTopicKey,
 		topicQueueNums: DefaultCreateTopicQueueNums,
+		replyTimeout:   DefaultReplyTimeout,
 	}
 }
 
@@ -330,6 +333,9 @@ func (c *producerConfig) validate() error {
 	}
 	if c.sendTimeout <= 0 {
 		c.client.errf("SendTimeout must be positive")
+	}
+	if c.replyTimeout <= 0 {
+		c.client.errf("ReplyTimeout must be positive")
 	}
 	if c.retries < 0 {
 		c.client.errf("SendRetries must not be negative")
@@ -393,6 +399,12 @@ func ProducerGroup(g string) ProducerOpt { return producerOpt{func(c *producerCo
 // Default 3 s.
 func SendTimeout(d time.Duration) ProducerOpt {
 	return producerOpt{func(c *producerConfig) { c.sendTimeout = d }}
+}
+
+// ReplyTimeout bounds Producer.Request's wait for the reply (the send included) when
+// its context has no deadline. Default 3 s.
+func ReplyTimeout(d time.Duration) ProducerOpt {
+	return producerOpt{func(c *producerConfig) { c.replyTimeout = d }}
 }
 
 // SendRetries sets how many times a failed send is tried again, on another queue and,

@@ -119,8 +119,9 @@ type Producer struct {
 	sweeping bool
 	expired  []*sendReq
 
-	topicMu sync.Mutex
-	topics  map[string]bool
+	topicMu   sync.Mutex
+	topics    map[string]bool
+	requested map[string]bool // topics Request has sent to (heartbeat before the first)
 
 	checkOnce sync.Once
 	checks    chan struct{} // transaction check slots
@@ -601,6 +602,10 @@ func (r *sendReq) encode(now int64) {
 		h.Flag = 0
 		h.Properties = nil
 		p.in.initRequest(&r.cmd, protocol.ReqSendBatchMessage)
+		h.EncodeV2(&r.cmd.Ext)
+	} else if isReply(r.msg) {
+		// A reply (Reply): SEND_REPLY_MESSAGE_V2, as the Java client sends it.
+		p.in.initRequest(&r.cmd, protocol.ReqSendReplyMessageV2)
 		h.EncodeV2(&r.cmd.Ext)
 	} else {
 		p.in.initRequest(&r.cmd, protocol.ReqSendMessage)

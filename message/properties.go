@@ -55,6 +55,7 @@ const (
 	PropTTL                        = "TTL"                            // request/reply
 	PropMsgType                    = "MSG_TYPE"                       // request/reply ("reply")
 	PropArriveTime                 = "ARRIVE_TIME"                    // request/reply
+	PropPushReplyTime              = "PUSH_REPLY_TIME"                // request/reply: when the broker pushed the reply (ms)
 	PropBuyerID                    = "BUYER_ID"                       // legacy
 	PropTransferFlag               = "TRANSFER_FLAG"                  // legacy
 	PropCorrectionFlag             = "CORRECTION_FLAG"                // legacy

@@ -42,6 +42,7 @@ var goldenHeaders = []struct {
 	{"ConsumerSendMsgBackRequest", func() typedHeader { return new(ConsumerSendMsgBackRequest) }},
 	{"EndTransactionRequest", func() typedHeader { return new(EndTransactionRequest) }},
 	{"CheckTransactionStateRequest", func() typedHeader { return new(CheckTransactionStateRequest) }},
+	{"ReplyMessageRequest", func() typedHeader { return new(ReplyMessageRequest) }},
 	{"QueryMessageRequest", func() typedHeader { return new(QueryMessageRequest) }},
 	{"QueryMessageResponse", func() typedHeader { return new(QueryMessageResponse) }},
 	{"ViewMessageByIDRequest", func() typedHeader { return new(ViewMessageByIDRequest) }},

@@ -37,3 +37,24 @@ type SendMessageResponse struct {
 	// 5.3.1+ sends it for timer messages only).
 	RecallHandle []byte `rmq:"recallHandle,omitempty"`
 }
+
+// ReplyMessageRequest is the header of PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker to the
+// requesting client: the reply's send header (SEND_REPLY_MESSAGE's, V1 keys) plus where
+// it came from and when the broker pushed it (Java's ReplyMessageRequestHeader). The
+// body is the reply's body as sent.
+type ReplyMessageRequest struct {
+	ProducerGroup         string `rmq:"producerGroup,required"`
+	Topic                 string `rmq:"topic,required"`
+	DefaultTopic          string `rmq:"defaultTopic"`
+	DefaultTopicQueueNums int32  `rmq:"defaultTopicQueueNums"`
+	QueueID               int32  `rmq:"queueId,required"`
+	SysFlag               int32  `rmq:"sysFlag,required"`
+	BornTimestamp         int64  `rmq:"bornTimestamp,required"` // ms
+	Flag                  int32  `rmq:"flag,required"`
+	Properties            string `rmq:"properties"`
+	ReconsumeTimes        int32  `rmq:"reconsumeTimes"`
+	UnitMode              bool   `rmq:"unitMode"`
+	BornHost              string `rmq:"bornHost,required"`  // the replier's address, as Java writes it: "/ip:port"
+	StoreHost             string `rmq:"storeHost,required"` // the broker's, the same way
+	StoreTimestamp        int64  `rmq:"storeTimestamp,required"`
+}

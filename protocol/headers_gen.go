@@ -2451,3 +2451,79 @@ func (h *SendMessageResponse) Encode(ext *ExtFields) {
 		w.bytes("recallHandle", h.RecallHandle)
 	}
 }
+
+// replyMessageRequestRequired names ReplyMessageRequest's required keys, by bit of the decoder's seen mask.
+var replyMessageRequestRequired = [...]string{"producerGroup", "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "bornHost", "storeHost", "storeTimestamp"}
+
+// Decode resets h and reads it from ext as the rmq tags of ReplyMessageRequest's fields
+// describe (see "Typed headers" in the package documentation).
+func (h *ReplyMessageRequest) Decode(ext *ExtFields) error {
+	*h = ReplyMessageRequest{}
+	var seen uint32
+	for i := range ext.ents {
+		k, v := ext.At(i)
+		ok := true
+		switch string(k) {
+		case "producerGroup":
+			h.ProducerGroup = string(v)
+			seen = seen&^(1<<0) | nonEmpty(v, 1<<0)
+		case "topic":
+			h.Topic = string(v)
+			seen = seen&^(1<<1) | nonEmpty(v, 1<<1)
+		case "defaultTopic":
+			h.DefaultTopic = string(v)
+		case "defaultTopicQueueNums":
+			h.DefaultTopicQueueNums, ok = decInt32(v, 0)
+		case "queueId":
+			h.QueueID, ok = decInt32(v, 0)
+			seen = seen&^(1<<2) | nonEmpty(v, 1<<2)
+		case "sysFlag":
+			h.SysFlag, ok = decInt32(v, 0)
+			seen = seen&^(1<<3) | nonEmpty(v, 1<<3)
+		case "bornTimestamp":
+			h.BornTimestamp, ok = decInt64(v, 0)
+			seen = seen&^(1<<4) | nonEmpty(v, 1<<4)
+		case "flag":
+			h.Flag, ok = decInt32(v, 0)
+			seen = seen&^(1<<5) | nonEmpty(v, 1<<5)
+		case "properties":
+			h.Properties = string(v)
+		case "reconsumeTimes":
+			h.ReconsumeTimes, ok = decInt32(v, 0)
+		case "unitMode":
+			h.UnitMode, ok = parseBool(v)
+		case "bornHost":
+			h.BornHost = string(v)
+			seen = seen&^(1<<6) | nonEmpty(v, 1<<6)
+		case "storeHost":
+			h.StoreHost = string(v)
+			seen = seen&^(1<<7) | nonEmpty(v, 1<<7)
+		case "storeTimestamp":
+			h.StoreTimestamp, ok = decInt64(v, 0)
+			seen = seen&^(1<<8) | nonEmpty(v, 1<<8)
+		}
+		if !ok {
+			return badField("ReplyMessageRequest", k, v)
+		}
+	}
+	return checkRequired("ReplyMessageRequest", seen, 0x1ff, replyMessageRequestRequired[:])
+}
+
+// Encode writes h into ext as the rmq tags of ReplyMessageRequest's fields describe.
+func (h *ReplyMessageRequest) Encode(ext *ExtFields) {
+	w := writeFields(ext)
+	w.str("producerGroup", h.ProducerGroup)
+	w.str("topic", h.Topic)
+	w.str("defaultTopic", h.DefaultTopic)
+	w.int("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums))
+	w.int("queueId", int64(h.QueueID))
+	w.int("sysFlag", int64(h.SysFlag))
+	w.int("bornTimestamp", h.BornTimestamp)
+	w.int("flag", int64(h.Flag))
+	w.str("properties", h.Properties)
+	w.int("reconsumeTimes", int64(h.ReconsumeTimes))
+	w.bool("unitMode", h.UnitMode)
+	w.str("bornHost", h.BornHost)
+	w.str("storeHost", h.StoreHost)
+	w.int("storeTimestamp", h.StoreTimestamp)
+}

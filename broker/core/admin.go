@@ -436,7 +436,7 @@ func (a Admin) SystemTopics() []string {
 	c := a.c
 	out := []string{scheduleTopic, timerTopic, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
 		"TRANS_CHECK_MAX_TIME_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", topicAutoCreateKey,
-		c.opts.ClusterName, c.opts.BrokerName}
+		c.opts.ClusterName, c.opts.BrokerName, c.ReplyTopic()}
 	sort.Strings(out)
 	return out
 }

@@ -136,6 +136,10 @@ type clientManager struct {
 	consumers map[string]*consumerGroup
 	producers map[string]map[ClientConn]*member
 	conns     map[ClientConn]*connClient
+	// replyTo is RocketMQ's ProducerManager.clientChannelTable: the
+	// connection of each client ID whose heartbeat declared a producer
+	// group, the last one to do so; a reply is pushed there.
+	replyTo map[string]ClientConn
 }
 
 func newClientManager(log *slog.Logger) *clientManager {
@@ -144,6 +148,7 @@ func newClientManager(log *slog.Logger) *clientManager {
 		consumers: make(map[string]*consumerGroup),
 		producers: make(map[string]map[ClientConn]*member),
 		conns:     make(map[ClientConn]*connClient),
+		replyTo:   make(map[string]ClientConn),
 	}
 }
 
@@ -185,6 +190,11 @@ func (m *clientManager) heartbeat(c ClientConn, hb *protocol.HeartbeatData, lang
 		}
 	}
 	cc.producerGroups = prods
+	if len(prods) > 0 {
+		m.replyTo[hb.ClientID] = c
+	} else {
+		m.forgetReplyToLocked(c, cc)
+	}
 
 	var cons []string
 	for i := range hb.ConsumerDataSet {
@@ -356,6 +366,22 @@ func inconsistency(g *consumerGroup) string {
 	return b.String()
 }
 
+// forgetReplyToLocked drops c as its client's reply target, if it is.
+func (m *clientManager) forgetReplyToLocked(c ClientConn, cc *connClient) {
+	if cc != nil && m.replyTo[cc.clientID] == c {
+		delete(m.replyTo, cc.clientID)
+	}
+}
+
+// replyConn is RocketMQ's ProducerManager.findChannel: the connection of
+// the client with this ID that declared a producer group.
+func (m *clientManager) replyConn(clientID string) (ClientConn, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.replyTo[clientID]
+	return c, ok
+}
+
 func (m *clientManager) leaveProducerLocked(c ClientConn, group string) {
 	if g := m.producers[group]; g != nil {
 		delete(g, c)
@@ -375,6 +401,9 @@ func (m *clientManager) unregister(c ClientConn, producerGroup, consumerGroup st
 		m.leaveProducerLocked(c, producerGroup)
 		if cc != nil {
 			cc.producerGroups = slices.DeleteFunc(cc.producerGroups, func(s string) bool { return s == producerGroup })
+			if len(cc.producerGroups) == 0 {
+				m.forgetReplyToLocked(c, cc)
+			}
 		}
 	}
 	if consumerGroup != "" {
@@ -405,6 +434,7 @@ func (m *clientManager) removeLocked(c ClientConn) (changed []string) {
 		return nil
 	}
 	delete(m.conns, c)
+	m.forgetReplyToLocked(c, cc)
 	for _, g := range cc.producerGroups {
 		m.leaveProducerLocked(c, g)
 	}
@@ -633,6 +663,15 @@ func (c *Core) UnregisterClient(conn ClientConn, producerGroup, consumerGroup st
 // leave their groups and the remaining members are notified.
 func (c *Core) ClientClosed(conn ClientConn) {
 	c.notify(c.clients.remove(conn))
+}
+
+// ReplyConn is the connection of the client with this ID (a client's
+// "ip@instance" name) that declared a producer group in its heartbeat:
+// where a reply to its request is pushed (SEND_REPLY_MESSAGE, as
+// RocketMQ's ProducerManager.findChannel). ok is false when no such client
+// is connected to this broker.
+func (c *Core) ReplyConn(clientID string) (conn ClientConn, ok bool) {
+	return c.clients.replyConn(clientID)
 }
 
 // ConsumerIDs returns the client ids of a consumer group's live members,

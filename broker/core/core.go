@@ -351,8 +351,10 @@ func (c *Core) OnArrival(fn ArrivalFunc) {
 
 // ensureSystemTopics keeps the messaging features' system topics in the
 // topic table: SCHEDULE_TOPIC_XXXX with one queue per delay level, the timer
-// topic, and the transaction half and op topics (one queue each). Producers
-// may not send to them; admin requests may not create or delete them. New
+// topic, and the transaction half and op topics (one queue each), which
+// producers may not send to and admin requests may not create or delete;
+// and the cluster's reply topic (ReplyTopic, one queue, as RocketMQ's
+// TopicConfigManager creates it at start), which repliers send to. New
 // persists the table afterwards.
 func (c *Core) ensureSystemTopics() {
 	for _, cfg := range []protocol.TopicConfig{
@@ -360,10 +362,16 @@ func (c *Core) ensureSystemTopics() {
 		newTopicConfig(timerTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.HalfTopic, 1, protocol.PermRead|protocol.PermWrite),
 		newTopicConfig(txn.OpHalfTopic, 1, protocol.PermRead|protocol.PermWrite),
+		newTopicConfig(c.ReplyTopic(), 1, protocol.PermRead|protocol.PermWrite),
 	} {
 		c.topics.put(cfg)
 	}
 }
+
+// ReplyTopic is the topic replies of request-reply are sent to and stored
+// in: "<cluster>_REPLY_TOPIC" (RocketMQ's MixAll.REPLY_TOPIC_POSTFIX), in
+// every broker's table from its start.
+func (c *Core) ReplyTopic() string { return c.opts.ClusterName + replyTopicSuffix }
 
 // ensureAutoCreateKey keeps TBW102 (perm 7: inheritable) in the topic table
 // while auto-create is on, and out of it when it is off. New persists the

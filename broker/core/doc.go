@@ -31,7 +31,10 @@
 //     UpdateConsumerOffset, CommittedOffset, MaxOffset, MinOffset,
 //     SearchOffset, EarliestStoreTime; LockQueues, UnlockQueues. Heartbeat,
 //     UnregisterClient, ClientClosed, ConsumerIDs, CheckSubscription (the
-//     client registry); TopicConfig, RouteTopic, SubscriptionGroup,
+//     client registry); request-reply's ReplyTopic (<cluster>_REPLY_TOPIC,
+//     in the table from New on), ReplyConn (the connection of the client
+//     ID a reply names: one that declared a producer group), ReplyTo and
+//     PushedReplyProperties; TopicConfig, RouteTopic, SubscriptionGroup,
 //     BrokerPermission, Role, IsSlave. The lifecycle (New, Start,
 //     Checkpoint, Shutdown, Closing) and Options, Store, StartTime.
 //   - Administration and monitoring, on Admin ((*Core).Admin()): what the

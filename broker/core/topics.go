@@ -19,6 +19,7 @@ const (
 	retryTopicPrefix   = "%RETRY%"
 	dlqTopicPrefix     = "%DLQ%"
 	systemTopicPrefix  = "rmq_sys_"
+	replyTopicSuffix   = "_REPLY_TOPIC"
 	maxTopicLength     = 127
 	filterSingleTag    = "SINGLE_TAG"
 	filterMultiTag     = "MULTI_TAG"
