@@ -24,7 +24,8 @@
 // server (remoting.Pool), one route table refreshed every RouteRefreshInterval (30 s),
 // one heartbeat to every known broker every HeartbeatInterval (30 s, and at once when a
 // client or a broker is added), and one handler for the requests brokers push
-// (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE). Instance-level options must
+// (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+// PUSH_REPLY_MESSAGE_TO_CLIENT). Instance-level options must
 // agree between the clients sharing it (ErrInstanceConflict otherwise); a second
 // consumer of one group in one instance is refused (ErrGroupInUse): give it its own
 // InstanceName. When the last client of an instance closes, the instance stops and
@@ -56,6 +57,19 @@
 // and callbacks are bound once per pooled request (remoting's InvokeAsync allocates
 // its own call record). Callbacks run on a connection's read goroutine and must not
 // block. A message must not be modified until its send has completed.
+//
+// # Request-reply
+//
+// RocketMQ 4.6's request-reply: Producer.Request sends a message and waits for its
+// reply, bounded by the context's deadline (ReplyTimeout, 3 s, without one), failing
+// with ErrReplyTimeout; a consumer answers a request it received with Producer.Reply
+// (or sends NewReply's message itself). The reply goes to the reply topic of the
+// request's cluster ("<cluster>_REPLY_TOPIC") with SEND_REPLY_MESSAGE_V2, and the
+// broker pushes it to the requesting client's connection, where the instance hands it
+// to the waiting Request by its CORRELATION_ID. The broker pushes only to a client
+// it knows as a producer: Request heartbeats the brokers it knows before its first
+// request to a topic. Replies work with the official clients on either side. See
+// Example_requestReply.
 //
 // # Push consumer
 //
