@@ -148,7 +148,7 @@ func (p *replyPush) fill(cmd *protocol.Command, code int32, remark string) {
 		cmd.SetRemark(remark)
 	}
 	if p.storeErr == nil || core.NotDurable(p.storeErr) {
-		setSendResponse(&cmd.Ext, p.storeRes.MsgID, p.storeRes.QueueID, p.storeRes.QueueOffset, nil)
+		setSendResponse(&cmd.Ext, p.storeRes.MsgID, p.storeRes.QueueID, p.storeRes.QueueOffset, nil, nil)
 	}
 }
 
