@@ -59,7 +59,7 @@ func brokerProcess(t *testing.T, extra ...string) (addr, namesrv string) {
 func replier(t *testing.T, ns, topic string, answer func([]byte) []byte) {
 	t.Helper()
 	p := realProducer(t, ns, client.CompressOver(1024))
-	realPush(t, ns, client.ConsumerGroup("G-"+topic), client.Subscribe(topic, "*"),
+	c := realPush(t, ns, client.ConsumerGroup("G-"+topic), client.Subscribe(topic, "*"),
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset),
 		client.WithConcurrentListener(func(ctx context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 			for _, m := range msgs {
@@ -69,7 +69,10 @@ func replier(t *testing.T, ns, topic string, answer func([]byte) []byte) {
 				}
 			}
 			return client.ConsumeSuccess
-		})).Start(ctxT(t))
+		}))
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRequestReplyProcess(t *testing.T) {

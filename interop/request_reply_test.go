@@ -272,9 +272,16 @@ func TestRequestReplyTimeout(t *testing.T) {
 // send fields, bornHost and storeHost as Java writes them, PUSH_REPLY_TIME added) and
 // the replier gets SUCCESS (324 with V1 keys and 325 with V2 keys); a reply to a client
 // that is not connected is SYSTEM_ERROR naming it, and a reply without REPLY_TO_CLIENT
-// is SYSTEM_ERROR too; both are stored in the reply topic, as RocketMQ stores them.
+// is SYSTEM_ERROR too, as is a push the requester answers with an error; all are
+// stored in the reply topic, as RocketMQ stores them. With both flush modes (a sync
+// flush's wait comes before the push).
 func TestSendReplyRaw(t *testing.T) {
-	b := startBroker(t)
+	for _, flush := range []string{"async", "sync"} {
+		t.Run(flush, func(t *testing.T) { sendReplyRaw(t, startBroker(t, "--flush", flush)) })
+	}
+}
+
+func sendReplyRaw(t *testing.T, b *Broker) {
 	const clientID = "127.0.0.1@raw-requester"
 	req := dialRaw(t, b.Addr)
 	defer req.Close()
@@ -330,6 +337,20 @@ func TestSendReplyRaw(t *testing.T) {
 			t.Fatalf("%d: the replier's answer %+v, %v: want SUCCESS with the stored reply's msgId", c.code, resp, err)
 		}
 	}
+	// A push the requester refuses: SYSTEM_ERROR with RocketMQ's remark (its
+	// missing space included).
+	op := rep.Send(t, request(325, v2(clientID), []byte("refused")))
+	push, err := req.Read(10 * time.Second)
+	if err != nil || push.Code != 326 {
+		t.Fatalf("no push to refuse: %+v %v", push, err)
+	}
+	nack := &command{Code: 1, Language: "GO", Version: 317, Opaque: push.Opaque, Flag: 1, Remark: "no"}
+	hdr, _ := json.Marshal(nack)
+	req.Write(t, frame(hdr, nil))
+	if resp, err := rep.Read(10 * time.Second); err != nil || resp.Opaque != op || resp.Code != 1 ||
+		resp.Remark != "push reply message to "+clientID+"fail." {
+		t.Fatalf("a refused push: %+v, %v; want SYSTEM_ERROR %q", resp, err, "push reply message to "+clientID+"fail.")
+	}
 	for _, c := range []struct {
 		what, to, remark string
 	}{
@@ -341,9 +362,9 @@ func TestSendReplyRaw(t *testing.T) {
 			t.Fatalf("%s: %d %q, want SYSTEM_ERROR (1) %q", c.what, resp.Code, resp.Remark, c.remark)
 		}
 	}
-	wait.For(t, "4 replies stored", func() error {
-		if n := maxOffset(t, b.Addr, replyTopic, 0); n != 4 {
-			return fmt.Errorf("%s holds %d replies, want 4 (every reply is stored)", replyTopic, n)
+	wait.For(t, "5 replies stored", func() error {
+		if n := maxOffset(t, b.Addr, replyTopic, 0); n != 5 {
+			return fmt.Errorf("%s holds %d replies, want 5 (every reply is stored)", replyTopic, n)
 		}
 		return nil
 	})
