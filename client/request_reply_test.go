@@ -189,3 +189,41 @@ func brokerMaxOffset(t *testing.T, addr, topic string, queue int32) int64 {
 	}
 	return o.Offset
 }
+
+// One instance both requests and replies: the reply is sent and pushed back on the
+// same connection (the broker pushes from that connection's own request).
+func TestRequestReplySameInstanceProcess(t *testing.T) {
+	addr, ns := brokerProcess(t)
+	const topic = "RRS"
+	createTopicAt(t, addr, topic)
+	inst := client.InstanceName("both")
+	p, err := client.NewProducer(client.NameServer(ns), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	c, err := client.NewPushConsumer(client.NameServer(ns), inst, client.ConsumerGroup("G-"+topic), client.Subscribe(topic, "*"),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset),
+		client.WithConcurrentListener(func(ctx context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			for _, m := range msgs {
+				if _, err := p.Reply(ctx, m, append([]byte("self:"), m.Body...)); err != nil {
+					return client.ConsumeRetryLater
+				}
+			}
+			return client.ConsumeSuccess
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	reply, err := p.Request(ctxT(t), &client.Message{Topic: topic, Body: []byte("ping")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(reply.Body) != "self:ping" {
+		t.Fatalf("reply %q", reply.Body)
+	}
+}
