@@ -226,3 +226,34 @@ func TestPriorityRangeRefused(t *testing.T) {
 	}
 	b.waitDepths(t, "PrioRange", []int64{0, 0, 1, 1})
 }
+
+// TestPriorityBrokerConf: RocketMQ 5.4's broker.conf keys of priority
+// messages in an apogee-broker's configuration: priorityOrderAsc=false
+// makes queue 0 the highest priority, popFromRetryProbabilityForPriority=100
+// hands out retries before the backlog.
+func TestPriorityBrokerConf(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false", "priorityOrderAsc=false", "popFromRetryProbabilityForPriority=100",
+		"useSeparateRetryQueue=true")
+	b.createTopic(t, "PrioConf", 4, "PRIORITY")
+	p := b.producer(t, rmq.WithTopics("PrioConf"))
+	sendPriority(t, p, "PrioConf", 2, "first")
+	c := b.consumer(t, "PrioConfGroup", time.Second, all("PrioConf"))
+	first := receive(t, c, 1, time.Minute, false)
+	if len(first) != 1 || string(first[0].GetBody()) != "first" {
+		t.Fatalf("first delivery: %v", first)
+	}
+	for _, pr := range []int32{3, 1, 0} {
+		sendPriority(t, p, "PrioConf", pr, fmt.Sprintf("p%d", pr))
+	}
+	b.waitDepths(t, "PrioConf", []int64{1, 1, 1, 1})
+	visible := time.Now().Add(100 * time.Millisecond)
+	if err := c.ChangeInvisibleDuration(first[0], 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wait.Until(t, "the first message's invisible time passed", func() bool { return time.Now().After(visible) })
+	got, views := receiveOneByOne(t, c, 4)
+	if want := []string{"first", "p0", "p1", "p3"}; !slices.Equal(got, want) || views[0].GetDeliveryAttempt() != 2 {
+		t.Fatalf("received %v (first attempt %d), want %v: the retry first, then queue 0 up", got, views[0].GetDeliveryAttempt(), want)
+	}
+}

@@ -52,6 +52,10 @@ type Core struct {
 	// controller mode's fencing and minInSyncReplicas).
 	gate atomic.Pointer[Error]
 
+	// priorityPops counts the PRIORITY topics' pops, for
+	// Options.PriorityRetryFirstPercent.
+	priorityPops atomic.Uint64
+
 	store   *store.Store
 	topics  *topicManager
 	groups  *groupManager

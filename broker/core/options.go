@@ -134,6 +134,19 @@ type Options struct {
 	// enablePropertyFilter=false): a pull or pop filtered by SQL92 is then
 	// refused with SYSTEM_ERROR (1). Default: SQL92 filtering on.
 	DisablePropertyFilter bool
+	// PriorityQueueZeroHighest makes queue 0 a PRIORITY topic's highest
+	// priority, its pops taking the queues from the lowest id up
+	// (RocketMQ 5.4's priorityOrderAsc=false). Default: the highest queue
+	// id is the highest priority (priorityOrderAsc=true).
+	PriorityQueueZeroHighest bool
+	// PriorityRetryFirstPercent (0..100) is the share of a PRIORITY
+	// topic's pops that hand out the group's messages visible again
+	// (retries) before the new ones (RocketMQ 5.4's
+	// popFromRetryProbabilityForPriority, taken as its PopConsumerService
+	// takes it: every 100/p-th pop, 51 and above every pop; RocketMQ counts
+	// the pops of each group and topic, Apogee those of the broker).
+	// Default 0: retries after the backlog of new messages.
+	PriorityRetryFirstPercent int
 	// FS is the file system every file under DataDir goes through: the
 	// state files under DataDir/config (read and written), the config
 	// directory itself, and the store's files (Store.FS, when that is nil).
@@ -253,6 +266,9 @@ func (o Options) withDefaults() (Options, netip.AddrPort, error) {
 	}
 	if o.DelayLevels == "" {
 		o.DelayLevels = DefaultDelayLevels
+	}
+	if o.PriorityRetryFirstPercent < 0 || o.PriorityRetryFirstPercent > 100 {
+		return o, host, fmt.Errorf("broker: PriorityRetryFirstPercent %d is not in 0..100", o.PriorityRetryFirstPercent)
 	}
 	if _, err := delay.ParseLevels(o.DelayLevels); err != nil {
 		return o, host, err

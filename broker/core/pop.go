@@ -107,8 +107,13 @@ func (c *Core) Pop(r *PopRequest, res *PopResult) error {
 		FromFirst: r.FromFirst, Orderly: r.Orderly, RetryMax: g.RetryMaxTimes}
 	if tt, ok := t.msgType(); ok && tt == MessagePriority && r.QueueID < 0 && !r.Orderly {
 		// RocketMQ 5.4's priority mode (RIP-80): a PRIORITY topic's
-		// queues from the highest id down, retries after the backlog.
-		res.req.Priority = true
+		// queues from the highest priority down, retries after the backlog
+		// (or before it, for PriorityRetryFirstPercent of the pops).
+		res.req.Priority, res.req.PriorityZeroHighest = true, c.opts.PriorityQueueZeroHighest
+		if p := c.opts.PriorityRetryFirstPercent; p > 0 {
+			n := c.priorityPops.Add(1)
+			res.req.RetryFirst = n%uint64(100/p) == 0
+		}
 	}
 	if f != nil {
 		res.req.Filter = f

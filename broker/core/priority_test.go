@@ -201,6 +201,52 @@ func TestPriorityRetryAfterBacklog(t *testing.T) {
 	}
 }
 
+// RocketMQ's priorityOrderAsc=false (PriorityQueueZeroHighest: queue 0 is
+// the highest priority) and popFromRetryProbabilityForPriority=100
+// (PriorityRetryFirstPercent: retries before the backlog).
+func TestPriorityOptions(t *testing.T) {
+	c := newTestCore(t, func(o *Options) { o.PriorityQueueZeroHighest, o.PriorityRetryFirstPercent = true, 100 })
+	newPriorityTopic(t, c, "PrioOpts")
+	prioSend(t, c, "PrioOpts", 0, message.PropPriority, "5", "KEYS", "first")
+	var pr PopResult
+	wait.For(t, "the first message popped", func() error {
+		err := c.Pop(&PopRequest{Group: []byte("og"), Topic: []byte("PrioOpts"), QueueID: -1, MaxMsgs: 1, InvisibleTime: 1, FromFirst: true}, &pr)
+		if err != nil || len(pr.Msgs) != 1 {
+			return fmt.Errorf("%d messages, %v", len(pr.Msgs), err)
+		}
+		return nil
+	})
+	visibleAt := time.UnixMilli(pr.PopTime + 1)
+	for _, p := range []string{"7", "3", "0"} {
+		prioSend(t, c, "PrioOpts", 0, message.PropPriority, p, "KEYS", "p"+p)
+	}
+	for _, q := range []int32{0, 3, 7} {
+		waitDispatched(t, c, "PrioOpts", q, 1)
+	}
+	wait.Until(t, "the first message's invisible time passed", func() bool { return time.Now().After(visibleAt) })
+	if err := c.Pop(&PopRequest{Group: []byte("og"), Topic: []byte("PrioOpts"), QueueID: -1, MaxMsgs: 32, InvisibleTime: 60000}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := range pr.Msgs {
+		v, err := message.Decode(pr.Record(i), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := v.Property(message.PropKeys)
+		got = append(got, string(k))
+	}
+	if want := []string{"first", "p0", "p3", "p7"}; !slices.Equal(got, want) {
+		t.Fatalf("popped %v, want %v (the retry first, then queue 0 up)", got, want)
+	}
+
+	opts := testOptions(t, t.TempDir())
+	opts.PriorityRetryFirstPercent = 101
+	if _, _, err := opts.withDefaults(); err == nil {
+		t.Error("PriorityRetryFirstPercent 101 accepted")
+	}
+}
+
 // The PRIORITY type: a topic attribute the admin protocol sets, the route's
 // accepted types (PRIORITY, and NORMAL: a message without a priority), and
 // a priority message refused by a topic of another declared type.

@@ -173,6 +173,14 @@ type Request struct {
 	// queue down: a retry waits for the backlog of new messages, as
 	// RocketMQ's default popFromRetryProbabilityForPriority=0 has it.
 	Priority bool
+	// PriorityZeroHighest (with Priority) makes queue 0 the highest
+	// priority (RocketMQ's priorityOrderAsc=false): the queues are taken
+	// from the lowest id up.
+	PriorityZeroHighest bool
+	// RetryFirst (with Priority) takes the redeliveries before the new
+	// messages (RocketMQ's popFromRetryProbabilityForPriority: a pop that
+	// prefers the retry topic), each pass in priority order.
+	RetryFirst bool
 }
 
 // Popped is one message a pop handed out.
@@ -244,15 +252,29 @@ func (m *Manager) Pop(r *Request, res *Result) error {
 	case r.QueueID >= 0:
 		rest += m.popQueueLocked(r, r.QueueID, now, invisible, res, takeAll)
 	case r.Priority && !r.Orderly:
-		for qid := r.Queues - 1; qid >= 0 && len(res.Msgs) < r.Max; qid-- {
-			m.popQueueLocked(r, qid, now, invisible, res, takeNew)
+		// Queue i of the priority order.
+		qid := func(i int32) int32 {
+			if r.PriorityZeroHighest {
+				return i
+			}
+			return r.Queues - 1 - i
 		}
-		for qid := r.Queues - 1; qid >= 0; qid-- {
+		first, second := takeNew, takeRedelivered
+		if r.RetryFirst {
+			first, second = takeRedelivered, takeNew
+		}
+		for i := int32(0); i < r.Queues && len(res.Msgs) < r.Max; i++ {
+			m.popQueueLocked(r, qid(i), now, invisible, res, first)
+		}
+		// The second pass also counts every queue's rest and, for a pop
+		// that found nothing, looks at every queue's in-flight messages
+		// (NextVisible).
+		for i := int32(0); i < r.Queues; i++ {
 			if len(res.Msgs) >= r.Max {
-				rest += max(m.host.MaxOffset(r.Topic, qid)-m.nextLocked(r, qid), 0)
+				rest += max(m.host.MaxOffset(r.Topic, qid(i))-m.nextLocked(r, qid(i)), 0)
 				continue
 			}
-			rest += m.popQueueLocked(r, qid, now, invisible, res, takeRedelivered)
+			rest += m.popQueueLocked(r, qid(i), now, invisible, res, second)
 		}
 	default:
 		first := m.rr.Add(1)

@@ -33,6 +33,8 @@ type config struct {
 	txTimeout, txCheckInterval time.Duration
 	txCheckMax                 int
 	propertyFilter             bool
+	priorityZeroHighest        bool // !priorityOrderAsc
+	priorityRetryFirst         int  // popFromRetryProbabilityForPriority
 	timerMaxDelay              time.Duration
 	// tuning: broker.Options and remoting.Options fields (0: their default)
 	offsetFlush, registerInterval, busyTimeout, idleTimeout time.Duration
@@ -481,6 +483,19 @@ var honoured = map[string]confKey{
 		c.propertyFilter, err = strconv.ParseBool(v)
 		return err
 	}},
+	"priorityOrderAsc": {"", "a PRIORITY topic's highest queue id is its highest priority (default `true`); `false`: queue 0 is (RocketMQ 5.4)", func(c *config, v string) error {
+		asc, err := strconv.ParseBool(v)
+		c.priorityZeroHighest = !asc
+		return err
+	}},
+	"popFromRetryProbabilityForPriority": {"", "percent of a PRIORITY topic's pops that hand out retries before new messages (0..100, default 0: retries after the backlog; RocketMQ 5.4)", func(c *config, v string) error {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 100 {
+			return fmt.Errorf("want a percentage, 0 to 100")
+		}
+		c.priorityRetryFirst = p
+		return nil
+	}},
 	"haListenPort": {"ha-listen", "`--ha-listen`'s port (its host is the listen host): where a master's slaves connect (default: the listen port + 1)", func(c *config, v string) error {
 		port, err := strconv.Atoi(v)
 		if err != nil || port < 0 || port > 65535 {
@@ -673,6 +688,7 @@ var ignoredWhy = map[string]string{
 	"rmqAddressServerDomain":          "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
 	"rmqAddressServerSubGroup":        "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
 	"fetchNamesrvAddrByAddressServer": "name servers are given by namesrvAddr or --namesrv, never looked up over HTTP",
+	"useSeparateRetryQueue":           "a POP retry is redelivered from its own queue (a PRIORITY topic's: its priority's), what RocketMQ's useSeparateRetryQueue=true gives",
 }
 
 // ignoredRules give a reason by a word in the key ("^word": at its start),

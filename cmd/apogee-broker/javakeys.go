@@ -1,7 +1,7 @@
 package main
 
-// javaKeys is every key the Java broker (RocketMQ 4.1 to 5.3 and its
-// development branch) reads from broker.conf: the names of the setters of the
+// javaKeys is every key the Java broker (RocketMQ 4.1 to 5.3, its
+// development branch and 5.4's priority keys) reads from broker.conf: the names of the setters of the
 // configuration classes BrokerStartup fills from the file with
 // MixAll.properties2Object (a key is a setter's name without "set", first
 // letter lowered), plus the two keys BrokerStartup copies to system properties.
@@ -55,10 +55,11 @@ var javaKeys = []javaClass{
 		"metricsPromExporterPort", "msgTraceTopicName", "namesrvAddr", "notifyConsumerIdsChangedEnable",
 		"popCkMaxBufferSize", "popCkOffsetMaxQueueSize", "popCkStayBufferTime", "popCkStayBufferTimeOut",
 		"popConsumerFSServiceInit", "popConsumerKVServiceEnable", "popConsumerKVServiceInit",
-		"popConsumerKVServiceLog", "popFromRetryProbability", "popInflightMessageThreshold",
+		"popConsumerKVServiceLog", "popFromRetryProbability", "popFromRetryProbabilityForPriority",
+		"popInflightMessageThreshold",
 		"popLongPollingForceNotifyInterval", "popPollingMapExpireTimeSeconds", "popPollingMapSize",
 		"popPollingSize", "popResponseReturnActualRetryTopic", "popReviveMaxAttemptTimes",
-		"popReviveMaxReturnSizePerRead", "printChannelGroups", "printChannelGroupsMinNum",
+		"popReviveMaxReturnSizePerRead", "printChannelGroups", "printChannelGroupsMinNum", "priorityOrderAsc",
 		"processReplyMessageThreadPoolNums", "pullMessageThreadPoolNums", "pullThreadPoolQueueCapacity",
 		"putMessageFutureThreadPoolNums", "putThreadPoolQueueCapacity", "queryMessageThreadPoolNums",
 		"queryThreadPoolQueueCapacity", "realTimeNotifyConsumerChange", "recallMessageEnable",
@@ -74,7 +75,8 @@ var javaKeys = []javaClass{
 		"traceOn", "traceTopicEnable", "transactionCheckInterval", "transactionCheckMax",
 		"transactionMetricFlushInterval", "transactionOpBatchInterval", "transactionOpMsgMaxSize",
 		"transactionTimeOut", "transferMsgByHeap", "updateNameServerAddrPeriod", "usePIDColdCtrStrategy",
-		"useServerSideResetOffset", "useStaticSubscription", "validateSystemTopicWhenUpdateTopic",
+		"useSeparateRetryQueue", "useServerSideResetOffset", "useStaticSubscription",
+		"validateSystemTopicWhenUpdateTopic",
 		"waitTimeMillsInAckQueue", "waitTimeMillsInAdminBrokerQueue", "waitTimeMillsInHeartbeatQueue",
 		"waitTimeMillsInLitePullQueue", "waitTimeMillsInPullQueue", "waitTimeMillsInSendQueue",
 		"waitTimeMillsInTransactionQueue",
