@@ -376,3 +376,15 @@ func (c *Core) groupForConsumer(name []byte, src netip.Addr) (*protocol.Subscrip
 	}
 	return g, nil
 }
+
+// RetryDelay returns how long a message of a group with this configuration,
+// consumed reconsumeTimes times, waits before its next delivery by the
+// group's groupRetryPolicy; ok is false when the group has none (RocketMQ's
+// delay levels apply).
+func RetryDelay(cfg protocol.SubscriptionGroupConfig, reconsumeTimes int32) (d time.Duration, ok bool) {
+	p, err := parseRetryPolicy(cfg.GroupRetryPolicy)
+	if err != nil || p == nil {
+		return 0, false
+	}
+	return p.delay(reconsumeTimes), true
+}

@@ -280,16 +280,19 @@ func CheckMessageType(t MessageType, hasGroup, hasDelivery bool) error {
 }
 
 // AcceptedMessageTypes returns the message types a topic of this
-// configuration accepts (for a route's answer): every type when its
-// message.type attribute is absent or MIXED (RocketMQ's MIXED: NORMAL,
-// FIFO, DELAY and TRANSACTION), else that type (and NORMAL for a FIFO or
-// PRIORITY topic: the send's check).
+// configuration accepts (a route's accept_message_types), by RocketMQ 5's
+// rule: without a message.type attribute a topic is NORMAL (RocketMQ's
+// TopicConfig.getTopicMessageType), MIXED accepts every type, any other
+// type its own alone (so a FIFO topic refuses a NORMAL message). A send
+// that asks for the check (SendRequest.CheckTopicType) is refused with
+// ReasonTopicMessageTypeMismatch for a type outside this list.
 func AcceptedMessageTypes(cfg protocol.TopicConfig) []MessageType {
 	e := newTopicEntry(cfg)
-	tt, typed := e.msgType()
 	var out []MessageType
 	for t := MessageNormal; t <= MessagePriority; t++ {
-		if (!typed && t != MessagePriority) || (typed && typeAccepted(tt, t)) {
+		// A MIXED topic's route lists the four types before PRIORITY, as
+		// RocketMQ's RouteActivity does.
+		if e.accepts(t) && !(e.mixed && t == MessagePriority) {
 			out = append(out, t)
 		}
 	}

@@ -104,9 +104,10 @@ func TestMessageTypeRules(t *testing.T) {
 		attrs map[string]string
 		want  []core.MessageType
 	}{
-		{nil, all},
+		// RocketMQ 5: no attribute is NORMAL; a FIFO topic takes FIFO alone.
+		{nil, []core.MessageType{core.MessageNormal}},
 		{map[string]string{"message.type": "MIXED"}, all},
-		{map[string]string{"message.type": "FIFO"}, []core.MessageType{core.MessageNormal, core.MessageFIFO}},
+		{map[string]string{"message.type": "FIFO"}, []core.MessageType{core.MessageFIFO}},
 		{map[string]string{"+message.type": "delay"}, []core.MessageType{core.MessageDelay}},
 		{map[string]string{"message.type": "TRANSACTION"}, []core.MessageType{core.MessageTransaction}},
 		{map[string]string{"message.type": "NORMAL"}, []core.MessageType{core.MessageNormal}},

@@ -3,6 +3,7 @@ package core
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apogeemq/apogee/message"
@@ -13,6 +14,7 @@ import (
 type sendRoute struct {
 	typ   MessageType
 	retry bool // sent to a %RETRY% topic
+	check bool // SendRequest.CheckTopicType
 }
 
 // routeSend applies the messaging features to a single (non-batch) message
@@ -38,7 +40,7 @@ type sendRoute struct {
 // does not allocate on the common paths.
 func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store.Message, bodyLen int) error {
 	props := h.Properties
-	var r sendRoute
+	r := sendRoute{check: h.CheckTopicType}
 	if group := retryGroupOf(t.name); group != "" {
 		r.retry = true
 		g := c.groups.get([]byte(group))
@@ -172,16 +174,21 @@ func retryGroupOf(topic string) string {
 	return ""
 }
 
-// checkType checks a message's type against its topic's message.type
-// attribute and the per-type size limits. Retries are exempt: they carry
-// whatever the original was.
+// checkType checks a message's type against its topic's (when the send
+// asks: SendRequest.CheckTopicType; topicEntry.accepts is the rule) and the
+// per-type size limits. Retries and dead letters are exempt: they carry
+// whatever the original was (RocketMQ's proxy skips %RETRY% and %DLQ%).
 func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 	if r.retry {
 		return nil
 	}
-	if tt, ok := t.msgType(); ok && !typeAccepted(tt, r.typ) {
+	if r.check && !t.accepts(r.typ) && !strings.HasPrefix(t.name, dlqTopicPrefix) {
+		want := "NORMAL (it has no message.type)"
+		if tt, ok := t.msgType(); ok {
+			want = tt.String()
+		}
 		return newError(ReasonTopicMessageTypeMismatch, "the message type "+r.typ.String()+" does not match the topic["+t.name+
-			"]'s message.type "+tt.String())
+			"]'s message.type "+want)
 	}
 	limit := c.opts.MaxMessageSize
 	switch r.typ {
@@ -195,13 +202,4 @@ func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 			" exceeds the limit of "+strconv.Itoa(limit)+" bytes")
 	}
 	return nil
-}
-
-// typeAccepted reports whether a topic of message type topic accepts a
-// message of type msg. A FIFO topic accepts NORMAL messages too: order comes
-// from the producer's queue selection, which the Go client does not mark on
-// the message. A PRIORITY topic does too: a message without a priority is
-// spread over its queues as on any topic (RocketMQ's broker stores it).
-func typeAccepted(topic, msg MessageType) bool {
-	return topic == msg || ((topic == MessageFIFO || topic == MessagePriority) && msg == MessageNormal)
 }

@@ -36,6 +36,15 @@ type SendRequest struct {
 	HasMaxReconsumeTimes bool
 	Batch                bool
 	Body                 []byte
+	// CheckTopicType refuses a message whose type (TRANSACTION, DELAY,
+	// FIFO by its __SHARDINGKEY, else NORMAL; a batch is NORMAL) its topic
+	// does not accept (AcceptedMessageTypes), with
+	// ReasonTopicMessageTypeMismatch: RocketMQ 5's proxy's check
+	// (enableTopicMessageTypeCheck, on by default), which the gRPC front
+	// end asks for. RocketMQ's broker does not check on its remoting port,
+	// nor does the remoting front end. Sends to %RETRY% and %DLQ% topics
+	// are never checked.
+	CheckTopicType bool
 	// BornHost is the producer's address (the record's BORNHOST, and the
 	// remark of a refusal).
 	BornHost netip.AddrPort
@@ -194,7 +203,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || waitDurable,
 	}
 	if r.Batch {
-		if err := c.checkType(t, sendRoute{}, len(r.Body)); err != nil {
+		if err := c.checkType(t, sendRoute{check: r.CheckTopicType}, len(r.Body)); err != nil {
 			return err
 		}
 		if err := c.buildBatch(s, r, &m); err != nil {

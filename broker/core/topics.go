@@ -66,6 +66,7 @@ type topicEntry struct {
 	cfg     protocol.TopicConfig
 	typ     msgType // the message.type attribute, when hasType
 	hasType bool
+	mixed   bool // message.type=MIXED: every type
 	rr      atomic.Uint32
 	// logOff is the commit-log offset of the configuration record that set
 	// the entry (configlog.go), -1 when no record of this log did (the
@@ -87,6 +88,7 @@ func newTopicEntry(cfg protocol.TopicConfig) *topicEntry {
 	}
 	if ok {
 		e.typ, e.hasType = parseMsgType(v)
+		e.mixed = strings.EqualFold(v, "MIXED")
 	}
 	return e
 }
@@ -104,6 +106,20 @@ func parseMsgType(v string) (msgType, bool) {
 
 // msgType returns the topic's message type when it declares one.
 func (e *topicEntry) msgType() (msgType, bool) { return e.typ, e.hasType }
+
+// accepts reports whether the topic takes a message of type t by RocketMQ
+// 5's rule (its proxy's DefaultTopicMessageTypeValidator against
+// TopicConfig.getTopicMessageType): a topic without message.type is NORMAL;
+// MIXED takes every type; any other takes its own type alone.
+func (e *topicEntry) accepts(t MessageType) bool {
+	switch {
+	case e.mixed:
+		return true
+	case e.hasType:
+		return e.typ == t
+	}
+	return t == MessageNormal
+}
 
 func (e *topicEntry) writable() bool { return e.cfg.Perm&protocol.PermWrite != 0 }
 func (e *topicEntry) readable() bool { return e.cfg.Perm&protocol.PermRead != 0 }

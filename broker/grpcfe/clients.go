@@ -60,6 +60,9 @@ type client struct {
 	// stop ends the current telemetry stream (Close).
 	stop   chan struct{}
 	closed bool
+	// streamEnded is when the last telemetry stream ended (zero while one
+	// is open, or before any): renew.go's connection loss.
+	streamEnded time.Time
 	// stacks are the thread-stack requests waiting for their answer, by nonce.
 	stacks map[string]chan string
 }
@@ -84,6 +87,19 @@ func (s *Server) clientOf(ctx context.Context) (*client, error) {
 		s.clients.m[c.id] = c
 	}
 	return c, nil
+}
+
+// clientLookup returns the client of a call when it is known (nil
+// without a client id or before its first call).
+func (s *Server) clientLookup(ctx context.Context) *client {
+	md, _ := metadata.FromIncomingContext(ctx)
+	ids := md.Get(metaClientID)
+	if len(ids) == 0 || ids[0] == "" {
+		return nil
+	}
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	return s.clients.m[ids[0]]
 }
 
 // peerAddr returns a call's remote address, for the messages' born host.
@@ -167,6 +183,7 @@ func (s *Server) forget(c *client) {
 		close(c.stop)
 	}
 	c.mu.Unlock()
+	s.renew.release() // its renewed handles (renew.go)
 	s.core.ClientClosed(c)
 }
 
@@ -290,12 +307,14 @@ func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error 
 		c.mu.Lock()
 	}
 	c.out = out
+	c.streamEnded = time.Time{}
 	stop := c.stop
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		if c.out == out {
 			c.out = nil
+			c.streamEnded = time.Now()
 		}
 		c.mu.Unlock()
 	}()
@@ -403,9 +422,13 @@ func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {
 			out.BackoffPolicy = producerBackoff(in.GetBackoffPolicy())
 		}
 		out.PubSub = &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{
-			Topics:              ps.Publishing.GetTopics(),
-			MaxBodySize:         int32(s.core.Options().MaxMessageSize),
-			ValidateMessageType: false,
+			Topics:      ps.Publishing.GetTopics(),
+			MaxBodySize: int32(s.core.Options().MaxMessageSize),
+			// RocketMQ's proxy sends its enableTopicMessageTypeCheck (on by
+			// default, whatever its docs say), and so checks sends itself
+			// (core.SendRequest.CheckTopicType): the SDKs then refuse a
+			// message whose type the route's queues do not accept.
+			ValidateMessageType: true,
 		}}
 	case *rmqpb.Settings_Subscription:
 		group := ps.Subscription.GetGroup()

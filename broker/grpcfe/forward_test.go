@@ -120,6 +120,7 @@ func TestForwardToMaster(t *testing.T) {
 
 	// A transaction: the half message and its commit through the slave;
 	// the master's check comes on the telemetry stream the slave relays.
+	master.typedTopic("X", "TRANSACTION")
 	tel, err := slave.cli.Telemetry(slave.ctx("producer-1", callTimeout))
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +180,7 @@ func TestForwardedTransactionCheck(t *testing.T) {
 		o.TransactionCheckInterval = 200 * time.Millisecond
 	})
 	slave := newMember(t, master.srv.opts.Addr, nil)
+	master.typedTopic("X", "TRANSACTION")
 	tel, err := slave.cli.Telemetry(slave.ctx("producer-1", callTimeout))
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,9 @@ func TestRouteCreatesTopic(t *testing.T) {
 	}
 	q := r.MessageQueues[0]
 	if q.Permission != rmqpb.Permission_READ_WRITE || q.Broker.Name != core.DefaultBrokerName ||
-		q.Broker.Endpoints.Addresses[0].Host != "127.0.0.1" || len(q.AcceptMessageTypes) != 4 {
+		q.Broker.Endpoints.Addresses[0].Host != "127.0.0.1" ||
+		// Created without message.type: NORMAL, as RocketMQ's TopicConfig.
+		len(q.AcceptMessageTypes) != 1 || q.AcceptMessageTypes[0] != rmqpb.MessageType_NORMAL {
 		t.Fatalf("queue: %v", q)
 	}
 	if _, ok := e.core.TopicConfig("Orders"); !ok {
@@ -197,6 +199,7 @@ func TestReceiveCancelledWhileHeld(t *testing.T) {
 
 func TestFIFOGroupsInOrder(t *testing.T) {
 	e := newEnv(t, nil)
+	e.typedTopic("F", "FIFO")
 	cfg := protocol.DefaultSubscriptionGroupConfig("FG")
 	cfg.ConsumeMessageOrderly = true
 	if err := e.core.Admin().UpdateSubscriptionGroup(cfg); err != nil {
@@ -245,6 +248,7 @@ func TestTransactionCommitRollbackAndCheck(t *testing.T) {
 		o.TransactionTimeout = 200 * time.Millisecond
 		o.TransactionCheckInterval = 200 * time.Millisecond
 	})
+	e.typedTopic("X", "TRANSACTION")
 	end := func(ent *rmqpb.SendResultEntry, res rmqpb.TransactionResolution) {
 		t.Helper()
 		r, err := e.cli.EndTransaction(e.ctx("producer-1", callTimeout), &rmqpb.EndTransactionRequest{Topic: res_("X"),
@@ -330,6 +334,7 @@ func res_(name string) *rmqpb.Resource { return res(name) }
 
 func TestDelayAndRecall(t *testing.T) {
 	e := newEnv(t, nil)
+	e.typedTopic("D", "DELAY")
 	// Delivery times are milliseconds on the wire: a nanosecond remainder
 	// would make a punctual delivery look early. Two seconds leave time to
 	// send and recall before then on a loaded machine.

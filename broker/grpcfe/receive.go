@@ -106,13 +106,26 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 		return status(rmqpb.Code_BAD_REQUEST, fmt.Sprintf("batch size %d is not in 1..32", batch))
 	}
 	invisible := 30 * time.Second
-	if r.InvisibleDuration != nil {
+	var renewFor *client // the client whose deliveries are renewed (renew.go)
+	if r.GetAutoRenew() {
+		// RocketMQ's proxy: the duration asked for is ignored; the
+		// delivery is renewed while the client lives.
+		invisible = s.opts.AutoRenewInvisible
+		if c := s.clientLookup(ctx); c != nil {
+			if err := s.renew.reserve(c, int(batch)); err != nil {
+				s.warn("renew-full", "grpc: a receive refused: its client holds too many messages being renewed; "+
+					"the client must ack (or lower its cache) before it receives more",
+					"client", c.id, "limit", s.opts.MaxRenewPerClient)
+				return status(rmqpb.Code_TOO_MANY_REQUESTS, fmt.Sprintf(
+					"the client holds %d or more messages whose invisibility is being renewed: ack some first", s.opts.MaxRenewPerClient))
+			}
+			renewFor = c
+		}
+	} else if r.InvisibleDuration != nil {
 		if !r.InvisibleDuration.IsValid() {
 			return status(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "the invisible duration is malformed")
 		}
 		invisible = r.InvisibleDuration.AsDuration()
-	} else if r.GetAutoRenew() {
-		invisible = 30 * time.Second
 	}
 	if invisible < time.Millisecond || invisible.Milliseconds() > core.MaxInvisibleMs {
 		return status(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, fmt.Sprintf("the invisible duration %v is not in 1ms..%v", invisible,
@@ -172,7 +185,16 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 		d := delivery{receipt: receiptHandle(s.brokerName, p.QueueID, p.Offset, res.PopTime, v.PhysicalOffset()),
 			attempt: p.Attempts, invisible: res.Invisible}
 		m := toMessage(v, topicName, s.brokerName, &d)
+		msgID := m.GetSystemProperties().GetMessageId()
+		if renewFor != nil {
+			s.renew.add(renewFor, group, topicName, msgID, d.receipt,
+				receipt{queueID: p.QueueID, offset: p.Offset, popTime: res.PopTime, commitLogOffset: v.PhysicalOffset()},
+				res.Invisible, max(p.Attempts-1, 0))
+		}
 		if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+			if renewFor != nil { // it never reached the client
+				s.renew.take(renewFor, group, msgID, d.receipt)
+			}
 			// The client is gone: its messages come back after their
 			// invisible time.
 			return status(rmqpb.Code_INTERNAL_SERVER_ERROR, err.Error())
@@ -198,9 +220,15 @@ func (s *Server) AckMessage(ctx context.Context, r *rmqpb.AckMessageRequest) (*r
 	}
 	resp := &rmqpb.AckMessageResponse{Entries: make([]*rmqpb.AckMessageResultEntry, len(r.GetEntries()))}
 	failed := 0
+	c := s.clientLookup(ctx)
 	for i, e := range r.GetEntries() {
 		rc, err := parseReceipt(e.GetReceiptHandle())
 		if err == nil {
+			// A renewed delivery: stop renewing it and ack it as it is
+			// now (renew.go).
+			if cur, ok := s.renew.take(c, group, e.GetMessageId(), e.GetReceiptHandle()); ok {
+				rc = cur
+			}
 			err = s.core.Ack([]byte(group), []byte(topic), rc.queueID, rc.offset, core.Receipt{QueueID: rc.queueID, PopTime: rc.popTime})
 		}
 		if err != nil {
@@ -247,6 +275,11 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, r *rmqpb.ChangeInv
 	rc, err := parseReceipt(r.GetReceiptHandle())
 	if err != nil {
 		return fail(err)
+	}
+	// A renewed delivery: the client's duration replaces the renewal
+	// (renew.go), applied to the delivery as it is now.
+	if cur, ok := s.renew.take(s.clientLookup(ctx), group, r.GetMessageId(), r.GetReceiptHandle()); ok {
+		rc = cur
 	}
 	popTime, err := s.core.ChangeInvisible([]byte(group), []byte(topic), rc.queueID, rc.offset,
 		core.Receipt{QueueID: rc.queueID, PopTime: rc.popTime}, d.AsDuration().Milliseconds())

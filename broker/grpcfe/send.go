@@ -79,6 +79,7 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 	j.req = core.SendRequest{
 		Topic: []byte(j.o.topic), QueueID: -1, SysFlag: j.o.sysFlag, BornTimestamp: j.o.born,
 		Properties: j.o.props, Body: j.o.body, BornHost: born,
+		CheckTopicType: true, // RocketMQ's proxy: enableTopicMessageTypeCheck is on by default
 	}
 	if j.o.group != "" {
 		cfg, err := s.core.RouteTopic(j.o.topic, true, born)

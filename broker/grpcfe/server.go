@@ -146,6 +146,18 @@ type Options struct {
 	// the self-signed certificate. Nil (the default) or Disabled: TLS and
 	// plaintext as transport.go says.
 	TLSServer *tlsconf.Server
+	// Renewal of auto_renew receives (renew.go), RocketMQ's proxy's
+	// settings: AutoRenewInvisible (defaultInvisibleTimeMills: a
+	// delivery's first invisible time), RenewAhead (renewAheadTimeMillis),
+	// RenewPeriod (renewSchedulePeriodMillis), RenewMax
+	// (renewMaxTimeMillis), RenewClearInvisible
+	// (invisibleTimeMillisWhenClear); and Apogee's RenewOfflineGrace (how
+	// long a client's telemetry stream may be gone before its handles are
+	// released) and MaxRenewPerClient (handles one client may hold). Zero:
+	// the Default constants.
+	AutoRenewInvisible, RenewAhead, RenewPeriod, RenewMax time.Duration
+	RenewClearInvisible, RenewOfflineGrace                time.Duration
+	MaxRenewPerClient                                     int
 }
 
 // Server is the gRPC front end: the MessagingService of RocketMQ 5 on a
@@ -165,6 +177,7 @@ type Server struct {
 
 	clients clientTable
 	polls   *longpoll.Holder[*heldCall] // held receives and pulls (longpoll.go)
+	renew   *renewer                    // auto_renew deliveries (renew.go)
 	// fwd is the connection to the master; forwarding counts the calls
 	// forwarded now.
 	fwd        forwarder
@@ -241,6 +254,7 @@ func New(c Core, opts Options) (*Server, error) {
 	if opts.ForwardRetryWait == 0 {
 		opts.ForwardRetryWait = DefaultForwardRetryWait
 	}
+	opts.setRenewDefaults()
 	if opts.Logger == nil {
 		opts.Logger = c.Options().Logger
 	}
@@ -254,6 +268,8 @@ func New(c Core, opts Options) (*Server, error) {
 	}
 	s.clients.init()
 	s.polls = newHolder(s)
+	s.renew = newRenewer(s)
+	go s.renew.run(s.shutdown)
 	s.sweeper.wake = make(chan struct{}, 1)
 	s.throttle = logthrottle.New(throttleEvery)
 
@@ -341,12 +357,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.sweeper.releaseAll()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		s.srv.Stop()
 		<-done
+		<-s.renew.done
 		return ctx.Err()
 	}
+	<-s.renew.done // the renewed handles are released (the core is still up)
+	return nil
 }
 
 // RuntimeInfo returns the front end's counters, for the broker's runtime
@@ -386,6 +404,12 @@ func (s *Server) RuntimeInfo() map[string]string {
 		"grpcHeldRefusedClient": strconv.FormatInt(s.stats.heldClientFull.Load(), 10),
 		"grpcMaxRecvMsgSize":    strconv.Itoa(s.opts.MaxRecvMsgSize),
 		"grpcMaxHeldPerClient":  strconv.Itoa(s.opts.MaxHeldPerClient),
+		"grpcRenewing":          strconv.Itoa(s.renew.count()),
+		"grpcRenewals":          strconv.FormatInt(s.renew.renewals.Load(), 10),
+		"grpcRenewFailures":     strconv.FormatInt(s.renew.failures.Load(), 10),
+		"grpcRenewReleased":     strconv.FormatInt(s.renew.released.Load(), 10),
+		"grpcRenewRefused":      strconv.FormatInt(s.renew.refused.Load(), 10),
+		"grpcMaxRenewPerClient": strconv.Itoa(s.opts.MaxRenewPerClient),
 	}
 }
 
@@ -408,6 +432,11 @@ type Stats struct {
 	// Clients registered now; sends and receives in all.
 	Clients         int
 	Sends, Receives int64
+	// Renewing: auto_renew deliveries being renewed now (renew.go);
+	// Renewals done, RenewFailures, RenewReleased (their client gone),
+	// RenewRefused (receives refused by MaxRenewPerClient).
+	Renewing                                             int
+	Renewals, RenewFailures, RenewReleased, RenewRefused int64
 }
 
 // Stats returns the front end's counters.
@@ -419,5 +448,7 @@ func (s *Server) Stats() Stats {
 		Held: hs.Held, HeldTotal: hs.Parked,
 		HeldRefusedBroker: s.stats.heldFull.Load(), HeldRefusedConn: s.stats.heldConnFull.Load(), HeldRefusedClient: s.stats.heldClientFull.Load(),
 		Clients: s.clients.count(), Sends: s.stats.sends.Load(), Receives: s.stats.receives.Load(),
+		Renewing: s.renew.count(), Renewals: s.renew.renewals.Load(), RenewFailures: s.renew.failures.Load(),
+		RenewReleased: s.renew.released.Load(), RenewRefused: s.renew.refused.Load(),
 	}
 }

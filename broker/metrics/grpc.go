@@ -29,6 +29,11 @@ type GRPCStats struct {
 	Held                                                  int
 	HeldTotal                                             int64
 	HeldRefusedBroker, HeldRefusedConn, HeldRefusedClient int64
+	// Renewing: auto_renew deliveries being renewed now; renewals done,
+	// failed, released (client gone); receives refused by the per-client
+	// bound of renewed deliveries.
+	Renewing                                             int
+	Renewals, RenewFailures, RenewReleased, RenewRefused int64
 }
 
 // GRPCLatency is rocketmq_rpc_latency for the gRPC front end

@@ -132,6 +132,7 @@ type descs struct {
 	rmInUse, rmWaits                                         *prometheus.Desc
 	grpcStreams, grpcRefused, grpcClients                    *prometheus.Desc
 	grpcHeld, grpcHeldTotal, grpcHeldRefused                 *prometheus.Desc
+	grpcRenewing, grpcRenewals, grpcRenewRefused             *prometheus.Desc
 }
 
 func newDescs(cl prometheus.Labels, withRemoting, withGRPC bool) descs {
@@ -216,6 +217,9 @@ func newDescs(cl prometheus.Labels, withRemoting, withGRPC bool) descs {
 		out.grpcHeld = d("apogee_grpc_long_polls", "gRPC receives and pulls held waiting for messages now.")
 		out.grpcHeldTotal = d("apogee_grpc_long_polls_total", "gRPC receives and pulls held since start.")
 		out.grpcHeldRefused = d("apogee_grpc_long_polls_refused_total", "gRPC receives and pulls refused (TOO_MANY_REQUESTS), by the bound they met: broker, connection, client.", "bound")
+		out.grpcRenewing = d("apogee_grpc_renewing", "PushConsumer (auto_renew) deliveries whose invisibility the gRPC front end renews now.")
+		out.grpcRenewals = d("apogee_grpc_renewals_total", "Renewals of auto_renew deliveries, by result: renewed, failed, released (their client terminated or lost its connection).", "result")
+		out.grpcRenewRefused = d("apogee_grpc_renew_refused_total", "gRPC auto_renew receives refused (TOO_MANY_REQUESTS): the client held as many renewed deliveries as the per-client bound.")
 	}
 	return out
 }
@@ -235,7 +239,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		d.halfWaiting, d.popMsgs, d.popAcks, d.popInflight, d.conns, d.topics, d.groups, d.uptime, d.lost, d.scrubBad,
 		d.replicas, d.replicaLag, d.replicaInSync, d.replicated, d.resets,
 		d.rmConns, d.rmFrameTimeouts, d.rmSlow, d.rmBudgetCloses, d.rmBusy, d.rmInUse, d.rmWaits,
-		d.grpcStreams, d.grpcRefused, d.grpcClients, d.grpcHeld, d.grpcHeldTotal, d.grpcHeldRefused} {
+		d.grpcStreams, d.grpcRefused, d.grpcClients, d.grpcHeld, d.grpcHeldTotal, d.grpcHeldRefused,
+		d.grpcRenewing, d.grpcRenewals, d.grpcRenewRefused} {
 		if x != nil {
 			ch <- x
 		}
@@ -392,6 +397,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.grpcHeldRefused, float64(g.HeldRefusedBroker), "broker")
 		counter(d.grpcHeldRefused, float64(g.HeldRefusedConn), "connection")
 		counter(d.grpcHeldRefused, float64(g.HeldRefusedClient), "client")
+		gauge(d.grpcRenewing, float64(g.Renewing))
+		counter(d.grpcRenewals, float64(g.Renewals), "renewed")
+		counter(d.grpcRenewals, float64(g.RenewFailures), "failed")
+		counter(d.grpcRenewals, float64(g.RenewReleased), "released")
+		counter(d.grpcRenewRefused, float64(g.RenewRefused))
 	}
 }
 

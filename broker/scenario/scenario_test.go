@@ -508,7 +508,7 @@ func delayLevel(t *testing.T, d driver) {
 // timer: a message with a delivery time is delivered at that time, not
 // before, and may be popped then.
 func timer(t *testing.T, d driver) {
-	d.createTopic(t, "TM", 1, "")
+	d.createTopic(t, "TM", 1, "MIXED") // NORMAL and DELAY messages
 	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
 	m := Msg{Topic: "TM", Body: "on-time", Tag: "tt", Keys: []string{"tk"}, DeliverAt: at}
 	s := mustSend(t, d, m)
@@ -678,28 +678,65 @@ func fifo(t *testing.T, d driver) {
 	popNone(t, d, "ff-group", "FF", Filter{})
 }
 
-// messageType: a topic's message.type refuses messages of another type (a
-// FIFO topic takes normal messages: order comes from the queue).
+// messageType: RocketMQ 5's rule (core.AcceptedMessageTypes) where the
+// producer's protocol checks it (gRPC: RocketMQ's proxy's check, on by
+// default): a topic takes its message.type alone (MIXED every type), a
+// topic without the attribute is NORMAL, so a FIFO topic refuses a
+// message without a group and an untyped topic a FIFO or timed one. Over
+// remoting (and the core's own requests) nothing is checked, as RocketMQ's
+// broker checks nothing.
 func messageType(t *testing.T, d driver) {
 	d.createTopic(t, "MN", 1, "NORMAL")
 	d.createTopic(t, "MF", 1, "FIFO")
 	d.createTopic(t, "MT", 1, "TRANSACTION")
-	if _, err := d.send(t, Msg{Topic: "MN", Body: "grouped", Group: "g"}); err == nil {
-		t.Error("a NORMAL topic took a FIFO message")
+	d.createTopic(t, "MU", 1, "")
+	d.createTopic(t, "MX", 1, "MIXED")
+	checked := typeChecked(d)
+	for _, c := range []struct {
+		what string
+		m    Msg
+		ok   bool // when checked
+	}{
+		{"a NORMAL topic, a FIFO message", Msg{Topic: "MN", Body: "grouped", Group: "g"}, false},
+		{"a NORMAL topic, a timer message", Msg{Topic: "MN", Body: "timed", DeliverAt: time.Now().Add(time.Hour)}, false},
+		{"a TRANSACTION topic, a NORMAL message", Msg{Topic: "MT", Body: "plain"}, false},
+		{"a FIFO topic, a NORMAL message", Msg{Topic: "MF", Body: "plain"}, false},
+		{"an untyped topic, a FIFO message", Msg{Topic: "MU", Body: "grouped", Group: "g"}, false},
+		{"an untyped topic, a timer message", Msg{Topic: "MU", Body: "timed", DeliverAt: time.Now().Add(time.Hour)}, false},
+		{"a FIFO topic, a FIFO message", Msg{Topic: "MF", Body: "grouped", Group: "g"}, true},
+		{"a NORMAL topic, a NORMAL message", Msg{Topic: "MN", Body: "plain"}, true},
+		{"an untyped topic, a NORMAL message", Msg{Topic: "MU", Body: "plain"}, true},
+		{"a MIXED topic, a FIFO message", Msg{Topic: "MX", Body: "grouped", Group: "g"}, true},
+		{"a MIXED topic, a NORMAL message", Msg{Topic: "MX", Body: "plain"}, true},
+	} {
+		_, err := d.send(t, c.m)
+		switch {
+		case (c.ok || !checked) && err != nil:
+			t.Errorf("%s: refused: %v", c.what, err)
+		case !c.ok && checked && !refusedFor(t, err, core.ReasonTopicMessageTypeMismatch):
+			t.Errorf("%s: %v, want a refusal for %v", c.what, err, core.ReasonTopicMessageTypeMismatch)
+		}
 	}
-	if _, err := d.send(t, Msg{Topic: "MN", Body: "timed", DeliverAt: time.Now().Add(time.Hour)}); err == nil {
-		t.Error("a NORMAL topic took a timer message")
+	want := []string{"grouped"}
+	if !checked {
+		want = []string{"plain", "grouped"}
 	}
-	if _, err := d.send(t, Msg{Topic: "MT", Body: "plain"}); err == nil {
-		t.Error("a TRANSACTION topic took a normal message")
+	got, _ := pullN(t, d, "mt-group", "MF", 0, 0, len(want), Filter{})
+	if !slices.Equal(bodies(got), want) {
+		t.Errorf("pulled %v, want %v", bodies(got), want)
 	}
-	mustSend(t, d, Msg{Topic: "MF", Body: "plain"})
-	mustSend(t, d, Msg{Topic: "MF", Body: "grouped", Group: "g"})
-	mustSend(t, d, Msg{Topic: "MN", Body: "plain"})
-	got, _ := pullN(t, d, "mt-group", "MF", 0, 0, 2, Filter{})
-	if !slices.Equal(bodies(got), []string{"plain", "grouped"}) {
-		t.Errorf("pulled %v", bodies(got))
+}
+
+// typeChecked reports whether d's sends are checked against their topic's
+// message type: the gRPC producer's are.
+func typeChecked(d driver) bool {
+	switch d := d.(type) {
+	case *grpcDriver:
+		return true
+	case *mixedDriver:
+		return typeChecked(d.producer)
 	}
+	return false
 }
 
 // priority: RocketMQ 5.4's priority messages (RIP-80). A message's
@@ -841,7 +878,7 @@ func timed(t *testing.T, d driver, topic string, tags []string, delays []time.Du
 // longPollPull: a held pull is answered by the arrival of a message it
 // wants, and not by one its filter rejects.
 func longPollPull(t *testing.T, d driver) {
-	d.createTopic(t, "LP", 1, "")
+	d.createTopic(t, "LP", 1, "MIXED") // NORMAL and DELAY messages
 	start := timed(t, d, "LP", []string{"other", "want"}, []time.Duration{300 * time.Millisecond, 700 * time.Millisecond})
 	p, err := d.pullHeld(t, "lp-group", "LP", 0, 0, tagFilter("want"), longHold)
 	if err != nil {
@@ -858,7 +895,7 @@ func longPollPull(t *testing.T, d driver) {
 // longPollPop: a held pop is answered by the arrival of a message it
 // wants, and not by one its filter rejects.
 func longPollPop(t *testing.T, d driver) {
-	d.createTopic(t, "LO", 2, "")
+	d.createTopic(t, "LO", 2, "MIXED") // NORMAL and DELAY messages
 	timed(t, d, "LO", []string{"other", "want"}, []time.Duration{300 * time.Millisecond, 700 * time.Millisecond})
 	got, err := d.popHeld(t, "lo-group", "LO", 32, held, tagFilter("want"), longHold)
 	if err != nil {

@@ -24,6 +24,9 @@ type config struct {
 	readyFile                                  string        // --ready-file ("" none)
 	logFormat                                  string        // text or json
 	slowRequest                                time.Duration // 0: off
+	// renew: the gRPC front end's renewal of auto_renew receives
+	// (grpcfe.Options' Renew fields; zero: their defaults).
+	renew grpcRenew
 	showVersion                                bool
 	autoCreate                                 bool
 	defaultQueues, maxMessageSize              int
@@ -465,6 +468,34 @@ var honoured = map[string]confKey{
 	"timerMaxDelaySec": {"", "the longest delivery delay a timer message may ask for, in seconds (default 40 days)", func(c *config, v string) error {
 		s, err := positiveInt(v)
 		c.timerMaxDelay = time.Duration(s) * time.Second
+		return err
+	}},
+	"defaultInvisibleTimeMills": {"", "ms a PushConsumer's (auto_renew) delivery is first invisible over gRPC (default 60000; RocketMQ's proxy's key)", func(c *config, v string) (err error) {
+		c.renew.invisible, err = positiveMillis(v)
+		return err
+	}},
+	"renewAheadTimeMillis": {"", "ms before an auto_renew delivery becomes visible that its renewal comes (default 10000; RocketMQ's proxy's key)", func(c *config, v string) (err error) {
+		c.renew.ahead, err = positiveMillis(v)
+		return err
+	}},
+	"renewSchedulePeriodMillis": {"", "ms between the gRPC front end's looks for auto_renew deliveries to renew (default 5000; RocketMQ's proxy's key)", func(c *config, v string) (err error) {
+		c.renew.period, err = positiveMillis(v)
+		return err
+	}},
+	"renewMaxTimeMillis": {"", "ms an auto_renew delivery is renewed at most, then visible again after the group's retry delay (default 10800000: 3 h; RocketMQ's proxy's key)", func(c *config, v string) (err error) {
+		c.renew.max, err = positiveMillis(v)
+		return err
+	}},
+	"invisibleTimeMillisWhenClear": {"", "ms after which the auto_renew deliveries of a client gone are visible again (default 1000; RocketMQ's proxy's key)", func(c *config, v string) (err error) {
+		c.renew.clear, err = positiveMillis(v)
+		return err
+	}},
+	"grpcRenewOfflineGraceMillis": {"", "ms a gRPC client's telemetry stream may be gone before its auto_renew deliveries are released (default 30000). Apogee's own key", func(c *config, v string) (err error) {
+		c.renew.grace, err = positiveMillis(v)
+		return err
+	}},
+	"grpcMaxRenewPerClient": {"", "auto_renew deliveries one gRPC client may hold (default 16384); a receive beyond is refused with TOO_MANY_REQUESTS. Apogee's own key", func(c *config, v string) (err error) {
+		c.renew.perClient, err = positiveInt(v)
 		return err
 	}},
 	"transactionTimeOut": {"", "ms before an unresolved half message is checked back (default 6000)", func(c *config, v string) (err error) {

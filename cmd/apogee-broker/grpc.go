@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"time"
 
+	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
 	"github.com/apogeemq/apogee/internal/tlsconf"
 	"github.com/apogeemq/apogee/node"
@@ -50,6 +52,21 @@ func grpcMetrics(n *node.Node) func() metrics.GRPCStats {
 		s := gs.Stats()
 		return metrics.GRPCStats{Streams: s.Streams, AuthRefused: s.AuthRefused, BudgetRefused: s.BudgetRefused,
 			RequestTimeouts: s.RequestTimeouts, SizeRefused: s.SizeRefused, Clients: s.Clients, Held: s.Held, HeldTotal: s.HeldTotal,
-			HeldRefusedBroker: s.HeldRefusedBroker, HeldRefusedConn: s.HeldRefusedConn, HeldRefusedClient: s.HeldRefusedClient}
+			HeldRefusedBroker: s.HeldRefusedBroker, HeldRefusedConn: s.HeldRefusedConn, HeldRefusedClient: s.HeldRefusedClient,
+			Renewing: s.Renewing, Renewals: s.Renewals, RenewFailures: s.RenewFailures, RenewReleased: s.RenewReleased,
+			RenewRefused: s.RenewRefused}
 	}
+}
+
+// grpcRenew holds the renewal keys of broker.conf (zero: grpcfe's
+// defaults, RocketMQ's proxy's).
+type grpcRenew struct {
+	invisible, ahead, period, max, clear, grace time.Duration
+	perClient                                   int
+}
+
+// apply sets them in the front end's options.
+func (r grpcRenew) apply(o *grpcfe.Options) {
+	o.AutoRenewInvisible, o.RenewAhead, o.RenewPeriod, o.RenewMax = r.invisible, r.ahead, r.period, r.max
+	o.RenewClearInvisible, o.RenewOfflineGrace, o.MaxRenewPerClient = r.clear, r.grace, r.perClient
 }

@@ -328,6 +328,7 @@ func run(args []string) error {
 		nopts.GRPC = &node.GRPC{Listener: gl, Options: grpcfe.Options{Addr: grpcAdvertise(advertise, grpcRes.Addr()),
 			Logger: logger, Guard: guard, TLSServer: grpcTLS, ServerOptions: grpcServerOptions(grpcLat),
 			Budget: remoting.SharedReceiveBudget()}}
+		cfg.renew.apply(&nopts.GRPC.Options)
 		if bopts.ClientTLS != nil {
 			// A member forwards to its master's gRPC port (node): with the
 			// broker's own client TLS (--tls-enable), as its other
