@@ -146,6 +146,7 @@ func TestFIFOPerGroup(t *testing.T) {
 func TestDelayMessage(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
+	b.createTopic(t, "Delay", 4, "DELAY") // an untyped topic is NORMAL (message_types_test.go)
 	p := b.producer(t, rmq.WithTopics("Delay"))
 	at := time.Now().Add(2 * time.Second)
 	m := &rmq.Message{Topic: "Delay", Body: []byte("later")}
@@ -171,6 +172,7 @@ func TestDelayMessage(t *testing.T) {
 func TestTransactions(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, "transactionTimeOut=1000", "transactionCheckInterval=1000")
+	b.createTopic(t, "Tx", 4, "TRANSACTION") // an untyped topic is NORMAL (message_types_test.go)
 	var mu sync.Mutex
 	checked := map[string]bool{}
 	p := b.producer(t, rmq.WithTopics("Tx"), rmq.WithTransactionChecker(&rmq.TransactionChecker{
