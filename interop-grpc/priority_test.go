@@ -135,9 +135,18 @@ func TestPriorityBacklogHighestFirst(t *testing.T) {
 		}
 	}
 
-	// Messages without a priority are accepted and spread over the queues.
+	// A message without a priority is a NORMAL one: over gRPC the topic
+	// refuses it, as RocketMQ's proxy does (the SDK itself, from the
+	// route's accepted types: message_types_test.go); over remoting it is
+	// stored, as RocketMQ's broker does, spread over the queues.
+	if _, err := p.Send(context.Background(), &rmq.Message{Topic: "Prio", Body: []byte("plain")}); err == nil ||
+		!strings.Contains(err.Error(), "message type") {
+		t.Fatalf("a message without a priority over gRPC: %v, want the message type refusal", err)
+	}
 	for i := range 8 {
-		sendPriority(t, p, "Prio", -1, fmt.Sprintf("plain-%d", i))
+		if r, err := old.SendSync(context.Background(), primitive.NewMessage("Prio", []byte(fmt.Sprintf("plain-%d", i)))); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("4.x send without a priority: %v %v", r, err)
+		}
 	}
 	depths := b.queueDepths(t, "Prio", queues)
 	spread := 0

@@ -248,8 +248,9 @@ func TestPriorityOptions(t *testing.T) {
 }
 
 // The PRIORITY type: a topic attribute the admin protocol sets, the route's
-// accepted types (PRIORITY, and NORMAL: a message without a priority), and
-// a priority message refused by a topic of another declared type.
+// accepted types (PRIORITY alone, as RocketMQ's proxy), and a priority
+// message refused by a topic of another declared type where the send asks
+// for the check (gRPC).
 func TestPriorityTopicType(t *testing.T) {
 	c := newTestCore(t, nil)
 	newPriorityTopic(t, c, "PrioType")
@@ -257,13 +258,15 @@ func TestPriorityTopicType(t *testing.T) {
 	if !ok || cfg.Attributes["message.type"] != "PRIORITY" {
 		t.Fatalf("the topic's attributes: %v (%v)", cfg.Attributes, ok)
 	}
-	if got := AcceptedMessageTypes(cfg); !slices.Equal(got, []MessageType{MessageNormal, MessagePriority}) {
+	// RocketMQ 5's rule: a PRIORITY topic takes PRIORITY alone, an untyped
+	// one is NORMAL (names.go).
+	if got := AcceptedMessageTypes(cfg); !slices.Equal(got, []MessageType{MessagePriority}) {
 		t.Errorf("a PRIORITY topic accepts %v", got)
 	}
-	if got := AcceptedMessageTypes(protocol.TopicConfig{TopicName: "Untyped"}); !slices.Equal(got, []MessageType{MessageNormal, MessageFIFO, MessageDelay, MessageTransaction}) {
+	if got := AcceptedMessageTypes(protocol.TopicConfig{TopicName: "Untyped"}); !slices.Equal(got, []MessageType{MessageNormal}) {
 		t.Errorf("a topic without message.type accepts %v", got)
 	}
-	prioSend(t, c, "PrioType", -1) // a NORMAL message: accepted
+	prioSend(t, c, "PrioType", -1) // a NORMAL message unchecked (remoting, as RocketMQ's broker): accepted
 
 	if err := c.Admin().CreateTopic(&TopicRequest{Topic: "NormalType", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6,
 		Attributes: "+message.type=NORMAL"}); err != nil {
@@ -271,6 +274,7 @@ func TestPriorityTopicType(t *testing.T) {
 	}
 	r := sendReq("NormalType", 0, 16)
 	r.Properties = append(r.Properties, testProps(message.PropPriority, "1")...)
+	r.CheckTopicType = true // the gRPC front end's check (RocketMQ's proxy's)
 	var res SendResult
 	if err := c.Send(r, &res); ReasonOf(err) != ReasonTopicMessageTypeMismatch {
 		t.Fatalf("a PRIORITY message to a NORMAL topic: %v, want %v", err, ReasonTopicMessageTypeMismatch)

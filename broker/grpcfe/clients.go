@@ -395,8 +395,8 @@ func (s *Server) telemetryCommand(c *client, cmd *rmqpb.TelemetryCommand) {
 }
 
 // serverSettings answers a client's settings with the ones to apply: for
-// a producer the largest body and no client-side check of message types
-// (the broker checks them); for a consumer its group's delivery order
+// a producer the largest body and a client-side check of message types
+// (the broker checks them too); for a consumer its group's delivery order
 // (FIFO when the group is configured consumeMessageOrderly), retry policy
 // and long polling.
 func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {

@@ -27,6 +27,27 @@
 // the core's POP operations); PullMessage, UpdateOffset, GetOffset,
 // QueryOffset (pull.go). SyncLiteSubscription answers NOT_IMPLEMENTED.
 //
+// # Renewal
+//
+// A receive with auto_renew (RocketMQ 5's PushConsumers) is renewed as
+// RocketMQ's proxy renews it (renew.go): invisible for AutoRenewInvisible,
+// then renewed by one goroutine for the whole server, on RocketMQ's
+// schedule and up to RenewMax; an ack or a ChangeInvisibleDuration with the
+// client's first handle ends it and applies to the delivery as it is now;
+// the client's termination, the core's forgetting it, the loss of its
+// telemetry stream (RenewOfflineGrace) and Shutdown release its deliveries
+// (visible after RenewClearInvisible). Invariants: no goroutine per
+// delivery; at most MaxRenewPerClient deliveries per client (a receive
+// beyond is refused with TOO_MANY_REQUESTS before anything is popped).
+//
+// # Message types
+//
+// Every send asks the core to check the message's type against its
+// topic's (core.SendRequest.CheckTopicType, the rule of
+// core.AcceptedMessageTypes), as RocketMQ's proxy does with its default
+// enableTopicMessageTypeCheck, and a producer's settings carry
+// validate_message_type=true.
+//
 // # A group's members
 //
 // Every member of a broker group serves the front end in every role. With

@@ -26,11 +26,11 @@ type config struct {
 	slowRequest                                time.Duration // 0: off
 	// renew: the gRPC front end's renewal of auto_renew receives
 	// (grpcfe.Options' Renew fields; zero: their defaults).
-	renew grpcRenew
-	showVersion                                bool
-	autoCreate                                 bool
-	defaultQueues, maxMessageSize              int
-	store                                      store.Options
+	renew                         grpcRenew
+	showVersion                   bool
+	autoCreate                    bool
+	defaultQueues, maxMessageSize int
+	store                         store.Options
 	// features: broker.Options fields set from broker.conf
 	delayLevels                string
 	txTimeout, txCheckInterval time.Duration

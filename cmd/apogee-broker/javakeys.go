@@ -183,12 +183,13 @@ var javaKeys = []javaClass{
 	// Not the broker's: RocketMQ's proxy reads this from rmq-proxy.json; a
 	// broker started with its proxy in local mode is the deployment Apogee
 	// is, so its broker.conf takes it too.
-	{"ProxyConfig (rmq-proxy.json)", []string{"grpcServerPort"}},
+	{"ProxyConfig (rmq-proxy.json)", []string{"defaultInvisibleTimeMills", "grpcServerPort", "invisibleTimeMillisWhenClear",
+		"renewAheadTimeMillis", "renewMaxTimeMillis", "renewSchedulePeriodMillis"}},
 	// Not the broker's either: RocketMQ reads these system properties
 	// (tls.properties) for its TLS set-up.
 	{"TlsSystemConfig (tls.properties)", []string{"tls.client.certPath", "tls.client.keyPath", "tls.client.trustCertPath", "tls.enable", "tls.server.certPath", "tls.server.keyPath", "tls.server.mode",
 		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
-	{"Apogee", []string{"aclFile", "dashboardHosts", "grpcListen", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
+	{"Apogee", []string{"aclFile", "dashboardHosts", "grpcListen", "grpcMaxRenewPerClient", "grpcRenewOfflineGraceMillis", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
 		"maxConnections", "maxConnectionsPerSource", "metricsAuthEnable", "responseBudget"}},
 }
