@@ -13,6 +13,7 @@ import (
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/internal/wait"
+	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
@@ -181,13 +182,18 @@ func TestAutoRenewHoldsTheMessage(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("received %v (%v)", got, st)
 	}
-	wait.For(t, "two renewals", func() error {
-		if n := e.srv.Stats().Renewals; n < 2 {
+	received := time.Now()
+	// Renewed (for a minute, the first step of RocketMQ's schedule), and
+	// past twice the first invisible time: another consumer finds nothing.
+	wait.For(t, "a renewal, past twice the first invisible time", func() error {
+		if n := e.srv.Stats().Renewals; n < 1 {
 			return fmt.Errorf("%d renewals", n)
+		}
+		if since := time.Since(received); since < 2*e.srv.opts.AutoRenewInvisible {
+			return fmt.Errorf("%v since the receive", since)
 		}
 		return nil
 	})
-	// Past two first invisible times: another consumer finds nothing.
 	if more, _ := e.receive("G", "T", 1, time.Minute, 100*time.Millisecond, nil); len(more) != 0 {
 		t.Fatalf("the renewed message was delivered again: %v", more)
 	}
@@ -305,5 +311,30 @@ func TestRenewSchedule(t *testing.T) {
 		if got := renewStep(i); got != w {
 			t.Errorf("renewal %d: %v, want %v", i, got, w)
 		}
+	}
+}
+
+// TestAutoRenewMax: a delivery due for renewal past RenewMax is not
+// renewed but made visible after the group's retry delay (RocketMQ's
+// STOP_RENEW), and comes back.
+func TestAutoRenewMax(t *testing.T) {
+	e := newEnvWith(t, nil, func(o *Options) { fastRenew(o); o.RenewMax = 50 * time.Millisecond }, nil)
+	cfg := protocol.DefaultSubscriptionGroupConfig("G")
+	cfg.GroupRetryPolicy = []byte(`{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[100,100,100]}}`)
+	if err := e.core.Admin().UpdateSubscriptionGroup(cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.consumer("push-1", "G")
+	e.send(msg("T", "m1", "one"))
+	e.dispatched("T", 1)
+	if got, _ := e.receiveRenewed("push-1", "G", "T", 1); len(got) != 1 {
+		t.Fatal("nothing received")
+	}
+	again, _ := e.receive("G", "T", 1, time.Minute, arrival, nil)
+	if len(again) != 1 || again[0].SystemProperties.MessageId != "m1" {
+		t.Fatalf("after the renewal's maximum: %v", again)
+	}
+	if s := e.srv.Stats(); s.Renewing != 0 || s.Renewals != 0 {
+		t.Fatalf("stats %+v", s)
 	}
 }

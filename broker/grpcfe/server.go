@@ -269,7 +269,6 @@ func New(c Core, opts Options) (*Server, error) {
 	s.clients.init()
 	s.polls = newHolder(s)
 	s.renew = newRenewer(s)
-	go s.renew.run(s.shutdown)
 	s.sweeper.wake = make(chan struct{}, 1)
 	s.throttle = logthrottle.New(throttleEvery)
 
@@ -290,6 +289,7 @@ func New(c Core, opts Options) (*Server, error) {
 	if opts.Budget != nil {
 		go s.sweeper.run(s.shutdown)
 	}
+	go s.renew.run(s.shutdown)
 	return s, nil
 }
 
