@@ -131,7 +131,24 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 			m.QueueID = min(p, n-1)
 		}
 	}
+	if hasDelayProperty(props) {
+		// Delivery already due: stored as it is, but RocketMQ types a
+		// message by its delay properties, due or not
+		// (TopicMessageType.parseFromMessageProperty): DELAY for the check.
+		r.typ = MessageDelay
+	}
 	return c.checkType(t, r, bodyLen)
+}
+
+// hasDelayProperty reports whether props carry a delay level or a timer
+// property, whatever its value.
+func hasDelayProperty(props []byte) bool {
+	for _, k := range []string{message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec, message.PropTimerDelayMS} {
+		if _, ok := message.LookupProperty(props, k); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // messagePriority returns a message's priority (RocketMQ 5.4, RIP-80):

@@ -216,11 +216,11 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		if err := ts.CheckValid(); err != nil {
 			return badRequest(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery timestamp: "+err.Error())
 		}
+		// Set whether due or not, as RocketMQ's proxy does: the message is
+		// a DELAY one (the topic's type check), stored as it is when due.
 		ms := ts.AsTime().UnixMilli()
-		if ms > time.Now().UnixMilli() {
-			o.timer = true
-			p = message.AppendProperty(p, message.PropTimerDeliverMS, strconv.FormatInt(ms, 10))
-		}
+		o.timer = ms > time.Now().UnixMilli()
+		p = message.AppendProperty(p, message.PropTimerDeliverMS, strconv.FormatInt(ms, 10))
 	}
 	if typ == rmqpb.MessageType_TRANSACTION {
 		o.sysFlag = message.SetTxType(o.sysFlag, message.TxPreparedType)
