@@ -107,7 +107,10 @@ func TestPriorityBacklogHighestFirst(t *testing.T) {
 
 	// Over remoting: the priority property of a 4.x producer's message.
 	ns := primitive.NewPassthroughResolver([]string{b.NsAddr})
-	old, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("PrioProducer4x"), producer.WithRetry(2))
+	// An instance of its own: TestCrossProtocol's 4.x client, in parallel, has
+	// other name servers (the client library keys its instances by name).
+	old, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("PrioProducer4x"), producer.WithRetry(2),
+		producer.WithInstanceName("PrioProducer4x"))
 	if err != nil {
 		t.Fatal(err)
 	}

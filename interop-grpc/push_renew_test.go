@@ -69,6 +69,8 @@ type slowPush struct {
 	last       time.Time      // the last delivery
 	acked      map[string]v2.Code
 	release    chan struct{}
+	freeOnce   sync.Once
+	consumers  []rmq.PushConsumer // guarded by mu
 }
 
 func newSlowPush(t *testing.T, group string) *slowPush {
@@ -94,8 +96,28 @@ func newSlowPush(t *testing.T, group string) *slowPush {
 	}
 	clientObserver.Store(&observe)
 	t.Cleanup(func() { clientObserver.Store(nil) })
+	// The consumers stop together (each graceful stop waits for its
+	// client's in-flight work, seconds).
+	t.Cleanup(func() {
+		s.mu.Lock()
+		cs := s.consumers
+		s.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.GracefulStop()
+			}()
+		}
+		wg.Wait()
+	})
+	t.Cleanup(s.free) // before the stops: no listener left blocked
 	return s
 }
+
+// free lets the listeners return.
+func (s *slowPush) free() { s.freeOnce.Do(func() { close(s.release) }) }
 
 func (s *slowPush) start(t *testing.T, b *broker, group, topic string) rmq.PushConsumer {
 	t.Helper()
@@ -116,7 +138,9 @@ func (s *slowPush) start(t *testing.T, b *broker, group, topic string) rmq.PushC
 	if err := c.Start(); err != nil {
 		t.Fatalf("push consumer start: %v", err)
 	}
-	t.Cleanup(func() { c.GracefulStop() })
+	s.mu.Lock()
+	s.consumers = append(s.consumers, c)
+	s.mu.Unlock()
 	return c
 }
 
@@ -195,7 +219,7 @@ func TestPushConsumerRenewed(t *testing.T) {
 			if got, again := s.delivered(); got != first || again != "" {
 				t.Fatalf("while the handlers work: %d delivered (want %d), %q delivered again", got, first, again)
 			}
-			close(s.release)
+			s.free()
 			wait.For(t, "every message consumed and acked", func() error {
 				s.mu.Lock()
 				defer s.mu.Unlock()
@@ -344,7 +368,7 @@ func TestKilledPushConsumer(t *testing.T) {
 	}
 	handling := time.Now()
 	s := newSlowPush(t, group)
-	close(s.release) // this consumer's handler is quick
+	s.free() // this consumer's handler is quick
 	s.start(t, b, group, topic)
 	wait.For(t, "the child holds the message past its first invisible time", func() error {
 		if since := time.Since(handling); since < 2*renewFirstInvisible {
