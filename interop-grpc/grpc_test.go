@@ -301,7 +301,11 @@ func TestCrossProtocol(t *testing.T) {
 	ns := primitive.NewPassthroughResolver([]string{b.NsAddr})
 
 	// 4.x → 5.x.
-	old, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("OldProducer"), producer.WithRetry(2))
+	// Instances of their own: the 4.x client library keys its instances by
+	// name, and other tests' 4.x clients, in parallel, have other name
+	// servers (GetOrNewRocketMQClient fails on a shared one).
+	old, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("OldProducer"), producer.WithRetry(2),
+		producer.WithInstanceName("CrossProducer4x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +345,7 @@ func TestCrossProtocol(t *testing.T) {
 	}
 	recv := make(chan *primitive.MessageExt, 16)
 	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(ns), consumer.WithGroupName("Old4xGroup"),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithInstance("CrossConsumer4x"))
 	if err != nil {
 		t.Fatal(err)
 	}
