@@ -54,6 +54,10 @@ type cpuMeter struct {
 	b0, s0    time.Duration // broker and self at the start
 	b1, s1    time.Duration // and at the end
 	bErr      error
+	// The kernel's counters (kernel.go) of the broker and of this process,
+	// at the start and at the end.
+	bk0, sk0 kernelCounts
+	bk1, sk1 kernelCounts
 }
 
 // brokerPIDer is a target that knows its broker's process (a child broker).
@@ -88,9 +92,18 @@ func newCPUMeter(c Config, t target) *cpuMeter {
 	return m
 }
 
-func selfCPU() time.Duration {
+// selfUsage is this process's getrusage(RUSAGE_SELF), nil when it fails.
+func selfUsage() *syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return nil
+	}
+	return &ru
+}
+
+// cpuOf is ru's user and system time (0 for nil).
+func cpuOf(ru *syscall.Rusage) time.Duration {
+	if ru == nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -120,12 +133,16 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(u+s) * clockTick, nil
 }
 
-func (m *cpuMeter) sample() (broker, self time.Duration, err error) {
-	self = selfCPU()
+// sample reads the clocks and the counters: the broker's first, then this
+// process's, so that reading the broker's files counts in this process's
+// system calls of the same interval (at the start and at the end alike).
+func (m *cpuMeter) sample() (broker, self time.Duration, bk, sk kernelCounts, err error) {
 	if m.brokerPID > 0 {
 		broker, err = procCPU(m.brokerPID)
+		bk = procKernelCounts(procRoot, m.brokerPID)
 	}
-	return broker, self, err
+	ru := selfUsage()
+	return broker, cpuOf(ru), bk, selfKernelCounts(ru), err
 }
 
 // begin samples the clocks at the start of the measured part.
@@ -133,7 +150,7 @@ func (m *cpuMeter) begin() {
 	if m == nil {
 		return
 	}
-	m.b0, m.s0, m.bErr = m.sample()
+	m.b0, m.s0, m.bk0, m.sk0, m.bErr = m.sample()
 	m.started, m.ended = true, false
 }
 
@@ -143,7 +160,7 @@ func (m *cpuMeter) end() {
 		return
 	}
 	var err error
-	m.b1, m.s1, err = m.sample()
+	m.b1, m.s1, m.bk1, m.sk1, err = m.sample()
 	m.bErr = errors.Join(m.bErr, err)
 	m.ended = true
 }
@@ -157,12 +174,16 @@ func (m *cpuMeter) fill(res *Result, msgs int64) {
 		v := float64(d.Nanoseconds()) / 1e3 / float64(msgs)
 		return &v
 	}
+	var notes []string
+	defer func() { res.KernelNote = strings.Join(notes, "; ") }()
 	if m.inProcess {
 		res.ProcessCPUUsPerMsg = per(m.s1 - m.s0)
+		res.ProcessKernel = kernelPerMsg("process", m.sk0, m.sk1, msgs, &notes)
 		res.CPUNote = m.note
 		return
 	}
 	res.ClientCPUUsPerMsg = per(m.s1 - m.s0)
+	res.ClientKernel = kernelPerMsg("client", m.sk0, m.sk1, msgs, &notes)
 	switch {
 	case m.brokerPID == 0:
 		res.CPUNote = m.note
@@ -171,6 +192,9 @@ func (m *cpuMeter) fill(res *Result, msgs int64) {
 	default:
 		res.BrokerCPUUsPerMsg = per(m.b1 - m.b0)
 		res.BrokerPID = m.brokerPID
+	}
+	if m.brokerPID > 0 {
+		res.BrokerKernel = kernelPerMsg("broker", m.bk0, m.bk1, msgs, &notes)
 	}
 }
 

@@ -99,8 +99,16 @@ func TestChildBrokerReportsCPUPerMessage(t *testing.T) {
 			if res.BrokerPID == 0 || res.BrokerPID == os.Getpid() {
 				t.Fatalf("broker pid %d (this process %d)", res.BrokerPID, os.Getpid())
 			}
+			checkKernelPerMsg(t, "broker", res.BrokerKernel, true)
+			checkKernelPerMsg(t, "client", res.ClientKernel, true)
+			if res.ProcessKernel != nil || res.KernelNote != "" {
+				t.Fatalf("process counters %+v, note %q", res.ProcessKernel, res.KernelNote)
+			}
 			if !strings.Contains(out.String(), "CPU per") || !strings.Contains(out.String(), "child process") {
 				t.Fatalf("summary lacks the CPU line or the child broker:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), "system calls per") || !strings.Contains(out.String(), "context switches per") {
+				t.Fatalf("summary lacks the system call and context switch lines:\n%s", out.String())
 			}
 			var line bytes.Buffer
 			if err := PrintJSON(&line, res); err != nil {
@@ -115,6 +123,14 @@ func TestChildBrokerReportsCPUPerMessage(t *testing.T) {
 			}
 			if _, ok := m["client_cpu_us_per_msg"].(float64); !ok {
 				t.Fatalf("JSON client_cpu_us_per_msg: %s", line.String())
+			}
+			for _, k := range []string{"broker_kernel_per_msg", "client_kernel_per_msg"} {
+				o, _ := m[k].(map[string]any)
+				for _, f := range []string{"syscr", "syscw", "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"} {
+					if _, ok := o[f].(float64); !ok {
+						t.Fatalf("JSON %s.%s: %s", k, f, line.String())
+					}
+				}
 			}
 		})
 	}
@@ -131,6 +147,10 @@ func TestInProcessBrokerReportsProcessCPU(t *testing.T) {
 	}
 	if res.ProcessCPUUsPerMsg == nil || res.BrokerCPUUsPerMsg != nil || res.ClientCPUUsPerMsg != nil || res.CPUNote == "" {
 		t.Fatalf("result %+v", res)
+	}
+	checkKernelPerMsg(t, "process", res.ProcessKernel, true)
+	if res.BrokerKernel != nil || res.ClientKernel != nil {
+		t.Fatalf("broker %+v and client %+v counters of an in-process broker", res.BrokerKernel, res.ClientKernel)
 	}
 }
 
@@ -153,6 +173,8 @@ func TestBrokerAtAddrFoundByPort(t *testing.T) {
 	if res.BrokerPID != ch.cmd.Process.Pid || res.BrokerCPUUsPerMsg == nil || res.ClientCPUUsPerMsg == nil {
 		t.Fatalf("result %+v; child pid %d", res, ch.cmd.Process.Pid)
 	}
+	checkKernelPerMsg(t, "broker", res.BrokerKernel, true)
+	checkKernelPerMsg(t, "client", res.ClientKernel, true)
 }
 
 // TestServeChildSpec: the child broker takes a data directory with a comma

@@ -91,6 +91,16 @@ type Result struct {
 	ProcessCPUUsPerMsg *float64 `json:"process_cpu_us_per_msg,omitempty"`
 	BrokerPID          int      `json:"broker_pid,omitempty"`
 	CPUNote            string   `json:"cpu_note,omitempty"`
+	// The kernel's counters per message of the measured part, for the same
+	// processes as the CPU figures (see kernel.go): read-like and
+	// write-like system calls (syscr and syscw of /proc/PID/io) and
+	// voluntary and involuntary context switches of all threads. Null when
+	// there is no such process; a field inside is null when its file could
+	// not be read, and KernelNote says why.
+	BrokerKernel  *KernelPerMsg `json:"broker_kernel_per_msg"`
+	ClientKernel  *KernelPerMsg `json:"client_kernel_per_msg"`
+	ProcessKernel *KernelPerMsg `json:"process_kernel_per_msg,omitempty"`
+	KernelNote    string        `json:"kernel_note,omitempty"`
 
 	// SlaveLag (with Config.SlaveAddr): the time from a message's
 	// visibility on the master to its visibility on the slave, sampled on
@@ -139,6 +149,9 @@ func printSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\n== %s: %s\n", r.Mode, r.Config)
 	defer func() {
 		if l := cpuLine(r); l != "" {
+			fmt.Fprintln(w, l)
+		}
+		for _, l := range kernelLines(r) {
 			fmt.Fprintln(w, l)
 		}
 	}()

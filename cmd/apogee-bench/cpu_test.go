@@ -37,6 +37,8 @@ func TestChildBrokerAndDriver(t *testing.T) {
 	if pid, _ := res["broker_pid"].(float64); pid <= 0 {
 		t.Fatalf("broker_pid %v", res["broker_pid"])
 	}
+	checkKernelJSON(t, res, "broker_kernel_per_msg")
+	checkKernelJSON(t, res, "client_kernel_per_msg")
 
 	cmd := exec.Command(bin, "--driver", "nats", "produce")
 	cmd.Env = append(os.Environ(), "PATH="+dir) // only apogee-bench itself there
@@ -46,5 +48,25 @@ func TestChildBrokerAndDriver(t *testing.T) {
 	}
 	if err := exec.Command(bin, "--driver", "kafka").Run(); err == nil {
 		t.Fatal("an unknown --driver was accepted")
+	}
+}
+
+// checkKernelJSON fails unless the JSON result res has the object key with
+// the four kernel counters per message, none negative, and read-like and
+// write-like system calls (every run of these tests sends).
+func checkKernelJSON(t *testing.T, res map[string]any, key string) {
+	t.Helper()
+	o, ok := res[key].(map[string]any)
+	if !ok {
+		t.Fatalf("JSON %s = %v", key, res[key])
+	}
+	for _, f := range []string{"syscr", "syscw", "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"} {
+		v, ok := o[f].(float64)
+		if !ok || v < 0 {
+			t.Fatalf("JSON %s.%s = %v", key, f, o[f])
+		}
+		if (f == "syscr" || f == "syscw") && v == 0 {
+			t.Fatalf("JSON %s.%s = 0 for a run that sent", key, f)
+		}
 	}
 }

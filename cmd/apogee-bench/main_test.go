@@ -46,6 +46,12 @@ func TestJSONContract(t *testing.T) {
 	if res["closed_loop"] != true || res["roles"].([]any)[0] != "producers" || len(res["roles"].([]any)) != 1 {
 		t.Fatalf("produce without --rate is closed loop with producers only: %v", res)
 	}
+	// The embedded broker runs in this process: its counters are the
+	// process's, broker and generator together.
+	checkKernelJSON(t, res, "process_kernel_per_msg")
+	if res["broker_kernel_per_msg"] != nil || res["client_kernel_per_msg"] != nil {
+		t.Fatalf("broker and client counters of an in-process broker: %v", res)
+	}
 	if err := exec.Command(bin, "--flush", "sometimes").Run(); err == nil {
 		t.Fatal("a bad --flush was accepted")
 	}
