@@ -143,27 +143,38 @@ bench_alternate() {
   done
 }
 
-# bench_print_run LABEL WORKLOAD ROUND JSON: one run's line.
+# bench_print_run LABEL WORKLOAD ROUND JSON: one run's line. The broker's
+# system calls per message are read-like + write-like (syscr + syscw of its
+# /proc/PID/io), its context switches voluntary + involuntary (all threads);
+# "-" where the run's apogee-bench did not report them (an older commit's).
 bench_print_run() {
-  jq -r --arg s "$1" --arg w "$2" --arg r "$3" \
-    '"\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"' <<<"$4"
+  jq -r --arg s "$1" --arg w "$2" --arg r "$3" '
+    def r3: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
+    .broker_kernel_per_msg as $k |
+    "\($w) round \($r) \($s): \(.msgs_per_sec|floor) msgs/s, broker \(.broker_cpu_us_per_msg*100|round/100) µs/msg, client \(.client_cpu_us_per_msg*100|round/100) µs/msg, broker syscalls r+w \($k.syscr|r3)+\($k.syscw|r3)/msg, switches v+n \($k.voluntary_ctxt_switches|r3)+\($k.nonvoluntary_ctxt_switches|r3)/msg, send p50/p99/p99.9 \(.send_latency_us.p50)/\(.send_latency_us.p99)/\(.send_latency_us.p999) µs, e2e p50/p99/p99.9 \(.e2e_latency_us.p50)/\(.e2e_latency_us.p99)/\(.e2e_latency_us.p999) µs, errors \(.errors)"' <<<"$4"
 }
 
 # bench_medians OUT "LABEL..." WORKLOAD...: the medians of every
-# OUT/WORKLOAD.LABEL.jsonl, a line per workload and label.
+# OUT/WORKLOAD.LABEL.jsonl, a line per workload and label. broker and client
+# are CPU µs per message; rd, wr, vcs and ivcs the broker's read-like and
+# write-like system calls (syscr, syscw) and voluntary and involuntary
+# context switches per message ("-" when no run reported them).
 bench_medians() {
   local out=$1 labels=$2 wl label
   shift 2
-  printf '%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n' workload run msgs/s broker client send50 send99 send999 e2e50 e2e99 e2e999
+  printf '%-7s %-7s %10s %8s %8s %7s %7s %7s %7s %8s %8s %8s %8s %8s %8s\n' workload run msgs/s broker client rd wr vcs ivcs send50 send99 send999 e2e50 e2e99 e2e999
   for wl in "$@"; do
     for label in $labels; do
       [ -s "$out/$wl.$label.jsonl" ] || continue
       jq -s -r --arg s "$label" --arg w "$wl" '
         def med(f): map(f) | sort | .[(length-1)/2|floor];
+        def medk(f): map(.broker_kernel_per_msg | if . == null then null else f end) | map(select(. != null)) |
+          if length == 0 then "-" else sort | .[(length-1)/2|floor] * 1000 | round / 1000 end;
         [$w, $s, (med(.msgs_per_sec)|floor), (med(.broker_cpu_us_per_msg)*100|round/100), (med(.client_cpu_us_per_msg)*100|round/100),
+         medk(.syscr), medk(.syscw), medk(.voluntary_ctxt_switches), medk(.nonvoluntary_ctxt_switches),
          med(.send_latency_us.p50), med(.send_latency_us.p99), med(.send_latency_us.p999),
          med(.e2e_latency_us.p50), med(.e2e_latency_us.p99), med(.e2e_latency_us.p999)] | @tsv' "$out/$wl.$label.jsonl" |
-        awk -F'\t' '{printf "%-7s %-7s %10s %8s %8s %8s %8s %8s %8s %8s %8s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
+        awk -F'\t' '{printf "%-7s %-7s %10s %8s %8s %7s %7s %7s %7s %8s %8s %8s %8s %8s %8s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15}'
     done
   done
 }

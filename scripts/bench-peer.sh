@@ -4,7 +4,10 @@
 # and each of ROUNDS rounds it runs both, the order swapped every round, each
 # server started afresh (empty data directory) for its run and stopped after
 # it, and prints every run's figures and then the medians per workload and
-# system (rate, CPU per message of broker and client, latency percentiles).
+# system (rate, CPU per message of broker and client, the server's read-like
+# and write-like system calls and voluntary and involuntary context switches
+# per message (rd wr vcs ivcs: syscr and syscw of /proc/PID/io, the switches
+# of all its threads; docs/bench.md), latency percentiles).
 #
 # Usage: scripts/bench-peer.sh ROUNDS WORKLOAD...
 #   workloads: p64 p256 (produce, 4 producers x 64 / x 256 in flight, async),
@@ -19,7 +22,7 @@
 # temporary one, kept).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,20p' "$0" >&2
+  sed -n '2,22p' "$0" >&2
   exit 2
 fi
 rounds=$1

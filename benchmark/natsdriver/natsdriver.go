@@ -1,7 +1,9 @@
 // Package natsdriver is apogee-bench's driver for NATS JetStream: the same
-// produce, consume and e2e workloads, rate control, histograms and CPU
-// accounting (benchmark.RunTarget) against a nats-server with JetStream, so
-// that one harness measures Apogee and NATS side by side. It is a module of
+// produce, consume and e2e workloads, rate control, histograms, CPU
+// accounting and counts of system calls and context switches per message
+// (benchmark.RunTarget; the server's from its /proc files, as for
+// apogee-broker) against a nats-server with JetStream, so that one harness
+// measures Apogee and NATS side by side. It is a module of
 // its own so that Apogee's dependency list does not grow by the NATS client.
 //
 // The workload maps onto JetStream as follows:

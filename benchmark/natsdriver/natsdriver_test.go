@@ -92,6 +92,15 @@ func TestWorkloadsAgainstNATS(t *testing.T) {
 		if res.BrokerPID != pid || res.BrokerCPUUsPerMsg == nil || res.ClientCPUUsPerMsg == nil || *res.BrokerCPUUsPerMsg <= 0 {
 			t.Fatalf("CPU figures: pid %d (server %d), %+v", res.BrokerPID, pid, res)
 		}
+		// The server's system calls and context switches, from its /proc.
+		for who, k := range map[string]*benchmark.KernelPerMsg{"server": res.BrokerKernel, "client": res.ClientKernel} {
+			if k == nil || k.SyscR == nil || k.SyscW == nil || k.VoluntaryCtxtSwitches == nil || k.NonvoluntaryCtxtSwitches == nil {
+				t.Fatalf("%s counters %+v (note %q)", who, k, res.KernelNote)
+			}
+			if *k.SyscR <= 0 || *k.SyscW <= 0 || *k.VoluntaryCtxtSwitches < 0 || *k.NonvoluntaryCtxtSwitches < 0 {
+				t.Fatalf("%s counters per message: syscr %f syscw %f switches %f + %f", who, *k.SyscR, *k.SyscW, *k.VoluntaryCtxtSwitches, *k.NonvoluntaryCtxtSwitches)
+			}
+		}
 	})
 	t.Run("e2e", func(t *testing.T) {
 		c := short(benchmark.ModeE2E, url)
