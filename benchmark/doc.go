@@ -17,6 +17,11 @@
 //   - CPU per message: the broker process's and the generator's CPU time
 //     over the measured part, per acknowledged (consume mode: consumed)
 //     message; see cpu.go for where each clock is read.
+//   - System calls and context switches per message, for the same
+//     processes and messages: read-like and write-like calls (syscr and
+//     syscw of /proc/PID/io; not epoll_wait, futex, madvise, msync or
+//     fdatasync, which Linux counts nowhere in /proc) and the voluntary and
+//     involuntary switches of all threads; see kernel.go.
 //
 // Latencies go into HdrHistogram histograms (µs, 3 significant digits), one
 // per worker, swapped every second: a worker's hot path takes one
