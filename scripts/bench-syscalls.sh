@@ -18,6 +18,12 @@ if [ $# -lt 2 ]; then
 fi
 sys=$1
 shift
+for a in "$@"; do
+  if [ "$a" = --quiet ]; then
+    echo "bench-syscalls: no $a: the messages of perf's window are counted from the per-second lines" >&2
+    exit 2
+  fi
+done
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
