@@ -15,6 +15,7 @@ require (
 	github.com/gobwas/pool v0.2.1 // indirect
 	github.com/gobwas/ws v1.4.0 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )
 
