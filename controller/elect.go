@@ -57,7 +57,7 @@ func (n *Node) choose(g *Group, requester int64, designate bool, now time.Time) 
 	if m := pick(g.SyncStateSet); m != 0 {
 		return choice{master: m}
 	}
-	if !n.opts.ElectUncleanMaster {
+	if !n.electUnclean() {
 		return choice{}
 	}
 	all := make([]int64, len(g.Replicas))
@@ -208,7 +208,7 @@ func (n *Node) scan() {
 // each on its own goroutine. A broker that misses it learns from its next
 // heartbeat's answer.
 func (n *Node) notify(g *Group) {
-	if n.opts.DisableNotify {
+	if !n.notifyEnabled() {
 		return
 	}
 	now := time.Now()

@@ -265,6 +265,8 @@ type Node struct {
 	leaderSince atomic.Int64 // unix nanos of leading's last set
 	electMu     sync.Mutex   // one election at a time (scan and requests)
 
+	rt runtimeConfig // UPDATE_CONTROLLER_CONFIG's changes (config.go)
+
 	notifyCh chan bool
 	stop     chan struct{}
 	wg       sync.WaitGroup

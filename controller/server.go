@@ -13,8 +13,9 @@ import (
 	"github.com/apogeemq/apogee/remoting"
 )
 
-// ServeRemoting answers brokers' and administrators' requests. Heartbeats
-// and GET_METADATA_INFO are answered inline by every node; everything else
+// ServeRemoting answers brokers' and administrators' requests. Heartbeats,
+// GET_METADATA_INFO and GET/UPDATE_CONTROLLER_CONFIG (config.go) are
+// answered inline by every node; everything else
 // needs the leader (others answer CONTROLLER_NOT_LEADER naming it) and runs
 // on a goroutine of its own, since it waits for a Raft round.
 func (n *Node) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
@@ -31,6 +32,12 @@ func (n *Node) ServeRemoting(c *remoting.Conn, req *protocol.Command, resp *remo
 		return remoting.Reply
 	case wire.ReqGetMetadataInfo:
 		n.handleMetadata(resp.Cmd)
+		return remoting.Reply
+	case wire.ReqGetControllerConfig:
+		n.handleGetConfig(resp.Cmd)
+		return remoting.Reply
+	case wire.ReqUpdateControllerConfig:
+		n.handleUpdateConfig(req, resp.Cmd)
 		return remoting.Reply
 	case wire.ReqApplyBrokerID, wire.ReqGetNextBrokerID, wire.ReqRegisterBroker, wire.ReqGetReplicaInfo,
 		wire.ReqAlterSyncStateSet, wire.ReqElectMaster, wire.ReqGetSyncStateData, wire.ReqCleanBrokerData, wire.ReqJoinGroup:

@@ -49,7 +49,10 @@ const (
 	ReqGetReplicaInfo          int32 = 1004
 	ReqGetMetadataInfo         int32 = 1005
 	ReqGetSyncStateData        int32 = 1006
+	ReqGetBrokerEpochCache     int32 = 1007 // admin→broker: the broker's epoch file (EpochEntryCache)
 	ReqNotifyBrokerRoleChanged int32 = 1008 // controller→B, oneway
+	ReqUpdateControllerConfig  int32 = 1009 // body: Java properties (key=value lines)
+	ReqGetControllerConfig     int32 = 1010 // answer body: Java properties
 	ReqCleanBrokerData         int32 = 1011
 	ReqGetNextBrokerID         int32 = 1012
 	ReqApplyBrokerID           int32 = 1013
@@ -86,6 +89,7 @@ var codeNames = map[int32]string{
 	ReqElectMaster: "CONTROLLER_ELECT_MASTER", ReqRegisterBroker: "CONTROLLER_REGISTER_BROKER",
 	ReqGetReplicaInfo: "CONTROLLER_GET_REPLICA_INFO", ReqGetMetadataInfo: "CONTROLLER_GET_METADATA_INFO",
 	ReqGetSyncStateData: "CONTROLLER_GET_SYNC_STATE_DATA", ReqNotifyBrokerRoleChanged: "NOTIFY_BROKER_ROLE_CHANGED",
+	ReqGetBrokerEpochCache: "GET_BROKER_EPOCH_CACHE", ReqUpdateControllerConfig: "UPDATE_CONTROLLER_CONFIG", ReqGetControllerConfig: "GET_CONTROLLER_CONFIG",
 	ReqCleanBrokerData: "CLEAN_BROKER_DATA", ReqGetNextBrokerID: "CONTROLLER_GET_NEXT_BROKER_ID",
 	ReqApplyBrokerID: "CONTROLLER_APPLY_BROKER_ID", ReqJoinGroup: "APOGEE_CONTROLLER_JOIN_GROUP",
 }
@@ -621,4 +625,24 @@ func (n *RoleChange) Decode(cmd *protocol.Command) error {
 		n.SyncStateSet = s.Set
 	}
 	return nil
+}
+
+// EpochEntry is one entry of a broker's epoch file as EpochEntryCache
+// carries it: the epoch's first commit-log offset and the next epoch's
+// (the last entry's EndOffset is the log's end).
+type EpochEntry struct {
+	Epoch       int32 `json:"epoch"`
+	StartOffset int64 `json:"startOffset"`
+	EndOffset   int64 `json:"endOffset"`
+}
+
+// EpochEntryCache is the body of GET_BROKER_EPOCH_CACHE's answer (Java
+// EpochEntryCache): a broker's identity, its epoch entries and its
+// commit log's end.
+type EpochEntryCache struct {
+	ClusterName string       `json:"clusterName"`
+	BrokerName  string       `json:"brokerName"`
+	BrokerID    int64        `json:"brokerId"`
+	EpochList   []EpochEntry `json:"epochList"`
+	MaxOffset   int64        `json:"maxOffset"`
 }
