@@ -13,6 +13,8 @@ import (
 //
 //   - NOTIFY_BROKER_ROLE_CHANGED (1008), the controller's push after an
 //     election, goes to Options.ControllerNotify.
+//   - GET_BROKER_EPOCH_CACHE (1007, an administrator's) is answered by
+//     Options.ControllerEpochCache.
 //   - A slave's master is named by FollowMaster, never by the name servers'
 //     answers (Options.ControllerMode).
 //   - GET_BROKER_CONFIG reports haListenPort and brokerIP2 (the Java keys):
@@ -22,9 +24,13 @@ import (
 // (the broker does not import the controller's packages).
 const reqNotifyBrokerRoleChanged int32 = 1008
 
-// registerController registers NOTIFY_BROKER_ROLE_CHANGED when the broker
-// runs in controller mode.
+// reqGetBrokerEpochCache is controller/wire.ReqGetBrokerEpochCache.
+const reqGetBrokerEpochCache int32 = 1007
+
+// registerController registers GET_BROKER_EPOCH_CACHE, and
+// NOTIFY_BROKER_ROLE_CHANGED when the broker runs in controller mode.
 func (b *Broker) registerController(t *handlerTable) {
+	t.add(noConn(b.handleEpochCache), reqGetBrokerEpochCache)
 	if b.opts.ControllerNotify == nil {
 		return
 	}
@@ -36,6 +42,22 @@ func (b *Broker) handleRoleChanged(req *protocol.Command, resp *remoting.Respons
 		resp.Cmd.Code = protocol.RespSystemError
 		resp.Cmd.SetRemark(err.Error())
 	}
+	return remoting.Reply
+}
+
+func (b *Broker) handleEpochCache(_ *protocol.Command, resp *remoting.Response) remoting.Action {
+	if b.opts.ControllerEpochCache == nil {
+		resp.Cmd.Code = protocol.RespSystemError
+		resp.Cmd.SetRemark("this broker is not in controller mode (enableControllerMode): it keeps no epoch file")
+		return remoting.Reply
+	}
+	body, err := b.opts.ControllerEpochCache()
+	if err != nil {
+		resp.Cmd.Code = protocol.RespSystemError
+		resp.Cmd.SetRemark(err.Error())
+		return remoting.Reply
+	}
+	resp.Cmd.Body = body
 	return remoting.Reply
 }
 

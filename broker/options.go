@@ -115,6 +115,12 @@ type Options struct {
 	// requests from the controller (controller/client.Client.HandleNotify).
 	// Default: the code is not served.
 	ControllerNotify func(*protocol.Command) error
+	// ControllerEpochCache, when set, answers GET_BROKER_EPOCH_CACHE
+	// (1007, mqadmin's getBrokerEpoch) with its JSON body (EpochEntryCache:
+	// the epoch file's entries and the log's end; broker/ctrlmode sets
+	// it). Default: the code is answered SYSTEM_ERROR, "not in controller
+	// mode", as RocketMQ's broker does.
+	ControllerEpochCache func() ([]byte, error)
 	// ObserveRequest, when set, is called after every request's handler
 	// with its code, the response code and the time the handler ran (timed
 	// as SlowRequest times it); package broker/metrics's RPCLatency.Observe

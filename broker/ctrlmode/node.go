@@ -263,6 +263,7 @@ func (n *Node) BrokerOptions(o broker.Options) broker.Options {
 	o.HAMasterAddr = ""
 	o.ControllerNotify = n.ctl.HandleNotify
 	o.ControllerInfo = n.runtimeInfo
+	o.ControllerEpochCache = n.epochCache
 	o.HAMasterHandshake = n.masterHandshake
 	o.HASlaveHandshake = n.slaveHandshake
 	if o.Core.FS == nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +43,21 @@ type dumpRecord struct {
 	Error           string            `json:"error,omitempty"`
 }
 
+// dumpUsage says what is wrong with store dump's command line ("" nothing).
+func dumpUsage(nargs int, segment, topic bool) string {
+	switch {
+	case nargs == 0:
+		return "no data directory given (the broker's --data-dir)"
+	case nargs > 1:
+		return "one data directory only"
+	case segment && topic:
+		return "--segment and --topic exclude each other"
+	case !segment && !topic:
+		return "give --segment NAME (a commit-log segment) or --topic T --queue N (a consume queue)"
+	}
+	return ""
+}
+
 func storeDump(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("apogee-admin store dump", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,12 +73,10 @@ func storeDump(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagError(fs, "store dump", err, stderr)
 	}
-	if fs.NArg() != 1 || (*segment == "") == (*topic == "") {
+	if why := dumpUsage(fs.NArg(), *segment != "", *topic != ""); why != "" {
+		fmt.Fprintln(stderr, "apogee-admin store dump:", why)
 		fs.Usage()
 		return 2
 	}

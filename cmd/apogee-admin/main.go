@@ -104,7 +104,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage())
 		return 0
 	}
+	switch {
+	case len(args) == 0:
+		fmt.Fprintln(stderr, "apogee-admin: no command given")
+	case args[0] == "store":
+		fmt.Fprintf(stderr, "apogee-admin: unknown store command %q: want store verify or store dump\n", strings.Join(args[1:min(len(args), 2)], ""))
+	default:
+		fmt.Fprintf(stderr, "apogee-admin: unknown command %q (names are mqadmin's; the list follows)\n", args[0])
+	}
 	fmt.Fprint(stderr, usage())
+	return 2
+}
+
+// flagError reports a command line pflag refused: 0 for --help (pflag
+// printed the usage), else 2 with what was wrong (pflag returns the error
+// without printing it under ContinueOnError) and the usage.
+func flagError(fs *pflag.FlagSet, name string, err error, stderr io.Writer) int {
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "apogee-admin %s: %v\n", name, err)
+	fs.Usage()
 	return 2
 }
 
@@ -121,12 +141,14 @@ func storeVerify(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagError(fs, "store verify", err, stderr)
 	}
 	if fs.NArg() != 1 {
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "apogee-admin store verify: no data directory given (the broker's --data-dir)")
+		} else {
+			fmt.Fprintln(stderr, "apogee-admin store verify: one data directory only")
+		}
 		fs.Usage()
 		return 2
 	}

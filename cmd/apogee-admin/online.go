@@ -36,6 +36,9 @@ type command struct {
 	summary string
 	flags   func(fs *pflag.FlagSet)
 	run     func(x *cmdCtx) error
+	// nsOptional: the command needs no name server (the controller
+	// commands: they talk to -a's controllers), though it may use one.
+	nsOptional bool
 }
 
 // brokerAddrFlag is the long name of -b where it is a broker's address
@@ -70,6 +73,9 @@ type cmdCtx struct {
 	nsList string
 	admin  *client.Admin
 	doc    any // the --json document
+	// docPrinted: the command printed its documents itself (a command
+	// repeated with -i prints one a round).
+	docPrinted bool
 }
 
 func (x *cmdCtx) str(name string) string { v, _ := x.fs.GetString(name); return strings.TrimSpace(v) }
@@ -248,10 +254,12 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 		fmt.Fprintf(stderr, "usage: apogee-admin %s [flags]\n%s\n\n", c.name, c.summary)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0, true
-		}
+	if err := fs.Parse(mqadminArgs(args)); err != nil {
+		return flagError(fs, c.name, err, stderr), true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "apogee-admin %s: unexpected arguments %q: every value goes with its flag (run \"apogee-admin %s --help\")\n",
+			c.name, fs.Args(), c.name)
 		return 2, true
 	}
 	ns, _ := fs.GetString("namesrv")
@@ -262,7 +270,7 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 	if ns == "" {
 		// A command aimed at one broker (-b ADDR) talks to it directly, as
 		// mqadmin does: no name server needed.
-		if !c.direct(fs) {
+		if !c.direct(fs) && !c.nsOptional {
 			hint := ""
 			if c.targetsBroker() {
 				hint = ", or -b BROKER_ADDR to talk to one broker directly"
@@ -294,7 +302,7 @@ func runOnline(name string, args []string, stdout, stderr io.Writer) (int, bool)
 		}
 		return 1, true
 	}
-	if x.json {
+	if x.json && !x.docPrinted {
 		doc := x.doc
 		if doc == nil {
 			doc = map[string]any{"ok": true}
