@@ -287,6 +287,17 @@ func (a Admin) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) err
 			return wrapError(ReasonInvalidParameter, err.Error(), err)
 		}
 	}
+	// The attributes are changes to the group's (groupattrs.go).
+	old := c.groups.get([]byte(cfg.GroupName))
+	var cur map[string]string
+	if old != nil {
+		cur = old.Attributes
+	}
+	attrs, err := alterGroupAttributes(old == nil, cur, cfg.Attributes)
+	if err != nil {
+		return wrapError(ReasonInvalidParameter, err.Error(), err)
+	}
+	cfg.Attributes = attrs
 	if _, _, err := c.setGroup(cfg, false); err != nil {
 		return err
 	}
@@ -294,7 +305,7 @@ func (a Admin) UpdateSubscriptionGroup(cfg protocol.SubscriptionGroupConfig) err
 		return wrapError(ReasonPersistFailed, "the group is updated but could not be persisted: "+err.Error(), err)
 	}
 	c.opts.Logger.Info("broker: subscription group updated", "group", cfg.GroupName, "consumeEnable", cfg.ConsumeEnable,
-		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly)
+		"retryMaxTimes", cfg.RetryMaxTimes, "orderly", cfg.ConsumeMessageOrderly, "attributes", cfg.Attributes)
 	return nil
 }
 

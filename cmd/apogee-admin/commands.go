@@ -74,6 +74,7 @@ func init() {
 			fs.StringP("brokerId", "i", "0", "broker to consume from")
 			fs.StringP("whichBrokerWhenConsumeSlowly", "w", "1", "broker when consuming slowly")
 			fs.StringP("notifyConsumerIdsChanged", "a", "true", "notify members of membership changes")
+			fs.String("attributes", "", "5.x group attribute changes, +key=value,-key (e.g. +lite.bind.topic=Parent)")
 		}, run: updateSubGroup})
 	register(&command{name: "deleteSubGroup", summary: "delete a subscription group",
 		flags: func(fs *pflag.FlagSet) {
@@ -418,6 +419,9 @@ func updateTopic(x *cmdCtx) error {
 	if err != nil {
 		return err
 	}
+	if _, err := parseAttributes(x.str("attributes")); err != nil {
+		return err
+	}
 	h := protocol.CreateTopicRequest{Topic: x.str("topic"), ReadQueueNums: int32(r), WriteQueueNums: int32(w), Perm: perm,
 		Order: order, Attributes: x.str("attributes")}
 	for _, b := range bs {
@@ -489,6 +493,9 @@ func updateSubGroup(x *cmdCtx) error {
 	cfg.RetryQueueNums, cfg.RetryMaxTimes = int32(q), int32(r)
 	if p := x.str("groupRetryPolicy"); p != "" {
 		cfg.GroupRetryPolicy = []byte(p)
+	}
+	if cfg.Attributes, err = parseAttributes(x.str("attributes")); err != nil {
+		return err
 	}
 	bs, err := x.brokers(false)
 	if err != nil {
@@ -1454,4 +1461,34 @@ func getConsumerStatus(x *cmdCtx) error {
 	x.table([]string{"clientId", "brokerName", "queueId", "offset"}, tab)
 	x.doc = map[string]any{"group": x.str("group"), "topic": x.str("topic"), "offsets": rows}
 	return nil
+}
+
+// parseAttributes reads RocketMQ 5's attribute changes, "+key=value"
+// (add or change) and "-key" (remove), comma-separated, into the map
+// mqadmin sends (AttributeParser.parseToMap: "+key" → value, "-key" → "").
+// nil for "".
+func parseAttributes(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		k, v, hasValue := strings.Cut(item, "=")
+		switch {
+		case hasValue && (len(k) < 2 || k[0] != '+'):
+			return nil, fmt.Errorf("%w: --attributes %q: %q: a change is +key=value", errUsage, s, item)
+		case !hasValue && (len(k) < 2 || k[0] != '-'):
+			return nil, fmt.Errorf("%w: --attributes %q: %q: a removal is -key (a change is +key=value)", errUsage, s, item)
+		}
+		name := k[1:]
+		if _, dup := out["+"+name]; dup {
+			return nil, fmt.Errorf("%w: --attributes %q: %s given twice", errUsage, s, name)
+		}
+		if _, dup := out["-"+name]; dup {
+			return nil, fmt.Errorf("%w: --attributes %q: %s given twice", errUsage, s, name)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
