@@ -35,6 +35,10 @@
 //     Options.RaftAuth, no byte of an accepted Raft connection reaches Raft
 //     before its peer answered this connection's nonce with a signature
 //     Authorize allows (raftauth.go); a connection that fails is closed.
+//  6. The run-time configuration (UPDATE_CONTROLLER_CONFIG: unclean
+//     elections, role-change pushes; config.go) is local to each node, as
+//     RocketMQ's, never replicated nor persisted: a restart takes Options'
+//     again.
 //
 // # Concurrency
 //

@@ -381,7 +381,7 @@ func TestGroupAttributesThroughAdmin(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		attrs, want string
-		code       int
+		code        int
 	}{
 		{"lite.bind.topic=x", "a change is +key=value", 2},
 		{"+x=1,+x=2", "x given twice", 2},

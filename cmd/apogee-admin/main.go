@@ -10,7 +10,12 @@
 // updateBrokerConfig, wipeWritePerm, addWritePerm, sendMessage,
 // consumeMessage, statsAll, and RocketMQ 5.3's createUser, updateUser,
 // deleteUser, getUser, listUser, createAcl, updateAcl, deleteAcl, getAcl,
-// listAcl. A command aimed at one broker by its address (-b ADDR:
+// listAcl, and the controller commands getControllerMetaData,
+// getSyncStateSet, getBrokerEpoch, electMaster, cleanBrokerMetadata,
+// getControllerConfig and updateControllerConfig (controller.go: against
+// apogee-controller at -a/--controllerAddress; getBrokerEpoch through the
+// brokers). updateTopic -a and updateSubGroup --attributes take RocketMQ
+// 5's attribute changes (+key=value,-key). A command aimed at one broker by its address (-b ADDR:
 // updateTopic, updateSubGroup, deleteSubGroup, consumerConnection,
 // consumerStatus, brokerStatus, getBrokerConfig, updateBrokerConfig and
 // the user and ACL commands) needs no name server, as with mqadmin. With
@@ -20,7 +25,8 @@
 // --tls-insecure reach a TLS broker. Each prints an aligned table, or with --json one
 // JSON document on the last line of standard output; exit status 0 on
 // success, 1 when the cluster refused or failed the operation, 2 on a usage
-// error.
+// error, which is always printed with what was wrong (an unknown flag or
+// command, a missing or malformed value).
 //
 // Offline commands (the broker must be stopped):
 //
