@@ -14,6 +14,7 @@ import (
 
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/proctest"
+	"github.com/apogeemq/apogee/internal/tlsconf/tlstest"
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
@@ -392,5 +393,34 @@ func TestGroupAttributesThroughAdmin(t *testing.T) {
 		if code != tc.code || !strings.Contains(errText, tc.want) {
 			t.Errorf("--attributes %q: exit %d: %s; want %d and %q", tc.attrs, code, errText, tc.code, tc.want)
 		}
+	}
+}
+
+// TestControllerCommandsOverTLS: a controller serving TLS only is reached
+// with --tls-ca; without TLS the command fails (exit 1).
+func TestControllerCommandsOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a controller process")
+	}
+	pki := tlstest.Write(t, t.TempDir())
+	ctls := startControllers(t, 1, "--tls-mode", "enforcing", "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	a := ctls[0].Addr
+	wait.For(t, "a leader, over TLS", func() error {
+		var meta struct {
+			Leader string `json:"controllerLeaderAddress"`
+		}
+		adminJSON(t, "", &meta, "getControllerMetaData", "-a", a, "--tls-ca", pki.CA)
+		if meta.Leader != a {
+			return fmt.Errorf("leader %q", meta.Leader)
+		}
+		return nil
+	})
+	var cfgs map[string]map[string]string
+	adminJSON(t, "", &cfgs, "getControllerConfig", "-a", a, "--tls-ca", pki.CA)
+	if cfgs[a]["controllerDLegerSelfId"] != "c1" {
+		t.Fatalf("getControllerConfig over TLS: %v", cfgs)
+	}
+	if _, errText, code := admin(t, "", "getControllerMetaData", "-a", a, "--timeout", "3s"); code != 1 {
+		t.Fatalf("a plain getControllerMetaData of a TLS-only controller: exit %d: %s", code, errText)
 	}
 }
