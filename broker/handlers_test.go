@@ -42,6 +42,7 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqAuthCreateUser, protocol.ReqAuthUpdateUser, protocol.ReqAuthDeleteUser, protocol.ReqAuthGetUser,
 		protocol.ReqAuthListUser, protocol.ReqAuthCreateACL, protocol.ReqAuthUpdateACL, protocol.ReqAuthDeleteACL,
 		protocol.ReqAuthGetACL, protocol.ReqAuthListACL,
+		1007, // GET_BROKER_EPOCH_CACHE (controller.go): "not in controller mode" outside it
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
