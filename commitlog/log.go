@@ -51,7 +51,10 @@ type Log struct {
 	flushed atomic.Int64 // everything below is on stable storage
 	minOff  atomic.Int64 // the first segment's base
 
-	segMu sync.Mutex                 // guards changes of segs (copy on write)
+	segMu sync.Mutex // guards changes of segs (copy on write)
+	// cutMu serialises saving a truncation's bytes (saveCut) with the
+	// retention of TruncatedDir (RetainTruncated). Taken last.
+	cutMu sync.Mutex
 	segs  atomic.Pointer[[]*segment] // ascending, contiguous; the last is active
 
 	// allocMu guards prepared: the next segment, created ahead of need.
@@ -129,6 +132,9 @@ func Open(opts Options) (*Log, Recovery, error) {
 	}
 	l.reg = newRegistry(o.FS, o.Dir)
 	if err := l.removeUnfinished(); err != nil {
+		return nil, Recovery{}, err
+	}
+	if err := l.checkTruncated(); err != nil {
 		return nil, Recovery{}, err
 	}
 	if err := l.openPool(); err != nil {

@@ -99,6 +99,16 @@ type Options struct {
 	// "recycle-" and the segment name they had, and count towards disk
 	// usage.
 	RecycleSegments int
+	// TruncatedRetention is how long the bytes a truncation cut
+	// (TruncateTo, one file each under TruncatedDir) and the segments a
+	// restart discarded (RestartAt, under DiscardedDir) are kept:
+	// RetainTruncated removes what is older. Default 7 days.
+	TruncatedRetention time.Duration
+	// TruncatedMaxBytes bounds the total size of what TruncatedDir and
+	// DiscardedDir keep: RetainTruncated removes the oldest until the total
+	// is at most this, and a truncation cutting more than this keeps
+	// nothing. Default 1 GiB; negative keeps nothing at all.
+	TruncatedMaxBytes int64
 	// FS is the file system every file operation goes through. Default
 	// vfs.Default (the operating system); tests wrap it to inject failures.
 	FS vfs.FS
@@ -158,6 +168,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RecycleSegments == 0 {
 		o.RecycleSegments = 1
+	}
+	if o.TruncatedRetention <= 0 {
+		o.TruncatedRetention = 7 * 24 * time.Hour
+	}
+	if o.TruncatedMaxBytes == 0 {
+		o.TruncatedMaxBytes = 1 << 30
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default

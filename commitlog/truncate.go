@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/apogeemq/apogee/internal/durable"
 )
 
 // TruncatedDir is the directory, inside the log's, where TruncateTo keeps
-// the segment files it cut: TruncatedDir/<unix ms>/<segment files>. Nothing
-// under it is read back by the log; an operator deletes it.
+// the bytes it cut: one file per truncation, named after its range and
+// time (see saveCut), removed by RetainTruncated after TruncatedRetention
+// or to keep the total under TruncatedMaxBytes. Nothing under it is read
+// back by the log. (Versions before kept the whole segment files cut,
+// TruncatedDir/<unix ms>/<segment files>; RetainTruncated removes those
+// too.)
 const TruncatedDir = "truncated"
 
 // truncateSuffix names the segment TruncateTo builds until it takes its
@@ -61,9 +64,11 @@ func (l *Log) removeUnfinished() error {
 type Truncation struct {
 	// From is the written position before, To after (the offset asked for).
 	From, To int64
-	// Aside is the directory the cut segment files were moved to, whole
-	// ("" when nothing was cut).
-	Aside string
+	// Kept is the file holding the bytes cut, [To, From) ("" when nothing
+	// was cut, or the options keep nothing of this size: see
+	// Options.TruncatedMaxBytes); KeptBytes is its size.
+	Kept      string
+	KeptBytes int64
 }
 
 // TruncateTo cuts the log back to off, a record boundary (or a segment's
@@ -73,19 +78,22 @@ type Truncation struct {
 // Everything from off on is gone from the log when it returns: readers see
 // the log end at off and appends continue there.
 //
-// Views taken before stay valid and unchanged: the segment holding off is
-// not modified in place but replaced by a new file holding its bytes below
-// off (renamed over the old name, so that name always holds a whole
-// segment), and the old file of that segment and of every later one is
-// kept, whole, under TruncatedDir/<unix ms>/. A crash at any step leaves a
-// directory Open accepts, holding the old log, the new one, or the old one
-// without some of its segments after off's (later segments are moved aside
-// newest first, so what remains is always one contiguous log); the
-// checkpoint is reset first, so that recovery scans what remains and counts
-// nothing past off as durable. A failure after files were moved makes the
-// log fail (ErrLogFailed): a restart opens what the directory holds. It
-// runs under the append lock (with Append, AppendReplica and RestartAt) and
-// fails with ErrReadOnly, ErrClosed or the sticky ErrLogFailed.
+// The bytes cut are first saved, durably, in a file of their own under
+// TruncatedDir (saveCut: written under a temporary name, synced, renamed),
+// unless the options keep nothing of that size; a failure there leaves the
+// log unchanged. Views taken before stay valid and unchanged: the segment
+// holding off is not modified in place but replaced by a new file holding
+// its bytes below off (renamed over the old name, so that name always holds
+// a whole segment), and every later segment's file is unlinked (its
+// mappings stay valid). A crash at any step leaves a directory Open
+// accepts, holding the old log, the new one, or the old one without some of
+// its segments after off's (later segments are removed newest first, so
+// what remains is always one contiguous log); the checkpoint is reset
+// first, so that recovery scans what remains and counts nothing past off as
+// durable. A failure after files were removed makes the log fail
+// (ErrLogFailed): a restart opens what the directory holds. It runs under
+// the append lock (with Append, AppendReplica and RestartAt) and fails with
+// ErrReadOnly, ErrClosed or the sticky ErrLogFailed.
 func (l *Log) TruncateTo(off int64) (Truncation, error) {
 	if l.readOnly {
 		return Truncation{}, ErrReadOnly
@@ -116,6 +124,13 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 	old := *l.segs.Load()
 	k := int((off - old[0].base) / l.opts.SegmentSize)
 	cut := old[k]
+	kept, err := l.saveCut(off, old, k)
+	if err != nil {
+		return tr, err
+	}
+	if kept != "" {
+		tr.Kept, tr.KeptBytes = kept, cutHeaderSize+l.pos-off
+	}
 	newFlushed := l.flushed.Load()
 	if newFlushed >= cut.base {
 		newFlushed = off // the new file's bytes below off are synced below
@@ -153,34 +168,15 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 			return tr, err
 		}
 	}
-	aside := filepath.Join(l.dir, TruncatedDir, strconv.FormatInt(l.opts.now().UnixMilli(), 10))
-	// Durably: the files moved in are the kept copy of the cut log.
-	if err := durable.MkdirAll(l.fs, aside, 0o755); err != nil {
-		seg.release(true)
-		return tr, fmt.Errorf("commitlog: %w", err)
-	}
-	tr.Aside = aside
 	// Newest first: what remains at every step is one contiguous log.
 	for i := len(old) - 1; i > k; i-- {
-		if err := l.fs.Rename(old[i].path, filepath.Join(aside, filepath.Base(old[i].path))); err != nil {
+		if err := l.fs.Remove(old[i].path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			seg.release(true)
-			return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: set segment aside: %w", err))
+			return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: remove a segment past the cut: %w", err))
 		}
 	}
-	// The cut segment: its old file stays whole under aside (a hard link,
-	// or a rename when the file system has none), and the new one takes
-	// its name in one rename.
-	keep := filepath.Join(aside, filepath.Base(final))
-	if err := l.fs.Link(final, keep); err != nil {
-		if err := l.fs.Rename(final, keep); err != nil {
-			seg.release(true)
-			return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: set segment aside: %w", err))
-		}
-	}
-	if err := durable.SyncDir(l.fs, aside); err != nil {
-		seg.release(true)
-		return tr, l.truncateFailed(err)
-	}
+	// The new file of the cut segment takes its name in one rename (the
+	// old file goes with it).
 	if err := l.fs.Rename(tmp, final); err != nil {
 		seg.release(true)
 		return tr, l.truncateFailed(fmt.Errorf("commitlog: truncate: name the new segment: %w", err))
@@ -194,7 +190,7 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 	segs[k] = seg
 	l.segs.Store(&segs)
 	for _, o := range old[k:] {
-		o.release(false) // moved aside (or linked): never unlinked here
+		o.release(false) // unlinked above, or replaced: never unlinked here
 	}
 	l.active = seg
 	l.pos = off
@@ -216,8 +212,7 @@ func (l *Log) TruncateTo(off int64) (Truncation, error) {
 	return tr, nil
 }
 
-// truncateFailed is a truncation that stopped after moving some files
-// aside: the log in memory is still whole, but its files on disk are the
+// truncateFailed is a truncation that stopped after removing some files: the log in memory is still whole, but its files on disk are the
 // prefix left. The log fails from now on (the sticky error), so that
 // nothing is appended to segments whose files are gone; a restart opens
 // what the directory holds.

@@ -36,6 +36,15 @@ type Options struct {
 	// Defaults 72 h and 0.75.
 	RetentionTime  time.Duration
 	DiskUsageRatio float64
+	// TruncatedRetention and TruncatedMaxBytes bound what a replica's
+	// truncations keep of the bytes they cut (a file each) and its restarts
+	// of the segments they discard: removed by the cleanup once older than
+	// TruncatedRetention, and oldest first while the total is above
+	// TruncatedMaxBytes; a truncation cutting more keeps nothing, and a
+	// negative TruncatedMaxBytes keeps nothing at all (see
+	// commitlog.Options). Defaults 7 days and 1 GiB.
+	TruncatedRetention time.Duration
+	TruncatedMaxBytes  int64
 	// CleanInterval is how often expired segments, consume-queue files and
 	// index files are removed. Default 10 s; negative disables.
 	CleanInterval time.Duration
@@ -133,6 +142,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CleanInterval == 0 {
 		o.CleanInterval = 10 * time.Second
+	}
+	if o.TruncatedRetention <= 0 {
+		o.TruncatedRetention = 7 * 24 * time.Hour
+	}
+	if o.TruncatedMaxBytes == 0 {
+		o.TruncatedMaxBytes = 1 << 30
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = time.Second

@@ -39,17 +39,19 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		return commitlog.Recovery{}, fmt.Errorf("store: abort marker: %w", err)
 	}
 	log, rep, err := commitlog.Open(commitlog.Options{
-		Dir:               filepath.Join(o.Dir, "commitlog"),
-		AcceptLoss:        o.AcceptLoss,
-		RecycleSegments:   o.RecycleSegments,
-		SegmentSize:       o.SegmentSize,
-		FlushMode:         o.FlushMode,
-		SyncFlushTimeout:  o.SyncFlushTimeout,
-		RetentionTime:     o.RetentionTime,
-		DiskUsageRatio:    o.DiskUsageRatio,
-		RetentionInterval: -1, // the store runs retention, then cleans what depends on it
-		Logger:            o.Logger,
-		FS:                o.FS,
+		Dir:                filepath.Join(o.Dir, "commitlog"),
+		AcceptLoss:         o.AcceptLoss,
+		RecycleSegments:    o.RecycleSegments,
+		SegmentSize:        o.SegmentSize,
+		FlushMode:          o.FlushMode,
+		SyncFlushTimeout:   o.SyncFlushTimeout,
+		RetentionTime:      o.RetentionTime,
+		TruncatedRetention: o.TruncatedRetention,
+		TruncatedMaxBytes:  o.TruncatedMaxBytes,
+		DiskUsageRatio:     o.DiskUsageRatio,
+		RetentionInterval:  -1, // the store runs retention, then cleans what depends on it
+		Logger:             o.Logger,
+		FS:                 o.FS,
 	})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)

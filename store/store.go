@@ -486,8 +486,10 @@ func (s *Store) maintain() {
 // task a minute, with the count of the ones held back.
 var flushLogs = logthrottle.New(time.Minute)
 
-// Clean deletes expired commit-log segments, then consume-queue files and
-// index files wholly below the log's new minimum offset. It returns the number
+// Clean deletes expired commit-log segments, then what replica
+// truncations and restarts kept past their retention
+// (commitlog.Log.RetainTruncated), then consume-queue files and index files
+// wholly below the log's new minimum offset. It returns the number
 // of commit-log segments removed.
 func (s *Store) Clean() (int, error) {
 	removed, err := s.log.RetainBelow(s.dispatched.Load())
@@ -501,6 +503,17 @@ func (s *Store) Clean() (int, error) {
 		} else {
 			s.opts.Logger.Info("store: expired commit-log segment deleted", "from", r.Base, "to", r.End)
 		}
+	}
+	if err != nil {
+		return n, err
+	}
+	kept, err := s.log.RetainTruncated()
+	for _, k := range kept {
+		why := "older than the truncation retention"
+		if !k.Expired {
+			why = "over the truncation size limit"
+		}
+		s.opts.Logger.Info("store: removed what a replica's truncation or restart kept: "+why, "path", k.Path, "bytes", k.Bytes, "written", k.Time)
 	}
 	if err != nil {
 		return n, err

@@ -13,9 +13,13 @@ type Truncation struct {
 	From, To int64
 	// Bytes is From - To; Messages the records among them.
 	Bytes, Messages int64
-	// Aside is the directory holding the cut commit-log segment files,
-	// whole ("" when nothing was cut). Delete it once it is not wanted.
-	Aside string
+	// Aside is the file holding the bytes cut, [To, From), under
+	// commitlog/truncated/ ("" when nothing was cut, or the options keep
+	// nothing of that size: Options.TruncatedMaxBytes); KeptBytes is its
+	// size. The cleanup task removes it after Options.TruncatedRetention,
+	// or sooner to keep the total under TruncatedMaxBytes.
+	Aside     string
+	KeptBytes int64
 }
 
 // TruncateReplica cuts a replica's store back to off: the commit log ends
@@ -25,7 +29,9 @@ type Truncation struct {
 // went further than its new master's in an epoch the master does not
 // share: off is the last common offset of their epoch files
 // (LastCommonOffset), which must be a record boundary between the log's
-// minimum and its end. The loss is logged (WARN) and returned.
+// minimum and its end. The bytes cut are kept in a file of their own (see
+// commitlog.Log.TruncateTo). The loss is logged (WARN, naming the file
+// and the size kept) and returned.
 //
 // It runs with the dispatcher stopped (under its lock, as ResetReplica):
 // the caller must not append (AppendReplicated) meanwhile. Readers are
@@ -93,8 +99,13 @@ func (s *Store) TruncateReplica(off int64) (Truncation, error) {
 	if err != nil {
 		return tr, err
 	}
-	s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have",
-		"from", tr.From, "to", tr.To, "bytes", tr.Bytes, "messages", tr.Messages, "keptIn", tr.Aside)
+	if tr.Aside != "" {
+		s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have; the bytes cut are kept in a file removed after the truncation retention (truncatedFileReservedTime, truncatedMaxBytes)",
+			"from", tr.From, "to", tr.To, "bytes", tr.Bytes, "messages", tr.Messages, "keptIn", tr.Aside, "keptBytes", tr.KeptBytes)
+	} else {
+		s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have; the bytes cut are not kept (more than truncatedMaxBytes, or it is negative)",
+			"from", tr.From, "to", tr.To, "bytes", tr.Bytes, "messages", tr.Messages, "keptBytes", 0, "truncatedMaxBytes", s.opts.TruncatedMaxBytes)
+	}
 	return tr, nil
 }
 
@@ -130,7 +141,7 @@ func (s *Store) truncateLocked(off int64, tr *Truncation) (from int64, err error
 		}
 	}
 	lt, err := s.log.TruncateTo(off)
-	tr.Aside = lt.Aside
+	tr.Aside, tr.KeptBytes = lt.Kept, lt.KeptBytes
 	if err != nil {
 		return from, fmt.Errorf("store: truncate: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/internal/vfs/errorfs"
 	"github.com/apogeemq/apogee/message"
@@ -160,9 +161,16 @@ func TestTruncateReplica(t *testing.T) {
 		t.Fatalf("a kept message's key: %d, %v", len(vs), err)
 	}
 	vs[0].Release()
-	aside, _ := filepath.Glob(filepath.Join(tr.Aside, "*"))
-	if len(aside) == 0 {
-		t.Fatalf("nothing kept in %s", tr.Aside)
+	// The file kept holds exactly the bytes cut.
+	c, cutBytes, err := commitlog.ReadTruncated(nil, tr.Aside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Start != off || c.End != tr.From || !bytes.Equal(cutBytes, before[off:tr.From]) {
+		t.Fatalf("kept %d-%d (%d bytes), want %d-%d", c.Start, c.End, len(cutBytes), off, tr.From)
+	}
+	if st, err := os.Stat(tr.Aside); err != nil || st.Size() != tr.KeptBytes || filepath.Dir(tr.Aside) != filepath.Join(replica.Dir(), "commitlog", commitlog.TruncatedDir) {
+		t.Fatalf("kept file %s: %v, size want %d", tr.Aside, err, tr.KeptBytes)
 	}
 
 	// The replica follows the new master from off.
