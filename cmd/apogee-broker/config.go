@@ -122,6 +122,8 @@ func parseConfig(args []string) (*config, error) {
 	acceptLoss := fs.Bool("recover-accept-loss", false, "start even when the commit log's segment files do not form one log (a segment missing between two, or none left): set the segments before the gap aside and start after it")
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	recycle := fs.Int("recycle-segments", 1, "retired commit-log segment files kept for reuse as new segments (their pages are likely cached; 0 unlinks every retired file)")
+	truncKeep := fs.Duration("truncated-retention", 7*24*time.Hour, "how long a replica keeps the bytes a truncation cut (a file each under commitlog/truncated/) and the segments a restart discarded (commitlog/discarded/)")
+	truncMax := fs.Int64("truncated-max-bytes", 1<<30, "total bytes kept under commitlog/truncated/ and commitlog/discarded/: the oldest go beyond it, and a truncation cutting more keeps nothing (0 keeps nothing)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	grpcListen := fs.String("grpc-listen", defaultGRPCListen, `RocketMQ 5's gRPC MessagingService ("" disables)`)
 	readyFile := fs.String("ready-file", "", "once every listener is open, write their bound addresses here as one JSON object (written atomically; removed when the process exits)")
@@ -182,6 +184,18 @@ func parseConfig(args []string) (*config, error) {
 	c.store.RecycleSegments = *recycle
 	if *recycle == 0 {
 		c.store.RecycleSegments = -1 // disabled
+	}
+	// Unset, they keep the store's defaults (the flags' defaults).
+	if fs.Changed("truncated-retention") {
+		if *truncKeep <= 0 {
+			return nil, fmt.Errorf("--truncated-retention: want a positive duration")
+		}
+		c.store.TruncatedRetention = *truncKeep
+	}
+	if fs.Changed("truncated-max-bytes") {
+		if err := c.setTruncatedMax(*truncMax); err != nil {
+			return nil, fmt.Errorf("--truncated-max-bytes: %w", err)
+		}
 	}
 	if *receiveBudget < 0 {
 		return nil, fmt.Errorf("--receive-budget: want a positive number of bytes")
@@ -407,6 +421,18 @@ var honoured = map[string]confKey{
 		h, err := positiveInt(v)
 		c.store.RetentionTime = time.Duration(h) * time.Hour
 		return err
+	}},
+	"truncatedFileReservedTime": {"truncated-retention", "hours a replica keeps the bytes a truncation cut and the segments a restart discarded (`--truncated-retention`; default 168). Apogee's own key", func(c *config, v string) error {
+		h, err := positiveInt(v)
+		c.store.TruncatedRetention = time.Duration(h) * time.Hour
+		return err
+	}},
+	"truncatedMaxBytes": {"truncated-max-bytes", "total bytes kept of truncations and restarts, the oldest removed beyond it; a truncation cutting more keeps nothing; 0 keeps nothing (`--truncated-max-bytes`; default 1073741824). Apogee's own key", func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a number of bytes")
+		}
+		return c.setTruncatedMax(n)
 	}},
 	"diskMaxUsedSpaceRatio": {"", "percent (default 75): while the file system is fuller than this, the oldest segments are deleted whatever their age", func(c *config, v string) error {
 		pct, err := strconv.Atoi(v)
@@ -640,6 +666,20 @@ func refuseTrue(why string) func(*config, string) error {
 		}
 		return nil
 	}
+}
+
+// setTruncatedMax sets the store's TruncatedMaxBytes from a flag's or a
+// key's value, where 0 keeps nothing (the store's negative).
+func (c *config) setTruncatedMax(n int64) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("want 0 or more bytes")
+	case n == 0:
+		c.store.TruncatedMaxBytes = -1
+	default:
+		c.store.TruncatedMaxBytes = n
+	}
+	return nil
 }
 
 func positiveInt(v string) (int, error) {

@@ -191,5 +191,5 @@ var javaKeys = []javaClass{
 		"tls.server.need.client.auth", "tls.server.trustCertPath"}},
 	// Apogee's own keys, for settings RocketMQ has no key for.
 	{"Apogee", []string{"aclFile", "dashboardHosts", "grpcListen", "grpcMaxRenewPerClient", "grpcRenewOfflineGraceMillis", "maxAutoCreateGroups", "maxAutoCreatePerSource", "maxAutoCreateTopics",
-		"maxConnections", "maxConnectionsPerSource", "metricsAuthEnable", "responseBudget"}},
+		"maxConnections", "maxConnectionsPerSource", "metricsAuthEnable", "responseBudget", "truncatedFileReservedTime", "truncatedMaxBytes"}},
 }
