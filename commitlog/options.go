@@ -104,10 +104,11 @@ type Options struct {
 	// restart discarded (RestartAt, under DiscardedDir) are kept:
 	// RetainTruncated removes what is older. Default 7 days.
 	TruncatedRetention time.Duration
-	// TruncatedMaxBytes bounds the total size of what TruncatedDir and
-	// DiscardedDir keep: RetainTruncated removes the oldest until the total
-	// is at most this, and a truncation cutting more than this keeps
-	// nothing. Default 1 GiB; negative keeps nothing at all.
+	// TruncatedMaxBytes bounds the total size of what TruncatedDir keeps:
+	// RetainTruncated removes the oldest until the total is at most this,
+	// and a truncation cutting more than this keeps nothing. Default 1 GiB;
+	// negative keeps nothing at all. (DiscardedDir, whole segments, goes by
+	// age alone.)
 	TruncatedMaxBytes int64
 	// FS is the file system every file operation goes through. Default
 	// vfs.Default (the operating system); tests wrap it to inject failures.

@@ -37,9 +37,10 @@ import (
 // name is always whole (ReadTruncated also checks the payload's CRC).
 //
 // RetainTruncated removes what the options no longer keep: files (and the
-// whole-segment directories of earlier versions, and RestartAt's
-// DiscardedDir directories) older than TruncatedRetention, then the oldest
-// until their total size is at most TruncatedMaxBytes.
+// whole-segment directories of earlier versions) older than
+// TruncatedRetention, then the oldest until their total size is at most
+// TruncatedMaxBytes; and RestartAt's DiscardedDir directories older than
+// TruncatedRetention (by age only).
 
 const (
 	cutMagic         = "APGCUT01"
@@ -301,8 +302,9 @@ type Kept struct {
 
 // RetainTruncated applies the retention of what truncations and restarts
 // kept (TruncatedDir and DiscardedDir): everything older than
-// TruncatedRetention goes, then the oldest until the total is at most
-// TruncatedMaxBytes. Entries it does not recognise are left alone. It
+// TruncatedRetention goes, then the oldest of TruncatedDir until its total
+// is at most TruncatedMaxBytes. Entries it does not recognise are left
+// alone. It
 // returns what it removed; on error, what it removed before the error.
 // The store's cleanup task calls it.
 func (l *Log) RetainTruncated() ([]Kept, error) {
@@ -350,9 +352,15 @@ func (l *Log) RetainTruncated() ([]Kept, error) {
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Time.Before(all[j].Time) })
+	// The size limit counts TruncatedDir only: a restart discards whole
+	// segments (as large as the limit by default), which it would remove
+	// at once; they go by age alone.
+	discarded := filepath.Join(l.dir, DiscardedDir)
 	var total int64
 	for _, k := range all {
-		total += k.Bytes
+		if filepath.Dir(k.Path) != discarded {
+			total += k.Bytes
+		}
 	}
 	limit := max(l.opts.TruncatedMaxBytes, 0)
 	oldest := l.opts.now().Add(-l.opts.TruncatedRetention)
@@ -360,14 +368,16 @@ func (l *Log) RetainTruncated() ([]Kept, error) {
 	dirs := map[string]bool{}
 	for _, k := range all {
 		k.Expired = k.Time.Before(oldest)
-		if !k.Expired && total <= limit {
-			break
+		if !k.Expired && (total <= limit || filepath.Dir(k.Path) == discarded) {
+			continue
 		}
 		if err := l.fs.RemoveAll(k.Path); err != nil {
 			return removed, fmt.Errorf("commitlog: remove %s: %w", k.Path, err)
 		}
 		dirs[filepath.Dir(k.Path)] = true
-		total -= k.Bytes
+		if filepath.Dir(k.Path) != discarded {
+			total -= k.Bytes
+		}
 		removed = append(removed, k)
 	}
 	for d := range dirs {

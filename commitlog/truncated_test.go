@@ -122,7 +122,8 @@ func TestTruncateKeepsOnlyTheBytesCut(t *testing.T) {
 // TestTruncatedRetention: what truncations kept goes after
 // TruncatedRetention, and the oldest go while the total is above
 // TruncatedMaxBytes; a truncation larger than the limit keeps nothing.
-// Whole-segment directories (earlier versions, RestartAt) count too.
+// Whole-segment directories of earlier versions count too; RestartAt's
+// discarded segments go by age alone.
 func TestTruncatedRetention(t *testing.T) {
 	dir := t.TempDir()
 	var skew atomic.Int64
@@ -135,6 +136,11 @@ func TestTruncatedRetention(t *testing.T) {
 	legacy := filepath.Join(dir, TruncatedDir, fmt.Sprint(now().UnixMilli()))
 	os.MkdirAll(legacy, 0o755)
 	os.WriteFile(filepath.Join(legacy, segmentName(0)), make([]byte, 5000), 0o644)
+	// A restart's discarded segments, larger than the limit: they go by
+	// age alone.
+	discarded := filepath.Join(dir, DiscardedDir, fmt.Sprint(now().Add(-time.Hour).UnixMilli()))
+	os.MkdirAll(discarded, 0o755)
+	os.WriteFile(filepath.Join(discarded, segmentName(0)), make([]byte, 3*limit), 0o644)
 
 	var kept []Truncation
 	for i := range 3 {
@@ -173,7 +179,7 @@ func TestTruncatedRetention(t *testing.T) {
 	// not yet (it was written three hours after the first).
 	skew.Add(int64(23*time.Hour + 30*time.Minute))
 	rm, err = l.RetainTruncated()
-	if err != nil || len(rm) != 2 || rm[0].Path != kept[0].Kept || rm[1].Path != kept[1].Kept || !rm[0].Expired {
+	if err != nil || len(rm) != 3 || rm[0].Path != discarded || rm[1].Path != kept[0].Kept || rm[2].Path != kept[1].Kept || !rm[0].Expired || !rm[2].Expired {
 		t.Fatalf("age retention removed %+v, %v", rm, err)
 	}
 	if files := cutFiles(t, dir); len(files) != 2 || files[0] != kept[2].Kept || files[1] != fourth {

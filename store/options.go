@@ -39,8 +39,9 @@ type Options struct {
 	// TruncatedRetention and TruncatedMaxBytes bound what a replica's
 	// truncations keep of the bytes they cut (a file each) and its restarts
 	// of the segments they discard: removed by the cleanup once older than
-	// TruncatedRetention, and oldest first while the total is above
-	// TruncatedMaxBytes; a truncation cutting more keeps nothing, and a
+	// TruncatedRetention, and (truncations' files only) oldest first while
+	// their total is above TruncatedMaxBytes; a truncation cutting more
+	// keeps nothing, and a
 	// negative TruncatedMaxBytes keeps nothing at all (see
 	// commitlog.Options). Defaults 7 days and 1 GiB.
 	TruncatedRetention time.Duration

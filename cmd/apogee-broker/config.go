@@ -123,7 +123,7 @@ func parseConfig(args []string) (*config, error) {
 	scrubRate := fs.Int64("scrub-rate", 8<<20, "bytes per second the background scrubber reads to re-check the retained commit log and the consume queues (0 disables)")
 	recycle := fs.Int("recycle-segments", 1, "retired commit-log segment files kept for reuse as new segments (their pages are likely cached; 0 unlinks every retired file)")
 	truncKeep := fs.Duration("truncated-retention", 7*24*time.Hour, "how long a replica keeps the bytes a truncation cut (a file each under commitlog/truncated/) and the segments a restart discarded (commitlog/discarded/)")
-	truncMax := fs.Int64("truncated-max-bytes", 1<<30, "total bytes kept under commitlog/truncated/ and commitlog/discarded/: the oldest go beyond it, and a truncation cutting more keeps nothing (0 keeps nothing)")
+	truncMax := fs.Int64("truncated-max-bytes", 1<<30, "total bytes kept under commitlog/truncated/: the oldest go beyond it, and a truncation cutting more keeps nothing (0 keeps nothing)")
 	receiveBudget := fs.Int64("receive-budget", 0, "bytes all connections may hold for requests still being received (default 128 MiB)")
 	grpcListen := fs.String("grpc-listen", defaultGRPCListen, `RocketMQ 5's gRPC MessagingService ("" disables)`)
 	readyFile := fs.String("ready-file", "", "once every listener is open, write their bound addresses here as one JSON object (written atomically; removed when the process exits)")
@@ -427,7 +427,7 @@ var honoured = map[string]confKey{
 		c.store.TruncatedRetention = time.Duration(h) * time.Hour
 		return err
 	}},
-	"truncatedMaxBytes": {"truncated-max-bytes", "total bytes kept of truncations and restarts, the oldest removed beyond it; a truncation cutting more keeps nothing; 0 keeps nothing (`--truncated-max-bytes`; default 1073741824). Apogee's own key", func(c *config, v string) error {
+	"truncatedMaxBytes": {"truncated-max-bytes", "total bytes kept of truncations (`commitlog/truncated/`), the oldest removed beyond it; a truncation cutting more keeps nothing; 0 keeps nothing (`--truncated-max-bytes`; default 1073741824). Apogee's own key", func(c *config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("want a number of bytes")
