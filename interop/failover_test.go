@@ -23,6 +23,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/internal/proctest"
 	"github.com/apogeemq/apogee/internal/wait"
 )
@@ -833,6 +834,16 @@ func TestFailoverAsyncLoss(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(truncated[2]); n < missing {
 		t.Fatalf("the old master reports %s messages truncated, but %d acknowledged ones are missing", truncated[2], missing)
+	}
+	// The bytes cut are kept in one file named after their range (the
+	// store's WARN names it and its size), holding exactly that many bytes.
+	kept := regexp.MustCompile(`msg="store: replica truncated[^\n]* keptIn=(\S+) keptBytes=(\d+)`).FindStringSubmatch(old.log())
+	if kept == nil || filepath.Dir(kept[1]) != filepath.Join(old.dataDir, "commitlog", commitlog.TruncatedDir) {
+		t.Fatalf("no WARN naming the file the truncation kept under %s: %q", old.dataDir, kept)
+	}
+	cut, cutBytes, err := commitlog.ReadTruncated(nil, kept[1])
+	if n, _ := strconv.ParseInt(truncated[1], 10, 64); err != nil || cut.End-cut.Start != n || int64(len(cutBytes)) != n {
+		t.Fatalf("the file kept %s: %+v, %d bytes, %v; the truncation cut %s bytes", kept[1], cut, len(cutBytes), err, truncated[1])
 	}
 	// The rejoined old master catches up to a copy of the new master's queues.
 	want := bodiesOn(t, nm, g.topic, g.queues)
