@@ -94,6 +94,16 @@
 //     RestartAt starts a replica's log over, empty, at a later segment
 //     boundary: offsets only move up, the old segments are moved into
 //     DiscardedDir, and every state a crash can leave on disk opens.
+//  8. TruncateTo keeps exactly the bytes it cuts, [off, end), in one file
+//     under TruncatedDir named after the range and the time, saved
+//     durably (temporary name, fsync, rename, directory fsync) before
+//     anything is cut; a failure there leaves the log unchanged. A file
+//     under the .cut name is always complete: Open removes the temporary
+//     files a crash left and renames (.damaged) any whose header or size
+//     is wrong; ReadTruncated checks the payload's CRC. RetainTruncated
+//     (the store's cleanup) removes what is older than TruncatedRetention
+//     and the oldest files while their total is above TruncatedMaxBytes
+//     (DiscardedDir by age alone).
 //
 // # Files
 //
@@ -115,7 +125,9 @@
 // Log.mu (append, AppendReplica, RestartAt) → Log.allocMu (the prepared
 // segment) → Log.segMu (segment list) → flusher.syncMu (a sync round, from
 // reading the flushed position to the checkpoint; TruncateTo and RestartAt
-// hold it while they move the positions back) → flusher.mu. The flusher and
+// hold it while they move the positions back) → flusher.mu. Log.cutMu
+// (saving a truncation's bytes, RetainTruncated) is taken last, under all
+// of TruncateTo's locks or alone. The flusher and
 // allocator never take Log.mu. Log.wmu (WrittenAfter's waiters), Log.poolMu
 // (the pool's files) and registry.mu ("RECYCLED", taken under allocMu or
 // alone) are leaves: nothing is taken under them.

@@ -55,7 +55,12 @@
 // by AppendReplicated (validated by the commit log, dispatched as any
 // append). ResetReplica starts it over at a later offset under the
 // dispatcher's lock: the log's old segments are set aside and every consume
-// queue and index entry below the new base goes, as after retention. A
+// queue and index entry below the new base goes, as after retention.
+// TruncateReplica cuts it back to the last offset it shares with a new
+// master; the bytes cut are kept in one file (commitlog.Log.TruncateTo),
+// named in its WARN with the size kept. Clean removes what truncations and
+// restarts kept after TruncatedRetention, and the oldest truncation files
+// beyond TruncatedMaxBytes (commitlog.Log.RetainTruncated). A
 // replica assigns no queue offsets (its records carry the master's), so its
 // queue-offset counters are not kept; opening its directory as a master
 // starts them from the consume queues, as every Open does, and so does a
