@@ -103,7 +103,7 @@ func (s *Store) TruncateReplica(off int64) (Truncation, error) {
 		s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have; the bytes cut are kept in a file removed after the truncation retention (truncatedFileReservedTime, truncatedMaxBytes)",
 			"from", tr.From, "to", tr.To, "bytes", tr.Bytes, "messages", tr.Messages, "keptIn", tr.Aside, "keptBytes", tr.KeptBytes)
 	} else {
-		s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have; the bytes cut are not kept (more than truncatedMaxBytes, or it is negative)",
+		s.opts.Logger.Warn("store: replica truncated: its log had records its master does not have; the bytes cut are not kept (larger than truncatedMaxBytes, or that is 0: keep nothing)",
 			"from", tr.From, "to", tr.To, "bytes", tr.Bytes, "messages", tr.Messages, "keptBytes", 0, "truncatedMaxBytes", s.opts.TruncatedMaxBytes)
 	}
 	return tr, nil
