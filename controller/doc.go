@@ -28,7 +28,11 @@
 //     read confirms its leadership with a Raft round first: answers reflect
 //     every acknowledged write.
 //  4. Liveness is local to each node and never replicated: each node records
-//     the heartbeats it receives; the leader decides with its own record.
+//     the heartbeats it receives and the closes of their connections; the
+//     leader decides with its own record. A new leader declares a master
+//     dead at once only on its own evidence (a timeout that ran out while it
+//     led, or a close of the connection the master's heartbeats came on,
+//     not followed by a heartbeat); otherwise it waits a heartbeat timeout.
 //  5. With Options.Authorize, no request reaches a handler (not even a
 //     heartbeat or a metadata read) unless it allows it: a refused request
 //     is answered with its code and changes nothing. With

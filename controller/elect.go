@@ -193,6 +193,9 @@ func (n *Node) scan() {
 			if c := n.choose(g, 0, false, now); c.master == 0 {
 				continue
 			}
+		} else if e, ok := n.live.info(g.Broker, g.MasterID); ok && e.closedLive {
+			n.log.Warn("controller: master's connection closed and it was not heard from again; electing", "broker", g.Broker,
+				"master", g.MasterID, "masterEpoch", g.MasterEpoch, "lastHeartbeat", e.seen.Format(time.RFC3339Nano))
 		} else {
 			n.log.Warn("controller: master's heartbeats stopped; electing", "broker", g.Broker, "master", g.MasterID,
 				"masterEpoch", g.MasterEpoch)

@@ -16,6 +16,19 @@ import (
 // leader (a client that heartbeats the leader alone, as RocketMQ's does),
 // the leader assumes the best for one heartbeat timeout before it declares
 // a master dead.
+//
+// A connection close is evidence that outlives a change of leader: when
+// the connection a broker's heartbeats were arriving on closes (the record
+// still live at the close) and no heartbeat comes after it, the broker's
+// process or its path to this node went away. Apogee's client heartbeats
+// every controller, so every node, follower or leader, sees a dead
+// broker's connections close; a new leader that recorded the close of the
+// master's connection elects at its first scan instead of granting the
+// master a heartbeat timeout (RocketMQ's JRaft controller replicates
+// channel closes through Raft for the same purpose; Apogee keeps each
+// node's own record, which the every-controller heartbeats make complete).
+// A record that merely stopped (no close seen) is still not evidence for a
+// new leader: the broker may heartbeat the leader alone.
 
 type liveKey struct {
 	broker string
@@ -32,6 +45,9 @@ type liveInfo struct {
 	confirm       int64
 	priority      int32
 	conn          *remoting.Conn // the connection the last heartbeat came on
+	// closedLive: the connection of the last heartbeat closed while the
+	// record was live, and nothing was heard since.
+	closedLive bool
 }
 
 type liveness struct {
@@ -65,6 +81,7 @@ func (l *liveness) closed(c *remoting.Conn, now time.Time, grace time.Duration) 
 	for k, e := range l.m {
 		if e.conn == c {
 			e.conn = nil
+			e.closedLive = now.Before(e.expires)
 			if t := now.Add(grace); t.Before(e.expires) {
 				e.expires = t
 			}
@@ -114,16 +131,19 @@ func (l *liveness) forget(broker string, ids []int64) {
 // maybeAlive is alive, or, for a broker this node has no current record of
 // since it became leader at since, the benefit of the doubt until one
 // heartbeat timeout after since. A record that was alive when this node
-// took over is trusted when it expires (or its connection closes); one
-// that had expired before (left from an earlier term, by a broker that
-// heartbeats the leader alone) is not evidence of anything.
+// took over is trusted when it expires (or its connection closes), and so
+// is one whose connection closed while it was live, whenever that was (a
+// broker that heartbeats this node and lives reconnects within the grace);
+// one that had expired before without a close (left from an earlier term,
+// by a broker that heartbeats the leader alone) is not evidence of
+// anything.
 func (n *Node) maybeAlive(broker string, id int64, now time.Time) bool {
 	e, ok := n.live.info(broker, id)
 	if ok && now.Before(e.expires) {
 		return true
 	}
 	since := time.Unix(0, n.leaderSince.Load())
-	if ok && !e.expires.Before(since) {
+	if ok && (e.closedLive || !e.expires.Before(since)) {
 		return false
 	}
 	return now.Before(since.Add(n.opts.HeartbeatTimeout))
