@@ -324,8 +324,16 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 	if lb == nil {
 		lb = &liveBroker{name: name, id: reg.BrokerID}
 		r.live[addr] = lb
-		r.log.Info("namesrv: broker registered", "cluster", cluster, "broker", name, "id", reg.BrokerID,
-			"addr", addr, "topics", len(reg.Topics), "embedded", conn == nil)
+		if conn == nil {
+			// The broker of this process, in its own route table: no name
+			// server was told anything (whether a name-server listener
+			// serves this table is the process's affair, logged there).
+			r.log.Info("namesrv: this process's broker entered in its own route table", "cluster", cluster, "broker", name,
+				"id", reg.BrokerID, "addr", addr, "topics", len(reg.Topics))
+		} else {
+			r.log.Info("namesrv: broker registered", "cluster", cluster, "broker", name, "id", reg.BrokerID,
+				"addr", addr, "topics", len(reg.Topics), "from", conn.RemoteAddr().String())
+		}
 	}
 	lb.haAddr = reg.HAServerAddr
 	lb.embedded = conn == nil
