@@ -57,7 +57,7 @@ const slaveSyncTimeout = 10 * time.Second
 // once the core is open; SetRole when the role changes).
 func (b *Broker) startReplication() error {
 	if b.core.IsSlave() {
-		return b.startSlave()
+		return b.startSlave(b.brokerID())
 	}
 	return b.startMaster()
 }
@@ -94,8 +94,11 @@ func (b *Broker) stopMaster() {
 }
 
 // startSlave starts an ha.Slave on the replica store and the loop that
-// follows the master's tables.
-func (b *Broker) startSlave() error {
+// follows the master's tables; id is the broker id the slave goes by (a
+// demoted master's new one: SetRole records it only once the role is
+// changed, and the HA identity handshake and the log must not name the
+// master's id 0).
+func (b *Broker) startSlave(id int64) error {
 	log := b.copts.Logger
 	r := &b.repl
 	r.mu.Lock()
@@ -105,7 +108,7 @@ func (b *Broker) startSlave() error {
 	}
 	r.mu.Unlock()
 	s, err := ha.NewSlave(b.core.Store(), ha.SlaveOptions{MasterAddr: masterHA, Logger: log, Handshake: b.opts.HASlaveHandshake,
-		TLS: b.opts.HATLS, Cluster: b.copts.ClusterName, BrokerName: b.copts.BrokerName, BrokerID: b.brokerID(), Sign: b.opts.HASign})
+		TLS: b.opts.HATLS, Cluster: b.copts.ClusterName, BrokerName: b.copts.BrokerName, BrokerID: id, Sign: b.opts.HASign})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -119,7 +122,15 @@ func (b *Broker) startSlave() error {
 	s.Start()
 	b.wg.Add(1)
 	go b.follow(unfollow, done)
-	log.Info("broker: running as a slave", "brokerId", b.brokerID(), "haMasterAddr", masterHA)
+	master := masterHA
+	switch {
+	case master != "":
+	case b.opts.ControllerMode:
+		master = "(named by the controller's role change)"
+	default:
+		master = "(named by the name servers' answer to the registration)"
+	}
+	log.Info("broker: running as a slave", "brokerId", id, "haMasterAddr", master)
 	return nil
 }
 

@@ -69,7 +69,7 @@ func (b *Broker) SetRole(ch RoleChange) error {
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
 		b.stopMaster()
-		if err := b.startSlave(); err != nil {
+		if err := b.startSlave(ch.BrokerID); err != nil {
 			return fmt.Errorf("%w: to %s: %w", ErrRoleChange, ch.Role, err)
 		}
 	case !toSlave && cur == core.RoleSlave:
@@ -103,7 +103,7 @@ func (b *Broker) SetRole(ch RoleChange) error {
 
 // restartSlave starts the HA slave again after a promotion that failed.
 func (b *Broker) restartSlave() {
-	if err := b.startSlave(); err != nil {
+	if err := b.startSlave(b.brokerID()); err != nil {
 		b.copts.Logger.Error("broker: restarting the HA slave after a failed promotion", "err", err)
 	}
 }

@@ -13,8 +13,7 @@ import (
 // receives, and the leader decides with its own record. Brokers of Apogee's
 // client send their heartbeats to every controller, so a new leader knows
 // who is alive at once; for brokers it has not heard from since it became
-// leader (a client that heartbeats the leader alone, as RocketMQ's does),
-// the leader assumes the best for one heartbeat timeout before it declares
+// leader (a client that heartbeats the leader alone), the leader assumes the best for one heartbeat timeout before it declares
 // a master dead.
 //
 // A connection close is evidence that outlives a change of leader: when
@@ -24,9 +23,10 @@ import (
 // every controller, so every node, follower or leader, sees a dead
 // broker's connections close; a new leader that recorded the close of the
 // master's connection elects at its first scan instead of granting the
-// master a heartbeat timeout (RocketMQ's JRaft controller replicates
-// channel closes through Raft for the same purpose; Apogee keeps each
-// node's own record, which the every-controller heartbeats make complete).
+// master a heartbeat timeout. RocketMQ's brokers heartbeat every
+// controller too and each node drops a broker's record when its channel
+// closes (DefaultBrokerHeartbeatManager.onBrokerChannelClose); its JRaft
+// controller replicates the closes through Raft instead.
 // A record that merely stopped (no close seen) is still not evidence for a
 // new leader: the broker may heartbeat the leader alone.
 

@@ -579,6 +579,9 @@ func (n *Node) lead(ctx context.Context) {
 	n.leaderSince.Store(time.Now().UnixNano())
 	n.leading.Store(true)
 	n.log.Info("controller: leading", "advertise", n.opts.Advertise)
+	// A first scan at once: a master whose connection closed while this
+	// node followed is known dead already (liveness.go).
+	n.scan()
 	t := time.NewTicker(n.opts.ScanInterval)
 	defer t.Stop()
 	for {

@@ -636,8 +636,21 @@ func TestFailoverPauseMaster(t *testing.T) {
 		return strings.Count(old.log(), `msg="ctrlmode: following the master"`) >= 1 &&
 			strings.Contains(old.log(), `msg="ctrlmode: no longer master; refusing writes"`)
 	})
-	if code, remark := rawSend(t, old.addr, g.topic, "to-the-old-master"); code == 0 {
+	code, remark := rawSend(t, old.addr, g.topic, "to-the-old-master")
+	if code == 0 {
 		t.Fatalf("the old master acknowledged a send after it woke: %d %q", code, remark)
+	}
+	// What the woken master says and logs names what happened: it lost an
+	// election (no load problem, no broker configured twice), it serves no
+	// name server of its own, and it follows as a slave under its own id
+	// (not the master's 0).
+	if strings.Contains(remark, "flow control") {
+		t.Errorf("the deposed master answers a send with %q: a load problem, not its demotion", remark)
+	}
+	for _, misleading := range []string{"another broker name or id", "embedded=true", `msg="broker: running as a slave" brokerId=0 `} {
+		if strings.Contains(old.log(), misleading) {
+			t.Errorf("the deposed master's log says %q", misleading)
+		}
 	}
 	time.Sleep(500 * time.Millisecond) // more load with the old master awake: the scenario, not a wait
 	c.stop()

@@ -271,8 +271,16 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 			if olb := r.live[old]; olb != nil && olb.name == name && olb.id == reg.BrokerID &&
 				(olb.embedded || time.Since(olb.last) < olb.timeout) &&
 				reg.DataVersion.StateVersion <= olb.version.StateVersion {
+				seen := time.Since(olb.last).Round(time.Millisecond)
+				if reg.DataVersion.StateVersion < olb.version.StateVersion {
+					// Controller mode: a master deposed while it was away
+					// (paused, cut off) still registers as master.
+					return "", "", fmt.Errorf("%w: %s id %d is held by %s (last seen %v ago) at state version %d, newer than this registration's %d "+
+						"(controller mode: the master epoch): %s was deposed by a later election and registers as a slave once the controller tells it its role",
+						ErrBrokerIDTaken, name, reg.BrokerID, old, seen, olb.version.StateVersion, reg.DataVersion.StateVersion, addr)
+				}
 				return "", "", fmt.Errorf("%w: %s id %d is registered by %s (last seen %v ago); %s must use another broker name or id, or wait until %s stops",
-					ErrBrokerIDTaken, name, reg.BrokerID, old, time.Since(olb.last).Round(time.Millisecond), addr, old)
+					ErrBrokerIDTaken, name, reg.BrokerID, old, seen, addr, old)
 			}
 		}
 	}

@@ -328,10 +328,13 @@ func (c *Core) toMaster(r Role) error {
 
 // The answers of a slave to writes (see the comment at the top).
 var (
-	// errSlaveSend: the Java broker's NettyRemotingAbstract answer to a
-	// request its processor rejects (SendMessageProcessor.rejectRequest on
-	// a slave).
-	errSlaveSend = newError(ReasonSlaveSend, "[REJECTREQUEST]system busy, start flow control for a while")
+	// errSlaveSend: the Java broker's code for a request its processor
+	// rejects (SendMessageProcessor.rejectRequest on a slave: SYSTEM_BUSY,
+	// which producers retry on another broker) and its [REJECTREQUEST]
+	// mark; the remark says what happened instead of the Java broker's
+	// "system busy, start flow control for a while", which sent operators
+	// of a demoted master looking for a load problem.
+	errSlaveSend = newError(ReasonSlaveSend, "[REJECTREQUEST]this broker is a slave (a replica, or a master demoted by a later election): sends go to its group's master")
 	// errSlaveEndTransaction: EndTransactionProcessor on a slave.
 	errSlaveEndTransaction = newError(ReasonSlaveEndTransaction, "Message store is slave mode, so end transaction is forbidden.")
 	// errSlaveAdmin: AdminBrokerProcessor's validateSlave.

@@ -224,7 +224,7 @@ func TestSlaveRefusesWritesServesReads(t *testing.T) {
 		code   int32
 		remark string
 	}{
-		{"send", s.Send(sendReq("Repl", 0, 64), &res), protocol.RespSystemBusy, "[REJECTREQUEST]system busy"},
+		{"send", s.Send(sendReq("Repl", 0, 64), &res), protocol.RespSystemBusy, "[REJECTREQUEST]this broker is a slave"},
 		{"send back", second(s.SendBack(&SendBackRequest{Group: "g", Offset: 0})), protocol.RespSystemBusy, "[REJECTREQUEST]"},
 		{"end transaction", second(s.EndTransaction(&EndTransactionRequest{CommitOrRollback: protocol.TransactionCommitType})),
 			protocol.RespSlaveNotAvailable, "slave mode"},
