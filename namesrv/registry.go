@@ -340,7 +340,7 @@ func (r *Registry) registerLocked(reg *BrokerRegistration, conn *remoting.Conn, 
 				"id", reg.BrokerID, "addr", addr, "topics", len(reg.Topics))
 		} else {
 			r.log.Info("namesrv: broker registered", "cluster", cluster, "broker", name, "id", reg.BrokerID,
-				"addr", addr, "topics", len(reg.Topics), "from", conn.RemoteAddr().String())
+				"addr", addr, "topics", len(reg.Topics))
 		}
 	}
 	lb.haAddr = reg.HAServerAddr
