@@ -1,11 +1,13 @@
 package controller_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apogeemq/apogee/controller"
 	"github.com/apogeemq/apogee/controller/wire"
+	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -50,5 +52,9 @@ func TestNewLeaderElectsOnRecordedClose(t *testing.T) {
 	lead := c.leader()
 	if g := lead.node.Group("broker-a"); g.MasterID != rb.ID || g.MasterEpoch != 2 {
 		t.Fatalf("group after the failover: %+v", g)
+	}
+	// The scan says why it elected.
+	if !strings.Contains(testlog.Lines(t), "master's connection closed and it was not heard from again; electing") {
+		t.Error("no log line says the master's connection closed")
 	}
 }
