@@ -352,8 +352,17 @@ func (n *Node) startRaft() error {
 			return err
 		}
 	}
+	// MaxRPCsInFlight 1: no pipelined replication. hashicorp/raft's
+	// pipeline (the default, 2 in flight) can hang a leader's replication
+	// to a follower for good: when the follower refuses an append, the
+	// pipeline's consumer returns, its decoder then blocks handing over
+	// the next response, and the sender blocks handing the decoder its
+	// next request, inside the call that would have noticed (seen in CI as
+	// a Close that never returned, both goroutines parked for 19 minutes).
+	// The controller's log is a few small entries a second: synchronous
+	// appends cost it nothing that matters.
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
+		Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 5 * time.Second, Logger: hl,
 	})
 
 	conf := raft.DefaultConfig()
