@@ -7,6 +7,7 @@ import (
 
 	"github.com/apogeemq/apogee/controller/wire"
 	"github.com/apogeemq/apogee/internal/javaprops"
+	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/remoting"
 )
@@ -82,4 +83,43 @@ func TestControllerConfig(t *testing.T) {
 	if cfg := get(); cfg["enableElectUncleanMaster"] != "true" {
 		t.Fatalf("a refused update changed the config: %v", cfg)
 	}
+}
+
+// TestUncleanElectionEnabledAtRunTime: without ElectUncleanMaster, the
+// out-of-sync replica of a dead master is not elected; once
+// UPDATE_CONTROLLER_CONFIG turns enableElectUncleanMaster on, it is.
+func TestUncleanElectionEnabledAtRunTime(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	lead := c.leader()
+	ctx := ctxT(t, 20*time.Second)
+	a, x := newBroker(t, c, "broker-a"), newBroker(t, c, "broker-a")
+	ra := a.register(ctx)
+	if _, err := a.cl.ElectMaster(ctx, ra.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	x.register(ctx)
+	a.setStatus(1, 10_000)
+	x.setStatus(1, 4_000)
+	a.waitFigures(c)
+	x.waitFigures(c)
+	a.stop()
+	wait.Until(t, "an election that found no master", func() bool {
+		g := lead.node.Group("broker-a")
+		return g.MasterID == 0 && g.MasterEpoch >= 2
+	})
+	conn, err := remoting.Dial(ctx, lead.addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var req protocol.Command
+	req.InitRequest(wire.ReqUpdateControllerConfig, 0)
+	req.Body = []byte("enableElectUncleanMaster=true\n")
+	if resp, err := conn.Invoke(ctx, &req); err != nil || resp.Code != protocol.RespSuccess {
+		t.Fatalf("update: %v %+v", err, resp)
+	}
+	wait.Until(t, "the out-of-sync replica elected", func() bool {
+		s, ok := x.lastState()
+		return ok && s.MasterID == x.id
+	})
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,12 +339,16 @@ func TestControllerCommandsUnderACL(t *testing.T) {
 // TestGroupAttributesThroughAdmin: updateSubGroup --attributes creates a
 // group with RocketMQ 5's attributes, changes and removes them; the
 // broker keeps them (GET_ALL_SUBSCRIPTIONGROUP_CONFIG); a malformed or
-// unsupported attribute is refused with the reason.
+// unsupported attribute is refused with the reason. (And getBrokerEpoch
+// of a broker not in controller mode says so.)
 func TestGroupAttributesThroughAdmin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a broker process")
 	}
 	b := startBroker(t)
+	if _, errText, code := admin(t, b.ns, "getBrokerEpoch", "-b", "broker-a"); code != 1 || !strings.Contains(errText, "not in controller mode") {
+		t.Fatalf("getBrokerEpoch of a broker not in controller mode: exit %d: %s", code, errText)
+	}
 	attrs := func() map[string]string {
 		t.Helper()
 		cl, err := client.NewAdmin(client.NameServer(b.ns), client.InstanceName("attrs-check"))
@@ -422,5 +428,40 @@ func TestControllerCommandsOverTLS(t *testing.T) {
 	}
 	if _, errText, code := admin(t, "", "getControllerMetaData", "-a", a, "--timeout", "3s"); code != 1 {
 		t.Fatalf("a plain getControllerMetaData of a TLS-only controller: exit %d: %s", code, errText)
+	}
+
+	// -i: a JSON document a round until interrupted, then exit 0.
+	dir, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "apogee-admin"), "getSyncStateSet", "-a", a, "--tls-ca", pki.CA, "-b", "g9", "-i", "1", "--json")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for i := range 2 {
+		if !sc.Scan() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("getSyncStateSet -i: round %d printed nothing: %s", i, errb.String())
+		}
+		var doc struct {
+			Brokers []replicas `json:"brokers"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil || doc.Brokers == nil {
+			t.Fatalf("getSyncStateSet -i round %d: %q: %v", i, sc.Text(), err)
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	io.Copy(io.Discard, out) // to EOF: the process exits
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("getSyncStateSet -i after SIGINT: %v: %s", err, errb.String())
 	}
 }
