@@ -13,8 +13,9 @@ import (
 )
 
 // updateTopic -a +message.type=PRIORITY creates a priority topic (RocketMQ
-// 5.4, RIP-80), as mqadmin's does: its gRPC route accepts PRIORITY (and
-// NORMAL) messages; an unknown type is refused, naming the ones there are.
+// 5.4, RIP-80), as mqadmin's does: its gRPC route accepts PRIORITY
+// messages alone (RocketMQ's proxy); an unknown type is refused, naming the
+// ones there are.
 func TestUpdateTopicPriorityType(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts processes")
@@ -38,7 +39,7 @@ func TestUpdateTopicPriorityType(t *testing.T) {
 	if err != nil || r.GetStatus().GetCode() != rmqpb.Code_OK || len(r.GetMessageQueues()) == 0 {
 		t.Fatalf("route of PrioTopic: %v %v", r.GetStatus(), err)
 	}
-	want := []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_PRIORITY}
+	want := []rmqpb.MessageType{rmqpb.MessageType_PRIORITY} // RocketMQ's proxy: PRIORITY alone
 	for _, q := range r.GetMessageQueues() {
 		if !slices.Equal(q.GetAcceptMessageTypes(), want) {
 			t.Fatalf("queue %d accepts %v, want %v", q.GetId(), q.GetAcceptMessageTypes(), want)
