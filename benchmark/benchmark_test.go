@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -263,23 +263,60 @@ func TestConsumersBehind(t *testing.T) {
 	}
 }
 
-// --messages N ends the measured part at the N-th acknowledgement, not at
-// the next once-a-second tick (which measured several times N), and the
-// producers stop sending once N were sent after the warm-up.
-func TestMessagesLimitStopsAtN(t *testing.T) {
-	c := short(ModeStore)
-	c.Out = io.Discard
-	c.Duration = 30 * time.Second // the limit, not the duration, must end it
-	c.Messages = 5000
-	res, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
+// --messages N sends exactly N in all, warm-up included, and the summary
+// states the warm-up's share and what the topic gained, which is N: in the
+// store, the embedded broker's store, a broker in another process (counted
+// through GET_TOPIC_STATS_INFO), and consume mode's backlog.
+func TestMessagesLimitSendsExactlyN(t *testing.T) {
+	cases := []struct {
+		name  string
+		mode  Mode
+		child bool
+		how   string
+	}{
+		{"store", ModeStore, false, "the store's max offsets"},
+		{"produce", ModeProduce, false, "the embedded broker's store"},
+		{"e2e-child", ModeE2E, true, "GET_TOPIC_STATS_INFO"},
+		{"consume", ModeConsume, false, "the embedded broker's store"},
 	}
-	inflight := int64(c.Producers * c.Inflight * max(c.Batch, 1))
-	if res.Messages < c.Messages || res.Messages > c.Messages+inflight {
-		t.Fatalf("measured %d messages, want %d to %d", res.Messages, c.Messages, c.Messages+inflight)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			c := short(tc.mode)
+			c.Out = &out
+			c.DataDir = t.TempDir()
+			c.Duration = 30 * time.Second // the limit, not the duration, must end it
+			c.Warmup = 20 * time.Second   // and a tenth of the messages ends the warm-up
+			c.Messages = 3000
+			c.Batch = 2
+			c.Rate = ClosedLoop
+			c.ChildBroker = tc.child
+			res, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if res.Stored == nil || *res.Stored != c.Messages || !strings.Contains(res.StoredNote, tc.how) {
+				t.Fatalf("stored %v (%s), want %d\n%s", res.Stored, res.StoredNote, c.Messages, out.String())
+			}
+			if !strings.Contains(out.String(), "stored 3000 messages") {
+				t.Fatalf("the summary does not state the stored count:\n%s", out.String())
+			}
+			if res.Sent != c.Messages || res.Errors != 0 {
+				t.Fatalf("sent %d, errors %d\n%s", res.Sent, res.Errors, out.String())
+			}
+			if tc.mode == ModeConsume {
+				return
+			}
+			if res.WarmupMessages < c.Messages/10 || res.WarmupMessages+res.Messages != c.Messages {
+				t.Fatalf("warm-up %d + measured %d, want %d in all\n%s", res.WarmupMessages, res.Messages, c.Messages, out.String())
+			}
+			if !strings.Contains(out.String(), fmt.Sprintf("sent 3000 of --messages 3000 in all: %d acknowledged in the warm-up", res.WarmupMessages)) {
+				t.Fatalf("the summary does not split warm-up and measured:\n%s", out.String())
+			}
+		})
 	}
-	if res.Seconds >= c.Duration.Seconds() {
-		t.Fatalf("the run lasted its whole duration (%.1f s): the limit did not end it", res.Seconds)
+	bad := Config{Mode: ModeStore, Messages: 5, Batch: 2}
+	if _, err := bad.withDefaults(); err == nil {
+		t.Fatal("--messages 5 with --batch 2 was accepted")
 	}
 }

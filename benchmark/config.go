@@ -58,8 +58,12 @@ type Config struct {
 	Rate float64
 	// Duration of the measured part, after Warmup. Defaults 10 s and 2 s.
 	Duration, Warmup time.Duration
-	// Messages stops after this many measured messages (0: by Duration). In
-	// consume mode it is the backlog produced first (default 1,000,000).
+	// Messages is how many messages the producers send in all, warm-up
+	// included (0: no limit, the run ends by Duration); the warm-up then ends
+	// at Warmup or once a tenth of them were acknowledged, whichever comes
+	// first, and the measured part once all were answered (or at Duration).
+	// In consume mode it is the backlog produced first (default 1,000,000).
+	// A multiple of Batch.
 	Messages int64
 	// Topic and Queues of the workload. Defaults "apogee-bench" and 8.
 	Topic  string
@@ -173,6 +177,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Mode == ModeConsume && o.Messages == 0 {
 		o.Messages = 1_000_000
+	}
+	if o.Messages%int64(max(o.Batch, 1)) != 0 {
+		return o, fmt.Errorf("benchmark: --messages %d is not a multiple of --batch %d: the run sends whole batches", o.Messages, o.Batch)
 	}
 	if o.Topic == "" {
 		o.Topic = "apogee-bench"

@@ -46,20 +46,24 @@ type run struct {
 	noE2E bool
 	// cpu measures CPU per message over the measured part (nil: not at all).
 	cpu *cpuMeter
-	// With Config.Messages (produce and e2e modes), sendLimit is set when the
-	// measured part starts: the value of c.sent after which the producers
-	// stop (0: none yet). ackedBase is c.acked then; limitDone is closed
-	// once Messages more were acknowledged, which ends the measured part at
-	// once rather than at the next once-a-second tick (at 100,000 msgs/s,
-	// --messages 20000 measured and wrote 103,196 that way).
-	sendLimit, ackedBase atomic.Int64
-	limitDone            chan struct{}
-	limitOnce            sync.Once
+	// With Config.Messages (produce, e2e and store modes) the producers send
+	// exactly Messages in all, warm-up included (produce's limit). limitDone
+	// is closed once every one of them was answered (acknowledged or
+	// failed), which ends the measured part at once rather than at the next
+	// once-a-second tick. warmDone is closed once a tenth of them were
+	// acknowledged, which ends the warm-up early when it would otherwise
+	// take more of them than that. finished counts the answered messages.
+	finished            atomic.Int64
+	limitDone, warmDone chan struct{}
+	limitOnce, warmOnce sync.Once
+	// warmAcked is what was acknowledged during the warm-up (set when the
+	// measured part starts).
+	warmAcked int64
 }
 
 func newRun(cfg Config, t target) *run {
 	return &run{cfg: cfg, t: t, send: newMetric("send"), e2e: newMetric("e2e"), delay: newMetric("delay"),
-		limitDone: make(chan struct{})}
+		limitDone: make(chan struct{}), warmDone: make(chan struct{})}
 }
 
 // produce runs cfg.Producers producers, each with cfg.Inflight requests in
@@ -108,11 +112,15 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 			} else {
 				// time.Since reads only the monotonic clock: half of time.Now.
 				latency := time.Since(intended[slot])
-				if acked := r.c.acked.Add(int64(cfg.Batch)); cfg.Messages > 0 && r.sendLimit.Load() > 0 && acked-r.ackedBase.Load() >= cfg.Messages {
-					r.limitOnce.Do(func() { close(r.limitDone) })
+				acked := r.c.acked.Add(int64(cfg.Batch))
+				if cfg.Messages > 0 && acked >= cfg.Messages/10 {
+					r.warmOnce.Do(func() { close(r.warmDone) })
 				}
 				r.c.bytes.Add(int64(cfg.Batch * cfg.Size))
 				sendRec.record(latency.Microseconds())
+			}
+			if cfg.Messages > 0 && r.finished.Add(int64(cfg.Batch)) >= cfg.Messages {
+				r.limitOnce.Do(func() { close(r.limitDone) })
 			}
 			free <- slot
 		}
@@ -133,9 +141,8 @@ func (r *run) producer(ctx context.Context, s sender, rate float64, start time.T
 		case <-ctx.Done():
 			return
 		}
-		if limit > 0 || cfg.Messages > 0 { // counted only when limited: one contended atomic less per message
-			sent := r.c.sent.Add(int64(cfg.Batch))
-			if l := r.sendLimit.Load(); (limit > 0 && sent > limit) || (l > 0 && sent > l) {
+		if limit > 0 { // counted only when limited: one contended atomic less per message
+			if sent := r.c.sent.Add(int64(cfg.Batch)); sent > limit {
 				free <- slot
 				return
 			}
@@ -230,7 +237,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	begin := time.Now()
 	warmEnd := begin.Add(cfg.Warmup)
 	if cfg.Warmup == 0 {
-		r.startMeasuring(begin, r.c.sent.Load(), r.c.acked.Load())
+		r.startMeasuring(begin, r.c.acked.Load())
 	}
 	consumers := cfg.Mode == ModeE2E || cfg.Mode == ModeStore
 	var lastAcked, lastBytes, lastRecv, lastErr int64
@@ -238,6 +245,10 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	var backlogSum, backlogEnd, ticks int64
 	last := begin
 	limitDone := r.limitDone
+	var warmDone <-chan struct{}
+	if cfg.Messages > 0 && cfg.Warmup > 0 {
+		warmDone = r.warmDone
+	}
 	for {
 		var now time.Time
 		select {
@@ -246,11 +257,16 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 		case <-limitDone:
 			limitDone = nil // once: the stop condition below holds from now on
 			now = time.Now()
+		case <-warmDone:
+			warmDone = nil
+			now = time.Now()
+			if r.measure.Load() {
+				continue // the warm-up had ended by its duration
+			}
 		}
 		if !now.IsZero() {
 			measured := r.measure.Load()
 			sendH, e2eH, delayH := r.send.tick(measured), r.e2e.tick(measured), r.delay.tick(measured)
-			sent := r.c.sent.Load() // before acked: sent − acked is then at most what is in flight
 			acked, bytes, recv, errs := r.c.acked.Load(), r.c.bytes.Load(), r.c.received.Load(), r.c.errors.Load()
 			backlog := int64(-1)
 			if consumers {
@@ -273,13 +289,13 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 			lastAcked, lastBytes, lastRecv, lastErr = acked, bytes, recv, errs
 			if !measured {
 				// Ticks fire a whisker early or late: within 10 ms counts.
-				if !now.Add(10 * time.Millisecond).Before(warmEnd) {
-					r.startMeasuring(now, sent, acked)
+				if !now.Add(10*time.Millisecond).Before(warmEnd) || (cfg.Messages > 0 && acked >= cfg.Messages/10) {
+					r.startMeasuring(now, acked)
 					mAcked, mBytes, mRecv, mErr = acked, bytes, recv, errs
 				}
 				continue
 			}
-			if now.Sub(r.mStart) < cfg.Duration-10*time.Millisecond && (cfg.Messages == 0 || acked-mAcked < cfg.Messages) {
+			if now.Sub(r.mStart) < cfg.Duration-10*time.Millisecond && (cfg.Messages == 0 || r.finished.Load() < cfg.Messages) {
 				continue
 			}
 		}
@@ -290,7 +306,7 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 	end := time.Now()
 	r.cpu.end()
 	if !r.measure.Load() {
-		r.startMeasuring(begin, r.c.sent.Load(), r.c.acked.Load())
+		r.startMeasuring(begin, r.c.acked.Load())
 	}
 	secs := end.Sub(r.mStart).Seconds()
 	acked, bytes, recv, errs := r.c.acked.Load()-mAcked, r.c.bytes.Load()-mBytes, r.c.received.Load()-mRecv, r.c.errors.Load()-mErr
@@ -303,6 +319,11 @@ func (r *run) report(ctx context.Context, rate float64, stop func()) *Result {
 		TargetRate: rate, RateReached: rate == 0 || float64(acked)/secs >= 0.95*rate,
 		ClosedLoop: rate == 0, Roles: roles(cfg),
 		Config: describe(cfg, rate),
+	}
+	if cfg.Messages > 0 {
+		res.Limit = cfg.Messages
+		res.Sent = min(r.c.sent.Load(), cfg.Messages)
+		res.WarmupMessages = r.warmAcked
 	}
 	r.cpu.fill(res, acked)
 	if consumers && ticks > 0 {
@@ -326,16 +347,11 @@ func consumersBehind(r *Result) bool {
 	return r.ConsumeMsgsPerSec > 0 && float64(r.BacklogMean)/r.ConsumeMsgsPerSec >= 0.050
 }
 
-// startMeasuring starts the measured part at t; sent and acked are the
-// counts the report counts from, sent read before acked. With a message
-// limit the producers stop once Messages more were sent, so at most what
-// was in flight then is acknowledged beyond it.
-func (r *run) startMeasuring(t time.Time, sent, acked int64) {
+// startMeasuring starts the measured part at t; acked is what the warm-up
+// had acknowledged, which the report counts from.
+func (r *run) startMeasuring(t time.Time, acked int64) {
 	r.mStart = t
+	r.warmAcked = acked
 	r.cpu.begin()
-	if r.cfg.Messages > 0 && r.cfg.Mode != ModeConsume {
-		r.ackedBase.Store(acked)
-		r.sendLimit.Store(sent + r.cfg.Messages)
-	}
 	r.measure.Store(true)
 }

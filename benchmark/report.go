@@ -39,10 +39,22 @@ func percentiles(h *hdr.Histogram) Percentiles {
 
 // Result is a run's summary. Its JSON form is the last line of --json output.
 type Result struct {
-	Mode     Mode    `json:"mode"`
-	Messages int64   `json:"messages"`
-	Errors   int64   `json:"errors"`
-	Seconds  float64 `json:"seconds"`
+	Mode     Mode  `json:"mode"`
+	Messages int64 `json:"messages"`
+	Errors   int64 `json:"errors"`
+	// With --messages (Limit): Sent is what the producers sent in all,
+	// warm-up included (Limit, unless Duration or an interrupt ended the run
+	// first), and WarmupMessages what the warm-up had acknowledged; Messages
+	// counts the measured part only. In consume mode Sent is the backlog.
+	Limit          int64 `json:"limit,omitempty"`
+	Sent           int64 `json:"sent,omitempty"`
+	WarmupMessages int64 `json:"warmup_messages,omitempty"`
+	// Stored is how many messages the topic gained during the run, as the
+	// broker or store reports them (see stored.go); nil when unknown, and
+	// StoredNote says why (or how it was counted).
+	Stored     *int64  `json:"stored"`
+	StoredNote string  `json:"stored_note,omitempty"`
+	Seconds    float64 `json:"seconds"`
 	// MsgsPerSec and MiBPerSec are what producers got acknowledged (consume
 	// mode: what consumers received, the drain rate).
 	MsgsPerSec float64 `json:"msgs_per_sec"`
@@ -155,11 +167,20 @@ func printSummary(w io.Writer, r *Result) {
 			fmt.Fprintln(w, l)
 		}
 	}()
+	if l := storedLine(r); l != "" {
+		defer fmt.Fprintln(w, l)
+	}
 	if r.Mode == ModeConsume {
 		fmt.Fprintf(w, "drained %d of a backlog of %d messages in %.1fs: %.0f msgs/s, %.1f MiB/s, errors %d\n",
 			r.Consumed, r.Backlog, r.Seconds, r.MsgsPerSec, r.MiBPerSec, r.Errors)
 		fmt.Fprintln(w, "(consume mode measures the drain rate only: the messages were sent before the clock started, so a latency from their send time would be their age)")
 		return
+	}
+	if r.Limit > 0 {
+		fmt.Fprintf(w, "sent %d of --messages %d in all: %d acknowledged in the warm-up (not measured), the rest in the measured part below\n", r.Sent, r.Limit, r.WarmupMessages)
+		if r.Sent < r.Limit {
+			fmt.Fprintf(w, "the run ended (--duration or an interrupt) before all %d were sent\n", r.Limit)
+		}
 	}
 	fmt.Fprintf(w, "messages %d in %.1fs: %.0f msgs/s, %.1f MiB/s, errors %d\n", r.Messages, r.Seconds, r.MsgsPerSec, r.MiBPerSec, r.Errors)
 	if slices.Contains(r.Roles, "consumers") || slices.Contains(r.Roles, "readers") {

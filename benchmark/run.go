@@ -90,9 +90,10 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 			return nil, err
 		}
 	}
+	base := countBefore(ctx, t)
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
-	if err := r.produce(pctx, rate, 0, &pwg); err != nil {
+	if err := r.produce(pctx, rate, c.Messages, &pwg); err != nil {
 		return nil, err
 	}
 	res := r.report(ctx, rate, func() {
@@ -107,6 +108,7 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 		cancel()
 		cwg.Wait()
 	})
+	fillStored(context.WithoutCancel(parent), t, base, res)
 	if lag != nil {
 		// Let the slave reach what the master held at the end (bounded).
 		deadline := time.Now().Add(5 * time.Second)
@@ -132,6 +134,7 @@ func measure(ctx context.Context, c Config, t target, rate float64, hdrLog *hdrL
 // how old they are, not how long the broker took.
 func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*Result, error) {
 	fmt.Fprintf(c.Out, "producing a backlog of %d messages of %d bytes...\n", c.Messages, c.Size)
+	base := countBefore(ctx, t)
 	pr := newRun(c, t)
 	var pwg sync.WaitGroup
 	start := time.Now()
@@ -150,7 +153,7 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cwg sync.WaitGroup
-	r.startMeasuring(time.Now(), 0, 0)
+	r.startMeasuring(time.Now(), 0)
 	if err := r.consume(ctx, &cwg); err != nil {
 		return nil, err
 	}
@@ -181,6 +184,8 @@ func measureBacklog(ctx context.Context, c Config, t target, _ *hdrLogWriter) (*
 		Consumed: recv, ConsumeMsgsPerSec: float64(recv) / secs, Backlog: c.Messages,
 		RateReached: true, Roles: roles(c), Config: describe(c, 0),
 	}
+	res.Limit, res.Sent = c.Messages, min(pr.c.sent.Load(), c.Messages)
+	fillStored(context.WithoutCancel(ctx), t, base, res)
 	r.cpu.fill(res, recv)
 	return res, nil
 }

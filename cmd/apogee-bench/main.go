@@ -50,7 +50,7 @@ func run(args []string) error {
 	fs.Float64Var(&c.Rate, "rate", 0, fmt.Sprintf("target msgs/s over all producers, latency counted from each message's intended send time; 0 = closed loop, as fast as acknowledgements return (default: %d for e2e, closed loop for produce and store)", benchmark.DefaultE2ERate))
 	fs.DurationVar(&c.Duration, "duration", 0, "measured duration (default 10s)")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "warm-up before measuring (default 2s)")
-	fs.Int64Var(&c.Messages, "messages", 0, "stop after this many messages (consume mode: the backlog, default 1,000,000)")
+	fs.Int64Var(&c.Messages, "messages", 0, "send exactly this many messages in all, warm-up included: the warm-up ends at --warmup or at a tenth of them, the summary says how many each part took and how many the topic stored (consume mode: the backlog, default 1,000,000)")
 	fs.StringVar(&c.Topic, "topic", "apogee-bench", "topic")
 	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic")
 	fs.StringVar(&c.Flush, "flush", "async", "flush mode of the embedded broker or store: async or sync")
