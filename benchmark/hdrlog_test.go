@@ -2,14 +2,10 @@ package benchmark
 
 import (
 	"bytes"
-	"image/png"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // TestHdrLogRoundTrip: the log's header states its time consistently, the
@@ -76,73 +72,5 @@ func TestHdrLogRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadHdrLog(strings.NewReader("Tag=x,1,2,3\n")); err == nil {
 		t.Fatal("a short interval line was accepted")
-	}
-}
-
-// TestPlotPercentiles renders two series and checks the picture: its size,
-// and each series' colour drawn in the plot area.
-func TestPlotPercentiles(t *testing.T) {
-	a, b := hdrNs(), hdrNs()
-	for i := int64(1); i <= 10_000; i++ {
-		a.RecordValue(i * 100_000)  // 0.1 to 1000 ms
-		b.RecordValue(i*50_000 + 1) // half of it
-	}
-	var buf bytes.Buffer
-	if err := PlotPercentiles(&buf, []PlotSeries{{"a send", a}, {"b e2e", b}}, PlotOptions{Title: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := img.Bounds(); r.Dx() != 960 || r.Dy() != 600 {
-		t.Fatalf("image %v", r)
-	}
-	seen := map[int]int{}
-	for y := 70; y < 600-78; y++ {
-		for x := 96 + 300; x < 960-60; x++ { // right of the legend
-			seen[plotPalette.Index(img.At(x, y))]++
-		}
-	}
-	for i := range 2 {
-		if seen[firstSeriesColour+i] < 100 {
-			t.Errorf("series %d drawn with %d pixels", i, seen[firstSeriesColour+i])
-		}
-	}
-	buf.Reset()
-	if err := PlotPercentiles(&buf, []PlotSeries{{"a", a}, {"b", b}}, PlotOptions{LogY: true, Width: 640, Height: 400}); err != nil {
-		t.Fatal(err)
-	}
-	if img, err := png.Decode(&buf); err != nil || img.Bounds().Dx() != 640 {
-		t.Fatalf("log-scale plot: %v", err)
-	}
-	if err := PlotPercentiles(&buf, nil, PlotOptions{}); err == nil {
-		t.Fatal("a plot of nothing was drawn")
-	}
-}
-
-// hdrNs is a histogram of nanoseconds, as the logs hold.
-func hdrNs() *hdr.Histogram { return hdr.New(1000, maxLatencyUs*1000, sigFigs) }
-
-func TestMsString(t *testing.T) {
-	for ns, want := range map[int64]string{481_000: "0.481ms", 2_523_000: "2.52ms", 24_100_000: "24.1ms", 312_400_000: "312ms", 1_210_000_000: "1.21s"} {
-		if got := msString(ns); got != want {
-			t.Errorf("msString(%d) = %q, want %q", ns, got, want)
-		}
-	}
-}
-
-func TestNinesLabelsAndSteps(t *testing.T) {
-	var got []string
-	for k := range 6 {
-		got = append(got, ninesLabel(k))
-	}
-	if strings.Join(got, " ") != "0% 90% 99% 99.9% 99.99% 99.999%" {
-		t.Fatalf("labels %q", got)
-	}
-	for x, want := range map[float64]float64{0.3: 0.5, 7: 10, 12: 20, 0.04: 0.05, 100: 100} {
-		if got := niceStep(x); strconv.FormatFloat(got, 'g', -1, 64) != strconv.FormatFloat(want, 'g', -1, 64) {
-			t.Errorf("niceStep(%v) = %v, want %v", x, got, want)
-		}
 	}
 }

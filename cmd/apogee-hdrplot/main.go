@@ -1,6 +1,8 @@
 // Command apogee-hdrplot renders the interval logs apogee-bench writes with
 // --hdr-out as a percentile-distribution plot (PNG), one line per series
-// (tag) and log, the way HdrHistogram's plotter draws them; with
+// (tag) and log, the way HdrHistogram's plotter draws them (drawn with
+// gonum.org/v1/plot, which only this command links: apogee-bench and the
+// broker do not); with
 // --percentiles it prints the same distributions as text in the
 // HdrHistogram format (.hgrm) other tools read. See docs/bench.md.
 //
@@ -60,7 +62,7 @@ func run(args []string) error {
 	if len(*labels) > 0 && len(*labels) != len(files) {
 		return fmt.Errorf("--labels gives %d names for %d logs", len(*labels), len(files))
 	}
-	var series []benchmark.PlotSeries
+	var series []plotSeries
 	for i, path := range files {
 		f, err := os.Open(path)
 		if err != nil {
@@ -86,7 +88,7 @@ func run(args []string) error {
 			if len(files) > 1 {
 				label = name + " " + tag
 			}
-			series = append(series, benchmark.PlotSeries{Label: label, Histogram: hs[tag]})
+			series = append(series, plotSeries{Label: label, Histogram: hs[tag]})
 		}
 		if found == 0 {
 			return fmt.Errorf("%s: none of the tags %q (the log has %q)", path, *tags, logTags)
@@ -105,7 +107,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := benchmark.PlotPercentiles(f, series, benchmark.PlotOptions{Title: *title, Width: *width, Height: *height, LogY: *logY}); err != nil {
+	if err := plotPercentiles(f, series, plotOptions{Title: *title, Width: *width, Height: *height, LogY: *logY}); err != nil {
 		f.Close()
 		return err
 	}
