@@ -48,7 +48,7 @@ func run(args []string) error {
 	fs.Float64Var(&c.Rate, "rate", 0, fmt.Sprintf("target msgs/s over all producers; 0 = closed loop (default: %d for e2e, closed loop for produce)", benchmark.DefaultE2ERate))
 	fs.DurationVar(&c.Duration, "duration", 0, "measured duration (default 10s)")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "warm-up before measuring (default 2s)")
-	fs.Int64Var(&c.Messages, "messages", 0, "stop after this many messages (consume mode: the backlog, default 1,000,000)")
+	fs.Int64Var(&c.Messages, "messages", 0, "send exactly this many messages in all, warm-up included: the warm-up ends at --warmup or at a tenth of them (consume mode: the backlog, default 1,000,000)")
 	fs.StringVar(&c.Topic, "topic", "apogee-bench", "topic: the stream's subjects are <topic>.<queue>")
 	fs.IntVar(&c.Queues, "queues", 8, "subjects of the stream, published to in turn")
 	fs.StringVar(&o.Stream, "stream", natsdriver.DefaultStream, "JetStream stream (deleted and created afresh)")
