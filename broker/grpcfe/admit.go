@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -246,28 +245,34 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	return context.WithValue(ctx, admissionKey{}, a), nil
 }
 
-// tapWait bounds how long the tap retries a reservation that does not fit
-// (see reserve).
-const tapWait = 5 * time.Millisecond
+// tapWait bounds how long the tap waits for a reservation that does not
+// fit (see reserve).
+const tapWait = 250 * time.Millisecond
 
-// reserve takes n bytes of b. When they do not fit it yields to the
-// calls whose requests are being read (they give their reservations back
-// as soon as the interceptors run) and tries again, for at most tapWait:
-// a client that opens hundreds of calls at once (a consumer starting its
-// receives) would otherwise outrun the goroutines that read their
-// requests and have most refused. It holds the connection's reader (and
-// its transport's lock) meanwhile, so it never waits longer: under a
-// budget full of stalled requests each new call costs its connection
-// tapWait and is refused.
+// reserve takes n bytes of b. When they do not fit it waits for the calls
+// whose requests are being read to give theirs back (the interceptors do
+// as soon as a request is read), polling with a growing pause, for at
+// most tapWait: a client that opens hundreds of calls at once (a consumer
+// starting its receives, clients reconnecting after a failover) would
+// otherwise outrun the goroutines that read their requests, and on a
+// loaded machine have most of its calls refused although their requests
+// are small and already arrived. The tap runs on the connection's reader
+// goroutine under that transport's lock, so the wait stalls this one
+// connection only (the requests it waits for were read off the socket
+// before this stream's headers, and their goroutines need neither); under
+// a budget full of stalled requests each new call costs its own
+// connection tapWait and is refused.
 func reserve(b Budget, n int64) bool {
 	if b.TryReserve(n) {
 		return true
 	}
+	pause := 100 * time.Microsecond
 	for start := time.Now(); time.Since(start) < tapWait; {
-		runtime.Gosched()
+		time.Sleep(pause)
 		if b.TryReserve(n) {
 			return true
 		}
+		pause = min(2*pause, 10*time.Millisecond)
 	}
 	return false
 }
