@@ -284,3 +284,25 @@ func (b *ResponseBudget) stalled(log *slog.Logger, c *Conn, owed int64) {
 	log.Warn("remoting: answers queued for peers exceed the response budget; connections owing more than 256 KiB stop reading until theirs are written (further stalls within a minute are only counted)",
 		"limit", b.limit.Load(), "in_use", b.inUse.Load(), "conn", c.id, "remote", c.remote, "owed", owed, "stalls", b.stalls.Load())
 }
+
+// ApplyProcessLimits sets SharedConnLimit's bounds as a binary's flags
+// give them (maxConns in all, perSource from one source; 0 keeps each
+// default) and bounds the connections by the file descriptors left
+// (ReserveFDs with fdHeadroom; 0: DefaultFDHeadroom's rule). When the
+// process's RLIMIT_NOFILE cannot be read the configured bounds stay, with
+// a WARN.
+func ApplyProcessLimits(maxConns, perSource, fdHeadroom int, logger *slog.Logger) {
+	lim := SharedConnLimit()
+	if maxConns > 0 || perSource > 0 {
+		if maxConns == 0 {
+			maxConns = DefaultMaxConns
+		}
+		if perSource == 0 {
+			perSource = DefaultMaxConnsPerSource
+		}
+		lim.SetLimits(maxConns, perSource)
+	}
+	if err := lim.ReserveFDs(fdHeadroom, logger); err != nil {
+		logger.Warn("connections are not bounded by the file descriptors left: cannot read RLIMIT_NOFILE; keep --max-connections below it", "err", err)
+	}
+}

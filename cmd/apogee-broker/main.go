@@ -209,8 +209,7 @@ func run(args []string) error {
 	if cfg.idleTimeout > 0 {
 		remotingOpts = &remoting.Options{IdleTimeout: cfg.idleTimeout}
 	}
-	applyLimits(cfg)
-	reserveFDs(cfg, logger)
+	applyLimits(cfg, logger)
 	tlsServer, err := openTLS(cfg, logger)
 	if err != nil {
 		return err

@@ -291,18 +291,14 @@ func clientTLS(c *config, srv *tlsconf.Server, o *broker.Options, logger *slog.L
 	return nil, nil
 }
 
-// applyLimits sets the process-wide connection limit and response budget.
-func applyLimits(c *config) {
-	if c.sec.maxConns > 0 || c.sec.maxConnsPerSource > 0 {
-		max, per := c.sec.maxConns, c.sec.maxConnsPerSource
-		if max == 0 {
-			max = remoting.DefaultMaxConns
-		}
-		if per == 0 {
-			per = remoting.DefaultMaxConnsPerSource
-		}
-		remoting.SharedConnLimit().SetLimits(max, per)
-	}
+// applyLimits sets the process-wide connection limit and response budget,
+// and bounds the connections by the file descriptors left
+// (remoting.ApplyProcessLimits): the soft RLIMIT_NOFILE, raised to the
+// hard one first, less the descriptors the store and the rest of the
+// process hold, less --fd-headroom, so that a flood of connections is
+// refused before the store's next open fails with "too many open files".
+func applyLimits(c *config, logger *slog.Logger) {
+	remoting.ApplyProcessLimits(c.sec.maxConns, c.sec.maxConnsPerSource, c.fdHeadroom, logger)
 	if c.sec.responseBudget > 0 {
 		remoting.SharedResponseBudget().SetLimit(c.sec.responseBudget)
 	}

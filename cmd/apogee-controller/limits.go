@@ -37,18 +37,5 @@ func (f *limitFlags) config() (limitConfig, error) {
 // apply sets the process-wide connection limit every listener counts
 // against, and bounds it by the file descriptors left.
 func (c limitConfig) apply(logger *slog.Logger) {
-	lim := remoting.SharedConnLimit()
-	if c.maxConns > 0 || c.perSource > 0 {
-		max, per := c.maxConns, c.perSource
-		if max == 0 {
-			max = remoting.DefaultMaxConns
-		}
-		if per == 0 {
-			per = remoting.DefaultMaxConnsPerSource
-		}
-		lim.SetLimits(max, per)
-	}
-	if err := lim.ReserveFDs(c.fdHeadroom, logger); err != nil {
-		logger.Warn("connections are not bounded by the file descriptors left: cannot read RLIMIT_NOFILE; keep --max-connections below it", "err", err)
-	}
+	remoting.ApplyProcessLimits(c.maxConns, c.perSource, c.fdHeadroom, logger)
 }
