@@ -289,24 +289,7 @@ func peerOf(ctx context.Context) string {
 // peer (the tap's: the metadata is not yet in ctx); a refusal is a
 // Status.
 func (s *Server) authenticateMD(ctx context.Context, method string, md metadata.MD) (callCtx, *rmqpb.Status) {
-	var c callCtx
-	if p, ok := peer.FromContext(ctx); ok {
-		c.ip = addrIP(p.Addr)
-	}
-	g := s.opts.Guard
-	if g.AllowWhite(c.ip) {
-		c.white = true
-		return c, nil
-	}
-	authz, dt := firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDateTime)
-	user, err := g.AuthenticateV2(authz, dt)
-	if err != nil {
-		claimed, _ := auth.ParseV2(authz, dt) // the access key the log names, if any
-		g.Refused(method, claimed.AccessKey, c.ip, err)
-		return c, status(rmqpb.Code_UNAUTHORIZED, "authentication failed: "+err.Error())
-	}
-	c.user = user
-	return c, nil
+	return s.authenticateHeaders(ctx, method, firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDateTime))
 }
 
 func firstMD(md metadata.MD, key string) string {

@@ -64,6 +64,12 @@ type callCtx struct {
 
 // authenticate checks ctx's metadata; a refusal is a Status.
 func (s *Server) authenticate(ctx context.Context, method string) (callCtx, *rmqpb.Status) {
+	return s.authenticateHeaders(ctx, method, firstValue(ctx, auth.HeaderAuthorization), firstValue(ctx, auth.HeaderDateTime))
+}
+
+// authenticateHeaders checks a call's authorization and date headers from
+// ctx's peer; a refusal is a Status.
+func (s *Server) authenticateHeaders(ctx context.Context, method, authz, dt string) (callCtx, *rmqpb.Status) {
 	var c callCtx
 	if p, ok := peer.FromContext(ctx); ok {
 		c.ip = addrIP(p.Addr)
@@ -73,7 +79,6 @@ func (s *Server) authenticate(ctx context.Context, method string) (callCtx, *rmq
 		c.white = true
 		return c, nil
 	}
-	authz, dt := firstValue(ctx, auth.HeaderAuthorization), firstValue(ctx, auth.HeaderDateTime)
 	user, err := g.AuthenticateV2(authz, dt)
 	if err != nil {
 		claimed, _ := auth.ParseV2(authz, dt) // the access key the log names, if any
