@@ -93,43 +93,27 @@ type KernelPerMsg struct {
 
 // parseIO reads syscr and syscw from the text of a /proc/PID/io file.
 func parseIO(b []byte) (ioCounts, error) {
-	var c ioCounts
-	var haveR, haveW bool
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		var dst *int64
-		switch k {
-		case "syscr":
-			dst, haveR = &c.syscr, true
-		case "syscw":
-			dst, haveW = &c.syscw, true
-		default:
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return ioCounts{}, fmt.Errorf("%s: %w", k, err)
-		}
-		*dst = n
-	}
-	if err := sc.Err(); err != nil {
+	r, w, err := parseTwo(b, "syscr", "syscw")
+	if err != nil {
 		return ioCounts{}, err
 	}
-	if !haveR || !haveW {
-		return ioCounts{}, errors.New("no syscr and syscw")
-	}
-	return c, nil
+	return ioCounts{syscr: r, syscw: w}, nil
 }
 
 // parseSwitches reads voluntary_ctxt_switches and nonvoluntary_ctxt_switches
 // from the text of a /proc/PID/task/TID/status file.
 func parseSwitches(b []byte) (switches, error) {
-	var s switches
-	var haveV, haveN bool
+	v, n, err := parseTwo(b, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+	if err != nil {
+		return switches{}, err
+	}
+	return switches{vol: v, nonvol: n}, nil
+}
+
+// parseTwo reads the integer values of keys k1 and k2 from "key: value"
+// lines (a /proc file's text); both must be there.
+func parseTwo(b []byte, k1, k2 string) (v1, v2 int64, err error) {
+	var have1, have2 bool
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
@@ -138,26 +122,26 @@ func parseSwitches(b []byte) (switches, error) {
 		}
 		var dst *int64
 		switch k {
-		case "voluntary_ctxt_switches":
-			dst, haveV = &s.vol, true
-		case "nonvoluntary_ctxt_switches":
-			dst, haveN = &s.nonvol, true
+		case k1:
+			dst, have1 = &v1, true
+		case k2:
+			dst, have2 = &v2, true
 		default:
 			continue
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return switches{}, fmt.Errorf("%s: %w", k, err)
+			return 0, 0, fmt.Errorf("%s: %w", k, err)
 		}
 		*dst = n
 	}
 	if err := sc.Err(); err != nil {
-		return switches{}, err
+		return 0, 0, err
 	}
-	if !haveV || !haveN {
-		return switches{}, errors.New("no voluntary_ctxt_switches and nonvoluntary_ctxt_switches")
+	if !have1 || !have2 {
+		return 0, 0, fmt.Errorf("no %s and %s", k1, k2)
 	}
-	return s, nil
+	return v1, v2, nil
 }
 
 // readIO reads process pid's system call counts under root.

@@ -138,22 +138,9 @@ func inflateZlib(body []byte) ([]byte, error) {
 		}
 		zr = r
 	}
-	out := make([]byte, 0, 4*len(body)+64)
-	for {
-		if len(out) == cap(out) {
-			if len(out) >= maxInflated {
-				return nil, errInflatedTooLarge
-			}
-			out = append(out, 0)[:len(out)]
-		}
-		n, err := zr.Read(out[len(out):cap(out)])
-		out = out[:len(out)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	out, err := readInflated(zr, len(body))
+	if err != nil {
+		return nil, err
 	}
 	zlibReaders.Put(zr)
 	return out, nil
@@ -170,7 +157,19 @@ func inflateLZ4(body []byte) ([]byte, error) {
 	} else {
 		zr.Reset(br)
 	}
-	out := make([]byte, 0, 4*len(body)+64)
+	out, err := readInflated(zr, len(body))
+	if err != nil {
+		return nil, err
+	}
+	zr.Reset(nil)
+	lz4Readers.Put(zr)
+	return out, nil
+}
+
+// readInflated reads r to its end into a buffer first sized for a body of
+// n compressed bytes, growing it, and refuses more than maxInflated.
+func readInflated(r io.Reader, n int) ([]byte, error) {
+	out := make([]byte, 0, 4*n+64)
 	for {
 		if len(out) == cap(out) {
 			if len(out) >= maxInflated {
@@ -178,16 +177,13 @@ func inflateLZ4(body []byte) ([]byte, error) {
 			}
 			out = append(out, 0)[:len(out)]
 		}
-		n, err := zr.Read(out[len(out):cap(out)])
-		out = out[:len(out)+n]
+		m, err := r.Read(out[len(out):cap(out)])
+		out = out[:len(out)+m]
 		if err == io.EOF {
-			break
+			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	zr.Reset(nil)
-	lz4Readers.Put(zr)
-	return out, nil
 }
