@@ -61,7 +61,15 @@ const (
 	PropCorrectionFlag             = "CORRECTION_FLAG"                // legacy
 	PropMQ2Flag                    = "MQ2_FLAG"                       // legacy
 	PropCRC32                      = "__CRC32#"                       // 5.x optional properties CRC (10 decimal digits)
+	PropInnerMultiDispatch         = "INNER_MULTI_DISPATCH"           // RocketMQ's LMQ names of a multi-dispatched record, comma separated (lite topics: %LMQ%$<parent>$<lite>)
+	PropInnerMultiQueueOffset      = "INNER_MULTI_QUEUE_OFFSET"       // RocketMQ's offsets in those LMQs, comma separated
 )
+
+// PropertyLiteTopic names a message's lite topic (RocketMQ 5.5, RIP-83;
+// MessageConst.PROPERTY_LITE_TOPIC): the record's topic is the parent, a
+// topic of type LITE, and the store's dispatcher also indexes the record
+// under (parent, value) in its lite queue.
+const PropertyLiteTopic = "__LITE_TOPIC"
 
 // PropKeysSeparator separates the business keys inside the KEYS property.
 const PropKeysSeparator = " "
