@@ -155,6 +155,20 @@ func (v View) DispatchProperties() (tags, keys, uniqKey []byte) {
 // LookupDispatchProperties returns the TAGS, KEYS and UNIQ_KEY values of props
 // (each nil when absent) in one pass, with LookupProperty's rules.
 func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
+	tags, keys, uniqKey, _ = LookupDispatchPropertiesLite(props)
+	return tags, keys, uniqKey
+}
+
+// DispatchPropertiesLite is DispatchProperties plus the record's lite topic
+// (PropertyLiteTopic), found in the same pass.
+func (v View) DispatchPropertiesLite() (tags, keys, uniqKey, lite []byte) {
+	return LookupDispatchPropertiesLite(v.Properties())
+}
+
+// LookupDispatchPropertiesLite returns the TAGS, KEYS, UNIQ_KEY and
+// __LITE_TOPIC values of props (each nil when absent) in one pass, with
+// LookupProperty's rules: what the store's dispatcher reads for every record.
+func LookupDispatchPropertiesLite(props []byte) (tags, keys, uniqKey, lite []byte) {
 	for len(props) > 0 {
 		var item []byte
 		item, props = nextItem(props)
@@ -167,6 +181,8 @@ func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
 			dst, name = &keys, PropKeys
 		case hasName(item, PropUniqKey):
 			dst, name = &uniqKey, PropUniqKey
+		case hasName(item, PropertyLiteTopic):
+			dst, name = &lite, PropertyLiteTopic
 		default:
 			continue
 		}
@@ -176,7 +192,7 @@ func LookupDispatchProperties(props []byte) (tags, keys, uniqKey []byte) {
 			*dst = val
 		}
 	}
-	return tags, keys, uniqKey
+	return tags, keys, uniqKey, lite
 }
 
 // ParseProperties parses props into a new map (last duplicate wins). Keys and

@@ -26,6 +26,10 @@ type dispatcher struct {
 	// touched collects the queues that grew during a run: OnArrival is called
 	// once per queue per run, after the run, not once per record.
 	touched map[*consumequeue.Queue]struct{}
+	// liteTouched collects the lite topics that grew during a run (id<<32 |
+	// generation), reported to OnLiteArrival after the run's OnArrival calls.
+	liteTouched map[uint64]struct{}
+	liteDown    bool // lite-topic index appends are refused (logged once per change)
 
 	// rebuilding is set while Open re-dispatches: a queue offset beyond a
 	// queue's max then means the records in between were lost from the log
@@ -57,6 +61,9 @@ type dispatchTopic struct {
 	name    string
 	keyHash int32 // index.TopicHash(name)
 	queues  []*consumequeue.Queue
+	// liteParent: its records' __LITE_TOPIC is indexed (not a system topic;
+	// see liteParentTopic).
+	liteParent bool
 }
 
 func (d *dispatcher) init(s *Store) {
@@ -72,6 +79,9 @@ func (d *dispatcher) init(s *Store) {
 	}
 	if d.touched == nil {
 		d.touched = map[*consumequeue.Queue]struct{}{}
+	}
+	if d.liteTouched == nil {
+		d.liteTouched = map[uint64]struct{}{}
 	}
 	if d.batch == nil {
 		d.batch = make([]pendingRecord, 0, dispatchBatch)
@@ -199,6 +209,9 @@ type pendingRecord struct {
 	e   consumequeue.Entry
 	// keys are the index key hashes of the record: dispatcher.hashes[keys[0]:keys[1]].
 	keys [2]int
+	// lite is the record's lite topic (a view of rec; nil for none): its
+	// entry also goes to the lite-topic index under (topic, lite).
+	lite []byte
 	bad  bool // undecodable: reported, and dispatched as nothing
 }
 
@@ -301,15 +314,16 @@ func (d *dispatcher) prepare(p *pendingRecord) {
 	}
 	p.v = v
 	p.t = d.topic(v.Topic())
-	tags, keys, uniq := v.DispatchProperties()
+	tags, keys, uniq, lite := v.DispatchPropertiesLite()
 	d.prepareKeys(p, keys, uniq)
 	if !message.Dispatchable(v.SysFlag()) {
 		return
 	}
-	if p.q = d.queue(p.t, v.QueueID()); p.q == nil {
-		return
-	}
 	p.e = consumequeue.Entry{CommitLogOffset: p.off, Size: int32(v.TotalSize()), TagCode: s.tagCode(v, tags)}
+	if len(lite) > 0 && p.t.liteParent {
+		p.lite = lite
+	}
+	p.q = d.queue(p.t, v.QueueID())
 }
 
 // tagCode is the consume-queue tag code of record v whose TAGS are tags:
@@ -333,6 +347,11 @@ func (d *dispatcher) write(p *pendingRecord) error {
 	}
 	s := d.s
 	v, t := p.v, p.t
+	if p.lite != nil {
+		if err := d.writeLite(p); err != nil {
+			return err
+		}
+	}
 	if q := p.q; q != nil {
 		err := q.Append(v.QueueOffset(), p.e)
 		if errors.Is(err, consumequeue.ErrGap) && d.rebuilding {
@@ -432,7 +451,7 @@ func (d *dispatcher) topic(name []byte) *dispatchTopic {
 	if t, ok := d.topics[string(name)]; ok {
 		return t
 	}
-	t := &dispatchTopic{name: string(name)}
+	t := &dispatchTopic{name: string(name), liteParent: liteParentTopic(string(name))}
 	t.keyHash = index.TopicHash(t.name)
 	d.topics[t.name] = t
 	return t
@@ -478,4 +497,5 @@ func (d *dispatcher) flushArrival() {
 		d.s.opts.OnArrival(q.Topic(), q.ID(), q.MaxOffset())
 	}
 	clear(d.touched)
+	d.flushLiteArrival()
 }

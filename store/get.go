@@ -411,11 +411,14 @@ func hasKey(m message.View, key string) bool {
 // indexLastUpdateTimestamp and indexLastUpdatePhyoffset).
 func (s *Store) IndexLastUpdate() (timestampMs, phyOffset int64) { return s.idx.LastUpdate() }
 
-// DeleteTopic removes a topic's consume queues and counters. Its records stay
+// DeleteTopic removes a topic's consume queues, counters and lite topics. Its records stay
 // in the commit log until retention removes them.
 func (s *Store) DeleteTopic(topic string) error {
 	s.dispatch.forget(topic)
 	s.counters.remove(topic)
+	if err := s.deleteLiteParent(topic); err != nil {
+		return err
+	}
 	return s.cqs.DeleteTopic(topic)
 }
 

@@ -68,6 +68,14 @@ type Options struct {
 	// in (topic, queueID); maxOffset is the queue's new max offset. It must be
 	// quick and must not call back into Put (the broker wakes long polls here).
 	OnArrival func(topic string, queueID int32, maxOffset int64)
+	// OnLiteArrival is called by the dispatcher, once per lite topic that
+	// grew in a dispatch run, after the run's OnArrival calls: parent is the
+	// record's topic, lite its __LITE_TOPIC, maxOffset the lite topic's new
+	// max offset. The same rules as OnArrival: quick, no Put.
+	OnLiteArrival func(parent, lite string, maxOffset int64)
+	// LiteFileSize is the size of a lite-topic index file (litequeue):
+	// 131,072 blocks of 512 bytes at the default 64 MiB.
+	LiteFileSize int64
 	// TagCode overrides the consume-queue tag code of a record when it returns
 	// ok (the broker uses it for scheduled messages, whose tag code is the
 	// delivery time). Default: the Java hash of TAGS, 0 without tags.

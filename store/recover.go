@@ -32,7 +32,13 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	if err != nil {
 		return commitlog.Recovery{}, err
 	}
-	derivedMissing := !cqThere || !idxThere
+	lqThere, err := o.exists(filepath.Join(o.Dir, liteDirName))
+	if err != nil {
+		return commitlog.Recovery{}, err
+	}
+	// A missing lite-topic index is rebuilt from the whole log too (once,
+	// for a store written before lite topics existed).
+	derivedMissing := !cqThere || !idxThere || !lqThere
 
 	// From now on a crash must take the abnormal path.
 	if err := durable.Touch(o.FS, abortPath); err != nil {
@@ -70,6 +76,9 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	s.idx, err = index.Open(idxDir, index.Options{SlotCount: o.IndexSlots, MaxEntries: o.IndexMaxEntries, FS: o.FS})
 	if err != nil {
 		return rep, fmt.Errorf("store: %w", err)
+	}
+	if err := s.openLite(); err != nil {
+		return rep, err
 	}
 	ckpt, dispatched, haveCkpt, err := openStoreCheckpoint(o.FS, o.Dir)
 	if err != nil {
@@ -169,6 +178,11 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 		s.dispatch.cursor = log.NewCursor(logMin)
 		s.dispatched.Store(logMin)
 	}
+	// Lite entries at or above where dispatch resumes go and are appended
+	// again, with the same lite offsets (litequeue's recovery).
+	if err := s.lq.TruncateFrom(s.dispatched.Load()); err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
 	// A rebuilt queue may meet queue offsets whose records the log lost:
 	// the dispatcher fills them with lost-message entries meanwhile.
 	s.dispatch.rebuilding = true
@@ -189,6 +203,10 @@ func (s *Store) recover() (commitlog.Recovery, error) {
 	if _, err := s.cqs.DeleteBelow(logMin); err != nil {
 		return rep, fmt.Errorf("store: %w", err)
 	}
+	if err := s.lq.DeleteBelow(logMin); err != nil {
+		return rep, fmt.Errorf("store: %w", err)
+	}
+	s.liteMin.Store(logMin)
 	// Counters start where the consume queues end.
 	s.cqs.ForEach(func(topic string, id int32, q *consumequeue.Queue) bool {
 		s.counter(topic, id).next = q.MaxOffset()

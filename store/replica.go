@@ -254,6 +254,9 @@ func (s *Store) ResetReplica(base int64) (string, error) {
 	if _, err := s.idx.DeleteBefore(base); err != nil {
 		return aside, fmt.Errorf("store: %w", err)
 	}
+	if err := s.liteDeleteBelow(base); err != nil {
+		return aside, err
+	}
 	if err := s.flushDerived(); err != nil {
 		return aside, err
 	}

@@ -29,6 +29,8 @@ type counters struct {
 	lastScrub                                atomic.Int64 // unix nanos of the end of the last pass
 	// replication (a replica's)
 	replicatedBytes, replicaResets atomic.Int64
+	// lite topics
+	liteRefused atomic.Int64 // lite entries the lite-topic index refused
 }
 
 // Stats is a snapshot of the store's counters.
@@ -85,6 +87,11 @@ type Stats struct {
 	ReplicatedBytes, ReplicaResets int64
 	ReplicatedOffset               int64
 	Replicas                       []ReplicaInfo
+	// Lite topics: the lite-topic index (count, files, blocks, journal,
+	// memory of its table), and LiteRefused, the records whose lite entry
+	// the index refused (kept in their parent only).
+	Lite        LiteStats
+	LiteRefused int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -122,6 +129,9 @@ func (s *Store) Stats() Stats {
 		ReplicatedBytes:  s.stats.replicatedBytes.Load(),
 		ReplicaResets:    s.stats.replicaResets.Load(),
 		ReplicatedOffset: s.repl.replicated.Load(),
+
+		Lite:        s.lq.Stats(),
+		LiteRefused: s.stats.liteRefused.Load(),
 	}
 	if rs := s.Replicas(); len(rs) > 0 {
 		st.Replicas = rs

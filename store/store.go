@@ -21,6 +21,7 @@ import (
 	"github.com/apogeemq/apogee/index"
 	"github.com/apogeemq/apogee/internal/durable"
 	"github.com/apogeemq/apogee/internal/vfs"
+	"github.com/apogeemq/apogee/litequeue"
 	"github.com/apogeemq/apogee/message"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,7 @@ type Store struct {
 	log  *commitlog.Log
 	cqs  *consumequeue.Set
 	idx  *index.Index
+	lq   *litequeue.Index // lite topics (lite.go)
 	lock io.Closer
 
 	// counters assign queue offsets; each counter's next field is only
@@ -50,6 +52,7 @@ type Store struct {
 	counters counterTable
 
 	dispatched atomic.Int64 // everything below is in the consume queues and the index
+	liteMin    atomic.Int64 // the log minimum the lite-topic index's retention last applied
 	dispatch   dispatcher
 	lag        lagGate // Put waits here while the dispatcher is too far behind
 	ckpt       *storeCheckpoint
@@ -395,6 +398,11 @@ func (s *Store) Close() error {
 
 func (s *Store) closeParts() []error {
 	var errs []error
+	if s.lq != nil {
+		if err := s.lq.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.idx != nil {
 		if err := s.idx.Close(); err != nil {
 			errs = append(errs, err)
@@ -428,6 +436,9 @@ func (s *Store) flushDerived() error {
 	if err := s.idx.Flush(); err != nil {
 		return err
 	}
+	if err := s.lq.Flush(); err != nil {
+		return err
+	}
 	return s.ckpt.write(d)
 }
 
@@ -437,6 +448,9 @@ const leastDirtyEntries = 2 * 4096 / 20
 // flushDirty flushes consume queues with at least two dirty pages and the index.
 func (s *Store) flushDirty() error {
 	if err := s.cqs.FlushDirty(leastDirtyEntries); err != nil {
+		return err
+	}
+	if err := s.lq.Flush(); err != nil {
 		return err
 	}
 	return s.idx.Flush()
@@ -523,6 +537,9 @@ func (s *Store) Clean() (int, error) {
 		return n, err
 	}
 	if _, err := s.idx.DeleteBefore(min); err != nil {
+		return n, err
+	}
+	if err := s.liteDeleteBelow(min); err != nil {
 		return n, err
 	}
 	return n, nil

@@ -122,6 +122,9 @@ func (s *Store) truncateLocked(off int64, tr *Truncation) (from int64, err error
 	if err := s.cqs.TruncateAfter(off); err != nil {
 		return off, fmt.Errorf("store: truncate: %w", err)
 	}
+	if err := s.lq.TruncateFrom(off); err != nil {
+		return off, fmt.Errorf("store: truncate: %w", err)
+	}
 	idxResume, err := s.idx.TruncateAfter(off)
 	if err != nil {
 		// Which files went is not known: index everything again.

@@ -25,7 +25,8 @@ var allowed = map[string][]string{
 	"commitlog":                   {"mmap", "message"},
 	"consumequeue":                {"mmap"},
 	"index":                       {"mmap"},
-	"store":                       {"commitlog", "consumequeue", "index", "message", "mmap"},
+	"litequeue":                   {"mmap"},
+	"store":                       {"commitlog", "consumequeue", "index", "litequeue", "message", "mmap"},
 	"remoting":                    {"protocol"},
 	"namesrv":                     {"remoting", "protocol"},
 	"broker":                      {"store", "remoting", "protocol", "namesrv", "broker/core", "broker/longpoll", "ha"},
@@ -158,6 +159,7 @@ var testOnly = map[string]bool{
 var internalAllowed = map[string][]string{
 	"commitlog":    {"internal/vfs", "internal/durable"},
 	"consumequeue": {"internal/vfs", "internal/durable"},
+	"litequeue":    {"internal/vfs", "internal/durable"},
 	"store":        {"internal/hotmap", "internal/vfs", "internal/durable"},
 	"client":       {"internal/hotmap", "internal/vfs", "internal/durable"},
 	"message":      {"internal/javacompat"},
