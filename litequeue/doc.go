@@ -78,8 +78,10 @@
 //
 // # Who may call what
 //
-// One goroutine (the dispatcher) calls Append, TruncateFrom and
-// DeleteBelow; any goroutine calls the rest. One RWMutex guards the table
+// One goroutine (the dispatcher) calls Append, in commit-log order;
+// TruncateFrom runs with that goroutine stopped (recovery, a replica's
+// truncation). Any goroutine calls the rest, DeleteBelow (retention)
+// included. One RWMutex guards the table
 // and the files: writers (Append, deletion, retention) hold it exclusively,
 // readers (Read, Offsets, ForEach) shared, copying entries out of the
 // mapping before they return; files are unmapped only under the exclusive

@@ -714,8 +714,8 @@ func (x *Index) truncateSlot(id uint32, s *slot, clOffset int64) {
 
 // DeleteBelow raises each lite topic's min past the entries below the
 // commit log's minimum offset and frees the blocks wholly below it; block
-// files left without a live block are removed. The dispatcher's owner
-// calls it (retention, a replica's reset).
+// files left without a live block are removed (retention, a replica's
+// reset).
 func (x *Index) DeleteBelow(logMin int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
