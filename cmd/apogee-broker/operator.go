@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -155,8 +156,20 @@ func operatorHandler(b *broker.Broker, rpc *metrics.RPCLatency, grpcLat *metrics
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsH)
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("/", dash)
 	return mux, nil
+}
+
+// healthz is the operator port's /healthz, what container orchestrators
+// probe (docs/operations.md, "Running in containers"): 200 "ok" to anyone,
+// with no login and no Host check, as it tells nothing but that the
+// process serves; the port is served only once the store has been opened
+// and recovered, so an answer also means the recovery is over.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 // readsRuntimeInfo is /metrics's permission: what GET_BROKER_RUNTIME_INFO
