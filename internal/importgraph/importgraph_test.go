@@ -112,6 +112,9 @@ var allowed = map[string][]string{
 	"broker/ctrlmode": {"broker", "broker/core", "store", "ha", "controller/client", "controller/wire", "remoting", "protocol"},
 
 	"internal/importgraph": {},
+	// What runs Apogee in containers (deploy/container, deploy/kubernetes):
+	// no code, tests only.
+	"deploy": {},
 	// The processes tests start (their ready files, logs and waits): a
 	// test-only helper on the other test-only ones.
 	"internal/proctest": {"internal/readyfile", "internal/wait", "internal/testlog"},
