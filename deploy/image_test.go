@@ -63,6 +63,16 @@ func (r containerRuntime) runArgs(args ...string) []string {
 	return append(append([]string{"run"}, r.run...), args...)
 }
 
+// remove removes a container at once, running or not (podman's rm would
+// first wait for its stop timeout; docker's -f kills).
+func (r containerRuntime) remove(name string) {
+	args := []string{"rm", "-f", name}
+	if r.tool == "podman" {
+		args = []string{"rm", "-f", "-t", "0", name}
+	}
+	_, _ = r.output(args...)
+}
+
 func (r containerRuntime) String() string {
 	return strings.Join(append(append([]string{r.tool}, r.global...), r.run...), " ")
 }
@@ -193,7 +203,7 @@ func startBroker(t *testing.T, r containerRuntime, tag, name, data string) (*con
 		if t.Failed() {
 			t.Logf("%s's log:\n%s", name, c.logs())
 		}
-		_, _ = r.output("rm", "-f", "-t", "0", name)
+		r.remove(name)
 	})
 	var f readyfile.File
 	wait.For(t, name+"'s ready file", func() error {
@@ -325,7 +335,7 @@ func TestImage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, "ready.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the ready file outlived the broker: %v", err)
 	}
-	_, _ = r.output("rm", "-f", "-t", "0", name)
+	r.remove(name)
 
 	// A new container on the same volume has the message.
 	_, ready = startBroker(t, r, tag, name+"-again", data)

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -554,19 +553,17 @@ func checkBrokerConf(t *testing.T, m *manifests) {
 	}
 }
 
-// binaries builds the servers once per test binary run.
-var binaries = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "apogee-deploy-test-")
-	if err != nil {
-		return "", err
-	}
+// buildServers builds the three servers into a directory of the test's.
+func buildServers(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
 	for _, cmd := range []string{"apogee-broker", "apogee-namesrv", "apogee-controller"} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, cmd), "../cmd/"+cmd).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %w\n%s", cmd, err, out)
+			t.Fatalf("go build %s: %v\n%s", cmd, err, out)
 		}
 	}
-	return dir, nil
-})
+	return dir
+}
 
 var helpFlag = regexp.MustCompile(`^\s+(?:-\w, )?--([a-z0-9-]+)`)
 
@@ -615,10 +612,7 @@ func appliedKeys(t *testing.T) map[string]bool {
 
 func checkFlags(t *testing.T, m *manifests) {
 	t.Helper()
-	dir, err := binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := buildServers(t)
 	known := map[string]map[string]bool{}
 	for name, s := range m.statefulSets {
 		c := s.Spec.Template.Spec.Containers[0]

@@ -158,9 +158,9 @@ func TestImageRehearsal(t *testing.T) {
 			if t.Failed() {
 				t.Logf("%s's log:\n%s", p.name, h.logs(p))
 			}
-			_, _ = r.output("rm", "-f", "-t", "0", p.container)
+			r.remove(p.container)
 		}
-		_, _ = r.output("network", "rm", "-f", h.net)
+		_, _ = r.output("network", "rm", h.net)
 	})
 
 	ctl := m.statefulSets["apogee-controller"]
@@ -317,9 +317,7 @@ func TestImageRehearsal(t *testing.T) {
 	found(first, "before the master stopped")
 
 	// The old master, started again on its volume under its name, rejoins.
-	if _, err := r.output("rm", "-f", master.container); err != nil {
-		t.Fatal(err)
-	}
+	r.remove(master.container)
 	h.start(master)
 	wait.For(t, master.name+" back in the SyncStateSet", func() error {
 		s, out, err := state()
