@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/broker/timerwheel"
+	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
 )
 
@@ -19,8 +20,8 @@ import (
 // MESSAGE_ILLEGAL and RocketMQ's remark a malformed value or a delay beyond
 // the max. isTimer is false when there are none or the time has already
 // come. It does not allocate unless it refuses.
-func (c *Core) timerDeliverTime(props []byte, now func() time.Time) (deliver int64, isTimer bool, err error) {
-	deliver, isTimer, err = timerwheel.DeliverTime(props, now, c.opts.TimerMaxDelay)
+func (c *Core) timerDeliverTime(sp *message.SendProps, now func() time.Time) (deliver int64, isTimer bool, err error) {
+	deliver, isTimer, err = timerwheel.DeliverTime(sp, now, c.opts.TimerMaxDelay)
 	if err != nil {
 		return 0, false, wrapError(ReasonDeliveryTimeIllegal, err.Error(), err)
 	}

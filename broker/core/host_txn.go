@@ -62,10 +62,12 @@ func (h *txnHost) EnsureTopic(name string, queues int32) (string, error) {
 // routeSend does for a send.
 func (h *txnHost) RouteDelay(m *store.Message, props []byte, start int) []byte {
 	c := h.c
-	if deliver, isTimer, err := c.timerDeliverTime(props[start:], time.Now); err == nil && isTimer {
+	var sp message.SendProps
+	sp.Scan(props[start:])
+	if deliver, isTimer, err := c.timerDeliverTime(&sp, time.Now); err == nil && isTimer {
 		return c.timerProps(props, m, deliver)
 	}
-	if level, _, ok := propInt(props[start:], message.PropDelay); ok && level > 0 {
+	if level, _, ok := sp.Int(message.SendDelay); ok && level > 0 {
 		lv := c.features().sched.ClampLevel(level)
 		props = message.AppendProperty(props, message.PropRealTopic, m.Topic)
 		props = appendPropInt(props, message.PropRealQueueID, int64(m.QueueID))

@@ -36,10 +36,13 @@ type sendRoute struct {
 //     (RocketMQ 5.4's SendMessageProcessor); on the others the property is
 //     dropped.
 //
-// The topic's message type and the per-type size limits are checked too. It
-// does not allocate on the common paths.
+// The topic's message type and the per-type size limits are checked too.
+// Every decision reads s.sp, the properties parsed once by checkSend; the
+// properties are scanned again only to drop some of them from the stored
+// ones (a dead letter's delay, a non-priority message's priority). It does
+// not allocate on the common paths.
 func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store.Message, bodyLen int) error {
-	props := h.Properties
+	props, sp := h.Properties, &s.sp
 	r := sendRoute{check: h.CheckTopicType}
 	if group := retryGroupOf(t.name); group != "" {
 		r.retry = true
@@ -71,14 +74,14 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 	}
 
 	tx := message.TxType(h.SysFlag)
-	if v, ok := message.LookupProperty(props, message.PropTranMsg); (ok && string(v) == "true") || tx == message.TxPreparedType {
-		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(props)) {
+	if sp.Is(message.SendTranMsg, "true") || tx == message.TxPreparedType {
+		if tx == message.TxPreparedType || !(h.ReconsumeTimes > 0 && hasDelay(sp)) {
 			r.typ = MessageTransaction
 			if err := c.checkType(t, r, bodyLen); err != nil {
 				return err
 			}
 			c.dropPriority(s, props)
-			s.props = c.features().tx.HalfProps(s.props, h.Properties, h.ProducerGroup, m)
+			s.props = c.features().tx.HalfProps(s.props, sp, h.ProducerGroup, m)
 			m.Properties = s.props
 			return nil
 		}
@@ -87,7 +90,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		return nil // stored, not dispatched (as RocketMQ's store does)
 	}
 
-	deliver, isTimer, err := c.timerDeliverTime(props, time.Now)
+	deliver, isTimer, err := c.timerDeliverTime(sp, time.Now)
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		return nil
 	}
 
-	level, present, ok := propInt(props, message.PropDelay)
+	level, present, ok := sp.Int(message.SendDelay)
 	if present && !ok {
 		return newError(ReasonDeliveryTimeIllegal, "the DELAY property is not a number")
 	}
@@ -121,17 +124,17 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		c.stats.delayed.Add(1)
 		return nil
 	}
-	if _, ok := message.LookupProperty(props, message.PropJavaShardingKey); ok {
+	if sp.Has(message.SendJavaShardingKey) {
 		r.typ = MessageFIFO
 		c.dropPriority(s, props)
 		m.Properties = s.props
-	} else if p, ok := messagePriority(props); ok {
+	} else if p, ok := messagePriority(sp); ok {
 		r.typ = MessagePriority
 		if n := t.cfg.WriteQueueNums; n > 0 {
 			m.QueueID = min(p, n-1)
 		}
 	}
-	if hasDelayProperty(props) {
+	if sp.HasAny(delayProps) {
 		// Delivery already due: stored as it is, but RocketMQ types a
 		// message by its delay properties, due or not
 		// (TopicMessageType.parseFromMessageProperty): DELAY for the check.
@@ -140,16 +143,10 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 	return c.checkType(t, r, bodyLen)
 }
 
-// hasDelayProperty reports whether props carry a delay level or a timer
-// property, whatever its value.
-func hasDelayProperty(props []byte) bool {
-	for _, k := range []string{message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec, message.PropTimerDelayMS} {
-		if _, ok := message.LookupProperty(props, k); ok {
-			return true
-		}
-	}
-	return false
-}
+// delayProps are the delay level and the timer properties: a message that
+// carries one, whatever its value, is a DELAY one for the type check.
+var delayProps = message.SendPropSet(message.SendDelay, message.SendTimerDeliverMS, message.SendTimerDelaySec,
+	message.SendTimerDelayMS)
 
 // messagePriority returns a message's priority (RocketMQ 5.4, RIP-80):
 // its PropPriority property when that is a number in 0..MaxInt32 (Java's
@@ -157,8 +154,8 @@ func hasDelayProperty(props []byte) bool {
 // message is stored as a NORMAL one, the property as it came (what
 // RocketMQ's broker does; the gRPC front end refuses a negative priority
 // before).
-func messagePriority(props []byte) (int32, bool) {
-	v, _, ok := propInt(props, message.PropPriority)
+func messagePriority(sp *message.SendProps) (int32, bool) {
+	v, _, ok := sp.Int(message.SendPriority)
 	if !ok || v < 0 || v > math.MaxInt32 {
 		return 0, false
 	}
@@ -170,16 +167,16 @@ func messagePriority(props []byte) (int32, bool) {
 // first, as RocketMQ's TopicMessageType.parseFromMessageProperty has them;
 // its broker clears the property too). s.props is props plus CLUSTER.
 func (c *Core) dropPriority(s *sendScratch, props []byte) {
-	if _, ok := message.LookupProperty(props, message.PropPriority); !ok {
+	if !s.sp.Has(message.SendPriority) {
 		return
 	}
 	s.props = appendPropsExcept(s.props[:0], props, message.PropPriority)
 	s.props = message.AppendProperty(s.props, message.PropCluster, c.opts.ClusterName)
 }
 
-// hasDelay reports whether props ask for a delay level.
-func hasDelay(props []byte) bool {
-	l, _, ok := propInt(props, message.PropDelay)
+// hasDelay reports whether the properties ask for a delay level.
+func hasDelay(sp *message.SendProps) bool {
+	l, _, ok := sp.Int(message.SendDelay)
 	return ok && l > 0
 }
 

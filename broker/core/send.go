@@ -79,6 +79,9 @@ type SendResult struct {
 
 // sendScratch is the pooled working memory of one send.
 type sendScratch struct {
+	// sp is the request's properties parsed once (checkSend): every later
+	// step reads it rather than scanning them again.
+	sp    message.SendProps
 	props []byte // properties of the stored message(s), back to back
 	spans []span // batch: each entry's properties in props
 	msgs  []store.Message
@@ -98,6 +101,7 @@ func (c *Core) putSendScratch(s *sendScratch) {
 	clear(s.msgs) // drop references to request bytes
 	s.msgs, s.res, s.spans = s.msgs[:0], s.res[:0], s.spans[:0]
 	s.props = s.props[:0]
+	s.sp.Reset()
 	c.sendPool.Put(s)
 }
 
@@ -127,7 +131,9 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 		c.stats.sendErrors.Add(1)
 		return e
 	}
-	if err := c.checkSend(r); err != nil {
+	s := c.getSendScratch()
+	defer c.putSendScratch(s)
+	if err := c.checkSend(r, &s.sp); err != nil {
 		c.stats.sendErrors.Add(1)
 		return err
 	}
@@ -145,7 +151,7 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 		c.stats.busyRejects.Add(1)
 		return newError(ReasonInFlightFull, "[TOO_MANY_REQUESTS]broker busy: too many message bytes in flight, start flow control for a while")
 	}
-	err := c.send(r, res, now, n)
+	err := c.send(s, r, res, now, n)
 	if !res.Pending.Waiting() {
 		c.inflight.Add(-n)
 	}
@@ -156,8 +162,9 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 }
 
 // send is Send once the request passed validation and back-pressure; n is
-// the in-flight bytes it holds (res.Pending keeps them when it waits).
-func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
+// the in-flight bytes it holds (res.Pending keeps them when it waits), s
+// the send's scratch with its properties parsed (s.sp).
+func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int64) error {
 	t := c.topics.get(r.Topic)
 	if t == nil {
 		var err error
@@ -190,14 +197,9 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	if t.cfg.TopicFilterType == filterMultiTag {
 		sysFlag |= message.FlagMultiTags
 	}
-	noWait := false
-	if v, ok := message.LookupProperty(r.Properties, message.PropWait); ok && string(v) == "false" {
-		noWait = true
-	}
+	noWait := s.sp.Is(message.SendWait, "false")
 	waitDurable := c.waitDurable.Load() // once: SetRole may change it meanwhile
 
-	s := c.getSendScratch()
-	defer c.putSendScratch(s)
 	m := store.Message{
 		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
 		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || waitDurable,
@@ -251,7 +253,7 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 	}
 	first := &s.res[0]
 	res.QueueID, res.QueueOffset = qid, first.QueueOffset
-	res.TransactionID, _ = message.LookupProperty(r.Properties, message.PropUniqKey)
+	res.TransactionID, _ = s.sp.Get(message.SendUniqKey)
 	res.Messages = len(s.res)
 	if !r.Batch && s.msgs[0].Topic == timerTopic && len(res.TransactionID) > 0 {
 		res.RecallHandle = AppendRecallHandle(res.RecallHandle[:0], t.name, res.TransactionID, first.CommitLogOffset)
@@ -265,8 +267,9 @@ func (c *Core) send(r *SendRequest, res *SendResult, now, n int64) error {
 }
 
 // checkSend validates what can be checked before the topic is looked up:
-// the topic name, reserved topics, the body size and the properties.
-func (c *Core) checkSend(r *SendRequest) error {
+// the topic name, reserved topics, the body size and the properties, which
+// it parses into sp on the way (the one pass over them a send makes).
+func (c *Core) checkSend(r *SendRequest, sp *message.SendProps) error {
 	if remark, ok := checkTopicName(r.Topic); !ok {
 		return newError(ReasonTopicIllegal, remark)
 	}
@@ -276,14 +279,14 @@ func (c *Core) checkSend(r *SendRequest) error {
 	if len(r.Body) > c.opts.MaxMessageSize {
 		return newError(ReasonMessageBodyTooLarge, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(r.Body), c.opts.MaxMessageSize))
 	}
-	if err := message.ValidateProperties(r.Properties); err != nil {
+	if err := sp.Parse(r.Properties); err != nil {
 		return wrapError(ReasonMessagePropertiesTooLarge, "the message properties are malformed or longer than 32767 bytes: "+err.Error(), err)
 	}
 	if r.Batch {
 		if len(r.Topic) >= len(retryTopicPrefix) && string(r.Topic[:len(retryTopicPrefix)]) == retryTopicPrefix {
 			return newError(ReasonBatchUnsupported, "batch request does not support retry group "+string(r.Topic))
 		}
-		if _, ok := message.LookupProperty(r.Properties, message.PropDelay); ok {
+		if sp.Has(message.SendDelay) {
 			return newError(ReasonBatchUnsupported, "batch request does not support delay message")
 		}
 		if message.TxType(r.SysFlag) == message.TxPreparedType {

@@ -86,26 +86,27 @@ func beyondMax(maxDelay time.Duration) error {
 }
 
 // DeliverTime reads a message's timer properties (TIMER_DELIVER_MS, else
-// TIMER_DELAY_SEC, else TIMER_DELAY_MS, RocketMQ 5's order) and returns the
+// TIMER_DELAY_SEC, else TIMER_DELAY_MS, RocketMQ 5's order), from the
+// send's properties as parsed once (message.SendProps), and returns the
 // delivery time in ms. isTimer is false when there are none or the time has
 // already come (the message is then an ordinary one). A malformed value or
 // a delay beyond maxDelay is an error (ErrIllegal). now is read only for a
 // message that has one of the properties, not on every send; nothing is
 // allocated unless an error is returned.
-func DeliverTime(props []byte, now func() time.Time, maxDelay time.Duration) (deliver int64, isTimer bool, err error) {
+func DeliverTime(sp *message.SendProps, now func() time.Time, maxDelay time.Duration) (deliver int64, isTimer bool, err error) {
 	var nowMs int64
-	if v, present, ok := reput.PropInt(props, message.PropTimerDeliverMS); present {
+	if v, present, ok := sp.Int(message.SendTimerDeliverMS); present {
 		if !ok {
 			return 0, false, illegalError("the TIMER_DELIVER_MS property is not a number")
 		}
 		nowMs, deliver = now().UnixMilli(), v
-	} else if v, present, ok := reput.PropInt(props, message.PropTimerDelaySec); present {
+	} else if v, present, ok := sp.Int(message.SendTimerDelaySec); present {
 		if !ok || v > int64(maxDelay/time.Second)+1 {
 			return 0, false, beyondMax(maxDelay)
 		}
 		nowMs = now().UnixMilli()
 		deliver = nowMs + v*1000
-	} else if v, present, ok := reput.PropInt(props, message.PropTimerDelayMS); present {
+	} else if v, present, ok := sp.Int(message.SendTimerDelayMS); present {
 		if !ok || v > maxDelay.Milliseconds()+1 {
 			return 0, false, beyondMax(maxDelay)
 		}

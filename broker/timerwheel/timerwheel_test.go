@@ -81,7 +81,11 @@ func TestDeliverTime(t *testing.T) {
 		}
 		calls := 0
 		clock := func() time.Time { calls++; return now }
-		deliver, isTimer, err := DeliverTime(props, clock, maxDelay)
+		var sp message.SendProps
+		if err := sp.Parse(props); err != nil {
+			t.Fatal(err)
+		}
+		deliver, isTimer, err := DeliverTime(&sp, clock, maxDelay)
 		if c.remark != "" {
 			if !errors.Is(err, ErrIllegal) || err.Error() != c.remark {
 				t.Errorf("%s: err %v, want %q", c.name, err, c.remark)
@@ -95,8 +99,11 @@ func TestDeliverTime(t *testing.T) {
 			t.Errorf("%s: the clock was read without a timer property", c.name)
 		}
 	}
-	props := message.AppendProperty(nil, message.PropTimerDelayMS, "150")
-	if n := testing.AllocsPerRun(100, func() { DeliverTime(props, time.Now, maxDelay) }); n != 0 {
+	var sp message.SendProps
+	if err := sp.Parse(message.AppendProperty(nil, message.PropTimerDelayMS, "150")); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { DeliverTime(&sp, time.Now, maxDelay) }); n != 0 {
 		t.Errorf("DeliverTime allocates %v times for a legal timer", n)
 	}
 }

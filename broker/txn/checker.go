@@ -3,9 +3,10 @@ package txn
 import (
 	"bytes"
 	"errors"
-	"github.com/apogeemq/apogee/broker/internal/reput"
 	"strconv"
 	"time"
+
+	"github.com/apogeemq/apogee/broker/internal/reput"
 
 	"github.com/apogeemq/apogee/internal/javacompat"
 	"github.com/apogeemq/apogee/message"

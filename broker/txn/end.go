@@ -1,9 +1,10 @@
 package txn
 
 import (
-	"github.com/apogeemq/apogee/broker/internal/reput"
 	"strconv"
 	"time"
+
+	"github.com/apogeemq/apogee/broker/internal/reput"
 
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/store"
@@ -15,17 +16,16 @@ import (
 // the producer set no transaction id) and PGROUP (producerGroup, when the
 // producer did not set it), moves m to HalfTopic queue 0 and clears the
 // transaction bits of its sysflag so that the store dispatches it there.
-// sendProps are the producer's properties as sent. It returns dst grown and
-// does not allocate beyond that growth (it is on the send path).
-func (m *Manager) HalfProps(dst, sendProps, producerGroup []byte, msg *store.Message) []byte {
+// sp are the producer's properties as sent, parsed once by the send path.
+// It returns dst grown and does not allocate beyond that growth (it is on
+// the send path).
+func (m *Manager) HalfProps(dst []byte, sp *message.SendProps, producerGroup []byte, msg *store.Message) []byte {
 	dst = message.AppendProperty(dst, message.PropRealTopic, msg.Topic)
 	dst = reput.AppendPropInt(dst, message.PropRealQueueID, int64(msg.QueueID))
-	if uniq, ok := message.LookupProperty(sendProps, message.PropUniqKey); ok && len(uniq) > 0 {
-		if _, ok := message.LookupProperty(sendProps, message.PropTransactionID); !ok {
-			dst = appendPropBytes(dst, message.PropTransactionID, uniq)
-		}
+	if uniq, ok := sp.Get(message.SendUniqKey); ok && len(uniq) > 0 && !sp.Has(message.SendTransactionID) {
+		dst = appendPropBytes(dst, message.PropTransactionID, uniq)
 	}
-	if _, ok := message.LookupProperty(sendProps, message.PropProducerGroup); !ok && len(producerGroup) > 0 {
+	if !sp.Has(message.SendProducerGroup) && len(producerGroup) > 0 {
 		dst = appendPropBytes(dst, message.PropProducerGroup, producerGroup)
 	}
 	msg.Topic, msg.QueueID = HalfTopic, 0

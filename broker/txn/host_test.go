@@ -246,7 +246,7 @@ func (h *fakeHost) sendHalf(t testing.TB, m *Manager, topic string, queue int32,
 	msg := store.Message{Topic: topic, QueueID: queue, SysFlag: message.TxPreparedType, Body: []byte(body),
 		BornHost: netip.MustParseAddrPort("10.0.0.1:5000")}
 	props := append([]byte(nil), sendProps...)
-	msg.Properties = m.HalfProps(props, sendProps, []byte(group), &msg)
+	msg.Properties = m.HalfProps(props, parsed(t, sendProps), []byte(group), &msg)
 	res, err := h.st.PutBatch([]store.Message{msg}, nil)
 	if err != nil {
 		t.Fatal(err)

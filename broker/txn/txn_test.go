@@ -21,7 +21,7 @@ func TestHalfProps(t *testing.T) {
 	send := message.AppendProperty(nil, message.PropUniqKey, "U1")
 	send = message.AppendProperty(send, message.PropTranMsg, "true")
 	msg := store.Message{Topic: "T", QueueID: 3, SysFlag: message.TxPreparedType | message.FlagCompressed}
-	props := m.HalfProps(append([]byte(nil), send...), send, []byte("pg"), &msg)
+	props := m.HalfProps(append([]byte(nil), send...), parsed(t, send), []byte("pg"), &msg)
 	v := message.ParseProperties(props)
 	if msg.Topic != HalfTopic || msg.QueueID != 0 || message.TxType(msg.SysFlag) != message.TxNotType ||
 		msg.SysFlag&message.FlagCompressed == 0 {
@@ -37,7 +37,7 @@ func TestHalfProps(t *testing.T) {
 	send = message.AppendProperty(send, message.PropTransactionID, "TX2")
 	send = message.AppendProperty(send, message.PropProducerGroup, "mine")
 	msg = store.Message{Topic: "T"}
-	props = m.HalfProps(append([]byte(nil), send...), send, []byte("pg"), &msg)
+	props = m.HalfProps(append([]byte(nil), send...), parsed(t, send), []byte("pg"), &msg)
 	if n := strings.Count(string(props), message.PropTransactionID); n != 1 {
 		t.Errorf("%s appears %d times", message.PropTransactionID, n)
 	}
@@ -50,9 +50,10 @@ func TestHalfProps(t *testing.T) {
 
 	// The send path: no allocation once dst has room.
 	dst := make([]byte, 0, 256)
+	sp := parsed(t, send)
 	allocs := testing.AllocsPerRun(100, func() {
 		msg := store.Message{Topic: "T", QueueID: 1}
-		dst = m.HalfProps(dst[:0], send, []byte("pg"), &msg)
+		dst = m.HalfProps(dst[:0], sp, []byte("pg"), &msg)
 	})
 	if allocs != 0 {
 		t.Errorf("HalfProps allocates %.1f times", allocs)
