@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/apogeemq/apogee/broker/core/stats"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/store"
@@ -243,7 +244,7 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		return storeError(err)
 	}
 	c.stats.sendMessages.Add(int64(len(s.res)))
-	c.rstats.Put(t.name, int64(len(s.res)), int64(len(r.Body)))
+	c.putCounter(t).Put(int64(len(s.res)), int64(len(r.Body)))
 
 	for i := range s.res {
 		if i > 0 {
@@ -264,6 +265,17 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		res.Pending = Pending{end: last.CommitLogOffset + int64(last.Size), held: n}
 	}
 	return nil
+}
+
+// putCounter returns t's put statistics, resolving them on the topic's
+// first send (two sends racing resolve the same items).
+func (c *Core) putCounter(t *topicEntry) *stats.PutCounter {
+	if pc := t.puts.Load(); pc != nil {
+		return pc
+	}
+	pc := c.rstats.PutCounter(t.name)
+	t.puts.Store(pc)
+	return pc
 }
 
 // checkSend validates what can be checked before the topic is looked up:

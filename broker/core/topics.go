@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apogeemq/apogee/broker/core/stats"
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -73,6 +74,9 @@ type topicEntry struct {
 	// state file, the periodic slave sync, the system topics). Changed
 	// under the core's cfg.mu only.
 	logOff atomic.Int64
+	// puts are the topic's put statistics, resolved by its first send
+	// (putCounter): a send counts without looking the topic's items up.
+	puts atomic.Pointer[stats.PutCounter]
 }
 
 // Topic attribute keys (RocketMQ 5): the admin request writes "+key=value"

@@ -452,6 +452,28 @@ func (s *Stats) Put(topic string, msgs, bytes int64) {
 	s.brokerPut.Add(msgs, 1)
 }
 
+// PutCounter is one topic's put counters (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE,
+// and the broker's BROKER_PUT_NUMS) resolved once: a send counts on them
+// without hashing the topic's name or looking its items up. After
+// RemoveTopic its counts go nowhere; its holder must resolve a new one for a
+// topic created again (the core keeps one per topic entry, and a re-created
+// topic has a new entry).
+type PutCounter struct{ nums, size, broker *Item }
+
+// PutCounter resolves topic's put counters, creating its items.
+func (s *Stats) PutCounter(topic string) *PutCounter {
+	k := Key{Topic: topic}
+	h := hashKey(s.seed, k)
+	return &PutCounter{nums: s.TopicPut.itemHashed(k, h), size: s.TopicPutSize.itemHashed(k, h), broker: s.brokerPut}
+}
+
+// Put counts as Stats.Put does for its topic.
+func (p *PutCounter) Put(msgs, bytes int64) {
+	p.nums.Add(msgs, 1)
+	p.size.Add(bytes, 1)
+	p.broker.Add(msgs, 1)
+}
+
 // Get counts a pull that found msgs messages of bytes bytes, the first of
 // them stored latencyMs before the pull: GROUP_GET_NUMS, GROUP_GET_SIZE,
 // GROUP_GET_LATENCY and BROKER_GET_NUMS.
