@@ -22,7 +22,11 @@
 //   - Messaging, on *Core: what both front ends call per message. Send
 //     (send and send-batch): validation, back-pressure, topic lookup and
 //     auto-creation, the routing of retried, half, timer and delay messages
-//     (routeSend), the put. Pull, PullAgain: the filter (the request's own,
+//     (routeSend), the put. A send's properties are read in one pass
+//     (checkSend: validation and message.SendProps, kept in the send's
+//     pooled scratch); every later step of the send (routing, the
+//     transaction's and the timer's helpers, WAIT, the answer's UNIQ_KEY)
+//     reads that, never the string again. Pull, PullAgain: the filter (the request's own,
 //     or the group's registered subscription), the store's zero-copy views,
 //     the next/min/max offsets. Pop, PopAgain, Ack, ChangeInvisible,
 //     OnArrival, OnRevive. SendBack (retry and dead letters),

@@ -2,7 +2,8 @@
 // timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS), and
 // the broker's own timed re-deliveries (a group's retry policy).
 //
-// The broker routes a timer message (DeliverTime, AppendRoute) to the timer
+// The broker routes a timer message (DeliverTime, which reads the send's
+// properties as parsed once, message.SendProps; AppendRoute) to the timer
 // topic (Topic, rmq_sys_wheel_timer, queue 0) with REAL_TOPIC, REAL_QID and
 // TIMER_OUT_MS; the store asks the Wheel for its consume-queue tag code
 // (TagCode), which packs the delivery time and the store time, so the wheel

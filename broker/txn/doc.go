@@ -60,7 +60,8 @@
 // written. mu is a leaf: no Host method is called while it is held. The
 // checker is one goroutine, from Start until Stop (which waits for it); its
 // scratch and the give-up are its own. End runs on its callers' goroutines
-// (the broker's connections), HalfProps on the send path (it does not
+// (the broker's connections), HalfProps on the send path (it reads the
+// send's properties as parsed once, message.SendProps, and does not
 // allocate); both only take mu briefly.
 //
 // # What a crash costs
