@@ -39,9 +39,13 @@
 //     TOTALSIZE equals [EncodedSize]. The variable lengths sum exactly to
 //     TOTALSIZE: no padding, no trailing bytes (the Go client walks a pull body
 //     by field sizes and never looks at TOTALSIZE).
-//   - [Decode], [ForEachProperty], [LookupProperty], [ForEachBatchEntry] and
-//     [ParseOffsetMsgID] never panic and never allocate in proportion to a
-//     length read from their input.
+//   - [Decode], [ForEachProperty], [LookupProperty], [ForEachBatchEntry],
+//     [SendProps.Parse] and [ParseOffsetMsgID] never panic and never
+//     allocate in proportion to a length read from their input.
+//   - [SendProps.Parse] accepts exactly what [ValidateProperties] accepts,
+//     and then reads every key it records as [LookupProperty] would
+//     (FuzzSendProps checks both); [SendProps.Scan] reads as LookupProperty
+//     whatever the input.
 //   - The end of a commit-log segment is closed by an 8-byte blank marker
 //     (TOTALSIZE = bytes left in the segment, MAGIC = MagicBlank). It is not a
 //     record: [Decode] reports it as [ErrBlank]; [IsBlank] recognises it.
@@ -56,7 +60,8 @@
 // (Body, Topic, Properties, Tags, …) is valid only while that buffer is. When
 // the buffer is a mapped commit-log segment, the holder of the View must hold
 // the segment's reference for as long as it uses those slices, and must copy
-// anything it keeps longer. Views are values; they are safe for concurrent
+// anything it keeps longer. A [SendProps] aliases the properties it parsed
+// the same way. Views are values; they are safe for concurrent
 // reads as long as nobody writes the underlying bytes.
 //
 // The patch functions (SetQueueOffset, SetPhysicalOffset, SetStoreTimestamp,
