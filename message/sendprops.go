@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 
 	"github.com/apogeemq/apogee/internal/javacompat"
 )
@@ -43,6 +44,8 @@ const sendPropMask = 1<<numSendProps - 1
 // use; the send that parsed it owns it, and must not keep it beyond the
 // life of the properties it aliases.
 type SendProps struct {
+	// vals[k] is nil unless bit k of present is set, so that Reset clears
+	// only the values found (a send finds two or three of eleven).
 	vals    [numSendProps][]byte
 	present uint16 // bit k: vals[k] was found
 }
@@ -125,7 +128,12 @@ func sendPropOf(k []byte) (SendProp, bool) {
 }
 
 // Reset empties p (dropping its references to the parsed properties).
-func (p *SendProps) Reset() { *p = SendProps{} }
+func (p *SendProps) Reset() {
+	for m := p.present; m != 0; m &= m - 1 {
+		p.vals[bits.TrailingZeros16(m)] = nil
+	}
+	p.present = 0
+}
 
 // Get returns the value of k and whether the properties held it.
 func (p *SendProps) Get(k SendProp) ([]byte, bool) {

@@ -99,8 +99,16 @@ func TestSendPropsIs(t *testing.T) {
 		t.Error("HasAny")
 	}
 	p.Reset()
-	if p.Has(SendWait) {
-		t.Error("Reset kept WAIT")
+	if p.Has(SendWait) || !noValues(&p) {
+		t.Error("Reset kept a value")
+	}
+	// A parse after another keeps nothing of the first (Parse resets only
+	// the values found before).
+	if err := p.Parse([]byte("DELAY\x013\x02UNIQ_KEY\x01u\x02")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Parse([]byte("TAGS\x01a\x02")); err != nil || p.present != 0 || !noValues(&p) {
+		t.Errorf("second parse: %v, %b %q", err, p.present, p.vals)
 	}
 }
 
@@ -159,4 +167,14 @@ func BenchmarkSendPropsParse(b *testing.B) {
 			}
 		}
 	})
+}
+
+// noValues reports whether p holds no value (vals all nil).
+func noValues(p *SendProps) bool {
+	for _, v := range p.vals {
+		if v != nil {
+			return false
+		}
+	}
+	return true
 }
