@@ -36,7 +36,7 @@ import (
 	"github.com/apogeemq/apogee/protocol"
 )
 
-var screenshots = flag.Bool("screenshots", false, "write the pages' screenshots to ../docs/dashboard-*.png")
+var screenshots = flag.Bool("screenshots", false, "write the pages' screenshots to ../docs/dashboard-*.png and ../docs/img/dashboard-*.png")
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -50,13 +50,27 @@ var metricsLine = regexp.MustCompile(`msg="metrics and dashboard" addr=(\S+)`)
 // returns the broker's and the dashboard's addresses.
 func startBroker(t *testing.T, extra ...string) (addr, web string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "apogee-broker")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/apogee-broker")
+	p := startBrokerProc(t, extra...)
+	return p.Ready.Advertise, p.Ready.Metrics
+}
+
+// buildCmd builds ./cmd/NAME of the main module into the test's temporary
+// directory.
+func buildCmd(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	build.Dir = ".." // the main module, with its own go.sum
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	p := proctest.New(t, "apogee-broker", bin)
+	return bin
+}
+
+// startBrokerProc is startBroker's process (its ready file's addresses).
+func startBrokerProc(t *testing.T, extra ...string) *proctest.Proc {
+	t.Helper()
+	p := proctest.New(t, "apogee-broker", buildCmd(t, "apogee-broker"))
 	t.Cleanup(p.StopClean)
 	p.Run(append([]string{"--listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
 		"--data-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0", "--cluster", "DashCluster"}, extra...)...)
@@ -64,7 +78,7 @@ func startBroker(t *testing.T, extra ...string) (addr, web string) {
 	if m := metricsLine.FindStringSubmatch(p.RunLog()); m == nil || m[1] != p.Ready.Metrics {
 		t.Fatalf("ready file's metrics %q, log line %v", p.Ready.Metrics, m)
 	}
-	return p.Ready.Advertise, p.Ready.Metrics
+	return p
 }
 
 // browser starts headless chromium (Debian's package) for the test.

@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -92,7 +93,8 @@ type GRPC struct {
 type Operator struct {
 	Listener net.Listener
 	// Handler makes what the port serves from the running node (called
-	// once, after the front ends are attached).
+	// once, after the front ends are attached). A handler that is an
+	// io.Closer is closed at shutdown, after the port stops serving.
 	Handler func(*Node) (http.Handler, error)
 	// Wrap, when set, wraps the listener (TLS in the broker's mode).
 	Wrap func(net.Listener) net.Listener
@@ -317,6 +319,10 @@ func (n *Node) attachOperator(op *Operator) error {
 	ln := n.limit(op.Listener, "operator")
 	if op.Wrap != nil {
 		ln = op.Wrap(ln)
+	}
+	if c, ok := h.(io.Closer); ok {
+		// Stopped after the server (attachments stop in reverse).
+		n.attach("operator port's handler", func(context.Context) error { return c.Close() })
 	}
 	n.serve("operator port", func() error { return srv.Serve(ln) })
 	n.attach("operator port", srv.Shutdown)

@@ -358,8 +358,9 @@ func (c *Core) OnArrival(fn ArrivalFunc) {
 // topic, and the transaction half and op topics (one queue each), which
 // producers may not send to and admin requests may not create or delete;
 // and the cluster's reply topic (ReplyTopic, one queue, as RocketMQ's
-// TopicConfigManager creates it at start), which repliers send to. New
-// persists the table afterwards.
+// TopicConfigManager creates it at start), which repliers send to; the
+// trace topic when Options.TraceTopic names one. New persists the table
+// afterwards.
 func (c *Core) ensureSystemTopics() {
 	for _, cfg := range []protocol.TopicConfig{
 		newTopicConfig(scheduleTopic, int32(len(c.levels)), protocol.PermRead|protocol.PermWrite),
@@ -369,6 +370,11 @@ func (c *Core) ensureSystemTopics() {
 		newTopicConfig(c.ReplyTopic(), 1, protocol.PermRead|protocol.PermWrite),
 	} {
 		c.topics.put(cfg)
+	}
+	if t := c.opts.TraceTopic; t != "" {
+		if _, ok := c.TopicConfig(t); !ok {
+			c.topics.put(newTopicConfig(t, 1, protocol.PermRead|protocol.PermWrite))
+		}
 	}
 }
 

@@ -208,6 +208,11 @@ type Options struct {
 	// SlaveReadEnable and QueryConsumerOffset's quirk. Fractions are
 	// allowed. Default 40.
 	AccessMessageInMemoryMaxRatio float64
+	// TraceTopic, when set, is in the topic table from the start with one
+	// queue (RocketMQ's traceTopicEnable and msgTraceTopicName: the topic
+	// the clients' message traces go to, which they cannot auto-create);
+	// an existing entry is kept as it is. Default "": none.
+	TraceTopic string
 	// MasterOnline, on a slave, reports whether its master is reachable
 	// (the front end: its replication connection is up): a slave then sends
 	// a consumer that is not far behind back to the master. Default nil:

@@ -350,6 +350,13 @@ func (n *Node) IsMaster() bool {
 	return i != nil && i.master && n.b.Role() != core.RoleSlave
 }
 
+// Epochs returns a copy of this replica's epoch file entries (each master
+// epoch it served or followed and the log offset it began at).
+func (n *Node) Epochs() []store.EpochEntry { return n.epochs.Entries() }
+
+// ControllerAddrs are the controller addresses the node was given.
+func (n *Node) ControllerAddrs() []string { return slices.Clone(n.opts.ControllerAddrs) }
+
 // TruncatedBytes is what the epoch handshakes cut from this replica's log
 // since Start.
 func (n *Node) TruncatedBytes() int64 { return n.truncated.Load() }

@@ -1,13 +1,27 @@
 // Package dashboard is the broker's built-in web dashboard: server-rendered
-// pages (html/template, a little CSS, no JavaScript) on the metrics
-// listener's "/", for an operator who wants to look without writing code.
+// pages (html/template, a little CSS) on the metrics listener's "/", for
+// an operator who wants to look without writing code, with charts drawn in
+// the browser by uPlot and the dashboard's own script, both embedded in
+// the binary and served under /static/ (no other origin).
 //
-// Pages: the broker and its cluster (/), topics (/topics, /topic: queues,
-// put TPS, backlog), consumer groups (/groups, /group: members,
-// subscriptions, lag per queue), and a message search by key, unique key
-// or offset message id (/messages: properties, body, and the message's
-// trail through the retry and dead-letter topics of the groups that
-// consume it).
+// Pages: the broker and its cluster (/: charts of the put and get rates,
+// send latency percentiles and disk ratio), topics (/topics, /topic:
+// queues, put TPS and its chart, backlog), consumer groups (/groups,
+// /group: members, subscriptions, lag per queue, lag and consume rate
+// charts), the broker group (/replication: members, roles, epochs,
+// SyncStateSet and each slave's lag, from the controller client in
+// controller mode, from the name server's table in classic mode), a
+// message search by key, unique key or offset message id (/messages:
+// properties, body, and the message's trail through the retry and
+// dead-letter topics of the groups that consume it), and a message's trace
+// (/trace: the 4.x clients' trace records in the trace topic).
+//
+// History: a history.History (package broker/history) of per-second and
+// per-minute samples, fed by a sampler goroutine that reads, once a
+// second, the counters the broker keeps anyway (readCounts); the charts
+// read it as JSON from /api/history. Auto-refresh (dash.js): every few
+// seconds the elements marked data-live are replaced by those of a fresh
+// copy of the page and the charts reload.
 //
 // Actions (create or update a topic, reset a group's offsets to a time,
 // resend a stored message to one consumer) take two steps: a GET of
@@ -53,9 +67,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apogeemq/apogee/broker/core"
+	"github.com/apogeemq/apogee/broker/history"
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/protocol"
 )
@@ -117,6 +133,25 @@ type Options struct {
 	Failures *opauth.Failures
 	// Now is the clock of tokens and sessions (tests). Default time.Now.
 	Now func() time.Time
+	// History bounds the charts' samples (package history's defaults:
+	// 900 per-second and 60 per-minute samples, 32 topics and 32 groups
+	// named, the rest summed as "(other)").
+	History history.Options
+	// SampleInterval is how often the history reads the broker's counts.
+	// Default 1 s.
+	SampleInterval time.Duration
+	// SendLatency, when set, reads the send requests' latency histogram
+	// (bucket bounds in ms and the cumulative count of each bucket, one
+	// more for +Inf): broker/metrics' RPCLatency.Buckets. Nil: no latency
+	// series.
+	SendLatency func() (bounds []float64, counts []uint64)
+	// Controller, in controller mode, reads what the broker's controller
+	// client knows of its group (the broker group page); nil in classic
+	// mode.
+	Controller func(ctx context.Context) (ControllerView, error)
+	// TraceTopic is the topic the clients' message traces go to. Default
+	// RMQ_SYS_TRACE_TOPIC (RocketMQ's default traceTopicName).
+	TraceTopic string
 }
 
 // Dashboard serves the pages. It is an http.Handler; mount it at "/".
@@ -129,9 +164,15 @@ type Dashboard struct {
 	hosts    *hostCheck
 	sessions sessions
 	failures *opauth.Failures
+
+	hist        *history.History
+	stopHistory context.CancelFunc
+	historyDone chan struct{}
+	closeOnce   sync.Once
 }
 
-// New returns a dashboard over b.
+// New returns a dashboard over b and starts its history's sampler (a
+// goroutine reading b's counts every SampleInterval); Close stops it.
 func New(b Backend, o Options) (*Dashboard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -153,6 +194,9 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	}
 	if o.Failures == nil {
 		o.Failures = opauth.NewFailures()
+	}
+	if o.TraceTopic == "" {
+		o.TraceTopic = DefaultTraceTopic
 	}
 	if o.HostsHint == "" {
 		o.HostsHint = "add NAME to the dashboard's Options.Hosts"
@@ -177,18 +221,24 @@ func New(b Backend, o Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET /groups", d.page("groups", d.groups))
 	d.mux.HandleFunc("GET /group", d.page("group", d.group))
 	d.mux.HandleFunc("GET /messages", d.page("messages", d.messages))
+	d.mux.HandleFunc("GET /replication", d.page("replication", d.replication))
+	d.mux.HandleFunc("GET /trace", d.page("trace", d.traceView))
+	d.mux.HandleFunc("GET /api/history", d.apiHistory)
+	d.mux.HandleFunc("GET /static/", d.serveStatic)
 	d.mux.HandleFunc("GET /confirm", d.page("confirm", d.confirm))
 	d.mux.HandleFunc("POST /do", d.do)
 	d.mux.HandleFunc("GET /login", d.page("login", d.loginPage))
 	d.mux.HandleFunc("POST /login", d.doLogin)
 	d.mux.HandleFunc("POST /logout", d.doLogout)
+	d.hist = history.New(o.History)
+	d.startHistory()
 	return d, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if !d.hosts.allowed(r) {
 		d.refuseHost(w, r)
@@ -208,11 +258,16 @@ type view struct {
 	Err                   string
 	Logins                bool
 	User, LogoutToken     string
+	// SecWindow and MinWindow say how far back the charts' per-second
+	// and per-minute samples go ("15 min", "1 h").
+	SecWindow, MinWindow string
 }
 
 func (d *Dashboard) newView(r *http.Request, name string) view {
 	o := d.b.Core().Options()
-	v := view{Broker: o.BrokerName, Cluster: o.ClusterName, Page: name, Now: time.Now(), Logins: d.o.Users != nil}
+	ho := d.hist.Options()
+	v := view{Broker: o.BrokerName, Cluster: o.ClusterName, Page: name, Now: time.Now(), Logins: d.o.Users != nil,
+		SecWindow: span(time.Duration(ho.Seconds) * time.Second), MinWindow: span(time.Duration(ho.Minutes) * time.Minute)}
 	if sid, user := d.login(r); sid != "" {
 		v.User, v.LogoutToken = user, d.newToken("logout", sid, nil, nil)
 	}
@@ -257,4 +312,15 @@ func formatMs(ms int64) string {
 		return ""
 	}
 	return time.UnixMilli(ms).Format("2006-01-02 15:04:05.000")
+}
+
+// span prints a chart's reach: "15 min", "1 h", "90 s".
+func span(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	}
+	return fmt.Sprintf("%d s", d/time.Second)
 }

@@ -197,3 +197,36 @@ func (r *RPCLatency) cell(t *respTable, ri int, respCode int32) *cell {
 	t.cells[ri].Store(c)
 	return c
 }
+
+// Buckets returns the histogram's bucket bounds (ms) and the counts, per
+// bucket and not cumulative, of the requests of the given codes (every
+// response code summed), the last count being above every bound: what the
+// dashboard's history reads once a second for the send latency
+// percentiles. It reads the atomics Observe adds to and takes no lock.
+func (r *RPCLatency) Buckets(codes ...int32) (bounds []float64, counts []uint64) {
+	counts = make([]uint64, len(rpcBuckets)+1)
+	for _, code := range codes {
+		var t *respTable
+		if code >= 0 && code < lowCodes {
+			t = r.low[code].Load()
+		} else {
+			for i := range r.high {
+				if r.high[i].code.Load() == int64(code)+1 {
+					t = r.high[i].table.Load()
+					break
+				}
+			}
+		}
+		if t == nil {
+			continue
+		}
+		for i := range t.cells {
+			if c := t.cells[i].Load(); c != nil {
+				for b := range c.buckets {
+					counts[b] += c.buckets[b].Load()
+				}
+			}
+		}
+	}
+	return rpcBuckets[:], counts
+}

@@ -749,8 +749,6 @@ var ignoredWhy = map[string]string{
 	"flushCommitLogTimed":             "the asynchronous flusher is woken by writes and by its interval",
 	"flushConsumeQueueLeastPages":     "consume queues with at least two dirty pages are flushed (fixed)",
 	"transientStorePoolEnable":        "writes go straight to the mapped segments; there is no off-heap buffer pool",
-	"traceTopicEnable":                "trace messages are stored like any other (send them to a topic of your choice)",
-	"msgTraceTopicName":               "trace messages are stored like any other (send them to a topic of your choice)",
 	"storePathDLedgerCommitLog":       "Apogee has no DLedger commit log",
 	"storePathEpochFile":              "the epoch file is the data directory's epochFileCheckpoint",
 	"storePathBrokerIdentity":         "the broker's controller identity is the data directory's controllerIdentity.json",

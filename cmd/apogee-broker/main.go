@@ -268,6 +268,7 @@ func run(args []string) error {
 		logger.Info("pprof", "addr", ready.Pprof)
 	}
 	bopts := broker.Options{Core: core.Options{DataDir: cfg.dataDir, Store: cfg.store, BrokerName: cfg.brokerName, ClusterName: cfg.cluster, AdvertiseAddr: advertise, DisableAutoCreateTopic: !cfg.autoCreate, DefaultTopicQueues: cfg.defaultQueues, MaxMessageSize: cfg.maxMessageSize, OffsetFlushInterval: cfg.offsetFlush, BusyTimeout: cfg.busyTimeout, DelayLevels: cfg.delayLevels, TransactionTimeout: cfg.txTimeout, TransactionCheckInterval: cfg.txCheckInterval, TransactionCheckMax: cfg.txCheckMax, DisablePropertyFilter: !cfg.propertyFilter, PriorityQueueZeroHighest: cfg.priorityZeroHighest, PriorityRetryFirstPercent: cfg.priorityRetryFirst, TimerMaxDelay: cfg.timerMaxDelay, Logger: logger, MaxAutoCreateTopics: cfg.sec.autoTopics, MaxAutoCreateGroups: cfg.sec.autoGroups, MaxAutoCreatePerSource: cfg.sec.autoPerSource, Role: role, BrokerID: cfg.brokerID, SlaveReadEnable: cfg.slaveReadEnable, AccessMessageInMemoryMaxRatio: cfg.memoryRatio}, NamesrvAddrs: namesrvs, RegisterInterval: cfg.registerInterval, Remoting: remotingOpts, SlowRequest: cfg.slowRequest, Security: security, NamesrvSign: namesrvSigner(cfg), InnerSigner: innerSigner(cfg), HAAdvertiseAddr: haAdvertise, HAMasterAddr: cfg.haMasterAddr, ObserveRequest: observeRequest(rpc)}
+	bopts.Core.TraceTopic = cfg.op.traceTopicAtStart()
 	ctlTLS, err := clientTLS(cfg, tlsServer, &bopts, logger)
 	if err != nil {
 		return err
@@ -338,7 +339,7 @@ func run(args []string) error {
 	}
 	if metricsLn != nil {
 		op := &node.Operator{Listener: metricsLn, Handler: func(n *node.Node) (http.Handler, error) {
-			return operatorHandler(n.Broker(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr(), metricsAuth: cfg.op.metricsAuth}, logger, grpcMetrics(n))
+			return operatorHandler(n.Broker(), n.Controller(), rpc, grpcLat, dashboardConfig{guard: guard, hosts: cfg.dashboardHosts, plain: tlsServer == nil, addr: metricsLn.Addr(), metricsAuth: cfg.op.metricsAuth, traceTopic: cfg.op.traceTopic}, logger, grpcMetrics(n))
 		}}
 		if tlsServer != nil {
 			// --tls-mode applies here too: permissive serves https and

@@ -144,7 +144,8 @@ var allowed = map[string][]string{
 	// operations; the front end's few extras through an interface the
 	// broker implements). The broker binary wires both on one listener.
 	"broker/metrics":   {"broker/core", "broker/core/stats", "protocol", "remoting"},
-	"broker/dashboard": {"broker/core", "broker/core/stats", "protocol", "message"},
+	"broker/dashboard": {"broker/core", "broker/core/stats", "broker/history", "protocol", "message"},
+	"broker/history":   {}, // the dashboard's sample rings: a leaf, fed by its owner
 }
 
 // testOnly lists the packages no package may import outside its tests.
