@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,6 +74,24 @@ func chartMax(t *testing.T, ctx context.Context, sel, name string) map[string]fl
 	return most
 }
 
+// samples is how many per-second samples the dashboard's history holds
+// (GET /api/history).
+func samples(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/api/history?kind=broker&name=put")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Times []int64 `json:"times"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("/api/history: %v", err)
+	}
+	return len(h.Times)
+}
+
 func TestDashboardHistoryInChromium(t *testing.T) {
 	ctx := browser(t)
 	p := startBrokerProc(t, "--namesrv-listen", "127.0.0.1:0", "--trace-topic-enable")
@@ -104,12 +123,25 @@ func TestDashboardHistoryInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send("Charts", 300)
+	send("Charts", 1) // the topic exists before the consumer subscribes
 	if err := cons.Start(actx); err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close(context.Background())
-	wait.Equal(t, "charting to consume 300", int64(300), consumed.Load)
+	// Ten bursts, one per history sample, growing: 10, 20, ... 100.
+	total := 1
+	for i := range 10 {
+		n := samples(t, base)
+		send("Charts", 10*(i+1))
+		total += 10 * (i + 1)
+		wait.For(t, "the next history sample", func() error {
+			if m := samples(t, base); m <= n {
+				return fmt.Errorf("%d samples, %d before the burst", m, n)
+			}
+			return nil
+		})
+	}
+	wait.Equal(t, "charting to consume everything", int64(total), consumed.Load)
 
 	// The overview's charts: put and get rates above 0, the send latency
 	// percentiles, the disk ratio.
@@ -277,7 +309,7 @@ func TestDashboardControllerGroupInChromium(t *testing.T) {
 		return nil
 	})
 	// Traffic on the master.
-	prod, err := client.NewProducer(client.NameServer(master.Ready.Namesrv), client.Logger(quiet))
+	prod, err := client.NewProducer(client.NameServer(master.Ready.Namesrv), client.InstanceName("group-producer"), client.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +376,56 @@ func TestDashboardControllerGroupInChromium(t *testing.T) {
 	// Charts in both roles.
 	run(t, ctx, "master's overview", chromedp.Navigate(mweb+"/"), chromedp.WaitVisible("#chart-rates", chromedp.ByQuery))
 	chartMax(t, ctx, "#chart-rates", "put")
+	run(t, ctx, "slave's overview", chromedp.Navigate(sweb+"/"), chromedp.WaitVisible("#chart-disk", chromedp.ByQuery))
+	chartMax(t, ctx, "#chart-disk", "disk")
+}
+
+// TestDashboardClassicGroupInChromium: a classic master (with its embedded
+// name server) and its slave: the master's broker group page lists both
+// from the name server's table and the slave's acknowledged offset
+// catching up; the slave's page and charts work too.
+func TestDashboardClassicGroupInChromium(t *testing.T) {
+	ctx := browser(t)
+	master := startBrokerProc(t, "--namesrv-listen", "127.0.0.1:0")
+	slave := startBrokerProc(t, "--broker-role", "SLAVE", "--broker-id", "1", "--ha-listen", "", "--namesrv", master.Ready.Namesrv)
+	actx, cancel := context.WithTimeout(context.Background(), 3*wait.DefaultTimeout) // a bound on a hung test only
+	defer cancel()
+	prod, err := client.NewProducer(client.NameServer(master.Ready.Namesrv), client.InstanceName("classic-producer"), client.Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	for i := range 40 {
+		if _, err := prod.SendSync(actx, &client.Message{Topic: "Replicated", Body: []byte(fmt.Sprint("r-", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mweb, sweb := "http://"+master.Ready.Metrics, "http://"+slave.Ready.Metrics
+	wait.For(t, "the master's page: both members, the slave caught up", func() error {
+		var rows, lag string
+		if err := chromedp.Run(ctx, chromedp.Navigate(mweb+"/replication"), chromedp.WaitVisible("#repl-members", chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll('#repl-members tr[data-key]').length + ""`, &rows),
+			chromedp.Evaluate(`(document.querySelector('#repl-slaves td[data-k="lag"]') || {textContent: "none"}).textContent.trim()`, &lag)); err != nil {
+			return err
+		}
+		if rows != "2" || lag != "0" {
+			return fmt.Errorf("%s member rows, slave lag %q", rows, lag)
+		}
+		return nil
+	})
+	if m := text(t, ctx, `#repl-self td[data-k="mode"]`); m != "classic" {
+		t.Errorf("mode %q", m)
+	}
+	if r := text(t, ctx, `#repl-members tr[data-key="1"] td[data-k="role"]`); r != "SLAVE" {
+		t.Errorf("broker 1's role on the master's page: %q", r)
+	}
+	if a := number(t, ctx, `#repl-slaves td[data-k="acked"]`); a != number(t, ctx, `#repl-self td[data-k="written"]`) {
+		t.Errorf("slave acknowledged %d, master's log end %d", a, number(t, ctx, `#repl-self td[data-k="written"]`))
+	}
+	run(t, ctx, "slave's broker group page", chromedp.Navigate(sweb+"/replication"), chromedp.WaitVisible("#repl-self", chromedp.ByQuery))
+	if r := text(t, ctx, `#repl-self td[data-k="role"]`); r != "SLAVE" {
+		t.Errorf("the slave's page says role %q", r)
+	}
 	run(t, ctx, "slave's overview", chromedp.Navigate(sweb+"/"), chromedp.WaitVisible("#chart-disk", chromedp.ByQuery))
 	chartMax(t, ctx, "#chart-disk", "disk")
 }

@@ -47,6 +47,7 @@ func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() }) // its sampler stops before the broker
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	return b, l.Addr().String(), srv

@@ -30,6 +30,7 @@ func serve(t *testing.T, b *broker.Broker, o dashboard.Options) *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() }) // its sampler stops before the broker
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	return srv
@@ -340,6 +341,7 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer d.Close()
 	srv := httptest.NewTLSServer(d)
 	defer srv.Close()
 	c := srv.Client()

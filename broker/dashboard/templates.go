@@ -33,7 +33,7 @@ input,select{font:inherit;padding:.2em .4em} button{font:inherit;padding:.25em .
 pre{background:#fff;border:1px solid #dde1e8;padding:.6em;white-space:pre-wrap;word-break:break-all;max-height:16em;overflow:auto}
 .muted{color:#6b7385} .lag{color:#b3261e;font-weight:600}
 header .login{margin-left:auto;color:#cfd6e4} header form{display:inline;margin:0} header button{padding:0 .6em}
-header .refresh{color:#cfd6e4;font-size:.85em} header .refresh select{font-size:.9em;padding:0}
+header .refresh{color:#cfd6e4;font-size:.85em;display:inline-flex;flex-direction:row;gap:.4em;align-items:baseline} header .refresh select{font-size:.9em;padding:0}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(500px,1fr));gap:.8em;margin-bottom:1em}
 .chart{background:#fff;border:1px solid #dde1e8;padding:.4em;min-height:230px;overflow:hidden}
 .resbar{margin:.4em 0;font-size:.9em;color:#4a5365}
@@ -62,10 +62,10 @@ const pages = `
 <h1>Cluster</h1>
 {{template "resbar" $}}
 <div class="charts">
-<div class="chart" id="chart-rates" data-kind="broker" data-names="put,get" data-title="Messages per second (put, get)" data-unit="msg/s"></div>
-<div class="chart" id="chart-latency" data-kind="broker" data-names="send_p50,send_p99" data-title="Send latency (p50, p99)" data-unit="ms"></div>
-<div class="chart" id="chart-topics" data-kind="put" data-title="Put rate by topic" data-unit="msg/s"></div>
-<div class="chart" id="chart-disk" data-kind="broker" data-names="disk" data-title="Disk used" data-unit="%"></div>
+<div class="chart" id="chart-rates" data-kind="broker" data-names="put,get" data-title="Messages per second: put, get" data-unit="msg/s"></div>
+<div class="chart" id="chart-latency" data-kind="broker" data-names="send_p50,send_p99" data-title="Send latency, ms: p50, p99" data-unit="ms"></div>
+<div class="chart" id="chart-topics" data-kind="put" data-title="Put rate by topic, msg/s" data-unit="msg/s"></div>
+<div class="chart" id="chart-disk" data-kind="broker" data-names="disk" data-title="Disk used (data directory)" data-unit="%"></div>
 </div>
 <table id="brokers" data-live><tr><th>cluster</th><th>broker</th><th>addresses (id: address)</th></tr>
 {{range .Brokers}}<tr data-key="{{.Name}}"><td>{{.Cluster}}</td><td>{{.Name}}{{if .Self}} <span class="muted">(this broker)</span>{{end}}</td><td>{{range .Addrs}}{{.}}<br>{{end}}</td></tr>{{end}}
@@ -80,7 +80,7 @@ const pages = `
 <h1>Topics</h1>
 <p>{{if .ShowSystem}}<a href="/topics">Hide system topics</a>{{else}}<a href="/topics?system=1">Show system topics</a>{{end}}</p>
 {{template "resbar" $}}
-<div class="charts"><div class="chart" id="chart-topics" data-kind="put" data-title="Put rate by topic" data-unit="msg/s"></div></div>
+<div class="charts"><div class="chart" id="chart-topics" data-kind="put" data-title="Put rate by topic, msg/s" data-unit="msg/s"></div></div>
 <table id="topics" data-live><tr><th>topic</th><th>read/write queues</th><th>perm</th><th>messages</th><th>put TPS 10 s</th><th>put TPS 1 min</th><th>groups</th><th>backlog</th></tr>
 {{range .Topics}}<tr data-key="{{.Name}}"><td><a href="/topic?t={{.Name}}">{{.Name}}</a>{{if .Order}} <span class="muted">ordered</span>{{end}}</td>
 <td class="n" data-k="queues">{{.Read}}/{{.Write}}</td><td class="n">{{.Perm}}</td><td class="n" data-k="messages">{{.Messages}}</td>
@@ -102,7 +102,7 @@ const pages = `
 <table id="topic-config" data-live><tr><th>read queues</th><td class="n">{{.Config.ReadQueueNums}}</td><th>write queues</th><td class="n">{{.Config.WriteQueueNums}}</td>
 <th>perm</th><td class="n">{{.Config.Perm}}</td><th>put TPS (1 min)</th><td class="n" data-k="tps">{{.PutTps}}</td><th>messages</th><td class="n" data-k="messages">{{.Messages}}</td></tr></table>
 {{template "resbar" $}}
-<div class="charts"><div class="chart" id="chart-topic" data-kind="put" data-names="{{.Name}}" data-title="Put rate of {{.Name}}" data-unit="msg/s"></div></div>
+<div class="charts"><div class="chart" id="chart-topic" data-kind="put" data-names="{{.Name}}" data-title="Put rate of {{.Name}}, msg/s" data-unit="msg/s"></div></div>
 <h2>Queues</h2>
 <table id="queues" data-live><tr><th>queue</th><th>min offset</th><th>max offset</th><th>last stored</th></tr>
 {{range .Queues}}<tr data-key="{{.Queue}}"><td class="n">{{.Queue}}</td><td class="n" data-k="min">{{.Min}}</td><td class="n" data-k="max">{{.Max}}</td><td>{{.LastUpdate}}</td></tr>{{end}}
@@ -119,8 +119,8 @@ const pages = `
 <h1>Consumer groups</h1>
 {{template "resbar" $}}
 <div class="charts">
-<div class="chart" id="chart-lag" data-kind="lag" data-title="Lag by group" data-unit="msg"></div>
-<div class="chart" id="chart-get" data-kind="get" data-title="Consume rate by group" data-unit="msg/s"></div>
+<div class="chart" id="chart-lag" data-kind="lag" data-title="Lag by group, messages" data-unit="msg"></div>
+<div class="chart" id="chart-get" data-kind="get" data-title="Consume rate by group, msg/s" data-unit="msg/s"></div>
 </div>
 <table id="groups" data-live><tr><th>group</th><th>members</th><th>type</th><th>model</th><th>topics</th><th>consume TPS (1 min)</th><th>lag</th></tr>
 {{range .Groups}}<tr data-key="{{.Name}}"><td><a href="/group?g={{.Name}}">{{.Name}}</a></td><td class="n" data-k="members">{{.Members}}</td>
@@ -136,8 +136,8 @@ const pages = `
 Total lag: <b data-k="lag-total" id="lag-total">{{.Lag}}</b></p>
 {{template "resbar" $}}
 <div class="charts">
-<div class="chart" id="chart-group-lag" data-kind="lag" data-names="{{.Name}}" data-title="Lag of {{.Name}}" data-unit="msg"></div>
-<div class="chart" id="chart-group-get" data-kind="get" data-names="{{.Name}}" data-title="Consume rate of {{.Name}}" data-unit="msg/s"></div>
+<div class="chart" id="chart-group-lag" data-kind="lag" data-names="{{.Name}}" data-title="Lag of {{.Name}}, messages" data-unit="msg"></div>
+<div class="chart" id="chart-group-get" data-kind="get" data-names="{{.Name}}" data-title="Consume rate of {{.Name}}, msg/s" data-unit="msg/s"></div>
 </div>
 <h2>Members</h2>
 <table id="members" data-live><tr><th>client id</th><th>address</th><th>language</th><th>version</th><th>subscriptions</th></tr>

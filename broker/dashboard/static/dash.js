@@ -19,6 +19,17 @@
     return (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)) + (unit ? " " + unit : "");
   }
 
+  // tick is an axis label: compact, the unit in the chart's title.
+  function tick(unit, v) {
+    if (v == null) return "";
+    if (unit === "%") return Math.round(v * 100) + "%";
+    var a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(0) + "k";
+    if (a >= 1e3) return (v / 1e3).toFixed(1) + "k";
+    return String(+v.toFixed(3));
+  }
+
   function load(c) {
     var q = "/api/history?res=" + res() + "&kind=" + encodeURIComponent(c.kind);
     c.names.forEach(function (n) { q += "&name=" + encodeURIComponent(n); });
@@ -57,7 +68,7 @@
           return { label: s.name, stroke: palette[i % palette.length], width: 1.5, spanGaps: false,
             value: function (u, v) { return fmt(c.unit, v); } };
         })),
-        axes: [{}, { size: 60, values: function (u, vs) { return vs.map(function (v) { return fmt(c.unit, v); }); } }]
+        axes: [{}, { size: 56, values: function (u, vs) { return vs.map(function (v) { return tick(c.unit, v); }); } }]
       };
       if (c.unit === "%") opts.scales.y = { range: [0, 1] };
       c.plot = new uPlot(opts, data, c.el);
