@@ -38,6 +38,8 @@
 //	                        an ACL user (default true; false opens it, WARN)
 //	--dashboard-hosts LIST  names the dashboard answers under besides the
 //	                        machine's own (DNS rebinding: any other is refused)
+//	--trace-topic-enable    create the trace topic at start (traceTopicEnable)
+//	--trace-topic NAME      the clients' trace topic (default RMQ_SYS_TRACE_TOPIC)
 //	--fd-headroom N         file descriptors kept free for the store beyond those
 //	                        the process holds (default: RLIMIT_NOFILE/4, 64 to 1024)
 //	--ready-file PATH       once every listener is open, write their bound
