@@ -68,7 +68,9 @@
           return { label: s.name, stroke: palette[i % palette.length], width: 1.5, spanGaps: false,
             value: function (u, v) { return fmt(c.unit, v); } };
         })),
-        axes: [{}, { size: 56, values: function (u, vs) { return vs.map(function (v) { return tick(c.unit, v); }); } }]
+        // Whole seconds at the least on the time axis (samples are a
+        // second apart).
+        axes: [{ incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200] }, { size: 56, values: function (u, vs) { return vs.map(function (v) { return tick(c.unit, v); }); } }]
       };
       if (c.unit === "%") opts.scales.y = { range: [0, 1] };
       c.plot = new uPlot(opts, data, c.el);
