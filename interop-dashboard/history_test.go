@@ -162,6 +162,31 @@ func TestDashboardHistoryInChromium(t *testing.T) {
 	chartMax(t, ctx, "#chart-disk", "disk")
 	chartMax(t, ctx, "#chart-topics", "Charts")
 	shot(t, ctx, "img/dashboard-charts.png")
+	// The hour per minute: the charts reload from the minute ring (at
+	// most the minutes begun since the broker started).
+	setRes := func(res string) {
+		t.Helper()
+		run(t, ctx, "resolution "+res, chromedp.Evaluate(fmt.Sprintf(`(() => { const s = document.getElementById("res"); s.value = %q; s.dispatchEvent(new Event("change")); return true })()`, res), nil))
+		wait.For(t, "the charts at resolution "+res, func() error {
+			var got, n string
+			var ok bool
+			if err := chromedp.Run(ctx, chromedp.AttributeValue("#chart-rates", "data-res", &got, &ok, chromedp.ByQuery),
+				chromedp.AttributeValue("#chart-rates", "data-samples", &n, &ok, chromedp.ByQuery)); err != nil {
+				return err
+			}
+			if got != res {
+				return fmt.Errorf("resolution %q, %s samples", got, n)
+			}
+			if res == "m" {
+				if k, _ := strconv.Atoi(n); k > 2 {
+					return fmt.Errorf("%d minute samples within the test's first minutes", k)
+				}
+			}
+			return nil
+		})
+	}
+	setRes("m")
+	setRes("s")
 
 	// Auto-refresh: more messages show on the page without a navigation.
 	before := text(t, ctx, `#info td[data-k="msgPutTotalTodayNow"]`)

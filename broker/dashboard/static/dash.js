@@ -86,6 +86,7 @@
     }
     c.el.dataset.points = String(points);
     c.el.dataset.samples = String(xs.length);
+    c.el.dataset.res = h.res;
     c.el.dataset.series = series.map(function (s) { return s.name; }).join(",");
     c.el.dataset.last = JSON.stringify(last);
     c.el.dataset.max = JSON.stringify(most);
