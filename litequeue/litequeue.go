@@ -26,6 +26,10 @@ var (
 // MaxNameLen bounds a parent's, a lite topic's and a group's name (bytes).
 const MaxNameLen = 1024
 
+// MaxLiteTopics bounds the lite ids (the lite topics alive at once): 64 Mi,
+// 3.5 GiB of slots. A journal naming a larger id is damaged.
+const MaxLiteTopics = 1 << 26
+
 // maxParents is how many parents the index tells apart (uint16 ids, one
 // reserved for free slots).
 const maxParents = 1<<16 - 1
@@ -224,8 +228,8 @@ func (x *Index) create(pid uint16, lite []byte, id, gen uint32, fromJournal bool
 			x.free = x.free[:n-1]
 			gen = x.slots[id].gen + 1
 		} else {
-			if len(x.slots) >= int(noBlock) {
-				return 0, fmt.Errorf("%w: lite ids", ErrFull)
+			if len(x.slots) >= MaxLiteTopics {
+				return 0, fmt.Errorf("%w: %d lite topics", ErrFull, len(x.slots))
 			}
 			id, gen = uint32(len(x.slots)), 1
 		}
@@ -549,7 +553,7 @@ func (x *Index) freeChain(id uint32, s *slot) {
 			break
 		}
 		x.liveDelta(n, -1)
-		if n == s.head {
+		if n == s.head || h.prev >= n {
 			break
 		}
 		n = h.prev
@@ -703,6 +707,9 @@ func (x *Index) truncateSlot(id uint32, s *slot, clOffset int64) {
 		}
 		// The tail is empty: drop it (its header made invalid, so a
 		// rebuild does not take it for the tail again).
+		if h.prev >= s.tail {
+			return
+		}
 		clear(b[:HeaderSize])
 		x.liveDelta(s.tail, -1)
 		s.tail = h.prev
@@ -738,7 +745,7 @@ func (x *Index) raiseMin(id uint32, s *slot, logMin int64) {
 		// Everything is gone: keep only the tail.
 		for n := s.head; n != s.tail; {
 			h, ok := x.header(n, id, s.gen)
-			if !ok {
+			if !ok || h.next <= n {
 				break
 			}
 			x.liveDelta(n, -1)
@@ -754,7 +761,10 @@ func (x *Index) raiseMin(id uint32, s *slot, logMin int64) {
 		}
 		b := x.block(s.head)
 		last := min(h.first+EntriesPerBlock, s.max) - 1
-		if s.head != s.tail && getEntry(b[HeaderSize+(last-h.first)*EntrySize:]).CommitLogOffset < logMin {
+		if last < h.first {
+			return
+		}
+		if s.head != s.tail && h.next > s.head && getEntry(b[HeaderSize+(last-h.first)*EntrySize:]).CommitLogOffset < logMin {
 			x.liveDelta(s.head, -1)
 			s.head = h.next
 			s.min = h.first + EntriesPerBlock

@@ -118,13 +118,23 @@ func (x *Index) replayJournal() (int64, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("litequeue: read %s: %w", path, err)
 	}
+	// Size the table for what the journal names at most (a creation
+	// record takes 30 bytes or more), so that replay does not grow it
+	// step by step.
+	if est := min(len(b)/30, MaxLiteTopics); est > 1024 {
+		x.slots = make([]slot, 0, est)
+		x.tab.arena = make([]byte, 0, len(b)/3)
+		x.tab.reserve(x.slots, est)
+	}
 	pos := 0
 	for pos < len(b) {
 		r, n, err := nextRecord(b[pos:])
 		if err != nil {
 			break
 		}
-		if err := x.apply(r); err != nil {
+		if err := x.apply(r); errors.Is(err, errBadRecord) {
+			break // damaged: the journal ends before it
+		} else if err != nil {
 			return 0, err
 		}
 		pos += n
@@ -155,8 +165,8 @@ func (x *Index) replayJournal() (int64, error) {
 func (x *Index) apply(r record) error {
 	switch r.kind {
 	case recCreate:
-		if checkName(r.parent) != nil || checkName(r.name) != nil || r.id == noBlock {
-			return nil
+		if checkName(r.parent) != nil || checkName(r.name) != nil || r.id >= MaxLiteTopics {
+			return errBadRecord
 		}
 		pid, err := x.parentID(r.parent)
 		if err != nil {
@@ -308,7 +318,7 @@ func (x *Index) loadTable(b []byte) string {
 			return fmt.Sprintf("lite id %d: tail block %d does not check", id, tail)
 		}
 		hh, ok := x.header(head, id, gen)
-		if !ok || hh.first > th.first || mn < hh.first || head >= x.next {
+		if !ok || hh.first > th.first || (head == tail) != (hh.first == th.first) || head > tail || mn < hh.first || head >= x.next {
 			return fmt.Sprintf("lite id %d: head block %d does not check", id, head)
 		}
 	}

@@ -43,12 +43,26 @@ func (t *table) init() {
 }
 
 func (t *table) hash(parent uint16, name []byte) uint64 {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.WriteByte(byte(parent))
-	h.WriteByte(byte(parent >> 8))
-	h.Write(name)
-	return h.Sum64()
+	h := maphash.Bytes(t.seed, name) ^ (uint64(parent)+1)*0x9E3779B97F4A7C15
+	return h ^ h>>29
+}
+
+// reserve sizes the table for n entries without growing on the way.
+func (t *table) reserve(slots []slot, n int) {
+	size := len(t.buckets)
+	for size < 2*n {
+		size *= 2
+	}
+	if size == len(t.buckets) {
+		return
+	}
+	old := t.buckets
+	t.buckets = make([]uint32, size)
+	for _, b := range old {
+		if b != 0 {
+			t.place(slots, b-1)
+		}
+	}
 }
 
 func (t *table) name(s *slot) []byte {
@@ -89,15 +103,7 @@ func (t *table) place(slots []slot, id uint32) {
 	t.buckets[i] = id + 1
 }
 
-func (t *table) grow(slots []slot) {
-	old := t.buckets
-	t.buckets = make([]uint32, len(old)*2)
-	for _, b := range old {
-		if b != 0 {
-			t.place(slots, b-1)
-		}
-	}
-}
+func (t *table) grow(slots []slot) { t.reserve(slots, len(t.buckets)) }
 
 // remove deletes id (backward-shift deletion keeps probes short without
 // tombstones). The slot must still hold its parent and name.

@@ -1,0 +1,112 @@
+package litequeue
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestConcurrentReadersWriterDeleter runs the dispatcher's appends against
+// readers that check every entry they see, a deleter and expirer of another
+// parent's lite topics, offset commits and flushes (run it with -race).
+func TestConcurrentReadersWriterDeleter(t *testing.T) {
+	x, _ := openT(t, t.TempDir())
+	defer x.Close()
+	const lites = 40
+	const perLite = 120
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	fail := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+		stop.Store(true)
+	}
+	// The writer: P's lite topics get entries whose tag code names their
+	// lite topic and offset; Q's are created and deleted meanwhile.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stop.Store(true)
+		var cl int64
+		for k := 0; k < perLite && !stop.Load(); k++ {
+			for l := range lites {
+				cl += 100
+				e := Entry{CommitLogOffset: cl, Size: 50, TagCode: int64(l)*1_000_000 + int64(k)}
+				if _, err := x.Append([]byte("P"), fmt.Appendf(nil, "L%d", l), e, cl); err != nil {
+					fail(err)
+					return
+				}
+				cl += 100
+				if _, err := x.Append([]byte("Q"), fmt.Appendf(nil, "q%d", (k*lites+l)%97), Entry{CommitLogOffset: cl, Size: 50}, cl); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}
+	}()
+	for r := range 3 {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			buf := make([]Entry, 0, 50)
+			for !stop.Load() {
+				l := rng.IntN(lites)
+				_, max, ok := x.Offsets("P", fmt.Sprintf("L%d", l))
+				if !ok || max == 0 {
+					continue
+				}
+				from := rng.Int64N(max)
+				got, _, _, _, err := x.Read("P", fmt.Sprintf("L%d", l), from, buf[:0])
+				if err != nil {
+					fail(err)
+					return
+				}
+				for i, e := range got {
+					if want := int64(l)*1_000_000 + from + int64(i); e.TagCode != want {
+						fail(fmt.Errorf("L%d offset %d: tag %d, want %d", l, from+int64(i), e.TagCode, want))
+						return
+					}
+				}
+				x.Read("Q", fmt.Sprintf("q%d", rng.IntN(97)), 0, buf[:0])
+			}
+		}(r)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(9, 9))
+		for !stop.Load() {
+			switch rng.IntN(5) {
+			case 0:
+				x.Delete("Q", fmt.Sprintf("q%d", rng.IntN(97)))
+			case 1:
+				x.Expire("Q", rng.Int64N(1_000_000), nil)
+			case 2:
+				x.ForEach("", func(string, LiteInfo) bool { return true })
+			case 3:
+				x.CommitOffset("g", "P", fmt.Sprintf("L%d", rng.IntN(lites)), rng.Int64N(100))
+			case 4:
+				if err := x.Flush(); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for l := range lites {
+		if _, max, _ := x.Offsets("P", fmt.Sprintf("L%d", l)); max != perLite {
+			t.Fatalf("L%d: max %d", l, max)
+		}
+	}
+}
