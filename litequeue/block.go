@@ -106,7 +106,9 @@ func parseFileName(name string) (int64, bool) {
 func mapFile(fsys vfs.FS, path string, size int64, create bool) (*mmap.Mapping, error) {
 	flag := os.O_RDWR
 	if create {
-		flag |= os.O_CREATE | os.O_EXCL
+		// Not O_EXCL: a file a failed newFile left behind (past the
+		// allocation point, so holding no block) is taken over.
+		flag |= os.O_CREATE
 	}
 	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
@@ -233,6 +235,7 @@ func (x *Index) newFile(base int64) error {
 	path := filepath.Join(x.dir, fileName(base))
 	m, err := mapFile(x.fs, path, x.opts.FileSize, true)
 	if err != nil {
+		_ = x.fs.Remove(path) // nothing in it yet; a retry creates it again
 		return err
 	}
 	if err := x.openWriteFile(path); err != nil {

@@ -51,23 +51,28 @@
 //     header of every tail block it names (any mismatch: rebuild); the
 //     journal by each record's CRC (the first bad one ends it, and it is
 //     cut there); a block by its magic, CRC, lite id, generation and first
-//     offset, on the chain walked back from the newest valid one (the walk
-//     stops at the first block that fails: the lite topic's min rises
-//     there).
+//     offset, and by its place in its lite topic's chain (below).
 //
 // # Recovery
 //
 // Open replays the journal (names, deletions, offsets), then either loads
 // TABLE (clean) or rebuilds (crash): every block header of every file is
-// read in allocation order, the newest valid block of each live lite topic
-// is its tail, its entries are counted up to the first unwritten one, the
-// chain is walked back through prev (next pointers are rewritten on the
-// way) and the last entry's store time is asked of Options.StoreTime.
-// Blocks past the newest valid one of the newest file are free again. The
-// store then calls TruncateFrom(dispatched) and re-dispatches: entries at
-// or above the checkpoint's dispatched offset are dropped and appended
-// again, with the same offsets (the dispatcher sees the same records in the
-// same order).
+// read once, in allocation order. A block of no live lite topic (deleted,
+// or created after the last Flush, so never named in the journal) has its
+// header cleared. A lite topic's first valid block starts its chain; each
+// later one extends it when it is the next (first offset 24 more, prev the
+// chain's tail; next pointers are rewritten on the way), and one that is
+// not breaks the chain: it and the lite topic's later blocks are cleared.
+// Flush syncs every block written before it, so what follows a break was
+// never synced: it lies past the checkpoint and is dispatched again. The
+// tail's entries are counted up to the first unwritten one, and the last
+// entry's store time is asked of Options.StoreTime. The allocator resumes
+// after the last valid block. The store then calls
+// TruncateFrom(dispatched): entries at or above the checkpoint's
+// dispatched offset (and unwritten ones before them: a power loss can keep
+// a block's header and lose its last entries) are dropped and appended
+// again by re-dispatch, with the same offsets (the dispatcher sees the
+// same records in the same order).
 //
 // # Durability
 //

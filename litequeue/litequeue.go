@@ -673,9 +673,9 @@ func (x *Index) TruncateFrom(clOffset int64) error {
 	return nil
 }
 
-// truncateSlot cuts s's entries at or above clOffset, zeroing them (a
-// rebuild counts a tail's entries up to the first zero one) and dropping
-// blocks left empty but the head. Under mu.
+// truncateSlot cuts s's entries at or above clOffset, and unwritten ones
+// after them, zeroing them (a rebuild counts a tail's entries up to the
+// first zero one) and dropping blocks left empty but the head. Under mu.
 func (x *Index) truncateSlot(id uint32, s *slot, clOffset int64) {
 	for {
 		h, ok := x.header(s.tail, id, s.gen)
@@ -686,7 +686,9 @@ func (x *Index) truncateSlot(id uint32, s *slot, clOffset int64) {
 		for s.max > h.first {
 			i := s.max - 1 - h.first
 			e := b[HeaderSize+i*EntrySize : HeaderSize+(i+1)*EntrySize]
-			if last := getEntry(e); last.CommitLogOffset < clOffset {
+			// An unwritten (zero) entry is below no checkpoint: after a power
+			// loss, a block can keep its header and lose its last entries.
+			if last := getEntry(e); last.Size != 0 && last.CommitLogOffset < clOffset {
 				s.lastCL = last.CommitLogOffset
 				if x.opts.StoreTime != nil {
 					if ms, ok := x.opts.StoreTime(last); ok {
@@ -843,7 +845,7 @@ func (x *Index) flushJournal() error {
 	nOffsets := len(x.offsets)
 	x.omu.Unlock()
 	defer x.jmu.Unlock()
-	if want := x.recBytes + int64(nOffsets)*96; x.jsize+int64(len(x.pending)) > 4*want+1<<20 {
+	if want := x.recBytes + int64(nOffsets)*96; x.jsize+int64(len(x.pending)) > 4*want+journalSlack {
 		return x.rewriteJournal()
 	}
 	if len(x.pending) == 0 {
@@ -859,6 +861,10 @@ func (x *Index) flushJournal() error {
 	x.pending = x.pending[:0]
 	return nil
 }
+
+// journalSlack is how much the journal may exceed four times the live
+// state before it is rewritten (a variable for tests).
+var journalSlack int64 = 1 << 20
 
 // rewriteJournal replaces the journal by the live state: a creation record
 // per lite topic and an offset record per offset. Under mu (read) and jmu.

@@ -328,29 +328,62 @@ func (x *Index) loadTable(b []byte) string {
 	return ""
 }
 
-// rebuild recovers every live slot's chain from the block headers (see the
-// package doc).
+// rebuild recovers every live slot's chain from the block headers, in one
+// pass in allocation order (see the package doc). A block of no live lite
+// topic (deleted, or never named in the journal) has its header cleared. A
+// lite topic's first valid block starts its chain, and each later one extends it if it is the
+// next (its first offset 24 more, its prev the chain's tail); one that does
+// not breaks the chain there, and it and every later block of that lite
+// topic have their header cleared. Flush syncs every block written before
+// it, so the blocks after a break were never synced: they lie past any
+// checkpoint, and re-dispatch writes them again.
 func (x *Index) rebuild(rep *Recovery) {
 	x.resetPositions()
 	maxValid := int64(-1)
+	broken := map[uint32]bool{}
+	firsts := make(map[uint32]int64) // the tail's first offset, by id
 	for _, f := range x.files {
 		if f == nil {
 			continue
 		}
 		data := f.m.Bytes()
-		first := uint32(f.base / BlockSize)
+		base := uint32(f.base / BlockSize)
 		for off := 0; off+BlockSize <= len(data); off += BlockSize {
-			h, ok := parseHeader(data[off : off+BlockSize])
+			b := data[off : off+BlockSize]
+			h, ok := parseHeader(b)
 			if !ok {
 				continue
 			}
-			n := first + uint32(off/BlockSize)
+			n := base + uint32(off/BlockSize)
 			maxValid = int64(n)
+			var s *slot
 			if int(h.id) < len(x.slots) {
-				if s := &x.slots[h.id]; s.parent != freeParent && s.gen == h.gen {
-					s.tail = n // allocation order: the last one seen is the newest
-				}
+				s = &x.slots[h.id]
 			}
+			switch {
+			case s == nil || s.parent == freeParent || s.gen != h.gen:
+				// A deleted lite topic's block, or one whose creation the
+				// journal never got: cleared, so that its id and
+				// generation, given again, start a chain of their own.
+			case broken[h.id]:
+			case s.tail == noBlock:
+				s.head, s.tail, s.min = n, n, h.first
+				firsts[h.id] = h.first
+				x.liveDelta(n, 1)
+				continue
+			case h.first == firsts[h.id]+EntriesPerBlock && h.prev == s.tail:
+				setNext(x.block(s.tail), n)
+				x.markDirty(s.tail)
+				s.tail = n
+				firsts[h.id] = h.first
+				x.liveDelta(n, 1)
+				continue
+			default:
+				broken[h.id] = true
+				rep.BrokenChains++
+			}
+			clear(b[:HeaderSize])
+			f.dirty = true
 		}
 	}
 	x.next = uint32(maxValid + 1)
@@ -366,28 +399,13 @@ func (x *Index) rebuild(rep *Recovery) {
 			continue
 		}
 		rep.Rebuilt++
-		th, _ := x.header(s.tail, id, s.gen)
 		tb := x.block(s.tail)
 		k := int64(0)
 		for k < EntriesPerBlock && getEntry(tb[HeaderSize+k*EntrySize:]).Size != 0 {
 			k++
 		}
-		s.max = th.first + k
+		s.max = firsts[id] + k
 		setNext(tb, 0)
-		x.liveDelta(s.tail, 1)
-		n, h := s.tail, th
-		for h.prev != noBlock {
-			ph, ok := x.header(h.prev, id, s.gen)
-			if !ok || ph.first != h.first-EntriesPerBlock || h.prev >= n {
-				rep.BrokenChains++
-				break
-			}
-			setNext(x.block(h.prev), n)
-			x.markDirty(h.prev)
-			n, h = h.prev, ph
-			x.liveDelta(n, 1)
-		}
-		s.head, s.min = n, h.first
 		s.lastMs = now
 		s.lastCL = -1
 		if s.max > s.min {
