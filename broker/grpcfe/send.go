@@ -16,9 +16,10 @@ import (
 
 // sendJob is the pooled working memory of one message's send.
 type sendJob struct {
-	o   outgoing
-	req core.SendRequest
-	res core.SendResult
+	o     outgoing
+	topic []byte // the request's topic, for req (reused)
+	req   core.SendRequest
+	res   core.SendResult
 }
 
 var sendPool = sync.Pool{New: func() any { return new(sendJob) }}
@@ -37,10 +38,22 @@ func (s *Server) SendMessage(ctx context.Context, r *rmqpb.SendMessageRequest) (
 		return &rmqpb.SendMessageResponse{Status: status(rmqpb.Code_BAD_REQUEST, "no message to send")}, nil
 	}
 	born := peerAddr(ctx)
-	resp := &rmqpb.SendMessageResponse{Entries: make([]*rmqpb.SendResultEntry, len(msgs))}
+	var resp *rmqpb.SendMessageResponse
+	var ents []rmqpb.SendResultEntry
+	if len(msgs) == 1 {
+		// One message, as RocketMQ 5's SDKs send: the answer, its entry
+		// and the entries slice in one allocation.
+		one := new(sendAnswer)
+		resp, ents = &one.resp, one.ent[:]
+		resp.Entries = one.ents[:]
+	} else {
+		resp = &rmqpb.SendMessageResponse{Entries: make([]*rmqpb.SendResultEntry, len(msgs))}
+		ents = make([]rmqpb.SendResultEntry, len(msgs))
+	}
 	failed := 0
 	for i, m := range msgs {
-		e := s.sendOne(m, born)
+		e := &ents[i]
+		s.sendOne(m, born, e)
 		if e.Status.Code != rmqpb.Code_OK {
 			failed++
 		}
@@ -59,32 +72,45 @@ func (s *Server) SendMessage(ctx context.Context, r *rmqpb.SendMessageRequest) (
 	return resp, nil
 }
 
-// sendOne stores one message.
-func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResultEntry {
+// sendAnswer is the answer to a send of one message, allocated at once.
+type sendAnswer struct {
+	resp rmqpb.SendMessageResponse
+	ents [1]*rmqpb.SendResultEntry
+	ent  [1]rmqpb.SendResultEntry
+}
+
+// sendOne stores one message and fills its entry e.
+func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort, e *rmqpb.SendResultEntry) {
 	s.stats.sends.Add(1)
 	j := sendPool.Get().(*sendJob)
 	defer func() {
-		j.o.body, j.req.Body, j.req.Properties = nil, nil, nil
+		j.o.body, j.req.Body, j.req.Properties, j.req.Topic = nil, nil, nil, nil
 		sendPool.Put(j)
 	}()
 	id := m.GetSystemProperties().GetMessageId()
-	fail := func(err error) *rmqpb.SendResultEntry {
+	e.MessageId = id
+	fail := func(err error) {
 		s.stats.sendErrors.Add(1)
-		return &rmqpb.SendResultEntry{Status: errStatus(err), MessageId: id}
+		e.Status = errStatus(err)
 	}
 	maxBody := s.core.Options().MaxMessageSize
 	if err := translate(m, &j.o, maxBody); err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
+	// The core keeps no byte slice of a request (core.SendRequest): the
+	// topic's bytes are the job's, reused.
+	j.topic = append(j.topic[:0], j.o.topic...)
 	j.req = core.SendRequest{
-		Topic: []byte(j.o.topic), QueueID: -1, SysFlag: j.o.sysFlag, BornTimestamp: j.o.born,
+		Topic: j.topic, QueueID: -1, SysFlag: j.o.sysFlag, BornTimestamp: j.o.born,
 		Properties: j.o.props, Body: j.o.body, BornHost: born,
 		CheckTopicType: true, // RocketMQ's proxy: enableTopicMessageTypeCheck is on by default
 	}
 	if j.o.group != "" {
 		cfg, err := s.core.RouteTopic(j.o.topic, true, born)
 		if err != nil {
-			return fail(err)
+			fail(err)
+			return
 		}
 		if cfg.WriteQueueNums > 0 {
 			h := message.JavaHashCodeBytes([]byte(j.o.group))
@@ -98,12 +124,14 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 		}
 	}
 	if err := s.core.Send(&j.req, &j.res); err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
 	if err := s.core.WaitDurable(j.res.Pending); err != nil && core.ReasonOf(err) != core.ReasonFlushDiskTimeout {
-		return fail(err)
+		fail(err)
+		return
 	}
-	e := &rmqpb.SendResultEntry{Status: okStatus, MessageId: id, Offset: j.res.QueueOffset}
+	e.Status, e.Offset = okStatus, j.res.QueueOffset
 	if j.o.typ == rmqpb.MessageType_TRANSACTION {
 		msgID := string(j.res.MsgID)
 		if k := strings.IndexByte(msgID, ','); k >= 0 {
@@ -111,7 +139,9 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 		}
 		_, clOff, err := message.ParseOffsetMsgID(msgID)
 		if err != nil {
-			return fail(fmt.Errorf("grpcfe: the half message's id %q: %w", msgID, err))
+			e.Offset = 0
+			fail(fmt.Errorf("grpcfe: the half message's id %q: %w", msgID, err))
+			return
 		}
 		e.TransactionId = transactionID(clOff, j.res.QueueOffset)
 	}
@@ -121,7 +151,6 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort) *rmqpb.SendResul
 			e.RecallHandle = recallHandle(j.o.topic, id, clOff)
 		}
 	}
-	return e
 }
 
 // transactionID is the id of a transaction the protocol carries (send

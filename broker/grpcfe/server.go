@@ -16,6 +16,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/apogeemq/apogee/acl"
@@ -278,14 +280,15 @@ func New(c Core, opts Options) (*Server, error) {
 	} else if creds, err = newPermissive(opts.TLS, []string{host}); err != nil {
 		return nil, err
 	}
-	so := append([]grpc.ServerOption{grpc.Creds(creds), grpc.StatsHandler(sizeStats{s})}, serverOptions(opts)...)
+	so := append([]grpc.ServerOption{grpc.Creds(creds),
+		grpc.ForceServerCodecV2(sizeCodec{CodecV2: encoding.GetCodecV2(protoenc.Name), s: s})}, serverOptions(opts)...)
 	if opts.Guard != nil || opts.Budget != nil {
 		so = append(so, grpc.InTapHandle(s.tap),
 			grpc.ChainUnaryInterceptor(s.unaryEntry), grpc.ChainStreamInterceptor(s.streamEntry))
 	}
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
-	rmqpb.RegisterMessagingServiceServer(s.srv, s)
+	s.srv.RegisterService(s.sizedService(), s)
 	if opts.Budget != nil {
 		go s.sweeper.run(s.shutdown)
 	}
