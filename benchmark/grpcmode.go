@@ -135,7 +135,7 @@ type grpcSender struct {
 }
 
 type grpcSend struct {
-	ctx    context.Context
+	ctx    context.Context // the run's; the worker adds the producer's metadata
 	bodies [][]byte
 	done   func(error)
 }
@@ -159,7 +159,14 @@ func (t *grpcTarget) producer(id int) (sender, error) {
 func (s *grpcSender) worker(ch chan grpcSend) {
 	req := &rmqpb.SendMessageRequest{}
 	topic := &rmqpb.Resource{Name: s.t.cfg.Topic}
+	// The call's context: the run's with the producer's metadata, made
+	// again only when the run's context changes (it does not within a
+	// run): two allocations per message less in the generator.
+	var runCtx, outCtx context.Context
 	for job := range ch {
+		if job.ctx != runCtx {
+			runCtx, outCtx = job.ctx, metadata.NewOutgoingContext(job.ctx, s.md)
+		}
 		for len(req.Messages) < len(job.bodies) {
 			req.Messages = append(req.Messages, &rmqpb.Message{Topic: topic, SystemProperties: &rmqpb.SystemProperties{
 				BodyEncoding: rmqpb.Encoding_IDENTITY, MessageType: rmqpb.MessageType_NORMAL, BornTimestamp: &timestamppb.Timestamp{}}})
@@ -172,7 +179,7 @@ func (s *grpcSender) worker(ch chan grpcSend) {
 			m.SystemProperties.MessageId = s.prefix + strconv.FormatUint(s.t.seq.Add(1), 16)
 			m.SystemProperties.BornTimestamp.Seconds, m.SystemProperties.BornTimestamp.Nanos = now.Unix(), int32(now.Nanosecond())
 		}
-		r, err := s.cli.SendMessage(job.ctx, req)
+		r, err := s.cli.SendMessage(outCtx, req)
 		if err == nil {
 			err = statusErr(r.GetStatus())
 		}
@@ -181,7 +188,7 @@ func (s *grpcSender) worker(ch chan grpcSend) {
 }
 
 func (s *grpcSender) send(ctx context.Context, slot int, bodies [][]byte, done func(error)) {
-	s.slots[slot] <- grpcSend{ctx: metadata.NewOutgoingContext(ctx, s.md), bodies: bodies, done: done}
+	s.slots[slot] <- grpcSend{ctx: ctx, bodies: bodies, done: done}
 }
 
 func (t *grpcTarget) consumer(id int) (receiver, error) {

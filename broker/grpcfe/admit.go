@@ -45,8 +45,8 @@ import (
 //     MaxRecvMsgSize bytes of the process's receive budget for the
 //     request (no room: codes.ResourceExhausted at once, counted and
 //     logged; the tap may not wait: it runs under the transport's lock).
-//     The interceptors (unaryEntry, streamEntry) give the reservation back
-//     as soon as the request has been read, or the sweeper (admitSweeper)
+//     The service's wrapped handlers (sizedService) give the reservation
+//     back as soon as the request has been read, or the sweeper (admitSweeper)
 //     does once the stream ended; a request that has not arrived within
 //     Options.RequestTimeout of its headers (within sweepEvery) ends its
 //     stream (a stalled or slow sender holds the budget no longer than
@@ -83,8 +83,8 @@ type Budget interface {
 }
 
 // admission is what the tap decided for one stream. The reservation is
-// given back once, by whichever comes first: the interceptor that got the
-// request, or the sweeper (admitSweeper), which finds the stream ended
+// given back once, by whichever comes first: the handler that read the
+// request (sizedService), or the sweeper (admitSweeper), which finds the stream ended
 // or its request timed out (and then ends the stream).
 //
 // An admission is also the stream's context from the tap on (the
@@ -334,15 +334,20 @@ func firstMD(md metadata.MD, key string) string {
 //     measures is the one marshalled).
 
 // sizedService returns the MessagingService's description with every
-// handler wrapped to count the requests refused for their size.
+// handler wrapped where a call's request is read: the tap's reservation
+// goes back as soon as it has been (so that without a Guard no
+// interceptor is needed, which costs grpc-go two allocations per call),
+// and a request refused for its size is counted.
 func (s *Server) sizedService() *grpc.ServiceDesc {
 	sd := rmqpb.MessagingService_ServiceDesc
 	sd.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
 	for i := range sd.Methods {
 		h, method := sd.Methods[i].Handler, "/"+sd.ServiceName+"/"+sd.Methods[i].MethodName
 		sd.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			// The generated handler decodes before the interceptors run.
 			return h(srv, ctx, func(m any) error {
 				err := dec(m)
+				admissionOf(ctx).received()
 				s.noteRecvErr(ctx, method, err)
 				return err
 			}, ic)
@@ -352,21 +357,27 @@ func (s *Server) sizedService() *grpc.ServiceDesc {
 	for i := range sd.Streams {
 		h, method := sd.Streams[i].Handler, "/"+sd.ServiceName+"/"+sd.Streams[i].StreamName
 		sd.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
-			return h(srv, sizedStream{ServerStream: ss, s: s, method: method})
+			return h(srv, &sizedStream{ServerStream: ss, s: s, a: admissionOf(ss.Context()), method: method})
 		}
 	}
 	return &sd
 }
 
-// sizedStream counts a stream's requests refused for their size.
+// sizedStream gives the tap's reservation back after the stream's first
+// request and counts the requests refused for their size.
 type sizedStream struct {
 	grpc.ServerStream
 	s      *Server
+	a      *admission // until the first RecvMsg
 	method string
 }
 
-func (w sizedStream) RecvMsg(m any) error {
+func (w *sizedStream) RecvMsg(m any) error {
 	err := w.ServerStream.RecvMsg(m)
+	if w.a != nil {
+		w.a.received()
+		w.a = nil
+	}
 	w.s.noteRecvErr(w.Context(), w.method, err)
 	return err
 }

@@ -127,16 +127,13 @@ func addrIP(a net.Addr) netip.Addr {
 }
 
 // unaryEntry is the server's first unary interceptor (installed with
-// Options.Guard or Options.Budget): the request has been read, so the
-// tap's reservation goes back (admit.go); then, with Options.Guard, the
-// call is authorized (its authentication was the tap's; a call that
-// reached the server without the tap is authenticated here).
+// Options.Guard): the call is authorized (its authentication was the
+// tap's; a call that reached the server without the tap is authenticated
+// here). The tap's reservation went back when the request was read
+// (sizedService); giving it back again here does nothing.
 func (s *Server) unaryEntry(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	a := admissionOf(ctx)
 	a.received()
-	if s.opts.Guard == nil {
-		return handler(ctx, req)
-	}
 	var c callCtx
 	var st *rmqpb.Status
 	if a != nil && a.authed {
@@ -154,19 +151,13 @@ func (s *Server) unaryEntry(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 // streamEntry is the server's first stream interceptor (installed with
-// Options.Guard or Options.Budget): the tap's reservation goes back once
-// the stream's first request has been read (admit.go); with
-// Options.Guard every request received is authorized (the stream's
+// Options.Guard): every request received is authorized (the stream's
 // authentication was the tap's; without the tap it is done here, as the
-// stream opens).
+// stream opens). The tap's reservation goes back once the stream's first
+// request has been read (here, and in sizedService's stream, whichever
+// comes first).
 func (s *Server) streamEntry(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	a := admissionOf(ss.Context())
-	if s.opts.Guard == nil {
-		if a == nil {
-			return handler(srv, ss)
-		}
-		return handler(srv, &guardedStream{ServerStream: ss, s: s, a: a, method: info.FullMethod})
-	}
 	var c callCtx
 	if a != nil && a.authed {
 		c = a.call
@@ -177,7 +168,7 @@ func (s *Server) streamEntry(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 			return sendRefusal(ss, info.FullMethod, st)
 		}
 	}
-	err := handler(srv, &guardedStream{ServerStream: ss, s: s, c: c, a: a, guard: true, method: info.FullMethod})
+	err := handler(srv, &guardedStream{ServerStream: ss, s: s, c: c, a: a, method: info.FullMethod})
 	if errors.Is(err, errRefused) {
 		return nil
 	}
@@ -185,8 +176,7 @@ func (s *Server) streamEntry(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 }
 
 // guardedStream gives the tap's reservation back after the first
-// message received on a stream and, with Options.Guard, authorizes every
-// message received. A refused
+// message received on a stream and authorizes every message received. A refused
 // request of a server stream (received before its method starts) is
 // answered on the stream, and RecvMsg returns errRefused, which the
 // method returns; a refused Telemetry command ends the stream with
@@ -196,7 +186,6 @@ type guardedStream struct {
 	s      *Server
 	c      callCtx
 	a      *admission // given back after the first RecvMsg
-	guard  bool       // authorize each request
 	method string
 }
 
@@ -206,7 +195,7 @@ func (g *guardedStream) RecvMsg(m any) error {
 		g.a.received()
 		g.a = nil
 	}
-	if err != nil || !g.guard {
+	if err != nil {
 		return err
 	}
 	if st := g.s.authorize(g.c, g.method, m); st != nil {

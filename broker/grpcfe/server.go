@@ -283,8 +283,10 @@ func New(c Core, opts Options) (*Server, error) {
 	so := append([]grpc.ServerOption{grpc.Creds(creds),
 		grpc.ForceServerCodecV2(sizeCodec{CodecV2: encoding.GetCodecV2(protoenc.Name), s: s})}, serverOptions(opts)...)
 	if opts.Guard != nil || opts.Budget != nil {
-		so = append(so, grpc.InTapHandle(s.tap),
-			grpc.ChainUnaryInterceptor(s.unaryEntry), grpc.ChainStreamInterceptor(s.streamEntry))
+		so = append(so, grpc.InTapHandle(s.tap))
+	}
+	if opts.Guard != nil {
+		so = append(so, grpc.ChainUnaryInterceptor(s.unaryEntry), grpc.ChainStreamInterceptor(s.streamEntry))
 	}
 	so = append(so, opts.ServerOptions...)
 	s.srv = grpc.NewServer(so...)
