@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -81,9 +82,13 @@ func openGRPCTarget(ctx context.Context, c Config) (target, error) {
 // dial opens a plaintext connection to the front end.
 func (t *grpcTarget) dial() (rmqpb.MessagingServiceClient, error) {
 	cc, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.ForceCodecV2(grpcfe.Codec())),
 		// As the server's: no stop for window updates.
-		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20))
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20),
+		// The front end's message buffers (grpcfe.BufferPool, and its codec
+		// above), not grpc-go's default pool, which clears a 1 MiB buffer
+		// for a 33 KB request.
+		experimental.WithBufferPool(grpcfe.BufferPool()))
 	if err != nil {
 		return nil, fmt.Errorf("benchmark: dial %s: %w", t.addr, err)
 	}

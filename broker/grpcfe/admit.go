@@ -13,11 +13,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/rmqpb"
@@ -51,7 +54,7 @@ import (
 //     Options.RequestTimeout of its headers (within sweepEvery) ends its
 //     stream (a stalled or slow sender holds the budget no longer than
 //     that).
-//   - The wrapped handlers and the codec (sizedService, sizeCodec) that
+//   - The wrapped handlers and the codec (sizedService, msgCodec) that
 //     count the calls grpc-go ended with ResourceExhausted for a message
 //     larger than the cap, either way, and log them, throttled.
 //
@@ -329,7 +332,7 @@ func firstMD(md metadata.MD, key string) string {
 //     wrappers of the service's handlers (sizedService: the unary
 //     handlers' decode function, the stream handlers' RecvMsg);
 //   - an answer beyond MaxSendMsgSize: its length when the server's codec
-//     (sizeCodec) marshals it, the length grpc-go compares with the cap
+//     (msgCodec) marshals it, the length grpc-go compares with the cap
 //     (no compressor is registered in the broker, so the answer grpc-go
 //     measures is the one marshalled).
 
@@ -393,25 +396,71 @@ func (s *Server) noteRecvErr(ctx context.Context, method string, err error) {
 		"method", method, "peer", peerOf(ctx), "max_bytes", s.opts.MaxRecvMsgSize, "err", err)
 }
 
-// sizeCodec is the server's codec: grpc-go's protobuf codec, which also
-// counts and logs (throttled) the answers larger than MaxSendMsgSize
-// (grpc-go then refuses to send them).
-type sizeCodec struct {
-	encoding.CodecV2
-	s *Server
+// msgCodec is the protobuf codec of the server (ForceServerCodecV2) and of
+// the clients given Codec: grpc-go's, but with its buffers from bufPool
+// (grpc-go's codec takes them from the process-wide default pool, which
+// clears a 1 MiB buffer for a 33 KB message: bufpool.go). The server's
+// (s set) also counts and logs (throttled) the answers larger than
+// MaxSendMsgSize, which grpc-go then refuses to send.
+type msgCodec struct{ s *Server }
+
+// Codec returns the front end's protobuf codec for a client of the same
+// process (grpc.ForceCodecV2): apogee-bench's.
+func Codec() encoding.CodecV2 { return msgCodec{} }
+
+func (msgCodec) Name() string { return protoenc.Name }
+
+func (c msgCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m := messageOf(v)
+	if m == nil {
+		return nil, fmt.Errorf("grpcfe: cannot marshal %T: not a protobuf message", v)
+	}
+	// Size first: MarshalAppend may then use the sizes it cached.
+	n := proto.Size(m)
+	if s := c.s; s != nil && n > s.opts.MaxSendMsgSize {
+		s.stats.sizeRefused.Add(1)
+		s.warn("message-size", "grpc: an answer larger than the maximum was not sent (RESOURCE_EXHAUSTED); "+
+			"the message it carries is larger than the broker's maxMessageSize allows",
+			"answer", fmt.Sprintf("%T", v), "bytes", n, "max_bytes", s.opts.MaxSendMsgSize)
+	}
+	opts := proto.MarshalOptions{UseCachedSize: true}
+	if mem.IsBelowBufferPoolingThreshold(n) {
+		b, err := opts.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	b := bufPool.Get(n)
+	out, err := opts.MarshalAppend((*b)[:0], m)
+	if err != nil {
+		bufPool.Put(b)
+		return nil, err
+	}
+	*b = out
+	return mem.BufferSlice{mem.NewBuffer(b, bufPool)}, nil
 }
 
-func (c sizeCodec) Marshal(v any) (mem.BufferSlice, error) {
-	d, err := c.CodecV2.Marshal(v)
-	if err == nil {
-		if n := d.Len(); n > c.s.opts.MaxSendMsgSize {
-			c.s.stats.sizeRefused.Add(1)
-			c.s.warn("message-size", "grpc: an answer larger than the maximum was not sent (RESOURCE_EXHAUSTED); "+
-				"the message it carries is larger than the broker's maxMessageSize allows",
-				"answer", fmt.Sprintf("%T", v), "bytes", n, "max_bytes", c.s.opts.MaxSendMsgSize)
-		}
+func (msgCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m := messageOf(v)
+	if m == nil {
+		return fmt.Errorf("grpcfe: cannot unmarshal into %T: not a protobuf message", v)
 	}
-	return d, err
+	buf := data.MaterializeToBuffer(bufPool)
+	defer buf.Free()
+	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// messageOf is v as a protobuf message (of either API), nil if it is not
+// one.
+func messageOf(v any) proto.Message {
+	switch m := v.(type) {
+	case protoadapt.MessageV2:
+		return m
+	case protoadapt.MessageV1:
+		return protoadapt.MessageV2Of(m)
+	}
+	return nil
 }
 
 // throttleEvery is how often one cause of refusal is logged.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
@@ -222,8 +223,8 @@ func (f *forwarder) client(s *Server, addr string) (rmqpb.MessagingServiceClient
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: s.opts.ForwardDialTimeout,
 			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(s.opts.MaxRecvMsgSize), grpc.MaxCallSendMsgSize(s.opts.MaxRecvMsgSize)),
-		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(s.opts.MaxRecvMsgSize), grpc.MaxCallSendMsgSize(s.opts.MaxRecvMsgSize), grpc.ForceCodecV2(msgCodec{})),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20), experimental.WithBufferPool(bufPool),
 		// A master cut off without its connections closing (a machine
 		// gone, a partition) is noticed within about 15 s; the port's
 		// enforcement policy allows pings every 5 s.

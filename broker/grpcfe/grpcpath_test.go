@@ -53,7 +53,7 @@ func TestSizeRefusedStreamRequest(t *testing.T) {
 }
 
 // A stream's answer beyond MaxSendMsgSize is not sent and is counted (the
-// server's codec, sizeCodec), as a unary one is (TestSendCap).
+// server's codec, msgCodec), as a unary one is (TestSendCap).
 func TestSizeRefusedStreamAnswer(t *testing.T) {
 	e := newEnvWith(t, nil, func(o *Options) { o.MaxSendMsgSize = 2048 }, nil)
 	e.send(msg("orders-1", "m1", strings.Repeat("x", 4096)))
@@ -101,5 +101,41 @@ func TestSendAllocs(t *testing.T) {
 	})
 	if allocs > 1 {
 		t.Errorf("%.1f allocations per one-message SendMessage, want at most 1", allocs)
+	}
+}
+
+// The message buffer pool: a buffer less than twice the length asked
+// for (from 256 B), zeroed as far as it is handed out, reused by its tier;
+// buffers of other capacities are not kept, larger ones not pooled.
+func TestBufferPool(t *testing.T) {
+	p := new(tieredPool)
+	for _, c := range []struct{ n, cap int }{{0, 256}, {1, 256}, {256, 256}, {257, 512}, {1029, 2048}, {33 << 10, 64 << 10}, {4<<20 + MsgSizeHeadroom, 8 << 20}, {8 << 20, 8 << 20}, {8<<20 + 1, 8<<20 + 1}} {
+		b := p.Get(c.n)
+		if len(*b) != c.n || cap(*b) != c.cap {
+			t.Fatalf("Get(%d): len %d cap %d, want cap %d", c.n, len(*b), cap(*b), c.cap)
+		}
+		for i := range *b {
+			(*b)[i] = 0xff
+		}
+		p.Put(b)
+		if c.n > 8<<20 {
+			continue
+		}
+		// A smaller length from the same tier: zeroed as far as handed out.
+		n := c.n / 2
+		if tierOf(n) != tierOf(c.n) {
+			continue
+		}
+		b2 := p.Get(n)
+		for i, x := range *b2 {
+			if x != 0 {
+				t.Fatalf("Get(%d) after Get(%d): byte %d is %#x, want 0", n, c.n, i, x)
+			}
+		}
+	}
+	odd := make([]byte, 0, 3000)
+	p.Put(&odd) // not a tier's capacity: dropped
+	if b := p.Get(3000); cap(*b) != 4096 {
+		t.Fatalf("Get(3000) after Put of a 3000-byte buffer: cap %d, want 4096", cap(*b))
 	}
 }

@@ -16,8 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/encoding"
-	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/apogeemq/apogee/acl"
@@ -281,7 +280,7 @@ func New(c Core, opts Options) (*Server, error) {
 		return nil, err
 	}
 	so := append([]grpc.ServerOption{grpc.Creds(creds),
-		grpc.ForceServerCodecV2(sizeCodec{CodecV2: encoding.GetCodecV2(protoenc.Name), s: s})}, serverOptions(opts)...)
+		grpc.ForceServerCodecV2(msgCodec{s: s})}, serverOptions(opts)...)
 	if opts.Guard != nil || opts.Budget != nil {
 		so = append(so, grpc.InTapHandle(s.tap))
 	}
@@ -320,6 +319,9 @@ func serverOptions(opts Options) []grpc.ServerOption {
 		// apogee-bench produce --protocol grpc, 1 KiB and 1 MiB: no
 		// difference from 1 MiB windows within the VM's noise.
 		grpc.InitialWindowSize(64 << 10),
+		// Message buffers from tiers of every power of two, cleared only
+		// as far as they are used (bufpool.go).
+		experimental.BufferPool(bufPool),
 		grpc.InitialConnWindowSize(16 << 20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
