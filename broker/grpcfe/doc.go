@@ -136,6 +136,14 @@
 // ends it), so the bytes held for requests being received never exceed
 // the budget; a call that finds no room is refused from its headers.
 //
+// # Cost per call
+//
+// No stats handler is installed (grpc-go builds a dozen events per call
+// for one): the size refusals are counted by the service's wrapped
+// handlers and the server's codec (admit.go), and the interceptors are
+// installed only with a Guard. Message buffers come from bufpool.go's
+// tiers, which clear what they hand out, not a whole 1 MiB buffer.
+//
 // # Lock order
 //
 // The client table's mutex is taken before a client's; neither is held
