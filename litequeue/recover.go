@@ -341,7 +341,7 @@ func (x *Index) rebuild(rep *Recovery) {
 	x.resetPositions()
 	maxValid := int64(-1)
 	broken := map[uint32]bool{}
-	firsts := make(map[uint32]int64) // the tail's first offset, by id
+	firsts := make([]int64, len(x.slots)) // the tail's first offset, by id
 	for _, f := range x.files {
 		if f == nil {
 			continue
