@@ -188,6 +188,9 @@ func (s *Store) GetLite(parent, lite string, offset int64, maxMsgs, maxBytes int
 				break
 			}
 			next++
+			if e.Size <= 0 {
+				continue // never written (the index's recovery drops these at a tail)
+			}
 			if e.CommitLogOffset < logMin {
 				removing = true
 				continue
