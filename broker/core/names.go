@@ -220,12 +220,16 @@ const (
 	// (message.PropPriority), stored in the queue of that priority; a
 	// PRIORITY topic's pops take the higher queues first (priority.go).
 	MessagePriority
+	// MessageLite (RocketMQ 5.5, RIP-83): a message with a lite topic
+	// (message.PropLiteTopic) under a parent topic of message.type=LITE
+	// (lite.go).
+	MessageLite
 )
 
 // msgType is the message type's name in the topic table (topics.go).
 type msgType = MessageType
 
-var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY"}
+var msgTypeNames = [...]string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY", "LITE"}
 
 // String returns the type's name as RocketMQ spells it.
 func (t MessageType) String() string {
@@ -256,7 +260,7 @@ func InferMessageType(hasGroup, hasDelivery bool) MessageType {
 func CheckMessageType(t MessageType, hasGroup, hasDelivery bool) error {
 	var what string
 	switch t {
-	case MessageNormal, MessageTransaction, MessagePriority:
+	case MessageNormal, MessageTransaction, MessagePriority, MessageLite:
 		if hasGroup || hasDelivery {
 			what = "has a message group or a delivery time"
 		}
@@ -293,10 +297,10 @@ func CheckMessageType(t MessageType, hasGroup, hasDelivery bool) error {
 func AcceptedMessageTypes(cfg protocol.TopicConfig) []MessageType {
 	e := newTopicEntry(cfg)
 	var out []MessageType
-	for t := MessageNormal; t <= MessagePriority; t++ {
-		// A MIXED topic's route lists the four types before PRIORITY, as
-		// RocketMQ's RouteActivity does.
-		if e.accepts(t) && !(e.mixed && t == MessagePriority) {
+	for t := MessageNormal; t <= MessageLite; t++ {
+		// A MIXED topic's route lists the four types before PRIORITY and
+		// LITE, as RocketMQ's RouteActivity does.
+		if e.accepts(t) && !(e.mixed && t >= MessagePriority) {
 			out = append(out, t)
 		}
 	}

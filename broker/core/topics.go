@@ -526,8 +526,8 @@ func (c *Core) topicName(t []byte) string {
 
 // applyTopicAttributes applies RocketMQ 5's attribute changes ("+key=value"
 // adds or replaces, "-key" removes, comma-separated) to a topic's current
-// attributes. The one supported key is message.type (NORMAL, FIFO, DELAY, PRIORITY,
-// TRANSACTION or MIXED).
+// attributes. The supported keys are message.type (NORMAL, FIFO, DELAY, PRIORITY,
+// TRANSACTION, LITE or MIXED) and lite.topic.expiration (lite.go).
 func applyTopicAttributes(cur map[string]string, change string) (map[string]string, error) {
 	out := make(map[string]string, len(cur)+1)
 	for k, v := range cur {
@@ -544,11 +544,18 @@ func applyTopicAttributes(cur map[string]string, change string) (map[string]stri
 			if !ok || k == "" {
 				return nil, fmt.Errorf("attribute %q: want +key=value", item)
 			}
+			if k == attrLiteTopicExpiration {
+				if err := checkLiteTopicExpiration(v); err != nil {
+					return nil, err
+				}
+				out[k] = v
+				continue
+			}
 			if k != attrMessageType {
 				return nil, fmt.Errorf("unsupported topic attribute %q", k)
 			}
 			if _, ok := parseMsgType(v); !ok && !strings.EqualFold(v, "MIXED") {
-				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY or MIXED", v)
+				return nil, fmt.Errorf("message.type %q: want NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, LITE or MIXED", v)
 			}
 			out[k] = strings.ToUpper(v)
 		case '-':

@@ -59,7 +59,7 @@ func init() {
 var protoTypes = [...]rmqpb.MessageType{
 	core.MessageNormal: rmqpb.MessageType_NORMAL, core.MessageFIFO: rmqpb.MessageType_FIFO,
 	core.MessageDelay: rmqpb.MessageType_DELAY, core.MessageTransaction: rmqpb.MessageType_TRANSACTION,
-	core.MessagePriority: rmqpb.MessageType_PRIORITY,
+	core.MessagePriority: rmqpb.MessageType_PRIORITY, core.MessageLite: rmqpb.MessageType_LITE,
 }
 
 // outgoing is one message of a SendMessage, translated for core.Send.
