@@ -179,6 +179,9 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		if ct == core.MessageNormal && sp.Priority != nil {
 			ct = core.MessagePriority
 		}
+		if ct == core.MessageNormal && sp.LiteTopic != nil {
+			ct = core.MessageLite
+		}
 		typ = protoTypes[ct]
 	case rmqpb.MessageType_NORMAL:
 		ct = core.MessageNormal
@@ -190,6 +193,8 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		ct = core.MessageTransaction
 	case rmqpb.MessageType_PRIORITY:
 		ct = core.MessagePriority
+	case rmqpb.MessageType_LITE:
+		ct = core.MessageLite
 	default:
 		return badRequest(rmqpb.Code_UNSUPPORTED, "message type "+typ.String()+" is not supported")
 	}
@@ -199,6 +204,11 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 	}
 	if hasGroup {
 		p = message.AppendProperty(p, message.PropJavaShardingKey, o.group)
+	}
+	if lt := sp.LiteTopic; lt != nil || ct == core.MessageLite {
+		if err := liteProperty(&p, sp.GetLiteTopic(), ct); err != nil {
+			return err
+		}
 	}
 	if sp.Priority != nil {
 		// RocketMQ's proxy sets the priority on its Message, whose setter

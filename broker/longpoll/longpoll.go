@@ -72,6 +72,12 @@ type Wait struct {
 	// Options.MaxPerClient apart from Owner: any comparable value, kept
 	// while the request is parked; nil counts against no client.
 	Client any
+	// Lite marks a lite receive (RocketMQ 5.5's lite topics): it waits on
+	// its Client (which must be set), not on a topic, and is woken by
+	// Holder.Notified(Client) or its WakeAt; Topic and Queue are not
+	// used, Group marks it as a POP. Its Ticket is compared with the
+	// client's last Notified.
+	Lite bool
 }
 
 // isPop reports whether w is a POP's wait.
@@ -157,6 +163,7 @@ type Holder[T any] struct {
 
 	mu      sync.Mutex
 	topics  map[string]*topicWaits[T]
+	lite    map[any]*topicWaits[T] // lite receives by client (Wait.Lite)
 	heap    entryHeap[T]
 	ready   []*entry[T] // woken, to be run by the loop
 	owners  map[any]int // parked items per owner (absent: none)
@@ -225,6 +232,7 @@ func New[T any](host Host[T], opts Options) *Holder[T] {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		topics:  make(map[string]*topicWaits[T]),
+		lite:    make(map[any]*topicWaits[T]),
 		owners:  make(map[any]int),
 		clients: make(map[any]int),
 	}
@@ -315,7 +323,7 @@ func (h *Holder[T]) Park(w Wait, deadline time.Time, item T) (Handle[T], error) 
 	hd := Handle[T]{e: e, gen: e.gen}
 	h.acquireLocked(e)
 	h.count(k, func(c *counters) { c.parked.Add(1) })
-	t := h.topicLocked(w.Topic)
+	t := h.waitsLocked(&w)
 	signal := false
 	if w.isPop() && t.last > w.Ticket {
 		// Something happened on the topic since the POP looked.
@@ -327,7 +335,7 @@ func (h *Holder[T]) Park(w Wait, deadline time.Time, item T) (Handle[T], error) 
 	if signal {
 		h.signal()
 	}
-	if !w.isPop() {
+	if !w.isPop() && !w.Lite {
 		// A message that arrived after the caller looked and before e was
 		// linked was reported to nobody: look again. (e itself must not be
 		// touched: once linked, the loop may run and reuse it.)
@@ -394,10 +402,59 @@ func (h *Holder[T]) topicLocked(topic string) *topicWaits[T] {
 	return t
 }
 
+// waitsLocked returns the waits w belongs to: its topic's, or for a lite
+// receive its client's (made when missing; h.mu held).
+func (h *Holder[T]) waitsLocked(w *Wait) *topicWaits[T] {
+	if !w.Lite {
+		return h.topicLocked(w.Topic)
+	}
+	t := h.lite[w.Client]
+	if t == nil {
+		t = &topicWaits[T]{}
+		h.lite[w.Client] = t
+	}
+	return t
+}
+
+// Notified is the lite event dispatcher's report that client has
+// something to receive (an event, or a delivery whose invisibility
+// changed): it wakes the client's parked lite receives (Wait.Lite); it
+// never calls the host and never waits for the loop.
+func (h *Holder[T]) Notified(client any) {
+	h.mu.Lock()
+	t := h.lite[client]
+	if t == nil {
+		t = &topicWaits[T]{}
+		h.lite[client] = t
+	}
+	t.last = h.seq.Add(1)
+	signal := false
+	for _, e := range t.any {
+		heap.Remove(&h.heap, e.heapIdx)
+		signal = h.readyLocked(e, wokeArrival) || signal
+	}
+	clear(t.any)
+	t.any = t.any[:0]
+	h.mu.Unlock()
+	if signal {
+		h.signal()
+	}
+}
+
+// Forget drops what the holder keeps of a lite client that is gone (its
+// last Notified), unless it has receives parked.
+func (h *Holder[T]) Forget(client any) {
+	h.mu.Lock()
+	if t := h.lite[client]; t != nil && len(t.any) == 0 {
+		delete(h.lite, client)
+	}
+	h.mu.Unlock()
+}
+
 // linkLocked puts e in its list and the heap (h.mu held) and reports
 // whether the loop's timer must move earlier.
 func (h *Holder[T]) linkLocked(t *topicWaits[T], e *entry[T]) bool {
-	if q := e.w.Queue; q < 0 {
+	if q := e.w.Queue; q < 0 || e.w.Lite {
 		t.any = append(t.any, e)
 	} else {
 		for int(q) >= len(t.queues) {
@@ -608,12 +665,15 @@ func (h *Holder[T]) put(e *entry[T]) {
 // unlinkLocked removes e from its topic's list.
 func (h *Holder[T]) unlinkLocked(e *entry[T]) {
 	t := h.topics[e.w.Topic]
+	if e.w.Lite {
+		t = h.lite[e.w.Client]
+	}
 	if t == nil {
 		return
 	}
 	var l *[]*entry[T]
 	switch q := e.w.Queue; {
-	case q < 0:
+	case q < 0 || e.w.Lite:
 		l = &t.any
 	case int(q) < len(t.queues):
 		l = &t.queues[q]
@@ -717,7 +777,7 @@ func (h *Holder[T]) run(e *entry[T]) {
 	k := kind(&e.w)
 	h.count(k, func(c *counters) { c.reparked.Add(1) })
 	h.acquireLocked(e)
-	t := h.topicLocked(e.w.Topic)
+	t := h.waitsLocked(&e.w)
 	signal := false
 	if e.w.isPop() && t.last > e.seq {
 		signal = h.readyLocked(e, wokeArrival)
@@ -729,7 +789,7 @@ func (h *Holder[T]) run(e *entry[T]) {
 	if signal {
 		h.signal()
 	}
-	if !w.isPop() && w.Offset > prev.Offset {
+	if !w.isPop() && !w.Lite && w.Offset > prev.Offset {
 		h.recheck(w.Topic, w.Queue, w.Offset)
 	}
 }
