@@ -72,6 +72,9 @@ type Core struct {
 	revivers []pop.VisibleFunc
 	filters  filterCache
 
+	// lite is the lite topics' state (lite.go).
+	lite *liteState
+
 	sendPool sync.Pool // *sendScratch
 	waitPool sync.Pool // *durableWait
 
@@ -147,6 +150,7 @@ func New(opts Options) (*Core, error) {
 	c.role.Store(uint32(o.Role))
 	c.slave.Store(o.Role == RoleSlave)
 	c.autoCreate = newAutoCreateLimiter(&c.opts)
+	c.lite = newLiteState(c)
 	if c.levels, err = delay.ParseLevels(o.DelayLevels); err != nil {
 		return nil, err
 	}
@@ -259,7 +263,8 @@ func (c *Core) Start() {
 	if c.started.Swap(true) {
 		return
 	}
-	c.wg.Add(4)
+	c.wg.Add(5)
+	go c.liteMaintain()
 	go func() { defer c.wg.Done(); c.rstats.Run(c.stop) }()
 	go c.maintain()
 	go func() { defer c.wg.Done(); c.topicWriter.run(c.stop) }()

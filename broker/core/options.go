@@ -81,6 +81,19 @@ type Options struct {
 	// ClientTimeout removes a client (and closes its connection) that sent
 	// no heartbeat for this long. Default 120 s.
 	ClientTimeout time.Duration
+	// Lite topics (lite.go). LiteMaxSubscriptions bounds the active lite
+	// subscriptions (client × lite topic; RocketMQ's
+	// maxLiteSubscriptionCount, default 100,000); LiteMaxClientEvents is a
+	// lite client's event capacity when its group sets none
+	// (maxClientEventCount, default 100); LiteMinTTL is the least idle time
+	// before a lite topic expires, and the wait after the start before the
+	// first expiry scan (minLiteTTl, default 15 min); LiteTTLCheckInterval
+	// is how often idle lite topics are looked for (liteTtlCheckInterval,
+	// default 120 s).
+	LiteMaxSubscriptions int
+	LiteMaxClientEvents  int
+	LiteMinTTL           time.Duration
+	LiteTTLCheckInterval time.Duration
 	// MaxInFlightBytes bounds the message bytes of sends being stored or
 	// waiting for their flush; a send over it is refused with SYSTEM_BUSY (2)
 	// at once. Default 256 MiB.

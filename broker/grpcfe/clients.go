@@ -185,6 +185,7 @@ func (s *Server) forget(c *client) {
 	c.mu.Unlock()
 	s.renew.release() // its renewed handles (renew.go)
 	s.core.ClientClosed(c)
+	s.liteDrop(c.id) // its lite subscriptions (lite.go)
 }
 
 // register (re)declares the client to the core from its settings: the
@@ -444,13 +445,15 @@ func (s *Server) serverSettings(in *rmqpb.Settings) *rmqpb.Settings {
 				Next: retryIntervals(),
 			}},
 		}
-		out.PubSub = &rmqpb.Settings_Subscription{Subscription: &rmqpb.Subscription{
+		sub := &rmqpb.Subscription{
 			Group:              group,
 			Subscriptions:      ps.Subscription.GetSubscriptions(),
 			Fifo:               &fifo,
 			ReceiveBatchSize:   &batch,
 			LongPollingTimeout: durationpb.New(s.opts.LongPollingTimeout),
-		}}
+		}
+		liteSettings(sub, in, cfg) // lite.go
+		out.PubSub = &rmqpb.Settings_Subscription{Subscription: sub}
 	}
 	return out
 }

@@ -41,6 +41,8 @@ type Core interface {
 	ClientClosed(conn core.ClientConn)
 	RouteTopic(name string, create bool, src netip.AddrPort) (protocol.TopicConfig, error)
 	SubscriptionGroup(name []byte) (protocol.SubscriptionGroupConfig, error)
+
+	LiteCore // lite.go
 }
 
 var _ Core = (*core.Core)(nil)

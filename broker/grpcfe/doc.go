@@ -25,7 +25,7 @@
 // (recall.go); QueryAssignment (route.go), ReceiveMessage, AckMessage,
 // ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue (receive.go:
 // the core's POP operations); PullMessage, UpdateOffset, GetOffset,
-// QueryOffset (pull.go). SyncLiteSubscription answers NOT_IMPLEMENTED.
+// QueryOffset (pull.go). SyncLiteSubscription and lite receives: lite.go.
 //
 // # Renewal
 //

@@ -36,6 +36,7 @@ import (
 //     method that writes or reads the group's state (SendMessage,
 //     EndTransaction, RecallMessage, ReceiveMessage, AckMessage,
 //     ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
+//     SyncLiteSubscription (lite.go: the lite state is the master's),
 //     PullMessage, UpdateOffset, GetOffset, QueryOffset) and the client's
 //     session (Telemetry, relayed both ways while it is open; Heartbeat;
 //     NotifyClientTermination), so the master's core knows the client and
@@ -43,7 +44,7 @@ import (
 //     RocketMQ's proxy does: a slave's queues and offsets lag.
 //   - Served here: QueryRoute and QueryAssignment (from this member's
 //     topic table; a topic this member does not know yet is asked of the
-//     master), SyncLiteSubscription (not implemented anywhere).
+//     master).
 //
 // A forwarded stream (a receive or pull held on the master, a telemetry
 // relay) ends when this server shuts down, as the calls it holds do.

@@ -29,6 +29,7 @@ type heldCall struct {
 	done chan struct{}
 	pop  *core.PopResult  // a receive, or nil
 	pull *core.PullResult // a pull, or nil
+	lite *liteCall        // a lite receive, or nil (lite.go)
 	err  error            // a failed re-run
 }
 
@@ -47,6 +48,7 @@ func newHolder(s *Server) *longpoll.Holder[*heldCall] {
 		MaxParked: s.opts.MaxHeldReceives, MaxPerOwner: s.opts.MaxHeldPerClient, MaxPerClient: s.opts.MaxHeldPerClient})
 	s.core.OnArrival(h.Arrived)
 	s.core.OnRevive(h.Revived)
+	s.liteWire(h)
 	h.Start()
 	return h
 }
@@ -55,6 +57,9 @@ func newHolder(s *Server) *longpoll.Holder[*heldCall] {
 // waits past. It closes done when the call found messages (or failed).
 func (h pollHost) Run(cp **heldCall, w *longpoll.Wait) bool {
 	c := *cp
+	if c.lite != nil {
+		return h.runLite(c, w)
+	}
 	if c.pop != nil {
 		if err := h.s.core.PopAgain(c.pop); err != nil || len(c.pop.Msgs) > 0 {
 			c.err = err

@@ -105,6 +105,9 @@ func (s *Server) receive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, st
 	if batch <= 0 || batch > 32 {
 		return status(rmqpb.Code_BAD_REQUEST, fmt.Sprintf("batch size %d is not in 1..32", batch))
 	}
+	if st, done := s.liteReceive(ctx, r, group, stream); done {
+		return st
+	}
 	invisible := 30 * time.Second
 	var renewFor *client // the client whose deliveries are renewed (renew.go)
 	if r.GetAutoRenew() {
@@ -222,8 +225,11 @@ func (s *Server) AckMessage(ctx context.Context, r *rmqpb.AckMessageRequest) (*r
 	failed := 0
 	c := s.clientLookup(ctx)
 	for i, e := range r.GetEntries() {
-		rc, err := parseReceipt(e.GetReceiptHandle())
-		if err == nil {
+		var rc receipt
+		var err error
+		if isLiteHandle(e.GetReceiptHandle()) {
+			err = s.ackLite(group, topic, e)
+		} else if rc, err = parseReceipt(e.GetReceiptHandle()); err == nil {
 			// A renewed delivery: stop renewing it and ack it as it is
 			// now (renew.go).
 			if cur, ok := s.renew.take(c, group, e.GetMessageId(), e.GetReceiptHandle()); ok {
@@ -272,6 +278,9 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, r *rmqpb.ChangeInv
 	if d == nil || !d.IsValid() || d.AsDuration() < time.Millisecond || d.AsDuration().Milliseconds() > core.MaxInvisibleMs {
 		return fail(badRequest(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "the invisible duration is missing or not in 1ms..30 days"))
 	}
+	if isLiteHandle(r.GetReceiptHandle()) {
+		return s.changeInvisibleLite(r, group, topic, d.AsDuration())
+	}
 	rc, err := parseReceipt(r.GetReceiptHandle())
 	if err != nil {
 		return fail(err)
@@ -306,6 +315,9 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, r *rmqpb.F
 	}
 	if err := core.CheckClientTopic(topic); err != nil {
 		return fail(err)
+	}
+	if isLiteHandle(r.GetReceiptHandle()) {
+		return fail(s.deadLetterLite(r, group, topic))
 	}
 	rc, err := parseReceipt(r.GetReceiptHandle())
 	if err != nil {

@@ -206,9 +206,3 @@ func (s *Server) EndTransaction(ctx context.Context, r *rmqpb.EndTransactionRequ
 	}
 	return &rmqpb.EndTransactionResponse{Status: errStatus(err)}, nil
 }
-
-// SyncLiteSubscription: lite topics are not served (docs/grpc.md).
-func (s *Server) SyncLiteSubscription(ctx context.Context, r *rmqpb.SyncLiteSubscriptionRequest) (*rmqpb.SyncLiteSubscriptionResponse, error) {
-	return &rmqpb.SyncLiteSubscriptionResponse{Status: status(rmqpb.Code_NOT_IMPLEMENTED,
-		"lite topics are not supported by this broker")}, nil
-}

@@ -801,3 +801,6 @@ func (r *Registry) Subscribed(id, l string) bool {
 	_, ok := c.set[l]
 	return ok
 }
+
+// MaxSubscriptions is the bound of active subscriptions in use.
+func (r *Registry) MaxSubscriptions() int { return r.opts.MaxSubscriptions }
