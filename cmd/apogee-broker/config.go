@@ -39,6 +39,9 @@ type config struct {
 	priorityZeroHighest        bool // !priorityOrderAsc
 	priorityRetryFirst         int  // popFromRetryProbabilityForPriority
 	timerMaxDelay              time.Duration
+	// lite topics (core.Options.Lite*; 0: their default)
+	liteMaxSubs, liteMaxEvents int
+	liteMinTTL, liteTTLCheck   time.Duration
 	// tuning: broker.Options and remoting.Options fields (0: their default)
 	offsetFlush, registerInterval, busyTimeout, idleTimeout time.Duration
 	receiveBudget                                           int64
@@ -551,6 +554,38 @@ var honoured = map[string]confKey{
 			return fmt.Errorf("want a percentage, 0 to 100")
 		}
 		c.priorityRetryFirst = p
+		return nil
+	}},
+	"maxLiteSubscriptionCount": {"", "the most active lite subscriptions (client × lite topic) the broker holds (default 100000); past it SyncLiteSubscription is refused with LITE_SUBSCRIPTION_QUOTA_EXCEEDED (RocketMQ 5.5)", func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number")
+		}
+		c.liteMaxSubs = n
+		return nil
+	}},
+	"maxClientEventCount": {"", "a lite client's event capacity when its group sets no lite.sub.client.max.event.cnt (default 100; RocketMQ 5.5)", func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number")
+		}
+		c.liteMaxEvents = n
+		return nil
+	}},
+	"minLiteTTl": {"", "milliseconds: the least idle time before a lite topic expires, and the wait after the start before the first expiry scan (default 900000, 15 min; RocketMQ 5.5)", func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of milliseconds")
+		}
+		c.liteMinTTL = time.Duration(n) * time.Millisecond
+		return nil
+	}},
+	"liteTtlCheckInterval": {"", "milliseconds between two scans for idle lite topics (default 120000; RocketMQ 5.5)", func(c *config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of milliseconds")
+		}
+		c.liteTTLCheck = time.Duration(n) * time.Millisecond
 		return nil
 	}},
 	"haListenPort": {"ha-listen", "`--ha-listen`'s port (its host is the listen host): where a master's slaves connect (default: the listen port + 1)", func(c *config, v string) error {

@@ -179,6 +179,8 @@ var javaKeys = []javaClass{
 		"haSlaveFallbehindMax", "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue",
 		"memTableFlushInterval",
 	}},
+	// RocketMQ 5.5's lite topic keys (BrokerConfig's "LiteTopic" section).
+	{"BrokerConfig (RocketMQ 5.5 lite topics)", []string{"liteTtlCheckInterval", "maxClientEventCount", "maxLiteSubscriptionCount", "minLiteTTl"}},
 	{"BrokerStartup (system properties)", []string{"rmqAddressServerDomain", "rmqAddressServerSubGroup"}},
 	// Not the broker's: RocketMQ's proxy reads this from rmq-proxy.json; a
 	// broker started with its proxy in local mode is the deployment Apogee

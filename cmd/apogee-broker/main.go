@@ -271,6 +271,8 @@ func run(args []string) error {
 	}
 	bopts := broker.Options{Core: core.Options{DataDir: cfg.dataDir, Store: cfg.store, BrokerName: cfg.brokerName, ClusterName: cfg.cluster, AdvertiseAddr: advertise, DisableAutoCreateTopic: !cfg.autoCreate, DefaultTopicQueues: cfg.defaultQueues, MaxMessageSize: cfg.maxMessageSize, OffsetFlushInterval: cfg.offsetFlush, BusyTimeout: cfg.busyTimeout, DelayLevels: cfg.delayLevels, TransactionTimeout: cfg.txTimeout, TransactionCheckInterval: cfg.txCheckInterval, TransactionCheckMax: cfg.txCheckMax, DisablePropertyFilter: !cfg.propertyFilter, PriorityQueueZeroHighest: cfg.priorityZeroHighest, PriorityRetryFirstPercent: cfg.priorityRetryFirst, TimerMaxDelay: cfg.timerMaxDelay, Logger: logger, MaxAutoCreateTopics: cfg.sec.autoTopics, MaxAutoCreateGroups: cfg.sec.autoGroups, MaxAutoCreatePerSource: cfg.sec.autoPerSource, Role: role, BrokerID: cfg.brokerID, SlaveReadEnable: cfg.slaveReadEnable, AccessMessageInMemoryMaxRatio: cfg.memoryRatio}, NamesrvAddrs: namesrvs, RegisterInterval: cfg.registerInterval, Remoting: remotingOpts, SlowRequest: cfg.slowRequest, Security: security, NamesrvSign: namesrvSigner(cfg), InnerSigner: innerSigner(cfg), HAAdvertiseAddr: haAdvertise, HAMasterAddr: cfg.haMasterAddr, ObserveRequest: observeRequest(rpc)}
 	bopts.Core.TraceTopic = cfg.op.traceTopicAtStart()
+	bopts.Core.LiteMaxSubscriptions, bopts.Core.LiteMaxClientEvents = cfg.liteMaxSubs, cfg.liteMaxEvents
+	bopts.Core.LiteMinTTL, bopts.Core.LiteTTLCheckInterval = cfg.liteMinTTL, cfg.liteTTLCheck
 	ctlTLS, err := clientTLS(cfg, tlsServer, &bopts, logger)
 	if err != nil {
 		return err
