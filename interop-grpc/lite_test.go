@@ -1,0 +1,360 @@
+package interopgrpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/apogeemq/apogee/internal/wait"
+)
+
+// Lite topics (RocketMQ 5.5, RIP-83) with the Go SDK v5.1.4: a parent
+// topic of message.type=LITE, a producer's Message.SetLiteTopic, and a
+// LitePushConsumer of a group bound to the parent (lite.bind.topic) that
+// subscribes to lite topics one by one (docs/lite-topics.md, section 3).
+
+// createLiteTopic creates a LITE parent topic (attrs: more "+key=value"
+// attributes, comma-separated, or "").
+func (b *broker) createLiteTopic(t *testing.T, parent string, queues int, attrs string) {
+	t.Helper()
+	ext := map[string]string{"topic": parent, "defaultTopic": "TBW102", "readQueueNums": strconv.Itoa(queues),
+		"writeQueueNums": strconv.Itoa(queues), "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+		"attributes": "+message.type=LITE"}
+	if attrs != "" {
+		ext["attributes"] += "," + attrs
+	}
+	if code, remark := remoting(t, b.Addr, 17, ext, nil); code != 0 {
+		t.Fatalf("create lite topic %s: %d %s", parent, code, remark)
+	}
+}
+
+// liteGroup creates a lite group bound to parent, with more lite.*
+// attributes.
+func (b *broker) liteGroup(t *testing.T, group, parent string, attrs map[string]string) {
+	t.Helper()
+	a := map[string]string{"+lite.bind.topic": parent}
+	for k, v := range attrs {
+		a["+"+k] = v
+	}
+	body, _ := json.Marshal(map[string]any{"groupName": group, "consumeEnable": true, "consumeFromMinEnable": true,
+		"consumeBroadcastEnable": true, "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0,
+		"whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true, "attributes": a})
+	if code, remark := remoting(t, b.Addr, 200, map[string]string{}, body); code != 0 {
+		t.Fatalf("update lite group %s: %d %s", group, code, remark)
+	}
+}
+
+// liteLog records what a lite consumer's handler saw.
+type liteLog struct {
+	mu       sync.Mutex
+	got      []*rmq.MessageView
+	handle   func(mv *rmq.MessageView) rmq.ConsumerResult // nil: SUCCESS
+	starting []string                                   // bodies as their handler started
+}
+
+func (l *liteLog) consume(mv *rmq.MessageView) rmq.ConsumerResult {
+	l.mu.Lock()
+	l.starting = append(l.starting, string(mv.GetBody()))
+	h := l.handle
+	l.mu.Unlock()
+	res := rmq.SUCCESS
+	if h != nil {
+		res = h(mv)
+	}
+	l.mu.Lock()
+	l.got = append(l.got, mv)
+	l.mu.Unlock()
+	return res
+}
+
+// bodies returns the bodies handled so far of lite topic lt ("" for all),
+// in the order their handlers ended.
+func (l *liteLog) bodies(lt string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, mv := range l.got {
+		if lt == "" || mv.GetLiteTopic() == lt {
+			out = append(out, string(mv.GetBody()))
+		}
+	}
+	return out
+}
+
+// waitBodies waits until lite topic lt's handled bodies are want.
+func (l *liteLog) waitBodies(t *testing.T, lt string, want []string) {
+	t.Helper()
+	wait.For(t, fmt.Sprintf("%s's messages %v handled", lt, want), func() error {
+		if got := l.bodies(lt); !slices.Equal(got, want) {
+			if len(got) > len(want) {
+				t.Fatalf("%s: handled %v, want %v", lt, got, want)
+			}
+			return fmt.Errorf("handled %v", got)
+		}
+		return nil
+	})
+}
+
+// liteConsumer starts a LitePushConsumer of group bound to parent.
+func (b *broker) liteConsumer(t *testing.T, group, parent string, invisible time.Duration, log *liteLog) rmq.LitePushConsumer {
+	t.Helper()
+	c, err := rmq.NewLitePushConsumer(b.config(group), rmq.NewLitePushConsumerConfig(parent, invisible),
+		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushConsumptionThreadCount(4),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("lite push consumer start: %v", err)
+	}
+	t.Cleanup(func() { c.GracefulStop() })
+	return c
+}
+
+// sendLite sends one message of body to parent's lite topic lt.
+func sendLite(t *testing.T, p rmq.Producer, parent, lt, body string) {
+	t.Helper()
+	m := &rmq.Message{Topic: parent, Body: []byte(body)}
+	m.SetLiteTopic(lt)
+	if _, err := p.Send(context.Background(), m); err != nil {
+		t.Fatalf("send %s to %s/%s: %v", body, parent, lt, err)
+	}
+}
+
+func seq(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// TestLiteSubscribeReceiveUnsubscribe: cases 1, 2 and 3 of the test plan.
+// Messages sent to L1 before the first subscription are not delivered
+// (RocketMQ starts a new lite topic at its end); L1's later ones come in
+// order, once each, with their lite topic, and none of the unsubscribed
+// L2; after UnSubscribeLite(L1) new L1 messages wait, and a new
+// subscription resumes at the group's offset.
+func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteParent", 4, "")
+	b.liteGroup(t, "LiteGroup", "LiteParent", nil)
+	p := b.producer(t, rmq.WithTopics("LiteParent"))
+	for _, body := range seq("before", 3) {
+		sendLite(t, p, "LiteParent", "L1", body)
+	}
+	log := &liteLog{}
+	c := b.liteConsumer(t, "LiteGroup", "LiteParent", 10*time.Second, log)
+	if err := c.SubscribeLite("L1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		sendLite(t, p, "LiteParent", "L1", fmt.Sprintf("a-%d", i))
+		if i < 5 {
+			sendLite(t, p, "LiteParent", "L2", fmt.Sprintf("b-%d", i))
+		}
+	}
+	log.waitBodies(t, "L1", seq("a", 10))
+	log.mu.Lock()
+	got := slices.Clone(log.got)
+	log.mu.Unlock()
+	for _, mv := range got {
+		if mv.GetLiteTopic() != "L1" || mv.GetTopic() != "LiteParent" {
+			t.Fatalf("a message of lite topic %q, topic %q", mv.GetLiteTopic(), mv.GetTopic())
+		}
+	}
+
+	// Unsubscribed: L1's new messages wait; an L3 marker subscribed to
+	// after them comes, and they do not.
+	if err := c.UnSubscribeLite("L1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range seq("u", 3) {
+		sendLite(t, p, "LiteParent", "L1", body)
+	}
+	if err := c.SubscribeLite("L3"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteParent", "L3", "marker")
+	log.waitBodies(t, "L3", []string{"marker"})
+	if got := log.bodies("L1"); !slices.Equal(got, seq("a", 10)) {
+		t.Fatalf("L1 after the unsubscription: %v", got)
+	}
+	// Subscribed again: from the group's offset.
+	if err := c.SubscribeLite("L1"); err != nil {
+		t.Fatal(err)
+	}
+	log.waitBodies(t, "L1", append(seq("a", 10), seq("u", 3)...))
+	if got := log.bodies("L2"); len(got) != 0 {
+		t.Fatalf("L2 was never subscribed to, yet %v came", got)
+	}
+}
+
+// TestLiteFIFOAcrossSlowHandler: case 4. A handler slower than the
+// invisible duration on L1 does not let L1's next message start before it
+// ends; L2 proceeds meanwhile.
+func TestLiteFIFOAcrossSlowHandler(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteFifo", 2, "")
+	b.liteGroup(t, "LiteFifoGroup", "LiteFifo", nil)
+	p := b.producer(t, rmq.WithTopics("LiteFifo"))
+	release := make(chan struct{})
+	var once sync.Once
+	log := &liteLog{handle: func(mv *rmq.MessageView) rmq.ConsumerResult {
+		if string(mv.GetBody()) == "slow" {
+			once.Do(func() { <-release })
+		}
+		return rmq.SUCCESS
+	}}
+	c := b.liteConsumer(t, "LiteFifoGroup", "LiteFifo", 2*time.Second, log)
+	for _, l := range []string{"L1", "L2"} {
+		if err := c.SubscribeLite(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendLite(t, p, "LiteFifo", "L1", "slow")
+	wait.For(t, "the slow handler started", func() error {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if !slices.Contains(log.starting, "slow") {
+			return fmt.Errorf("started %v", log.starting)
+		}
+		return nil
+	})
+	sendLite(t, p, "LiteFifo", "L1", "next")
+	sendLite(t, p, "LiteFifo", "L2", "other")
+	log.waitBodies(t, "L2", []string{"other"})
+	// Past the invisible duration, L1's next has not started.
+	visibleAgain := time.Now().Add(3 * time.Second)
+	wait.Until(t, "the slow message's invisible time passed", func() bool { return time.Now().After(visibleAgain) })
+	log.mu.Lock()
+	started := slices.Clone(log.starting)
+	log.mu.Unlock()
+	if slices.Contains(started, "next") {
+		t.Fatalf("L1's next message started while the first was handled: %v", started)
+	}
+	close(release)
+	wait.For(t, "L1's messages handled in order", func() error {
+		got := log.bodies("L1")
+		if len(got) < 2 || got[len(got)-1] != "next" || got[0] != "slow" {
+			return fmt.Errorf("L1 handled %v", got)
+		}
+		return nil
+	})
+}
+
+// TestLiteSuspend: case 5. A handler answering
+// NewConsumerResultSuspend(200ms) gets the message again after about 200
+// ms, and its delivery attempt does not grow.
+func TestLiteSuspend(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteSusp", 2, "")
+	b.liteGroup(t, "LiteSuspGroup", "LiteSusp", nil)
+	p := b.producer(t, rmq.WithTopics("LiteSusp"))
+	var mu sync.Mutex
+	var attempts []int32
+	var times []time.Time
+	log := &liteLog{handle: func(mv *rmq.MessageView) rmq.ConsumerResult {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, mv.GetDeliveryAttempt())
+		times = append(times, time.Now())
+		if len(attempts) == 1 {
+			return rmq.NewConsumerResultSuspend(200 * time.Millisecond)
+		}
+		return rmq.SUCCESS
+	}}
+	c := b.liteConsumer(t, "LiteSuspGroup", "LiteSusp", 20*time.Second, log)
+	if err := c.SubscribeLite("S1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteSusp", "S1", "suspended")
+	log.waitBodies(t, "S1", []string{"suspended", "suspended"})
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts[0] != attempts[1] {
+		t.Fatalf("delivery attempts %v: a suspend must not count as an attempt", attempts)
+	}
+	if d := times[1].Sub(times[0]); d < 200*time.Millisecond {
+		t.Fatalf("delivered again after %v, before the 200 ms suspension", d)
+	}
+}
+
+// TestLiteRefusals: case 12. A lite message to a NORMAL topic and a normal
+// message to a LITE topic (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE); a bad
+// lite topic name (ILLEGAL_LITE_TOPIC); SyncLiteSubscription from a
+// regular group (ILLEGAL_CONSUMER_GROUP) and with another parent
+// (ILLEGAL_TOPIC).
+func TestLiteRefusals(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteRef", 2, "")
+	b.createLiteTopic(t, "LiteOther", 2, "")
+	b.createTopic(t, "Plain", 2, "NORMAL")
+	b.liteGroup(t, "LiteRefGroup", "LiteRef", nil)
+	b.updateGroup(t, "RegularGroup", false, 16)
+	cli, _, ctx := rawClient(t, b)
+	send := func(topic string, lt *string, typ v2.MessageType) v2.Code {
+		r, err := cli.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{{Topic: &v2.Resource{Name: topic},
+			Body: []byte("x"), SystemProperties: &v2.SystemProperties{MessageId: "m-" + topic, BodyEncoding: v2.Encoding_IDENTITY,
+				MessageType: typ, BornTimestamp: timestamppb.Now(), LiteTopic: lt}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus().GetCode()
+	}
+	str := func(s string) *string { return &s }
+	if code := send("Plain", str("L1"), v2.MessageType_LITE); code != v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE {
+		t.Fatalf("a LITE message to a NORMAL topic: %v", code)
+	}
+	if code := send("LiteRef", nil, v2.MessageType_NORMAL); code != v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE {
+		t.Fatalf("a NORMAL message to a LITE topic: %v", code)
+	}
+	for _, bad := range []string{"a$b", "   ", strings.Repeat("x", 65), "with space"} {
+		if code := send("LiteRef", str(bad), v2.MessageType_LITE); code != v2.Code_ILLEGAL_LITE_TOPIC {
+			t.Fatalf("lite topic %q: %v", bad, code)
+		}
+	}
+	if code := send("LiteRef", str(strings.Repeat("x", 64)), v2.MessageType_LITE); code != v2.Code_OK {
+		t.Fatalf("a 64-byte lite topic: %v", code)
+	}
+	sync := func(group, topic string) v2.Code {
+		r, err := cli.SyncLiteSubscription(ctx, &v2.SyncLiteSubscriptionRequest{Action: v2.LiteSubscriptionAction_PARTIAL_ADD,
+			Topic: &v2.Resource{Name: topic}, Group: &v2.Resource{Name: group}, LiteTopicSet: []string{"L1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus().GetCode()
+	}
+	if code := sync("RegularGroup", "LiteRef"); code != v2.Code_ILLEGAL_CONSUMER_GROUP {
+		t.Fatalf("a regular group's SyncLiteSubscription: %v", code)
+	}
+	if code := sync("LiteRefGroup", "LiteOther"); code != v2.Code_ILLEGAL_TOPIC {
+		t.Fatalf("another parent's SyncLiteSubscription: %v", code)
+	}
+	if code := sync("LiteRefGroup", "LiteRef"); code != v2.Code_OK {
+		t.Fatalf("the bound parent's SyncLiteSubscription: %v", code)
+	}
+
+	// The SDK's producer refuses a lite message to a NORMAL topic itself
+	// (the route's accepted types).
+	p := b.producer(t, rmq.WithTopics("Plain", "LiteRef"))
+	m := &rmq.Message{Topic: "Plain", Body: []byte("x")}
+	m.SetLiteTopic("L1")
+	if _, err := p.Send(context.Background(), m); err == nil {
+		t.Fatal("a lite message to a NORMAL topic was sent")
+	}
+}
