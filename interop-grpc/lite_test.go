@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,11 +13,18 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/apogeemq/apogee/auth"
 	"github.com/apogeemq/apogee/internal/wait"
+	"github.com/apogeemq/apogee/protocol"
+	rmtg "github.com/apogeemq/apogee/remoting"
 )
 
 // Lite topics (RocketMQ 5.5, RIP-83) with the Go SDK v5.1.4: a parent
@@ -356,5 +365,246 @@ func TestLiteRefusals(t *testing.T) {
 	m.SetLiteTopic("L1")
 	if _, err := p.Send(context.Background(), m); err == nil {
 		t.Fatal("a lite message to a NORMAL topic was sent")
+	}
+}
+
+// TestLiteQuota: case 7. A broker holding at most 3 lite subscriptions
+// (maxLiteSubscriptionCount) across two clients refuses the fourth with
+// LITE_SUBSCRIPTION_QUOTA_EXCEEDED; a removal makes room.
+func TestLiteQuota(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false", "maxLiteSubscriptionCount=3")
+	b.createLiteTopic(t, "LiteQuota", 2, "")
+	b.liteGroup(t, "LiteQuotaGroup", "LiteQuota", map[string]string{"lite.sub.client.quota": "2"})
+	a := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{})
+	c := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{})
+	for _, l := range []string{"Q1", "Q2"} {
+		if err := a.SubscribeLite(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SubscribeLite("Q3"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.SubscribeLite("Q4")
+	if codeOf(err) != int32(v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED) {
+		t.Fatalf("a fourth subscription: %v, want LITE_SUBSCRIPTION_QUOTA_EXCEEDED", err)
+	}
+	if err := a.UnSubscribeLite("Q1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SubscribeLite("Q4"); err != nil {
+		t.Fatalf("after a removal: %v", err)
+	}
+}
+
+// TestLiteExclusive: case 8. In an exclusive group (lite.sub.model=
+// Exclusive) client B's subscription to E1 takes it from client A (told
+// with NotifyUnsubscribeLiteCommand): only B receives E1's next messages.
+func TestLiteExclusive(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteExcl", 2, "")
+	b.liteGroup(t, "LiteExclGroup", "LiteExcl", map[string]string{"lite.sub.model": "Exclusive"})
+	p := b.producer(t, rmq.WithTopics("LiteExcl"))
+	la, lb := &liteLog{}, &liteLog{}
+	a := b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, la)
+	if err := a.SubscribeLite("E1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteExcl", "E1", "to-a")
+	la.waitBodies(t, "E1", []string{"to-a"})
+	c := b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, lb)
+	if err := c.SubscribeLite("E1"); err != nil {
+		t.Fatal(err)
+	}
+	bodies := seq("to-b", 5)
+	for _, body := range bodies {
+		sendLite(t, p, "LiteExcl", "E1", body)
+	}
+	lb.waitBodies(t, "E1", bodies)
+	if got := la.bodies("E1"); !slices.Equal(got, []string{"to-a"}) {
+		t.Fatalf("the evicted client received %v", got)
+	}
+}
+
+// TestLiteExpiry: case 10. A parent with lite.topic.expiration=1 on a
+// broker with a minLiteTTl of a second: an idle lite topic is deleted
+// (its offsets with it), and a new message makes it again from offset 0,
+// which a subscriber (at the end of the new lite topic) receives.
+func TestLiteExpiry(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false", "minLiteTTl=1000", "liteTtlCheckInterval=500")
+	b.createLiteTopic(t, "LiteExp", 2, "+lite.topic.expiration=1")
+	b.liteGroup(t, "LiteExpGroup", "LiteExp", nil)
+	p := b.producer(t, rmq.WithTopics("LiteExp"))
+	log := &liteLog{}
+	c := b.liteConsumer(t, "LiteExpGroup", "LiteExp", 10*time.Second, log)
+	if err := c.SubscribeLite("X1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteExp", "X1", "first")
+	log.waitBodies(t, "X1", []string{"first"})
+	// The broker logs each scan that deletes: wait for X1's.
+	wait.For(t, "the idle lite topic expired", func() error {
+		if !strings.Contains(b.p.Log(), "idle lite topics expired") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	// Recreated at 0: a new subscription starts at its end, and the new
+	// message after it comes.
+	if err := c.SubscribeLite("X1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteExp", "X1", "again")
+	log.waitBodies(t, "X1", []string{"first", "again"})
+}
+
+// TestLiteAcrossProtocols: case 13. A remoting producer (the 4.x Go
+// client) sending with the __LITE_TOPIC property reaches the gRPC lite
+// consumer; the parent's queues hold every lite message, as RocketMQ's
+// do (remoting pulls of the parent see them).
+func TestLiteAcrossProtocols(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteX", 2, "")
+	b.liteGroup(t, "LiteXGroup", "LiteX", nil)
+	log := &liteLog{}
+	c := b.liteConsumer(t, "LiteXGroup", "LiteX", 10*time.Second, log)
+	if err := c.SubscribeLite("R1"); err != nil {
+		t.Fatal(err)
+	}
+	old := remotingProducer(t, b, "LiteX4x")
+	for i := range 3 {
+		m := primitive.NewMessage("LiteX", []byte(fmt.Sprintf("remoting-%d", i)))
+		m.WithProperty("__LITE_TOPIC", "R1")
+		if r, err := old.SendSync(context.Background(), m); err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("4.x send: %v %v", r, err)
+		}
+	}
+	log.waitBodies(t, "R1", seq("remoting", 3))
+	depths := b.queueDepths(t, "LiteX", 2)
+	if depths[0]+depths[1] != 3 {
+		t.Fatalf("the parent's queues hold %v, want 3 messages", depths)
+	}
+}
+
+// remotingProducer starts a 4.x (remoting) producer of its own instance.
+func remotingProducer(t *testing.T, b *broker, name string) rocketmq.Producer {
+	t.Helper()
+	ns := primitive.NewPassthroughResolver([]string{b.NsAddr})
+	old, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName(name), producer.WithRetry(2),
+		producer.WithInstanceName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Shutdown() })
+	return old
+}
+
+// liteACLFile: app may Pub and Sub the lite parent and Sub its group;
+// stranger may Sub the parent but not the group; ops is a super user
+// (topic and group administration).
+const liteACLFile = `users:
+  - {username: app, password: app-secret}
+  - {username: stranger, password: stranger-secret}
+  - {username: ops, password: ops-secret, userType: Super}
+acls:
+  - subject: User:app
+    policies:
+      - entries:
+          - {resource: "Topic:LiteAcl", actions: [Pub, Sub], decision: Allow}
+          - {resource: "Group:LiteAclGroup", actions: [Sub], decision: Allow}
+  - subject: User:stranger
+    policies:
+      - entries:
+          - {resource: "Topic:LiteAcl", actions: [Sub], decision: Allow}
+`
+
+// TestLiteACL: case 14. Under ACL a user with Pub on the parent sends lite
+// messages and, with Sub on the parent and the group, subscribes and
+// receives; without Sub on the group SyncLiteSubscription is FORBIDDEN.
+func TestLiteACL(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "acl.yml")
+	if err := os.WriteFile(file, []byte(liteACLFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "aclEnable=true", "aclFile="+file, "autoCreateTopicEnable=false")
+	ops := auth.Credentials{AccessKey: "ops", SecretKey: "ops-secret"}
+	admin := func(code int32, ext map[string]string, body []byte) {
+		t.Helper()
+		cl, err := rmtg.Dial(context.Background(), b.Addr, &rmtg.ClientOptions{DialTimeout: 5 * time.Second, Signer: auth.NewSigner(ops)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var req protocol.Command
+		req.InitRequest(code, 0)
+		req.Language = protocol.LangGo
+		req.Version = protocol.VersionV4_5_2
+		req.SerializeType = protocol.SerializeJSON
+		for k, v := range ext {
+			req.Ext.SetString(k, v)
+		}
+		req.Body = body
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, &req)
+		if err != nil || resp.Code != 0 {
+			t.Fatalf("admin request %d: %v %v", code, resp, err)
+		}
+	}
+	admin(17, map[string]string{"topic": "LiteAcl", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false", "attributes": "+message.type=LITE"}, nil)
+	body, _ := json.Marshal(map[string]any{"groupName": "LiteAclGroup", "consumeEnable": true, "retryMaxTimes": 16,
+		"attributes": map[string]string{"+lite.bind.topic": "LiteAcl"}})
+	admin(200, map[string]string{}, body)
+	as := func(group, ak, sk string) *rmq.Config {
+		c := b.config(group)
+		c.Credentials = &credentials.SessionCredentials{AccessKey: ak, AccessSecret: sk}
+		return c
+	}
+	p, err := rmq.NewProducer(as("", "app", "app-secret"), rmq.WithTopics("LiteAcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("producer start: %v", err)
+	}
+	t.Cleanup(func() { p.GracefulStop() })
+	log := &liteLog{}
+	c, err := rmq.NewLitePushConsumer(as("LiteAclGroup", "app", "app-secret"), rmq.NewLitePushConsumerConfig("LiteAcl", 10*time.Second),
+		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("lite consumer start: %v", err)
+	}
+	t.Cleanup(func() { c.GracefulStop() })
+	if err := c.SubscribeLite("A1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteAcl", "A1", "granted")
+	log.waitBodies(t, "A1", []string{"granted"})
+
+	// stranger: Sub on the parent, none on the group.
+	sc, err := rmq.NewLitePushConsumer(as("LiteAclGroup", "stranger", "stranger-secret"), rmq.NewLitePushConsumerConfig("LiteAcl", 10*time.Second),
+		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: (&liteLog{}).consume}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(); err == nil {
+		defer sc.GracefulStop()
+		if err := sc.SubscribeLite("A1"); codeOf(err) != codeForbidden {
+			t.Fatalf("SyncLiteSubscription without Sub on the group: %v, want FORBIDDEN", err)
+		}
+	} else if !strings.Contains(err.Error(), "FORBIDDEN") {
+		t.Fatalf("a lite consumer without Sub on its group: %v, want FORBIDDEN", err)
 	}
 }
