@@ -330,7 +330,7 @@ func (c *Core) ChangeInvisibleLite(group, parent, l string, offset, popTime int6
 	if !validInvisibleTime(d.Milliseconds()) {
 		return 0, newError(ReasonInvisibleTimeIllegal, fmt.Sprintf("invisibleTime %d ms is not in 1..%d", d.Milliseconds(), MaxInvisibleMs))
 	}
-	if err := c.lite.reg.ChangeInvisible(group, l, offset, popTime, d, suspend, time.Now()); err != nil {
+	if err := c.lite.reg.ChangeInvisible(group, parent, l, offset, popTime, d, suspend, time.Now()); err != nil {
 		return 0, liteHandleError(err)
 	}
 	return popTime, nil

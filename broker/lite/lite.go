@@ -630,14 +630,17 @@ func (r *Registry) HasEvents(id string, now time.Time) bool {
 // Ack acknowledges the message at offset of group's lite topic l, of the
 // delivery popTime names. The group's offset moves past the acked prefix
 // of the batch; once all of it is acked the lite topic is unblocked (an
-// event when it has more).
+// event when it has more). An offset the group committed already is
+// acked (RocketMQ's broker answers it OK); another one not in flight in
+// that delivery is ErrStaleHandle.
 func (r *Registry) Ack(group, parent, l string, offset, popTime int64) error {
 	r.mu.Lock()
 	var ns []notice
 	st := r.fifo[subKey{group, l}]
 	if st == nil || !st.inflight || st.popTime != popTime || offset < st.start || offset >= st.end {
+		err := r.staleLocked(group, parent, l, offset)
 		r.mu.Unlock()
-		return ErrStaleHandle
+		return err
 	}
 	st.acked |= 1 << uint(offset-st.start)
 	k := int64(0)
@@ -673,13 +676,15 @@ func (r *Registry) Ack(group, parent, l string, offset, popTime int64) error {
 // ChangeInvisible makes the batch holding offset of group's lite topic l
 // invisible for d from now; with suspend its next delivery keeps its
 // attempt count. The delivery keeps its pop time (the batch's other
-// handles stay valid).
-func (r *Registry) ChangeInvisible(group, l string, offset, popTime int64, d time.Duration, suspend bool, now time.Time) error {
+// handles stay valid), as RocketMQ's processChangeInvisibleTimeForLite
+// keeps it; an offset committed already is no error (nothing to change).
+func (r *Registry) ChangeInvisible(group, parent, l string, offset, popTime int64, d time.Duration, suspend bool, now time.Time) error {
 	r.mu.Lock()
 	st := r.fifo[subKey{group, l}]
 	if st == nil || !st.inflight || st.popTime != popTime || offset < st.start || offset >= st.end {
+		err := r.staleLocked(group, parent, l, offset)
 		r.mu.Unlock()
-		return ErrStaleHandle
+		return err
 	}
 	st.visibleAt = now.UnixMilli() + d.Milliseconds()
 	st.suspend = suspend
@@ -689,6 +694,15 @@ func (r *Registry) ChangeInvisible(group, l string, offset, popTime int64, d tim
 		r.host.Notify(owner) // its parked receive takes the new time
 	}
 	return nil
+}
+
+// staleLocked answers a handle not in flight: nil for an offset the
+// group committed already, ErrStaleHandle otherwise.
+func (r *Registry) staleLocked(group, parent, l string, offset int64) error {
+	if off, ok := r.host.Offset(group, parent, l); ok && offset < off {
+		return nil
+	}
+	return ErrStaleHandle
 }
 
 // InFlight reports whether the delivery popTime of group's lite topic l

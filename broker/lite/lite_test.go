@@ -117,8 +117,11 @@ func TestSubscribeStartsAtEndAndDeliversInOrder(t *testing.T) {
 	if off, _ := h.Offset("G", "P", "L1"); off != 5 {
 		t.Fatalf("offset %d after the batch's acks", off)
 	}
-	if err := r.Ack("G", "P", "L1", 3, now.UnixMilli()); !errors.Is(err, ErrStaleHandle) {
-		t.Fatalf("second ack: %v", err)
+	if err := r.Ack("G", "P", "L1", 3, now.UnixMilli()); err != nil {
+		t.Fatalf("second ack of a committed offset: %v", err)
+	}
+	if err := r.Ack("G", "P", "L1", 5, now.UnixMilli()); !errors.Is(err, ErrStaleHandle) {
+		t.Fatalf("an ack of an offset never delivered: %v", err)
 	}
 	bs = pop(t, r, h, "c1", 32, now)
 	if len(bs) != 1 || bs[0].Offset != 5 || bs[0].N != 1 {
@@ -147,7 +150,7 @@ func TestInvisibleTimeAndSuspend(t *testing.T) {
 	if err := r.Ack("G", "P", "L1", 0, popTime); !errors.Is(err, ErrStaleHandle) {
 		t.Fatalf("ack of the first delivery: %v", err)
 	}
-	if err := r.ChangeInvisible("G", "L1", 0, popTime2, 200*time.Millisecond, true, later); err != nil {
+	if err := r.ChangeInvisible("G", "P", "L1", 0, popTime2, 200*time.Millisecond, true, later); err != nil {
 		t.Fatal(err)
 	}
 	bs, _, _, _ = r.Pop("c1", 32, time.Second, later.Add(200*time.Millisecond), h.reader("P"))
