@@ -182,6 +182,13 @@ func New(opts Options) (*Core, error) {
 	if so.Logger == nil {
 		so.Logger = o.Logger
 	}
+	userLite := so.OnLiteArrival
+	so.OnLiteArrival = func(parent, l string, maxOffset int64) {
+		c.liteArrived(parent, l, maxOffset)
+		if userLite != nil {
+			userLite(parent, l, maxOffset)
+		}
+	}
 	userArrival := so.OnArrival
 	so.OnArrival = func(topic string, queueID int32, maxOffset int64) {
 		switch topic {

@@ -41,16 +41,16 @@ type liteState struct {
 type liteHost struct{ c *Core }
 
 func (h liteHost) LiteMax(parent, l string) int64 {
-	_, max, _ := h.c.ls().LiteOffsets(parent, l)
+	_, max, _ := h.c.store.LiteOffsets(parent, l)
 	return max
 }
 
 func (h liteHost) Offset(group, parent, l string) (int64, bool) {
-	return h.c.ls().LiteOffset(group, parent, l)
+	return h.c.store.LiteOffset(group, parent, l)
 }
 
 func (h liteHost) Commit(group, parent, l string, off int64) error {
-	return h.c.ls().CommitLiteOffset(group, parent, l, off)
+	return h.c.store.CommitLiteOffset(group, parent, l, off)
 }
 
 func (h liteHost) Notify(client string) {
@@ -256,7 +256,7 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 	type span struct{ from, to int }
 	var spans []span
 	read := func(l string, off int64, max int) (int64, int, error) {
-		if err := c.ls().GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
+		if err := c.store.GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
 			return off, 0, err
 		}
 		defer gr.Release()
@@ -265,7 +265,7 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 			// Corrected to where the store says reading resumes, as
 			// RocketMQ's PopLiteMessageProcessor.getMessage does.
 			off = gr.NextOffset
-			if err := c.ls().GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
+			if err := c.store.GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
 				return off, 0, err
 			}
 		}

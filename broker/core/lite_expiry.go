@@ -73,7 +73,7 @@ func (c *Core) expireLite(now time.Time, minTTL time.Duration) int {
 		}
 		ttl := max(time.Duration(ttlMin)*time.Minute, minTTL)
 		parent := t.name
-		n, err := c.ls().ExpireLite(parent, now.Add(-ttl).UnixMilli(), func(l string) {
+		n, err := c.store.ExpireLite(parent, now.Add(-ttl).UnixMilli(), func(l string) {
 			c.lite.reg.ForgetLite(parent, l)
 		})
 		if err != nil {
