@@ -231,14 +231,17 @@ type LitePopResult struct {
 	// NextVisible is when the earliest of the client's deliveries in
 	// flight becomes visible again (zero: none): a parked receive's WakeAt.
 	NextVisible time.Time
-	buf         []byte
+	// Unknown: the client holds no lite subscription (none synced yet, or
+	// dropped): a receive answers at once rather than wait.
+	Unknown bool
+	buf     []byte
 }
 
 // PopLite drains a lite client's events: up to MaxMsgs messages, FIFO per
 // lite topic, invisible for Invisible (RocketMQ's
 // PopLiteMessageProcessor.popByClientId). Nothing found is no error.
 func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
-	res.Msgs, res.buf, res.NextVisible = res.Msgs[:0], res.buf[:0], time.Time{}
+	res.Msgs, res.buf, res.NextVisible, res.Unknown = res.Msgs[:0], res.buf[:0], time.Time{}, false
 	if c.slave.Load() {
 		return errSlavePop
 	}
@@ -280,7 +283,10 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 		return off, len(gr.Messages), nil
 	}
 	batches, popTime, next, err := c.lite.reg.Pop(r.Client, r.MaxMsgs, r.Invisible, time.Now(), read)
-	res.PopTime, res.NextVisible = popTime, next
+	res.PopTime, res.NextVisible, res.Unknown = popTime, next, errors.Is(err, lite.ErrUnknownClient)
+	if res.Unknown {
+		return nil
+	}
 	if err != nil {
 		return wrapError(ReasonSystemError, "read a lite topic: "+err.Error(), err)
 	}

@@ -69,6 +69,7 @@ func (s *Server) liteWire(h *longpoll.Holder[*heldCall]) {
 // liteDrop forgets a lite client (termination, silence, COMPLETE_REMOVE).
 func (s *Server) liteDrop(id string) {
 	s.core.DropLiteClient(id)
+	s.polls.Notified(id) // its parked receives answer now (core.LitePopResult.Unknown)
 	s.polls.Forget(id)
 }
 
@@ -126,6 +127,7 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, r *rmqpb.SyncLiteSubs
 		return fail(err)
 	}
 	if action == lite.CompleteRemove {
+		s.polls.Notified(c.id)
 		s.polls.Forget(c.id)
 	}
 	return &rmqpb.SyncLiteSubscriptionResponse{Status: okStatus}, nil
@@ -213,7 +215,7 @@ func (s *Server) receiveLite(ctx context.Context, r *rmqpb.ReceiveMessageRequest
 	if err := s.core.PopLite(&lc.req, lc.res); err != nil {
 		return errStatus(err)
 	}
-	if len(lc.res.Msgs) == 0 && wait > 0 {
+	if len(lc.res.Msgs) == 0 && wait > 0 && !lc.res.Unknown {
 		err := s.hold(ctx, longpoll.Wait{Lite: true, Group: group, Queue: longpoll.AnyQueue,
 			WakeAt: lc.res.NextVisible, Ticket: ticket}, wait, &heldCall{lite: lc})
 		if errors.Is(err, errHeldFull) {
@@ -257,7 +259,7 @@ func (s *Server) receiveLite(ctx context.Context, r *rmqpb.ReceiveMessageRequest
 // runLite re-runs a parked lite receive (the holder's Run).
 func (h pollHost) runLite(c *heldCall, w *longpoll.Wait) bool {
 	lc := c.lite
-	if err := h.s.core.PopLite(&lc.req, lc.res); err != nil || len(lc.res.Msgs) > 0 {
+	if err := h.s.core.PopLite(&lc.req, lc.res); err != nil || len(lc.res.Msgs) > 0 || lc.res.Unknown {
 		c.err = err
 		close(c.done)
 		return false

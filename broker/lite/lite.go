@@ -33,6 +33,9 @@ var (
 	// ErrStaleHandle: the ack or change of invisibility names a delivery
 	// that is no longer in flight (acked, or delivered again since).
 	ErrStaleHandle = errors.New("lite: the delivery is no longer in flight")
+	// ErrUnknownClient: Pop of a client that holds no subscription (never
+	// synced, or dropped).
+	ErrUnknownClient = errors.New("lite: the client has no lite subscription")
 )
 
 // Action is a SyncLiteSubscription action (rmqpb.LiteSubscriptionAction).
@@ -478,7 +481,7 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 	defer r.mu.Unlock()
 	c := r.clients[id]
 	if c == nil {
-		return nil, nowMs, time.Time{}, nil
+		return nil, nowMs, time.Time{}, ErrUnknownClient
 	}
 	// Batches whose invisible time passed come first.
 	var due []string
