@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	// the tables, the state files, the features and their hosts. No wire:
 	// neither remoting nor namesrv (and, within protocol, codes and JSON
 	// bodies only: broker/core's TestNoWireFormat checks the types).
-	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/core/stats"},
+	"broker/core": {"store", "protocol", "message", "filter", "broker/txn", "broker/pop", "broker/lite", "broker/delay", "broker/timerwheel", "broker/internal/reput", "broker/core/stats"},
 	// RocketMQ's runtime statistics, counted by the core: a leaf (the metrics
 	// exporter reads it).
 	"broker/core/stats": {},
@@ -76,6 +76,10 @@ var allowed = map[string][]string{
 	// POP (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), behind a
 	// Host broker/core implements: no remoting, no headers.
 	"broker/pop": {"store", "message", "broker/internal/reput"},
+	// The lite topics' messaging state (docs/lite-topics.md): pure logic
+	// behind a Host broker/core implements; the front end uses its types
+	// (actions, offset options) in core.LiteSyncRequest.
+	"broker/lite": {},
 
 	// RocketMQ 5's gRPC protocol: the code protoc generates from the
 	// project's .proto files (google.golang.org/grpc and protobuf only).
@@ -83,7 +87,7 @@ var allowed = map[string][]string{
 	// The gRPC front end: on the messaging core, like the remoting front
 	// end, but never remoting or namesrv (and of protocol only codes and
 	// JSON bodies, as broker/core).
-	"broker/grpcfe": {"broker/core", "broker/longpoll", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf", "internal/logthrottle"},
+	"broker/grpcfe": {"broker/core", "broker/longpoll", "broker/lite", "rmqpb", "message", "protocol", "acl", "auth", "internal/tlsconf", "internal/logthrottle"},
 	// The scenario suite: tests only (its one non-test file is the package
 	// doc), run against the core and both front ends.
 	"broker/scenario": {},
