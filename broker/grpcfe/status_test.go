@@ -68,7 +68,12 @@ func TestTranslateRefusals(t *testing.T) {
 			sp.MessageType, sp.MessageGroup, sp.DeliveryTimestamp = rmqpb.MessageType_DELAY, str("g"), future
 		}), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
 		{"undeclared FIFO", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageGroup = str("g") }), rmqpb.Code_OK},
-		{"LITE", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageType = rmqpb.MessageType_LITE }), rmqpb.Code_UNSUPPORTED},
+		{"LITE without lite topic", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageType = rmqpb.MessageType_LITE }), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"LITE", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageType, sp.LiteTopic = rmqpb.MessageType_LITE, str("L1") }), rmqpb.Code_OK},
+		{"undeclared LITE", msg("t", func(sp *rmqpb.SystemProperties) { sp.LiteTopic = str("L1") }), rmqpb.Code_OK},
+		{"bad lite topic", msg("t", func(sp *rmqpb.SystemProperties) { sp.LiteTopic = str("a$b") }), rmqpb.Code_ILLEGAL_LITE_TOPIC},
+		{"long lite topic", msg("t", func(sp *rmqpb.SystemProperties) { sp.LiteTopic = str(strings.Repeat("l", 65)) }), rmqpb.Code_ILLEGAL_LITE_TOPIC},
+		{"FIFO with lite topic", msg("t", func(sp *rmqpb.SystemProperties) { sp.MessageGroup, sp.LiteTopic = str("g"), str("L1") }), rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
 	}
 	for _, tc := range cases {
 		var o outgoing
