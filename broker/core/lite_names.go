@@ -71,13 +71,11 @@ func CheckLiteTopic(name string) error {
 	return nil
 }
 
-// liteTopicOf returns a message's lite topic (its PropertyLiteTopic).
-func liteTopicOf(props []byte) (string, bool) {
+// hasLiteTopic reports whether a message has a lite topic (its
+// PropertyLiteTopic, not empty). It does not allocate.
+func hasLiteTopic(props []byte) bool {
 	v, ok := message.LookupProperty(props, message.PropertyLiteTopic)
-	if !ok || len(v) == 0 {
-		return "", false
-	}
-	return string(v), true
+	return ok && len(v) > 0
 }
 
 // Group attribute keys of lite groups.

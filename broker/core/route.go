@@ -133,7 +133,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		if n := t.cfg.WriteQueueNums; n > 0 {
 			m.QueueID = min(p, n-1)
 		}
-	} else if _, ok := liteTopicOf(props); ok {
+	} else if hasLiteTopic(props) {
 		r.typ = MessageLite // lite.go: indexed under (topic, lite topic) by the store
 	}
 	if sp.HasAny(delayProps) {
