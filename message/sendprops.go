@@ -26,6 +26,7 @@ const (
 	SendPriority                        // _SYS_MSG_PRIORITY_
 	SendTransactionID                   // __transactionId__
 	SendProducerGroup                   // PGROUP
+	SendLiteTopic                       // __LITE_TOPIC: a LITE message (RocketMQ 5.5)
 	numSendProps
 )
 
@@ -45,7 +46,7 @@ const sendPropMask = 1<<numSendProps - 1
 // life of the properties it aliases.
 type SendProps struct {
 	// vals[k] is nil unless bit k of present is set, so that Reset clears
-	// only the values found (a send finds two or three of eleven).
+	// only the values found (a send finds two or three of twelve).
 	vals    [numSendProps][]byte
 	present uint16 // bit k: vals[k] was found
 }
@@ -123,6 +124,8 @@ func sendPropOf(k []byte) (SendProp, bool) {
 		return SendTransactionID, true
 	case PropProducerGroup:
 		return SendProducerGroup, true
+	case PropertyLiteTopic:
+		return SendLiteTopic, true
 	}
 	return 0, false
 }

@@ -12,7 +12,7 @@ var sendPropKeys = [numSendProps]string{
 	SendUniqKey: PropUniqKey, SendWait: PropWait, SendTranMsg: PropTranMsg, SendDelay: PropDelay,
 	SendTimerDeliverMS: PropTimerDeliverMS, SendTimerDelaySec: PropTimerDelaySec, SendTimerDelayMS: PropTimerDelayMS,
 	SendJavaShardingKey: PropJavaShardingKey, SendPriority: PropPriority, SendTransactionID: PropTransactionID,
-	SendProducerGroup: PropProducerGroup,
+	SendProducerGroup: PropProducerGroup, SendLiteTopic: PropertyLiteTopic,
 }
 
 // checkSendProps says where Parse disagrees with ValidateProperties and

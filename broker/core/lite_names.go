@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 )
 
@@ -69,13 +68,6 @@ func CheckLiteTopic(name string) error {
 		}
 	}
 	return nil
-}
-
-// hasLiteTopic reports whether a message has a lite topic (its
-// PropertyLiteTopic, not empty). It does not allocate.
-func hasLiteTopic(props []byte) bool {
-	v, ok := message.LookupProperty(props, message.PropertyLiteTopic)
-	return ok && len(v) > 0
 }
 
 // Group attribute keys of lite groups.

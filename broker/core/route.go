@@ -133,7 +133,7 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 		if n := t.cfg.WriteQueueNums; n > 0 {
 			m.QueueID = min(p, n-1)
 		}
-	} else if hasLiteTopic(props) {
+	} else if lt, ok := sp.Get(message.SendLiteTopic); ok && len(lt) > 0 {
 		r.typ = MessageLite // lite.go: indexed under (topic, lite topic) by the store
 	}
 	if sp.HasAny(delayProps) {
