@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/apogeemq/apogee/broker/lite"
+	"github.com/apogeemq/apogee/internal/benchcpu"
 	"github.com/apogeemq/apogee/internal/wait"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
@@ -58,11 +59,13 @@ func BenchmarkLiteSend(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(1024)
 		b.ResetTimer()
+		done := benchcpu.Report(b)
 		for range b.N {
 			if err := c.Send(req, &res); err != nil {
 				b.Fatal(err)
 			}
 		}
+		done()
 	})
 	for _, n := range []int{1, 10000} {
 		b.Run(fmt.Sprintf("lite-%d", n), func(b *testing.B) {
@@ -72,11 +75,13 @@ func BenchmarkLiteSend(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(1024)
 			b.ResetTimer()
+			done := benchcpu.Report(b)
 			for i := range b.N {
 				if err := c.Send(reqs[i%n], &res); err != nil {
 					b.Fatal(err)
 				}
 			}
+			done()
 		})
 	}
 }
@@ -108,6 +113,8 @@ func BenchmarkLitePopAck(b *testing.B) {
 		var out PopResult
 		b.ReportAllocs()
 		b.ResetTimer()
+		done := benchcpu.Report(b)
+		defer done()
 		for got := 0; got < b.N; {
 			if err := c.Pop(pr, &out); err != nil {
 				b.Fatal(err)
@@ -146,6 +153,8 @@ func BenchmarkLitePopAck(b *testing.B) {
 		var out LitePopResult
 		b.ReportAllocs()
 		b.ResetTimer()
+		done := benchcpu.Report(b)
+		defer done()
 		for got := 0; got < b.N; {
 			if err := c.PopLite(pr, &out); err != nil {
 				b.Fatal(err)
