@@ -85,6 +85,12 @@ type Config struct {
 	// "grpc" (RocketMQ 5's MessagingService, on the broker's gRPC front
 	// end; Addr is then its gRPC address).
 	Protocol string
+	// Lite, when above 0 (gRPC only), sends to Lite lite topics of Topic
+	// (RocketMQ 5.5's lite topics, round robin) and consumes them with
+	// lite consumers of the group <Topic>-lite, each subscribing to its
+	// share. With no Addr the embedded broker gets the LITE parent and the
+	// lite group; with Addr they must exist (docs/lite-topics.md).
+	Lite int
 	// TLS, when set, makes every client connection a TLS connection with
 	// this configuration. With no Addr, the embedded broker then serves TLS
 	// (RocketMQ's permissive mode: TLS and plain on one port) with a
@@ -205,6 +211,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Protocol == ProtocolGRPC && o.Mode == ModeStore {
 		return o, errors.New("benchmark: --protocol grpc needs a broker: not in store mode")
+	}
+	if o.Lite > 0 && o.Protocol != ProtocolGRPC {
+		return o, errors.New("benchmark: --lite needs --protocol grpc (lite topics are RocketMQ 5's)")
 	}
 	if o.ChildBroker && (o.Addr != "" || o.Mode == ModeStore || o.Protocol != ProtocolRemoting) {
 		return o, errors.New("benchmark: --child-broker runs the embedded broker for the remoting protocol: not with --addr, --protocol grpc or store mode")

@@ -72,6 +72,15 @@ func openGRPCTarget(ctx context.Context, c Config) (target, error) {
 		go func() { t.feDone <- fe.Serve(l) }()
 		fmt.Fprintf(c.Out, "embedded broker's gRPC front end on %s\n", t.addr)
 	}
+	if c.Lite > 0 {
+		t.group = c.Topic + "-lite"
+		if t.embedded != nil {
+			if err := t.createLite(); err != nil {
+				t.close()
+				return nil, err
+			}
+		}
+	}
 	if err := t.createTopic(ctx); err != nil {
 		t.close()
 		return nil, err
@@ -174,7 +183,7 @@ func (s *grpcSender) worker(ch chan grpcSend) {
 		}
 		for len(req.Messages) < len(job.bodies) {
 			req.Messages = append(req.Messages, &rmqpb.Message{Topic: topic, SystemProperties: &rmqpb.SystemProperties{
-				BodyEncoding: rmqpb.Encoding_IDENTITY, MessageType: rmqpb.MessageType_NORMAL, BornTimestamp: &timestamppb.Timestamp{}}})
+				BodyEncoding: rmqpb.Encoding_IDENTITY, MessageType: s.t.messageType(), BornTimestamp: &timestamppb.Timestamp{}}})
 		}
 		req.Messages = req.Messages[:len(job.bodies)]
 		now := time.Now()
@@ -183,6 +192,9 @@ func (s *grpcSender) worker(ch chan grpcSend) {
 			m.Body = b
 			m.SystemProperties.MessageId = s.prefix + strconv.FormatUint(s.t.seq.Add(1), 16)
 			m.SystemProperties.BornTimestamp.Seconds, m.SystemProperties.BornTimestamp.Nanos = now.Unix(), int32(now.Nanosecond())
+			if s.t.cfg.Lite > 0 {
+				m.SystemProperties.LiteTopic = s.t.liteName(s.t.seq.Load())
+			}
 		}
 		r, err := s.cli.SendMessage(outCtx, req)
 		if err == nil {
@@ -203,7 +215,9 @@ func (t *grpcTarget) consumer(id int) (receiver, error) {
 func (t *grpcTarget) setFromStart() {
 	t.mu.Lock()
 	t.fromStart = true
-	t.group = fmt.Sprintf("apogee-bench-backlog-%d", time.Now().UnixNano())
+	if t.cfg.Lite == 0 {
+		t.group = fmt.Sprintf("apogee-bench-backlog-%d", time.Now().UnixNano())
+	}
 	t.mu.Unlock()
 }
 
@@ -258,11 +272,19 @@ func (r *grpcReceiver) receive(ctx context.Context, id int, onMsg func([]byte)) 
 		return err
 	}
 	cctx := callCtx(ctx, fmt.Sprintf("bench-consumer-%d", id))
-	o, _ := startOnce.LoadOrStore(group, new(sync.Once))
-	var startErr error
-	o.(*sync.Once).Do(func() { startErr = t.startGroup(cctx, cli, group, fromStart) })
-	if startErr != nil {
-		return fmt.Errorf("benchmark: start group %s: %w", group, startErr)
+	if t.cfg.Lite > 0 {
+		stop, err := t.startLite(cctx, cli, id, fromStart)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		o, _ := startOnce.LoadOrStore(group, new(sync.Once))
+		var startErr error
+		o.(*sync.Once).Do(func() { startErr = t.startGroup(cctx, cli, group, fromStart) })
+		if startErr != nil {
+			return fmt.Errorf("benchmark: start group %s: %w", group, startErr)
+		}
 	}
 	req := &rmqpb.ReceiveMessageRequest{
 		Group:            &rmqpb.Resource{Name: group},
@@ -291,7 +313,7 @@ func (r *grpcReceiver) receive(ctx context.Context, id int, onMsg func([]byte)) 
 			if m := resp.GetMessage(); m != nil {
 				onMsg(m.Body)
 				ack.Entries = append(ack.Entries, &rmqpb.AckMessageEntry{MessageId: m.SystemProperties.GetMessageId(),
-					ReceiptHandle: m.SystemProperties.GetReceiptHandle()})
+					ReceiptHandle: m.SystemProperties.GetReceiptHandle(), LiteTopic: m.SystemProperties.LiteTopic})
 			}
 		}
 		cancel()

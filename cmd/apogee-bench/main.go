@@ -63,6 +63,7 @@ func run(args []string) error {
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no per-second lines")
 	fs.StringVar(&c.Protocol, "protocol", "remoting", "the clients' protocol: remoting (RocketMQ 4's, Apogee's client) or grpc (RocketMQ 5's MessagingService; --addr is then the broker's gRPC address)")
+	fs.IntVar(&c.Lite, "lite", 0, "with --protocol grpc: send to this many lite topics of --topic (RocketMQ 5.5) and consume them with lite consumers of the group <topic>-lite; with --addr the LITE parent and the group (lite.bind.topic=<topic>) must exist")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the broker at --addr, for its CPU per message (default: the process of this machine listening on --addr's port)")
 	fs.BoolVar(&c.ChildBroker, "child-broker", false, "run the embedded broker in a child process, so that its CPU per message is measured apart from the generator's")
 	driver := fs.String("driver", "apogee", "the system measured: apogee, or nats (NATS JetStream, by the apogee-bench-nats binary of benchmark/natsdriver, which takes the same flags)")
