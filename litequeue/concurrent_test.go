@@ -110,3 +110,69 @@ func TestConcurrentReadersWriterDeleter(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentFlushesAndCommits runs flushes (with journal rewrites, the
+// slack made small) against offset commits and appends; after a last
+// Flush and a crash, every offset is the last one committed.
+func TestConcurrentFlushesAndCommits(t *testing.T) {
+	old := journalSlack
+	journalSlack = 2 << 10
+	defer func() { journalSlack = old }()
+	dir := t.TempDir()
+	x, _ := openT(t, dir)
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	last := make([][]int64, 2)
+	for g := range 2 {
+		last[g] = make([]int64, 20)
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 1; i <= 400; i++ {
+				l := i % 20
+				if err := x.CommitOffset(fmt.Sprint("g", g), "P", fmt.Sprint("L", l), int64(i)); err != nil {
+					t.Error(err)
+					return
+				}
+				last[g][l] = int64(i)
+			}
+		}(g)
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := x.Flush(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var cl int64
+	for i := range 300 {
+		cl += 100
+		if _, err := x.Append([]byte("P"), fmt.Appendf(nil, "L%d", i%20), Entry{CommitLogOffset: cl, Size: 10}, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, x)
+	x, _ = openT(t, dir)
+	defer x.Close()
+	for g := range 2 {
+		for l := range 20 {
+			if off, ok := x.Offset(fmt.Sprint("g", g), "P", fmt.Sprint("L", l)); !ok || off != last[g][l] {
+				t.Fatalf("g%d L%d: %d %v, want %d", g, l, off, ok, last[g][l])
+			}
+		}
+	}
+	if x.Count() != 20 {
+		t.Fatalf("count %d", x.Count())
+	}
+}

@@ -836,18 +836,22 @@ func (x *Index) flushJournal() error {
 	if x.closed {
 		return ErrClosed
 	}
+	// Lock order mu → omu → jmu. omu is held through a rewrite (it reads
+	// every offset), but not while the journal is written and synced:
+	// commits go on meanwhile.
 	x.omu.Lock()
 	x.jmu.Lock()
+	defer x.jmu.Unlock()
 	for k := range x.dirty {
 		x.pending = appendOffset(x.pending, k, x.offsets[k])
 	}
 	clear(x.dirty)
-	nOffsets := len(x.offsets)
-	x.omu.Unlock()
-	defer x.jmu.Unlock()
-	if want := x.recBytes + int64(nOffsets)*96; x.jsize+int64(len(x.pending)) > 4*want+journalSlack {
-		return x.rewriteJournal()
+	if want := x.recBytes + int64(len(x.offsets))*96; x.jsize+int64(len(x.pending)) > 4*want+journalSlack {
+		err := x.rewriteJournal()
+		x.omu.Unlock()
+		return err
 	}
+	x.omu.Unlock()
 	if len(x.pending) == 0 {
 		return nil
 	}
@@ -867,7 +871,8 @@ func (x *Index) flushJournal() error {
 var journalSlack int64 = 1 << 20
 
 // rewriteJournal replaces the journal by the live state: a creation record
-// per lite topic and an offset record per offset. Under mu (read) and jmu.
+// per lite topic and an offset record per offset. Under mu (read), omu
+// and jmu.
 func (x *Index) rewriteJournal() error {
 	buf := make([]byte, 0, x.recBytes+int64(len(x.offsets))*96)
 	for i := range x.slots {
@@ -876,11 +881,9 @@ func (x *Index) rewriteJournal() error {
 			buf = appendCreate(buf, recCreate, uint32(i), s.gen, unsafeBytes(x.parents[s.parent]), x.tab.name(s))
 		}
 	}
-	x.omu.Lock()
 	for k, off := range x.offsets {
 		buf = appendOffset(buf, k, off)
 	}
-	x.omu.Unlock()
 	path := x.journalPath()
 	if err := durable.WriteFile(x.fs, path, buf); err != nil {
 		return fmt.Errorf("litequeue: rewrite journal: %w", err)
