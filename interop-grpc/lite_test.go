@@ -52,11 +52,16 @@ func (b *broker) createLiteTopic(t *testing.T, parent string, queues int, attrs 
 func (b *broker) liteGroup(t *testing.T, group, parent string, attrs map[string]string) {
 	t.Helper()
 	a := map[string]string{"+lite.bind.topic": parent}
+	retryMax := 16
 	for k, v := range attrs {
+		if k == "retryMaxTimes" { // the group's field, not an attribute
+			retryMax, _ = strconv.Atoi(v)
+			continue
+		}
 		a["+"+k] = v
 	}
 	body, _ := json.Marshal(map[string]any{"groupName": group, "consumeEnable": true, "consumeFromMinEnable": true,
-		"consumeBroadcastEnable": true, "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0,
+		"consumeBroadcastEnable": true, "retryQueueNums": 1, "retryMaxTimes": retryMax, "brokerId": 0,
 		"whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true, "attributes": a})
 	if code, remark := remoting(t, b.Addr, 200, map[string]string{}, body); code != 0 {
 		t.Fatalf("update lite group %s: %d %s", group, code, remark)
@@ -679,5 +684,47 @@ func TestLiteRestart(t *testing.T) {
 		if strings.HasPrefix(body, "a-") {
 			t.Fatalf("%s delivered again after the kill: it was acked before the clean restart", body)
 		}
+	}
+}
+
+// TestLiteDeadLetter: case 6. A handler failing every time: after the
+// retry policy's attempts (the group's retryMaxTimes 1: two attempts, the
+// SDK retrying locally as for FIFO) the message goes to the group's
+// %DLQ%<group> (ForwardMessageToDeadLetterQueue with lite_topic; lite
+// topics have no retry topic) and the lite topic moves on.
+func TestLiteDeadLetter(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "autoCreateTopicEnable=false")
+	b.createLiteTopic(t, "LiteDlq", 2, "")
+	b.liteGroup(t, "LiteDlqGroup", "LiteDlq", map[string]string{"retryMaxTimes": "1"})
+	p := b.producer(t, rmq.WithTopics("LiteDlq"))
+	var mu sync.Mutex
+	attempts := 0
+	log := &liteLog{handle: func(mv *rmq.MessageView) rmq.ConsumerResult {
+		if string(mv.GetBody()) == "bad" {
+			mu.Lock()
+			attempts++
+			mu.Unlock()
+			return rmq.FAILURE
+		}
+		return rmq.SUCCESS
+	}}
+	c := b.liteConsumer(t, "LiteDlqGroup", "LiteDlq", time.Minute, log)
+	if err := c.SubscribeLite("D1"); err != nil {
+		t.Fatal(err)
+	}
+	sendLite(t, p, "LiteDlq", "D1", "bad")
+	sendLite(t, p, "LiteDlq", "D1", "good")
+	wait.For(t, "the good message handled after the bad one", func() error {
+		if got := log.bodies("D1"); !slices.Contains(got, "good") {
+			return fmt.Errorf("handled %v", got)
+		}
+		return nil
+	})
+	b.waitDepths(t, "%DLQ%LiteDlqGroup", []int64{1})
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts != 2 {
+		t.Fatalf("the failing message was attempted %d times, want 2 (retryMaxTimes 1)", attempts)
 	}
 }
