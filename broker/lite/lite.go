@@ -136,6 +136,7 @@ type client struct {
 
 // fifo is a (group, lite topic)'s delivery state.
 type fifo struct {
+	parent     string
 	inflight   bool
 	start, end int64  // the batch [start, end)
 	acked      uint64 // bit i: start+i acked
@@ -518,7 +519,7 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 		k := subKey{c.g.Name, l}
 		st := r.fifo[k]
 		if st == nil {
-			st = &fifo{}
+			st = &fifo{parent: c.g.Parent}
 			r.fifo[k] = st
 		}
 		var from int64
@@ -559,7 +560,7 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 				delete(oc.pending, l)
 			}
 		}
-		*st = fifo{inflight: true, start: got, end: got + int64(n), popTime: nowMs,
+		*st = fifo{parent: c.g.Parent, inflight: true, start: got, end: got + int64(n), popTime: nowMs,
 			visibleAt: nowMs + invisible.Milliseconds(), attempts: attempts, owner: c.id}
 		c.pending[l] = struct{}{}
 		out = append(out, Batch{Lite: l, Offset: got, N: n, Attempts: attempts})
@@ -749,7 +750,9 @@ func (r *Registry) dropLocked(c *client, ns *[]notice) {
 }
 
 // Expire drops the clients whose subscriptions were not refreshed within
-// Options.ClientTimeout before now, and returns their ids.
+// Options.ClientTimeout before now, and the FIFO state of (group, lite
+// topic)s nobody subscribes to any more whose batch is no longer in
+// flight (its invisible time passed), and returns the dropped clients' ids.
 func (r *Registry) Expire(now time.Time) []string {
 	r.mu.Lock()
 	var ns []notice
@@ -758,6 +761,14 @@ func (r *Registry) Expire(now time.Time) []string {
 		if now.Sub(c.lastSync) > r.opts.ClientTimeout {
 			gone = append(gone, id)
 			r.dropLocked(c, &ns)
+		}
+	}
+	for k, st := range r.fifo {
+		if len(r.subscribers(st.parent, k.lite, k.group)) == 0 && (!st.inflight || st.visibleAt <= now.UnixMilli()) {
+			if st.inflight {
+				r.endBatchLocked(st, k.lite)
+			}
+			delete(r.fifo, k)
 		}
 	}
 	r.mu.Unlock()

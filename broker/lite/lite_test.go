@@ -257,6 +257,17 @@ func TestDropRedispatches(t *testing.T) {
 	if gone := r.Expire(now.Add(3 * time.Minute)); !slices.Equal(gone, []string{"b"}) {
 		t.Fatalf("expired %v", gone)
 	}
+	// b's batch was in flight when it went: its FIFO state goes once its
+	// invisible time passed, nobody subscribing.
+	if s := r.Stats(); s.Clients != 0 || s.Subscriptions != 0 || s.InFlight != 0 {
+		t.Fatalf("stats after the expiry %+v", s)
+	}
+	r.mu.Lock()
+	left := len(r.fifo)
+	r.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d FIFO states left with no subscriber", left)
+	}
 }
 
 func TestOffsetOptions(t *testing.T) {
