@@ -61,9 +61,9 @@ func (d *driver) round(tb testing.TB, wire []byte) {
 			break
 		}
 	}
-	c.queued = false
+	c.queued.Store(false)
 	b := c.pend
-	if err := c.writeBatch(b); err != nil {
+	if err := c.writeBatch(b, 0); err != nil {
 		tb.Fatal(err)
 	}
 	c.owed.Add(-int64(b.owed))

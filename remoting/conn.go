@@ -56,7 +56,16 @@ type Conn struct {
 	resp     Response
 	cur      *protocol.Command // request being served
 	deferred bool              // Defer was called for cur
-	queued   bool              // a frame was queued without waking the writer
+	seq      uint64            // requests served so far; cur's number while serving
+
+	// queued: a frame was queued without waking the writer (set under wmu,
+	// cleared by kick on the read goroutine).
+	queued atomic.Bool
+	// serving is seq while the read goroutine runs the handler of request
+	// seq, else 0: a Responder of that request replying meanwhile is on
+	// the read goroutine (or races it), and its answer waits for the
+	// read's end like an inline answer.
+	serving atomic.Uint64
 
 	nextOpaque atomic.Int32
 
@@ -72,6 +81,11 @@ type Conn struct {
 	rcond         sync.Cond // the read goroutine waits here while over a limit (L = &wmu)
 	pend, spare   *batch    // frames queued for the writer; spare is nil while writing
 	writerIdle    bool      // the writer waits on wake
+	// carry is a batch the read goroutine's direct write (kick) could not
+	// write whole; carryOff of its bytes are written. The writer writes the
+	// rest before anything pending. Set only while spare is nil.
+	carry    *batch
+	carryOff int
 	readerWaiting bool
 	readerDone    bool // the read goroutine exited for a graceful drain
 	closed        bool
@@ -98,6 +112,10 @@ type Conn struct {
 	// oversized (waitIdleTrim).
 	idleTimer *time.Timer
 
+	// direct writes for the read goroutine (kick); nil where the platform or
+	// the connection has no non-blocking vectored write.
+	direct *directWriter
+
 	value atomic.Pointer[any]
 
 	framesIn, framesOut, writes atomic.Uint64
@@ -121,6 +139,23 @@ type segment struct {
 }
 
 func (b *batch) empty() bool { return b.frames == 0 }
+
+// pieces appends b's pieces in wire order to iov: runs of buf and the views
+// spliced between them, none empty.
+func (b *batch) pieces(iov [][]byte) [][]byte {
+	prev := 0
+	for _, s := range b.segs {
+		if s.at > prev {
+			iov = append(iov, b.buf[prev:s.at])
+			prev = s.at
+		}
+		iov = append(iov, s.view)
+	}
+	if len(b.buf) > prev {
+		iov = append(iov, b.buf[prev:])
+	}
+	return iov
+}
 
 func (b *batch) reset() {
 	clear(b.segs) // drop references to views
@@ -167,6 +202,7 @@ func newConn(nc net.Conn, cfg *config, h Handler, srv *Server) *Conn {
 	c.rbuf = c.own
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
+		c.direct = newDirectWriter(nc)
 	default:
 		c.coalesce = true
 	}
@@ -247,7 +283,11 @@ func (c *Conn) Defer(req *protocol.Command) Responder {
 	c.wmu.Lock()
 	c.inflight.Add(1)
 	c.wmu.Unlock()
-	return Responder{c: c, opaque: req.Opaque, st: req.SerializeType, oneway: req.IsOneway()}
+	r := Responder{c: c, opaque: req.Opaque, st: req.SerializeType, oneway: req.IsOneway()}
+	if req == c.cur {
+		r.seq = c.seq
+	}
+	return r
 }
 
 // settle ends one deferred request.
@@ -275,12 +315,25 @@ const (
 	qResponse = 1 << iota // counts toward MaxPendingBytes
 	qWake                 // wake the writer now (else the read goroutine kicks it later)
 	qSettle               // ends a deferred request, if queued
+	// qServing: wake the writer now unless the read goroutine is still in
+	// the handler of request seq (a deferred request answered by its own
+	// handler: the answer waits for the read's end like an inline one).
+	// The check is made before queued is set, and the read goroutine
+	// clears serving before it reads queued (both sequentially consistent):
+	// either this side sees serving cleared and wakes the writer, or the
+	// read goroutine sees queued and kicks.
+	qServing
 )
 
 // enqueue encodes cmd's header and Cmd.Body into the pending batch and splices views
 // after it. rel runs exactly once: after the write, when the connection closes, or
 // now if the frame is not queued (an error is returned then).
 func (c *Conn) enqueue(cmd *protocol.Command, views [][]byte, rel Releaser, flags int) error {
+	return c.enqueueSeq(cmd, views, rel, flags, 0)
+}
+
+// enqueueSeq is enqueue with the request number qServing is about.
+func (c *Conn) enqueueSeq(cmd *protocol.Command, views [][]byte, rel Releaser, flags int, seq uint64) error {
 	viewLen := 0
 	for _, v := range views {
 		viewLen += len(v)
@@ -330,10 +383,10 @@ func (c *Conn) enqueue(cmd *protocol.Command, views [][]byte, rel Releaser, flag
 	}
 	// The read goroutine's answers wait for the end of its read so that they leave
 	// together, unless enough is queued to start writing.
-	if flags&qWake != 0 || b.bytes >= kickBytes {
+	if flags&qWake != 0 || b.bytes >= kickBytes || flags&qServing != 0 && c.serving.Load() != seq {
 		c.wakeWriterLocked()
 	} else {
-		c.queued = true
+		c.queued.Store(true)
 	}
 	c.wmu.Unlock()
 	return nil
@@ -349,14 +402,64 @@ func (c *Conn) wakeWriterLocked() {
 	}
 }
 
-// kick wakes the writer for frames the read goroutine queued.
+// kick sends the frames the read goroutine queued: when the writer is idle
+// and nothing is carried over, the read goroutine writes them itself with
+// one non-blocking vectored write (writeDirect), which saves the writer's
+// wake-up, a goroutine switch and often a thread's wake-up per read;
+// otherwise, or for what that write leaves, it wakes the writer.
 func (c *Conn) kick() {
-	if !c.queued {
+	if !c.queued.Load() {
 		return
 	}
-	c.queued = false
 	c.wmu.Lock()
+	c.queued.Store(false)
+	if c.direct != nil && c.writerIdle && !c.closed && c.carry == nil && c.spare != nil &&
+		!c.pend.empty() && !c.draining.Load() {
+		b := c.pend
+		c.pend, c.spare = c.spare, nil
+		// The writer stays parked: nobody sends it a token while
+		// writerIdle is false, until writeDirect hands back.
+		c.writerIdle = false
+		c.wmu.Unlock()
+		c.writeDirect(b)
+		return
+	}
 	c.wakeWriterLocked()
+	c.wmu.Unlock()
+}
+
+// writeDirect writes b on the read goroutine without blocking, then gives
+// the write side back to the writer: b becomes the spare batch once
+// written whole; otherwise it is carried over to the writer, which writes
+// the rest (waiting for room, with the write timeout) or fails the
+// connection with the write's error.
+func (c *Conn) writeDirect(b *batch) {
+	n := c.direct.write(b)
+	c.writes.Add(1)
+	whole := n == b.bytes
+	if whole {
+		c.framesOut.Add(uint64(b.frames))
+		b.runReleases(c)
+	}
+	c.wmu.Lock()
+	if whole {
+		c.owed.Add(-int64(b.owed))
+		if c.cfg.respBudget != nil {
+			c.cfg.respBudget.add(-int64(b.owed))
+		}
+		b.reset()
+		c.spare = b
+	} else {
+		c.carry, c.carryOff = b, n
+	}
+	if c.carry != nil || !c.pend.empty() || c.closed || c.draining.Load() {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	} else {
+		c.writerIdle = true
+	}
 	c.wmu.Unlock()
 }
 
@@ -533,7 +636,10 @@ func (c *Conn) serve(req *protocol.Command) {
 	c.respCmd.InitResponse(req, protocol.RespSuccess)
 	c.resp = Response{Cmd: &c.respCmd}
 	c.cur, c.deferred = req, false
+	c.seq++
+	c.serving.Store(c.seq)
 	act, panicked := c.callHandler(req, &c.resp)
+	c.serving.Store(0)
 	c.cur = nil
 	resp := &c.resp
 	switch {
@@ -611,7 +717,7 @@ func (c *Conn) writeLoop() {
 	defer c.exit()
 	for {
 		c.wmu.Lock()
-		for c.pend.empty() && !c.closed && !c.drainedLocked() {
+		for c.pend.empty() && c.carry == nil && !c.closed && !c.drainedLocked() {
 			oversized := c.oversizedLocked()
 			c.writerIdle = true
 			c.wmu.Unlock()
@@ -626,26 +732,43 @@ func (c *Conn) writeLoop() {
 			c.wmu.Lock()
 		}
 		if c.closed {
-			b := c.pend
-			c.owed.Add(-int64(b.owed))
-			if c.cfg.respBudget != nil {
-				c.cfg.respBudget.add(-int64(b.owed))
+			owed := c.pend.owed
+			if c.carry != nil {
+				owed += c.carry.owed
 			}
+			c.owed.Add(-int64(owed))
+			if c.cfg.respBudget != nil {
+				c.cfg.respBudget.add(-int64(owed))
+			}
+			carry := c.carry
+			c.carry = nil
+			b := c.pend
 			c.wmu.Unlock()
+			if carry != nil {
+				carry.runReleases(c)
+				carry.reset()
+			}
 			b.runReleases(c)
 			b.reset()
 			return
 		}
-		if c.pend.empty() { // drained: every answer written, the reader gone
+		if c.pend.empty() && c.carry == nil { // drained: every answer written, the reader gone
 			c.wmu.Unlock()
 			c.fail(ErrServerClosed)
 			continue
 		}
-		b := c.pend
-		c.pend, c.spare = c.spare, nil
+		var b *batch
+		skip := 0
+		if c.carry != nil { // spare is nil: the carried batch becomes it
+			b, skip = c.carry, c.carryOff
+			c.carry = nil
+		} else {
+			b = c.pend
+			c.pend, c.spare = c.spare, nil
+		}
 		c.wmu.Unlock()
 
-		err := c.writeBatch(b)
+		err := c.writeBatch(b, skip)
 
 		c.wmu.Lock()
 		c.owed.Add(-int64(b.owed))
@@ -711,21 +834,20 @@ func (c *Conn) drainedLocked() bool {
 	return c.draining.Load() && c.readerDone && c.inflight.Load() == 0
 }
 
-// writeBatch writes b with one vectored write and runs its releases.
-func (c *Conn) writeBatch(b *batch) error {
-	iov := c.iov[:0]
-	prev := 0
-	for _, s := range b.segs {
-		if s.at > prev {
-			iov = append(iov, b.buf[prev:s.at])
-			prev = s.at
+// writeBatch writes b but its first skip bytes (written already by
+// writeDirect) with one vectored write and runs its releases.
+func (c *Conn) writeBatch(b *batch, skip int) error {
+	all := b.pieces(c.iov[:0])
+	c.iov = all
+	iov := all
+	for skip > 0 { // skip < b.bytes: no piece is empty
+		if skip < len(iov[0]) {
+			iov[0] = iov[0][skip:]
+			break
 		}
-		iov = append(iov, s.view)
+		skip -= len(iov[0])
+		iov = iov[1:]
 	}
-	if len(b.buf) > prev {
-		iov = append(iov, b.buf[prev:])
-	}
-	c.iov = iov
 	var err error
 	if c.cfg.writeTimeout > 0 {
 		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
@@ -746,7 +868,7 @@ func (c *Conn) writeBatch(b *batch) error {
 		c.bufs = iov
 		_, err = c.bufs.WriteTo(c.nc)
 	}
-	clear(iov) // drop references to views
+	clear(all) // drop references to views
 	c.bufs = nil
 	c.writes.Add(1)
 	if err == nil {

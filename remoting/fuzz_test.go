@@ -84,7 +84,7 @@ func FuzzConnInput(f *testing.F) {
 			t.Fatalf("in flight %d", c.inflight.Load())
 		}
 		b := c.pend
-		if err := c.writeBatch(b); err != nil {
+		if err := c.writeBatch(b, 0); err != nil {
 			t.Fatal(err)
 		}
 		if int64(b.owed) != c.owed.Load() || b.frames > int(c.framesIn.Load()) {

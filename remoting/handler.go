@@ -115,6 +115,7 @@ func (r *Response) release() {
 // copy it freely, but call Reply or Cancel exactly once in total.
 type Responder struct {
 	c      *Conn
+	seq    uint64 // the request's number on its connection (Conn.seq); 0 if Defer was not called from its handler
 	opaque int32
 	st     protocol.SerializeType
 	oneway bool
@@ -154,7 +155,14 @@ func (r Responder) Reply(resp *Response) error {
 	}
 	resp.Cmd.Opaque = r.opaque
 	resp.Cmd.Flag |= protocol.FlagResponse
-	err := r.c.enqueue(resp.Cmd, resp.Body, resp.Release, qResponse|qWake|qSettle)
+	// Answered by the request's own handler (on the read goroutine), the
+	// answer leaves with the read's others at its end (Conn.kick); from
+	// anywhere else it wakes the writer.
+	flags := qResponse | qSettle | qServing
+	if r.seq == 0 {
+		flags = qResponse | qSettle | qWake
+	}
+	err := r.c.enqueueSeq(resp.Cmd, resp.Body, resp.Release, flags, r.seq)
 	if err == nil {
 		return nil
 	}
