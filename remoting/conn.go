@@ -77,15 +77,15 @@ type Conn struct {
 	owed     atomic.Int64 // response bytes queued, not yet written
 	inflight atomic.Int32 // deferred requests not yet answered
 
-	wmu           sync.Mutex
-	rcond         sync.Cond // the read goroutine waits here while over a limit (L = &wmu)
-	pend, spare   *batch    // frames queued for the writer; spare is nil while writing
-	writerIdle    bool      // the writer waits on wake
+	wmu         sync.Mutex
+	rcond       sync.Cond // the read goroutine waits here while over a limit (L = &wmu)
+	pend, spare *batch    // frames queued for the writer; spare is nil while writing
+	writerIdle  bool      // the writer waits on wake
 	// carry is a batch the read goroutine's direct write (kick) could not
 	// write whole; carryOff of its bytes are written. The writer writes the
 	// rest before anything pending. Set only while spare is nil.
-	carry    *batch
-	carryOff int
+	carry         *batch
+	carryOff      int
 	readerWaiting bool
 	readerDone    bool // the read goroutine exited for a graceful drain
 	closed        bool

@@ -41,9 +41,16 @@
 //     write (writev), so responses that become ready together, such as the answers to
 //     all the requests in one read, leave in one syscall (on a connection without
 //     writev, a TLS one, the pieces are copied into one buffer and written with one
-//     Write: one TLS record per 16 KiB rather than one per piece). The read goroutine wakes the
-//     writer once per read, after handling all the frames it read (or sooner once 64 KiB
-//     are queued); other goroutines (Responder.Reply, Invoke) wake it when they queue.
+//     Write: one TLS record per 16 KiB rather than one per piece). The read goroutine
+//     sends the answers of a read once, after handling all the frames it read (or
+//     sooner once 64 KiB are queued, by waking the writer); answers a handler gives
+//     through its own request's Responder before it returns (a send answered at once)
+//     count as the read's. When the writer is idle, the read goroutine writes them
+//     itself with one non-blocking writev (Linux, TCP and Unix sockets): no wake-up of
+//     the writer, no goroutine switch per read. It never waits for room: what that
+//     call does not take is carried over to the writer, which writes it first, so the
+//     read goroutine never blocks on its peer and two peers cannot deadlock. Other
+//     goroutines (Responder.Reply, Invoke) wake the writer when they queue.
 //     A woken writer yields once (runtime.Gosched) before taking the batch, so that
 //     goroutines made runnable by the same event (callers woken by responses) add
 //     their frames first: with 64 requests in flight this takes a client from ~3 to
