@@ -10,10 +10,13 @@
 #   scripts/bench-syscalls.sh apogee produce
 #   scripts/bench-syscalls.sh nats e2e --rate 30000
 # BROKER_FLAGS passes flags to apogee-broker (for example "--flush sync").
+# BIN=DIR runs the apogee-broker and apogee-bench already built in DIR
+# instead of building this tree's (to alternate two builds: build each into
+# a directory of its own, then run the script with one and the other).
 # Needs perf (tracepoints readable: root), and nats-server for nats.
 set -euo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,14p' "$0" >&2
+  sed -n '2,16p' "$0" >&2
   exit 2
 fi
 sys=$1
@@ -37,9 +40,16 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench
-(cd benchmark/natsdriver && go build -o "$work/bin/" ./cmd/apogee-bench-nats)
-ev=raw_syscalls:sys_enter
+if [ -n "${BIN:-}" ]; then
+  mkdir -p "$work/bin"
+  ln -s "$(cd "$BIN" && pwd)"/* "$work/bin/"
+else
+  go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench
+fi
+if [ "$sys" = nats ] && [ ! -e "$work/bin/apogee-bench-nats" ]; then
+  (cd benchmark/natsdriver && go build -o "$work/bin/" ./cmd/apogee-bench-nats)
+fi
+ev=raw_syscalls:sys_enter,context-switches
 for s in read write writev pwrite64 futex epoll_pwait madvise nanosleep fdatasync msync sched_yield; do
   ev="$ev,syscalls:sys_enter_$s"
 done
