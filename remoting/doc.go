@@ -45,9 +45,12 @@
 //     sends the answers of a read once, after handling all the frames it read (or
 //     sooner once 64 KiB are queued, by waking the writer); answers a handler gives
 //     through its own request's Responder before it returns (a send answered at once)
-//     count as the read's. When the writer is idle, the read goroutine writes them
-//     itself with one non-blocking writev (Linux, TCP and Unix sockets): no wake-up of
-//     the writer, no goroutine switch per read. It never waits for room: what that
+//     count as the read's. When they are few (at most 4: requests arriving one by
+//     one) and the writer is idle, the read goroutine writes them itself with one
+//     non-blocking writev (Linux, TCP and Unix sockets): no wake-up of the writer, no
+//     goroutine switch per read; a read of more answers (a peer with many requests in
+//     flight) wakes the writer, whose yield lets the next read's answers share its
+//     write. The read goroutine never waits for room: what that
 //     call does not take is carried over to the writer, which writes it first, so the
 //     read goroutine never blocks on its peer and two peers cannot deadlock. Other
 //     goroutines (Responder.Reply, Invoke) wake the writer when they queue.

@@ -75,4 +75,4 @@ wait "$bench"
 msgs=$(awk '$1 ~ /^[0-9]+s$/ { t = $1 + 0; if (t >= 6 && t <= 13) n += $2 } END { print n + 0 }' "$work/bench.out")
 echo "messages in the counted 8 s: $msgs"
 awk -F, -v m="$msgs" '$1 ~ /^[0-9]+$/ && $1 > 0 { name = $3; sub(/.*:(sys_enter_)?/, "", name); printf "%-14s %8.3f per message\n", name, $1 / m }' "$work/perf.out"
-grep -E "CPU per|system calls per|context switches per" "$work/bench.out"
+grep -E "^(send-to-ack|end-to-end) |CPU per|system calls per|context switches per" "$work/bench.out"
