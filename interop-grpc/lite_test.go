@@ -728,3 +728,68 @@ func TestLiteDeadLetter(t *testing.T) {
 		t.Fatalf("the failing message was attempted %d times, want 2 (retryMaxTimes 1)", attempts)
 	}
 }
+
+// TestLiteThroughASlave: a lite producer and a LitePushConsumer given only
+// a slave's gRPC address (a group of three in controller mode): the slave
+// forwards the sends, the subscription, the receives and the acks to the
+// master, as for every receive, and the lite messages come in order.
+func TestLiteThroughASlave(t *testing.T) {
+	t.Parallel()
+	g := startFoGroup(t)
+	master := g.waitFullSet(t)
+	var slave *foBroker
+	for _, b := range g.brokers {
+		if b != master {
+			slave = b
+			break
+		}
+	}
+	ext := map[string]string{"topic": "LiteFo", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false", "attributes": "+message.type=LITE"}
+	if code, remark := remoting(t, master.addr, 17, ext, nil); code != 0 {
+		t.Fatalf("create the lite topic on the master: %d %s", code, remark)
+	}
+	body, _ := json.Marshal(map[string]any{"groupName": "LiteFoGroup", "consumeEnable": true, "retryMaxTimes": 16,
+		"attributes": map[string]string{"+lite.bind.topic": "LiteFo"}})
+	if code, remark := remoting(t, master.addr, 200, map[string]string{}, body); code != 0 {
+		t.Fatalf("create the lite group on the master: %d %s", code, remark)
+	}
+	wait.For(t, "the lite topic on the slave", func() error {
+		r, err := remotingCall(slave.addr, 21, nil, nil, 5*time.Second) // GET_ALL_TOPIC_CONFIG
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(r.Body), `"LiteFo"`) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	cfg := func(group string) *rmq.Config {
+		return &rmq.Config{Endpoint: slave.grpcListen, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+	}
+	p, err := rmq.NewProducer(cfg(""), rmq.WithTopics("LiteFo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("producer start: %v", err)
+	}
+	t.Cleanup(func() { p.GracefulStop() })
+	log := &liteLog{}
+	c, err := rmq.NewLitePushConsumer(cfg("LiteFoGroup"), rmq.NewLitePushConsumerConfig("LiteFo", 10*time.Second),
+		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("lite consumer start: %v", err)
+	}
+	t.Cleanup(func() { c.GracefulStop() })
+	if err := c.SubscribeLite("F1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range seq("f", 5) {
+		sendLite(t, p, "LiteFo", "F1", b)
+	}
+	log.waitBodies(t, "F1", seq("f", 5))
+}
