@@ -102,7 +102,23 @@
 // CheckClientTopic, CheckGroupName, CheckClientGroup, CheckTag, CheckKey,
 // CheckMessageGroup, InferMessageType, CheckMessageType and
 // AcceptedMessageTypes for what its protocol names, each refusal an *Error
-// of its reason.
+// of its reason. Lite topics' names (CheckLiteTopic), the LITE type and
+// the lite.* attributes are in lite_names.go.
+//
+// # Lite topics
+//
+// RocketMQ 5.5's lite topics (lite.go, lite_expiry.go; docs/lite-topics.md):
+// the store indexes a LITE parent's messages by lite topic and reports
+// each lite topic that grew (store.Options.OnLiteArrival); the lite
+// messaging state (subscriptions, events, FIFO per (group, lite topic)) is
+// package broker/lite's registry, in memory, whose host the core is
+// (liteHost: the store's lite offsets, the front ends' listeners). A front
+// end calls SyncLiteSubscription, PopLite, AckLite, ChangeInvisibleLite,
+// DeadLetterLite and DropLiteClient, and registers OnLiteNotify (wake a
+// client's parked lite receive) and OnLiteUnsubscribe (tell a client it
+// lost a lite topic). Lite offsets are the store's, never in
+// consumerOffset.json. All of it is the master's: a slave refuses it as it
+// refuses POPs.
 //
 // # What a front end provides
 //

@@ -35,6 +35,13 @@
 //     next pop after its invisible time), so that moment is a time, not an
 //     event: the heap orders a POP by the earlier of WakeAt and its
 //     deadline, and nothing looks periodically.
+//   - A lite receive (Wait.Lite, RocketMQ 5.5's lite topics) waits on its
+//     client (Wait.Client), not on a topic: Notified(client) wakes it (the
+//     lite registry gave the client an event, or one of its deliveries
+//     changed), and its WakeAt (a batch of the client visible again). The
+//     ticket rule is per client: a Notified of the client after the
+//     receive's Ticket runs it at once when it parks. Forget drops what
+//     the holder keeps of a client that is gone.
 //
 // # Guarantees
 //
