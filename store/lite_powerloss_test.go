@@ -33,10 +33,10 @@ func TestLitePowerLossKeepsAcknowledged(t *testing.T) {
 		o := Options{Dir: filepath.Join(dir, "store"), SegmentSize: 128 << 10, FlushMode: FlushSync, FS: fsys,
 			ConsumeQueueEntries: 64, IndexSlots: 64, IndexMaxEntries: 256, MaxMessageSize: 8 << 10,
 			SyncFlushTimeout: time.Minute, CleanInterval: -1, ScrubRate: -1,
-			FlushInterval: time.Duration(1+rng.IntN(5)) * time.Millisecond,
+			FlushInterval:      time.Duration(1+rng.IntN(5)) * time.Millisecond,
 			CheckpointInterval: time.Duration(2+rng.IntN(20)) * time.Millisecond,
-			LiteFileSize: 16 << 10, // 32 blocks: many files
-			Logger: testlog.New(t, "store")}
+			LiteFileSize:       16 << 10, // 32 blocks: many files
+			Logger:             testlog.New(t, "store")}
 		s, _, err := Open(o)
 		if err != nil {
 			t.Fatal(err)
