@@ -57,13 +57,13 @@ func (s *Store) openLite() error {
 	s.lq = lq
 	switch {
 	case rep.TableRejected != "":
-		o.Logger.Warn("store: lite-topic index's TABLE rejected; rebuilt from its block headers", "reason", rep.TableRejected,
-			"liteTopics", rep.Topics, "brokenChains", rep.BrokenChains, "emptied", rep.Emptied)
-	case rep.BrokenChains > 0 || rep.Emptied > 0 || rep.JournalCut > 0:
-		o.Logger.Warn("store: lite-topic index damaged; rebuilt what its files prove (lite topics whose older entries are lost start at their first proven block)",
-			"liteTopics", rep.Topics, "brokenChains", rep.BrokenChains, "emptied", rep.Emptied, "journalBytesCut", rep.JournalCut)
+		o.Logger.Warn("store: the lite-topic index's TABLE failed its checks; the index was rebuilt from its block headers and the commit log (nothing to do; a TABLE is only written by a clean stop)",
+			"reason", rep.TableRejected, "liteTopics", rep.Topics, "brokenChains", rep.BrokenChains, "emptied", rep.Emptied)
 	case !rep.Clean && rep.Topics > 0:
-		o.Logger.Info("store: lite-topic index rebuilt from its block headers", "liteTopics", rep.Topics)
+		// After a crash, chains cut and a journal tail cut are what was
+		// never synced: re-dispatch writes it again.
+		o.Logger.Info("store: lite-topic index rebuilt from its block headers", "liteTopics", rep.Topics,
+			"brokenChains", rep.BrokenChains, "emptied", rep.Emptied, "journalBytesCut", rep.JournalCut)
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func (d *dispatcher) writeLite(p *pendingRecord) error {
 			s.stats.liteRefused.Add(1)
 			if !d.liteDown {
 				d.liteDown = true
-				s.opts.Logger.Error("store: lite-topic index refused an entry; the message is stored in its parent topic but not in its lite topic (a name over 1024 bytes, or the index is full: fewer lite topics or a restart compacts it)",
+				s.opts.Logger.Error("store: lite-topic index refused an entry; the message is stored in its parent topic but not in its lite topic (a lite topic name over 1024 bytes, or 67,108,864 lite topics alive: set lite.topic.expiration on the parent topics so idle ones expire)",
 					"topic", string(p.v.Topic()), "offset", p.off, "err", err)
 			}
 			return nil

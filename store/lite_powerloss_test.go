@@ -79,7 +79,9 @@ func TestLitePowerLossKeepsAcknowledged(t *testing.T) {
 		}
 		var clones []clone
 		for c := range 3 {
+			mu.Lock()
 			want := total + 50 + rng.IntN(300)
+			mu.Unlock()
 			wait.For(t, fmt.Sprintf("%d lite messages acknowledged", want), func() error {
 				mu.Lock()
 				defer mu.Unlock()
