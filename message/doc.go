@@ -5,7 +5,8 @@
 // message ids, and the producer batch body.
 //
 // The package is pure: it holds no state besides [UniqIDGenerator], does no
-// I/O and imports nothing of this module.
+// I/O and imports nothing of this module but internal/javacompat (Java's
+// string hash and UTF-16 rules, shared with the other packages that need them).
 //
 // # Record layout (v1, all integers big-endian)
 //
