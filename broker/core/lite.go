@@ -232,7 +232,8 @@ type LitePopResult struct {
 	// flight becomes visible again (zero: none): a parked receive's WakeAt.
 	NextVisible time.Time
 	// Unknown: the client holds no lite subscription (none synced yet, or
-	// dropped): a receive answers at once rather than wait.
+	// dropped): a parked receive woken so answers at once (its client was
+	// dropped) rather than wait again.
 	Unknown bool
 	buf     []byte
 }

@@ -215,7 +215,10 @@ func (s *Server) receiveLite(ctx context.Context, r *rmqpb.ReceiveMessageRequest
 	if err := s.core.PopLite(&lc.req, lc.res); err != nil {
 		return errStatus(err)
 	}
-	if len(lc.res.Msgs) == 0 && wait > 0 && !lc.res.Unknown {
+	// A client with no subscription (yet: a broker restarted keeps none,
+	// and the SDK's COMPLETE_ADD comes within 30 s) waits too: its sync
+	// wakes it (an event), a drop answers it (runLite).
+	if len(lc.res.Msgs) == 0 && wait > 0 {
 		err := s.hold(ctx, longpoll.Wait{Lite: true, Group: group, Queue: longpoll.AnyQueue,
 			WakeAt: lc.res.NextVisible, Ticket: ticket}, wait, &heldCall{lite: lc})
 		if errors.Is(err, errHeldFull) {
