@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -71,6 +72,19 @@ func (c *Core) routeSend(s *sendScratch, h *SendRequest, t *topicEntry, m *store
 				"reconsumeTimes", h.ReconsumeTimes, "maxReconsumeTimes", maxTimes, "groupLocked", locked)
 			return nil
 		}
+	}
+
+	if lt, ok := sp.Get(message.SendLiteTopic); ok && len(lt) > 0 && !r.retry && !isLiteParent(t) {
+		// A lite topic is read only under a LITE parent (RocketMQ's broker
+		// dispatches lite messages of LITE topics alone). The store indexes
+		// every record that carries __LITE_TOPIC (a replica's dispatcher
+		// cannot tell a LITE parent), so the property is dropped from what
+		// is stored here: otherwise any producer could grow the lite index
+		// by a name per message under a NORMAL or MIXED topic. A checked
+		// send (gRPC) to a topic that refuses LITE is still refused below.
+		props = dropLiteTopic(props)
+		s.props = c.appendStoredProps(s.props[:0], props, nil)
+		m.Properties = s.props
 	}
 
 	tx := message.TxType(h.SysFlag)
@@ -194,6 +208,26 @@ func retryGroupOf(topic string) string {
 // asks: SendRequest.CheckTopicType; topicEntry.accepts is the rule) and the
 // per-type size limits. Retries and dead letters are exempt: they carry
 // whatever the original was (RocketMQ's proxy skips %RETRY% and %DLQ%).
+// liteKey is the lite topic property's key as a properties string holds it:
+// a quick test of whether a batch entry may carry one.
+var liteKey = []byte(message.PropertyLiteTopic + "\x01")
+
+// dropLiteTopic returns props without the lite topic property (a copy; the
+// rare case of a lite topic sent to a topic that is not a LITE parent).
+func dropLiteTopic(props []byte) []byte {
+	if !bytes.Contains(props, liteKey) {
+		return props
+	}
+	return appendPropsExcept(make([]byte, 0, len(props)), props, message.PropertyLiteTopic)
+}
+
+// isLiteParent reports whether t is a LITE topic (message.type=LITE), the
+// only kind whose messages' lite topics are indexed.
+func isLiteParent(t *topicEntry) bool {
+	tt, ok := t.msgType()
+	return ok && tt == MessageLite
+}
+
 func (c *Core) checkType(t *topicEntry, r sendRoute, bodyLen int) error {
 	if r.retry {
 		return nil

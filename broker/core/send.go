@@ -209,7 +209,7 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		if err := c.checkType(t, sendRoute{check: r.CheckTopicType}, len(r.Body)); err != nil {
 			return err
 		}
-		if err := c.buildBatch(s, r, &m); err != nil {
+		if err := c.buildBatch(s, r, &m, !isLiteParent(t)); err != nil {
 			return err
 		}
 	} else {
@@ -331,16 +331,25 @@ func appendPropsWithSep(dst, p []byte) []byte {
 }
 
 // buildBatch splits a producer batch body (rocketmq-protocol.md §6.5) into
-// s.msgs, all sharing m's topic, queue, flags and born fields.
-func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message) error {
+// s.msgs, all sharing m's topic, queue, flags and born fields. dropLite
+// drops the lite topic property of the entries and the batch (a topic that
+// is not a LITE parent: see routeSend).
+func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message, dropLite bool) error {
 	var bad string
+	outer := r.Properties
+	if dropLite {
+		outer = dropLiteTopic(outer)
+	}
 	err := message.ForEachBatchEntry(r.Body, func(_ int32, _, props []byte) error {
 		if err := message.ValidateProperties(props); err != nil {
 			bad = "a batch entry's properties are malformed: " + err.Error()
 			return err
 		}
+		if dropLite {
+			props = dropLiteTopic(props)
+		}
 		start := len(s.props)
-		s.props = c.appendStoredProps(s.props, props, r.Properties)
+		s.props = c.appendStoredProps(s.props, props, outer)
 		if len(s.props)-start > message.MaxPropertiesSize {
 			bad = "a batch entry's properties are longer than 32767 bytes once the broker's are added"
 			return message.ErrPropertiesTooLarge
