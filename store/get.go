@@ -263,6 +263,14 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 			break
 		}
 	}
+	s.finishGet(res, next, removing)
+	return nil
+}
+
+// finishGet sets a read's next offset and status (Found, else
+// MessageWasRemoving when retention took what it looked for, else
+// NoMatchedMessage) and counts what it found: the end of Get and GetLite.
+func (s *Store) finishGet(res *GetResult, next int64, removing bool) {
 	res.NextOffset = next
 	switch {
 	case len(res.Messages) > 0:
@@ -274,7 +282,6 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 	default:
 		res.Status = NoMatchedMessage
 	}
-	return nil
 }
 
 // MaxOffset is the queue's next offset (the number of dispatched messages);

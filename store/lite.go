@@ -213,17 +213,7 @@ func (s *Store) GetLite(parent, lite string, offset int64, maxMsgs, maxBytes int
 			break
 		}
 	}
-	res.NextOffset = next
-	switch {
-	case len(res.Messages) > 0:
-		res.Status = Found
-		s.stats.gets.Add(int64(len(res.Messages)))
-		s.stats.getBytes.Add(int64(res.Bytes))
-	case removing:
-		res.Status = MessageWasRemoving
-	default:
-		res.Status = NoMatchedMessage
-	}
+	s.finishGet(res, next, removing)
 	return nil
 }
 
