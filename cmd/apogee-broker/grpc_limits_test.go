@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -516,8 +517,13 @@ func TestGRPCLimits(t *testing.T) {
 		t.Skip("reads /proc/PID/status")
 	}
 	dir := t.TempDir()
+	// The receive budget is raised above 300 calls × 4.25 MiB: each call
+	// reserves the message cap until its request is read, and on a loaded
+	// machine 300 receives started at once would otherwise meet the 128
+	// MiB budget (a refusal TestGRPCUnauthenticatedMemory checks) before the long-poll
+	// bound this test is about.
 	p := start(t, buildBinary(t), "--namesrv-listen", "", "--data-dir", filepath.Join(dir, "data"),
-		"--max-auto-create-per-source", "20", "--metrics-listen", "127.0.0.1:0")
+		"--max-auto-create-per-source", "20", "--metrics-listen", "127.0.0.1:0", "--receive-budget", strconv.Itoa(2<<30))
 	defer p.stop(t, syscall.SIGTERM)
 	gaddr := p.Ready.GRPC
 	cli := grpcClient(t, gaddr, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(200<<20)))
