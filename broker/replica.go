@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apogeemq/apogee/internal/logthrottle"
+	"github.com/apogeemq/apogee/store"
 
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/ha"
@@ -358,6 +360,7 @@ func (b *Broker) follow(unfollow, done chan struct{}) {
 	t := time.NewTicker(b.opts.SlaveSyncInterval)
 	defer t.Stop()
 	failing, denied := false, false
+	var lite liteCursor
 	for {
 		select {
 		case <-b.stop:
@@ -373,7 +376,7 @@ func (b *Broker) follow(unfollow, done chan struct{}) {
 		if addr == "" {
 			continue
 		}
-		err := b.syncFromMaster(ctx, addr)
+		err := b.syncFromMaster(ctx, addr, &lite)
 		var re *MasterRefusedError
 		refused := errors.As(err, &re) && re.Code == protocol.RespNoPermission
 		switch {
@@ -403,8 +406,9 @@ var acceptLogs = logthrottle.New(time.Minute)
 // syncFromMaster fetches the master's topic, subscription-group,
 // consumer-offset and delay-offset tables and applies them (RocketMQ's
 // SlaveSynchronize.syncAll), then sends the master the offsets committed
-// here that it has not reached.
-func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
+// here that it has not reached; then the lite consumer offsets changed
+// since lite's cursor (syncLiteOffsets).
+func (b *Broker) syncFromMaster(ctx context.Context, addr string, lite *liteCursor) error {
 	ctx, cancel := context.WithTimeout(ctx, slaveSyncTimeout)
 	defer cancel()
 	get := func(code int32) ([]byte, error) {
@@ -466,7 +470,76 @@ func (b *Broker) syncFromMaster(ctx context.Context, addr string) error {
 			b.core.Replication().SyncDelayOffsets(w.OffsetTable)
 		}
 	}
+	if err := b.syncLiteOffsets(ctx, addr, lite); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// liteCursor is how far a slave followed its master's lite consumer
+// offsets: the master index's run (epoch) and the last change number
+// applied. The follow loop owns it.
+type liteCursor struct {
+	epoch int64
+	since uint64
+}
+
+// syncLiteOffsets fetches, a page at a time, the master's lite consumer
+// offsets changed since c and applies them (core's "Lite consumer offsets
+// on replicas"), advancing c after each page applied.
+func (b *Broker) syncLiteOffsets(ctx context.Context, addr string, c *liteCursor) error {
+	for {
+		rb, err := json.Marshal(protocol.LiteConsumerOffsetsRequest{Epoch: c.epoch, Since: c.since, Limit: core.LiteOffsetPageMax})
+		if err != nil {
+			return err
+		}
+		var req protocol.Command
+		req.InitRequest(protocol.ReqApogeeGetLiteConsumerOffsets, 0)
+		req.Body = rb
+		resp, err := b.pool.Invoke(ctx, addr, &req)
+		if err != nil {
+			return fmt.Errorf("fetch the lite consumer offsets from %s: %w", addr, err)
+		}
+		if resp.Code != protocol.RespSuccess {
+			return &MasterRefusedError{Master: addr, Request: req.Code, Code: resp.Code, Remark: string(resp.Remark)}
+		}
+		var page protocol.LiteConsumerOffsetsBody
+		if err := page.Decode(resp.Body); err != nil {
+			return fmt.Errorf("the lite consumer offsets from %s: %w", addr, err)
+		}
+		if page.Epoch != c.epoch {
+			c.epoch, c.since = page.Epoch, 0
+		}
+		offs := make([]store.LiteOffsetRecord, len(page.Offsets))
+		for i, o := range page.Offsets {
+			offs[i] = store.LiteOffsetRecord{Group: o.Group, Parent: o.Parent, Lite: o.Lite, Offset: o.Offset, Seq: o.Seq}
+		}
+		if _, err := b.core.Replication().SyncLiteConsumerOffsets(offs); err != nil {
+			return err
+		}
+		if n := len(offs); n > 0 {
+			c.since = offs[n-1].Seq
+		}
+		if !page.More || len(offs) == 0 {
+			return nil
+		}
+	}
+}
+
+// handleLiteConsumerOffsets serves APOGEE_GET_LITE_CONSUMER_OFFSETS: a
+// page of the lite consumer offsets changed since the slave's cursor.
+func (b *Broker) handleLiteConsumerOffsets(req *protocol.Command, resp *remoting.Response) remoting.Action {
+	var r protocol.LiteConsumerOffsetsRequest
+	if err := json.Unmarshal(req.Body, &r); err != nil {
+		return fail(resp, fmt.Errorf("APOGEE_GET_LITE_CONSUMER_OFFSETS: %w", err))
+	}
+	p := b.core.Replication().LiteConsumerOffsets(r.Epoch, r.Since, r.Limit)
+	body := protocol.LiteConsumerOffsetsBody{Epoch: p.Epoch, More: p.More, Offsets: make([]protocol.LiteConsumerOffset, len(p.Offsets))}
+	for i, o := range p.Offsets {
+		body.Offsets[i] = protocol.LiteConsumerOffset{Group: o.Group, Parent: o.Parent, Lite: o.Lite, Offset: o.Offset, Seq: o.Seq}
+	}
+	enc, err := body.Encode()
+	return replyBody(resp, enc, err)
 }
 
 // forwardOffset commits, on the master, an offset a client committed here.
@@ -520,9 +593,13 @@ func (b *Broker) handleAllConsumerOffsets(resp *remoting.Response) remoting.Acti
 	return replyBody(resp, body, err)
 }
 
-// registerReplication registers GET_ALL_CONSUMER_OFFSET.
+// registerReplication registers GET_ALL_CONSUMER_OFFSET and
+// APOGEE_GET_LITE_CONSUMER_OFFSETS.
 func (b *Broker) registerReplication(t *handlerTable) {
 	t.add(respOnly(b.handleAllConsumerOffsets), protocol.ReqGetAllConsumerOffset)
+	t.add(func(_ *remoting.Conn, req *protocol.Command, resp *remoting.Response) remoting.Action {
+		return b.handleLiteConsumerOffsets(req, resp)
+	}, protocol.ReqApogeeGetLiteConsumerOffsets)
 }
 
 // replicationInfo adds the replication's runtime numbers to m: the role

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/apogeemq/apogee/internal/durable"
@@ -69,6 +70,14 @@ func (o Options) withDefaults() (Options, error) {
 // offKey names one lite consumer offset.
 type offKey struct{ group, parent, lite string }
 
+// offVal is one lite consumer offset and its change number: each change
+// takes the next one (Index.oseq), so OffsetsSince finds what changed
+// after a number a follower holds.
+type offVal struct {
+	off int64
+	seq uint64
+}
+
 // Index is the lite-topic index of one store. Its methods are safe for
 // concurrent use under the rules in the package doc.
 type Index struct {
@@ -95,7 +104,9 @@ type Index struct {
 	recBytes          int64 // what the live slots' creation records take
 
 	omu     sync.Mutex
-	offsets map[offKey]int64
+	offsets map[offKey]offVal
+	oseq    uint64 // the last change number given (offVal.seq)
+	oepoch  int64  // names this run's change numbers (OffsetsSince)
 	dirty   map[offKey]struct{}
 	groups  map[string]map[string]struct{} // parent → groups with offsets
 
@@ -150,8 +161,9 @@ func Open(dir string, opts Options) (*Index, Recovery, error) {
 		return nil, Recovery{}, err
 	}
 	x := &Index{opts: o, dir: dir, fs: o.FS, pidx: map[string]uint16{},
-		offsets: map[offKey]int64{}, dirty: map[offKey]struct{}{}, groups: map[string]map[string]struct{}{},
+		offsets: map[offKey]offVal{}, dirty: map[offKey]struct{}{}, groups: map[string]map[string]struct{}{},
 		pageBuf: make([]byte, mmap.PageSize())}
+	x.oepoch = time.Now().UnixNano()
 	x.tab.init()
 	rep, err := x.open()
 	if err != nil {
@@ -627,7 +639,7 @@ func (x *Index) CommitOffset(group, parent, lite string, offset int64) error {
 	x.omu.Lock()
 	defer x.omu.Unlock()
 	k := offKey{group, parent, lite}
-	if old, ok := x.offsets[k]; ok && old == offset {
+	if old, ok := x.offsets[k]; ok && old.off == offset {
 		return nil
 	}
 	x.setOffset(k, offset)
@@ -637,7 +649,8 @@ func (x *Index) CommitOffset(group, parent, lite string, offset int64) error {
 
 // setOffset records an offset. Under omu.
 func (x *Index) setOffset(k offKey, offset int64) {
-	x.offsets[k] = offset
+	x.oseq++
+	x.offsets[k] = offVal{off: offset, seq: x.oseq}
 	gs := x.groups[k.parent]
 	if gs == nil {
 		gs = map[string]struct{}{}
@@ -650,8 +663,8 @@ func (x *Index) setOffset(k offKey, offset int64) {
 func (x *Index) Offset(group, parent, lite string) (int64, bool) {
 	x.omu.Lock()
 	defer x.omu.Unlock()
-	off, ok := x.offsets[offKey{group, parent, lite}]
-	return off, ok
+	v, ok := x.offsets[offKey{group, parent, lite}]
+	return v.off, ok
 }
 
 // TruncateFrom drops every entry whose commit-log offset is at or above
@@ -843,7 +856,7 @@ func (x *Index) flushJournal() error {
 	x.jmu.Lock()
 	defer x.jmu.Unlock()
 	for k := range x.dirty {
-		x.pending = appendOffset(x.pending, k, x.offsets[k])
+		x.pending = appendOffset(x.pending, k, x.offsets[k].off)
 	}
 	clear(x.dirty)
 	if want := x.recBytes + int64(len(x.offsets))*96; x.jsize+int64(len(x.pending)) > 4*want+journalSlack {
@@ -881,8 +894,8 @@ func (x *Index) rewriteJournal() error {
 			buf = appendCreate(buf, recCreate, uint32(i), s.gen, unsafeBytes(x.parents[s.parent]), x.tab.name(s))
 		}
 	}
-	for k, off := range x.offsets {
-		buf = appendOffset(buf, k, off)
+	for k, v := range x.offsets {
+		buf = appendOffset(buf, k, v.off)
 	}
 	path := x.journalPath()
 	if err := durable.WriteFile(x.fs, path, buf); err != nil {

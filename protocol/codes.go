@@ -3,37 +3,41 @@ package protocol
 // Request codes (Java org.apache.rocketmq.remoting.protocol.RequestCode). Directions:
 // C = client, B = broker, NS = name server. "GoC" notes what rocketmq-client-go does.
 const (
-	ReqSendMessage                  int32 = 10 // C→B, single message, long-key header (GoC)
-	ReqPullMessage                  int32 = 11 // C→B
-	ReqQueryMessage                 int32 = 12 // C→B, by key
-	ReqQueryBrokerOffset            int32 = 13
-	ReqQueryConsumerOffset          int32 = 14 // C→B
-	ReqUpdateConsumerOffset         int32 = 15 // C→B ("oneway" in GoC, but without the flag)
-	ReqUpdateAndCreateTopic         int32 = 17 // admin → B
-	ReqUpdateAndCreateTopicList     int32 = 18
-	ReqGetAllTopicConfig            int32 = 21 // → B, body TopicConfigSerializeWrapper
-	ReqGetTopicConfigList           int32 = 22
-	ReqGetTopicNameList             int32 = 23
-	ReqUpdateBrokerConfig           int32 = 25
-	ReqGetBrokerConfig              int32 = 26
-	ReqTriggerDeleteFiles           int32 = 27
-	ReqGetBrokerRuntimeInfo         int32 = 28
-	ReqSearchOffsetByTimestamp      int32 = 29 // C→B
-	ReqGetMaxOffset                 int32 = 30 // C→B
-	ReqGetMinOffset                 int32 = 31 // C→B
-	ReqGetEarliestMsgStoretime      int32 = 32
-	ReqViewMessageByID              int32 = 33
-	ReqHeartBeat                    int32 = 34 // C→B, body HeartbeatData
-	ReqUnregisterClient             int32 = 35 // Java clients only
-	ReqConsumerSendMsgBack          int32 = 36 // C→B
-	ReqEndTransaction               int32 = 37 // C→B
-	ReqGetConsumerListByGroup       int32 = 38 // C→B, response body ConsumerListBody
-	ReqCheckTransactionState        int32 = 39 // B→C
-	ReqNotifyConsumerIdsChanged     int32 = 40 // B→C
-	ReqLockBatchMQ                  int32 = 41 // C→B, body LockBatchRequestBody
-	ReqUnlockBatchMQ                int32 = 42 // C→B, body UnlockBatchRequestBody
-	ReqGetAllConsumerOffset         int32 = 43
-	ReqGetAllDelayOffset            int32 = 45
+	ReqSendMessage              int32 = 10 // C→B, single message, long-key header (GoC)
+	ReqPullMessage              int32 = 11 // C→B
+	ReqQueryMessage             int32 = 12 // C→B, by key
+	ReqQueryBrokerOffset        int32 = 13
+	ReqQueryConsumerOffset      int32 = 14 // C→B
+	ReqUpdateConsumerOffset     int32 = 15 // C→B ("oneway" in GoC, but without the flag)
+	ReqUpdateAndCreateTopic     int32 = 17 // admin → B
+	ReqUpdateAndCreateTopicList int32 = 18
+	ReqGetAllTopicConfig        int32 = 21 // → B, body TopicConfigSerializeWrapper
+	ReqGetTopicConfigList       int32 = 22
+	ReqGetTopicNameList         int32 = 23
+	ReqUpdateBrokerConfig       int32 = 25
+	ReqGetBrokerConfig          int32 = 26
+	ReqTriggerDeleteFiles       int32 = 27
+	ReqGetBrokerRuntimeInfo     int32 = 28
+	ReqSearchOffsetByTimestamp  int32 = 29 // C→B
+	ReqGetMaxOffset             int32 = 30 // C→B
+	ReqGetMinOffset             int32 = 31 // C→B
+	ReqGetEarliestMsgStoretime  int32 = 32
+	ReqViewMessageByID          int32 = 33
+	ReqHeartBeat                int32 = 34 // C→B, body HeartbeatData
+	ReqUnregisterClient         int32 = 35 // Java clients only
+	ReqConsumerSendMsgBack      int32 = 36 // C→B
+	ReqEndTransaction           int32 = 37 // C→B
+	ReqGetConsumerListByGroup   int32 = 38 // C→B, response body ConsumerListBody
+	ReqCheckTransactionState    int32 = 39 // B→C
+	ReqNotifyConsumerIdsChanged int32 = 40 // B→C
+	ReqLockBatchMQ              int32 = 41 // C→B, body LockBatchRequestBody
+	ReqUnlockBatchMQ            int32 = 42 // C→B, body UnlockBatchRequestBody
+	ReqGetAllConsumerOffset     int32 = 43
+	ReqGetAllDelayOffset        int32 = 45
+	// ReqApogeeGetLiteConsumerOffsets: Apogee-only (no RocketMQ code): a
+	// page of the lite consumer offsets changed since a slave's last sync,
+	// body LiteConsumerOffsetsRequest → LiteConsumerOffsetsBody.
+	ReqApogeeGetLiteConsumerOffsets int32 = 90045
 	ReqCheckClientConfig            int32 = 46
 	ReqGetClientConfig              int32 = 47
 	ReqGetTimerCheckPoint           int32 = 60
@@ -177,7 +181,7 @@ var requestCodeNames = map[int32]string{
 	ReqGetConsumerListByGroup: "GET_CONSUMER_LIST_BY_GROUP", ReqCheckTransactionState: "CHECK_TRANSACTION_STATE",
 	ReqNotifyConsumerIdsChanged: "NOTIFY_CONSUMER_IDS_CHANGED", ReqLockBatchMQ: "LOCK_BATCH_MQ",
 	ReqUnlockBatchMQ: "UNLOCK_BATCH_MQ", ReqGetAllConsumerOffset: "GET_ALL_CONSUMER_OFFSET",
-	ReqGetAllDelayOffset: "GET_ALL_DELAY_OFFSET", ReqCheckClientConfig: "CHECK_CLIENT_CONFIG",
+	ReqGetAllDelayOffset: "GET_ALL_DELAY_OFFSET", ReqApogeeGetLiteConsumerOffsets: "APOGEE_GET_LITE_CONSUMER_OFFSETS", ReqCheckClientConfig: "CHECK_CLIENT_CONFIG",
 	ReqGetClientConfig: "GET_CLIENT_CONFIG", ReqGetTimerCheckPoint: "GET_TIMER_CHECK_POINT",
 	ReqGetTimerMetrics: "GET_TIMER_METRICS", ReqPutKVConfig: "PUT_KV_CONFIG", ReqGetKVConfig: "GET_KV_CONFIG",
 	ReqDeleteKVConfig: "DELETE_KV_CONFIG", ReqRegisterBroker: "REGISTER_BROKER", ReqUnregisterBroker: "UNREGISTER_BROKER",

@@ -330,3 +330,18 @@ func (s *Store) deleteLiteParent(topic string) error {
 	_, err := s.lq.Expire(topic, math.MaxInt64, nil)
 	return err
 }
+
+// LiteOffsetRecord is one lite consumer offset with its change number
+// (litequeue.LiteOffset).
+type LiteOffsetRecord = litequeue.LiteOffset
+
+// LiteOffsetsSince appends to dst, in change order, up to limit lite
+// consumer offsets changed after change number since of this run of the
+// index (epoch: LiteOffsetEpoch), and reports whether more remain: what a
+// slave follows (litequeue's "Following the lite consumer offsets").
+func (s *Store) LiteOffsetsSince(since uint64, limit int, dst []LiteOffsetRecord) ([]LiteOffsetRecord, bool) {
+	return s.lq.OffsetsSince(since, limit, dst)
+}
+
+// LiteOffsetEpoch names this run of the lite offsets' change numbers.
+func (s *Store) LiteOffsetEpoch() int64 { return s.lq.OffsetEpoch() }
