@@ -22,6 +22,7 @@ func TestHandlerTableCodes(t *testing.T) {
 		protocol.ReqHeartBeat, protocol.ReqUnregisterClient, protocol.ReqConsumerSendMsgBack,
 		protocol.ReqEndTransaction, protocol.ReqGetConsumerListByGroup, protocol.ReqLockBatchMQ,
 		protocol.ReqUnlockBatchMQ, protocol.ReqGetAllDelayOffset, protocol.ReqGetAllConsumerOffset, protocol.ReqCheckClientConfig,
+		protocol.ReqApogeeGetLiteConsumerOffsets, // replica.go: a slave's sync of lite offsets
 		protocol.ReqUpdateAndCreateSubscription, protocol.ReqGetAllSubscriptionGroup,
 		protocol.ReqGetConsumerConnectionList, protocol.ReqDeleteTopicInBroker,
 		protocol.ReqDeleteSubscriptionGroup, protocol.ReqInvokeBrokerToResetOffset,

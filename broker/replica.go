@@ -35,7 +35,10 @@ import (
 //     its registrations with (registered), and follows the master's tables
 //     (follow: GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
 //     GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET every SlaveSyncInterval,
-//     from the master's remoting address the same answers give); offsets
+//     from the master's remoting address the same answers give; then the
+//     lite consumer offsets changed since its last round, in pages, with
+//     the Apogee-only APOGEE_GET_LITE_CONSUMER_OFFSETS: syncLiteOffsets,
+//     core's "Lite consumer offsets on replicas"); offsets
 //     clients committed on it while the master was away are sent to the
 //     master (UPDATE_CONSUMER_OFFSET) once it is back. Its master counts as
 //     online while the HA connection is up (core.Options.MasterOnline).
