@@ -42,20 +42,23 @@ func liteOffsetOn(addr, group, parent, lite string) (int64, bool, error) {
 }
 
 // TestLiteOffsetsSurviveFailover: a LitePushConsumer (Go SDK v5.1.4) of a
-// controller-mode group of three consumes ten lite messages; once both
-// slaves hold the group's lite offset (their periodic sync,
-// APOGEE_GET_LITE_CONSUMER_OFFSETS), the consumer stops, the master is
-// killed and another member elected. Five more lite messages are sent to
-// the new master, then a consumer of the group subscribes again: it gets
-// the five, and none of the ten acked before the kill: the new master
-// resumes the group at its synced offset. Without the sync it would start
-// the group at the lite topic's end at the subscription, skipping the
-// five. (The consumer is a new one: one kept across the failover did not
-// receive from the new master within a minute, a gap of the lite
-// receive's failover left to the gRPC front end's owners.)
+// controller-mode group of three consumes ten lite messages in each of
+// two lite topics, then unsubscribes the second; once both slaves hold
+// the group's two lite offsets (their periodic sync,
+// APOGEE_GET_LITE_CONSUMER_OFFSETS), the master is SIGKILLed and another
+// member elected. Five more messages are sent to each lite topic at once.
+// The consumer, kept across the failover, resumes its lite topic on the
+// new master (its connection moved to another member, which serves its
+// receives before its settings come again); a second consumer of the group
+// subscribing to the second lite topic then gets its five too; none of the
+// twenty acked before the kill comes again. The second lite topic makes
+// the check deterministic: without the sync, the new master would start
+// the group at its end at that subscription and skip the five (the kept
+// consumer's 30 s subscription refresh may or may not come before the
+// sends).
 func TestLiteOffsetsSurviveFailover(t *testing.T) {
 	t.Parallel()
-	const parent, group, lt = "LiteOff", "LiteOffGroup", "O1"
+	const parent, group, lt, lt2 = "LiteOff", "LiteOffGroup", "O1", "O2"
 	g := startFoGroup(t)
 	master := g.waitFullSet(t)
 	ext := map[string]string{"topic": parent, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
@@ -91,7 +94,7 @@ func TestLiteOffsetsSurviveFailover(t *testing.T) {
 		t.Fatalf("producer start: %v", err)
 	}
 	t.Cleanup(func() { p.GracefulStop() })
-	consumer := func(log *liteLog) rmq.LitePushConsumer {
+	consumer := func(log *liteLog, lites ...string) rmq.LitePushConsumer {
 		t.Helper()
 		c, err := rmq.NewLitePushConsumer(cfg(group), rmq.NewLitePushConsumerConfig(parent, 10*time.Second),
 			rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
@@ -101,35 +104,44 @@ func TestLiteOffsetsSurviveFailover(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatalf("lite consumer start: %v", err)
 		}
-		if err := c.SubscribeLite(lt); err != nil {
-			t.Fatal(err)
+		t.Cleanup(func() { c.GracefulStop() })
+		for _, l := range lites {
+			if err := c.SubscribeLite(l); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return c
 	}
 	log := &liteLog{}
-	c := consumer(log)
+	c := consumer(log, lt, lt2)
 	before := seq("a", 10)
 	for _, b := range before {
 		sendLite(t, p, parent, lt, b)
+		sendLite(t, p, parent, lt2, b)
 	}
 	log.waitBodies(t, lt, before)
+	log.waitBodies(t, lt2, before)
+	if err := c.UnSubscribeLite(lt2); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range g.brokers {
 		if b == master {
 			continue
 		}
-		wait.For(t, "the slave "+b.addr+" holds the group's lite offset 10", func() error {
-			off, ok, err := liteOffsetOn(b.addr, group, parent, lt)
-			if err != nil {
-				return err
-			}
-			if !ok || off != 10 {
-				return fmt.Errorf("offset %d (known %v)", off, ok)
-			}
-			return nil
-		})
+		for _, l := range []string{lt, lt2} {
+			wait.For(t, "the slave "+b.addr+" holds the group's offset 10 in "+l, func() error {
+				off, ok, err := liteOffsetOn(b.addr, group, parent, l)
+				if err != nil {
+					return err
+				}
+				if !ok || off != 10 {
+					return fmt.Errorf("offset %d (known %v)", off, ok)
+				}
+				return nil
+			})
+		}
 	}
 
-	c.GracefulStop()
 	_ = master.p.Stop(syscall.SIGKILL)
 	wait.For(t, "a new master", func() error {
 		st, err := g.state()
@@ -143,30 +155,42 @@ func TestLiteOffsetsSurviveFailover(t *testing.T) {
 	})
 	after := seq("b", 5)
 	for _, body := range after {
-		wait.For(t, "send "+body+" to the new master", func() error {
-			m := &rmq.Message{Topic: parent, Body: []byte(body)}
-			m.SetLiteTopic(lt)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err := p.Send(ctx, m)
-			return err
+		for _, l := range []string{lt, lt2} {
+			wait.For(t, "send "+body+" to "+l+" on the new master", func() error {
+				m := &rmq.Message{Topic: parent, Body: []byte(body)}
+				m.SetLiteTopic(l)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := p.Send(ctx, m)
+				return err
+			})
+		}
+	}
+	log2 := &liteLog{}
+	consumer(log2, lt2)
+	for _, w := range []struct {
+		log *liteLog
+		lt  string
+	}{{log, lt}, {log2, lt2}} {
+		wait.For(t, "the messages sent to "+w.lt+" after the failover handled", func() error {
+			got := w.log.bodies(w.lt)
+			for _, body := range after {
+				if !slices.Contains(got, body) {
+					return fmt.Errorf("handled %v", got)
+				}
+			}
+			return nil
 		})
 	}
-	c = consumer(log)
-	t.Cleanup(func() { c.GracefulStop() })
-	wait.For(t, "the messages sent after the failover handled", func() error {
-		got := log.bodies(lt)
-		for _, body := range after {
-			if !slices.Contains(got, body) {
-				return fmt.Errorf("handled %v", got)
+	for _, l := range []*liteLog{log, log2} {
+		for _, name := range []string{lt, lt2} {
+			seen := map[string]int{}
+			for _, body := range l.bodies(name) {
+				if seen[body]++; strings.HasPrefix(body, "a-") && (seen[body] > 1 || l == log2) {
+					t.Fatalf("%s of %s delivered again after the failover (handled %v): its ack was on every slave before the kill",
+						body, name, l.bodies(name))
+				}
 			}
-		}
-		return nil
-	})
-	seen := map[string]int{}
-	for _, body := range log.bodies(lt) {
-		if seen[body]++; strings.HasPrefix(body, "a-") && seen[body] > 1 {
-			t.Fatalf("%s delivered again after the failover (handled %v): its ack was on every slave before the kill", body, log.bodies(lt))
 		}
 	}
 }

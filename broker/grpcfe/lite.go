@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,11 +327,19 @@ func liteSettings(sub *rmqpb.Subscription, in *rmqpb.Settings, cfg protocol.Subs
 func (s *Server) liteReceive(ctx context.Context, r *rmqpb.ReceiveMessageRequest, group string,
 	stream rmqpb.MessagingService_ReceiveMessageServer) (*rmqpb.Status, bool) {
 	parent, liteGroup := s.core.LiteGroup(group)
-	liteClient := false
+	ct := rmqpb.ClientType_CLIENT_TYPE_UNSPECIFIED
 	if c := s.clientLookup(ctx); c != nil {
 		c.mu.Lock()
-		liteClient = isLiteClient(c.settings.GetClientType())
+		ct = c.settings.GetClientType()
 		c.mu.Unlock()
+	}
+	liteClient := isLiteClient(ct)
+	if ct == rmqpb.ClientType_CLIENT_TYPE_UNSPECIFIED {
+		// A client whose settings this front end has not seen (after a
+		// failover its connection moved here, and the SDK sends its
+		// settings again only when it reopens its telemetry stream, minutes
+		// later): its queue says whether it is a lite consumer.
+		liteClient = slices.Contains(r.GetMessageQueue().GetAcceptMessageTypes(), rmqpb.MessageType_LITE)
 	}
 	switch {
 	case !liteGroup && !liteClient:
