@@ -73,7 +73,7 @@ type liteLog struct {
 	mu       sync.Mutex
 	got      []*rmq.MessageView
 	handle   func(mv *rmq.MessageView) rmq.ConsumerResult // nil: SUCCESS
-	starting []string                                   // bodies as their handler started
+	starting []string                                     // bodies as their handler started
 }
 
 func (l *liteLog) consume(mv *rmq.MessageView) rmq.ConsumerResult {
