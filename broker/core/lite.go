@@ -236,7 +236,11 @@ type LitePopResult struct {
 	// dropped) rather than wait again.
 	Unknown bool
 	buf     []byte
+	spans   []litePopSpan
 }
+
+// litePopSpan is a read's part of LitePopResult.buf.
+type litePopSpan struct{ from, to int }
 
 // PopLite drains a lite client's events: up to MaxMsgs messages, FIFO per
 // lite topic, invisible for Invisible (RocketMQ's
@@ -257,33 +261,18 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 	}
 	gr := c.lite.getPool.Get().(*store.GetResult)
 	defer c.lite.getPool.Put(gr)
-	type span struct{ from, to int }
-	var spans []span
+	// spans[i] is what the registry's i-th read appended to buf (the
+	// registry reads outside its lock and may drop a read whose lite topic
+	// changed meanwhile: its bytes stay in buf, unused).
+	spans := res.spans[:0]
 	read := func(l string, off int64, max int) (int64, int, error) {
-		if err := c.store.GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
-			return off, 0, err
-		}
-		defer gr.Release()
-		switch gr.Status {
-		case store.OffsetTooSmall, store.OffsetOverflowBadly, store.MessageWasRemoving:
-			// Corrected to where the store says reading resumes, as
-			// RocketMQ's PopLiteMessageProcessor.getMessage does.
-			off = gr.NextOffset
-			if err := c.store.GetLite(r.Parent, l, off, max, 4<<20, gr); err != nil {
-				return off, 0, err
-			}
-		}
-		if gr.Status != store.Found {
-			return off, 0, nil
-		}
 		start := len(res.buf)
-		for _, v := range gr.Messages {
-			res.buf = append(res.buf, v.Bytes()...)
-		}
-		spans = append(spans, span{start, len(res.buf)})
-		return off, len(gr.Messages), nil
+		got, n, err := c.readLite(r.Parent, l, off, max, gr, &res.buf)
+		spans = append(spans, litePopSpan{start, len(res.buf)})
+		return got, n, err
 	}
 	batches, popTime, next, err := c.lite.reg.Pop(r.Client, r.MaxMsgs, r.Invisible, time.Now(), read)
+	res.spans = spans
 	res.PopTime, res.NextVisible, res.Unknown = popTime, next, errors.Is(err, lite.ErrUnknownClient)
 	if res.Unknown {
 		return nil
@@ -292,10 +281,8 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 		return wrapError(ReasonSystemError, "read a lite topic: "+err.Error(), err)
 	}
 	// The records, cut out of buf now that it no longer grows.
-	si := 0
 	for _, b := range batches {
-		buf := res.buf[spans[si].from:spans[si].to]
-		si++
+		buf := res.buf[spans[b.Read].from:spans[b.Read].to]
 		for i := 0; i < b.N && len(buf) >= 4; i++ {
 			size := int(uint32(buf[0])<<24 | uint32(buf[1])<<16 | uint32(buf[2])<<8 | uint32(buf[3]))
 			if size <= 0 || size > len(buf) {
@@ -307,6 +294,32 @@ func (c *Core) PopLite(r *LitePopRequest, res *LitePopResult) error {
 		}
 	}
 	return nil
+}
+
+// readLite reads up to max records of parent's lite topic l from off into
+// buf, correcting an offset the store no longer has as RocketMQ's
+// PopLiteMessageProcessor.getMessage does, and returns the offset it read
+// from and how many it read.
+func (c *Core) readLite(parent, l string, off int64, max int, gr *store.GetResult, buf *[]byte) (int64, int, error) {
+	if err := c.store.GetLite(parent, l, off, max, 4<<20, gr); err != nil {
+		return off, 0, err
+	}
+	switch gr.Status {
+	case store.OffsetTooSmall, store.OffsetOverflowBadly, store.MessageWasRemoving:
+		gr.Release()
+		off = gr.NextOffset
+		if err := c.store.GetLite(parent, l, off, max, 4<<20, gr); err != nil {
+			return off, 0, err
+		}
+	}
+	defer gr.Release()
+	if gr.Status != store.Found {
+		return off, 0, nil
+	}
+	for _, v := range gr.Messages {
+		*buf = append(*buf, v.Bytes()...)
+	}
+	return off, len(gr.Messages), nil
 }
 
 // liteHandleError maps the registry's refusal of a handle.

@@ -145,6 +145,16 @@ type fifo struct {
 	attempts   int32
 	suspend    bool
 	owner      string
+	// gen counts the changes of the record (a batch started, acked in
+	// part, ended, its invisibility changed): a receive that read the lite
+	// topic outside the lock commits its batch only if gen is unchanged.
+	gen uint64
+	// reserved: a receive is reading the lite topic outside the lock; no
+	// other receive reads it meanwhile.
+	reserved bool
+	// missed: another receive passed over an event of the lite topic while
+	// it was reserved; the reserving receive re-arms it if it found nothing.
+	missed bool
 }
 
 // New returns an empty registry.
@@ -330,6 +340,7 @@ func (r *Registry) endBatchLocked(st *fifo, l string) {
 		}
 	}
 	st.inflight, st.acked, st.owner = false, 0, ""
+	st.gen++
 }
 
 // removeLocked unsubscribes c from l.
@@ -464,6 +475,10 @@ type Batch struct {
 	Offset   int64
 	N        int
 	Attempts int32
+	// Read is the index of the ReadFunc call (from 0, in this Pop) that
+	// read the batch; a read whose batch was not committed (the lite topic
+	// changed while it was read) has no Batch.
+	Read int
 }
 
 // ReadFunc reads up to max messages of parent's lite topic l from offset
@@ -472,16 +487,21 @@ type Batch struct {
 type ReadFunc func(l string, offset int64, max int) (from int64, n int, err error)
 
 // Pop drains client id's events: up to maxMsgs messages, FIFO per lite
-// topic, each batch invisible for invisible from now. read is called under
-// the registry's lock. It returns the batches, the delivery's pop time
-// (ms) and when the earliest of the client's batches in flight becomes
-// visible again (zero: none).
+// topic, each batch invisible for invisible from now. read is called
+// without the registry's lock: Pop reserves the (group, lite topic) under
+// the lock (no other receive reads it meanwhile), reads, and commits the
+// batch under the lock only if nothing changed the lite topic's state in
+// between (an ack, a change of invisibility, an unsubscription, a reset,
+// the client's drop or the state's expiry); otherwise the read is dropped
+// and the lite topic looked at again. It returns the batches, the
+// delivery's pop time (ms) and when the earliest of the client's batches
+// in flight becomes visible again (zero: none).
 func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time.Time, read ReadFunc) ([]Batch, int64, time.Time, error) {
 	nowMs := now.UnixMilli()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	c := r.clients[id]
 	if c == nil {
+		r.mu.Unlock()
 		return nil, nowMs, time.Time{}, ErrUnknownClient
 	}
 	// Batches whose invisible time passed come first.
@@ -506,9 +526,15 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 	if len(c.events) == 0 && c.overflow {
 		r.fullDispatchLocked(c)
 	}
-	var out []Batch
-	remaining := maxMsgs
-	var err error
+	var (
+		out       []Batch
+		ns        []notice
+		err       error
+		reads     int
+		retries   int
+		rearm     []string
+		remaining = maxMsgs
+	)
 	for remaining > 0 && len(c.events) > 0 {
 		l := c.events[0]
 		c.events = c.events[1:]
@@ -521,6 +547,13 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 		if st == nil {
 			st = &fifo{parent: c.g.Parent}
 			r.fifo[k] = st
+		}
+		if st.reserved {
+			// Another receive reads it now (RocketMQ's tryLock of the
+			// (group, lite topic) fails: the event is passed over); that
+			// receive re-arms it if it finds nothing.
+			st.missed = true
+			continue
 		}
 		var from int64
 		attempts := int32(1)
@@ -541,15 +574,41 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 			}
 			from = off
 		}
+		st.reserved, st.missed = true, false
+		gen := st.gen
+		r.mu.Unlock()
 		got, n, rerr := read(l, from, remaining)
+		r.mu.Lock()
+		st.reserved = false
+		idx := reads
+		reads++
+		if r.clients[id] != c {
+			// Dropped while it read: nothing of this read is delivered.
+			c = nil
+			break
+		}
+		_, subscribed := c.set[l]
+		if r.fifo[k] != st || st.gen != gen || !subscribed {
+			// The lite topic changed while it was read: look again (a
+			// few times; later receives take it otherwise).
+			if subscribed && retries < 4 {
+				retries++
+				r.requeueLocked(c, l)
+			}
+			continue
+		}
 		if rerr != nil {
 			err = rerr
-			c.events = append([]string{l}, c.events...)
-			c.inEvents[l] = struct{}{}
+			r.requeueLocked(c, l)
 			break
 		}
 		if n == 0 {
+			missed := st.missed
+			st.missed = false
 			r.endBatchLocked(st, l)
+			if missed {
+				rearm = append(rearm, l) // after this receive: no second read now
+			}
 			continue
 		}
 		if got != from && !st.inflight {
@@ -561,12 +620,51 @@ func (r *Registry) Pop(id string, maxMsgs int, invisible time.Duration, now time
 			}
 		}
 		*st = fifo{parent: c.g.Parent, inflight: true, start: got, end: got + int64(n), popTime: nowMs,
-			visibleAt: nowMs + invisible.Milliseconds(), attempts: attempts, owner: c.id}
+			visibleAt: nowMs + invisible.Milliseconds(), attempts: attempts, owner: c.id, gen: st.gen + 1}
 		c.pending[l] = struct{}{}
-		out = append(out, Batch{Lite: l, Offset: got, N: n, Attempts: attempts})
+		out = append(out, Batch{Lite: l, Offset: got, N: n, Attempts: attempts, Read: idx})
 		remaining -= n
 	}
-	return out, nowMs, r.nextVisibleLocked(c, nowMs), err
+	var next time.Time
+	if c != nil {
+		for _, l := range rearm {
+			r.rearmLocked(c.g.Parent, l, c.g.Name, c, &ns)
+		}
+		next = r.nextVisibleLocked(c, nowMs)
+	}
+	r.mu.Unlock()
+	r.flush(ns)
+	return out, nowMs, next, err
+}
+
+// requeueLocked puts l back at the head of c's events.
+func (r *Registry) requeueLocked(c *client, l string) {
+	if _, ok := c.inEvents[l]; !ok {
+		c.events = append([]string{l}, c.events...)
+		c.inEvents[l] = struct{}{}
+	}
+}
+
+// rearmLocked gives group's lite topic l an event when it has messages
+// past the group's offset: to prefer (when it still subscribes), else to
+// a subscriber picked as an arrival picks one.
+func (r *Registry) rearmLocked(parent, l, group string, prefer *client, ns *[]notice) {
+	off, _ := r.host.Offset(group, parent, l)
+	if r.host.LiteMax(parent, l) <= off {
+		return
+	}
+	c := prefer
+	if c == nil || r.clients[c.id] != c || c.g.Name != group {
+		c = nil
+	} else if _, ok := c.set[l]; !ok {
+		c = nil
+	}
+	if c == nil {
+		c = r.pickLocked(parent, l, group)
+	}
+	if c != nil {
+		r.eventLocked(c, l, ns)
+	}
 }
 
 // fullDispatchLocked refills an overflowed client's events from its
@@ -647,6 +745,7 @@ func (r *Registry) Ack(group, parent, l string, offset, popTime int64) error {
 		return err
 	}
 	st.acked |= 1 << uint(offset-st.start)
+	st.gen++
 	k := int64(0)
 	for st.start+k < st.end && st.acked&(1<<uint(k)) != 0 {
 		k++
@@ -658,19 +757,12 @@ func (r *Registry) Ack(group, parent, l string, offset, popTime int64) error {
 		st.acked >>= uint(k)
 	}
 	if st.start >= st.end {
-		owner := st.owner
+		// The lite topic is unblocked: an event at once when it has more
+		// (RocketMQ's ackLite dispatches once the FIFO block is gone), to
+		// the batch's owner while it still subscribes.
+		owner := r.clients[st.owner]
 		r.endBatchLocked(st, l)
-		if r.host.LiteMax(parent, l) > st.end {
-			c := r.clients[owner]
-			if c == nil || c.g.Name != group {
-				c = r.pickLocked(parent, l, group)
-			} else if _, ok := c.set[l]; !ok {
-				c = r.pickLocked(parent, l, group)
-			}
-			if c != nil {
-				r.eventLocked(c, l, &ns)
-			}
-		}
+		r.rearmLocked(parent, l, group, owner, &ns)
 	}
 	r.mu.Unlock()
 	r.flush(ns)
@@ -691,6 +783,7 @@ func (r *Registry) ChangeInvisible(group, parent, l string, offset, popTime int6
 		return err
 	}
 	st.visibleAt = now.UnixMilli() + d.Milliseconds()
+	st.gen++
 	st.suspend = suspend
 	owner := st.owner
 	r.mu.Unlock()
