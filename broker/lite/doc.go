@@ -35,6 +35,18 @@
 //   - the active subscriptions (client × lite topic) never exceed
 //     Options.MaxSubscriptions; a PARTIAL_ADD past it is refused
 //     (ErrSubscriptionQuota);
+//   - at most one receive reads a (group, lite topic) at a time: Pop
+//     reserves it under the lock and calls its ReadFunc without the lock;
+//     the batch is committed only if the (group, lite topic)'s record is
+//     the same and unchanged (its generation: any ack, change of
+//     invisibility, end of a batch or reset moves it) and the client
+//     still holds the lite topic; otherwise the read is dropped and the
+//     lite topic looked at again. A receive that meets a reserved lite
+//     topic passes over its event (RocketMQ's failed tryLock) and marks
+//     it; the reader re-arms the event if it found nothing;
+//   - an ack that completes a batch gives the lite topic an event at once
+//     when it has more messages (RocketMQ's ackLite dispatch);
 //   - Host methods are called without the registry's lock, except Offset,
-//     Commit and LiteMax, which must not call back into the registry.
+//     Commit and LiteMax, which must not call back into the registry; the
+//     ReadFunc is called without it and may call the registry.
 package lite
