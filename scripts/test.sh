@@ -116,7 +116,9 @@ step "4b. interop-grpc module (official RocketMQ 5 Go client, gRPC)"
 (
   cd interop-grpc
   run go vet ./...
-  run go test -count=1 -timeout 15m ./...
+  # Its tests are parallel and mostly wait (a lite consumer's GracefulStop
+  # waits out its 20 s long poll): four at a time, not GOMAXPROCS (2).
+  run go test -count=1 -parallel 4 -timeout 15m ./...
 )
 
 step "4c. benchmark/natsdriver module (NATS JetStream peer driver)"
