@@ -47,6 +47,31 @@ func (b *broker) createLiteTopic(t *testing.T, parent string, queues int, attrs 
 	}
 }
 
+// waitDispatched waits until topic's queues hold n messages in all
+// (GET_MAX_OFFSET of each queue): the dispatcher indexes a lite message's
+// lite topic in the same step as its parent queue's entry.
+func (b *broker) waitDispatched(t *testing.T, topic string, queues, n int) {
+	t.Helper()
+	wait.For(t, fmt.Sprintf("%d messages of %s dispatched", n, topic), func() error {
+		sum := 0
+		for q := range queues {
+			r, err := remotingCall(b.Addr, 30, map[string]string{"topic": topic, "queueId": strconv.Itoa(q)}, nil, 10*time.Second)
+			if err != nil {
+				return err
+			}
+			off, err := strconv.Atoi(r.Ext["offset"])
+			if r.Code != 0 || err != nil {
+				return fmt.Errorf("GET_MAX_OFFSET of %s/%d: code %d %s", topic, q, r.Code, r.Remark)
+			}
+			sum += off
+		}
+		if sum != n {
+			return fmt.Errorf("%d of %d", sum, n)
+		}
+		return nil
+	})
+}
+
 // liteGroup creates a lite group bound to parent, with more lite.*
 // attributes.
 func (b *broker) liteGroup(t *testing.T, group, parent string, attrs map[string]string) {
@@ -168,6 +193,10 @@ func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
 	for _, body := range seq("before", 3) {
 		sendLite(t, p, "LiteParent", "L1", body)
 	}
+	// A subscription starts at the lite topic's end as the broker has
+	// indexed it (RocketMQ's MAX): wait until the three are dispatched, or
+	// on a loaded machine they may still be behind that end.
+	b.waitDispatched(t, "LiteParent", 4, 3)
 	log := &liteLog{}
 	c := b.liteConsumer(t, "LiteGroup", "LiteParent", 10*time.Second, log)
 	if err := c.SubscribeLite("L1"); err != nil {
