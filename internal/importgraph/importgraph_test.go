@@ -99,7 +99,9 @@ var allowed = map[string][]string{
 	"cmd/apogee-broker":  {"node", "broker", "broker/core", "broker/ctrlmode", "broker/grpcfe", "ha", "namesrv", "store", "remoting", "protocol", "internal/version", "internal/javaprops", "acl", "auth", "internal/tlsconf", "broker/metrics", "broker/dashboard"},
 	"cmd/apogee-bench":   {"benchmark", "broker", "store", "client", "auth", "internal/tlsconf"},
 	"cmd/apogee-hdrplot": {"benchmark"},
-	"cmd/apogee-admin":   {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf", "controller/wire", "internal/javaprops"},
+	// The remoting floor a broker is measured against: the server code alone.
+	"benchmark/floorbroker": {"remoting", "protocol", "internal/readyfile"},
+	"cmd/apogee-admin":      {"store", "internal/version", "client", "protocol", "message", "consumequeue", "acl", "auth", "internal/tlsconf", "controller/wire", "internal/javaprops"},
 	// The standalone name server: flags, its data directory and the wiring.
 	"cmd/apogee-namesrv": {"namesrv", "remoting", "internal/version", "internal/javaprops", "internal/tlsconf", "acl", "protocol"},
 
