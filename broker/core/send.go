@@ -37,6 +37,15 @@ type SendRequest struct {
 	HasMaxReconsumeTimes bool
 	Batch                bool
 	Body                 []byte
+	// Entries, when not empty, is a batch given as its messages rather
+	// than as a body in RocketMQ's batch format (Batch and Body are then
+	// ignored): the gRPC front end's SendMessage of several messages,
+	// which arrive decoded. They are stored as a remoting batch's entries
+	// are (one PutBatch, in one queue, under a batch's rules: NORMAL for
+	// the type check, no delay, no transaction, no retry topic), each
+	// checked as a single message is (its body against MaxMessageSize, its
+	// properties with the broker's added against MaxPropertiesSize).
+	Entries []BatchEntry
 	// CheckTopicType refuses a message whose type (TRANSACTION, DELAY,
 	// FIFO by its __SHARDINGKEY, else NORMAL; a batch is NORMAL) its topic
 	// does not accept (AcceptedMessageTypes), with
@@ -51,6 +60,37 @@ type SendRequest struct {
 	BornHost netip.AddrPort
 }
 
+// BatchEntry is one message of a batch given as entries
+// (SendRequest.Entries). Its slices may alias the front end's request, as
+// SendRequest's do.
+type BatchEntry struct {
+	Flag int32 // the user flag
+	// SysFlag adds to the request's: only message.FlagCompressed is taken
+	// (a compressed body is the entry's own).
+	SysFlag int32
+	// BornTimestamp (ms) is the entry's; 0 means the request's.
+	BornTimestamp int64
+	// Properties are the entry's own (the broker's are added as to a
+	// single message's), with or without the trailing separator.
+	Properties []byte
+	Body       []byte
+}
+
+// isBatch reports whether r is a batch (a body of entries, or Entries).
+func (r *SendRequest) isBatch() bool { return r.Batch || len(r.Entries) > 0 }
+
+// bodyBytes is the bytes r's message bodies hold: what it holds in flight.
+func (r *SendRequest) bodyBytes() int64 {
+	if len(r.Entries) == 0 {
+		return int64(len(r.Body))
+	}
+	var n int64
+	for i := range r.Entries {
+		n += int64(len(r.Entries[i].Body))
+	}
+	return n
+}
+
 // SendResult is what Send stored. It is the caller's, reused across calls
 // (MsgID keeps its capacity), so that Send does not allocate.
 type SendResult struct {
@@ -59,7 +99,9 @@ type SendResult struct {
 	MsgID []byte
 	// QueueID and QueueOffset are the queue and the consume-queue offset of
 	// the (first) message as the producer sees it: its topic's queue, also
-	// when the message was routed to a system topic.
+	// when the message was routed to a system topic. A batch's messages
+	// are consecutive in that queue (one append): the i-th is at
+	// QueueOffset+i.
 	QueueID     int32
 	QueueOffset int64
 	// TransactionID is the message's UNIQ_KEY (a view of the request's
@@ -114,8 +156,9 @@ func (c *Core) putSendScratch(s *sendScratch) {
 // from TBW102 (or a %RETRY% topic with one queue) when allowed; builds the
 // stored properties (the producer's plus CLUSTER) in a pooled buffer; routes
 // delay, timer, half and retried messages (routeSend); and puts the
-// message, or every batch entry in one PutBatch. It does not allocate on
-// success.
+// message, or every batch entry in one PutBatch (a batch comes as a
+// body in RocketMQ's batch format, or as SendRequest.Entries). It does not
+// allocate on success.
 //
 // In sync-flush mode (unless the message says WAIT=false) the store does
 // not wait: res.Pending says how long the answer must wait, and the caller
@@ -146,7 +189,7 @@ func (c *Core) Send(r *SendRequest, res *SendResult) error {
 		return newError(ReasonStoreStalled, "[PC_SYNCHRONIZED]broker busy: the store has completed no put for "+
 			c.opts.BusyTimeout.String()+", start flow control for a while")
 	}
-	n := int64(len(r.Body))
+	n := r.bodyBytes()
 	if c.inflight.Add(n) > c.opts.MaxInFlightBytes && n > 0 {
 		c.inflight.Add(-n)
 		c.stats.busyRejects.Add(1)
@@ -190,8 +233,9 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		}
 		qid = int32(t.rr.Add(1) % uint32(t.cfg.WriteQueueNums))
 	}
+	batch := r.isBatch()
 	sysFlag := r.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6)
-	if r.Batch || message.TxType(sysFlag) == message.TxCommitType {
+	if batch || message.TxType(sysFlag) == message.TxCommitType {
 		// A producer cannot commit by itself: COMMIT comes from END_TRANSACTION.
 		sysFlag = message.SetTxType(sysFlag, message.TxNotType)
 	}
@@ -205,14 +249,24 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		Topic: t.name, QueueID: qid, Flag: r.Flag, SysFlag: sysFlag, BornTimestamp: r.BornTimestamp,
 		BornHost: r.BornHost, ReconsumeTimes: r.ReconsumeTimes, NoWait: noWait || waitDurable,
 	}
-	if r.Batch {
+	switch {
+	case len(r.Entries) > 0:
+		// Each entry's body was checked against MaxMessageSize, a NORMAL
+		// message's limit (checkSend).
+		if err := c.checkType(t, sendRoute{check: r.CheckTopicType}, 0); err != nil {
+			return err
+		}
+		if err := c.buildEntries(s, r, &m, !isLiteParent(t)); err != nil {
+			return err
+		}
+	case r.Batch:
 		if err := c.checkType(t, sendRoute{check: r.CheckTopicType}, len(r.Body)); err != nil {
 			return err
 		}
 		if err := c.buildBatch(s, r, &m, !isLiteParent(t)); err != nil {
 			return err
 		}
-	} else {
+	default:
 		s.props = c.appendStoredProps(s.props[:0], r.Properties, nil)
 		if len(s.props) > message.MaxPropertiesSize {
 			return newError(ReasonMessagePropertiesTooLarge, "the message properties are longer than 32767 bytes once the broker's are added")
@@ -244,7 +298,7 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 		return storeError(err)
 	}
 	c.stats.sendMessages.Add(int64(len(s.res)))
-	c.putCounter(t).Put(int64(len(s.res)), int64(len(r.Body)))
+	c.putCounter(t).Put(int64(len(s.res)), n)
 
 	for i := range s.res {
 		if i > 0 {
@@ -256,7 +310,7 @@ func (c *Core) send(s *sendScratch, r *SendRequest, res *SendResult, now, n int6
 	res.QueueID, res.QueueOffset = qid, first.QueueOffset
 	res.TransactionID, _ = s.sp.Get(message.SendUniqKey)
 	res.Messages = len(s.res)
-	if !r.Batch && s.msgs[0].Topic == timerTopic && len(res.TransactionID) > 0 {
+	if !batch && s.msgs[0].Topic == timerTopic && len(res.TransactionID) > 0 {
 		res.RecallHandle = AppendRecallHandle(res.RecallHandle[:0], t.name, res.TransactionID, first.CommitLogOffset)
 	}
 	res.FlushTimeout = first.Status == store.StatusFlushDiskTimeout
@@ -288,13 +342,18 @@ func (c *Core) checkSend(r *SendRequest, sp *message.SendProps) error {
 	if isNotAllowedSendTopic(r.Topic) {
 		return newError(ReasonTopicSendForbidden, "Sending message to topic["+string(r.Topic)+"] is forbidden.")
 	}
-	if len(r.Body) > c.opts.MaxMessageSize {
-		return newError(ReasonMessageBodyTooLarge, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", len(r.Body), c.opts.MaxMessageSize))
+	if len(r.Entries) == 0 && len(r.Body) > c.opts.MaxMessageSize {
+		return bodyTooLarge(len(r.Body), c.opts.MaxMessageSize)
+	}
+	for i := range r.Entries {
+		if n := len(r.Entries[i].Body); n > c.opts.MaxMessageSize {
+			return bodyTooLarge(n, c.opts.MaxMessageSize)
+		}
 	}
 	if err := sp.Parse(r.Properties); err != nil {
 		return wrapError(ReasonMessagePropertiesTooLarge, "the message properties are malformed or longer than 32767 bytes: "+err.Error(), err)
 	}
-	if r.Batch {
+	if r.isBatch() {
 		if len(r.Topic) >= len(retryTopicPrefix) && string(r.Topic[:len(retryTopicPrefix)]) == retryTopicPrefix {
 			return newError(ReasonBatchUnsupported, "batch request does not support retry group "+string(r.Topic))
 		}
@@ -306,6 +365,10 @@ func (c *Core) checkSend(r *SendRequest, sp *message.SendProps) error {
 		}
 	}
 	return nil
+}
+
+func bodyTooLarge(n, limit int) error {
+	return newError(ReasonMessageBodyTooLarge, fmt.Sprintf("the message body size %d exceeds the limit of %d bytes", n, limit))
 }
 
 // appendStoredProps appends the properties a message is stored with: its own
@@ -380,6 +443,48 @@ func (c *Core) buildBatch(s *sendScratch, r *SendRequest, m *store.Message, drop
 		i++
 		return nil
 	})
+	return nil
+}
+
+// buildEntries is buildBatch for a batch given as entries (r.Entries):
+// each entry's properties are checked and stored as a batch entry's are,
+// its flag, compressed bit, born time and body are its own.
+func (c *Core) buildEntries(s *sendScratch, r *SendRequest, m *store.Message, dropLite bool) error {
+	outer := r.Properties
+	if dropLite {
+		outer = dropLiteTopic(outer)
+	}
+	for i := range r.Entries {
+		props := r.Entries[i].Properties
+		if err := message.ValidateProperties(props); err != nil {
+			reason := ReasonMessageMalformed
+			if errors.Is(err, message.ErrPropertiesTooLarge) {
+				reason = ReasonMessagePropertiesTooLarge
+			}
+			return wrapError(reason, "a batch entry's properties are malformed: "+err.Error(), err)
+		}
+		if dropLite {
+			props = dropLiteTopic(props)
+		}
+		start := len(s.props)
+		s.props = c.appendStoredProps(s.props, props, outer)
+		if len(s.props)-start > message.MaxPropertiesSize {
+			return newError(ReasonMessagePropertiesTooLarge, "a batch entry's properties are longer than 32767 bytes once the broker's are added")
+		}
+		s.spans = append(s.spans, span{start, len(s.props)})
+	}
+	for i := range r.Entries {
+		en := &r.Entries[i]
+		e := *m
+		e.Flag = en.Flag
+		e.SysFlag |= en.SysFlag & message.FlagCompressed
+		if en.BornTimestamp != 0 {
+			e.BornTimestamp = en.BornTimestamp
+		}
+		e.Body = en.Body
+		e.Properties = s.props[s.spans[i].start:s.spans[i].end]
+		s.msgs = append(s.msgs, e)
+	}
 	return nil
 }
 

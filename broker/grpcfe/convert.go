@@ -73,10 +73,16 @@ type outgoing struct {
 	group    string // message group ("" when none)
 	typ      rmqpb.MessageType
 	timer    bool // has a delivery timestamp in the future
+	// plain: a NORMAL message with no message group, delivery time,
+	// priority or lite topic, which the core stores as it comes (no
+	// routing): one that may share a batch (sendMany).
+	plain bool
 }
 
-// translate checks a message of a SendMessage and builds its stored
-// properties into o (reusing o.props). The topic, tag, key, message-group
+// translate checks a message of a SendMessage and appends its stored
+// properties to o.props (which the caller empties for a message of its
+// own, or keeps to hold several messages' back to back); on a refusal
+// o.props is as it was. The topic, tag, key, message-group
 // and message-type rules are the core's (core.CheckClientTopic, CheckTag,
 // CheckKey, CheckMessageGroup, CheckMessageType: *core.Error refusals);
 // the protocol's own (message id, encoding, body, digest, property keys)
@@ -121,7 +127,7 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 		}
 	}
 
-	p := o.props[:0]
+	p, start := o.props, len(o.props)
 	for k, v := range m.GetUserProperties() {
 		if k == "" || reserved[k] || strings.ContainsAny(k, "\x01\x02") {
 			return badRequest(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, fmt.Sprintf("property key %q is reserved or illegal", k))
@@ -242,10 +248,11 @@ func translate(m *rmqpb.Message, o *outgoing, maxBody int) error {
 			p = message.AppendProperty(p, message.PropCheckImmunityTimeInSeconds, strconv.FormatInt(int64(d.AsDuration()/time.Second), 10))
 		}
 	}
-	if len(p) > message.MaxPropertiesSize {
-		return badRequest(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, fmt.Sprintf("%d bytes of properties exceed %d", len(p), message.MaxPropertiesSize))
+	if len(p)-start > message.MaxPropertiesSize {
+		return badRequest(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE, fmt.Sprintf("%d bytes of properties exceed %d", len(p)-start, message.MaxPropertiesSize))
 	}
 	o.props = p
+	o.plain = typ == rmqpb.MessageType_NORMAL && !hasGroup && !hasDelivery && sp.Priority == nil && sp.LiteTopic == nil
 	o.born = time.Now().UnixMilli()
 	if bt := sp.GetBornTimestamp(); bt != nil && bt.IsValid() {
 		o.born = bt.AsTime().UnixMilli()

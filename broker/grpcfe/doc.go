@@ -76,7 +76,9 @@
 // # Who owns what
 //
 //   - A request's messages are read during the call: core.Send copies what
-//     it stores; the properties are built in a pooled sendJob.
+//     it stores; the properties are built in a pooled sendJob, a request's
+//     batch (send.go: sendMany) its messages' back to back, their bodies
+//     the request's (a GZIP one's decoded copy) until core.Send returns.
 //   - ReceiveMessage's records are the POP manager's copies in a pooled
 //     core.PopResult: each message's body is a slice of it, copied once
 //     more by protobuf's encoding into the stream's frame, then the result

@@ -8,27 +8,57 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/apogeemq/apogee/acl"
 	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/message"
 	"github.com/apogeemq/apogee/protocol"
 	"github.com/apogeemq/apogee/rmqpb"
 )
 
-// sendJob is the pooled working memory of one message's send.
+// sendJob is the pooled working memory of a SendMessage: the translation
+// of the message being sent (translate appends each message's stored
+// properties to o.props) and, for a request of several messages, the
+// batch being built.
 type sendJob struct {
 	o     outgoing
-	topic []byte // the request's topic, for req (reused)
+	topic []byte // the core request's topic (reused)
 	req   core.SendRequest
 	res   core.SendResult
+	// The batch: its entries, each one's properties as a span of o.props
+	// (set into the entries once every message is translated: o.props may
+	// move as it grows), and each one's index in the request.
+	ents  []core.BatchEntry
+	spans []propSpan
+	idx   []int
 }
+
+type propSpan struct{ start, end int }
 
 var sendPool = sync.Pool{New: func() any { return new(sendJob) }}
 
-// SendMessage stores each message of the request through the core (the
-// same validation, routing and back-pressure as a remoting send) and
-// answers an entry per message. A message with a message group goes to
-// the queue the group hashes to, so that the group stays in order; others
-// go round robin. In sync-flush mode the answer waits for the flush.
+func getSendJob() *sendJob {
+	j := sendPool.Get().(*sendJob)
+	j.o.props = j.o.props[:0]
+	return j
+}
+
+// release returns j to the pool, keeping none of the request's bytes.
+func (j *sendJob) release() {
+	clear(j.ents)
+	j.ents, j.spans, j.idx = j.ents[:0], j.spans[:0], j.idx[:0]
+	j.o.body, j.req = nil, core.SendRequest{}
+	sendPool.Put(j)
+}
+
+// SendMessage stores the request's messages through the core (the same
+// validation, routing and back-pressure as a remoting send) and answers an
+// entry per message. A message with a message group goes to the queue the
+// group hashes to, so that the group stays in order; others go round
+// robin. Of a request of several messages, those that need no routing
+// (NORMAL ones: no group, delivery time, priority, lite topic or
+// transaction) to the first such message's topic are stored as one batch,
+// in one queue, as RocketMQ's proxy stores a request of several messages
+// (see sendMany). In sync-flush mode the answer waits for the flush.
 func (s *Server) SendMessage(ctx context.Context, r *rmqpb.SendMessageRequest) (*rmqpb.SendMessageResponse, error) {
 	if resp, fwd, err := s.forwardSend(ctx, r); fwd {
 		return resp, err
@@ -40,20 +70,23 @@ func (s *Server) SendMessage(ctx context.Context, r *rmqpb.SendMessageRequest) (
 	born := peerAddr(ctx)
 	var resp *rmqpb.SendMessageResponse
 	var ents []rmqpb.SendResultEntry
+	j := getSendJob()
 	if len(msgs) == 1 {
 		// One message, as RocketMQ 5's SDKs send: the answer, its entry
 		// and the entries slice in one allocation.
 		one := new(sendAnswer)
 		resp, ents = &one.resp, one.ent[:]
 		resp.Entries = one.ents[:]
+		s.sendOne(j, msgs[0], born, &ents[0])
 	} else {
 		resp = &rmqpb.SendMessageResponse{Entries: make([]*rmqpb.SendResultEntry, len(msgs))}
 		ents = make([]rmqpb.SendResultEntry, len(msgs))
+		s.sendMany(j, msgs, born, ents)
 	}
+	j.release()
 	failed := 0
-	for i, m := range msgs {
+	for i := range ents {
 		e := &ents[i]
-		s.sendOne(m, born, e)
 		if e.Status.Code != rmqpb.Code_OK {
 			failed++
 		}
@@ -80,24 +113,98 @@ type sendAnswer struct {
 }
 
 // sendOne stores one message and fills its entry e.
-func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort, e *rmqpb.SendResultEntry) {
+func (s *Server) sendOne(j *sendJob, m *rmqpb.Message, born netip.AddrPort, e *rmqpb.SendResultEntry) {
 	s.stats.sends.Add(1)
-	j := sendPool.Get().(*sendJob)
-	defer func() {
-		j.o.body, j.req.Body, j.req.Properties, j.req.Topic = nil, nil, nil, nil
-		sendPool.Put(j)
-	}()
-	id := m.GetSystemProperties().GetMessageId()
-	e.MessageId = id
-	fail := func(err error) {
-		s.stats.sendErrors.Add(1)
-		e.Status = errStatus(err)
-	}
-	maxBody := s.core.Options().MaxMessageSize
-	if err := translate(m, &j.o, maxBody); err != nil {
-		fail(err)
+	e.MessageId = m.GetSystemProperties().GetMessageId()
+	if err := translate(m, &j.o, s.core.Options().MaxMessageSize); err != nil {
+		s.sendFailed(e, errStatus(err))
 		return
 	}
+	s.sendTranslated(j, born, e)
+}
+
+// sendMany stores the messages of a request of several and fills their
+// entries. RocketMQ's proxy sends such a request to one queue as one
+// batch (LocalMessageService: MessageBatch.generateFromList, one
+// SEND_MESSAGE with batch set) after refusing the whole request when the
+// messages' topics differ, and answers one entry for the batch; its queue
+// ignores message groups, and the broker refuses a batch of delay,
+// transactional or retried messages. Here every message keeps its own
+// result: the messages that need no routing (outgoing.plain), to the first
+// such message's topic, not to a %RETRY% topic, and together within
+// MaxMessageSize of bodies, are stored as one batch (core.SendRequest's
+// Entries: one core.Send, one PutBatch, one durable wait), each answered
+// with its own id and queue offset, all with the same status when the
+// core refuses the batch; every other message is sent alone, as by
+// sendOne, in the request's order, before the batch.
+func (s *Server) sendMany(j *sendJob, msgs []*rmqpb.Message, born netip.AddrPort, ents []rmqpb.SendResultEntry) {
+	maxBody := s.core.Options().MaxMessageSize
+	var topic string // the batch's
+	var bodies int
+	for i, m := range msgs {
+		e := &ents[i]
+		s.stats.sends.Add(1)
+		e.MessageId = m.GetSystemProperties().GetMessageId()
+		start := len(j.o.props)
+		if err := translate(m, &j.o, maxBody); err != nil {
+			s.sendFailed(e, errStatus(err))
+			continue
+		}
+		o := &j.o
+		if o.plain && !acl.IsRetryTopic(o.topic) && (len(j.idx) == 0 || o.topic == topic) && bodies+len(o.body) <= maxBody {
+			topic = o.topic
+			bodies += len(o.body)
+			j.ents = append(j.ents, core.BatchEntry{SysFlag: o.sysFlag, BornTimestamp: o.born, Body: o.body})
+			j.spans = append(j.spans, propSpan{start, len(o.props)})
+			j.idx = append(j.idx, i)
+			continue
+		}
+		// Sent alone: its properties are the tail of o.props, dropped
+		// once it is stored (the core keeps none of them).
+		all := o.props
+		o.props = all[start:]
+		s.sendTranslated(j, born, e)
+		o.props = all[:start]
+	}
+	if len(j.ents) == 0 {
+		return
+	}
+	for k := range j.ents {
+		j.ents[k].Properties = j.o.props[j.spans[k].start:j.spans[k].end]
+	}
+	j.topic = append(j.topic[:0], topic...)
+	j.req = core.SendRequest{
+		Topic: j.topic, QueueID: -1, BornTimestamp: j.ents[0].BornTimestamp, BornHost: born,
+		CheckTopicType: true, Entries: j.ents,
+	}
+	err := s.core.Send(&j.req, &j.res)
+	if err == nil {
+		if err = s.core.WaitDurable(j.res.Pending); core.ReasonOf(err) == core.ReasonFlushDiskTimeout {
+			err = nil
+		}
+	}
+	if err != nil {
+		st := errStatus(err) // one status for every entry the core refused together
+		for _, i := range j.idx {
+			s.sendFailed(&ents[i], st)
+		}
+		return
+	}
+	for k, i := range j.idx {
+		ents[i].Status, ents[i].Offset = okStatus, j.res.QueueOffset+int64(k)
+	}
+}
+
+// sendFailed gives e the failure st.
+func (s *Server) sendFailed(e *rmqpb.SendResultEntry, st *rmqpb.Status) {
+	s.stats.sendErrors.Add(1)
+	e.Status = st
+}
+
+// sendTranslated stores the message translated in j.o and fills its entry
+// e (whose MessageId is set).
+func (s *Server) sendTranslated(j *sendJob, born netip.AddrPort, e *rmqpb.SendResultEntry) {
+	fail := func(err error) { s.sendFailed(e, errStatus(err)) }
 	// The core keeps no byte slice of a request (core.SendRequest): the
 	// topic's bytes are the job's, reused.
 	j.topic = append(j.topic[:0], j.o.topic...)
@@ -148,7 +255,7 @@ func (s *Server) sendOne(m *rmqpb.Message, born netip.AddrPort, e *rmqpb.SendRes
 	if j.o.timer {
 		msgID := string(j.res.MsgID)
 		if _, clOff, err := message.ParseOffsetMsgID(msgID); err == nil {
-			e.RecallHandle = recallHandle(j.o.topic, id, clOff)
+			e.RecallHandle = recallHandle(j.o.topic, e.MessageId, clOff)
 		}
 	}
 }
