@@ -1,6 +1,9 @@
 package grpcfe
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"fmt"
 	"strconv"
 	"strings"
@@ -344,5 +347,67 @@ func TestSendBatchAllocs(t *testing.T) {
 	t.Logf("%.1f allocations per 32-message SendMessage", allocs)
 	if allocs > 3 {
 		t.Errorf("%.1f allocations per 32-message SendMessage, want at most 3", allocs)
+	}
+}
+
+// TestSendBatchForwarded: a request of several messages sent to a slave
+// is forwarded whole and stored by the master as one batch (one queue,
+// consecutive offsets, each entry its own id); the slave stores nothing.
+func TestSendBatchForwarded(t *testing.T) {
+	master := newEnv(t, nil)
+	slave := newMember(t, master.srv.opts.Addr, nil)
+	master.route("T")
+	const n = 8
+	var msgs []*rmqpb.Message
+	for k := range n {
+		msgs = append(msgs, msg("T", fmt.Sprintf("f%d", k), "x"))
+	}
+	r := slave.sendReq(msgs...)
+	if r.Status.Code != rmqpb.Code_OK {
+		t.Fatalf("status %v", r.Status)
+	}
+	for k, ent := range r.Entries {
+		if ent.MessageId != fmt.Sprintf("f%d", k) || ent.Offset != int64(k) {
+			t.Fatalf("entry %d: %v", k, ent)
+		}
+	}
+	master.dispatched("T", n)
+	if held := master.queuesHolding("T"); len(held) != 1 {
+		t.Fatalf("the master's queues holding messages: %v, want one", held)
+	}
+	if s := stored(slave.env, "T"); s != 0 {
+		t.Fatalf("the slave stored %d", s)
+	}
+}
+
+// TestSendBatchEncodings: in one batch, each message keeps its own body
+// encoding: a zlib body is stored compressed (delivered as GZIP), a gzip
+// one decoded, an identity one as it is.
+func TestSendBatchEncodings(t *testing.T) {
+	e := newEnv(t, nil)
+	e.route("Z")
+	var zb, gb bytes.Buffer
+	zw := zlib.NewWriter(&zb)
+	zw.Write([]byte("zlib body"))
+	zw.Close()
+	gw := gzip.NewWriter(&gb)
+	gw.Write([]byte("gzip body"))
+	gw.Close()
+	z, g := msg("Z", "z", ""), msg("Z", "g", "")
+	z.Body, z.SystemProperties.BodyEncoding = zb.Bytes(), rmqpb.Encoding_GZIP
+	g.Body, g.SystemProperties.BodyEncoding = gb.Bytes(), rmqpb.Encoding_GZIP
+	r := e.sendReq(msg("Z", "i", "identity body"), z, g)
+	if r.Status.Code != rmqpb.Code_OK || r.Entries[2].Offset != r.Entries[0].Offset+2 {
+		t.Fatalf("answer %v", r)
+	}
+	got := e.receiveAll("G", "Z", 3)
+	for id, want := range map[string]struct {
+		body string
+		enc  rmqpb.Encoding
+	}{"i": {"identity body", rmqpb.Encoding_IDENTITY}, "z": {string(zb.Bytes()), rmqpb.Encoding_GZIP}, "g": {"gzip body", rmqpb.Encoding_IDENTITY}} {
+		m := got[id]
+		if string(m.Body) != want.body || m.SystemProperties.BodyEncoding != want.enc {
+			t.Fatalf("%s delivered as %q, %v", id, m.Body, m.SystemProperties.BodyEncoding)
+		}
 	}
 }
