@@ -197,6 +197,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"pullHeldTotal":   i(hs.Parked - hs.Pops.Parked),
 		"pullHeldNow":     fmt.Sprint(hs.Held - hs.Pops.Held),
 		"pullHeldWoken":   i(hs.Woken - hs.Pops.Woken),
+		"pullHeldInline":  i(hs.Inline), // woken pulls the store's dispatcher ran itself
 		"pullHeldExpired": i(hs.Expired - hs.Pops.Expired),
 		"pullHeldRefused": i(hs.Refused - hs.Pops.Refused),
 		"popHeldTotal":    i(hs.Pops.Parked),

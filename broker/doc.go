@@ -52,7 +52,13 @@
 //     message in its queue or its deadline (suspendTimeoutMillis, capped
 //     by LongPollMax) passes; the holder's goroutine then runs it again
 //     (core.PullAgain) and answers it, or parks it again at the offset the
-//     scan reached when the arrival brought nothing its filter accepts.
+//     scan reached when the arrival brought nothing its filter accepts. An
+//     arrival that wakes at most 4 pulls while the holder's goroutine is
+//     idle has the store's dispatcher run them itself
+//     (longpoll.Options.InlineArrivals: a pull's re-run only reads and
+//     queues its answer). Held answers are queued (Responder.Queue) and
+//     each connection is flushed once after the batch (Conn.Flush), which
+//     writes a few answers directly when the connection's writer is idle.
 //   - POP_MESSAGE (3442): core.Pop; a pop that finds nothing and has a
 //     pollTime is deferred and parked in the same holder, keyed by its
 //     topic, queue (or all) and group, until an arrival there, a revive of

@@ -30,17 +30,34 @@ type heldReq struct {
 // and pops (core.PopAgain) and answers them; the front end's part is only
 // the answer's shape (fillPullResponse, fillPopResponse). Its methods run
 // on the holder's goroutine, except the Expire that Park makes on a
-// connection's read goroutine once the holder is stopped. The core's
-// OnArrival feeds the holder's Arrived, its OnRevive the holder's Revived.
+// connection's read goroutine once the holder is stopped, and the Run of
+// a pull that an arrival woke, which the store's dispatcher makes itself
+// (longpoll.Options.InlineArrivals: a pull's Run reads the store and
+// queues its answer, it neither blocks nor stores). The core's OnArrival
+// feeds the holder's Arrived, its OnRevive the holder's Revived.
+//
+// Answers are queued (Responder.Queue) and each connection they went to
+// is flushed once when the holder's batch of calls ends (Flush): the
+// answers of one round to one consumer leave in one write, and, when the
+// writer is idle, from the goroutine that made them, without waking it.
 type pollHost struct {
 	b    *Broker
 	cmds sync.Pool // *protocol.Command for answers (Expire may run on two goroutines)
+
+	tmu     sync.Mutex
+	touched []*remoting.Conn // connections with queued answers not yet flushed (under tmu)
 }
+
+// inlineArrivals is how many of the pulls an arrival wakes the store's
+// dispatcher runs itself (longpoll.Options.InlineArrivals): one consumer
+// per queue, or a few, is the common case; more go to the holder's
+// goroutine, so that the dispatcher is not held up long.
+const inlineArrivals = 4
 
 // newHolder returns the broker's long-poll holder, wired to the core's
 // arrivals and POP revives (not started).
 func newHolder(b *Broker) *longpoll.Holder[heldReq] {
-	h := longpoll.New[heldReq](&pollHost{b: b}, longpoll.Options{})
+	h := longpoll.New[heldReq](&pollHost{b: b}, longpoll.Options{InlineArrivals: inlineArrivals})
 	b.core.OnArrival(h.Arrived)
 	b.core.OnRevive(h.Revived)
 	return h
@@ -133,6 +150,41 @@ func (h *pollHost) MaxOffset(topic string, queue int32) int64 {
 	return h.b.core.MaxOffset(topic, queue)
 }
 
+// answer queues r through rsp and remembers rsp's connection for Flush.
+func (h *pollHost) answer(rsp remoting.Responder, r *remoting.Response) error {
+	err := rsp.Queue(r)
+	if c := rsp.Conn(); err == nil && c != nil {
+		h.tmu.Lock()
+		if n := len(h.touched); n == 0 || h.touched[n-1] != c {
+			h.touched = append(h.touched, c)
+		}
+		h.tmu.Unlock()
+	}
+	return err
+}
+
+// Flush sends the answers queued since the last Flush (longpoll.Flusher):
+// each connection once. A Flush on one goroutine may send what another is
+// still queueing; that one's own Flush sends the rest.
+func (h *pollHost) Flush() {
+	var batch [16]*remoting.Conn
+	for {
+		h.tmu.Lock()
+		n := len(h.touched)
+		k := copy(batch[:], h.touched[max(n-len(batch), 0):])
+		clear(h.touched[n-k:])
+		h.touched = h.touched[:n-k]
+		h.tmu.Unlock()
+		if k == 0 {
+			return
+		}
+		for i, c := range batch[:k] {
+			c.Flush()
+			batch[i] = nil
+		}
+	}
+}
+
 func (h *pollHost) command() *protocol.Command {
 	if cmd, _ := h.cmds.Get().(*protocol.Command); cmd != nil {
 		return cmd
@@ -148,7 +200,7 @@ func (h *pollHost) answerPull(p *heldReq, err error) {
 	p.resp.InitResponse(cmd, protocol.RespSuccess)
 	r := remoting.Response{Cmd: cmd}
 	fillPullResponse(cmd, &r, p.pull, err)
-	_ = p.resp.Reply(&r) // a closed connection releases the job itself
+	_ = h.answer(p.resp, &r) // a closed connection releases the job itself
 }
 
 // answerPop writes a held pop's response through its Responder.
@@ -159,7 +211,7 @@ func (h *pollHost) answerPop(p *heldReq) {
 	p.resp.InitResponse(cmd, protocol.RespSuccess)
 	r := remoting.Response{Cmd: cmd}
 	fillPopResponse(cmd, &r, p.pop)
-	if err := p.resp.Reply(&r); err != nil && len(p.pop.Msgs) > 0 {
+	if err := h.answer(p.resp, &r); err != nil && len(p.pop.Msgs) > 0 {
 		h.b.copts.Logger.Debug("broker: held pop answered on a closed connection; its messages become visible after their invisible time",
 			"group", p.pop.Group(), "topic", p.pop.Topic(), "err", err)
 	}
@@ -183,7 +235,7 @@ func (h *pollHost) answerNotify(p *heldReq, has bool) {
 	defer h.cmds.Put(cmd)
 	p.resp.InitResponse(cmd, protocol.RespSuccess)
 	(&protocol.NotificationResponse{HasMsg: has}).Encode(&cmd.Ext)
-	_ = p.resp.Reply(&remoting.Response{Cmd: cmd})
+	_ = h.answer(p.resp, &remoting.Response{Cmd: cmd})
 }
 
 // pollKey names the held pops POLLING_INFO counts, as RocketMQ's polling

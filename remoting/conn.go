@@ -59,7 +59,7 @@ type Conn struct {
 	seq      uint64            // requests served so far; cur's number while serving
 
 	// queued: a frame was queued without waking the writer (set under wmu,
-	// cleared by kick on the read goroutine).
+	// cleared by kick: on the read goroutine, or Flush's caller).
 	queued atomic.Bool
 	// serving is seq while the read goroutine runs the handler of request
 	// seq, else 0: a Responder of that request replying meanwhile is on
@@ -112,7 +112,7 @@ type Conn struct {
 	// oversized (waitIdleTrim).
 	idleTimer *time.Timer
 
-	// direct writes for the read goroutine (kick); nil where the platform or
+	// direct writes for kick (the read goroutine, Flush); nil where the platform or
 	// the connection has no non-blocking vectored write.
 	direct *directWriter
 
@@ -406,11 +406,24 @@ func (c *Conn) wakeWriterLocked() {
 	}
 }
 
-// kick sends the frames the read goroutine queued. When they are few (at
+// Flush sends what Responder.Queue queued on c (and anything else queued
+// without waking the writer): when it is a few frames (at most 4) and the
+// writer goroutine is idle, with one non-blocking writev on the caller's
+// goroutine, as the read goroutine sends a read's answers (kick);
+// otherwise, and for what that write leaves, it wakes the writer. It never
+// waits for the peer, and costs one atomic load when nothing is queued.
+// Safe for concurrent use with everything else on c.
+func (c *Conn) Flush() { c.kick() }
+
+// kick sends the frames queued without waking the writer: the read
+// goroutine's at the end of a read, Queue's at a Flush. When they are few (at
 // most directMaxFrames: requests arriving one by one), the writer is idle
-// and nothing is carried over, the read goroutine writes them itself with
-// one non-blocking vectored write (writeDirect), which saves the writer's
-// wake-up, a goroutine switch and often a thread's wake-up per read.
+// and nothing is carried over, the calling goroutine writes them itself
+// with one non-blocking vectored write (writeDirect), which saves the
+// writer's wake-up, a goroutine switch and often a thread's wake-up per
+// read. One caller at a time takes the write side for that (spare nil,
+// writerIdle false, under wmu); another finds it taken and leaves its
+// frames to writeDirect's end, which wakes the writer for them.
 // Otherwise, or for what that write leaves, it wakes the writer: a read
 // that brought many requests says the peer keeps many in flight, and the
 // writer, yielding once before it takes the batch, lets the answers of the
@@ -437,7 +450,7 @@ func (c *Conn) kick() {
 	c.wmu.Unlock()
 }
 
-// writeDirect writes b on the read goroutine without blocking, then gives
+// writeDirect writes b on kick's goroutine without blocking, then gives
 // the write side back to the writer: b becomes the spare batch once
 // written whole; otherwise it is carried over to the writer, which writes
 // the rest (waiting for room, with the write timeout) or fails the

@@ -54,6 +54,11 @@
 //     call does not take is carried over to the writer, which writes it first, so the
 //     read goroutine never blocks on its peer and two peers cannot deadlock. Other
 //     goroutines (Responder.Reply, Invoke) wake the writer when they queue.
+//     A goroutine that answers many deferred requests in one go (the broker's
+//     long-poll holder after an arrival) uses Responder.Queue instead, which
+//     does not wake the writer, and then Conn.Flush once per connection: the
+//     same rule as a read's end (a few frames and an idle writer: one
+//     non-blocking writev on that goroutine; else the writer is woken).
 //     A woken writer yields once (runtime.Gosched) before taking the batch, so that
 //     goroutines made runnable by the same event (callers woken by responses) add
 //     their frames first: with 64 requests in flight this takes a client from ~3 to

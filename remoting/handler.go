@@ -144,6 +144,24 @@ func (r Responder) InitResponse(cmd *protocol.Command, code int32) {
 // be encoded (too large for MaxFrameSize, a header the binary encoding cannot carry),
 // the request is answered with SYSTEM_ERROR instead and the encoding error is returned.
 func (r Responder) Reply(resp *Response) error {
+	return r.reply(resp, true)
+}
+
+// Queue is Reply without waking the connection's writer: resp waits in the
+// connection's queue until Conn.Flush of r.Conn() sends it (or anything that
+// writes the connection before that, such as a read's answers), so that a
+// caller answering many requests in one go (the broker's long-poll holder
+// after an arrival) writes each connection once, with one Flush after the
+// last Queue. Every Queue must be followed by a Flush of its connection
+// (on any goroutine): until then resp may stay unsent. Otherwise it is
+// Reply: the same errors, and resp.Release runs exactly once. More than 64
+// KiB queued wakes the writer anyway.
+func (r Responder) Queue(resp *Response) error {
+	return r.reply(resp, false)
+}
+
+// reply is Reply (wake) or Queue.
+func (r Responder) reply(resp *Response, wake bool) error {
 	if r.c == nil {
 		resp.release()
 		return errors.New("remoting: Reply on a zero Responder")
@@ -159,7 +177,10 @@ func (r Responder) Reply(resp *Response) error {
 	// answer leaves with the read's others at its end (Conn.kick); from
 	// anywhere else it wakes the writer.
 	flags := qResponse | qSettle | qServing
-	if r.seq == 0 {
+	switch {
+	case !wake:
+		flags = qResponse | qSettle // Flush (or the read's end) sends it
+	case r.seq == 0:
 		flags = qResponse | qSettle | qWake
 	}
 	err := r.c.enqueueSeq(resp.Cmd, resp.Body, resp.Release, flags, r.seq)

@@ -20,6 +20,7 @@
 //	Arrived(topic, queue, max)      ──► wakes the pulls there below max, the POPs of the queue and of the topic
 //	Revived(group, topic, queue, at)──► wakes that group's POPs there (at passed) or moves their WakeAt to at
 //	loop goroutine                  ──► Host.Run for the woken and those whose WakeAt came, Host.Expire for the expired
+//	Arrived, InlineArrivals set     ──► Host.Run itself for up to that many woken pulls (loop idle), Flusher.Flush
 //
 // # What wakes what
 //
@@ -54,16 +55,20 @@
 //     Options.MaxPerOwner of one Wait.Owner (a connection) and at most
 //     Options.MaxPerClient of one Wait.Client (a client over all its
 //     connections); Park refuses more with ErrFull, ErrOwnerFull or
-//     ErrClientFull, without taking the item, and counts the refusal. An item counts from Park until the loop takes
-//     it to run or expire (again when Run asks it to wait).
+//     ErrClientFull, without taking the item, and counts the refusal. An
+//     item counts from Park until the loop (or an Arrived that runs it
+//     inline) takes it to run or expire (again when Run asks it to wait).
 //   - Every parked item is handed back exactly once in the end: by
 //     Expire, by a Run that does not ask to wait again, or to the caller by
 //     a Cancel that reports true (an item waiting, or woken and not yet
-//     run). Expire comes when its deadline passes
-//     (within the loop's wake-up latency) or when Stop drains the holder
-//     (before Stop returns). After Stop, Park hands the item straight to
-//     Expire on the caller's goroutine (ErrStopped): requests are answered
-//     on shutdown.
+//     run; an item an Arrived took to run inline is being run, and Cancel
+//     reports false as for one the loop took). Expire comes when its
+//     deadline passes (within the loop's wake-up latency) or when Stop
+//     drains the holder (before Stop returns; Stop also waits for the
+//     inline runs in progress, whose items, when Run asks them to wait
+//     again, go to Expire since the holder is stopping). After Stop, Park
+//     hands the item straight to Expire on the caller's goroutine
+//     (ErrStopped): requests are answered on shutdown.
 //   - An item Run asks to wait again (it found nothing it wants: another
 //     consumer's tag, a race with the offset, another consumer of the group
 //     took the message) is parked again, with the offset or WakeAt Run set
@@ -87,18 +92,42 @@
 // One goroutine (Start to Stop) runs every Host call for woken, due and
 // expired items, one item at a time, so the host needs no lock of its own
 // for them (except the Expire that Park makes on its caller's goroutine
-// after Stop). MaxOffset is also called on Park's caller's goroutine: it
-// must be safe for concurrent use. Arrived and Revived run on the caller's
-// goroutine (the store's dispatcher; the goroutine of an Ack or a
-// ChangeInvisible) and only move items to the ready list or in the heap
-// and signal the loop through a one-slot channel: they never wait for the
-// loop and never call the host. Cancel (a gRPC call whose client went
-// away) takes back an item that is waiting or woken and not yet run; one
-// being run or answered is the loop's to finish.
+// after Stop, and the inline runs below). MaxOffset is also called on
+// Park's caller's goroutine: it must be safe for concurrent use. Arrived
+// and Revived run on the caller's goroutine (the store's dispatcher; the
+// goroutine of an Ack or a ChangeInvisible) and move items to the ready
+// list or in the heap and signal the loop through a one-slot channel:
+// they never wait for the loop, and Revived and Notified never call the
+// host. Cancel (a gRPC call whose client went away) takes back an item
+// that is waiting or woken and not yet run; one being run or answered is
+// the loop's (or the inline run's) to finish.
+//
+// Inline runs (Options.InlineArrivals, the broker's remoting holder): an
+// Arrived that wakes pulls while the holder is started, the loop is not
+// running a round and no woken item waits for it takes up to
+// InlineArrivals of them as the loop would (each taken once, under the
+// mutex) and runs them itself after unlocking: Host.Run, the re-park when
+// Run asks to wait, then Flusher.Flush. That saves the hand-off to the
+// loop (a goroutine wake-up and often a thread's) per arrival. The host
+// then accepts Run on Arrived's caller's goroutine, concurrently with the
+// loop's calls for other items: Run must not block (the store's
+// dispatcher waits for it; the core's OnArrival contract), must not store
+// anything (a Put may wait for the dispatcher) and must be safe for
+// concurrent use on different items. POPs and lite receives are never run
+// inline: a POP may store a dead letter. An Arrived made by the holder
+// itself (Park's and a re-park's look at MaxOffset) runs nothing inline,
+// so inline runs do not recurse; with InlineArrivals set, a host must not
+// call Arrived from Run. Stats counts the inline runs (Counts.Inline).
+//
+// Flusher (optional): a host that queues its answers (the broker's, with
+// remoting's Responder.Queue) is asked to send them once per batch of Host
+// calls on a goroutine: after each loop round, after an Arrived's inline
+// runs, after Park's Expire once stopped and after Stop's drain, so that a
+// round's answers to one connection leave in one write.
 //
 // The holder's mutex is a leaf: nothing else is locked, and no Host method
 // is called, while it is held. Host methods may therefore call Park,
-// Arrived, Revived and Stats.
+// Revived and Stats (and Arrived, unless InlineArrivals is set).
 //
 // # Ownership
 //

@@ -84,7 +84,10 @@ type Wait struct {
 func (w *Wait) isPop() bool { return w.Group != "" }
 
 // Host owns the parked items. The holder calls its methods on its own
-// goroutine, one at a time, never while holding its lock (package doc).
+// goroutine, one at a time, never while holding its lock (package doc);
+// with Options.InlineArrivals it also calls Run for woken pulls on
+// Arrived's caller's goroutine (then Run must not block, and Run and
+// Expire must be safe for concurrent use on different items).
 type Host[T any] interface {
 	// Run re-runs an item woken by an arrival, a revive event or its
 	// WakeAt. It either answers it and returns false, or returns true
@@ -106,8 +109,33 @@ type Host[T any] interface {
 	MaxOffset(topic string, queue int32) int64
 }
 
+// Flusher is an optional interface of a Host that queues its answers
+// rather than sending each at once: after the Host calls it makes on a
+// goroutine in one go (a round of the loop: its runs and expiries; the
+// inline runs of one Arrived; Park's Expire once the holder is stopped;
+// Stop's drain), the holder calls Flush on that same goroutine, never
+// under its lock. Flush must send at least what those calls queued; it may
+// run on several goroutines at once.
+type Flusher interface {
+	Flush()
+}
+
+// MaxInline bounds Options.InlineArrivals.
+const MaxInline = 16
+
 // Options bound a Holder. Zero fields take their defaults.
 type Options struct {
+	// InlineArrivals is how many of the pulls an Arrived wakes it runs
+	// itself, on its caller's goroutine (the store's dispatcher), instead
+	// of handing them to the holder's goroutine: the hand-off (a goroutine
+	// wake-up, often a thread's) costs more than a pull that finds the
+	// message just dispatched. Only when the holder is started, the loop
+	// has no round in progress and no woken item waits for it; the rest go
+	// to the loop. POPs and lite receives always go to the loop (a POP may
+	// store a dead letter, which may wait for the dispatcher). 0 (the
+	// default): none; at most MaxInline. A host that sets it accepts
+	// Run's calls on that goroutine (Host).
+	InlineArrivals int
 	// MaxParked bounds the items parked at once (woken ones not yet
 	// answered included); Park refuses more with ErrFull. Default
 	// DefaultMaxParked.
@@ -129,6 +157,7 @@ type Counts struct {
 	Expired   int64 // items handed to Expire: deadline passed, holder stopping or stopped
 	Cancelled int64 // items taken back by Cancel
 	Refused   int64 // Parks refused with ErrFull, ErrOwnerFull or ErrClientFull
+	Inline    int64 // of the woken, those run on Arrived's caller's goroutine (Options.InlineArrivals)
 	Held      int   // items parked now and not yet answered (being run included)
 }
 
@@ -148,18 +177,22 @@ type Handle[T any] struct {
 // Holder parks items by what wakes them and by deadline. Create it with
 // New; its methods are safe for concurrent use.
 type Holder[T any] struct {
-	host Host[T]
-	opts Options
-	pool sync.Pool // *entry[T]
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	host    Host[T]
+	flusher Flusher // host's, or nil
+	opts    Options
+	pool    sync.Pool // *entry[T]
+	wake    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	startOnce, stopOnce sync.Once
 
 	// seq counts the arrivals and revives reported (Ticket reads it
 	// without the lock; it is written under mu).
 	seq atomic.Uint64
+	// busy is set (under mu) while the loop runs a round of items, and
+	// cleared after it: Arrived then runs nothing inline.
+	busy atomic.Bool
 
 	mu      sync.Mutex
 	topics  map[string]*topicWaits[T]
@@ -177,7 +210,7 @@ type Holder[T any] struct {
 }
 
 type counters struct {
-	parked, woken, revived, reparked, expired, cancelled, refused atomic.Int64
+	parked, woken, revived, reparked, expired, cancelled, refused, inline atomic.Int64
 }
 
 // Entry states (under Holder.mu).
@@ -226,8 +259,11 @@ func New[T any](host Host[T], opts Options) *Holder[T] {
 	if opts.MaxPerClient <= 0 {
 		opts.MaxPerClient = DefaultMaxPerClient
 	}
+	opts.InlineArrivals = min(max(opts.InlineArrivals, 0), MaxInline)
+	fl, _ := host.(Flusher)
 	return &Holder[T]{
 		host:    host,
+		flusher: fl,
 		opts:    opts,
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -256,7 +292,8 @@ func (h *Holder[T]) Start() {
 
 // Stop closes the holder and hands every parked item to Expire (on the
 // holder's goroutine, or on the caller's when Start was never called). It
-// returns once all of them are answered and the goroutine has exited.
+// returns once all of them are answered, the goroutine has exited and
+// every run of Arrived's (Options.InlineArrivals) has ended.
 // Later Parks go straight to Expire; later calls of Stop wait likewise.
 func (h *Holder[T]) Stop() {
 	h.stopOnce.Do(func() {
@@ -300,6 +337,7 @@ func (h *Holder[T]) Park(w Wait, deadline time.Time, item T) (Handle[T], error) 
 		h.count(k, func(c *counters) { c.expired.Add(1) })
 		h.host.Expire(&e.item, &e.w)
 		h.put(e)
+		h.flush()
 		return Handle[T]{}, ErrStopped
 	}
 	var err error
@@ -533,21 +571,36 @@ func (h *Holder[T]) takeLocked(e *entry[T]) {
 
 // recheck wakes the pulls parked in (topic, queue) below its max offset
 // now (as an arrival report would).
+// It runs nothing inline: it is called from Park (a connection's read
+// goroutine) and after a Run (no recursion).
 func (h *Holder[T]) recheck(topic string, queue int32, offset int64) {
 	if m := h.host.MaxOffset(topic, queue); m > offset {
-		h.Arrived(topic, queue, m)
+		h.arrived(topic, queue, m, 0)
 	}
 }
 
 // Arrived is the store's arrival report: the max offset of (topic, queue)
 // is now maxOffset. It wakes the pulls waiting there below maxOffset and
-// the POPs of the queue and of the whole topic; it never calls the host
-// and never waits for the loop.
+// the POPs of the queue and of the whole topic; it never waits for the
+// loop. It calls the host only with Options.InlineArrivals: it then runs
+// up to that many of the pulls it woke itself (Host.Run, then
+// Flusher.Flush), when the holder is started and the loop idle (see
+// Options), and returns once they are answered or parked again.
 func (h *Holder[T]) Arrived(topic string, queue int32, maxOffset int64) {
+	h.arrived(topic, queue, maxOffset, h.opts.InlineArrivals)
+}
+
+// arrived is Arrived running at most inline woken pulls itself.
+func (h *Holder[T]) arrived(topic string, queue int32, maxOffset int64, inline int) {
 	if queue < 0 {
 		return
 	}
+	var run [MaxInline]*entry[T]
+	n := 0
 	h.mu.Lock()
+	if !h.started || h.closed || len(h.ready) > 0 || h.busy.Load() {
+		inline = 0
+	}
 	t := h.topicLocked(topic)
 	t.last = h.seq.Add(1)
 	signal := false
@@ -557,6 +610,16 @@ func (h *Holder[T]) Arrived(topic string, queue int32, maxOffset int64) {
 		for _, e := range l {
 			if e.w.isPop() || e.w.Offset < maxOffset {
 				heap.Remove(&h.heap, e.heapIdx)
+				if !e.w.isPop() && n < inline {
+					// Taken as the loop takes what it runs: no longer
+					// held, no longer cancellable.
+					h.wokeLocked(e, wokeArrival)
+					h.takeLocked(e)
+					e.seq = t.last
+					run[n] = e
+					n++
+					continue
+				}
 				signal = h.readyLocked(e, wokeArrival) || signal
 			} else {
 				kept = append(kept, e)
@@ -573,10 +636,25 @@ func (h *Holder[T]) Arrived(topic string, queue int32, maxOffset int64) {
 		clear(t.any)
 		t.any = t.any[:0]
 	}
+	if n > 0 {
+		// Under mu and before closed is set: Stop's Wait waits for these
+		// runs (the loop's count is held, so the counter is not zero).
+		h.wg.Add(1)
+	}
 	h.mu.Unlock()
 	if signal {
 		h.signal()
 	}
+	if n == 0 {
+		return
+	}
+	h.counts[0].inline.Add(int64(n))
+	for i := 0; i < n; i++ {
+		h.run(run[i])
+		run[i] = nil
+	}
+	h.flush()
+	h.wg.Done()
 }
 
 // Revived is the POP bookkeeping's report that messages of group in
@@ -634,7 +712,15 @@ func (h *Holder[T]) Stats() Stats {
 func (c *counters) load(held int) Counts {
 	return Counts{
 		Parked: c.parked.Load(), Woken: c.woken.Load(), Revived: c.revived.Load(), Reparked: c.reparked.Load(),
-		Expired: c.expired.Load(), Cancelled: c.cancelled.Load(), Refused: c.refused.Load(), Held: held,
+		Expired: c.expired.Load(), Cancelled: c.cancelled.Load(), Refused: c.refused.Load(),
+		Inline: c.inline.Load(), Held: held,
+	}
+}
+
+// flush calls the host's Flush, if it has one.
+func (h *Holder[T]) flush() {
+	if h.flusher != nil {
+		h.flusher.Flush()
 	}
 }
 
@@ -731,7 +817,14 @@ func (h *Holder[T]) loop() {
 		} else {
 			timer.Stop()
 		}
+		round := len(ready)+len(expired) > 0
+		if round {
+			h.busy.Store(true)
+		}
 		h.mu.Unlock()
+		if !round {
+			continue
+		}
 		for i, e := range ready {
 			h.run(e)
 			ready[i] = nil
@@ -741,6 +834,8 @@ func (h *Holder[T]) loop() {
 			expired[i] = nil
 		}
 		expired = expired[:0]
+		h.flush()
+		h.busy.Store(false)
 	}
 }
 
@@ -823,6 +918,7 @@ func (h *Holder[T]) drain() {
 	for _, e := range all {
 		h.expire(e)
 	}
+	h.flush()
 }
 
 // entryHeap orders entries by due time (container/heap).
