@@ -136,7 +136,7 @@ func (c *Core) liteGroup(group, parent string) (lite.Group, error) {
 	if t == nil {
 		return lite.Group{}, newError(ReasonTopicNotExist, "topic["+parent+"] not exist, apply first please!")
 	}
-	if tt, ok := t.msgType(); !ok || tt != MessageLite {
+	if !isLiteParent(t) {
 		return lite.Group{}, newError(ReasonLiteBindTopic, "the topic ["+parent+"] message type not match: it is not a LITE topic")
 	}
 	if !t.readable() {

@@ -64,7 +64,7 @@ func (c *Core) expireLite(now time.Time, minTTL time.Duration) int {
 	cfgs, _ := c.topics.snapshot()
 	for _, cfg := range cfgs {
 		t := newTopicEntry(cfg)
-		if tt, ok := t.msgType(); !ok || tt != MessageLite {
+		if !isLiteParent(t) {
 			continue
 		}
 		ttlMin := liteExpiration(cfg)

@@ -221,8 +221,9 @@ func dropLiteTopic(props []byte) []byte {
 	return appendPropsExcept(make([]byte, 0, len(props)), props, message.PropertyLiteTopic)
 }
 
-// isLiteParent reports whether t is a LITE topic (message.type=LITE), the
-// only kind whose messages' lite topics are indexed.
+// isLiteParent reports whether t is a LITE topic (message.type=LITE): a
+// parent of lite topics, the only kind whose messages' lite topics are
+// indexed, whose idle lite topics expire and to which a lite group binds.
 func isLiteParent(t *topicEntry) bool {
 	tt, ok := t.msgType()
 	return ok && tt == MessageLite
