@@ -92,21 +92,97 @@ type GetResult struct {
 	Bytes int
 
 	entries []consumequeue.Entry
-	checks  []pendingCheck // Get's views still to check, in order
-	addrs   []uintptr      // Get's prefetch addresses
+	checks  []pendingCheck // a read's views still to check, in order
+	addrs   []uintptr      // a read's prefetch addresses
 }
 
-// pendingCheck is a view Get took and has still to check: its entry and
+// pendingCheck is a view a read took and has still to check: its entry and
 // queue offset.
 type pendingCheck struct {
 	e    consumequeue.Entry
 	qoff int64
 }
 
-// checkRecords checks the views res.Messages[first:] (res.checks holds their
-// entries, in order) against their entries and the filter's properties,
-// keeping those that pass, in order, and releasing the others.
-func (s *Store) checkRecords(topic string, queueID int32, f Filter, res *GetResult, first int) {
+// getRead is one Get or GetLite under way: what it reads, its limits, and
+// how far it got. Both run its loop (take) over the entries they read from
+// their index, a chunk at a time; it lives on the caller's stack.
+type getRead struct {
+	s        *Store
+	res      *GetResult
+	topic    string // the topic, or the lite topic's parent
+	queueID  int32  // the consume queue (-1 for a lite topic)
+	lite     string // the lite topic, when isLite
+	isLite   bool
+	f        Filter // nil: every message (a lite read has none)
+	maxMsgs  int
+	maxBytes int   // ≤ 0: no limit
+	logMin   int64 // the commit log's min offset when the read began
+	next     int64 // the queue offset of the next entry to look at
+	scanned  int   // entries looked at
+	removing bool  // retention took some of them
+}
+
+// take reads the records of entries (the queue's, from queue offset g.next
+// on) into g.res, keeping those that pass the checks, in order. It stops
+// before the entry that would pass maxMsgs messages or, with a message
+// taken, maxBytes (full). Two passes: the first takes a view of every
+// candidate's record, the second (check) checks each against its entry
+// (and the filter's properties). In between, the records' first lines are
+// prefetched together, so their misses overlap instead of stalling one
+// after another (a read reads records it has not touched since they were
+// written). When the checks drop some, the caller reads on from g.next,
+// the first entry not taken.
+func (g *getRead) take(entries []consumequeue.Entry) (full bool) {
+	s, res := g.s, g.res
+	first := len(res.Messages)
+	for _, e := range entries {
+		if len(res.Messages) >= g.maxMsgs {
+			break
+		}
+		if g.maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > g.maxBytes {
+			full = true
+			break
+		}
+		g.scanned++
+		g.next++
+		if e.Size <= 0 || !g.isLite && e.Size == 0x7FFFFFFF {
+			continue // blank: a consume queue's pre-fill, a lite entry never written
+		}
+		if !g.isLite && e.IsLost() {
+			s.stats.lostSkipped.Add(1)
+			continue // its record was lost from the commit log
+		}
+		if e.CommitLogOffset < g.logMin {
+			g.removing = true
+			continue
+		}
+		if g.f != nil && !g.f.MatchTagCode(e.TagCode) {
+			continue
+		}
+		v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
+		if err != nil {
+			if errors.Is(err, commitlog.ErrOffsetDeleted) {
+				g.removing = true
+				continue
+			}
+			g.badEntry(g.next-1, e, err.Error())
+			continue
+		}
+		res.Messages = append(res.Messages, View{v})
+		res.checks = append(res.checks, pendingCheck{e, g.next - 1})
+		res.Bytes += int(e.Size)
+	}
+	g.check(first)
+	return full
+}
+
+// check checks the views res.Messages[first:] (res.checks holds their
+// entries, in order) against their entries (recordMatches; a lite topic's
+// recordHeaderMatches: its records' queue fields are the parent's) and the
+// filter's properties, keeping those that pass, in order, and releasing
+// the others.
+func (g *getRead) check(first int) {
+	res := g.res
 	views := res.Messages[first:]
 	addrs := res.addrs[:0]
 	for i := range views {
@@ -119,12 +195,17 @@ func (s *Store) checkRecords(topic string, queueID int32, f Filter, res *GetResu
 	kept := first
 	for i, v := range views {
 		c := res.checks[i]
-		ok := recordMatches(v.Bytes(), c.e, queueID, c.qoff)
+		var ok bool
+		if g.isLite {
+			ok = recordHeaderMatches(v.Bytes(), c.e)
+		} else {
+			ok = recordMatches(v.Bytes(), c.e, g.queueID, c.qoff)
+		}
 		if !ok {
-			s.badEntry(topic, queueID, c.qoff, c.e, "the record there is not this entry's")
-		} else if f != nil && f.NeedsRecord() {
+			g.badEntry(c.qoff, c.e, "the record there is not this entry's")
+		} else if g.f != nil && g.f.NeedsRecord() {
 			m, err := message.Decode(v.Bytes(), false)
-			ok = err == nil && f.MatchProperties(m.Properties())
+			ok = err == nil && g.f.MatchProperties(m.Properties())
 		}
 		if !ok {
 			res.Bytes -= int(c.e.Size)
@@ -138,6 +219,16 @@ func (s *Store) checkRecords(topic string, queueID int32, f Filter, res *GetResu
 	res.Messages = res.Messages[:kept]
 	clear(res.checks)
 	res.checks = res.checks[:0]
+}
+
+// badEntry counts and logs (at most once a second) an entry of the read
+// whose record is not there; a lite topic is named parent/lite.
+func (g *getRead) badEntry(qoff int64, e consumequeue.Entry, why string) {
+	if g.isLite {
+		g.s.badEntry(g.topic+"/"+g.lite, -1, qoff, e, why)
+		return
+	}
+	g.s.badEntry(g.topic, g.queueID, qoff, e, why)
 }
 
 // Release releases every view and empties Messages.
@@ -168,20 +259,8 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 	if !ok {
 		return nil
 	}
-	qmin, qmax := q.MinOffset(), q.MaxOffset()
-	res.MinOffset, res.MaxOffset = qmin, qmax
-	switch {
-	case qmax == 0:
-		res.Status, res.NextOffset = NoMessageInQueue, 0
-		return nil
-	case offset < qmin:
-		res.Status, res.NextOffset = OffsetTooSmall, qmin
-		return nil
-	case offset == qmax:
-		res.Status, res.NextOffset = OffsetOverflowOne, offset
-		return nil
-	case offset > qmax:
-		res.Status, res.NextOffset = OffsetOverflowBadly, qmax
+	qmax := q.MaxOffset()
+	if res.outside(offset, q.MinOffset(), qmax) {
 		return nil
 	}
 	if maxMsgs <= 0 {
@@ -194,77 +273,44 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 	if cap(res.entries) < 64 {
 		res.entries = make([]consumequeue.Entry, 0, 64)
 	}
-	logMin := s.log.MinOffset()
-	next := offset
-	scanned := 0
-	removing := false
-	for scanned < scanLimit && len(res.Messages) < maxMsgs && next < qmax {
-		n := min(cap(res.entries), scanLimit-scanned)
-		entries, err := q.Read(next, res.entries[:0:n])
+	g := getRead{s: s, res: res, topic: topic, queueID: queueID, f: f, maxMsgs: maxMsgs, maxBytes: maxBytes,
+		logMin: s.log.MinOffset(), next: offset}
+	for g.scanned < scanLimit && len(res.Messages) < maxMsgs && g.next < qmax {
+		n := min(cap(res.entries), scanLimit-g.scanned)
+		entries, err := q.Read(g.next, res.entries[:0:n])
 		if err != nil {
 			if errors.Is(err, consumequeue.ErrOutOfRange) {
 				break
 			}
 			res.Release()
-			return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, next, err)
+			return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, g.next, err)
 		}
-		if len(entries) == 0 {
-			break
-		}
-		// Two passes over the chunk: the first takes a view of every
-		// candidate's record, the second checks each against its entry
-		// (and the filter's properties). In between, the records' first
-		// lines are prefetched together, so their misses overlap instead of
-		// stalling one after another (a pull reads records it has not
-		// touched since they were written).
-		// A chunk's pass stops at maxMsgs candidates; when the checks drop
-		// some, the loop reads on from the first entry not taken.
-		first := len(res.Messages)
-		full := false
-		for _, e := range entries {
-			if len(res.Messages) >= maxMsgs {
-				break
-			}
-			if maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > maxBytes {
-				full = true
-				break
-			}
-			scanned++
-			next++
-			if e.Size <= 0 || e.Size == 0x7FFFFFFF {
-				continue // a blank pre-fill entry
-			}
-			if e.IsLost() {
-				s.stats.lostSkipped.Add(1)
-				continue // its record was lost from the commit log
-			}
-			if e.CommitLogOffset < logMin {
-				removing = true
-				continue
-			}
-			if f != nil && !f.MatchTagCode(e.TagCode) {
-				continue
-			}
-			v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
-			if err != nil {
-				if errors.Is(err, commitlog.ErrOffsetDeleted) {
-					removing = true
-					continue
-				}
-				s.badEntry(topic, queueID, next-1, e, err.Error())
-				continue
-			}
-			res.Messages = append(res.Messages, View{v})
-			res.checks = append(res.checks, pendingCheck{e, next - 1})
-			res.Bytes += int(e.Size)
-		}
-		s.checkRecords(topic, queueID, f, res, first)
-		if full {
+		if len(entries) == 0 || g.take(entries) {
 			break
 		}
 	}
-	s.finishGet(res, next, removing)
+	s.finishGet(res, g.next, g.removing)
 	return nil
+}
+
+// outside sets res's bounds, and reports whether offset is outside them
+// with the status and next offset that says how (an empty queue's is
+// NoMessageInQueue at 0): the start of Get and GetLite.
+func (res *GetResult) outside(offset, qmin, qmax int64) bool {
+	res.MinOffset, res.MaxOffset = qmin, qmax
+	switch {
+	case qmax == 0:
+		res.Status, res.NextOffset = NoMessageInQueue, 0
+	case offset < qmin:
+		res.Status, res.NextOffset = OffsetTooSmall, qmin
+	case offset == qmax:
+		res.Status, res.NextOffset = OffsetOverflowOne, offset
+	case offset > qmax:
+		res.Status, res.NextOffset = OffsetOverflowBadly, qmax
+	default:
+		return false
+	}
+	return true
 }
 
 // finishGet sets a read's next offset and status (Found, else

@@ -19,6 +19,15 @@ import (
 // 36 bytes only (the line a pull writes out anyway); the topic is left to the
 // scrubber. rec must hold at least e.Size bytes.
 func recordMatches(rec []byte, e consumequeue.Entry, queueID int32, qoff int64) bool {
+	return recordHeaderMatches(rec, e) &&
+		int32(binary.BigEndian.Uint32(rec[message.OffQueueID:])) == queueID &&
+		int64(binary.BigEndian.Uint64(rec[message.OffQueueOffset:])) == qoff
+}
+
+// recordHeaderMatches is recordMatches without the queue fields (TOTALSIZE,
+// magic and PHYSICALOFFSET): what a lite entry's record is checked by, its
+// queue fields being its parent queue's.
+func recordHeaderMatches(rec []byte, e consumequeue.Entry) bool {
 	if len(rec) < message.MinRecordSize || int(e.Size) != len(rec) {
 		return false
 	}
@@ -26,9 +35,7 @@ func recordMatches(rec []byte, e consumequeue.Entry, queueID int32, qoff int64) 
 	magic := be.Uint32(rec[message.OffMagic:])
 	return int32(be.Uint32(rec)) == e.Size &&
 		(magic == message.MagicV1 || magic == message.MagicV2) &&
-		int64(be.Uint64(rec[message.OffPhysicalOffset:])) == e.CommitLogOffset &&
-		int32(be.Uint32(rec[message.OffQueueID:])) == queueID &&
-		int64(be.Uint64(rec[message.OffQueueOffset:])) == qoff
+		int64(be.Uint64(rec[message.OffPhysicalOffset:])) == e.CommitLogOffset
 }
 
 // checkEntry reads the record entry e (queue offset qoff of topic/queueID)

@@ -1,17 +1,14 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 
-	"github.com/apogeemq/apogee/commitlog"
 	"github.com/apogeemq/apogee/consumequeue"
 	"github.com/apogeemq/apogee/litequeue"
-	"github.com/apogeemq/apogee/message"
 )
 
 // Lite topics (RocketMQ 5.5, RIP-83): a record whose properties carry
@@ -148,114 +145,31 @@ func (s *Store) GetLite(parent, lite string, offset int64, maxMsgs, maxBytes int
 		res.entries = make([]consumequeue.Entry, 0, liteBatch)
 	}
 	var buf [liteBatch]litequeue.Entry
-	logMin := s.log.MinOffset()
-	next := offset
-	removing := false
-	first := true
-	for len(res.Messages) < maxMsgs {
+	g := getRead{s: s, res: res, topic: parent, queueID: -1, lite: lite, isLite: true, maxMsgs: maxMsgs, maxBytes: maxBytes,
+		logMin: s.log.MinOffset(), next: offset}
+	for first := true; len(res.Messages) < maxMsgs; first = false {
 		n := min(liteBatch, maxMsgs-len(res.Messages))
-		entries, qmin, qmax, ok, err := s.lq.Read(parent, lite, next, buf[:0:n])
+		lentries, qmin, qmax, _, err := s.lq.Read(parent, lite, g.next, buf[:0:n])
 		if err != nil {
 			res.Release()
-			return fmt.Errorf("store: read lite topic %s/%s at %d: %w", parent, lite, next, err)
+			return fmt.Errorf("store: read lite topic %s/%s at %d: %w", parent, lite, g.next, err)
 		}
-		if first {
-			first = false
-			res.MinOffset, res.MaxOffset = qmin, qmax
-			switch {
-			case !ok || qmax == 0:
-				res.Status, res.NextOffset = NoMessageInQueue, 0
-				return nil
-			case offset < qmin:
-				res.Status, res.NextOffset = OffsetTooSmall, qmin
-				return nil
-			case offset == qmax:
-				res.Status, res.NextOffset = OffsetOverflowOne, offset
-				return nil
-			case offset > qmax:
-				res.Status, res.NextOffset = OffsetOverflowBadly, qmax
-				return nil
-			}
+		if first && res.outside(offset, qmin, qmax) { // an unknown lite topic has no offsets: empty at 0
+			return nil
 		}
-		if len(entries) == 0 {
+		if len(lentries) == 0 {
 			break
 		}
-		firstView := len(res.Messages)
-		full := false
-		for _, e := range entries {
-			if maxBytes > 0 && res.Bytes > 0 && res.Bytes+int(e.Size) > maxBytes {
-				full = true
-				break
-			}
-			next++
-			if e.Size <= 0 {
-				continue // never written (the index's recovery drops these at a tail)
-			}
-			if e.CommitLogOffset < logMin {
-				removing = true
-				continue
-			}
-			v, err := s.log.Read(e.CommitLogOffset, int(e.Size))
-			if err != nil {
-				if errors.Is(err, commitlog.ErrOffsetDeleted) {
-					removing = true
-					continue
-				}
-				s.badLiteEntry(parent, lite, next-1, e, err.Error())
-				continue
-			}
-			res.Messages = append(res.Messages, View{v})
-			res.checks = append(res.checks, pendingCheck{consumequeue.Entry{CommitLogOffset: e.CommitLogOffset, Size: e.Size, TagCode: e.TagCode}, next - 1})
-			res.Bytes += int(e.Size)
+		entries := res.entries[:0]
+		for _, e := range lentries {
+			entries = append(entries, consumequeue.Entry{CommitLogOffset: e.CommitLogOffset, Size: e.Size, TagCode: e.TagCode})
 		}
-		s.checkLiteRecords(parent, lite, res, firstView)
-		if full || next >= qmax {
+		if g.take(entries) || g.next >= qmax {
 			break
 		}
 	}
-	s.finishGet(res, next, removing)
+	s.finishGet(res, g.next, g.removing)
 	return nil
-}
-
-// checkLiteRecords checks the views res.Messages[first:] against their
-// entries (the record's size, magic and commit-log offset: its queue id
-// and queue offset are the parent's), keeping those that pass.
-func (s *Store) checkLiteRecords(parent, lite string, res *GetResult, first int) {
-	kept := first
-	for i, v := range res.Messages[first:] {
-		c := res.checks[i]
-		b := v.Bytes()
-		if !liteRecordMatches(b, c.e) {
-			s.badLiteEntry(parent, lite, c.qoff, litequeue.Entry{CommitLogOffset: c.e.CommitLogOffset, Size: c.e.Size}, "the record there is not this entry's")
-			res.Bytes -= int(c.e.Size)
-			v.Release()
-			continue
-		}
-		res.Messages[kept] = v
-		kept++
-	}
-	clear(res.Messages[kept:])
-	res.Messages = res.Messages[:kept]
-	clear(res.checks)
-	res.checks = res.checks[:0]
-}
-
-// liteRecordMatches is recordMatches without the queue fields.
-func liteRecordMatches(rec []byte, e consumequeue.Entry) bool {
-	if len(rec) < message.MinRecordSize || int(e.Size) != len(rec) {
-		return false
-	}
-	be := binary.BigEndian
-	magic := be.Uint32(rec[message.OffMagic:])
-	return int32(be.Uint32(rec)) == e.Size &&
-		(magic == message.MagicV1 || magic == message.MagicV2) &&
-		int64(be.Uint64(rec[message.OffPhysicalOffset:])) == e.CommitLogOffset
-}
-
-// badLiteEntry counts and logs (at most once a second) a lite entry whose
-// record is not there.
-func (s *Store) badLiteEntry(parent, lite string, qoff int64, e litequeue.Entry, why string) {
-	s.badEntry(parent+"/"+lite, -1, qoff, consumequeue.Entry{CommitLogOffset: e.CommitLogOffset, Size: e.Size, TagCode: e.TagCode}, why)
 }
 
 // LiteOffsets returns the lite topic's min and max offsets; ok is false for
