@@ -189,7 +189,13 @@ func (b *broker) config(group string) *rmq.Config {
 // producer starts a 5.x producer of topics (stopped when the test ends).
 func (b *broker) producer(t *testing.T, opts ...rmq.ProducerOption) rmq.Producer {
 	t.Helper()
-	p, err := rmq.NewProducer(b.config(""), opts...)
+	return startProducer(t, b.config(""), opts...)
+}
+
+// startProducer starts a 5.x producer with cfg (stopped when the test ends).
+func startProducer(t *testing.T, cfg *rmq.Config, opts ...rmq.ProducerOption) rmq.Producer {
+	t.Helper()
+	p, err := rmq.NewProducer(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,16 +61,8 @@ func TestLiteOffsetsSurviveFailover(t *testing.T) {
 	const parent, group, lt, lt2 = "LiteOff", "LiteOffGroup", "O1", "O2"
 	g := startFoGroup(t)
 	master := g.waitFullSet(t)
-	ext := map[string]string{"topic": parent, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
-		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false", "attributes": "+message.type=LITE"}
-	if code, remark := remoting(t, master.addr, 17, ext, nil); code != 0 {
-		t.Fatalf("create the lite topic on the master: %d %s", code, remark)
-	}
-	body, _ := json.Marshal(map[string]any{"groupName": group, "consumeEnable": true, "retryMaxTimes": 16,
-		"attributes": map[string]string{"+lite.bind.topic": parent}})
-	if code, remark := remoting(t, master.addr, 200, map[string]string{}, body); code != 0 {
-		t.Fatalf("create the lite group on the master: %d %s", code, remark)
-	}
+	createLiteTopicAt(t, master.addr, parent, 2, "")
+	liteGroupAt(t, master.addr, group, parent, nil)
 	wait.For(t, "the lite topic on every member", func() error {
 		for _, b := range g.brokers {
 			r, err := remotingCall(b.addr, 21, nil, nil, 5*time.Second) // GET_ALL_TOPIC_CONFIG
@@ -86,31 +78,10 @@ func TestLiteOffsetsSurviveFailover(t *testing.T) {
 	cfg := func(group string) *rmq.Config {
 		return &rmq.Config{Endpoint: g.endpoints(), ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
 	}
-	p, err := rmq.NewProducer(cfg(""), rmq.WithTopics(parent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { p.GracefulStop() })
+	p := startProducer(t, cfg(""), rmq.WithTopics(parent))
 	consumer := func(log *liteLog, lites ...string) rmq.LitePushConsumer {
 		t.Helper()
-		c, err := rmq.NewLitePushConsumer(cfg(group), rmq.NewLitePushConsumerConfig(parent, 10*time.Second),
-			rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			t.Fatalf("lite consumer start: %v", err)
-		}
-		t.Cleanup(func() { c.GracefulStop() })
-		for _, l := range lites {
-			if err := c.SubscribeLite(l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return c
+		return startLiteConsumer(t, cfg(group), parent, 10*time.Second, log, nil, lites...)
 	}
 	log := &liteLog{}
 	c := consumer(log, lt, lt2)

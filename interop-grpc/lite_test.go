@@ -36,14 +36,20 @@ import (
 // attributes, comma-separated, or "").
 func (b *broker) createLiteTopic(t *testing.T, parent string, queues int, attrs string) {
 	t.Helper()
+	createLiteTopicAt(t, b.Addr, parent, queues, attrs)
+}
+
+// createLiteTopicAt creates a LITE parent topic on the broker at addr.
+func createLiteTopicAt(t *testing.T, addr, parent string, queues int, attrs string) {
+	t.Helper()
 	ext := map[string]string{"topic": parent, "defaultTopic": "TBW102", "readQueueNums": strconv.Itoa(queues),
 		"writeQueueNums": strconv.Itoa(queues), "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
 		"attributes": "+message.type=LITE"}
 	if attrs != "" {
 		ext["attributes"] += "," + attrs
 	}
-	if code, remark := remoting(t, b.Addr, 17, ext, nil); code != 0 {
-		t.Fatalf("create lite topic %s: %d %s", parent, code, remark)
+	if code, remark := remoting(t, addr, 17, ext, nil); code != 0 {
+		t.Fatalf("create lite topic %s on %s: %d %s", parent, addr, code, remark)
 	}
 }
 
@@ -73,8 +79,14 @@ func (b *broker) waitDispatched(t *testing.T, topic string, queues, n int) {
 }
 
 // liteGroup creates a lite group bound to parent, with more lite.*
-// attributes.
+// attributes (and retryMaxTimes, the group's field).
 func (b *broker) liteGroup(t *testing.T, group, parent string, attrs map[string]string) {
+	t.Helper()
+	liteGroupAt(t, b.Addr, group, parent, attrs)
+}
+
+// liteGroupAt creates a lite group on the broker at addr.
+func liteGroupAt(t *testing.T, addr, group, parent string, attrs map[string]string) {
 	t.Helper()
 	a := map[string]string{"+lite.bind.topic": parent}
 	retryMax := 16
@@ -88,8 +100,8 @@ func (b *broker) liteGroup(t *testing.T, group, parent string, attrs map[string]
 	body, _ := json.Marshal(map[string]any{"groupName": group, "consumeEnable": true, "consumeFromMinEnable": true,
 		"consumeBroadcastEnable": true, "retryQueueNums": 1, "retryMaxTimes": retryMax, "brokerId": 0,
 		"whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true, "attributes": a})
-	if code, remark := remoting(t, b.Addr, 200, map[string]string{}, body); code != 0 {
-		t.Fatalf("update lite group %s: %d %s", group, code, remark)
+	if code, remark := remoting(t, addr, 200, map[string]string{}, body); code != 0 {
+		t.Fatalf("update lite group %s on %s: %d %s", group, addr, code, remark)
 	}
 }
 
@@ -144,19 +156,42 @@ func (l *liteLog) waitBodies(t *testing.T, lt string, want []string) {
 	})
 }
 
-// liteConsumer starts a LitePushConsumer of group bound to parent.
-func (b *broker) liteConsumer(t *testing.T, group, parent string, invisible time.Duration, log *liteLog) rmq.LitePushConsumer {
+// liteConsumer starts a LitePushConsumer of group bound to parent (four
+// consumption threads), subscribed to lites.
+func (b *broker) liteConsumer(t *testing.T, group, parent string, invisible time.Duration, log *liteLog, lites ...string) rmq.LitePushConsumer {
 	t.Helper()
-	c, err := rmq.NewLitePushConsumer(b.config(group), rmq.NewLitePushConsumerConfig(parent, invisible),
-		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushConsumptionThreadCount(4),
-		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
+	return startLiteConsumer(t, b.config(group), parent, invisible, log, []rmq.PushConsumerOption{rmq.WithPushConsumptionThreadCount(4)}, lites...)
+}
+
+// newLiteConsumer makes a LitePushConsumer of cfg's group bound to parent,
+// its messages handled by log, a receive awaiting 2 s (opts: more
+// options); it is not started.
+func newLiteConsumer(t *testing.T, cfg *rmq.Config, parent string, invisible time.Duration, log *liteLog, opts ...rmq.PushConsumerOption) rmq.LitePushConsumer {
+	t.Helper()
+	opts = append([]rmq.PushConsumerOption{rmq.WithPushAwaitDuration(2 * time.Second),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume})}, opts...)
+	c, err := rmq.NewLitePushConsumer(cfg, rmq.NewLitePushConsumerConfig(parent, invisible), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// startLiteConsumer starts newLiteConsumer's consumer (stopped when the
+// test ends) and subscribes it to lites.
+func startLiteConsumer(t *testing.T, cfg *rmq.Config, parent string, invisible time.Duration, log *liteLog,
+	opts []rmq.PushConsumerOption, lites ...string) rmq.LitePushConsumer {
+	t.Helper()
+	c := newLiteConsumer(t, cfg, parent, invisible, log, opts...)
 	if err := c.Start(); err != nil {
 		t.Fatalf("lite push consumer start: %v", err)
 	}
 	t.Cleanup(func() { c.GracefulStop() })
+	for _, l := range lites {
+		if err := c.SubscribeLite(l); err != nil {
+			t.Fatalf("subscribe to lite topic %s: %v", l, err)
+		}
+	}
 	return c
 }
 
@@ -198,10 +233,7 @@ func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
 	// on a loaded machine they may still be behind that end.
 	b.waitDispatched(t, "LiteParent", 4, 3)
 	log := &liteLog{}
-	c := b.liteConsumer(t, "LiteGroup", "LiteParent", 10*time.Second, log)
-	if err := c.SubscribeLite("L1"); err != nil {
-		t.Fatal(err)
-	}
+	c := b.liteConsumer(t, "LiteGroup", "LiteParent", 10*time.Second, log, "L1")
 	for i := range 10 {
 		sendLite(t, p, "LiteParent", "L1", fmt.Sprintf("a-%d", i))
 		if i < 5 {
@@ -261,12 +293,7 @@ func TestLiteFIFOAcrossSlowHandler(t *testing.T) {
 		}
 		return rmq.SUCCESS
 	}}
-	c := b.liteConsumer(t, "LiteFifoGroup", "LiteFifo", 2*time.Second, log)
-	for _, l := range []string{"L1", "L2"} {
-		if err := c.SubscribeLite(l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b.liteConsumer(t, "LiteFifoGroup", "LiteFifo", 2*time.Second, log, "L1", "L2")
 	sendLite(t, p, "LiteFifo", "L1", "slow")
 	wait.For(t, "the slow handler started", func() error {
 		log.mu.Lock()
@@ -320,10 +347,7 @@ func TestLiteSuspend(t *testing.T) {
 		}
 		return rmq.SUCCESS
 	}}
-	c := b.liteConsumer(t, "LiteSuspGroup", "LiteSusp", 20*time.Second, log)
-	if err := c.SubscribeLite("S1"); err != nil {
-		t.Fatal(err)
-	}
+	b.liteConsumer(t, "LiteSuspGroup", "LiteSusp", 20*time.Second, log, "S1")
 	sendLite(t, p, "LiteSusp", "S1", "suspended")
 	log.waitBodies(t, "S1", []string{"suspended", "suspended"})
 	mu.Lock()
@@ -410,16 +434,8 @@ func TestLiteQuota(t *testing.T) {
 	b := startBroker(t, "autoCreateTopicEnable=false", "maxLiteSubscriptionCount=3")
 	b.createLiteTopic(t, "LiteQuota", 2, "")
 	b.liteGroup(t, "LiteQuotaGroup", "LiteQuota", map[string]string{"lite.sub.client.quota": "2"})
-	a := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{})
-	c := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{})
-	for _, l := range []string{"Q1", "Q2"} {
-		if err := a.SubscribeLite(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.SubscribeLite("Q3"); err != nil {
-		t.Fatal(err)
-	}
+	a := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{}, "Q1", "Q2")
+	c := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{}, "Q3")
 	err := c.SubscribeLite("Q4")
 	if codeOf(err) != int32(v2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED) {
 		t.Fatalf("a fourth subscription: %v, want LITE_SUBSCRIPTION_QUOTA_EXCEEDED", err)
@@ -442,16 +458,10 @@ func TestLiteExclusive(t *testing.T) {
 	b.liteGroup(t, "LiteExclGroup", "LiteExcl", map[string]string{"lite.sub.model": "Exclusive"})
 	p := b.producer(t, rmq.WithTopics("LiteExcl"))
 	la, lb := &liteLog{}, &liteLog{}
-	a := b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, la)
-	if err := a.SubscribeLite("E1"); err != nil {
-		t.Fatal(err)
-	}
+	b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, la, "E1")
 	sendLite(t, p, "LiteExcl", "E1", "to-a")
 	la.waitBodies(t, "E1", []string{"to-a"})
-	c := b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, lb)
-	if err := c.SubscribeLite("E1"); err != nil {
-		t.Fatal(err)
-	}
+	b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, lb, "E1")
 	bodies := seq("to-b", 5)
 	for _, body := range bodies {
 		sendLite(t, p, "LiteExcl", "E1", body)
@@ -473,10 +483,7 @@ func TestLiteExpiry(t *testing.T) {
 	b.liteGroup(t, "LiteExpGroup", "LiteExp", nil)
 	p := b.producer(t, rmq.WithTopics("LiteExp"))
 	log := &liteLog{}
-	c := b.liteConsumer(t, "LiteExpGroup", "LiteExp", 10*time.Second, log)
-	if err := c.SubscribeLite("X1"); err != nil {
-		t.Fatal(err)
-	}
+	c := b.liteConsumer(t, "LiteExpGroup", "LiteExp", 10*time.Second, log, "X1")
 	sendLite(t, p, "LiteExp", "X1", "first")
 	log.waitBodies(t, "X1", []string{"first"})
 	// The broker logs each scan that deletes: wait for X1's.
@@ -505,10 +512,7 @@ func TestLiteAcrossProtocols(t *testing.T) {
 	b.createLiteTopic(t, "LiteX", 2, "")
 	b.liteGroup(t, "LiteXGroup", "LiteX", nil)
 	log := &liteLog{}
-	c := b.liteConsumer(t, "LiteXGroup", "LiteX", 10*time.Second, log)
-	if err := c.SubscribeLite("R1"); err != nil {
-		t.Fatal(err)
-	}
+	b.liteConsumer(t, "LiteXGroup", "LiteX", 10*time.Second, log, "R1")
 	old := remotingProducer(t, b, "LiteX4x")
 	for i := range 3 {
 		m := primitive.NewMessage("LiteX", []byte(fmt.Sprintf("remoting-%d", i)))
@@ -603,36 +607,14 @@ func TestLiteACL(t *testing.T) {
 		c.Credentials = &credentials.SessionCredentials{AccessKey: ak, AccessSecret: sk}
 		return c
 	}
-	p, err := rmq.NewProducer(as("", "app", "app-secret"), rmq.WithTopics("LiteAcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { p.GracefulStop() })
+	p := startProducer(t, as("", "app", "app-secret"), rmq.WithTopics("LiteAcl"))
 	log := &liteLog{}
-	c, err := rmq.NewLitePushConsumer(as("LiteAclGroup", "app", "app-secret"), rmq.NewLitePushConsumerConfig("LiteAcl", 10*time.Second),
-		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatalf("lite consumer start: %v", err)
-	}
-	t.Cleanup(func() { c.GracefulStop() })
-	if err := c.SubscribeLite("A1"); err != nil {
-		t.Fatal(err)
-	}
+	startLiteConsumer(t, as("LiteAclGroup", "app", "app-secret"), "LiteAcl", 10*time.Second, log, nil, "A1")
 	sendLite(t, p, "LiteAcl", "A1", "granted")
 	log.waitBodies(t, "A1", []string{"granted"})
 
 	// stranger: Sub on the parent, none on the group.
-	sc, err := rmq.NewLitePushConsumer(as("LiteAclGroup", "stranger", "stranger-secret"), rmq.NewLitePushConsumerConfig("LiteAcl", 10*time.Second),
-		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: (&liteLog{}).consume}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := newLiteConsumer(t, as("LiteAclGroup", "stranger", "stranger-secret"), "LiteAcl", 10*time.Second, &liteLog{})
 	if err := sc.Start(); err == nil {
 		defer sc.GracefulStop()
 		if err := sc.SubscribeLite("A1"); codeOf(err) != codeForbidden {
@@ -670,10 +652,7 @@ func TestLiteRestart(t *testing.T) {
 	consume := func(want []string) *liteLog {
 		t.Helper()
 		log := &liteLog{}
-		c := b.liteConsumer(t, "LiteReGroup", "LiteRe", 10*time.Second, log)
-		if err := c.SubscribeLite("R"); err != nil {
-			t.Fatal(err)
-		}
+		b.liteConsumer(t, "LiteReGroup", "LiteRe", 10*time.Second, log, "R")
 		if want != nil {
 			log.waitBodies(t, "R", want)
 		}
@@ -738,10 +717,7 @@ func TestLiteDeadLetter(t *testing.T) {
 		}
 		return rmq.SUCCESS
 	}}
-	c := b.liteConsumer(t, "LiteDlqGroup", "LiteDlq", time.Minute, log)
-	if err := c.SubscribeLite("D1"); err != nil {
-		t.Fatal(err)
-	}
+	b.liteConsumer(t, "LiteDlqGroup", "LiteDlq", time.Minute, log, "D1")
 	sendLite(t, p, "LiteDlq", "D1", "bad")
 	sendLite(t, p, "LiteDlq", "D1", "good")
 	wait.For(t, "the good message handled after the bad one", func() error {
@@ -773,16 +749,8 @@ func TestLiteThroughASlave(t *testing.T) {
 			break
 		}
 	}
-	ext := map[string]string{"topic": "LiteFo", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
-		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false", "attributes": "+message.type=LITE"}
-	if code, remark := remoting(t, master.addr, 17, ext, nil); code != 0 {
-		t.Fatalf("create the lite topic on the master: %d %s", code, remark)
-	}
-	body, _ := json.Marshal(map[string]any{"groupName": "LiteFoGroup", "consumeEnable": true, "retryMaxTimes": 16,
-		"attributes": map[string]string{"+lite.bind.topic": "LiteFo"}})
-	if code, remark := remoting(t, master.addr, 200, map[string]string{}, body); code != 0 {
-		t.Fatalf("create the lite group on the master: %d %s", code, remark)
-	}
+	createLiteTopicAt(t, master.addr, "LiteFo", 2, "")
+	liteGroupAt(t, master.addr, "LiteFoGroup", "LiteFo", nil)
 	wait.For(t, "the lite topic on the slave", func() error {
 		r, err := remotingCall(slave.addr, 21, nil, nil, 5*time.Second) // GET_ALL_TOPIC_CONFIG
 		if err != nil {
@@ -796,27 +764,9 @@ func TestLiteThroughASlave(t *testing.T) {
 	cfg := func(group string) *rmq.Config {
 		return &rmq.Config{Endpoint: slave.grpcListen, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
 	}
-	p, err := rmq.NewProducer(cfg(""), rmq.WithTopics("LiteFo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatalf("producer start: %v", err)
-	}
-	t.Cleanup(func() { p.GracefulStop() })
+	p := startProducer(t, cfg(""), rmq.WithTopics("LiteFo"))
 	log := &liteLog{}
-	c, err := rmq.NewLitePushConsumer(cfg("LiteFoGroup"), rmq.NewLitePushConsumerConfig("LiteFo", 10*time.Second),
-		rmq.WithPushAwaitDuration(2*time.Second), rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: log.consume}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatalf("lite consumer start: %v", err)
-	}
-	t.Cleanup(func() { c.GracefulStop() })
-	if err := c.SubscribeLite("F1"); err != nil {
-		t.Fatal(err)
-	}
+	startLiteConsumer(t, cfg("LiteFoGroup"), "LiteFo", 10*time.Second, log, nil, "F1")
 	for _, b := range seq("f", 5) {
 		sendLite(t, p, "LiteFo", "F1", b)
 	}
