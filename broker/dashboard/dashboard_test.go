@@ -29,11 +29,21 @@ import (
 // start runs a broker on loopback and the dashboard over it.
 func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 	t.Helper()
+	b, addr := runBroker(t, "")
+	return b, addr, serve(t, b, dashboard.Options{})
+}
+
+// runBroker runs a broker on loopback (traceTopic: its trace topic, "" for
+// none), stopped when the test ends, and returns it and its address.
+func runBroker(t *testing.T, traceTopic string) (*broker.Broker, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"), Store: store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}}})
+	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"),
+		TraceTopic: traceTopic,
+		Store:      store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +53,7 @@ func start(t *testing.T) (*broker.Broker, string, *httptest.Server) {
 		defer cancel()
 		b.Shutdown(ctx)
 	})
-	d, err := dashboard.New(b, dashboard.Options{Logger: testlog.New(t, "dashboard")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() }) // its sampler stops before the broker
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
-	return b, l.Addr().String(), srv
+	return b, l.Addr().String()
 }
 
 // waitDispatched waits until every message b has stored is visible to its

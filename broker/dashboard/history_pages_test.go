@@ -5,20 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/apogeemq/apogee/broker"
-	"github.com/apogeemq/apogee/broker/core"
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/client"
 	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
-	"github.com/apogeemq/apogee/store"
 )
 
 // TestDecodeTraces: the 4.x clients' records (the Go client's Pub,
@@ -57,34 +53,12 @@ func TestDecodeTraces(t *testing.T) {
 }
 
 // startSampled runs a broker (with a trace topic) and a dashboard sampling
-// every 20 ms.
-func startSampled(t *testing.T) (*broker.Broker, string, *dashboard.Dashboard, *httptest.Server) {
+// every 20 ms; it returns the broker's address and the dashboard's server.
+func startSampled(t *testing.T) (string, *httptest.Server) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(broker.Options{Core: core.Options{DataDir: t.TempDir(), AdvertiseAddr: l.Addr().String(), Logger: testlog.New(t, "broker"),
-		TraceTopic: dashboard.DefaultTraceTopic,
-		Store:      store.Options{SegmentSize: 8 << 20, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexMaxEntries: 8192, CleanInterval: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
-	d, err := dashboard.New(b, dashboard.Options{Logger: testlog.New(t, "dashboard"), SampleInterval: 20 * time.Millisecond,
+	b, addr := runBroker(t, dashboard.DefaultTraceTopic)
+	return addr, serve(t, b, dashboard.Options{SampleInterval: 20 * time.Millisecond,
 		SendLatency: func() ([]float64, []uint64) { return []float64{1, 10}, []uint64{5, 1, 0} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
-	return b, l.Addr().String(), d, srv
 }
 
 type apiFrame struct {
@@ -97,17 +71,30 @@ type apiFrame struct {
 	} `json:"series"`
 }
 
-func getJSON(t *testing.T, url string, v any) {
+// fetch GETs url and returns the response (its body read and closed) and
+// its body.
+func fetch(t *testing.T, url string) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// getJSON GETs url and decodes its JSON answer into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, body := fetch(t, url)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, resp.Header.Get("Content-Type"))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -117,7 +104,7 @@ func getJSON(t *testing.T, url string, v any) {
 // latency where the histogram did not move (null), and one topic when
 // names filter; every series as long as the time axis.
 func TestHistoryAPI(t *testing.T) {
-	_, addr, _, srv := startSampled(t)
+	addr, srv := startSampled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
 	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(testlog.New(t, "producer")))
@@ -175,33 +162,18 @@ func TestHistoryAPI(t *testing.T) {
 // 'self' only (the policy forbids any other origin and inline scripts);
 // a name not embedded is 404; /api/history is behind the Host check.
 func TestStaticAndPolicy(t *testing.T) {
-	_, _, _, srv := startSampled(t)
+	_, srv := startSampled(t)
 	for path, typ := range map[string]string{"/static/uPlot.iife.min.js": "text/javascript", "/static/dash.js": "text/javascript",
 		"/static/uPlot.min.css": "text/css", "/static/uPlot.LICENSE": "text/plain"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := fetch(t, srv.URL+path)
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), typ) || len(body) == 0 {
 			t.Errorf("GET %s: %s %q, %d bytes", path, resp.Status, resp.Header.Get("Content-Type"), len(body))
 		}
 	}
-	resp, err := http.Get(srv.URL + "/static/nothing.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
+	if resp, _ := fetch(t, srv.URL+"/static/nothing.js"); resp.StatusCode != 404 {
 		t.Errorf("GET /static/nothing.js: %s", resp.Status)
 	}
-	resp, err = http.Get(srv.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, page := fetch(t, srv.URL+"/")
 	csp := resp.Header.Get("Content-Security-Policy")
 	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-eval") || strings.Contains(csp, "script-src 'self' 'unsafe-inline'") ||
 		!strings.Contains(csp, "connect-src 'self'") {
@@ -210,15 +182,8 @@ func TestStaticAndPolicy(t *testing.T) {
 	if strings.Contains(string(page), "<script>") || strings.Contains(string(page), "https://") {
 		t.Errorf("the page has an inline script or another origin:\n%s", page)
 	}
-	req, _ := http.NewRequest("GET", srv.URL+"/api/history", nil)
-	req.Host = "evil.example"
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("/api/history with Host evil.example: %s", resp.Status)
+	if code, _ := request(t, http.DefaultClient, srv, "GET", "/api/history", "evil.example", nil, nil); code != http.StatusForbidden {
+		t.Errorf("/api/history with Host evil.example: %d", code)
 	}
 }
 
@@ -226,26 +191,15 @@ func TestStaticAndPolicy(t *testing.T) {
 // page shows it as master with no slave; the trace page finds the trace
 // topic (created at start) and says when an id has no records.
 func TestReplicationAndTracePages(t *testing.T) {
-	_, _, _, srv := startSampled(t)
-	get := func(path string) string {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
-		}
-		return string(b)
-	}
-	page := get("/replication")
+	_, srv := startSampled(t)
+	br := browser{t, srv.URL, http.DefaultClient}
+	page := br.get("/replication", 200)
 	for _, want := range []string{`data-k="mode">classic<`, `data-k="role">ASYNC_MASTER<`, "No slave is connected", "(this broker)"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/replication lacks %q:\n%s", want, page)
 		}
 	}
-	page = get("/trace?id=NOSUCHID")
+	page = br.get("/trace?id=NOSUCHID", 200)
 	if !strings.Contains(page, `id="trace-none"`) || strings.Contains(page, "no-trace-topic") {
 		t.Errorf("/trace of an unknown id:\n%s", page)
 	}

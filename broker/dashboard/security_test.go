@@ -72,7 +72,7 @@ func request(t *testing.T, c *http.Client, srv *httptest.Server, method, path, h
 // localhost names, the machine's host name and configured names (exact or
 // *.domain) are answered.
 func TestHostNames(t *testing.T) {
-	b, _, _ := start(t)
+	b, _ := runBroker(t, "")
 	srv := serve(t, b, dashboard.Options{Hosts: []string{"dash.example", "*.corp.example", "10.9.8.7"}, HostsHint: "allow NAME with --dashboard-hosts"})
 	c := &http.Client{Timeout: 10 * time.Second}
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
@@ -119,7 +119,7 @@ func TestHostNames(t *testing.T) {
 // token of another action is refused, an expired one too, and a POST
 // whose Origin or Referer names another site is refused.
 func TestTokenBinding(t *testing.T) {
-	b, _, _ := start(t)
+	b, _ := runBroker(t, "")
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time {
@@ -224,7 +224,7 @@ func loginAs(t *testing.T, br browser, user, password string) (*http.Response, s
 // at logout. The cookie is HttpOnly and SameSite=Strict; a token is bound
 // to its login; failed logins are limited per source.
 func TestLoginWithACL(t *testing.T) {
-	b, _, _ := start(t)
+	b, _ := runBroker(t, "")
 	srv := serve(t, b, dashboard.Options{Users: openGuard(t)})
 	newBrowser := func() browser {
 		jar, _ := cookiejar.New(nil)
@@ -336,7 +336,7 @@ func TestLoginWithACL(t *testing.T) {
 
 // TestSecureCookieOverTLS: served over TLS, the session cookie is Secure.
 func TestSecureCookieOverTLS(t *testing.T) {
-	b, _, _ := start(t)
+	b, _ := runBroker(t, "")
 	d, err := dashboard.New(b, dashboard.Options{Users: openGuard(t), Logger: testlog.New(t, "dashboard")})
 	if err != nil {
 		t.Fatal(err)
