@@ -1,9 +1,6 @@
 package consumequeue
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -26,43 +23,16 @@ type expQueue struct {
 	oldMax       int64 // a failed TruncateAfter may have left this max (0: none)
 }
 
+// cqRun is a run of TestFaults: its checker and what the queues must hold.
 type cqRun struct {
-	t     *testing.T
-	fsys  *errorfs.FS
-	once  bool
-	fired func() bool
-	exp   map[queueKey]*expQueue
-}
-
-// ok checks a returned error: nil, or the injected failure with its cause.
-func (r *cqRun) ok(what string, err error) bool {
-	r.t.Helper()
-	if err == nil {
-		return true
-	}
-	if !errors.Is(err, errorfs.ErrInjected) {
-		r.t.Fatalf("%s: %v: not the injected failure, or its cause was lost", what, err)
-	}
-	return false
-}
-
-// retry runs op, and once more after an injected failure: after a transient
-// fault (mode Once) the second try must succeed.
-func (r *cqRun) retry(what string, op func() error) bool {
-	r.t.Helper()
-	if r.ok(what, op()) {
-		return true
-	}
-	err := op()
-	if r.once && err != nil {
-		r.t.Fatalf("%s after a transient fault: %v", what, err)
-	}
-	return r.ok(what, err)
+	*errorfs.Checker
+	t   *testing.T
+	exp map[queueKey]*expQueue
 }
 
 func (r *cqRun) queue(s *Set, topic string, id int32) *Queue {
 	q, err := s.Queue(topic, id)
-	if !r.ok("queue", err) {
+	if !r.OK("queue", err) {
 		return nil
 	}
 	if r.exp[queueKey{topic, id}] == nil {
@@ -78,7 +48,7 @@ func (r *cqRun) appendTo(q *Queue, from, to int64) {
 	}
 	e := r.exp[queueKey{q.topic, q.id}]
 	for k := from; k < to && !e.stuck; k++ {
-		if !r.retry("append", func() error { return q.Append(k, ent(k)) }) {
+		if !r.Retry("append", func() error { return q.Append(k, ent(k)) }) {
 			e.stuck = true
 			return
 		}
@@ -92,7 +62,7 @@ func (r *cqRun) readAll(s *Set) {
 	s.ForEach(func(topic string, id int32, q *Queue) bool {
 		for k := q.MinOffset(); k < q.MaxOffset(); k++ {
 			e, err := q.Get(k)
-			if !r.ok("get", err) {
+			if !r.OK("get", err) {
 				return true
 			}
 			if e != ent(k) {
@@ -151,38 +121,29 @@ func TestFaults(t *testing.T) {
 	modes := []errorfs.Mode{errorfs.Once, errorfs.Stop}
 	errorfs.Walk(t, vfs.Default, modes, func(t *testing.T, fsys *errorfs.FS, dir string) {
 		goroutines := runtime.NumGoroutine()
-		p, _ := fsys.Point()
-		r := &cqRun{t: t, fsys: fsys, once: p.Mode == errorfs.Once, exp: map[queueKey]*expQueue{}}
+		r := &cqRun{Checker: errorfs.NewChecker(t, fsys), t: t, exp: map[queueKey]*expQueue{}}
 		opts := Options{EntriesPerFile: 256, IdleUnmap: 1, FS: fsys}
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 		var expB map[queueKey]*expQueue
 
-		closed := func() {
-			t.Helper()
-			if err := fsys.Leaks(); err != nil {
-				t.Fatal(err)
-			}
-			errorfs.CheckGoroutines(t, goroutines)
-		}
-
-		if s, err := OpenSet(dirA, opts); r.ok("open", err) {
+		if s, err := OpenSet(dirA, opts); r.OK("open", err) {
 			q0 := r.queue(s, "A", 0)
 			r.appendTo(q0, 0, 300)
-			r.retry("flush", s.Flush)
+			r.Retry("flush", s.Flush)
 			r.appendTo(q0, 300, 601)
 			r.appendTo(r.queue(s, "A", 1), 0, 10)
 			r.appendTo(r.queue(s, "B", 0), 300, 320) // files start at 256: blanks before 300
-			r.retry("flush", s.Flush)
+			r.Retry("flush", s.Flush)
 			s.Sweep(timeAt(1))
 			s.Sweep(timeAt(2)) // unmaps what the first sweep found idle
 			r.appendTo(q0, 601, 620)
 			r.readAll(s)
-			r.retry("delete below", func() error { _, err := s.DeleteBelow(ent(300).CommitLogOffset); return err })
-			copyTree(t, dirA, dirB)
+			r.Retry("delete below", func() error { _, err := s.DeleteBelow(ent(300).CommitLogOffset); return err })
+			errorfs.CopyTree(t, dirA, dirB)
 			expB = r.cloneExp()
 			if q0 != nil {
 				e := r.exp[queueKey{"A", 0}]
-				if !r.ok("truncate", q0.TruncateAfter(ent(500).End())) {
+				if !r.OK("truncate", q0.TruncateAfter(ent(500).End())) {
 					// Done, not done, or half done (detected as damage).
 					e.mayBeDamaged, e.oldMax = true, e.max
 				}
@@ -190,35 +151,35 @@ func TestFaults(t *testing.T) {
 			}
 			if e := r.exp[queueKey{"A", 1}]; e != nil {
 				e.dropped = true
-				if !r.ok("drop", s.DropQueue("A", 1)) {
+				if !r.OK("drop", s.DropQueue("A", 1)) {
 					e.mayBeDamaged, e.mayBeGone = true, true
 				}
 			}
 			r.readAll(s)
-			r.ok("close", s.Close())
+			r.OK("close", s.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 
-		if s, err := OpenSet(dirA, opts); r.ok("reopen", err) {
+		if s, err := OpenSet(dirA, opts); r.OK("reopen", err) {
 			r.checkDamaged(s)
 			if q, ok := s.Lookup("A", 0); ok {
 				r.appendTo(q, q.MaxOffset(), q.MaxOffset()+30)
 			}
 			r.readAll(s)
-			r.ok("close", s.Close())
+			r.OK("close", s.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		if expB != nil {
 			r.exp, expB = expB, r.exp
-			if s, err := OpenSet(dirB, opts); r.ok("open copy", err) {
+			if s, err := OpenSet(dirB, opts); r.OK("open copy", err) {
 				r.checkDamaged(s)
 				if q, ok := s.Lookup("A", 0); ok {
 					r.appendTo(q, q.MaxOffset(), q.MaxOffset()+10)
 				}
 				r.readAll(s)
-				r.ok("close", s.Close())
+				r.OK("close", s.Close())
 			}
-			closed()
+			fsys.CheckReleased(t, goroutines)
 			r.exp, expB = expB, r.exp
 		}
 
@@ -276,30 +237,5 @@ func checkSet(t *testing.T, root string, exp map[queueKey]*expQueue) {
 		if exp[k] == nil {
 			t.Fatalf("unknown queue %s/%d reported damaged", k.topic, k.id)
 		}
-	}
-}
-
-// copyTree copies a directory as the page cache holds it: what a crash of
-// the process at this moment leaves.
-func copyTree(t *testing.T, from, to string) {
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed while copying: as if before
-		}
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

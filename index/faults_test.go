@@ -108,13 +108,6 @@ func TestFaults(t *testing.T) {
 		r := &idxRun{t: t, acked: map[int]bool{}, gone: map[int]bool{}}
 		var rb *idxRun
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-		closed := func() {
-			t.Helper()
-			if err := fsys.Leaks(); err != nil {
-				t.Fatal(err)
-			}
-			errorfs.CheckGoroutines(t, goroutines)
-		}
 		truncated := false
 		if x, err := Open(dirA, o); r.ok("open", err) {
 			r.put(x, 0, 50)
@@ -153,7 +146,7 @@ func TestFaults(t *testing.T) {
 			r.put(x, 200, 220)
 			r.ok("close", x.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		if x, err := Open(dirA, o); r.ok("reopen", err) {
 			r.sticky = nil
 			r.put(x, 220, 260)
@@ -161,7 +154,7 @@ func TestFaults(t *testing.T) {
 			r.query(x, 230)
 			r.ok("close", x.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		if rb != nil {
 			r.sticky = nil
 			rb.t = t
@@ -169,7 +162,7 @@ func TestFaults(t *testing.T) {
 				rb.put(x, 100, 140)
 				rb.ok("close", x.Close())
 			}
-			closed()
+			fsys.CheckReleased(t, goroutines)
 		}
 		checkIndex(t, dirA, r, 40)
 		if rb != nil {

@@ -1,9 +1,6 @@
 package litequeue
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -26,36 +23,15 @@ type expLite struct {
 	deleteFlushed  bool
 }
 
+// lqRun is a run of TestFaults: its checker and what the lite topics must
+// hold.
 type lqRun struct {
+	*errorfs.Checker
 	t     *testing.T
-	once  bool
 	lites []string
 	exp   []expLite
 	// offset committed and flushed (-1: none)
 	offFlushed int64
-}
-
-func (r *lqRun) ok(what string, err error) bool {
-	r.t.Helper()
-	if err == nil {
-		return true
-	}
-	if !errors.Is(err, errorfs.ErrInjected) {
-		r.t.Fatalf("%s: %v: not the injected failure, or its cause was lost", what, err)
-	}
-	return false
-}
-
-func (r *lqRun) retry(what string, op func() error) bool {
-	r.t.Helper()
-	if r.ok(what, op()) {
-		return true
-	}
-	err := op()
-	if r.once && err != nil {
-		r.t.Fatalf("%s after a transient fault: %v", what, err)
-	}
-	return r.ok(what, err)
 }
 
 // appendN appends n entries to every lite topic still appendable.
@@ -67,7 +43,7 @@ func (r *lqRun) appendN(x *Index, n int) {
 				continue
 			}
 			k := e.acked
-			if !r.retry("append", func() error {
+			if !r.Retry("append", func() error {
 				_, err := x.Append([]byte("P"), []byte(name), ent(l, k), 1)
 				return err
 			}) {
@@ -87,7 +63,7 @@ func acked(e expLite) int {
 }
 
 func (r *lqRun) flush(x *Index) {
-	if r.ok("flush", x.Flush()) {
+	if r.OK("flush", x.Flush()) {
 		for l := range r.exp {
 			r.exp[l].flushed = acked(r.exp[l])
 			if r.exp[l].deleted {
@@ -156,24 +132,16 @@ func TestFaults(t *testing.T) {
 	modes := []errorfs.Mode{errorfs.Once, errorfs.Stop}
 	errorfs.Walk(t, vfs.Default, modes, func(t *testing.T, fsys *errorfs.FS, dir string) {
 		goroutines := runtime.NumGoroutine()
-		p, _ := fsys.Point()
-		r := &lqRun{t: t, once: p.Mode == errorfs.Once, lites: []string{"a", "b", "c", "d"}, offFlushed: -1}
+		r := &lqRun{Checker: errorfs.NewChecker(t, fsys), t: t, lites: []string{"a", "b", "c", "d"}, offFlushed: -1}
 		r.exp = make([]expLite, len(r.lites))
 		opts := Options{FileSize: testFileSize, FS: fsys}
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 		var expB []expLite
 		offB := int64(-1)
-		closed := func() {
-			t.Helper()
-			if err := fsys.Leaks(); err != nil {
-				t.Fatal(err)
-			}
-			errorfs.CheckGoroutines(t, goroutines)
-		}
-		if x, _, err := Open(dirA, opts); r.ok("open", err) {
+		if x, _, err := Open(dirA, opts); r.OK("open", err) {
 			r.appendN(x, 500) // 21 blocks each: 84, past the first file's 128 with the next
 			r.flush(x)
-			if r.ok("commit", x.CommitOffset("g", "P", "a", 7)) {
+			if r.OK("commit", x.CommitOffset("g", "P", "a", 7)) {
 				if x.Flush() == nil {
 					r.offFlushed = 7
 					for l := range r.exp {
@@ -182,15 +150,15 @@ func TestFaults(t *testing.T) {
 				}
 			}
 			r.appendN(x, 700)
-			if _, err := x.Delete("P", "d"); r.ok("delete", err) {
+			if _, err := x.Delete("P", "d"); r.OK("delete", err) {
 				r.exp[3].deleted = true
 			}
-			r.ok("delete below", x.DeleteBelow(ent(0, 400).CommitLogOffset))
+			r.OK("delete below", x.DeleteBelow(ent(0, 400).CommitLogOffset))
 			r.flush(x)
 			r.appendN(x, 30)
-			copyTree(t, dirA, dirB)
+			errorfs.CopyTree(t, dirA, dirB)
 			expB, offB = append([]expLite(nil), r.exp...), r.offFlushed
-			if r.ok("close", x.Close()) {
+			if r.OK("close", x.Close()) {
 				for l := range r.exp {
 					r.exp[l].flushed = acked(r.exp[l])
 					if r.exp[l].deleted {
@@ -199,7 +167,7 @@ func TestFaults(t *testing.T) {
 				}
 			}
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		for _, d := range []struct {
 			dir string
 			exp *[]expLite
@@ -208,7 +176,7 @@ func TestFaults(t *testing.T) {
 				continue
 			}
 			r.exp, *d.exp = *d.exp, r.exp
-			if x, _, err := Open(d.dir, opts); r.ok("reopen", err) {
+			if x, _, err := Open(d.dir, opts); r.OK("reopen", err) {
 				// What the reopen found is the new truth for these appends.
 				for l, name := range r.lites {
 					_, mx, ok := x.Offsets("P", name)
@@ -220,13 +188,13 @@ func TestFaults(t *testing.T) {
 					}
 				}
 				r.appendN(x, 10)
-				if r.ok("close", x.Close()) {
+				if r.OK("close", x.Close()) {
 					for l := range r.exp {
 						r.exp[l].flushed = acked(r.exp[l])
 					}
 				}
 			}
-			closed()
+			fsys.CheckReleased(t, goroutines)
 			r.exp, *d.exp = *d.exp, r.exp
 		}
 		r.check(dirA, r.exp, r.offFlushed)
@@ -234,29 +202,4 @@ func TestFaults(t *testing.T) {
 			r.check(dirB, expB, offB)
 		}
 	})
-}
-
-// copyTree copies a directory as the page cache holds it: what a crash of
-// the process at this moment leaves.
-func copyTree(t *testing.T, from, to string) {
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

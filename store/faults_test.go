@@ -252,13 +252,6 @@ func TestFaults(t *testing.T) {
 		fsys.SetDiskUsage(func(string) (float64, error) { return 0.99, nil })
 		dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 		var rb *storeRun
-		closed := func() {
-			t.Helper()
-			if err := fsys.Leaks(); err != nil {
-				t.Fatal(err)
-			}
-			errorfs.CheckGoroutines(t, goroutines)
-		}
 
 		if s, _, err := Open(faultOptions(t, dirA, fsys)); r.ok("open", err) {
 			r.put(s, 48) // two and a half segments, three queue files each, two index files
@@ -278,7 +271,7 @@ func TestFaults(t *testing.T) {
 			r.serve(s, false)
 			r.ok("close", s.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		r.failed = false
 		if s, _, err := Open(faultOptions(t, dirA, fsys)); r.ok("reopen", err) {
 			r.put(s, 6)
@@ -286,7 +279,7 @@ func TestFaults(t *testing.T) {
 			r.serve(s, false)
 			r.ok("close", s.Close())
 		}
-		closed()
+		fsys.CheckReleased(t, goroutines)
 		if rb != nil {
 			if s, _, err := Open(faultOptions(t, dirB, fsys)); rb.ok("open copy", err) {
 				rb.put(s, 6)
@@ -294,7 +287,7 @@ func TestFaults(t *testing.T) {
 				rb.serve(s, false)
 				rb.ok("close", s.Close())
 			}
-			closed()
+			fsys.CheckReleased(t, goroutines)
 		}
 
 		complete := fsys.Fired() == nil

@@ -13,6 +13,10 @@
 // Walk runs a workload once per operation of every kind it makes, failing
 // that one, each run in a fresh directory (in /dev/shm where there is one),
 // and prints the operations around the failed one when a run's checks fail.
+// A run's helpers: Checker checks what each call returns (the injected
+// failure or nil; after a transient fault, success when tried again),
+// CheckReleased that nothing outlives a Close, CopyTree what a crash of
+// the process leaves.
 //
 // # Invariants
 //
