@@ -53,6 +53,18 @@ func createLiteTopicAt(t *testing.T, addr, parent string, queues int, attrs stri
 	}
 }
 
+// startLiteBroker starts a broker that creates no topic by itself (conf:
+// more broker.conf lines) with a LITE parent topic of queues queues
+// (topicAttrs: more attributes, as createLiteTopic takes them) and its lite
+// group parent+"Group" (groupAttrs: as liteGroup takes them).
+func startLiteBroker(t *testing.T, parent string, queues int, topicAttrs string, groupAttrs map[string]string, conf ...string) *broker {
+	t.Helper()
+	b := startBroker(t, append([]string{"autoCreateTopicEnable=false"}, conf...)...)
+	b.createLiteTopic(t, parent, queues, topicAttrs)
+	b.liteGroup(t, parent+"Group", parent, groupAttrs)
+	return b
+}
+
 // waitDispatched waits until topic's queues hold n messages in all
 // (GET_MAX_OFFSET of each queue): the dispatcher indexes a lite message's
 // lite topic in the same step as its parent queue's entry.
@@ -221,9 +233,7 @@ func seq(prefix string, n int) []string {
 // subscription resumes at the group's offset.
 func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteParent", 4, "")
-	b.liteGroup(t, "LiteGroup", "LiteParent", nil)
+	b := startLiteBroker(t, "LiteParent", 4, "", nil)
 	p := b.producer(t, rmq.WithTopics("LiteParent"))
 	for _, body := range seq("before", 3) {
 		sendLite(t, p, "LiteParent", "L1", body)
@@ -233,7 +243,7 @@ func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
 	// on a loaded machine they may still be behind that end.
 	b.waitDispatched(t, "LiteParent", 4, 3)
 	log := &liteLog{}
-	c := b.liteConsumer(t, "LiteGroup", "LiteParent", 10*time.Second, log, "L1")
+	c := b.liteConsumer(t, "LiteParentGroup", "LiteParent", 10*time.Second, log, "L1")
 	for i := range 10 {
 		sendLite(t, p, "LiteParent", "L1", fmt.Sprintf("a-%d", i))
 		if i < 5 {
@@ -281,9 +291,7 @@ func TestLiteSubscribeReceiveUnsubscribe(t *testing.T) {
 // ends; L2 proceeds meanwhile.
 func TestLiteFIFOAcrossSlowHandler(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteFifo", 2, "")
-	b.liteGroup(t, "LiteFifoGroup", "LiteFifo", nil)
+	b := startLiteBroker(t, "LiteFifo", 2, "", nil)
 	p := b.producer(t, rmq.WithTopics("LiteFifo"))
 	release := make(chan struct{})
 	var once sync.Once
@@ -330,9 +338,7 @@ func TestLiteFIFOAcrossSlowHandler(t *testing.T) {
 // ms, and its delivery attempt does not grow.
 func TestLiteSuspend(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteSusp", 2, "")
-	b.liteGroup(t, "LiteSuspGroup", "LiteSusp", nil)
+	b := startLiteBroker(t, "LiteSusp", 2, "", nil)
 	p := b.producer(t, rmq.WithTopics("LiteSusp"))
 	var mu sync.Mutex
 	var attempts []int32
@@ -431,9 +437,7 @@ func TestLiteRefusals(t *testing.T) {
 // LITE_SUBSCRIPTION_QUOTA_EXCEEDED; a removal makes room.
 func TestLiteQuota(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false", "maxLiteSubscriptionCount=3")
-	b.createLiteTopic(t, "LiteQuota", 2, "")
-	b.liteGroup(t, "LiteQuotaGroup", "LiteQuota", map[string]string{"lite.sub.client.quota": "2"})
+	b := startLiteBroker(t, "LiteQuota", 2, "", map[string]string{"lite.sub.client.quota": "2"}, "maxLiteSubscriptionCount=3")
 	a := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{}, "Q1", "Q2")
 	c := b.liteConsumer(t, "LiteQuotaGroup", "LiteQuota", 10*time.Second, &liteLog{}, "Q3")
 	err := c.SubscribeLite("Q4")
@@ -453,9 +457,7 @@ func TestLiteQuota(t *testing.T) {
 // with NotifyUnsubscribeLiteCommand): only B receives E1's next messages.
 func TestLiteExclusive(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteExcl", 2, "")
-	b.liteGroup(t, "LiteExclGroup", "LiteExcl", map[string]string{"lite.sub.model": "Exclusive"})
+	b := startLiteBroker(t, "LiteExcl", 2, "", map[string]string{"lite.sub.model": "Exclusive"})
 	p := b.producer(t, rmq.WithTopics("LiteExcl"))
 	la, lb := &liteLog{}, &liteLog{}
 	b.liteConsumer(t, "LiteExclGroup", "LiteExcl", 10*time.Second, la, "E1")
@@ -478,9 +480,7 @@ func TestLiteExclusive(t *testing.T) {
 // which a subscriber (at the end of the new lite topic) receives.
 func TestLiteExpiry(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false", "minLiteTTl=1000", "liteTtlCheckInterval=500")
-	b.createLiteTopic(t, "LiteExp", 2, "+lite.topic.expiration=1")
-	b.liteGroup(t, "LiteExpGroup", "LiteExp", nil)
+	b := startLiteBroker(t, "LiteExp", 2, "+lite.topic.expiration=1", nil, "minLiteTTl=1000", "liteTtlCheckInterval=500")
 	p := b.producer(t, rmq.WithTopics("LiteExp"))
 	log := &liteLog{}
 	c := b.liteConsumer(t, "LiteExpGroup", "LiteExp", 10*time.Second, log, "X1")
@@ -508,9 +508,7 @@ func TestLiteExpiry(t *testing.T) {
 // do (remoting pulls of the parent see them).
 func TestLiteAcrossProtocols(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteX", 2, "")
-	b.liteGroup(t, "LiteXGroup", "LiteX", nil)
+	b := startLiteBroker(t, "LiteX", 2, "", nil)
 	log := &liteLog{}
 	b.liteConsumer(t, "LiteXGroup", "LiteX", 10*time.Second, log, "R1")
 	old := remotingProducer(t, b, "LiteX4x")
@@ -646,9 +644,7 @@ func (b *broker) restart(t *testing.T, kill bool) {
 // offset (at least once).
 func TestLiteRestart(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteRe", 2, "")
-	b.liteGroup(t, "LiteReGroup", "LiteRe", nil)
+	b := startLiteBroker(t, "LiteRe", 2, "", nil)
 	consume := func(want []string) *liteLog {
 		t.Helper()
 		log := &liteLog{}
@@ -702,9 +698,7 @@ func TestLiteRestart(t *testing.T) {
 // topics have no retry topic) and the lite topic moves on.
 func TestLiteDeadLetter(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, "autoCreateTopicEnable=false")
-	b.createLiteTopic(t, "LiteDlq", 2, "")
-	b.liteGroup(t, "LiteDlqGroup", "LiteDlq", map[string]string{"retryMaxTimes": "1"})
+	b := startLiteBroker(t, "LiteDlq", 2, "", map[string]string{"retryMaxTimes": "1"})
 	p := b.producer(t, rmq.WithTopics("LiteDlq"))
 	var mu sync.Mutex
 	attempts := 0

@@ -370,24 +370,7 @@ func BenchmarkGet32(b *testing.B) {
 		}
 	}
 	waitVisible(b, s, "get", 0, int64(n))
-	var res GetResult
-	b.ReportAllocs()
-	b.ResetTimer()
-	var msgs int64
-	off := int64(0)
-	for i := 0; i < b.N; i++ {
-		if err := s.Get("get", 0, off, 32, 1<<20, nil, &res); err != nil || res.Status != Found {
-			b.Fatal(res.Status, err)
-		}
-		msgs += int64(len(res.Messages))
-		off = res.NextOffset
-		if off >= n {
-			off = 0
-		}
-		res.Release()
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+	benchRead(b, n, func(off int64, res *GetResult) error { return s.Get("get", 0, off, 32, 1<<20, nil, res) })
 }
 
 // BenchmarkDispatchLatency measures, for 1 KiB messages put by one goroutine

@@ -56,6 +56,19 @@ func runBroker(t *testing.T, traceTopic string) (*broker.Broker, string) {
 	return b, l.Addr().String()
 }
 
+// newProducer starts a producer through the name server at addr (opts:
+// more options), closed when the test ends.
+func newProducer(t *testing.T, addr string, opts ...client.ProducerOpt) *client.Producer {
+	t.Helper()
+	opts = append([]client.ProducerOpt{client.NameServer(addr), client.Logger(testlog.New(t, "producer"))}, opts...)
+	prod, err := client.NewProducer(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close(context.Background()) })
+	return prod
+}
+
 // waitDispatched waits until every message b has stored is visible to its
 // readers: an acknowledged send is stored, but the pages count and search
 // what dispatch has written to the consume queues and the index.
@@ -140,11 +153,7 @@ func TestPagesAndActions(t *testing.T) {
 	// Messages with keys, and a group that consumes some of them.
 	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	prod, err := client.NewProducer(client.NameServer(addr), client.Selector(client.ManualSelector()), client.Logger(testlog.New(t, "producer")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close(context.Background())
+	prod := newProducer(t, addr, client.Selector(client.ManualSelector()))
 	var ids []string
 	for i := range 12 {
 		q := client.MessageQueue{Topic: "DashTopic", BrokerName: core.DefaultBrokerName, QueueID: int32(i % 4)}
@@ -257,11 +266,7 @@ func TestResendAndHolders(t *testing.T) {
 	br := browser{t: t, base: srv.URL, c: &http.Client{Timeout: 10 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(testlog.New(t, "producer")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close(context.Background())
+	prod := newProducer(t, addr)
 	res, err := prod.SendSync(ctx, &client.Message{Topic: "PushTopic", Body: []byte("again")})
 	if err != nil {
 		t.Fatal(err)

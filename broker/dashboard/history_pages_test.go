@@ -13,7 +13,6 @@ import (
 
 	"github.com/apogeemq/apogee/broker/dashboard"
 	"github.com/apogeemq/apogee/client"
-	"github.com/apogeemq/apogee/internal/testlog"
 	"github.com/apogeemq/apogee/internal/wait"
 )
 
@@ -107,11 +106,7 @@ func TestHistoryAPI(t *testing.T) {
 	addr, srv := startSampled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait.DefaultTimeout)
 	defer cancel()
-	prod, err := client.NewProducer(client.NameServer(addr), client.Logger(testlog.New(t, "producer")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close(context.Background())
+	prod := newProducer(t, addr)
 	for range 20 {
 		if _, err := prod.SendSync(ctx, &client.Message{Topic: "HistTopic", Body: []byte("x")}); err != nil {
 			t.Fatal(err)
