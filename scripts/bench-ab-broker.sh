@@ -69,14 +69,7 @@ run() {
     --flush "$flush" --log-level error ${BROKER_FLAGS:-}
   server=$bench_pid
   "$work/$ref/apogee-bench" "${bench_args[@]}" --addr "$(bench_addr server listen)" --broker-pid "$server" >"$work/run.out" || true
-  if ! kill "$server" 2>/dev/null; then
-    echo "bench-ab-broker: the broker stopped during the run; its log:" >&2
-    tail -n 20 "$work/server.err" >&2
-    ok=1
-  fi
-  wait "$server" 2>/dev/null || true
-  server=""
-  rm -rf "$work/data"
+  bench_stop_server bench-ab-broker || ok=1
   bench_record "$out" "$ref" "$wl" "$round" "$work/run.out" $ok
 }
 

@@ -32,14 +32,7 @@ out=${OUT:-$(mktemp -d /tmp/bench-floor.XXXXXX)}
 mkdir -p "$out"
 work=$(mktemp -d)
 server=""
-cleanup() {
-  if [ -n "$server" ]; then
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 echo "building apogee-broker, floorbroker and apogee-bench..."
 go build -o "$work/bin/" ./cmd/apogee-broker ./cmd/apogee-bench ./benchmark/floorbroker
@@ -65,14 +58,7 @@ run() {
   server=$bench_pid
   "$work/bin/apogee-bench" "${args[@]}" --addr "$(bench_addr server listen)" --broker-pid "$server" >"$work/run.out" || true
   local ok=0
-  if ! kill "$server" 2>/dev/null; then
-    echo "bench-floor: the server (pid $server) stopped during the run; its log:" >&2
-    tail -n 20 "$work/server.err" >&2
-    ok=1
-  fi
-  wait "$server" 2>/dev/null || true
-  server=""
-  rm -rf "$work/data"
+  bench_stop_server bench-floor || ok=1
   bench_record "$out" "$sys" "$wl" "$round" "$work/run.out" $ok
 }
 

@@ -178,3 +178,30 @@ bench_medians() {
     done
   done
 }
+
+# bench_stop_server SCRIPT: stops the server of a run ($server), waits for
+# it, clears $server and removes $work/data; it fails, saying so with the
+# server's log ($work/server.err), when the server had already stopped:
+# that run's figures are not the server's.
+bench_stop_server() {
+  local ok=0
+  if ! kill "$server" 2>/dev/null; then
+    echo "$1: the server (pid $server) stopped during the run; its log:" >&2
+    tail -n 20 "$work/server.err" >&2
+    ok=1
+  fi
+  wait "$server" 2>/dev/null || true
+  server=""
+  rm -rf "$work/data"
+  return $ok
+}
+
+# bench_cleanup: the EXIT trap's part common to the scripts that run
+# servers: stops the one still running ($server), if any, and removes $work.
+bench_cleanup() {
+  if [ -n "${server:-}" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}

@@ -36,14 +36,7 @@ out=${OUT:-$(mktemp -d /tmp/bench-peer.XXXXXX)}
 mkdir -p "$out"
 work=$(mktemp -d)
 server=""
-cleanup() {
-  if [ -n "$server" ]; then
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 nats=$(command -v nats-server || true)
 [ -z "$nats" ] && nats="$(go env GOPATH)/bin/nats-server"
@@ -60,21 +53,6 @@ echo "results: $out"
 cat >"$work/sync.conf" <<EOF
 jetstream { sync_interval: always }
 EOF
-
-# stopServer stops the server; it fails (saying so, with the server's log)
-# when the server had already stopped: that run's figures are not the server's.
-stopServer() {
-  local ok=0
-  if ! kill "$server" 2>/dev/null; then
-    echo "bench-peer: the server (pid $server) stopped during the run; its log:" >&2
-    tail -n 20 "$work/server.err" >&2
-    ok=1
-  fi
-  wait "$server" 2>/dev/null || true
-  server=""
-  rm -rf "$work/data"
-  return $ok
-}
 
 # run SYSTEM WORKLOAD ROUND: one run, its JSON line appended to $out/WORKLOAD.SYSTEM.jsonl
 run() {
@@ -97,7 +75,7 @@ run() {
     "$work/bin/apogee-bench-nats" "${args[@]}" --addr "nats://$bench_nats_addr" --broker-pid "$server" >"$work/run.out" || true
   fi
   local ok=0
-  stopServer || ok=1
+  bench_stop_server bench-peer || ok=1
   bench_record "$out" "$sys" "$wl" "$round" "$work/run.out" $ok
 }
 
