@@ -509,7 +509,7 @@ func (l *Log) prepareNext() {
 	l.allocErr = nil
 	if l.opts.PrefaultAhead > 0 {
 		n := min(l.opts.PrefaultAhead, s.size)
-		if l.zeroesAhead(s) {
+		if !s.recycled {
 			// Nothing writes to a prepared segment: no fence is needed.
 			for off := int64(0); off < n; off += zeroAheadChunk {
 				if _, err := s.f.WriteAt(zeroAheadBytes[:min(zeroAheadChunk, n-off)], off); err != nil {
@@ -540,7 +540,7 @@ func (l *Log) prefaultActive() {
 	if to <= from {
 		return
 	}
-	if l.zeroesAhead(seg) {
+	if !seg.recycled {
 		l.zeroAhead(seg, from, to)
 	}
 	seg.prefault(int(from-seg.base), int(to-from))
@@ -592,16 +592,6 @@ func (l *Log) zeroAhead(seg *segment, from, to int64) {
 		}
 		c = end
 	}
-}
-
-// zeroesAhead reports whether the allocator writes zeros ahead in seg: a
-// new file (a recycled one has its pages cached or its old bytes to read),
-// in async flush mode only. With sync flushes the zeros cost more than they
-// save: produce 4 x 64 with --flush sync fell from 107 k to 78 k msgs/s
-// (docs/benchmarks.md, "Fresh pages: zeros written ahead"), as whole-segment
-// zero-filling did when it was tried for sync mode before.
-func (l *Log) zeroesAhead(seg *segment) bool {
-	return !seg.recycled && l.opts.FlushMode == FlushAsync
 }
 
 // waitZeroLocked waits (called with mu held; Cond.Wait releases it
