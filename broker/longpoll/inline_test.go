@@ -470,42 +470,11 @@ func (h hostWithMax) MaxOffset(_ string, q int32) int64 { return h.max[q].Load()
 // Park, an arrival and the inline run it causes do not allocate once the
 // pool and the lists have grown.
 func TestInlineParkAndWakeDoNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items under the race detector")
-	}
-	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s, Options{InlineArrivals: 4})
-	h.Start()
-	defer h.Stop()
-	deadline := time.Now().Add(time.Hour)
-	off := int64(0)
-	cycle := func() {
-		h.Park(pos("Allocs", 1, off), deadline, item{1})
-		off++
-		h.Arrived("Allocs", 1, off)
-		<-s.ran
-	}
-	cycle()
-	if allocs := testing.AllocsPerRun(1000, cycle); allocs != 0 {
-		t.Fatalf("%v allocations per park and inline wake", allocs)
-	}
-	if st := h.Stats(); st.Inline == 0 {
+	if st := checkParkWakeAllocs(t, Options{InlineArrivals: 4}); st.Inline == 0 {
 		t.Fatalf("nothing run inline: %+v", st)
 	}
 }
 
 // BenchmarkParkWakeInline is BenchmarkParkWake with the woken item run on
 // Arrived's goroutine (no hand-off to the loop).
-func BenchmarkParkWakeInline(b *testing.B) {
-	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s, Options{InlineArrivals: 4})
-	h.Start()
-	defer h.Stop()
-	deadline := time.Now().Add(time.Hour)
-	b.ReportAllocs()
-	for i := range b.N {
-		h.Park(pos("Bench", 0, int64(i)), deadline, item{i})
-		h.Arrived("Bench", 0, int64(i)+1)
-		<-s.ran
-	}
-}
+func BenchmarkParkWakeInline(b *testing.B) { benchParkWake(b, Options{InlineArrivals: 4}) }

@@ -566,11 +566,19 @@ func (s signalHost) MaxOffset(string, int32) int64 { return 0 }
 // Park, an arrival and the run it causes do not allocate once the pool
 // and the lists have grown.
 func TestParkAndWakeDoNotAllocate(t *testing.T) {
+	checkParkWakeAllocs(t, Options{})
+}
+
+// checkParkWakeAllocs fails unless a park, an arrival and the run it causes
+// allocate nothing once the pool and the lists have grown, with opts; it
+// returns the holder's stats after the runs.
+func checkParkWakeAllocs(t *testing.T, opts Options) Stats {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
 	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s, Options{})
+	h := New[item](s, opts)
 	h.Start()
 	defer h.Stop()
 	deadline := time.Now().Add(time.Hour)
@@ -583,15 +591,19 @@ func TestParkAndWakeDoNotAllocate(t *testing.T) {
 	}
 	cycle()
 	if allocs := testing.AllocsPerRun(1000, cycle); allocs != 0 {
-		t.Fatalf("%v allocations per park and wake", allocs)
+		t.Fatalf("%v allocations per park and wake (%+v)", allocs, opts)
 	}
+	return h.Stats()
 }
 
 // BenchmarkParkWake measures one item parked, woken by an arrival and run
 // by the holder's goroutine (the host signals the benchmark).
-func BenchmarkParkWake(b *testing.B) {
+func BenchmarkParkWake(b *testing.B) { benchParkWake(b, Options{}) }
+
+// benchParkWake is BenchmarkParkWake with the holder's options opts.
+func benchParkWake(b *testing.B, opts Options) {
 	s := signalHost{ran: make(chan struct{}, 1)}
-	h := New[item](s, Options{})
+	h := New[item](s, opts)
 	h.Start()
 	defer h.Stop()
 	deadline := time.Now().Add(time.Hour)
