@@ -55,8 +55,10 @@
 // longest prefix the writer could have produced: entry 1 carries the
 // header's beginPhyOffset, offsets never decrease, and each entry's
 // prevIndex is exactly the previous entry of its slot. It then rewrites the
-// slot table from those entries, zeroes leftover entries right after them,
-// rewrites the header and syncs the file. If no entry survives, the file is
+// slot table from those entries, zeroes the rest of the file after them
+// (FALLOC_FL_ZERO_RANGE, a metadata operation: a power loss can leave
+// entries past a gap of lost pages, which later puts would otherwise join
+// up with), rewrites the header and syncs the file. If no entry survives, the file is
 // deleted. The cost is one pass over the file's entries and a temporary
 // slot table (SlotCount int32s, 20 MB by default) at every Open: about
 // 0.14 s for a full default-size file whose pages are cached.

@@ -293,8 +293,8 @@ func scan(b []byte, lay *layout, beginPhy int64) scanResult {
 
 // recover validates the newest file after Open and repairs it in place: the
 // entries are rescanned (see scan), the slot table is made to match them,
-// non-zero entries right after the last valid one are zeroed, and the header
-// is rewritten. The header's own counters are not trusted: a crash may leave
+// everything past the last valid entry is zeroed (to the end of the file),
+// and the header is rewritten. The header's own counters are not trusted: a crash may leave
 // entries past indexCount, or an indexCount (or slots) ahead of entries that
 // never reached the disk. Changes are synced before recover returns. It
 // reports false, changing nothing, when no entry is valid: the caller then
@@ -320,26 +320,52 @@ func (f *file) recover(lay *layout) (bool, error) {
 			changed = true
 		}
 	}
-	for n := r.count; int(n) < lay.entries; n++ {
-		pos := lay.entryPos(n)
-		if readEntry(b, pos).zero() {
-			break
-		}
-		writeEntry(b, pos, entry{})
-		changed = true
-	}
 	want := header{beginTs: h.beginTs, endTs: endTs, beginPhy: h.beginPhy, endPhy: r.lastOff, slotsUsed: r.used, count: r.count}
 	f.setFromHeader(want)
 	if h != want {
 		f.writeHeader(b)
 		changed = true
 	}
+	// Everything past the valid entries is zeroed, not only a run right
+	// after them: a power loss can leave any of the dirty pages on disk, so
+	// entries put before it may lie past a zeroed gap. Kept, they would wait
+	// there until new puts fill the gap, then pass scan's rules at the next
+	// Open (their prevIndex still matches a slot the new entries left alone)
+	// and be taken for indexed: Put skips offsets below the highest indexed
+	// one, and the store re-puts new messages at the offsets of lost ones.
+	tail := lay.entryPos(r.count)
+	if err := f.zeroFrom(tail, lay.size); err != nil {
+		return false, err
+	}
+	syncFrom := tail
 	if changed {
-		if err := f.fs.MSync(f.path, f.m, 0, lay.size); err != nil {
-			return false, fmt.Errorf("index: sync repaired file: %w", err)
-		}
+		syncFrom = 0
+	}
+	if err := f.fs.MSync(f.path, f.m, syncFrom, lay.size-syncFrom); err != nil {
+		return false, fmt.Errorf("index: sync repaired file: %w", err)
 	}
 	return true, nil
+}
+
+// zeroFrom makes [from, to) of the file read as zeros: its blocks stay
+// allocated (vfs File.ZeroRange, a metadata operation on ext4 and xfs), and
+// the mapping sees the zeros. The caller syncs the range.
+func (f *file) zeroFrom(from, to int) error {
+	if from >= to {
+		return nil
+	}
+	fd, err := f.fs.OpenFile(f.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("index: open %s to zero its tail: %w", f.path, err)
+	}
+	err = fd.ZeroRange(int64(from), int64(to-from))
+	if cerr := fd.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("index: zero the tail of %s: %w", f.path, err)
+	}
+	return nil
 }
 
 // sync writes the file's slots and its first n entries back, then the

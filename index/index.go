@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -743,8 +744,9 @@ func (x *Index) Close() error {
 // Check inspects the index files in dir without changing anything, for
 // offline verification, and returns what Open would repair or remove: a
 // file of the wrong size, an older file whose header is out of bounds, a
-// newest file whose header does not describe its valid entries. An empty
-// result means Open would use every file as it is.
+// newest file whose header does not describe its valid entries or that
+// holds non-zero bytes after them. An empty result means Open would use
+// every file as it is.
 func Check(dir string, opts Options) ([]string, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -789,7 +791,24 @@ func Check(dir string, opts Options) ([]string, error) {
 		if h.count != r.count || h.count > 1 && h.endPhy != r.lastOff {
 			problems = append(problems, fmt.Sprintf("%s: header records %d entries, %d are valid; Open would repair it", f.path, h.count-1, r.count-1))
 		}
+		if !allZero(f.m.Bytes()[lay.entryPos(r.count):]) {
+			problems = append(problems, fmt.Sprintf("%s: non-zero bytes after its %d valid entries; Open would zero them", f.path, r.count-1))
+		}
 		f.m.Release()
 	}
 	return problems, nil
+}
+
+var zeroBlock [4096]byte
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroBlock))
+		if !bytes.Equal(b[:n], zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

@@ -878,3 +878,85 @@ func TestPutHash(t *testing.T) {
 		t.Errorf("SlotAddrs after Close = %v, want none", a)
 	}
 }
+
+// A power loss can leave any of the newest file's dirty pages on disk, so
+// entries put before it may survive past a gap of lost ones. The store then
+// re-indexes the records the commit log kept and puts new messages at the
+// offsets of the records it lost. Open must not let the stale entries past
+// the gap join up with the new ones at the next Open: they did, and Put then
+// skipped the new messages (their offsets lay below the highest stale one),
+// whose keys were never found.
+func TestStaleEntriesPastALostGap(t *testing.T) {
+	o := Options{SlotCount: 16, MaxEntries: 400}
+	lay := newLayout(o)
+	dir := t.TempDir()
+	put := func(x *Index, key string, i int) {
+		t.Helper()
+		if err := x.Put("T", key, int64(i)*100, ts0+int64(i)); err != nil {
+			t.Fatalf("Put %s: %v", key, err)
+		}
+	}
+	x := openT(t, dir, o)
+	for i := 1; i <= 100; i++ {
+		put(x, fmt.Sprintf("a%d", i), i)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The power loss: the pages of entries 61 to 80 never reached the disk,
+	// those of 81 to 100 did.
+	p, b := readFileBytes(t, dir)
+	clear(b[lay.entryPos(61):lay.entryPos(81)])
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := Check(dir, o); err != nil || len(problems) == 0 {
+		t.Fatalf("Check before recovery: %v, %q; want the entries past the gap reported", err, problems)
+	}
+	// Recovery: the commit log kept the records up to offset 8000. The store
+	// re-dispatches them, then a new message takes offset 8100.
+	x = openT(t, dir, o)
+	if problems, err := Check(dir, o); err != nil || len(problems) != 0 {
+		t.Fatalf("Check after Open: %v, %q; want nothing left to repair", err, problems)
+	}
+	from, err := x.TruncateAfter(8050)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int(from / 100); i <= 80; i++ {
+		put(x, fmt.Sprintf("a%d", i), i)
+	}
+	// Its key falls in a81's slot, so the stale entries' prevIndex chains
+	// hold across it: only zeroing them keeps them out.
+	b81 := "b81"
+	for n := 0; keyHash("T", b81)%int32(lay.slots) != keyHash("T", "a81")%int32(lay.slots); n++ {
+		b81 = fmt.Sprintf("b81-%d", n)
+	}
+	put(x, b81, 81)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x = openT(t, dir, o)
+	if got := x.MaxCommitLogOffset(); got != 8100 {
+		t.Fatalf("after reopening, the index ends at %d, want 8100 (the entries past the gap came back)", got)
+	}
+	for i := 82; i <= 100; i++ {
+		put(x, fmt.Sprintf("b%d", i), i)
+	}
+	for i := 81; i <= 100; i++ {
+		for _, k := range []string{"a", "b"} {
+			key := fmt.Sprintf("%s%d", k, i)
+			want := []int64(nil)
+			if k == "b" {
+				want = []int64{int64(i) * 100}
+			}
+			if key == "b81" {
+				key = b81
+			}
+			got, err := x.Query("T", key, 0, math.MaxInt64, 4, nil)
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("Query %s: %v, %v; want %v", key, got, err, want)
+			}
+		}
+	}
+}
