@@ -50,8 +50,9 @@ type Options struct {
 	// index files are removed. Default 10 s; negative disables.
 	CleanInterval time.Duration
 	// FlushInterval is how often consume queues with at least two dirty pages
-	// and the index are flushed (RocketMQ's flushIntervalConsumeQueue and
-	// flushConsumeQueueLeastPages). Default 1 s.
+	// and the lite index are flushed (RocketMQ's flushIntervalConsumeQueue
+	// and flushConsumeQueueLeastPages); the hash index is flushed with the
+	// checkpoint (CheckpointInterval) and when a file fills. Default 1 s.
 	FlushInterval time.Duration
 	// CheckpointInterval is how often every consume queue is flushed and the
 	// checkpoint's dispatched offset written: after a machine crash at most

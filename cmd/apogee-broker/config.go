@@ -461,7 +461,7 @@ var honoured = map[string]confKey{
 		c.store.SyncFlushTimeout, err = positiveMillis(v)
 		return err
 	}},
-	"flushIntervalConsumeQueue": {"", "ms between flushes of the consume queues and the index (default 1000)", func(c *config, v string) (err error) {
+	"flushIntervalConsumeQueue": {"", "ms between flushes of the consume queues and the lite index (default 1000); the hash index is flushed with the checkpoint and when a file fills, as RocketMQ's IndexService does", func(c *config, v string) (err error) {
 		c.store.FlushInterval, err = positiveMillis(v)
 		return err
 	}},
