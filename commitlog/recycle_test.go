@@ -122,6 +122,7 @@ func recycledSetup(t *testing.T, dir string, o Options, oldSize, newSize int, to
 	fillTo(t, l, 3*recycleSeg+1000, &seq, oldSize, bodies)
 	settleAllocator(t, l) // segment 4, new
 	old := statSegment(t, dir, 2*recycleSeg)
+	mustFlush(t, l)
 	removed, err := l.RetainBelow(l.WrittenOffset())
 	if err != nil || len(removed) != 3 {
 		t.Fatalf("retain: %v %v, want segments 0 to 2 removed", removed, err)
@@ -177,6 +178,7 @@ func TestRecycleDisabled(t *testing.T) {
 	defer l.Close()
 	seq, bodies := 0, map[int64][]byte{}
 	fillTo(t, l, 3*recycleSeg+1000, &seq, 700, bodies)
+	mustFlush(t, l)
 	if _, err := l.RetainBelow(l.WrittenOffset()); err != nil {
 		t.Fatal(err)
 	}
@@ -466,6 +468,7 @@ func TestRecycleReplica(t *testing.T) {
 	chunk := func() int { return 1 + rng.IntN(20000) }
 	fillLog(t, master, 120, rng)
 	stream(t, master, replica, 0, master.WrittenOffset(), chunk)
+	mustFlush(t, replica)
 	if _, err := replica.RetainBelow(replica.WrittenOffset()); err != nil {
 		t.Fatal(err)
 	}
@@ -670,6 +673,7 @@ func TestRecycleNotUnderDiskPressure(t *testing.T) {
 	fillTo(t, l, 3*recycleSeg+1000, &seq, 700, bodies)
 	settleAllocator(t, l)
 	// A pool file, as a time-based retention would have left.
+	mustFlush(t, l)
 	l.opts.RetentionTime = time.Nanosecond
 	if removed, err := l.RetainBelow(recycleSeg); err != nil || len(removed) != 1 {
 		t.Fatalf("retain: %v %v", removed, err)

@@ -19,7 +19,8 @@ type Removed struct {
 // write is older than Options.RetentionTime, and, while the file system is
 // fuller than Options.DiskUsageRatio, the oldest ones whatever their age
 // (after unlinking the files kept for recycling, which are not kept then). The
-// segment being written is never deleted. A deleted segment leaves the list
+// segment being written is never deleted, nor one that is not synced to its
+// end (see RetainBelow). A deleted segment leaves the list
 // at once (MinOffset moves up) but its mapping and file go only when the last
 // View of it is released. It returns the segments deleted, oldest first.
 func (l *Log) Retain() ([]Removed, error) { return l.RetainBelow(l.written.Load()) }
@@ -28,6 +29,14 @@ func (l *Log) Retain() ([]Removed, error) { return l.RetainBelow(l.written.Load(
 // the store passes its dispatched offset, so that no record is deleted
 // before its consume-queue entry exists (a message deleted before it was
 // ever visible would vanish without a trace).
+//
+// The flushed offset bounds limit too: a segment is deleted only once it is
+// synced. An unlink is not durable until the directory is synced, so after a
+// power loss a deleted segment may come back, holding what had reached the
+// disk; unsynced, that may be nothing, in the middle of the log, below
+// records synced after it (the flusher skips what retention removed and
+// moves past it). Retention times are hours, so in practice only a disk
+// under pressure waits for the flusher here.
 func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -46,7 +55,7 @@ func (l *Log) RetainBelow(limit int64) ([]Removed, error) {
 			return removed, nil
 		}
 		oldest := segs[0]
-		if oldest.end() > limit {
+		if oldest.end() > min(limit, l.flushed.Load()) {
 			l.segMu.Unlock()
 			return removed, nil
 		}

@@ -306,6 +306,9 @@ func TestLiteRetention(t *testing.T) {
 		}
 	}
 	waitLite(t, s, "P", "L1", 150)
+	if err := s.Log().Flush(); err != nil { // only synced segments may go
+		t.Fatal(err)
+	}
 	if _, err := s.Clean(); err != nil {
 		t.Fatal(err)
 	}

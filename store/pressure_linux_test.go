@@ -114,7 +114,11 @@ func TestPressureDeletionIsLogged(t *testing.T) {
 		}
 		puts++
 	}
-	waitVisible(t, s, "T", 0, puts) // only dispatched segments may go
+	// Only dispatched and synced segments may go.
+	waitVisible(t, s, "T", 0, puts)
+	if err := s.Log().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	n, err := s.Clean()
 	if err != nil || n == 0 {
 		t.Fatalf("Clean deleted %d segments (%v), want some for disk pressure", n, err)
