@@ -68,8 +68,6 @@ type Log struct {
 	appended   chan struct{} // a token after each append (cap 1): wakes the dispatcher
 	allocKick  chan struct{} // asks the allocator to prepare the next segment or prefault
 	prefaulted atomic.Int64  // offset up to which the active segment is prefaulted
-	// prefaultBuf is the allocator goroutine's (allocLoop's) alone.
-	prefaultBuf []byte
 
 	// skipFrom and skipTo (under mu) bound the padding of the last marker
 	// AppendReplica took whose bytes have not all arrived: [skipFrom,
@@ -501,21 +499,9 @@ func (l *Log) prepareNext() {
 	}
 	l.allocErr = nil
 	if l.opts.PrefaultAhead > 0 {
-		s.prefault(0, int(min(l.opts.PrefaultAhead, s.size)), l.allocBuf())
+		s.prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
 	}
 	l.prepared = s
-}
-
-// prefaultChunk is the size of the allocator's reads ahead (segment.prefault).
-const prefaultChunk = 1 << 20
-
-// allocBuf is the allocator goroutine's scratch buffer for its reads ahead,
-// made on first use.
-func (l *Log) allocBuf() []byte {
-	if l.prefaultBuf == nil {
-		l.prefaultBuf = make([]byte, prefaultChunk)
-	}
-	return l.prefaultBuf
 }
 
 func (l *Log) prefaultActive() {
@@ -536,7 +522,7 @@ func (l *Log) prefaultActive() {
 	if to <= from {
 		return
 	}
-	seg.prefault(int(from-seg.base), int(to-from), l.allocBuf())
+	seg.prefault(int(from-seg.base), int(to-from))
 	l.prefaulted.Store(to)
 }
 

@@ -62,26 +62,12 @@ func parseSegmentName(name string) (int64, bool) {
 // prefault faults [off, off+n) of the segment in writable ahead of the
 // writer. A recycled file's blocks hold an older segment's data: its pages
 // are read with readahead (mmap.PrefaultData), so that pages no longer in
-// the page cache come back in large reads, not one read per page. A new (or
-// zeroed) file's blocks are allocated but unwritten: the range is first read
-// with pread into buf (scratch, a chunk at a time), which fills the page
-// cache with zeroed pages a chunk per call, and then populated
-// (mmap.Prefault, readahead off), which then only maps them; the populate
-// alone fills them one fault at a time, 2-3 times the CPU
-// (BenchmarkFreshPages: 5.4-6.1 µs per 4 KiB page against 2.0-2.6). A read
-// changes nothing, in the file or on disk, so it needs no fence against the
-// writer; a failed one only leaves the populate the slow way.
-func (s *segment) prefault(off, n int, buf []byte) {
+// the page cache come back in large reads, not one read per page; a new (or
+// zeroed) file's blocks hold nothing to read (mmap.Prefault, readahead off).
+func (s *segment) prefault(off, n int) {
 	if s.oldData {
 		s.m.PrefaultData(off, n)
 		return
-	}
-	for at := off; at < off+n && len(buf) > 0; {
-		c := min(len(buf), off+n-at)
-		if _, err := s.f.ReadAt(buf[:c], int64(at)); err != nil {
-			break
-		}
-		at += c
 	}
 	s.m.Prefault(off, n)
 }

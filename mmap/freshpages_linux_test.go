@@ -18,8 +18,10 @@ import (
 //     populateWrite) and the records are copied into the mapping.
 //   - zeroed-mapping: zeros written over the range with pwrite first (they
 //     dirty the pages: every page then goes to disk twice).
-//   - read-mapping: the range read with pread first (what the commit log's
-//     allocator does now: the page cache fills a chunk per call, clean).
+//   - read-mapping: the range read with pread first (the page cache fills
+//     a chunk per call, clean). Cheaper here, dearer in the broker: tried
+//     in the commit log's allocator and reverted (docs/benchmarks.md,
+//     "Fresh pages: reads ahead").
 //   - willneed-mapping: posix_fadvise(WILLNEED) over the file first.
 //   - pwrite: RocketMQ's transient store pool: the records are copied into
 //     a reused, already-faulted 1 MiB buffer, committed to the file by
