@@ -294,11 +294,11 @@ func scan(b []byte, lay *layout, beginPhy int64) scanResult {
 // recover validates the newest file after Open and repairs it in place: the
 // entries are rescanned (see scan), the slot table is made to match them,
 // everything past the last valid entry is zeroed (to the end of the file),
-// and the header is rewritten. The header's own counters are not trusted: a crash may leave
-// entries past indexCount, or an indexCount (or slots) ahead of entries that
-// never reached the disk. Changes are synced before recover returns. It
-// reports false, changing nothing, when no entry is valid: the caller then
-// deletes the file.
+// and the header is rewritten. The header's own counters are not trusted: a
+// crash may leave entries past indexCount, or an indexCount (or slots) ahead
+// of entries that never reached the disk. Changes are synced before recover
+// returns. It reports false, changing nothing, when no entry is valid: the
+// caller then deletes the file.
 func (f *file) recover(lay *layout) (bool, error) {
 	b := f.m.Bytes()
 	h := readHeader(b)
