@@ -88,6 +88,15 @@ func officialReplierWait(t *testing.T, b *Broker, topic string, waitOnline bool,
 // heartbeat, against RocketMQ as against Apogee. Its heartbeats go to the brokers
 // of the routes it knows, 1 s after its start and then every 30 s: a plain send to the
 // topic right after the start gives it the broker in time for the first.
+// officialRequestRace is why the tests that send requests with the official
+// client skip under -race (they run again without it): the client's async
+// invoke races with itself. The connection's reader stores the response in
+// ResponseFuture.ResponseCommand (internal/remote/remote_client.go:247)
+// while the invoke's own goroutine, woken by the request's context ending,
+// runs the callback that reads it (internal/client.go:591). A loaded CI run
+// reported it in TestRequestReplyOfficial.
+const officialRequestRace = "the official client's request path races with itself under -race; run without -race"
+
 func officialRequester(t *testing.T, b *Broker, topic string, opts ...producer.Option) rocketmq.Producer {
 	t.Helper()
 	group := uniq("PGRQ")
@@ -115,6 +124,9 @@ func officialRequester(t *testing.T, b *Broker, topic string, opts ...producer.O
 // TestRequestReplyOfficial: Request and RequestAsync of the official client, answered
 // by the official client's consumer.
 func TestRequestReplyOfficial(t *testing.T) {
+	if raceEnabled {
+		t.Skip(officialRequestRace)
+	}
 	b := startBroker(t)
 	topic := uniq("RR")
 	createTopic(t, b, topic, 2)
@@ -199,6 +211,9 @@ func TestRequestReplyAcrossClients(t *testing.T) {
 // TestRequestReplyApogeeReplier: the official Request answered by Apogee's client
 // (a push consumer whose listener calls Producer.Reply: SEND_REPLY_MESSAGE_V2).
 func TestRequestReplyApogeeReplier(t *testing.T) {
+	if raceEnabled {
+		t.Skip(officialRequestRace)
+	}
 	b := startBroker(t)
 	topic := uniq("RRA")
 	createTopic(t, b, topic, 2)
@@ -393,6 +408,9 @@ acls:
 // authorized as SEND_MESSAGE is); without a signature, or without that grant, the
 // reply is NO_PERMISSION.
 func TestRequestReplyACL(t *testing.T) {
+	if raceEnabled {
+		t.Skip(officialRequestRace)
+	}
 	b := startBroker(t, "--acl-file", writeACL(t, aclReplyFile))
 	topic := uniq("ACLRR")
 	// The topic is created by a first send (app may not create topics).

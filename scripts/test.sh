@@ -6,8 +6,8 @@
 #   3. The static build (scripts/build.sh) and a check that every binary is
 #      statically linked with cgo off, as README.md says.
 #   4. The interop module (the official RocketMQ Go client) with -race, then
-#      its tests that skip under it (the client's orderly consumer races with
-#      itself) without.
+#      its tests that skip under it (the client's orderly consumer and its
+#      request path race with themselves) without.
 #   4b. The interop-grpc module (the official RocketMQ 5 Go client over the
 #      broker's gRPC front end, and messages crossing to the 4.x client),
 #      without -race: the broker under test is a separate process, so the
