@@ -69,13 +69,6 @@ type Log struct {
 	allocKick  chan struct{} // asks the allocator to prepare the next segment or prefault
 	prefaulted atomic.Int64  // offset up to which the active segment is prefaulted
 
-	// zeroFrom and zeroTo (under mu) fence the range of the active segment
-	// the allocator is writing zeros into (zeroAhead), empty when equal; an
-	// append that would write into it waits on zeroDone (a condition of mu).
-	zeroFrom, zeroTo int64
-	zeroDone         *sync.Cond
-	zeroWrites       atomic.Int64 // zeroAhead's writes so far (tests look)
-
 	// skipFrom and skipTo (under mu) bound the padding of the last marker
 	// AppendReplica took whose bytes have not all arrived: [skipFrom,
 	// skipTo), with skipTo the written position while it is valid.
@@ -137,7 +130,6 @@ func Open(opts Options) (*Log, Recovery, error) {
 		allocKick: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
-	l.zeroDone = sync.NewCond(&l.mu)
 	l.reg = newRegistry(o.FS, o.Dir)
 	if err := l.removeUnfinished(); err != nil {
 		return nil, Recovery{}, err
@@ -221,7 +213,6 @@ func (l *Log) Append(recs []byte, a Assigner, res *Result) error {
 		l.mu.Unlock()
 		return ErrAppendsRefused
 	}
-	l.waitZeroLocked(int64(len(recs)) + message.BlankHeaderSize)
 	seg, pos := l.active, l.pos
 	remaining := seg.end() - pos
 	if int64(len(recs))+message.BlankHeaderSize > remaining {
@@ -508,16 +499,7 @@ func (l *Log) prepareNext() {
 	}
 	l.allocErr = nil
 	if l.opts.PrefaultAhead > 0 {
-		n := min(l.opts.PrefaultAhead, s.size)
-		if l.zeroesAhead(s) {
-			// Nothing writes to a prepared segment: no fence is needed.
-			for off := int64(0); off < n; off += zeroAheadChunk {
-				if _, err := s.f.WriteAt(zeroAheadBytes[:min(zeroAheadChunk, n-off)], off); err != nil {
-					break
-				}
-			}
-		}
-		s.prefault(0, int(n))
+		s.prefault(0, int(min(l.opts.PrefaultAhead, s.size)))
 	}
 	l.prepared = s
 }
@@ -540,77 +522,8 @@ func (l *Log) prefaultActive() {
 	if to <= from {
 		return
 	}
-	if l.zeroesAhead(seg) {
-		l.zeroAhead(seg, from, to)
-	}
 	seg.prefault(int(from-seg.base), int(to-from))
 	l.prefaulted.Store(to)
-}
-
-// zeroAheadChunk is how much of a fresh segment zeroAhead writes per call, and
-// zeroAheadMargin how far past the writer it starts: an append waits for a
-// chunk only if it writes zeroAheadMargin bytes while the chunk's pwrite runs.
-const zeroAheadChunk = 1 << 20
-
-var zeroAheadMargin int64 = 2 << 20 // a variable for the tests
-
-// zeroAheadBytes is the source of zeroAhead's writes.
-var zeroAheadBytes [zeroAheadChunk]byte
-
-// zeroAhead writes zeros over [from, to) of the active segment seg, a new
-// file, a chunk at a time, before the allocator populates the range: on a
-// fallocated file whose pages were never written, the populate otherwise
-// zero-fills and maps each page through the page-fault path, which costs
-// 4-5 times the write path's whole-chunk page-cache fill on this machine
-// (docs/benchmarks.md, "Fresh pages: zeros written ahead"). The bytes are
-// zeros already (fallocated blocks read as zeros), so nothing a reader or a
-// recovery sees changes; the one hazard is a zero landing on bytes the
-// writer has appended meanwhile. Each chunk is therefore fenced under mu
-// (zeroFrom, zeroTo) and starts at least zeroAheadMargin past the written
-// position, and an append that would write into a fenced chunk waits for it
-// (waitZeroLocked). A failed write is ignored: the populate still does its
-// work, the slow way.
-func (l *Log) zeroAhead(seg *segment, from, to int64) {
-	for c := from; c < to; {
-		l.mu.Lock()
-		start := max(c, l.pos+zeroAheadMargin)
-		end := min(start+zeroAheadChunk, to)
-		if start >= end || l.closed.Load() {
-			l.mu.Unlock()
-			return
-		}
-		l.zeroFrom, l.zeroTo = start, end
-		l.mu.Unlock()
-		_, err := seg.f.WriteAt(zeroAheadBytes[:end-start], start-seg.base)
-		l.zeroWrites.Add(1)
-		l.mu.Lock()
-		l.zeroFrom, l.zeroTo = 0, 0
-		l.zeroDone.Broadcast()
-		l.mu.Unlock()
-		if err != nil {
-			return
-		}
-		c = end
-	}
-}
-
-// zeroesAhead reports whether the allocator writes zeros ahead in seg: a
-// new file (a recycled one has its pages cached or its old bytes to read),
-// in async flush mode only. With sync flushes the zeros cost more than they
-// save: produce 4 x 64 with --flush sync fell from 107 k to 78 k msgs/s
-// (docs/benchmarks.md, "Fresh pages: zeros written ahead"), as whole-segment
-// zero-filling did when it was tried for sync mode before.
-func (l *Log) zeroesAhead(seg *segment) bool {
-	return !seg.recycled && l.opts.FlushMode == FlushAsync
-}
-
-// waitZeroLocked waits (called with mu held; Cond.Wait releases it
-// meanwhile) while the n bytes from the written position would reach into
-// the chunk zeroAhead is writing.
-func (l *Log) waitZeroLocked(n int64) {
-	for l.zeroTo > l.zeroFrom && l.zeroFrom < l.pos+n && l.pos < l.zeroTo {
-		l.zeroDone.Wait()
-	}
 }
 
 // Close stops the background goroutines, flushes everything written, records

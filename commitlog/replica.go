@@ -80,7 +80,6 @@ func (l *Log) AppendReplica(off int64, data []byte) (int, error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	l.waitZeroLocked(int64(len(data)) + message.BlankHeaderSize)
 	n, err := l.appendReplicaLocked(off, data)
 	moved := l.pos != l.written.Load()
 	if moved {
