@@ -25,9 +25,18 @@ import (
 
 var (
 	brokerBinOnce sync.Once
+	brokerBinDir  string // removed by TestMain
 	brokerBinPath string
 	brokerBinErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if brokerBinDir != "" {
+		os.RemoveAll(brokerBinDir)
+	}
+	os.Exit(code)
+}
 
 // brokerProcess builds apogee-broker once per test binary and starts it on
 // 127.0.0.1:0 (its embedded name server too), with its data in t.TempDir().
@@ -39,7 +48,8 @@ func brokerProcess(t *testing.T, extra ...string) (addr, namesrv string) {
 			brokerBinErr = err
 			return
 		}
-		brokerBinPath = filepath.Join(dir, "apogee-broker") // left for the OS's temp cleanup: shared by the tests
+		brokerBinDir = dir
+		brokerBinPath = filepath.Join(dir, "apogee-broker")
 		out, err := exec.Command("go", "build", "-o", brokerBinPath, "../cmd/apogee-broker").CombinedOutput()
 		if err != nil {
 			brokerBinErr = fmt.Errorf("go build ../cmd/apogee-broker: %v\n%s", err, out)

@@ -270,16 +270,13 @@ func init() {
 // runPushChild prints "handling <body>" once its handler has a message,
 // then blocks until killed.
 func runPushChild(args []string) int {
-	if len(args) != 3 {
-		fmt.Println("error: want endpoint topic group")
+	if len(args) != 4 {
+		fmt.Println("error: want endpoint topic group logdir")
 		return 1
 	}
-	logs, err := os.MkdirTemp("", "apogee-interop-push-child-")
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	os.Setenv("rocketmq.client.logRoot", logs)
+	// The parent's t.TempDir(): the child is killed, so it cannot remove
+	// a directory of its own.
+	os.Setenv("rocketmq.client.logRoot", args[3])
 	os.Setenv("rocketmq.client.logLevel", "error")
 	rmq.ResetLogger()
 	var once sync.Once
@@ -311,7 +308,7 @@ func TestKilledPushConsumer(t *testing.T) {
 	p := b.producer(t, rmq.WithTopics(topic))
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), pushChildEnv+"="+b.GrpcAddr+" "+topic+" "+group)
+	child.Env = append(os.Environ(), pushChildEnv+"="+b.GrpcAddr+" "+topic+" "+group+" "+t.TempDir())
 	out, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -31,12 +31,24 @@ type brokerProc struct {
 	addr string // its address in routes
 }
 
+// binDir holds the binaries; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // binaries builds apogee-broker and apogee-admin once per test binary.
 var binaries = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "apogee-admin-test")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	for _, b := range []struct{ out, pkg string }{{"apogee-broker", "../apogee-broker"}, {"apogee-admin", "."}} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg).CombinedOutput(); err != nil {
 			return "", &buildError{string(out), err}
