@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/apogeemq/apogee/internal/vfs"
@@ -44,8 +45,8 @@ func checkMagic(magic string, payloadSize int) error {
 	return nil
 }
 
-// OpenRecord opens the record file at path, creating it (empty) if needed,
-// and reads it. ok is false, with a nil error, when there is no valid record
+// OpenRecord opens the record file at path, creating it (empty, its
+// directory synced) if needed, and reads it. ok is false, with a nil error, when there is no valid record
 // in it: a new or short file, another magic, or a CRC mismatch (a torn
 // write). payload is a copy the caller owns. A read that fails for another
 // reason than the file's end is an error.
@@ -53,7 +54,17 @@ func OpenRecord(fsys vfs.FS, path, magic string, payloadSize int) (r *Record, pa
 	if err := checkMagic(magic, payloadSize); err != nil {
 		return nil, nil, false, err
 	}
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new file: its directory entry is synced before any record is
+		// written to it, or a power loss could take the file, and every
+		// record later synced into it, away.
+		if f, err = fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644); err == nil {
+			if err = SyncDir(fsys, filepath.Dir(path)); err != nil {
+				f.Close()
+			}
+		}
+	}
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("durable: open record: %w", err)
 	}
