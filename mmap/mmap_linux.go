@@ -100,7 +100,8 @@ func fdatasync(f *os.File) error {
 
 // ZeroRange makes [off, off+n) of f read as zeros while keeping its blocks
 // reserved (FALLOC_FL_ZERO_RANGE, a metadata operation on ext4 and xfs). Where
-// the file system lacks it, zeros are written. Pages of the range cached for a
+// the file system lacks it, a hole is punched and the range reserved again;
+// where it lacks that too, zeros are written. Pages of the range cached for a
 // mapping of f are dropped, so the mapping sees zeros too.
 func ZeroRange(f *os.File, off, n int64) error {
 	if n <= 0 {
@@ -112,11 +113,36 @@ func ZeroRange(f *os.File, off, n int64) error {
 			continue
 		}
 		if err == unix.EOPNOTSUPP {
-			return zeroByWrite(f, off, n)
+			return zeroByPunch(f, off, n)
 		}
 		if err != nil {
 			return fmt.Errorf("mmap: zero range %s [%d,+%d): %w", f.Name(), off, n, err)
 		}
 		return nil
+	}
+}
+
+// zeroByPunch is ZeroRange where FALLOC_FL_ZERO_RANGE is missing (tmpfs,
+// among others): the range is punched out, then reserved again. Where
+// punching is missing too, zeros are written.
+func zeroByPunch(f *os.File, off, n int64) error {
+	err := fallocateRetry(f, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == unix.EOPNOTSUPP {
+		return zeroByWrite(f, off, n)
+	}
+	if err == nil {
+		err = fallocateRetry(f, unix.FALLOC_FL_KEEP_SIZE, off, n)
+	}
+	if err != nil {
+		return fmt.Errorf("mmap: zero range %s [%d,+%d) by punching a hole: %w", f.Name(), off, n, err)
+	}
+	return nil
+}
+
+func fallocateRetry(f *os.File, mode uint32, off, n int64) error {
+	for {
+		if err := unix.Fallocate(int(f.Fd()), mode, off, n); err != unix.EINTR {
+			return err
+		}
 	}
 }
