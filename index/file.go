@@ -349,8 +349,8 @@ func (f *file) recover(lay *layout) (bool, error) {
 
 // zeroFrom makes [from, to) of the file read as zeros: its blocks stay
 // allocated (vfs File.ZeroRange: a metadata operation on ext4 and xfs, a
-// punched hole reserved again on tmpfs), and
-// the mapping sees the zeros. The caller syncs the range.
+// punched hole reserved again on tmpfs), and the mapping sees the zeros.
+// The caller syncs the range.
 func (f *file) zeroFrom(from, to int) error {
 	if from >= to {
 		return nil
