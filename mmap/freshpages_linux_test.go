@@ -3,6 +3,7 @@ package mmap
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -151,4 +152,43 @@ func BenchmarkFreshPages(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFirstTouch measures what the first write to a page of anonymous
+// memory costs this machine, per 4 KiB page: a fault, a zeroed page, and on
+// a VM whose balloon reports free memory to its host (free page reporting)
+// the host's own fault for every page it had taken back. Each op maps
+// $APOGEE_BENCH_TOUCH_GIB GiB (default 1), writes one byte per page and
+// unmaps it. The first op draws on whatever free memory the kernel hands
+// out; later ones reuse what the previous op freed, unless the balloon
+// reported it in between. Compare op 1 (-benchtime 1x) with the mean over
+// several, and with /sys/module/page_reporting/parameters/reported_kib
+// before and after, where the kernel has it.
+func BenchmarkFirstTouch(b *testing.B) {
+	gib := 1
+	if v := os.Getenv("APOGEE_BENCH_TOUCH_GIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("APOGEE_BENCH_TOUCH_GIB=%q: want a whole number of GiB", v)
+		}
+		gib = n
+	}
+	size := gib << 30
+	pages := size / 4096
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := 0; off < size; off += 4096 {
+			m[off] = 1
+		}
+		b.StopTimer()
+		if err := unix.Munmap(m); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pages), "ns/page")
 }
