@@ -23,7 +23,6 @@ import (
 	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/litequeue"
 	"github.com/apogeemq/apogee/message"
-	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors callers branch on.
@@ -149,7 +148,7 @@ func Open(opts Options) (*Store, commitlog.Recovery, error) {
 // lockDir takes an exclusive lock on <dir>/lock, held while the store is open.
 func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
 	l, err := fsys.Lock(filepath.Join(dir, "lock"))
-	if errors.Is(err, unix.EWOULDBLOCK) {
+	if errors.Is(err, vfs.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 	}
 	if err != nil {

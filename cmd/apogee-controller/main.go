@@ -50,6 +50,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -58,6 +59,7 @@ import (
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
+	"github.com/apogeemq/apogee/internal/vfs"
 	"github.com/apogeemq/apogee/remoting"
 )
 
@@ -99,11 +101,17 @@ func run(args []string) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	unlock, err := lockDir(cfg.dataDir)
-	if err != nil {
-		return err
+	// The data directory's lock (<dir>/lock) is held for as long as the
+	// process runs (the kernel drops it when the process exits, however it
+	// exits).
+	lock, err := vfs.Default.Lock(filepath.Join(cfg.dataDir, "lock"))
+	if errors.Is(err, vfs.ErrLocked) {
+		return fmt.Errorf("data directory %s is in use by another running controller", cfg.dataDir)
 	}
-	defer unlock()
+	if err != nil {
+		return fmt.Errorf("lock the data directory: %w", err)
+	}
+	defer lock.Close()
 
 	tlsParts, err := openTLS(cfg.tls, logger)
 	if err != nil {

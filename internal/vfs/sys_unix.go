@@ -9,6 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// errWouldBlock is flock's error when another open file holds the lock.
+const errWouldBlock = unix.EWOULDBLOCK
+
 func flock(f *os.File) error {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)

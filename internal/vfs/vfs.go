@@ -40,7 +40,7 @@ type FS interface {
 	// Lock takes an exclusive, non-blocking advisory lock (flock) on the file
 	// name, creating it if needed. The lock is held until the returned
 	// Closer is closed. When another process holds it, the error wraps
-	// unix.EWOULDBLOCK.
+	// ErrLocked.
 	Lock(name string) (io.Closer, error)
 	// DiskUsage returns the used fraction (0..1) of the file system holding path.
 	DiskUsage(path string) (float64, error)
@@ -123,6 +123,10 @@ func (osFS) MSync(name string, m *mmap.Mapping, off, n int) error {
 	return nil
 }
 
+// ErrLocked: Lock found the file locked by another process (or another
+// open of it in this one).
+var ErrLocked = errors.New("locked by another process")
+
 func (osFS) Lock(name string) (io.Closer, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -130,6 +134,9 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	}
 	if err := flock(f); err != nil {
 		f.Close()
+		if err == errWouldBlock {
+			err = ErrLocked
+		}
 		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
 	}
 	return f, nil

@@ -127,8 +127,8 @@ func TestLockConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := vfs.Default.Lock(path); !errors.Is(err, unix.EWOULDBLOCK) {
-		t.Fatalf("second lock = %v, want EWOULDBLOCK", err)
+	if _, err := vfs.Default.Lock(path); !errors.Is(err, vfs.ErrLocked) {
+		t.Fatalf("second lock = %v, want vfs.ErrLocked", err)
 	}
 }
 
