@@ -12,6 +12,7 @@ import (
 
 	"github.com/apogeemq/apogee/controller"
 	"github.com/apogeemq/apogee/internal/javaprops"
+	"github.com/apogeemq/apogee/internal/limitflags"
 )
 
 // config is the controller's configuration after the file and the flags.
@@ -29,7 +30,7 @@ type config struct {
 	tls                                                                              tlsSettings
 	sec                                                                              securitySettings
 	notes                                                                            []note
-	limits                                                                           limitConfig // limits.go
+	limits                                                                           limitflags.Config // package limitflags
 }
 
 type note struct {
@@ -68,7 +69,7 @@ func parseConfig(args []string) (*config, error) {
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
 	secF := addSecurityFlags(fs)
-	limF := addLimitFlags(fs)
+	limF := limitflags.Add(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func parseConfig(args []string) (*config, error) {
 		return c, nil
 	}
 	var err error
-	if c.limits, err = limF.config(); err != nil {
+	if c.limits, err = limF.Config(); err != nil {
 		return nil, err
 	}
 	peerText := *peers

@@ -118,7 +118,7 @@ func run(args []string) error {
 		return err
 	}
 	defer tlsParts.close()
-	cfg.limits.apply(logger)
+	cfg.limits.Apply(logger)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w (the controller's remoting address: move it with --listen, or the properties' listenPort)", cfg.listen, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/internal/javaprops"
+	"github.com/apogeemq/apogee/internal/limitflags"
 	"github.com/apogeemq/apogee/namesrv"
 )
 
@@ -39,8 +40,8 @@ type config struct {
 	tls tlsConfig
 	// acl is the access control (acl.go).
 	acl aclConfig
-	// limits are the connection limits (limits.go).
-	limits limitConfig
+	// limits are the connection limits (package limitflags).
+	limits limitflags.Config
 }
 
 // note is one WARN line: a message and its attributes.
@@ -67,7 +68,7 @@ func parseConfig(args []string) (*config, error) {
 	showVersion := fs.Bool("version", false, "print the version and the commit, and exit")
 	tlsF := addTLSFlags(fs)
 	aclF := addACLFlags(fs)
-	limF := addLimitFlags(fs)
+	limF := limitflags.Add(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func parseConfig(args []string) (*config, error) {
 		return c, nil
 	}
 	var err error
-	if c.limits, err = limF.config(); err != nil {
+	if c.limits, err = limF.Config(); err != nil {
 		return nil, err
 	}
 	if c.brokerTimeout <= 0 {

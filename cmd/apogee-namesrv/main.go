@@ -125,7 +125,7 @@ func run(args []string) error {
 	}
 	defer reg.Close()
 
-	cfg.limits.apply(logger)
+	cfg.limits.Apply(logger)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w (the name server's address: move it with --listen, or namesrv.properties' listenPort and bindAddress)", cfg.listen, err)

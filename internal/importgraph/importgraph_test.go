@@ -132,6 +132,9 @@ var allowed = map[string][]string{
 	"internal/javacompat": {},
 	// The java.util.Properties reader of the -c files: a leaf.
 	"internal/javaprops": {},
+	// The connection-limit flags of the name server and the controller:
+	// pflag over remoting's process-wide limits.
+	"internal/limitflags": {"remoting"},
 	// Basic authentication of the operator's HTTP endpoints (/metrics,
 	// pprof) and the failed-login limit the dashboard shares: a leaf
 	// (package acl's Guard is its Users through an interface).
