@@ -384,6 +384,12 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 // accept validates and starts a send. For a sync send the returned request holds a
 // ref for the caller, who must wait for it.
 func (p *Producer) accept(ctx context.Context, msg *Message, fn func(SendResult, error), sync bool) (*sendReq, error) {
+	return p.acceptKind(ctx, msg, fn, sync, false)
+}
+
+// acceptKind is accept, for a transaction's half message when txn is set
+// (always sync, without a callback).
+func (p *Producer) acceptKind(ctx context.Context, msg *Message, fn func(SendResult, error), sync, txn bool) (*sendReq, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -395,7 +401,7 @@ func (p *Producer) accept(ctx context.Context, msg *Message, fn func(SendResult,
 		return nil, err
 	}
 	r := p.getReq()
-	r.msg, r.route, r.cb, r.sync = msg, route, fn, sync
+	r.msg, r.route, r.cb, r.sync, r.txn = msg, route, fn, sync, txn
 	if err := r.prepare(); err != nil {
 		r.refs.Store(1)
 		r.unref()

@@ -73,7 +73,7 @@ func (p *Producer) SendInTransaction(ctx context.Context, msg *Message) (Transac
 	if msg != nil && (msg.DelayLevel > 0 || !msg.DeliverAt.IsZero()) {
 		return TransactionResult{}, fmt.Errorf("%w: transactional messages cannot be delayed", ErrBadMessage)
 	}
-	r, err := p.acceptTxn(ctx, msg)
+	r, err := p.acceptKind(ctx, msg, nil, true, true)
 	if err != nil {
 		return TransactionResult{}, err
 	}
@@ -84,30 +84,6 @@ func (p *Producer) SendInTransaction(ctx context.Context, msg *Message) (Transac
 	state := p.runLocal(ctx, msg)
 	out := TransactionResult{SendResult: res, State: state}
 	return out, p.endTransaction(res, state)
-}
-
-func (p *Producer) acceptTxn(ctx context.Context, msg *Message) (*sendReq, error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
-	}
-	if msg == nil || msg.Topic == "" {
-		return nil, fmt.Errorf("%w: no topic", ErrBadMessage)
-	}
-	route, err := p.publishRoute(ctx, msg.Topic)
-	if err != nil {
-		return nil, err
-	}
-	r := p.getReq()
-	r.msg, r.route, r.sync, r.txn = msg, route, true, true
-	if err := r.prepare(); err != nil {
-		r.refs.Store(1)
-		r.unref()
-		return nil, err
-	}
-	if err := p.start(ctx, r); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 func (p *Producer) runLocal(ctx context.Context, msg *Message) (state TransactionState) {
