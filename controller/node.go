@@ -176,9 +176,11 @@ type Options struct {
 	// Logger receives the controller's events. Default slog.Default().
 	Logger *slog.Logger
 	// RaftLogOutput and RaftLogLevel are for the Raft library's own log
-	// lines (hclog). Defaults os.Stderr and "warn".
+	// lines (hclog). Defaults os.Stderr and "warn". RaftLogJSON writes them
+	// as one JSON object per line, as the process's --log-format json.
 	RaftLogOutput io.Writer
 	RaftLogLevel  string
+	RaftLogJSON   bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -299,7 +301,7 @@ func New(opts Options) (*Node, error) {
 
 func (n *Node) startRaft() error {
 	o := n.opts
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.RaftLogOutput, Level: hclog.LevelFromString(o.RaftLogLevel)})
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.RaftLogOutput, Level: hclog.LevelFromString(o.RaftLogLevel), JSONFormat: o.RaftLogJSON})
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(o.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},

@@ -79,6 +79,7 @@ import (
 	"github.com/apogeemq/apogee/broker/ctrlmode"
 	"github.com/apogeemq/apogee/broker/grpcfe"
 	"github.com/apogeemq/apogee/broker/metrics"
+	"github.com/apogeemq/apogee/internal/logsetup"
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
@@ -97,19 +98,6 @@ func main() {
 	}
 }
 
-// newLogger is the process's structured logger on standard error: text
-// (logfmt, key=value) or json (one object per line), at level and above.
-func newLogger(format string, level slog.Level) (*slog.Logger, error) {
-	o := &slog.HandlerOptions{Level: level}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, o)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, o)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: text or json", format)
-}
-
 func run(args []string) error {
 	cfg, err := parseConfig(args)
 	if err != nil {
@@ -120,13 +108,7 @@ func run(args []string) error {
 		fmt.Println(build.String("apogee-broker"))
 		return nil
 	}
-	level := slog.LevelInfo
-	if cfg.logLevel != "" {
-		if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-			return fmt.Errorf("--log-level: %w", err)
-		}
-	}
-	logger, err := newLogger(cfg.logFormat, level)
+	logger, err := logsetup.New(os.Stderr, cfg.logLevel, cfg.logFormat)
 	if err != nil {
 		return err
 	}

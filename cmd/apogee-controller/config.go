@@ -17,20 +17,20 @@ import (
 
 // config is the controller's configuration after the file and the flags.
 type config struct {
-	id, listen, advertise, raftListen, dataDir, group, logLevel, raftLogLevel, pprof string
-	readyFile                                                                        string // --ready-file ("" none)
-	peers                                                                            []controller.Peer
-	join                                                                             []string // --join: members' remoting addresses
-	heartbeatTimeout, scanInterval, closeGrace                                       time.Duration
-	unclean, notify, showVersion                                                     bool
-	pprofAllowRemote                                                                 bool // --pprof-allow-remote
-	raft                                                                             controller.RaftTiming
-	snapshotThreshold, trailingLogs                                                  uint64
-	snapshotInterval                                                                 time.Duration
-	tls                                                                              tlsSettings
-	sec                                                                              securitySettings
-	notes                                                                            []note
-	limits                                                                           limitflags.Config // package limitflags
+	id, listen, advertise, raftListen, dataDir, group, logLevel, logFormat, raftLogLevel, pprof string
+	readyFile                                                                                   string // --ready-file ("" none)
+	peers                                                                                       []controller.Peer
+	join                                                                                        []string // --join: members' remoting addresses
+	heartbeatTimeout, scanInterval, closeGrace                                                  time.Duration
+	unclean, notify, showVersion                                                                bool
+	pprofAllowRemote                                                                            bool // --pprof-allow-remote
+	raft                                                                                        controller.RaftTiming
+	snapshotThreshold, trailingLogs                                                             uint64
+	snapshotInterval                                                                            time.Duration
+	tls                                                                                         tlsSettings
+	sec                                                                                         securitySettings
+	notes                                                                                       []note
+	limits                                                                                      limitflags.Config // package limitflags
 }
 
 type note struct {
@@ -62,6 +62,7 @@ func parseConfig(args []string) (*config, error) {
 	trailing := fs.Uint64("trailing-logs", 0, "entries kept in the log after a snapshot (default 10240)")
 	configFile := fs.StringP("config", "c", "", "RocketMQ controller properties (Java properties); flags win over the file")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (logfmt key=value lines) or json (one JSON object per line)")
 	raftLogLevel := fs.String("raft-log-level", "warn", "the Raft library's log level: trace, debug, info, warn or error")
 	pprof := fs.String("pprof", "", "serve net/http/pprof on this address (loopback unless --pprof-allow-remote; under --acl a Super user only)")
 	pprofRemote := fs.Bool("pprof-allow-remote", false, "serve --pprof on an address that is not loopback (refused otherwise)")
@@ -77,7 +78,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{id: *id, listen: *listen, advertise: *advertise, raftListen: *raftListen, dataDir: *dataDir, group: *group,
-		logLevel: *logLevel, raftLogLevel: *raftLogLevel, pprof: *pprof, pprofAllowRemote: *pprofRemote, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
+		logLevel: *logLevel, logFormat: *logFormat, raftLogLevel: *raftLogLevel, pprof: *pprof, pprofAllowRemote: *pprofRemote, readyFile: *readyFile, heartbeatTimeout: *hbTimeout, scanInterval: *scan,
 		closeGrace: *grace, unclean: *unclean, notify: *notify, showVersion: *showVersion,
 		raft:              controller.RaftTiming{HeartbeatTimeout: *rHB, ElectionTimeout: *rEl, LeaderLeaseTimeout: *rLease, CommitTimeout: *rCommit},
 		snapshotThreshold: *snapThreshold, snapshotInterval: *snapInterval, trailingLogs: *trailing, tls: tlsF.settings(), sec: secF.settings()}

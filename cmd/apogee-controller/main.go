@@ -27,6 +27,8 @@
 //	--acl, --acl-file FILE  obey only signed requests of admin users of the
 //	                        file, and only authenticated Raft peers
 //	-c, --config FILE       RocketMQ controller properties; flags win
+//	--log-level LEVEL       debug, info, warn or error (default info)
+//	--log-format FORMAT     text (default) or json, Raft's lines too
 //	--pprof ADDR            serve net/http/pprof (loopback only unless
 //	                        --pprof-allow-remote; under --acl a Super user)
 //	--ready-file PATH       once listening, write the bound addresses there (JSON)
@@ -56,6 +58,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/apogeemq/apogee/controller"
+	"github.com/apogeemq/apogee/internal/logsetup"
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
@@ -83,11 +86,10 @@ func run(args []string) error {
 		fmt.Println(build.String("apogee-controller"))
 		return nil
 	}
-	level := slog.LevelInfo
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	logger, err := logsetup.New(os.Stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 	for _, n := range cfg.notes {
 		logger.Warn(n.msg, n.attrs...)
@@ -163,7 +165,7 @@ func run(args []string) error {
 		HeartbeatTimeout: cfg.heartbeatTimeout, ScanInterval: cfg.scanInterval, CloseGrace: cfg.closeGrace,
 		ElectUncleanMaster: cfg.unclean, DisableNotify: !cfg.notify, Raft: cfg.raft,
 		SnapshotThreshold: cfg.snapshotThreshold, SnapshotInterval: cfg.snapshotInterval, TrailingLogs: cfg.trailingLogs,
-		Logger: logger, RaftLogOutput: os.Stderr, RaftLogLevel: cfg.raftLogLevel,
+		Logger: logger, RaftLogOutput: os.Stderr, RaftLogLevel: cfg.raftLogLevel, RaftLogJSON: cfg.logFormat == "json",
 		RaftTLS: tlsParts.raft, NotifyTLS: tlsParts.notify,
 	}
 	if tlsParts.remoting != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -420,5 +421,29 @@ func TestJoinFlagsAndListenersInUse(t *testing.T) {
 		if _, err := os.Stat(ready); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%v: a ready file after a failed start: %v", c.args, err)
 		}
+	}
+}
+
+// --log-format json: every line on standard error is one JSON object, the
+// Raft library's own lines included.
+func TestJSONLogs(t *testing.T) {
+	ms := newGroup(t, 1, nil, append([]string{"--log-format", "json", "--raft-log-level", "info"}, fastFlags...)...)
+	leader(t, ms, nil, nil)
+	m := ms[0]
+	if err := m.P.Stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, m.P.RunLog())
+	}
+	raft := 0
+	for _, line := range strings.Split(strings.TrimSpace(m.P.RunLog()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q (%v)", line, err)
+		}
+		if rec["@module"] == "raft" {
+			raft++
+		}
+	}
+	if raft == 0 {
+		t.Fatalf("no line of the Raft library at --raft-log-level info:\n%s", m.P.RunLog())
 	}
 }

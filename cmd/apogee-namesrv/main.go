@@ -48,6 +48,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/apogeemq/apogee/internal/logsetup"
 	"github.com/apogeemq/apogee/internal/opauth"
 	"github.com/apogeemq/apogee/internal/readyfile"
 	"github.com/apogeemq/apogee/internal/version"
@@ -76,18 +77,9 @@ func run(args []string) error {
 		fmt.Println(build.String("apogee-namesrv"))
 		return nil
 	}
-	level := slog.LevelInfo
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	var logger *slog.Logger
-	switch o := (&slog.HandlerOptions{Level: level}); cfg.logFormat {
-	case "", "text":
-		logger = slog.New(slog.NewTextHandler(os.Stderr, o))
-	case "json":
-		logger = slog.New(slog.NewJSONHandler(os.Stderr, o))
-	default:
-		return fmt.Errorf("--log-format %q: text or json", cfg.logFormat)
+	logger, err := logsetup.New(os.Stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		return err
 	}
 	slog.SetDefault(logger)
 	for _, n := range cfg.notes {
