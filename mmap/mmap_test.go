@@ -175,7 +175,26 @@ func TestLockUnlock(t *testing.T) {
 }
 
 func TestZeroRangeThroughMapping(t *testing.T) {
-	size := 4 * PageSize()
+	f := zeroPagesOneAndTwo(t, ZeroRange)
+	if err := zeroByWrite(f, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 11)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 0 || b[10] != 0xAB {
+		t.Fatal("zeroByWrite did not zero exactly the range")
+	}
+}
+
+// zeroPagesOneAndTwo fills a 4-page file through a mapping, zeroes pages
+// 1 and 2 with zero, and checks that the mapping sees exactly them zeroed.
+// It returns the file, its blocks synced before the zeroing.
+func zeroPagesOneAndTwo(t *testing.T, zero func(f *os.File, off, n int64) error) *os.File {
+	t.Helper()
+	ps := PageSize()
+	size := 4 * ps
 	f := newFile(t, int64(size))
 	m, err := Map(f, 0, size, ReadWrite)
 	if err != nil {
@@ -186,21 +205,19 @@ func TestZeroRangeThroughMapping(t *testing.T) {
 	for i := range b {
 		b[i] = 0xAB
 	}
-	if err := ZeroRange(f, int64(PageSize()), int64(2*PageSize())); err != nil {
+	if err := m.Sync(0, size); err != nil {
+		t.Fatal(err)
+	}
+	if err := zero(f, int64(ps), int64(2*ps)); err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range b {
-		inside := i >= PageSize() && i < 3*PageSize()
+		inside := i >= ps && i < 3*ps
 		if inside && c != 0 || !inside && c != 0xAB {
 			t.Fatalf("byte %d = %#x after zeroing pages 1-2", i, c)
 		}
 	}
-	if err := zeroByWrite(f, 0, 10); err != nil {
-		t.Fatal(err)
-	}
-	if b[0] != 0 || b[10] != 0xAB {
-		t.Fatal("zeroByWrite did not zero exactly the range")
-	}
+	return f
 }
 
 func TestAfterUnmapRunsOnLastRelease(t *testing.T) {
