@@ -74,19 +74,14 @@ func Fallocate(f *os.File, off, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	for {
-		err := unix.Fallocate(int(f.Fd()), 0, off, n)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EOPNOTSUPP {
-			return fallocateByWrite(f, off, n)
-		}
-		if err != nil {
-			return fmt.Errorf("mmap: fallocate %s [%d,+%d): %w", f.Name(), off, n, err)
-		}
-		return nil
+	err := fallocateRetry(f, 0, off, n)
+	if err == unix.EOPNOTSUPP {
+		return fallocateByWrite(f, off, n)
 	}
+	if err != nil {
+		return fmt.Errorf("mmap: fallocate %s [%d,+%d): %w", f.Name(), off, n, err)
+	}
+	return nil
 }
 
 func fdatasync(f *os.File) error {
@@ -107,19 +102,14 @@ func ZeroRange(f *os.File, off, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	for {
-		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EOPNOTSUPP {
-			return zeroByPunch(f, off, n)
-		}
-		if err != nil {
-			return fmt.Errorf("mmap: zero range %s [%d,+%d): %w", f.Name(), off, n, err)
-		}
-		return nil
+	err := fallocateRetry(f, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == unix.EOPNOTSUPP {
+		return zeroByPunch(f, off, n)
 	}
+	if err != nil {
+		return fmt.Errorf("mmap: zero range %s [%d,+%d): %w", f.Name(), off, n, err)
+	}
+	return nil
 }
 
 // zeroByPunch is ZeroRange where FALLOC_FL_ZERO_RANGE is missing (tmpfs,
@@ -139,6 +129,7 @@ func zeroByPunch(f *os.File, off, n int64) error {
 	return nil
 }
 
+// fallocateRetry is fallocate(2), retried when a signal interrupts it.
 func fallocateRetry(f *os.File, mode uint32, off, n int64) error {
 	for {
 		if err := unix.Fallocate(int(f.Fd()), mode, off, n); err != unix.EINTR {

@@ -46,10 +46,10 @@ func checkMagic(magic string, payloadSize int) error {
 }
 
 // OpenRecord opens the record file at path, creating it (empty, its
-// directory synced) if needed, and reads it. ok is false, with a nil error, when there is no valid record
-// in it: a new or short file, another magic, or a CRC mismatch (a torn
-// write). payload is a copy the caller owns. A read that fails for another
-// reason than the file's end is an error.
+// directory synced) if needed, and reads it. ok is false, with a nil error,
+// when there is no valid record in it: a new or short file, another magic,
+// or a CRC mismatch (a torn write). payload is a copy the caller owns. A
+// read that fails for another reason than the file's end is an error.
 func OpenRecord(fsys vfs.FS, path, magic string, payloadSize int) (r *Record, payload []byte, ok bool, err error) {
 	if err := checkMagic(magic, payloadSize); err != nil {
 		return nil, nil, false, err
