@@ -9,12 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errWouldBlock is flock's error when another open file holds the lock.
-const errWouldBlock = unix.EWOULDBLOCK
-
+// flock takes f's exclusive lock without waiting: ErrLocked when another
+// open file holds it.
 func flock(f *os.File) error {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == unix.EWOULDBLOCK {
+			return ErrLocked
+		}
 		if err != unix.EINTR {
 			return err
 		}

@@ -134,9 +134,6 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	}
 	if err := flock(f); err != nil {
 		f.Close()
-		if err == errWouldBlock {
-			err = ErrLocked
-		}
 		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
 	}
 	return f, nil
