@@ -60,7 +60,7 @@ func OpenRecord(fsys vfs.FS, path, magic string, payloadSize int) (r *Record, pa
 		// written to it, or a power loss could take the file, and every
 		// record later synced into it, away.
 		if f, err = fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644); err == nil {
-			if err = SyncDir(fsys, filepath.Dir(path)); err != nil {
+			if err = fsys.SyncDir(filepath.Dir(path)); err != nil {
 				f.Close()
 			}
 		}
